@@ -1,0 +1,3 @@
+from kafkapy.cli.main import main
+
+raise SystemExit(main())
