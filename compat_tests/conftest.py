@@ -196,7 +196,9 @@ class BrokerFactory:
         problems = []
         for broker in self.brokers:
             if broker.is_running() and broker.stop() is None:
-                problems.append(f"broker on {broker.bootstrap} ignored SIGTERM for {STOP_TIMEOUT_S}s")
+                problems.append(
+                    f"broker on {broker.bootstrap} ignored SIGTERM for {STOP_TIMEOUT_S}s"
+                )
         return problems
 
 
@@ -252,9 +254,7 @@ def pytest_runtest_makereport(
         if isinstance(factory, BrokerFactory):
             brokers.extend(factory.brokers)
         for broker in brokers:
-            report.sections.append(
-                (f"broker log {broker.log_path.name} (tail)", broker.log_tail())
-            )
+            report.sections.append((f"broker log {broker.log_path.name} (tail)", broker.log_tail()))
     return report
 
 

@@ -70,7 +70,10 @@ def admin(broker: BrokerProcess) -> AdminClient:
 
 
 def create_topic(
-    admin: AdminClient, name: str, partitions: int = N_PARTITIONS, config: dict[str, str] | None = None
+    admin: AdminClient,
+    name: str,
+    partitions: int = N_PARTITIONS,
+    config: dict[str, str] | None = None,
 ) -> None:
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
@@ -146,7 +149,10 @@ def consumer(bootstrap: str, **extra: object) -> Consumer:
 
 
 def consume(
-    cons: Consumer, assignments: list[TopicPartition], expected: int, timeout_s: float = CONSUME_TIMEOUT_S
+    cons: Consumer,
+    assignments: list[TopicPartition],
+    expected: int,
+    timeout_s: float = CONSUME_TIMEOUT_S,
 ) -> list[Got]:
     """Assign, then read until `expected` messages arrived and every partition hit EOF."""
     cons.assign(assignments)
@@ -223,12 +229,16 @@ def check_roundtrip(sends: list[Sent], delivered: dict[int, Message], got: list[
         per_partition[g.partition].append(g)
     for partition, records in per_partition.items():
         offsets = [r.offset for r in records]
-        assert offsets == list(range(len(records))), f"partition {partition}: offsets {offsets[:10]}..."
+        assert offsets == list(range(len(records))), (
+            f"partition {partition}: offsets {offsets[:10]}..."
+        )
         seqs = [_seq(r) for r in records]
         assert seqs == sorted(seqs), f"partition {partition}: produce order not kept"
 
 
-def test_metadata_lists_broker_and_topic(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
+def test_metadata_lists_broker_and_topic(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name)
     md = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     brokers = [(str(b.host), b.port) for b in md.brokers.values()]
@@ -239,7 +249,9 @@ def test_metadata_lists_broker_and_topic(broker: BrokerProcess, admin: AdminClie
     assert all(p.leader in md.brokers for p in topic.partitions.values())
 
 
-def test_keyed_produce_consume_1000(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
+def test_keyed_produce_consume_1000(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name)
     sends = keyed_messages(N_MESSAGES, "plain")
     prod = producer(broker.bootstrap)
@@ -253,7 +265,9 @@ def test_keyed_produce_consume_1000(broker: BrokerProcess, admin: AdminClient, t
         )
     finally:
         cons.close()
-    assert {g.partition for g in got} == set(range(N_PARTITIONS)), "41 keys should hit every partition"
+    assert {g.partition for g in got} == set(range(N_PARTITIONS)), (
+        "41 keys should hit every partition"
+    )
     check_roundtrip(sends, delivered, got)
 
 
@@ -268,17 +282,23 @@ def test_compression_codecs(broker: BrokerProcess, admin: AdminClient, codec: st
     cons = consumer(broker.bootstrap)
     try:
         got = consume(
-            cons, [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(N_PARTITIONS)], len(sends)
+            cons,
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(N_PARTITIONS)],
+            len(sends),
         )
     finally:
         cons.close()
     check_roundtrip(sends, delivered, got)
 
 
-def test_seek_offset_timestamp_end(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
+def test_seek_offset_timestamp_end(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name, partitions=1)
     base_ts = int(time.time() * 1000) - 1_000_000
-    sends = [Sent(i, f"k{i}".encode(), f"v{i}".encode(), [("seq", str(i).encode())]) for i in range(100)]
+    sends = [
+        Sent(i, f"k{i}".encode(), f"v{i}".encode(), [("seq", str(i).encode())]) for i in range(100)
+    ]
     prod = producer(broker.bootstrap, **{"linger.ms": 0})
     # One message per timestamp, 1 s apart, so offsets_for_times has exact answers.
     for sent in sends:
@@ -308,7 +328,9 @@ def test_seek_offset_timestamp_end(broker: BrokerProcess, admin: AdminClient, to
         got = consume(cons, [TopicPartition(topic_name, 0, 61)], 100 - 61)
         assert got[0].value == b"v61"
 
-        low, high = cons.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=ADMIN_TIMEOUT_S)
+        low, high = cons.get_watermark_offsets(
+            TopicPartition(topic_name, 0), timeout=ADMIN_TIMEOUT_S
+        )
         assert (low, high) == (0, 100)
     finally:
         cons.close()
@@ -356,7 +378,9 @@ def test_large_message_900k(broker: BrokerProcess, admin: AdminClient, topic_nam
     assert got[0].value == value
 
 
-def test_null_key_and_empty_value(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
+def test_null_key_and_empty_value(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name, partitions=1)
     sends = [
         Sent(0, None, b"", [("seq", b"0")]),
@@ -399,7 +423,9 @@ def test_describe_and_alter_topic_config(admin: AdminClient, topic_name: str) ->
         topic_name,
         incremental_configs=[
             ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry(
+                "max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET
+            ),
         ],
     )
     futures = admin.incremental_alter_configs([resource], request_timeout=ADMIN_TIMEOUT_S)
@@ -425,7 +451,9 @@ def test_describe_and_alter_topic_config(admin: AdminClient, topic_name: str) ->
 def test_delete_topic(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
     create_topic(admin, topic_name, partitions=2)
     produce_all(producer(broker.bootstrap), topic_name, keyed_messages(10, "del"))
-    futures = admin.delete_topics([topic_name], operation_timeout=10, request_timeout=ADMIN_TIMEOUT_S)
+    futures = admin.delete_topics(
+        [topic_name], operation_timeout=10, request_timeout=ADMIN_TIMEOUT_S
+    )
     futures[topic_name].result(timeout=ADMIN_TIMEOUT_S)
     deadline = time.monotonic() + 10
     while topic_name in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
@@ -435,7 +463,9 @@ def test_delete_topic(broker: BrokerProcess, admin: AdminClient, topic_name: str
     create_topic(admin, topic_name, partitions=1)
     cons = consumer(broker.bootstrap)
     try:
-        low, high = cons.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=ADMIN_TIMEOUT_S)
+        low, high = cons.get_watermark_offsets(
+            TopicPartition(topic_name, 0), timeout=ADMIN_TIMEOUT_S
+        )
     finally:
         cons.close()
     assert (low, high) == (0, 0)

@@ -82,7 +82,12 @@ def produce_all(
 ) -> dict[int, Any]:
     """Send everything, flush, and return seq -> RecordMetadata (raises on any failed send)."""
     futures = [
-        (s.seq, prod.send(topic, key=s.key, value=s.value, headers=s.headers, timestamp_ms=timestamp_ms))
+        (
+            s.seq,
+            prod.send(
+                topic, key=s.key, value=s.value, headers=s.headers, timestamp_ms=timestamp_ms
+            ),
+        )
         for s in sends
     ]
     prod.flush(timeout=30)
@@ -138,7 +143,9 @@ def check_roundtrip(sends: list[Sent], metas: dict[int, Any], got: list[Any]) ->
         assert rec.value == sent.value
         assert list(rec.headers) == sent.headers
         partitions_per_key[sent.key].add(rec.partition)
-    assert all(len(p) == 1 for p in partitions_per_key.values()), "a key landed on several partitions"
+    assert all(len(p) == 1 for p in partitions_per_key.values()), (
+        "a key landed on several partitions"
+    )
     per_partition: dict[int, list[Any]] = defaultdict(list)
     for rec in got:
         per_partition[rec.partition].append(rec)
@@ -148,7 +155,9 @@ def check_roundtrip(sends: list[Sent], metas: dict[int, Any], got: list[Any]) ->
         assert seqs == sorted(seqs), f"partition {partition}: produce order not kept"
 
 
-def test_keyed_produce_consume_1000(broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str) -> None:
+def test_keyed_produce_consume_1000(
+    broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name)
     sends = keyed_messages(N_MESSAGES, "plain")
     prod = producer(broker.bootstrap)
@@ -192,7 +201,9 @@ def test_compression_codecs(broker: BrokerProcess, admin: KafkaAdminClient, code
     check_roundtrip(sends, metas, got)
 
 
-def test_seek_offset_timestamp_end(broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str) -> None:
+def test_seek_offset_timestamp_end(
+    broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name, partitions=1)
     base_ts = int(time.time() * 1000) - 1_000_000
     prod = producer(broker.bootstrap, linger_ms=0)
@@ -201,7 +212,12 @@ def test_seek_offset_timestamp_end(broker: BrokerProcess, admin: KafkaAdminClien
     try:
         # One message per timestamp, 1 s apart, so offsets_for_times has exact answers.
         for i in range(100):
-            produce_all(prod, topic_name, [Sent(i, f"k{i}".encode(), f"v{i}".encode(), [])], base_ts + i * 1000)
+            produce_all(
+                prod,
+                topic_name,
+                [Sent(i, f"k{i}".encode(), f"v{i}".encode(), [])],
+                base_ts + i * 1000,
+            )
         cons.assign([tp])
 
         cons.seek(tp, 42)
@@ -231,7 +247,9 @@ def test_seek_offset_timestamp_end(broker: BrokerProcess, admin: KafkaAdminClien
         prod.close(timeout=5)
 
 
-def test_large_message_900k(broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str) -> None:
+def test_large_message_900k(
+    broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name, partitions=1)
     value = os.urandom(900 * 1024)
     prod = producer(broker.bootstrap)
@@ -250,7 +268,9 @@ def test_large_message_900k(broker: BrokerProcess, admin: KafkaAdminClient, topi
     assert (got[0].key, got[0].value) == (b"big", value)
 
 
-def test_null_key_and_empty_value(broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str) -> None:
+def test_null_key_and_empty_value(
+    broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str
+) -> None:
     create_topic(admin, topic_name, partitions=1)
     sends = [
         Sent(0, None, b"", []),
@@ -270,11 +290,15 @@ def test_null_key_and_empty_value(broker: BrokerProcess, admin: KafkaAdminClient
         got = poll_n(cons, len(sends))
     finally:
         cons.close()
-    assert [(r.key, r.value, list(r.headers)) for r in got] == [(s.key, s.value, s.headers) for s in sends]
+    assert [(r.key, r.value, list(r.headers)) for r in got] == [
+        (s.key, s.value, s.headers) for s in sends
+    ]
 
 
 def _topic_configs(admin: KafkaAdminClient, topic: str) -> dict[str, dict[str, Any]]:
-    result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    result = admin.describe_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"
+    )
     configs: dict[str, dict[str, Any]] = result["topic"][topic]
     return configs
 
@@ -291,7 +315,10 @@ def test_describe_and_alter_topic_config(admin: KafkaAdminClient, topic_name: st
             ConfigResource(
                 ConfigResourceType.TOPIC,
                 topic_name,
-                configs={"retention.ms": (AlterConfigOp.SET, "7200000"), "segment.bytes": "10485760"},
+                configs={
+                    "retention.ms": (AlterConfigOp.SET, "7200000"),
+                    "segment.bytes": "10485760",
+                },
             )
         ]
     )
@@ -300,7 +327,13 @@ def test_describe_and_alter_topic_config(admin: KafkaAdminClient, topic_name: st
     assert configs["segment.bytes"]["value"] == "10485760"
 
     admin.alter_configs(
-        [ConfigResource(ConfigResourceType.TOPIC, topic_name, configs={"retention.ms": (AlterConfigOp.DELETE, None)})]
+        [
+            ConfigResource(
+                ConfigResourceType.TOPIC,
+                topic_name,
+                configs={"retention.ms": (AlterConfigOp.DELETE, None)},
+            )
+        ]
     )
     configs = _topic_configs(admin, topic_name)
     assert configs["retention.ms"]["config_source"] != "DYNAMIC_TOPIC_CONFIG"
