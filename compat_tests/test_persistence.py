@@ -1,0 +1,256 @@
+"""Durability across broker restarts, checked with a real client (confluent-kafka).
+
+What users rely on: an acknowledged (acks=all) message survives a crash of the broker process.
+SIGKILL gives the broker no chance to flush or write its clean-shutdown marker, so the restart
+must recover the log from whatever reached the files. A clean SIGTERM restart must also keep
+topics, partition counts and topic configs, and SIGTERM must finish promptly even with idle
+client connections open.
+
+Each test starts its own broker (function-scoped `broker_factory`) because it kills it.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # stubs lack re-exports
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+
+from compat_tests.conftest import BrokerFactory, BrokerProcess, unique_topic
+
+pytestmark = pytest.mark.timeout(120)
+
+N_PARTITIONS = 2
+
+
+def create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=N_PARTITIONS, replication_factor=1, config=config or {})]
+    )
+    futures[name].result(timeout=15)
+
+
+def new_producer(bootstrap: str) -> Producer:
+    # retries=0 and no idempotence: a message is either acked once or failed, never resent,
+    # so any duplicate after the restart is the broker's doing.
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 2,
+            "retries": 0,
+            "enable.idempotence": False,
+            "message.timeout.ms": 5000,
+        }
+    )
+
+
+def consume_all(
+    bootstrap: str, topic: str, timeout_s: float = 30.0
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every message, reading each partition to EOF."""
+    cons = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_topic("persist-reader"),
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    cons.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(N_PARTITIONS)])
+    out: list[tuple[int, int, bytes]] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(eof) < N_PARTITIONS:
+            assert time.monotonic() < deadline, (
+                f"no EOF on all partitions in {timeout_s}s ({len(out)} read)"
+            )
+            msg = cons.poll(0.2)
+            if msg is None:
+                continue
+            err = msg.error()
+            partition, offset, value = msg.partition(), msg.offset(), msg.value()
+            assert partition is not None
+            if err is not None:
+                assert err.code() == KafkaError._PARTITION_EOF, f"consumer error: {err}"
+                eof.add(partition)
+                continue
+            assert offset is not None
+            assert value is not None
+            eof.discard(partition)
+            out.append((partition, offset, value))
+    finally:
+        cons.close()
+    return out
+
+
+def test_sigkill_keeps_every_acked_message(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory.start()
+    topic = unique_topic("persist-kill")
+    create_topic(broker.bootstrap, topic)
+    acked: dict[bytes, tuple[int, int]] = {}
+    failed: list[bytes] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        value = msg.value()
+        assert value is not None
+        if err is None:
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None
+            assert offset is not None
+            acked[value] = (partition, offset)
+        else:
+            failed.append(value)
+
+    prod = new_producer(broker.bootstrap)
+    # Phase 1: 600 messages, all acknowledged before the crash.
+    for i in range(600):
+        prod.produce(
+            topic, key=f"k{i % 13}".encode(), value=f"m{i:05d}".encode(), on_delivery=on_delivery
+        )
+    assert prod.flush(30) == 0
+    assert len(acked) == 600, (
+        f"only {len(acked)} of 600 acked before the crash; failures {failed[:3]}"
+    )
+
+    # Phase 2: keep producing and SIGKILL the broker in the middle of it.
+    stop = threading.Event()
+
+    def killer() -> None:
+        deadline = time.monotonic() + 10
+        while len(acked) < 700 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        broker.kill()
+        stop.set()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    i = 600
+    while not stop.is_set() and i < 5600:
+        try:
+            prod.produce(
+                topic,
+                key=f"k{i % 13}".encode(),
+                value=f"m{i:05d}".encode(),
+                on_delivery=on_delivery,
+            )
+            i += 1
+        except BufferError:
+            pass
+        prod.poll(0.001)
+    thread.join(timeout=15)
+    prod.flush(10)  # in-flight messages now fail (broker gone); acks received stay valid
+    acked_before_restart = dict(acked)
+    assert len(acked_before_restart) >= 700, "broker was killed before phase 2 got any acks"
+
+    broker.start()  # same data dir, new port
+    records = consume_all(broker.bootstrap, topic)
+
+    seen: dict[bytes, tuple[int, int]] = {}
+    for partition, offset, value in records:
+        assert value not in seen, (
+            f"{value!r} present twice: {seen[value]} and {(partition, offset)}"
+        )
+        seen[value] = (partition, offset)
+    lost = [v for v in acked_before_restart if v not in seen]
+    assert not lost, f"{len(lost)} acknowledged messages lost after SIGKILL, e.g. {lost[:5]}"
+    moved = {v: (where, seen[v]) for v, where in acked_before_restart.items() if seen[v] != where}
+    assert not moved, (
+        f"acknowledged messages changed offset after restart: {list(moved.items())[:5]}"
+    )
+    per_partition: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    for partition, offset, value in records:
+        per_partition[partition].append((offset, value))
+    for partition, entries in per_partition.items():
+        assert [o for o, _ in entries] == list(range(len(entries))), (
+            f"partition {partition}: offset gap"
+        )
+        seqs = [int(v[1:]) for _, v in entries]
+        assert seqs == sorted(seqs), f"partition {partition}: order changed by recovery"
+
+    # The recovered log accepts new appends right after the last recovered offset.
+    prod = new_producer(broker.bootstrap)
+    prod.produce(topic, key=b"after", value=b"after-restart", partition=0)
+    assert prod.flush(15) == 0
+    after = [r for r in consume_all(broker.bootstrap, topic) if r[0] == 0]
+    assert after[-1] == (0, len(per_partition[0]), b"after-restart")
+
+
+def _topic_config(bootstrap: str, topic: str) -> dict[str, str | None]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+    entries = next(iter(futures.values())).result(timeout=15)
+    return {name: entry.value for name, entry in entries.items()}
+
+
+def test_sigterm_restart_keeps_topics_and_configs(broker_factory: BrokerFactory) -> None:
+    broker = broker_factory.start()
+    topic = unique_topic("persist-term")
+    create_topic(
+        broker.bootstrap, topic, config={"retention.ms": "123456789", "cleanup.policy": "delete"}
+    )
+    prod = new_producer(broker.bootstrap)
+    for i in range(20):
+        prod.produce(topic, key=f"k{i}".encode(), value=f"m{i:05d}".encode())
+    assert prod.flush(15) == 0
+    before = consume_all(broker.bootstrap, topic)
+    assert len(before) == 20
+
+    took = broker.stop()
+    assert took is not None, "broker ignored SIGTERM (needed SIGKILL)"
+    assert broker.proc is not None
+    # 0, or 143 as Kafka itself reports SIGTERM; -15 would mean killed by the signal, no shutdown.
+    assert broker.proc.returncode in (0, 143), f"unclean exit code {broker.proc.returncode}"
+    broker.start()
+
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=15)
+    assert topic in md.topics, "topic lost across a clean restart"
+    assert sorted(md.topics[topic].partitions) == list(range(N_PARTITIONS))
+    assert _topic_config(broker.bootstrap, topic)["retention.ms"] == "123456789"
+    assert consume_all(broker.bootstrap, topic) == before
+
+
+def test_sigterm_is_prompt_with_idle_connections(broker_factory: BrokerFactory) -> None:
+    broker: BrokerProcess = broker_factory.start(memory=True)
+    topic = unique_topic("persist-idle")
+    create_topic(broker.bootstrap, topic)
+    idle_sockets = [
+        socket.create_connection((broker.host, broker.port), timeout=5) for _ in range(3)
+    ]
+    # A consumer parked in a long-poll fetch on an empty topic.
+    cons = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique_topic("idle"),
+            "fetch.wait.max.ms": 5000,
+        }
+    )
+    cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        for _ in range(5):
+            cons.poll(0.1)
+        took = broker.stop(timeout_s=5.0)
+        assert took is not None, "broker ignored SIGTERM for 5s with idle connections open"
+        assert took < 3.0, f"SIGTERM took {took:.2f}s with idle connections (should be ~2s at most)"
+    finally:
+        for sock in idle_sockets:
+            sock.close()
+        cons.close()
