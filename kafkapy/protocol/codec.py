@@ -1,0 +1,387 @@
+"""Request/response codecs: construct structs built per (API, version, direction), cached.
+
+Why built lazily from the generated schema tables: a broker process only ever meets a handful
+of (API, version) pairs, so compiling all ~1,000 of them up front would waste start-up time.
+Each struct codec is compiled with construct's `compile()` (our primitives all implement
+`_emitparse/_emitbuild`, so the compiled module never calls back into the interpreter) and the
+generated parser builds the message dataclass directly: no intermediate `Container`.
+
+Boundary rule (after h11): every decode function either returns a message or raises
+`ProtocolError`; any other exception escaping the codec is converted here, never leaked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io as _io
+from collections.abc import Callable
+from typing import Any
+
+from construct import Construct  # type: ignore[import-untyped,unused-ignore]
+
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.errors import ProtocolError, UnsupportedVersionError
+from kafkapy.protocol.messages import SCHEMAS
+from kafkapy.protocol.primitives import (
+    PRIMITIVES,
+    Array,
+    Frame,
+    NullableStruct,
+    r_int16,
+    r_int32,
+    r_nstring,
+    r_tags,
+    tag_value,
+    w_int16,
+    w_int32,
+    w_nstring,
+    w_tags,
+)
+from kafkapy.protocol.schema import F, MessageDef, S, in_range
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "RequestHeader",
+    "StructCodec",
+    "decode_body",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_body",
+    "encode_request",
+    "encode_response",
+    "message_codec",
+    "request_header_version",
+    "response_header_version",
+]
+
+#: Min/max version the codec speaks per API (the full range of the project's specs).
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey(key): api.request.valid for key, api in sorted(SCHEMAS.items())
+}
+
+Message = Any
+
+
+class StructCodec(Construct):  # type: ignore[misc]
+    """One struct at one version: regular fields in order, then (flexible) a tagged section.
+
+    Tagged fields are written only when their value differs from the default, because
+    librdkafka before 2.2 misparses default-valued tagged fields in ApiVersions responses.
+    Unknown tags are kept in `unknown_tagged_fields` and written back on encode.
+    """
+
+    def __init__(self, sdef: S, version: int, flexible: bool) -> None:
+        super().__init__()
+        self.cls = sdef.cls
+        self.flexible = flexible
+        self.regular: list[tuple[str, Any]] = []
+        self.tagged: list[tuple[int, str, Any]] = []
+        proto = sdef.cls()
+        defaults: list[Any] = []
+        for f in sdef.fields:
+            if flexible and f.tag is not None and in_range(version, f.tagged):
+                self.tagged.append((f.tag, f.attr, _field_construct(f, version, flexible)))
+                defaults.append(getattr(proto, f.attr))
+            elif in_range(version, f.versions):
+                self.regular.append((f.attr, _field_construct(f, version, flexible)))
+        self.tagged.sort(key=lambda item: item[0])
+        self.defaults = defaults
+        self.min_size = sum(_min_size(sc) for _, sc in self.regular) + (1 if flexible else 0)
+
+    def _parse(self, stream: Any, context: Any, path: Any) -> Any:
+        obj = self.cls(**{attr: sc._parse(stream, context, path) for attr, sc in self.regular})
+        if self.flexible:
+            tags = r_tags(stream)
+            if tags:
+                for tag, attr, sc in self.tagged:
+                    data = tags.pop(tag, None)
+                    if data is not None:
+                        setattr(obj, attr, sc._parse(Frame(data), context, path))
+                obj.unknown_tagged_fields = tags
+        return obj
+
+    def _build(self, obj: Any, stream: Any, context: Any, path: Any) -> Any:
+        for attr, sc in self.regular:
+            sc._build(getattr(obj, attr), stream, context, path)
+        if self.flexible:
+            known: list[tuple[int, bytes]] = []
+            for (tag, attr, sc), default in zip(self.tagged, self.defaults, strict=True):
+                value = getattr(obj, attr)
+                if value != default:
+                    known.append((tag, tag_value(_builder(sc, context, path), value)))
+            w_tags(stream, known, obj.unknown_tagged_fields)
+        return obj
+
+    def _emitparse(self, code: Any) -> str:
+        ident = id(self)
+        code.linkedinstances[ident] = self
+        fname = f"parse_struct_{code.allocateId()}"
+        args = ", ".join(f"{attr}={sc._compileparse(code)}" for attr, sc in self.regular)
+        lines = [
+            f"def {fname}(io, this):",
+            f"    obj = linkedinstances[{ident}].cls({args})",
+        ]
+        if self.flexible:
+            code.append("from kafkapy.protocol.primitives import r_tags, Frame")
+            lines += ["    tags = r_tags(io)", "    if tags:"]
+            for tag, attr, sc in self.tagged:
+                lines += [
+                    f"        data = tags.pop({tag}, None)",
+                    "        if data is not None:",
+                    f"            obj.{attr} = (lambda io: {sc._compileparse(code)})(Frame(data))",
+                ]
+            lines.append("        obj.unknown_tagged_fields = tags")
+        lines.append("    return obj")
+        code.append("\n".join(lines))
+        return f"{fname}(io, this)"
+
+    def _emitbuild(self, code: Any) -> str:
+        ident = id(self)
+        code.linkedinstances[ident] = self
+        fname = f"build_struct_{code.allocateId()}"
+        lines = [f"def {fname}(obj, io, this):", "    msg = obj"]
+        for attr, sc in self.regular:
+            lines += [f"    obj = msg.{attr}", f"    {sc._compilebuild(code)}"]
+        if self.flexible:
+            code.append("from kafkapy.protocol.primitives import w_tags, tag_value")
+            lines.append("    known = []")
+            if self.tagged:
+                lines.append(f"    defaults = linkedinstances[{ident}].defaults")
+            for i, (tag, attr, sc) in enumerate(self.tagged):
+                lines += [
+                    f"    obj = msg.{attr}",
+                    f"    if obj != defaults[{i}]:",
+                    f"        known.append(({tag}, tag_value(lambda io, obj: {sc._compilebuild(code)}, obj)))",
+                ]
+            lines.append("    w_tags(io, known, msg.unknown_tagged_fields)")
+        lines.append("    return msg")
+        code.append("\n".join(lines))
+        return f"{fname}(obj, io, this)"
+
+
+def _builder(sc: Any, context: Any, path: Any) -> Callable[[Any, Any], object]:
+    def build(stream: Any, value: Any) -> object:
+        return sc._build(value, stream, context, path)
+
+    return build
+
+
+def _min_size(sc: Any) -> int:
+    if isinstance(sc, NullableStruct):
+        return 1 if sc.nullable else _min_size(sc.subcon)
+    return int(getattr(sc, "min_size", 0))
+
+
+def _field_construct(f: F, version: int, flexible: bool) -> Any:
+    compact = in_range(version, f.flexible) if f.flexible_override else flexible
+    nullable = in_range(version, f.nullable)
+    if f.type == "struct":
+        assert f.struct is not None
+        elem: Any = StructCodec(f.struct, version, flexible)
+        if f.array:
+            return Array(elem, compact, nullable, elem.min_size)
+        return NullableStruct(elem, nullable)
+    if f.array:
+        prim = PRIMITIVES[(f.type, compact, False)]
+        return Array(prim, compact, nullable, prim.min_size)
+    return PRIMITIVES[(f.type, compact, nullable)]
+
+
+@dataclasses.dataclass(slots=True)
+class _Codec:
+    name: str
+    parse: Callable[[Any, Any], Any]
+    build: Callable[[Any, Any], Any]
+
+
+_CACHE: dict[tuple[int, int, bool, bool], _Codec] = {}
+
+
+def _message_def(api_key: int, version: int, request: bool) -> tuple[str, MessageDef]:
+    api = SCHEMAS.get(api_key)
+    if api is None:
+        raise UnsupportedVersionError(f"unknown API key {api_key}")
+    mdef = api.request if request else api.response
+    name = f"{api.name}{'Request' if request else 'Response'} v{version}"
+    if not in_range(version, mdef.valid):
+        raise UnsupportedVersionError(
+            f"{api.name} v{version} is not supported (versions {mdef.valid[0]}-{mdef.valid[1]})"
+        )
+    return name, mdef
+
+
+def message_codec(api_key: int, version: int, request: bool, *, compiled: bool = True) -> _Codec:
+    """The (cached) codec for one message; `compiled=False` gives the interpreted twin."""
+    key = (api_key, version, request, compiled)
+    codec = _CACHE.get(key)
+    if codec is not None:
+        return codec
+    name, mdef = _message_def(api_key, version, request)
+    top = StructCodec(mdef.struct, version, in_range(version, mdef.flexible))
+    if compiled:
+        c = top.compile()
+        build_all: Callable[[Any, Any, Any], Any] = c.buildfunc
+
+        def build(obj: Any, io: Any) -> Any:
+            return build_all(obj, io, None)
+
+        codec = _Codec(name, c.parsefunc, build)
+    else:
+
+        def parse_i(io: Any, this: Any) -> Any:
+            return top._parse(io, this, "(parsing)")
+
+        def build_i(obj: Any, io: Any) -> Any:
+            return top._build(obj, io, None, "(building)")
+
+        codec = _Codec(name, parse_i, build_i)
+    _CACHE[key] = codec
+    return codec
+
+
+def _parse_body(codec: _Codec, io: Frame) -> Message:
+    try:
+        msg = codec.parse(io, None)
+    except ProtocolError as e:
+        raise type(e)(f"{codec.name}: {e.reason}", e.error_code) from None
+    except Exception as e:  # the boundary: nothing but ProtocolError escapes a decoder
+        raise ProtocolError(f"{codec.name}: malformed input ({type(e).__name__}: {e})") from e
+    left = io.end - io.tell()
+    if left:
+        raise ProtocolError(f"{codec.name}: {left} unexpected bytes after the message")
+    return msg
+
+
+def _build_body(codec: _Codec, msg: Message, io: _io.BytesIO) -> None:
+    try:
+        codec.build(msg, io)
+    except ProtocolError as e:
+        raise type(e)(f"{codec.name}: {e.reason}", e.error_code) from None
+    except Exception as e:
+        raise ProtocolError(f"{codec.name}: cannot encode ({type(e).__name__}: {e})") from e
+
+
+def decode_body(
+    api_key: int, version: int, request: bool, data: bytes, *, compiled: bool = True
+) -> Message:
+    """Decode a bare message body (no header)."""
+    return _parse_body(message_codec(api_key, version, request, compiled=compiled), Frame(data))
+
+
+def encode_body(
+    api_key: int, version: int, request: bool, msg: Message, *, compiled: bool = True
+) -> bytes:
+    """Encode a bare message body (no header)."""
+    codec = message_codec(api_key, version, request, compiled=compiled)
+    _check_type(api_key, request, msg)
+    out = _io.BytesIO()
+    _build_body(codec, msg, out)
+    return out.getvalue()
+
+
+def _check_type(api_key: int, request: bool, msg: Message) -> None:
+    api = SCHEMAS[api_key]
+    cls = (api.request if request else api.response).struct.cls
+    if type(msg) is not cls:
+        raise TypeError(f"expected {cls.__name__}, got {type(msg).__name__}")
+
+
+# --- headers -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class RequestHeader:
+    """Request header v0-v2 (v2 adds a tagged section; client_id stays a non-compact string)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+    unknown_tagged_fields: dict[int, bytes] = dataclasses.field(default_factory=dict)
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Header v2 for flexible versions, else v1. Unknown keys are read as v1.
+
+    Flexible ranges are open-ended, so a client probing with an ApiVersions version newer than
+    ours still gets its tagged header section read correctly.
+    """
+    api = SCHEMAS.get(api_key)
+    if api is not None and in_range(api_version, api.request.flexible):
+        return 2
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """Response header v1 for flexible versions, except ApiVersions which always uses v0."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    api = SCHEMAS.get(api_key)
+    return 1 if api is not None and in_range(api_version, api.response.flexible) else 0
+
+
+def _read_request_header(io: Frame) -> RequestHeader:
+    try:
+        api_key, api_version, correlation_id = r_int16(io), r_int16(io), r_int32(io)
+        header = RequestHeader(api_key, api_version, correlation_id, r_nstring(io))
+        if request_header_version(api_key, api_version) >= 2:
+            header.unknown_tagged_fields = r_tags(io)
+    except ProtocolError as e:
+        raise ProtocolError(f"request header: {e.reason}") from None
+    return header
+
+
+def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestHeader:
+    """Read only the header, for any API key/version (so the server can answer or close)."""
+    return _read_request_header(Frame(frame))
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message]:
+    """Header plus body. `UnsupportedVersionError` for unknown key/version."""
+    io = Frame(frame)
+    header = _read_request_header(io)
+    codec = message_codec(header.api_key, header.api_version, True)
+    return header, _parse_body(codec, io)
+
+
+def encode_request(header: RequestHeader, msg: Message) -> bytes:
+    """Header (v1/v2 as the version requires) plus body, without the size prefix."""
+    codec = message_codec(header.api_key, header.api_version, True)
+    _check_type(header.api_key, True, msg)
+    out = _io.BytesIO()
+    w_int16(out, header.api_key)
+    w_int16(out, header.api_version)
+    w_int32(out, header.correlation_id)
+    w_nstring(out, header.client_id)
+    if request_header_version(header.api_key, header.api_version) >= 2:
+        w_tags(out, [], header.unknown_tagged_fields)
+    _build_body(codec, msg, out)
+    return out.getvalue()
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Message) -> bytes:
+    """Response header (v0, or v1 when flexible; ApiVersions always v0) plus body."""
+    codec = message_codec(api_key, api_version, False)
+    _check_type(api_key, False, msg)
+    out = _io.BytesIO()
+    w_int32(out, correlation_id)
+    if response_header_version(api_key, api_version):
+        out.write(b"\x00")
+    _build_body(codec, msg, out)
+    return out.getvalue()
+
+
+def decode_response(
+    api_key: int, api_version: int, frame: bytes | bytearray | memoryview
+) -> tuple[int, Message]:
+    """Decode a response frame for a request we sent: (correlation_id, message)."""
+    codec = message_codec(api_key, api_version, False)
+    io = Frame(frame)
+    try:
+        correlation_id = r_int32(io)
+        if response_header_version(api_key, api_version):
+            r_tags(io)
+    except ProtocolError as e:
+        raise ProtocolError(f"response header: {e.reason}") from None
+    return correlation_id, _parse_body(codec, io)
