@@ -1,0 +1,344 @@
+"""Hostile and malformed input on raw sockets: one clear answer, never a dead broker.
+
+What users rely on: a broken or malicious client (a port scanner, an HTTP request sent to the
+Kafka port, a client that dies mid-frame) costs at most its own connection. For each input the
+broker must either answer with the Kafka error code (UNSUPPORTED_VERSION for an unknown
+ApiVersions version, CORRUPT_MESSAGE for a batch whose CRC does not match) or close that
+connection - and afterwards a real client on another connection still produces and consumes.
+
+The frames are encoded by hand with `struct` (not with kafkapy's codec) so that a codec bug
+cannot hide a server bug; a positive control (the same Produce with an intact CRC) proves the
+hand encoding is right.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import crc32c
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from compat_tests.conftest import BrokerProcess, unique_topic
+
+pytestmark = pytest.mark.timeout(60)
+
+IO_TIMEOUT_S = 5.0
+API_PRODUCE = 0
+API_VERSIONS = 18
+API_METADATA = 3
+UNSUPPORTED_VERSION = 35
+CORRUPT_MESSAGE = 2
+NONE = 0
+
+
+# --- hand encoding -----------------------------------------------------------------------------
+
+
+def kstring(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    raw = s.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def request(api_key: int, api_version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    """Size-prefixed request with a v1 (non-flexible) header."""
+    header = struct.pack(">hhi", api_key, api_version, correlation_id) + kstring("hostile-test")
+    frame = header + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+def zigzag_varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def record_batch(values: list[bytes], base_timestamp: int) -> bytes:
+    """A magic v2 batch, uncompressed, no producer id, CRC32C over attributes..end."""
+    records = b""
+    for delta, value in enumerate(values):
+        body = (
+            b"\x00"  # record attributes
+            + zigzag_varint(0)  # timestamp delta
+            + zigzag_varint(delta)  # offset delta
+            + zigzag_varint(-1)  # null key
+            + zigzag_varint(len(value))
+            + value
+            + zigzag_varint(0)  # no headers
+        )
+        records += zigzag_varint(len(body)) + body
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            0,  # attributes: no compression, CreateTime
+            len(values) - 1,  # last offset delta
+            base_timestamp,
+            base_timestamp,  # max timestamp
+            -1,  # producer id
+            -1,  # producer epoch
+            -1,  # base sequence
+            len(values),
+        )
+        + records
+    )
+    crc = crc32c.crc32c(after_crc)
+    after_length = struct.pack(">ibI", -1, 2, crc) + after_crc  # leader epoch, magic, crc
+    return struct.pack(">qi", 0, len(after_length)) + after_length
+
+
+def produce_v7(topic: str, partition: int, batch: bytes) -> bytes:
+    return (
+        kstring(None)  # transactional id
+        + struct.pack(">hi", -1, 5000)  # acks=all, timeout
+        + struct.pack(">i", 1)
+        + kstring(topic)
+        + struct.pack(">i", 1)
+        + struct.pack(">ii", partition, len(batch))
+        + batch
+    )
+
+
+def parse_produce_v7_response(body: bytes) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, error_code, base_offset) for each partition in the response."""
+    pos = 0
+    out = []
+    (n_topics,) = struct.unpack_from(">i", body, pos)
+    pos += 4
+    for _ in range(n_topics):
+        (name_len,) = struct.unpack_from(">h", body, pos)
+        name = body[pos + 2 : pos + 2 + name_len].decode()
+        pos += 2 + name_len
+        (n_parts,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        for _ in range(n_parts):
+            index, error_code, base_offset, _append_time, _start = struct.unpack_from(
+                ">ihqqq", body, pos
+            )
+            pos += 30
+            out.append((name, index, error_code, base_offset))
+    return out
+
+
+# --- raw socket helpers ------------------------------------------------------------------------
+
+
+def connect(broker: BrokerProcess) -> socket.socket:
+    sock = socket.create_connection((broker.host, broker.port), timeout=IO_TIMEOUT_S)
+    sock.settimeout(IO_TIMEOUT_S)
+    return sock
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    """n bytes, or None if the peer closed first. Raises TimeoutError if it neither answers nor closes."""
+    buf = b""
+    while len(buf) < n:
+        try:
+            chunk = sock.recv(n - len(buf))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes] | None:
+    """(correlation id, body after a v0 response header), or None on connection close."""
+    size_raw = recv_exact(sock, 4)
+    if size_raw is None:
+        return None
+    (size,) = struct.unpack(">i", size_raw)
+    assert 4 <= size < 10 * 1024 * 1024, f"implausible response size {size}"
+    frame = recv_exact(sock, size)
+    assert frame is not None, "connection closed in the middle of a response"
+    (correlation_id,) = struct.unpack_from(">i", frame)
+    return correlation_id, frame[4:]
+
+
+def expect_close(sock: socket.socket, what: str) -> None:
+    """The broker must close this connection (reading stops with EOF/reset, not a timeout)."""
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                return
+            if not chunk:
+                return
+    except TimeoutError:
+        pass
+    raise AssertionError(
+        f"{what}: broker neither answered nor closed the connection in {IO_TIMEOUT_S}s"
+    )
+
+
+def expect_close_or_error_response(sock: socket.socket, correlation_id: int, what: str) -> None:
+    try:
+        response = read_response(sock)
+    except TimeoutError as exc:
+        raise AssertionError(f"{what}: no response and no close in {IO_TIMEOUT_S}s") from exc
+    if response is not None:
+        assert response[0] == correlation_id, f"{what}: response to the wrong correlation id"
+
+
+def api_versions_ok(broker: BrokerProcess) -> None:
+    with connect(broker) as sock:
+        sock.sendall(request(API_VERSIONS, 0, 7))
+        response = read_response(sock)
+    assert response is not None, "broker closed a well-formed ApiVersions v0 request"
+    correlation_id, body = response
+    assert correlation_id == 7
+    assert struct.unpack_from(">h", body)[0] == NONE
+
+
+def still_serves(broker: BrokerProcess) -> None:
+    """The broker process is up and a real client, on new connections, produces and consumes."""
+    assert broker.is_running(), "broker process died:\n" + broker.log_tail()
+    api_versions_ok(broker)
+    topic = unique_topic("after-hostile")
+    prod = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    prod.produce(topic, key=b"k", value=b"still-alive")  # auto-created
+    assert prod.flush(15) == 0, "real client could not produce after hostile input"
+    cons = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": unique_topic("g"),
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 15
+        msg = None
+        while time.monotonic() < deadline:
+            msg = cons.poll(0.2)
+            if msg is not None and msg.error() is None:
+                break
+        assert msg is not None, "real client could not consume after hostile input"
+        assert msg.value() == b"still-alive"
+    finally:
+        cons.close()
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", id="http-request"),
+        # Fixed bytes, not random: api key 0xdead is negative, so never a real API.
+        pytest.param(struct.pack(">i", 16) + b"\xde\xad\xbe\xef" * 4, id="junk-body"),
+        pytest.param(b"\x00\x00\x00\x02\xff\xff", id="frame-shorter-than-header"),
+        pytest.param(
+            struct.pack(">i", 10) + struct.pack(">hhi", 18, 3, 1) + b"\x7f\xff",
+            id="client-id-past-frame-end",
+        ),
+    ],
+)
+def test_garbage_bytes(broker: BrokerProcess, garbage: bytes) -> None:
+    with connect(broker) as sock:
+        sock.sendall(garbage)
+        expect_close_or_error_response(sock, 1, f"garbage {garbage[:16]!r}")
+    still_serves(broker)
+
+
+@pytest.mark.parametrize(
+    "length", [2**31 - 1, 2 * 1024**3 - 4, 200 * 1024 * 1024, -1, -(2**31)], ids=lambda n: str(n)
+)
+def test_huge_or_negative_length_prefix(broker: BrokerProcess, length: int) -> None:
+    # Over socket.request.max.bytes (100 MiB) or negative: closed before any body is read.
+    with connect(broker) as sock:
+        sock.sendall(struct.pack(">i", length) + b"\x00" * 64)
+        expect_close(sock, f"length prefix {length}")
+    still_serves(broker)
+
+
+def test_truncated_frame_then_close(broker: BrokerProcess) -> None:
+    frame = request(API_METADATA, 1, 3, struct.pack(">i", -1))
+    with connect(broker) as sock:
+        sock.sendall(frame[: len(frame) // 2])
+    # Many clients vanish mid-frame; the broker must simply drop the connection.
+    time.sleep(0.2)
+    still_serves(broker)
+
+
+def test_unknown_api_key(broker: BrokerProcess) -> None:
+    with connect(broker) as sock:
+        sock.sendall(request(9999, 0, 11))
+        expect_close_or_error_response(sock, 11, "unknown API key 9999")
+    still_serves(broker)
+
+
+def test_unsupported_api_versions_version(broker: BrokerProcess) -> None:
+    # KIP-511: a too-new ApiVersions gets a v0 response with UNSUPPORTED_VERSION and the broker's
+    # version ranges, so the client can retry with a version both sides speak.
+    with connect(broker) as sock:
+        sock.sendall(request(API_VERSIONS, 99, 12))
+        response = read_response(sock)
+        assert response is not None, "broker closed instead of answering ApiVersions v99"
+        correlation_id, body = response
+        assert correlation_id == 12
+        error_code, n_keys = struct.unpack_from(">hi", body)
+        assert error_code == UNSUPPORTED_VERSION
+        ranges = {
+            struct.unpack_from(">hhh", body, 6 + 6 * i)[0]: struct.unpack_from(
+                ">hhh", body, 6 + 6 * i
+            )[1:]
+            for i in range(n_keys)
+        }
+        assert API_VERSIONS in ranges, "the error response must still list ApiVersions' range"
+        # The same connection keeps working with a supported version.
+        sock.sendall(request(API_VERSIONS, 0, 13))
+        again = read_response(sock)
+        assert again is not None
+        assert again[0] == 13
+    still_serves(broker)
+
+
+def test_unsupported_version_of_other_api(broker: BrokerProcess) -> None:
+    with connect(broker) as sock:
+        sock.sendall(request(API_METADATA, 999, 14, struct.pack(">i", -1)))
+        expect_close_or_error_response(sock, 14, "Metadata v999")
+    still_serves(broker)
+
+
+def test_produce_with_corrupt_crc(broker: BrokerProcess) -> None:
+    topic = unique_topic("hostile-crc")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
+        timeout=15
+    )
+    now = int(time.time() * 1000)
+    good = record_batch([b"intact-1", b"intact-2"], now)
+    corrupt = bytearray(record_batch([b"corrupt-1", b"corrupt-2"], now))
+    corrupt[-5] ^= 0xFF  # inside the last record's value: covered by the CRC
+
+    with connect(broker) as sock:
+        sock.sendall(request(API_PRODUCE, 7, 21, produce_v7(topic, 0, bytes(corrupt))))
+        response = read_response(sock)
+        assert response is not None, "broker closed instead of answering a Produce with a bad CRC"
+        assert response[0] == 21
+        assert parse_produce_v7_response(response[1]) == [(topic, 0, CORRUPT_MESSAGE, -1)]
+
+        # Positive control on the same connection: the intact batch is appended at offset 0,
+        # i.e. nothing of the corrupt batch was written.
+        sock.sendall(request(API_PRODUCE, 7, 22, produce_v7(topic, 0, good)))
+        response = read_response(sock)
+        assert response is not None
+        assert response[0] == 22
+        assert parse_produce_v7_response(response[1]) == [(topic, 0, NONE, 0)]
+    still_serves(broker)
