@@ -1,0 +1,356 @@
+"""Log compaction (`cleanup.policy=compact`): keep the latest record per key, atomically.
+
+What the cleaner guarantees (Kafka's rules, simplified where noted):
+- Only non-active segments below the *first uncleanable offset* are cleaned: the active
+  segment, anything at or past the last stable offset, and segments younger than
+  `min.compaction.lag.ms` (by their largest timestamp) stay untouched.
+- A run starts only when the dirty part (segments at or past `cleaner_offset`) is at least
+  `min.cleanable.dirty.ratio` of the cleanable bytes.
+- Offsets never change: a thinned batch is re-encoded with its original base offset, last
+  offset delta, timestamps, producer fields and codec; a batch left whole is copied as bytes.
+- Tombstones (null value) that are the latest for their key are dropped once their timestamp is
+  older than `delete.retention.ms` (Kafka measures from when the tombstone was first cleaned;
+  using the record timestamp is the simplification).
+- Transactions: data of an *aborted* transaction is dropped once its abort marker lies in the
+  cleanable range (the transaction is complete); data whose marker is not yet cleanable is kept
+  untouched and never shadows other values; committed data is compacted like any other. Control
+  batches are always kept (Kafka drops them later; not implemented). Records without a key are
+  kept (Kafka rejects them at produce time on compacted topics).
+
+Crash safety (the log is left as before or as after, never mixed): the cleaned copies are
+written as `<base>.log.cleaned` and fsynced; then, under the log lock, a `cleaner.swap`
+marker naming the replaced and the new base offsets is written atomically - the commit point.
+The swap (rename `.cleaned` over `.log`, unlink replaced segments, rebuild indexes) is
+idempotent, so `finish_interrupted_swap` at open simply redoes it when the marker exists and
+otherwise deletes stray `.cleaned` files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.records import (
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_records,
+    parse_control_record,
+)
+from kafkapy.storage.checkpoint import fsync_dir, write_atomic
+from kafkapy.storage.segment import LogSegment, segment_name
+
+if TYPE_CHECKING:
+    from kafkapy.storage.log import PartitionLog
+
+__all__ = ["CleanResult", "clean_log", "dirty_ratio", "finish_interrupted_swap"]
+
+log = logging.getLogger(__name__)
+
+SWAP_MARKER = "cleaner.swap"
+_RECOVERY_INTERVAL = 4096
+
+
+def _crash_point(step: str) -> None:
+    """No-op; tests replace it to simulate a crash between the steps of a clean."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CleanResult:
+    """What one cleaning pass did (for logs and tests)."""
+
+    segments_in: int
+    segments_out: int
+    bytes_in: int
+    bytes_out: int
+    records_removed: int
+    end_offset: int  # first offset not cleaned: the new cleaner offset
+
+
+# --- swap, shared by the cleaner and log opening --------------------------------------------
+def _complete_swap(directory: Path, old_bases: list[int], new_bases: list[int]) -> None:
+    """Make the directory hold `new_bases` instead of `old_bases` (idempotent)."""
+    for base in new_bases:
+        stem = segment_name(base)
+        cleaned = directory / f"{stem}.log.cleaned"
+        if cleaned.exists():
+            os.replace(cleaned, directory / f"{stem}.log")
+    keep = set(new_bases)
+    for base in old_bases:
+        stem = segment_name(base)
+        suffixes = (".index", ".timeindex") if base in keep else (".log", ".index", ".timeindex")
+        for suffix in suffixes:
+            with contextlib.suppress(FileNotFoundError):
+                (directory / f"{stem}{suffix}").unlink()
+    fsync_dir(directory)
+
+
+def _rebuild_indexes(directory: Path, bases: list[int]) -> list[LogSegment]:
+    segments = []
+    for base in bases:
+        seg = LogSegment(directory, base, index_interval_bytes=_RECOVERY_INTERVAL)
+        seg.recover(base, 1 << 62)
+        seg.seal()
+        seg.flush(fsync=True)
+        segments.append(seg)
+    return segments
+
+
+def finish_interrupted_swap(directory: Path) -> None:
+    """At open: redo a committed swap, or discard an uncommitted clean's `.cleaned` files."""
+    marker = directory / SWAP_MARKER
+    try:
+        text = marker.read_text("ascii")
+    except FileNotFoundError:
+        text = None
+    if text is not None:
+        parsed = _parse_marker(text)
+        if parsed is not None:
+            old_bases, new_bases = parsed
+            log.warning("%s: completing an interrupted log-cleaner swap", directory.name)
+            _complete_swap(directory, old_bases, new_bases)
+            for seg in _rebuild_indexes(directory, new_bases):
+                seg.close()
+        marker.unlink()
+        fsync_dir(directory)
+    for path in directory.glob("*.cleaned"):
+        path.unlink()
+
+
+def _marker_text(old_bases: list[int], new_bases: list[int]) -> str:
+    return (
+        "version 0\n"
+        f"replace {' '.join(map(str, old_bases))}\n"
+        f"with {' '.join(map(str, new_bases))}\n"
+    )
+
+
+def _parse_marker(text: str) -> tuple[list[int], list[int]] | None:
+    lines = text.splitlines()
+    if len(lines) != 3 or lines[0] != "version 0":
+        return None
+    try:
+        old = [int(x) for x in lines[1].removeprefix("replace ").split()]
+        new = [int(x) for x in lines[2].removeprefix("with ").split()]
+    except ValueError:
+        return None
+    return old, new
+
+
+# --- planning -------------------------------------------------------------------------------
+def _cleanable(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
+    """Leading non-active segments the cleaner may rewrite (see the module rules)."""
+    cfg = plog.config
+    segments = plog.segments
+    bases = [s.base_offset for s in segments]
+    lso = plog.last_stable_offset
+    out: list[LogSegment] = []
+    for i, seg in enumerate(segments[:-1]):
+        end = bases[i + 1]
+        if end > lso:
+            break
+        if seg.size and now_ms - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
+            break
+        out.append(seg)
+    return out
+
+
+def dirty_ratio(plog: PartitionLog, now_ms: int) -> float:
+    """Share of the cleanable bytes not cleaned yet (0.0 when nothing is cleanable)."""
+    with plog._lock:
+        segments = _cleanable(plog, now_ms)
+        total = sum(s.size for s in segments)
+        dirty = sum(s.size for s in segments if s.base_offset >= plog.cleaner_offset)
+    return dirty / total if total else 0.0
+
+
+# --- cleaning -------------------------------------------------------------------------------
+_KEEP, _DROP, _COMPACT = 0, 1, 2
+
+
+def _batch_fates(segments: list[LogSegment]) -> dict[int, int]:
+    """Per data-batch base offset: keep as is (transaction not complete here), drop (aborted)
+    or compact (plain or committed). Control batches are kept."""
+    fates: dict[int, int] = {}
+    open_txns: dict[int, list[int]] = {}
+    for seg in segments:
+        for _, header, data in seg.batches(with_data=True):
+            if header.is_control:
+                assert data is not None
+                fates[header.base_offset] = _KEEP
+                try:
+                    commit, _ = parse_control_record(decode_records(data, 0, header)[0])
+                except (ProtocolError, IndexError):
+                    continue
+                for base in open_txns.pop(header.producer_id, []):
+                    fates[base] = _COMPACT if commit else _DROP
+            elif header.is_transactional:
+                open_txns.setdefault(header.producer_id, []).append(header.base_offset)
+                fates[header.base_offset] = _KEEP
+            else:
+                fates[header.base_offset] = _COMPACT
+    return fates
+
+
+def _offset_map(segments: list[LogSegment], fates: dict[int, int]) -> dict[bytes, int]:
+    """Latest offset of every key among the batches that will be compacted."""
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        for _, header, data in seg.batches(with_data=True):
+            if fates.get(header.base_offset) != _COMPACT:
+                continue
+            assert data is not None
+            for record in decode_records(data, 0, header):
+                if record.key is not None:
+                    latest[record.key] = header.base_offset + record.offset_delta
+    return latest
+
+
+def _retained(header: BatchHeader, records: list[Record], latest: dict[bytes, int],
+              tombstone_horizon: int) -> list[Record]:
+    out = []
+    for record in records:
+        if record.key is not None:
+            if latest.get(record.key) != header.base_offset + record.offset_delta:
+                continue
+            if (record.value is None
+                    and header.base_timestamp + record.timestamp_delta <= tombstone_horizon):
+                continue
+        out.append(record)
+    return out
+
+
+def _rewrite(header: BatchHeader, data: memoryview, records: list[Record]) -> bytes:
+    return build_batch(
+        records,
+        base_offset=header.base_offset,
+        base_timestamp=header.base_timestamp,
+        compression=header.compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        partition_leader_epoch=header.partition_leader_epoch,
+        log_append_time=header.timestamp_type == 1,
+        max_timestamp=header.max_timestamp,
+        last_offset_delta=header.last_offset_delta,
+    )
+
+
+def _groups(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
+    """Consecutive runs of source segments whose total size fits one output segment."""
+    groups: list[list[LogSegment]] = []
+    size = 0
+    for seg in segments:
+        if groups and size + seg.size <= max_bytes:
+            groups[-1].append(seg)
+            size += seg.size
+        else:
+            groups.append([seg])
+            size = seg.size
+    return groups
+
+
+def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanResult | None:
+    """One cleaning pass over `plog`, or None when nothing is due. Blocking: worker thread.
+
+    Appends continue meanwhile (they only touch the active segment); the final swap takes the
+    log lock and is abandoned if retention or truncation changed the segments in between.
+    """
+    cfg = plog.config
+    with plog._lock:
+        segments = _cleanable(plog, now_ms)
+        sizes = [s.size for s in segments]
+        total = sum(sizes)
+        dirty = sum(s.size for s in segments if s.base_offset >= plog.cleaner_offset)
+        if not segments or dirty == 0:
+            return None
+        if not force and dirty / total < cfg.min_cleanable_dirty_ratio:
+            return None
+        bases = [s.base_offset for s in plog.segments]
+        end_offset = bases[len(segments)]
+    directory = plog.directory
+    fates = _batch_fates(segments)
+    latest = _offset_map(segments, fates)
+    horizon = now_ms - cfg.delete_retention_ms
+    removed = 0
+    new_bases: list[int] = []
+    bytes_out = 0
+    for group in _groups(segments, cfg.segment_bytes):
+        base = group[0].base_offset
+        path = directory / f"{segment_name(base)}.log.cleaned"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pending: list[bytes | memoryview] = []
+            for seg in group:
+                for _, header, data in seg.batches(with_data=True):
+                    assert data is not None
+                    fate = fates.get(header.base_offset, _KEEP)
+                    if fate == _DROP:
+                        removed += header.records_count
+                        continue
+                    if fate == _COMPACT:
+                        records = decode_records(data, 0, header)
+                        kept = _retained(header, records, latest, horizon)
+                        removed += len(records) - len(kept)
+                        if not kept:
+                            continue
+                        if len(kept) != len(records):
+                            data = memoryview(_rewrite(header, data, kept))
+                    pending.append(bytes(data))
+                    if len(pending) >= 256:
+                        bytes_out += _write_chunks(fd, pending)
+                _crash_point("writing")
+            bytes_out += _write_chunks(fd, pending)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        new_bases.append(base)
+    fsync_dir(directory)
+    _crash_point("cleaned")
+    old_bases = [s.base_offset for s in segments]
+    with plog._lock:
+        current = plog.segments[: len(segments)]
+        if current != segments or [s.size for s in current] != sizes:
+            for base in new_bases:
+                with contextlib.suppress(FileNotFoundError):
+                    (directory / f"{segment_name(base)}.log.cleaned").unlink()
+            log.info("%s: segments changed during cleaning; clean abandoned", directory.name)
+            return None
+        write_atomic(directory / SWAP_MARKER, _marker_text(old_bases, new_bases).encode(),
+                     fsync=True)
+        _crash_point("committed")
+        _complete_swap(directory, old_bases, new_bases)
+        _crash_point("swapped")
+        fresh = _rebuild_indexes(directory, new_bases)
+        for seg in fresh:
+            seg.index_interval_bytes = cfg.index_interval_bytes
+        plog.replace_segments(segments, fresh)
+        (directory / SWAP_MARKER).unlink()
+        fsync_dir(directory)
+        plog.cleaner_offset = max(plog.cleaner_offset, end_offset)
+        plog.checkpoint_offsets(force=True)
+    log.info("%s: cleaned %d segment(s) up to offset %d: %d -> %d bytes, %d records removed",
+             directory.name, len(segments), end_offset, total, bytes_out, removed)
+    return CleanResult(
+        segments_in=len(segments),
+        segments_out=len(new_bases),
+        bytes_in=total,
+        bytes_out=bytes_out,
+        records_removed=removed,
+        end_offset=end_offset,
+    )
+
+
+def _write_chunks(fd: int, pending: list[bytes | memoryview]) -> int:
+    data = memoryview(b"".join(pending))
+    pending.clear()
+    size = len(data)
+    while data:
+        data = data[os.write(fd, data) :]
+    return size

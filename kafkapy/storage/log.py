@@ -1,0 +1,823 @@
+"""`PartitionLog`: one partition's segmented, durable, recoverable log.
+
+Directory `<topic>-<partition>/` holds `<20-digit base offset>.log` segments with their
+`.index` / `.timeindex`, `offsets.checkpoint`, `partition.metadata` and
+`leader-epoch-checkpoint` (see `checkpoint.py`), and transiently `.cleaned` files plus a
+`cleaner.swap` marker while the cleaner swaps segments (see `cleaner.py`).
+
+Offsets (Kafka's vocabulary): log start offset <= high watermark <= log end offset (LEO).
+Only the caller moves the high watermark and the last stable offset (replication and
+transactions decide them); the log clamps them into range and checkpoints them on flush.
+
+Thread-safety contract
+----------------------
+- One re-entrant lock per log guards the segment list, offsets and indexes. `append` (called
+  from the trio thread) holds it only to assign offsets and `pwrite` into the page cache; CRC
+  validation of the incoming bytes happens before the lock is taken, and no fsync ever happens
+  in `append`.
+- `flush`, `delete_old_segments`, `truncate_*`, the cleaner and `close` may run in a worker
+  thread. `flush` fsyncs *outside* the lock, so appends continue while the disk syncs.
+- Readers get `FileSlice(fd, position, length)`. A segment leaving the log (retention,
+  truncate-fully, compaction swap) is unlinked at once but its fd is *not* closed: it is parked
+  and closed by a later maintenance call once `file.delete.delay.ms` (default 60 s, like
+  Kafka's delayed delete) has passed, so a slice handed out before the deletion stays readable
+  with `os.sendfile` for at least that long. Slices are therefore only valid for
+  `file.delete.delay.ms`; consume them promptly. The one exception is follower truncation,
+  which shortens the active file in place: a slice past the new end then reads short.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import dataclasses
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+from kafkapy.protocol.errors import CorruptRecordError, InvalidRecordError, ProtocolError
+from kafkapy.protocol.records import (
+    BatchHeader,
+    decode_records,
+    parse_batch_header,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+    validate_batch,
+)
+from kafkapy.storage.checkpoint import (
+    LeaderEpochCache,
+    OffsetsCheckpoint,
+    PartitionMetadata,
+    fsync_dir,
+)
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.errors import (
+    InconsistentTopicIdError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from kafkapy.storage.segment import HEADER_SIZE, MAX_RELATIVE_OFFSET, LogSegment
+
+__all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
+
+log = logging.getLogger(__name__)
+
+_TRANSIENT_SUFFIXES = (".tmp", ".deleted")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileSlice:
+    """`length` bytes of whole batches at `position` of the open file `fd` (for os.sendfile)."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        """The slice's bytes (short if the file was truncated meanwhile)."""
+        parts: list[bytes] = []
+        done = 0
+        while done < self.length:
+            chunk = os.pread(self.fd, self.length - done, self.position + done)
+            if not chunk:
+                break
+            parts.append(chunk)
+            done += len(chunk)
+        return b"".join(parts)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadResult:
+    """What a fetch from one partition gets: slices plus the offsets the response reports."""
+
+    slices: list[FileSlice]
+    first_offset: int  # base offset of the first batch returned (-1 when empty)
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Outcome of an append. `flush_needed`: the config asks for an fsync before the ack
+    (`flush.messages` reached); the server then runs `flush()` in a worker thread."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    batches: int
+    flush_needed: bool = False
+
+
+class PartitionLog:
+    """A partition's log in `directory`; see the module docstring for the locking rules."""
+
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig | None = None,
+        *,
+        clean_shutdown: bool = False,
+        topic_id: uuid.UUID | None = None,
+        now_ms: int | None = None,
+    ) -> None:
+        """Open (or create) the log; recover from the recovery point unless `clean_shutdown`."""
+        self.directory = Path(directory)
+        self.config = config if config is not None else LogConfig()
+        self._lock = threading.RLock()
+        self._retired: list[tuple[float, int]] = []  # (monotonic time, fd) of deleted segments
+        self._generation = 0  # bumped by truncation so a racing flush does not advance the RP
+        self._offline: str | None = None
+        self._closed = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms if now_ms is not None else _now_ms()
+        self._hw_checkpointed = -1
+        self._dir_dirty = True  # new segment files whose directory entries need an fsync
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._metadata = self._load_metadata(topic_id)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._open(clean_shutdown, self._last_flush_ms)
+
+    # --- opening --------------------------------------------------------------------------
+    def _load_metadata(self, topic_id: uuid.UUID | None) -> PartitionMetadata:
+        meta = PartitionMetadata.read(self.directory)
+        if meta is None:
+            meta = PartitionMetadata(topic_id=topic_id or uuid.UUID(int=0))
+            meta.write(self.directory)
+        elif topic_id is not None and topic_id != meta.topic_id:
+            if meta.topic_id.int != 0:
+                raise InconsistentTopicIdError(
+                    f"{self.directory.name} belongs to topic id {meta.topic_id}, not {topic_id}"
+                )
+            meta.topic_id = topic_id
+            meta.write(self.directory)
+        return meta
+
+    def _open(self, clean_shutdown: bool, now_ms: int) -> None:
+        from kafkapy.storage.cleaner import finish_interrupted_swap
+
+        finish_interrupted_swap(self.directory)
+        bases: list[int] = []
+        sizes: dict[int, int] = {}
+        with os.scandir(self.directory) as it:
+            for entry in it:
+                name = entry.name
+                if name.endswith(_TRANSIENT_SUFFIXES):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                elif name.endswith(".log") and name[:-4].isdigit():
+                    base = int(name[:-4])
+                    bases.append(base)
+                    sizes[base] = entry.stat().st_size
+        bases.sort()
+        interval = self.config.index_interval_bytes
+        for base in bases:
+            seg = LogSegment(self.directory, base, index_interval_bytes=interval)
+            seg.load_state(sizes[base])
+            self.segments.append(seg)
+        ckpt = OffsetsCheckpoint.read(self.directory)
+        if ckpt is None:
+            clean_shutdown = False
+            ckpt = OffsetsCheckpoint(log_start_offset=bases[0] if bases else 0)
+        if not self.segments:
+            self.segments.append(
+                LogSegment.create(self.directory, ckpt.log_start_offset,
+                                  index_interval_bytes=interval, now_ms=now_ms)
+            )
+        self._bases = [s.base_offset for s in self.segments]
+        self._log_start_offset = max(ckpt.log_start_offset, self.segments[0].base_offset)
+        # Segments wholly below the log start offset were being deleted when we stopped.
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self._log_start_offset:
+            self.segments.pop(0).unlink()
+            self._bases.pop(0)
+        self._recovery_point = ckpt.recovery_point
+        recovered = False
+        if not clean_shutdown:
+            recovered = self._recover(ckpt.recovery_point)
+        else:
+            active = self.segments[-1]
+            active.open_as_active()
+            if active.size and active.batch_boundary_at_or_before(active.size, 0) != active.size:
+                recovered = self._recover(active.base_offset)
+        self._leo = self.segments[-1].next_offset
+        self._high_watermark = min(max(ckpt.high_watermark, self._log_start_offset), self._leo)
+        self._hw_checkpointed = self._high_watermark
+        self._last_stable: int | None = None
+        self.cleaner_offset = max(min(ckpt.cleaner_offset, self._leo), self._log_start_offset)
+        self.leader_epochs = LeaderEpochCache.load(self.directory)
+        epochs_changed = self.leader_epochs.truncate_from_end(self._leo)
+        epochs_changed |= self.leader_epochs.truncate_from_start(self._log_start_offset)
+        if epochs_changed:
+            self.leader_epochs.write(fsync=True)
+        if recovered or not clean_shutdown:
+            self._recovery_point = self._leo
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._write_checkpoint(fsync=recovered)
+
+    def _recover(self, recovery_point: int) -> bool:
+        """Re-validate segments from the one holding `recovery_point`; True if any was scanned."""
+        start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
+        expected = self.segments[start].base_offset
+        i = start
+        max_batch = max(self.config.max_message_bytes, self.config.segment_bytes) + HEADER_SIZE
+        while i < len(self.segments):
+            seg = self.segments[i]
+            truncated, reason = seg.recover(expected, max_batch)
+            if truncated:
+                log.warning(
+                    "%s: truncated %d bytes at the end of %s (%s); dropping %d later segment(s)",
+                    self.directory.name, truncated, seg.log_path.name, reason,
+                    len(self.segments) - i - 1,
+                )
+            if i + 1 < len(self.segments):
+                seg.seal()
+                seg.flush(fsync=False)
+            os.fsync(seg.fd)
+            expected = seg.next_offset
+            if truncated:
+                for later in self.segments[i + 1 :]:
+                    later.close()
+                    later.unlink()
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+            if i + 1 < len(self.segments) and self.segments[i + 1].base_offset < expected:
+                log.warning("%s: segment %s overlaps its predecessor; dropping it and later ones",
+                            self.directory.name, self.segments[i + 1].log_path.name)
+                for later in self.segments[i + 1 :]:
+                    later.close()
+                    later.unlink()
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+            i += 1
+        self.segments[-1].open_as_active()
+        return True
+
+    # --- properties -----------------------------------------------------------------------
+    @property
+    def topic_id(self) -> uuid.UUID:
+        return self._metadata.topic_id
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        """Set by the replication layer; clamped to [log start, LEO], checkpointed on flush."""
+        with self._lock:
+            self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The transaction layer's LSO when set, else the high watermark (never above it)."""
+        if self._last_stable is None:
+            return self._high_watermark
+        return min(self._last_stable, self._high_watermark)
+
+    @last_stable_offset.setter
+    def last_stable_offset(self, offset: int | None) -> None:
+        self._last_stable = offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def offline(self) -> bool:
+        return self._offline is not None
+
+    def set_config(self, config: LogConfig, defaults: LogConfig | None = None) -> None:
+        """Apply a new topic config (persisted as overrides of `defaults`)."""
+        with self._lock:
+            self.config = config
+            for seg in self.segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+            overrides = config.overrides(defaults if defaults is not None else LogConfig())
+            if overrides != self._metadata.config_overrides:
+                self._metadata.config_overrides = overrides
+                self._metadata.write(self.directory)
+
+    @property
+    def config_overrides(self) -> dict[str, str]:
+        return dict(self._metadata.config_overrides)
+
+    # --- append ---------------------------------------------------------------------------
+    def _parse_input(
+        self, data: bytearray, *, allow_compacted: bool = False
+    ) -> list[tuple[int, BatchHeader]]:
+        """Frame and validate every batch (CRC, counts, size) before any byte is written."""
+        if not data:
+            raise InvalidRecordError("no record batches to append")
+        headers: list[tuple[int, BatchHeader]] = []
+        pos = 0
+        limit = self.config.max_message_bytes
+        while pos < len(data):
+            if len(data) - pos < HEADER_SIZE:
+                raise CorruptRecordError(f"{len(data) - pos} trailing bytes are not a batch")
+            header = parse_batch_header(data, pos)
+            size = header.size
+            if size < HEADER_SIZE or pos + size > len(data):
+                raise CorruptRecordError(f"batch at byte {pos} claims {size} bytes")
+            if size > limit:
+                raise RecordTooLargeError(
+                    f"batch of {size} bytes exceeds max.message.bytes {limit}"
+                )
+            validate_batch(data, pos, header, allow_compacted=allow_compacted)
+            headers.append((pos, header))
+            pos += size
+        return headers
+
+    def append(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        leader_epoch: int = 0,
+        from_client: bool = True,
+    ) -> AppendResult:
+        """Validate, assign offsets (patching the bytes), write. Called on the trio thread.
+
+        `from_client=False` is for batches the broker writes itself (transaction markers),
+        which may be control batches; clients may not send those (INVALID_RECORD).
+        """
+        data = bytearray(batches)
+        headers = self._parse_input(data)
+        if from_client:
+            for _, header in headers:
+                if header.is_control:
+                    raise InvalidRecordError("clients may not produce control batches")
+        log_append_time = self.config.log_append_time
+        with self._lock:
+            self._check_writable()
+            base = next_offset = self._leo
+            messages = 0
+            for pos, header in headers:
+                set_base_offset(data, pos, next_offset)
+                set_partition_leader_epoch(data, pos, leader_epoch)
+                if log_append_time:
+                    set_max_timestamp(data, pos, now_ms, True)
+                    header.max_timestamp = now_ms
+                header.base_offset = next_offset
+                header.partition_leader_epoch = leader_epoch
+                next_offset = header.last_offset + 1
+                messages += header.records_count
+            self._write(data, headers, now_ms)
+            if self.leader_epochs.assign(leader_epoch, base):
+                self.leader_epochs.write(fsync=False)
+            self._unflushed_messages += messages
+            return AppendResult(
+                base_offset=base,
+                last_offset=next_offset - 1,
+                log_append_time_ms=now_ms if log_append_time else -1,
+                log_start_offset=self._log_start_offset,
+                batches=len(headers),
+                flush_needed=self._unflushed_messages >= self.config.flush_messages,
+            )
+
+    def append_as_follower(
+        self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None
+    ) -> AppendResult:
+        """Append batches that already carry offsets (replication); they must follow the LEO."""
+        data = bytearray(batches)
+        headers = self._parse_input(data, allow_compacted=True)
+        with self._lock:
+            self._check_writable()
+            expected = self._leo
+            for _, header in headers:
+                if header.base_offset < expected:
+                    raise InvalidRecordError(
+                        f"batch offset {header.base_offset} is below the log end offset {expected}"
+                    )
+                expected = header.last_offset + 1
+            self._write(data, headers, now_ms if now_ms is not None else _now_ms())
+            changed = False
+            for _, header in headers:
+                changed |= self.leader_epochs.assign(
+                    header.partition_leader_epoch, header.base_offset
+                )
+            if changed:
+                self.leader_epochs.write(fsync=False)
+            self._unflushed_messages += sum(h.records_count for _, h in headers)
+            return AppendResult(
+                base_offset=headers[0][1].base_offset,
+                last_offset=expected - 1,
+                log_append_time_ms=-1,
+                log_start_offset=self._log_start_offset,
+                batches=len(headers),
+                flush_needed=self._unflushed_messages >= self.config.flush_messages,
+            )
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.directory.name} is closed")
+        if self._offline is not None:
+            raise KafkaStorageError(f"log {self.directory.name} is offline: {self._offline}")
+
+    def _write(self, data: bytearray, headers: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        active = self.segments[-1]
+        last_offset = headers[-1][1].last_offset
+        first_ts = active.first_batch_timestamp
+        if first_ts is None:
+            first_ts = active.created_ms
+        if active.size and (
+            active.size + len(data) > self.config.segment_bytes
+            or (first_ts is not None and now_ms - first_ts >= self.config.segment_ms)
+            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            active = self._roll(headers[0][1].base_offset, now_ms)
+        try:
+            active.append(memoryview(data), headers)
+        except KafkaStorageError as exc:
+            if os.fstat(active.fd).st_size != active.size:
+                self._offline = str(exc)
+            raise
+        except OSError as exc:
+            self._offline = str(exc)
+            raise KafkaStorageError(str(exc)) from exc
+        self._leo = active.next_offset
+
+    def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
+        """Seal the active segment and start a new one at `base_offset` (the next offset)."""
+        old = self.segments[-1]
+        old.seal()
+        try:
+            old.flush(fsync=False)
+            new = LogSegment.create(self.directory, base_offset,
+                                    index_interval_bytes=self.config.index_interval_bytes,
+                                    now_ms=now_ms)
+        except OSError as exc:
+            raise KafkaStorageError(f"cannot roll segment: {exc}") from exc
+        self.segments.append(new)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        return new
+
+    def roll(self, now_ms: int | None = None) -> None:
+        """Force a new active segment (tests, and the cleaner wanting the tail cleanable)."""
+        with self._lock:
+            if self.segments[-1].size:
+                self._roll(self._leo, now_ms if now_ms is not None else _now_ms())
+
+    # --- read -----------------------------------------------------------------------------
+    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(
+            f"offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._leo,
+        )
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
+        """Whole batches from the batch holding `offset`, up to `max_bytes` (KIP-74: at least
+        one batch even when larger). `max_offset` (exclusive, e.g. the high watermark) hides
+        batches at or past it. Binary search in the index plus a short scan; no copies."""
+        with self._lock:
+            if offset < self._log_start_offset or offset > self._leo:
+                raise self._out_of_range(offset)
+            limit = self._leo if max_offset is None else min(max_offset, self._leo)
+            found = self._locate(offset, limit)
+            slices: list[FileSlice] = []
+            first = -1
+            if found is not None:
+                i, pos, header = found
+                seg = self.segments[i]
+                seg_end_offset = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
+                end_pos = seg.size
+                if limit < seg_end_offset:
+                    stop = seg.find(limit)
+                    end_pos = stop[0] if stop is not None else seg.size
+                if end_pos > pos:
+                    want = pos + max(max_bytes, header.size)
+                    if want < end_pos:
+                        end_pos = max(seg.batch_boundary_at_or_before(want, pos),
+                                      pos + header.size)
+                    slices.append(FileSlice(seg.fd, pos, end_pos - pos))
+                    first = header.base_offset
+            return ReadResult(
+                slices=slices,
+                first_offset=first,
+                high_watermark=self._high_watermark,
+                last_stable_offset=self.last_stable_offset,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=self._leo,
+            )
+
+    def _locate(self, offset: int, limit: int) -> tuple[int, int, BatchHeader] | None:
+        """(segment index, position, header) of the first batch with last offset >= `offset`
+        and base offset < `limit`; segments may hold gaps (compaction) or be empty."""
+        if offset >= limit:
+            return None
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        while i < len(self.segments):
+            hit = self.segments[i].find(offset)
+            if hit is not None:
+                pos, header = hit
+                return (i, pos, header) if header.base_offset < limit else None
+            i += 1
+        return None
+
+    def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Like `read`, returning the bytes (for replication, tests and the cleaner)."""
+        with self._lock:
+            result = self.read(offset, max_bytes, max_offset=max_offset)
+            return b"".join(s.read() for s in result.slices)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` (ListOffsets),
+        or None when every record is older. Decodes records of one batch only."""
+        with self._lock:
+            for seg in self.segments:
+                if seg.size == 0 or seg.largest_timestamp() < timestamp:
+                    continue
+                seg.time_index.ensure_loaded()
+                hint = seg.time_index.lookup_before(timestamp)
+                start_offset = max(hint if hint is not None else seg.base_offset,
+                                   self._log_start_offset)
+                hit = seg.find(start_offset)
+                if hit is None:
+                    continue
+                for _, header, data in seg.batches(hit[0], with_data=True):
+                    if header.last_offset < self._log_start_offset:
+                        continue
+                    if header.max_timestamp < timestamp:
+                        continue
+                    assert data is not None
+                    found = self._first_record_at(data, header, timestamp)
+                    if found is not None:
+                        return found
+            return None
+
+    def _first_record_at(
+        self, data: memoryview, header: BatchHeader, timestamp: int
+    ) -> tuple[int, int] | None:
+        if header.timestamp_type == 1:  # LogAppendTime: every record carries max_timestamp
+            return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        try:
+            records = decode_records(data, 0, header)
+        except ProtocolError:
+            return None
+        for record in records:
+            offset = header.base_offset + record.offset_delta
+            ts = header.base_timestamp + record.timestamp_delta
+            if ts >= timestamp and offset >= self._log_start_offset:
+                return offset, ts
+        return None
+
+    # --- offsets moved by the caller --------------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset (not past the high watermark).
+
+        Whole segments below it are deleted now; returns the new log start offset.
+        """
+        with self._lock:
+            if offset > self._high_watermark or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: high watermark is "
+                    f"{self._high_watermark}",
+                    log_start_offset=self._log_start_offset,
+                    log_end_offset=self._leo,
+                )
+            if offset > self._log_start_offset:
+                self._advance_log_start(offset)
+                self._delete_segments_below_start()
+            return self._log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self._log_start_offset = offset
+        self.cleaner_offset = max(self.cleaner_offset, offset)
+        if self.leader_epochs.truncate_from_start(offset):
+            self.leader_epochs.write(fsync=False)
+        self._write_checkpoint(fsync=False)
+
+    def _delete_segments_below_start(self) -> int:
+        deleted = 0
+        while len(self.segments) > 1 and self._bases[1] <= self._log_start_offset:
+            self._retire(0)
+            deleted += 1
+        return deleted
+
+    def _retire(self, i: int) -> None:
+        """Take segment `i` out of the log: unlink now, close its fd after the delay."""
+        seg = self.segments.pop(i)
+        self._bases.pop(i)
+        fd = seg.detach_fd()
+        if fd is not None:
+            self._retired.append((time.monotonic(), fd))
+        seg.unlink()
+
+    def replace_segments(self, old: list[LogSegment], new: Iterable[LogSegment]) -> None:
+        """Swap `old` (contiguous, not the active one) for `new` (the cleaner's output)."""
+        with self._lock:
+            i = self.segments.index(old[0])
+            for seg in old:
+                fd = seg.detach_fd()
+                if fd is not None:
+                    self._retired.append((time.monotonic(), fd))
+            self.segments[i : i + len(old)] = list(new)
+            self._bases = [s.base_offset for s in self.segments]
+
+    def reap_retired(self, *, force: bool = False) -> None:
+        """Close fds of deleted segments once `file.delete.delay.ms` has passed."""
+        with self._lock:
+            horizon = time.monotonic() - self.config.file_delete_delay_ms / 1000
+            keep: list[tuple[float, int]] = []
+            for when, fd in self._retired:
+                if force or when <= horizon:
+                    os.close(fd)
+                else:
+                    keep.append((when, fd))
+            self._retired = keep
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: remove every batch whose last offset is >= `offset`.
+
+        A batch straddling `offset` is removed whole, so the LEO may end below `offset`.
+        """
+        with self._lock:
+            if offset >= self._leo:
+                return
+            if offset <= self._log_start_offset and self.segments[0].base_offset >= offset:
+                self.truncate_fully(offset)
+                return
+            if offset < self._log_start_offset:
+                self.truncate_fully(offset)
+                return
+            self._generation += 1
+            while len(self.segments) > 1 and self._bases[-1] >= offset:
+                self._retire(len(self.segments) - 1)
+            active = self.segments[-1]
+            try:
+                removed = active.truncate_to(offset)
+            except OSError as exc:
+                self._offline = str(exc)
+                raise KafkaStorageError(f"truncation failed: {exc}") from exc
+            log.info("%s: truncated to offset %d (%d bytes)", self.directory.name, offset, removed)
+            self._after_truncation(active.next_offset)
+
+    def truncate_fully(self, start_offset: int) -> None:
+        """Delete every segment and restart the log empty at `start_offset`."""
+        with self._lock:
+            self._generation += 1
+            now = _now_ms()
+            while self.segments:
+                self._retire(len(self.segments) - 1)
+            self.segments.append(
+                LogSegment.create(self.directory, start_offset,
+                                  index_interval_bytes=self.config.index_interval_bytes,
+                                  now_ms=now)
+            )
+            self._bases = [start_offset]
+            self._dir_dirty = True
+            self._log_start_offset = start_offset
+            self.cleaner_offset = start_offset
+            self.leader_epochs.clear()
+            self._after_truncation(start_offset)
+
+    def _after_truncation(self, leo: int) -> None:
+        self._leo = leo
+        self._high_watermark = min(self._high_watermark, leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self.cleaner_offset = min(self.cleaner_offset, leo)
+        if self.leader_epochs.truncate_from_end(leo):
+            self.leader_epochs.write(fsync=False)
+        self._write_checkpoint(fsync=False)
+
+    # --- retention --------------------------------------------------------------------------
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention by `retention.ms` / `retention.bytes` (policy `delete`) and by the log
+        start offset; never deletes the active segment. Returns how many were deleted."""
+        with self._lock:
+            deleted = self._delete_segments_below_start()
+            cfg = self.config
+            if cfg.delete:
+                if cfg.retention_ms >= 0:
+                    while (len(self.segments) > 1
+                           and now_ms - self.segments[0].largest_timestamp() > cfg.retention_ms):
+                        self._advance_log_start(self._bases[1])
+                        self._retire(0)
+                        deleted += 1
+                if cfg.retention_bytes >= 0:
+                    excess = self.size_bytes - cfg.retention_bytes
+                    while len(self.segments) > 1 and excess - self.segments[0].size >= 0:
+                        excess -= self.segments[0].size
+                        self._advance_log_start(self._bases[1])
+                        self._retire(0)
+                        deleted += 1
+            self.reap_retired()
+            return deleted
+
+    # --- durability -------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync everything up to the current LEO, then advance the recovery point.
+
+        Blocking: call it from a worker thread. The lock is not held during the fsyncs.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            generation, leo = self._generation, self._leo
+            start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+            targets = [s for s in self.segments[start:] if s.dirty or s is self.segments[-1]]
+            fds = []
+            for seg in targets:
+                seg.flush(fsync=False)
+                fds.append(seg.fd)
+            self._unflushed_messages = 0
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            if dir_dirty:
+                fsync_dir(self.directory)
+            for seg in targets:
+                for idx in (seg.index, seg.time_index):
+                    if idx.loaded:
+                        with self._lock:
+                            idx.flush(fsync=True)
+        except OSError as exc:
+            with self._lock:
+                self._offline = f"fsync failed: {exc}"
+            raise KafkaStorageError(f"flush of {self.directory.name} failed: {exc}") from exc
+        with self._lock:
+            for seg in targets:
+                seg.dirty = False
+            if generation == self._generation:
+                self._recovery_point = max(self._recovery_point, leo)
+            self._last_flush_ms = _now_ms()
+            self._write_checkpoint(fsync=True)
+            self.leader_epochs.write(fsync=True)
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """`flush.messages` or `flush.ms` says an fsync is due (LogManager.flush_dirty)."""
+        return self._unflushed_messages > 0 and (
+            self._unflushed_messages >= self.config.flush_messages
+            or now_ms - self._last_flush_ms >= self.config.flush_ms
+        )
+
+    def checkpoint_offsets(self, *, force: bool = False) -> None:
+        """Persist the high watermark and friends if they changed (cheap, no fsync)."""
+        with self._lock:
+            if not self._closed and (force or self._hw_checkpointed != self._high_watermark):
+                self._write_checkpoint(fsync=False)
+
+    def _write_checkpoint(self, *, fsync: bool) -> None:
+        OffsetsCheckpoint(
+            log_start_offset=self._log_start_offset,
+            recovery_point=self._recovery_point,
+            high_watermark=self._high_watermark,
+            cleaner_offset=self.cleaner_offset,
+        ).write(self.directory, fsync=fsync)
+        self._hw_checkpointed = self._high_watermark
+
+    def close(self) -> None:
+        """Flush everything and release fds; the log must not be used afterwards."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._offline is None:
+                with contextlib.suppress(KafkaStorageError):
+                    self.flush()
+            self._closed = True
+            for seg in self.segments:
+                seg.close()
+            self.reap_retired(force=True)
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        with self._lock:
+            self._closed = True
+            for seg in self.segments:
+                seg.close()
+            self.reap_retired(force=True)
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

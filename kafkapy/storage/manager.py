@@ -1,0 +1,256 @@
+"""`LogManager`: every partition log of the broker, across one or more data directories.
+
+Why a clean-shutdown marker per data directory (`.kafka_cleanshutdown`, as in Kafka): after a
+clean stop every log was flushed and checkpointed, so opening skips recovery entirely and costs
+a directory listing, two small file reads and a short tail scan per partition - thousands of
+partitions open in seconds. The marker is removed as soon as the directory is opened, so any
+later crash forces recovery (from each log's recovery point only).
+
+In-memory mode (`kafkapy serve --memory`): `LogManager.temporary()` puts the logs in a fresh
+temporary directory that `close()` removes. The page cache makes it nearly as fast as RAM and
+keeps one code path (no second segment backend to keep correct).
+
+Thread-safety: the map of logs has its own lock; maintenance methods (`run_retention`,
+`run_cleaner`, `flush_dirty`) are meant for one worker thread and may run while the trio thread
+appends and reads (see `PartitionLog` for the per-log rules).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from kafkapy.storage.checkpoint import PartitionMetadata, fsync_dir
+from kafkapy.storage.cleaner import CleanResult, clean_log
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.errors import (
+    InconsistentTopicIdError,
+    InvalidLogConfigError,
+    KafkaStorageError,
+)
+from kafkapy.storage.log import PartitionLog
+
+__all__ = ["LogManager"]
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+_DELETE_SUFFIX = "-delete"
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Owns the `PartitionLog`s of all data directories (see the module docstring)."""
+
+    def __init__(
+        self,
+        data_dirs: Sequence[Path | str] | Path | str,
+        default_config: LogConfig | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> None:
+        if isinstance(data_dirs, (str, Path)):
+            data_dirs = [data_dirs]
+        if not data_dirs:
+            raise ValueError("at least one data directory is needed")
+        self.data_dirs = [Path(d) for d in data_dirs]
+        self.default_config = default_config if default_config is not None else LogConfig()
+        self._lock = threading.Lock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._temporary = False
+        self._closed = False
+        self.recovered_dirs: list[Path] = []
+        started = time.monotonic()
+        for data_dir in self.data_dirs:
+            self._open_dir(data_dir, now_ms)
+        log.info("opened %d partition logs in %.2f s", len(self._logs),
+                 time.monotonic() - started)
+
+    @classmethod
+    def temporary(cls, default_config: LogConfig | None = None) -> LogManager:
+        """A manager over a fresh temp directory removed on `close()` (`--memory` mode)."""
+        manager = cls([tempfile.mkdtemp(prefix="kafkapy-")], default_config)
+        manager._temporary = True
+        return manager
+
+    def _open_dir(self, data_dir: Path, now_ms: int | None) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        marker = data_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+            fsync_dir(data_dir)
+        else:
+            self.recovered_dirs.append(data_dir)
+        with os.scandir(data_dir) as it:
+            entries = [e for e in it if e.is_dir()]
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.endswith(_DELETE_SUFFIX):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            tp = _parse_dir_name(entry.name)
+            if tp is None:
+                continue
+            path = Path(entry.path)
+            meta = PartitionMetadata.read(path)
+            config = self.default_config
+            if meta is not None and meta.config_overrides:
+                try:
+                    config = LogConfig.from_topic_configs(meta.config_overrides,
+                                                          self.default_config)
+                except InvalidLogConfigError:
+                    log.warning("%s: ignoring unreadable config overrides", entry.name)
+            if tp in self._logs:
+                log.error("%s exists in two data directories; using the first", entry.name)
+                continue
+            self._logs[tp] = PartitionLog(path, config, clean_shutdown=clean, now_ms=now_ms)
+
+    # --- lookup and lifecycle ---------------------------------------------------------------
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        """A snapshot of every open log by (topic, partition)."""
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> PartitionLog:
+        """The log of (topic, partition), created in the least-used data directory if absent.
+
+        A given `config` replaces the log's config (persisted as overrides of the defaults);
+        a `topic_id` differing from the directory's raises `InconsistentTopicIdError`.
+        """
+        if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
+            raise KafkaStorageError(f"invalid topic partition {topic!r}-{partition}")
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError("log manager is closed")
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                known = existing.topic_id
+                if topic_id is not None and known.int and known != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"{topic}-{partition} has topic id {known}, not {topic_id}"
+                    )
+                if config is not None:
+                    existing.set_config(config, self.default_config)
+                return existing
+            counts = {d: 0 for d in self.data_dirs}
+            for plog in self._logs.values():
+                parent = plog.directory.parent
+                if parent in counts:
+                    counts[parent] += 1
+            target = min(self.data_dirs, key=lambda d: counts[d])
+            try:
+                plog = PartitionLog(target / f"{topic}-{partition}",
+                                    config if config is not None else self.default_config,
+                                    topic_id=topic_id)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot create {topic}-{partition}: {exc}") from exc
+            if config is not None:
+                plog.set_config(config, self.default_config)
+            self._logs[(topic, partition)] = plog
+            return plog
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log and files; False if there was none.
+
+        The directory is renamed to `...-delete` first (atomic), so a crash mid-removal never
+        resurrects the partition: leftovers are removed at the next start.
+        """
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return False
+        plog.close()
+        doomed = plog.directory.with_name(
+            f"{plog.directory.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
+        )
+        os.replace(plog.directory, doomed)
+        fsync_dir(doomed.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # --- maintenance (worker thread) -------------------------------------------------------
+    def run_retention(self, now_ms: int) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        deleted = 0
+        for plog in self.logs().values():
+            with contextlib.suppress(KafkaStorageError):
+                deleted += plog.delete_old_segments(now_ms)
+        return deleted
+
+    def run_cleaner(self, now_ms: int) -> list[CleanResult]:
+        """One compaction pass over every log whose policy includes `compact`."""
+        results = []
+        for tp, plog in self.logs().items():
+            if not plog.config.compact or plog.offline:
+                continue
+            try:
+                result = clean_log(plog, now_ms)
+            except (OSError, KafkaStorageError) as exc:
+                log.error("cleaning %s-%d failed: %s", tp[0], tp[1], exc)
+                continue
+            if result is not None:
+                results.append(result)
+        return results
+
+    def flush_dirty(self, now_ms: int) -> int:
+        """fsync logs whose `flush.ms` / `flush.messages` is due; checkpoint high watermarks.
+
+        Returns how many logs were fsynced.
+        """
+        flushed = 0
+        for plog in self.logs().values():
+            if plog.offline:
+                continue
+            try:
+                if plog.needs_flush(now_ms):
+                    plog.flush()
+                    flushed += 1
+                else:
+                    plog.checkpoint_offsets()
+            except KafkaStorageError as exc:
+                log.error("flushing %s failed: %s", plog.directory.name, exc)
+        return flushed
+
+    def close(self, clean: bool = True) -> None:
+        """Flush and close every log; with `clean`, mark the directories cleanly shut down."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            logs = list(self._logs.values())
+        for plog in logs:
+            plog.close()
+        if self._temporary:
+            for data_dir in self.data_dirs:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            return
+        if clean and not any(p.offline for p in logs):
+            for data_dir in self.data_dirs:
+                (data_dir / CLEAN_SHUTDOWN_MARKER).touch()
+                fsync_dir(data_dir)
+
+
+def _parse_dir_name(name: str) -> TopicPartition | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not part.isdigit() or not _TOPIC_RE.match(topic):
+        return None
+    return topic, int(part)

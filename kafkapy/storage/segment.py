@@ -1,0 +1,356 @@
+"""One segment of a partition log: `<base offset>.log` plus its `.index` and `.timeindex`.
+
+The `.log` file holds record batches exactly as they go on the wire (magic v2, offsets
+assigned), back to back, so a fetch can hand a byte range straight to `os.sendfile`.
+
+Why positional I/O (`os.pwrite`/`os.pread`) on one fd per segment: the appender, readers and
+the flusher share the fd without a shared file position, and the fd can outlive the segment's
+place in the log (see `PartitionLog` on deletion). The fd is opened lazily, so opening thousands
+of partitions costs no file descriptors until a segment is read or written.
+
+Not thread-safe on its own: the owning `PartitionLog` serialises every mutating call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.records import BatchHeader, parse_batch_header, validate_batch
+from kafkapy.storage.errors import KafkaStorageError
+from kafkapy.storage.index import OffsetIndex, TimeIndex
+
+__all__ = ["HEADER_SIZE", "LogSegment", "segment_name"]
+
+log = logging.getLogger(__name__)
+
+HEADER_SIZE = 61
+_CHUNK = 1 << 20
+# Relative offsets in the .index are i32: roll before a segment would span more offsets.
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's 20-digit zero-padded file stem, so names sort in offset order."""
+    return f"{base_offset:020d}"
+
+
+def _write_all(fd: int, data: memoryview, position: int) -> None:
+    """pwrite until done; indirection point for fault-injection tests (full disk)."""
+    while data:
+        written = os.pwrite(fd, data, position)
+        if written <= 0:
+            raise OSError(errno.EIO, "short write")
+        data = data[written:]
+        position += written
+
+
+class LogSegment:
+    """A contiguous run of batches starting at `base_offset`."""
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        stem = segment_name(base_offset)
+        self.log_path = directory / f"{stem}.log"
+        self.index = OffsetIndex(directory / f"{stem}.index", base_offset)
+        self.time_index = TimeIndex(directory / f"{stem}.timeindex", base_offset)
+        self.index_interval_bytes = index_interval_bytes
+        self.size = 0
+        # Known for the active segment (and after a scan); None until needed otherwise.
+        self._next_offset: int | None = None
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = None
+        self.created_ms: int | None = None
+        self.dirty = False  # bytes written since the last fsync
+        self._bytes_since_index = 0
+        self._fd: int | None = None
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size})"
+
+    # --- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int,
+               now_ms: int) -> LogSegment:
+        seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        for idx in (seg.index, seg.time_index):
+            with contextlib.suppress(FileNotFoundError):
+                idx.path.unlink()
+            idx.reset()
+        seg._next_offset = base_offset
+        seg.created_ms = now_ms
+        return seg
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def detach_fd(self) -> int | None:
+        """Hand the open fd to the caller (who closes it later); the segment forgets it."""
+        fd, self._fd = self._fd, None
+        return fd
+
+    def unlink(self) -> None:
+        """Remove the segment's files (the fd, if any, stays usable until closed)."""
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    # --- scanning -------------------------------------------------------------------------
+    def batches(self, start: int = 0, end: int | None = None, *, with_data: bool = False
+                ) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
+        """Yield (position, header, bytes-or-None) for each complete batch in [start, end).
+
+        Stops silently at a torn tail; raises `ProtocolError` at a header that is not a v2
+        batch. Reads in 1 MiB chunks so a scan costs one syscall per chunk, not per batch.
+        """
+        limit = self.size if end is None else end
+        fd = self.fd
+        pos = start
+        while pos + HEADER_SIZE <= limit:
+            buf = os.pread(fd, min(_CHUNK, limit - pos), pos)
+            off = 0
+            while off + HEADER_SIZE <= len(buf):
+                header = parse_batch_header(buf, off)
+                size = header.size
+                if size < HEADER_SIZE:
+                    raise ProtocolError(f"batch length {header.batch_length} is too small")
+                if off + size > len(buf):
+                    if off == 0:
+                        if pos + size > limit:
+                            return
+                        data = os.pread(fd, size, pos) if with_data else None
+                        if data is not None and len(data) < size:
+                            return
+                        yield pos, header, memoryview(data) if data is not None else None
+                        off = size
+                    break
+                yield pos + off, header, memoryview(buf)[off : off + size] if with_data else None
+                off += size
+            if off == 0:
+                return
+            pos += off
+
+    def find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= `offset`, or None."""
+        self.index.ensure_loaded()
+        _, start = self.index.lookup(offset)
+        for pos, header, _ in self.batches(start):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def batch_boundary_at_or_before(self, position: int, start: int) -> int:
+        """End of the last whole batch that ends at or before `position` (and after `start`).
+
+        Used to trim a read to whole batches: binary search in the index, then a short scan.
+        """
+        self.index.ensure_loaded()
+        _, pos = self.index.lookup_position(position)
+        pos = max(pos, start)
+        end = pos
+        for bpos, header, _ in self.batches(pos):
+            if bpos + header.size > position:
+                break
+            end = bpos + header.size
+        return end
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the last batch (scans from the last index entry when not known)."""
+        if self._next_offset is None:
+            self.index.ensure_loaded()
+            nxt = self.base_offset
+            start = self.index.values[-1] if len(self.index) else 0
+            for _, header, _ in self.batches(start):
+                nxt = header.last_offset + 1
+            self._next_offset = nxt
+        return self._next_offset
+
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp in the segment (time index when sealed, else a scan)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        self.time_index.ensure_loaded()
+        latest = self.time_index.max_timestamp
+        if latest is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = latest
+            return latest[0]
+        for _, header, _ in self.batches():
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        return self.max_timestamp
+
+    def load_state(self, size: int) -> None:
+        """Adopt an on-disk segment known to be good: trust its size; indexes load lazily."""
+        self.size = size
+
+    # --- writing --------------------------------------------------------------------------
+    def append(self, data: memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
+        """Write validated, offset-assigned batches at the end and index them.
+
+        On any OS error the file is cut back to its previous size, so a failed append never
+        leaves a partial batch behind; if even that fails the error says the log is broken.
+        """
+        position = self.size
+        try:
+            _write_all(self.fd, data, position)
+        except OSError as exc:
+            try:
+                os.ftruncate(self.fd, position)
+            except OSError as exc2:
+                raise KafkaStorageError(
+                    f"append to {self.log_path} failed ({exc}) and cutting the partial write "
+                    f"failed too ({exc2})"
+                ) from exc
+            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        for rel, header in headers:
+            self._index_batch(position + rel, header)
+        self.size = position + len(data)
+        self._next_offset = headers[-1][1].last_offset + 1
+        self.dirty = True
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.base_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.index.ensure_loaded()
+            self.time_index.ensure_loaded()
+            self.index.append(header.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+
+    def seal(self) -> None:
+        """The segment stops being active: record its max timestamp in the time index."""
+        self.time_index.ensure_loaded()
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self, *, fsync: bool) -> None:
+        """Write pending index entries; fsync the log and indexes when asked."""
+        if self.index.loaded:
+            self.index.flush(fsync=fsync)
+        if self.time_index.loaded:
+            self.time_index.flush(fsync=fsync)
+        if fsync and self.dirty:
+            os.fsync(self.fd)
+        if fsync:
+            self.dirty = False
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= `offset`; returns bytes removed."""
+        found = self.find(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.index.truncate_to_position(position)
+        self.time_index.ensure_loaded()
+        self.time_index.truncate_to_offset(found[1].base_offset)
+        self._next_offset = None
+        self._rescan_tail_state()
+        return removed
+
+    def _rescan_tail_state(self) -> None:
+        """Recompute max timestamp and index spacing after the tail changed."""
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        start = self.index.values[-1] if len(self.index) else 0
+        if self.time_index.max_timestamp is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.max_timestamp
+        nxt = self.base_offset
+        last_end = start
+        for pos, header, _ in self.batches(start):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            nxt = header.last_offset + 1
+            last_end = pos + header.size
+        if start == 0 and self.size:
+            first = next(self.batches(0), None)
+            if first is not None:
+                self.first_batch_timestamp = first[1].base_timestamp
+        self._bytes_since_index = last_end - start
+        if self._next_offset is None:
+            self._next_offset = nxt if self.size else self.base_offset
+
+    def open_as_active(self) -> None:
+        """Prepare a reopened last segment for appends (no full scan: index + short tail)."""
+        self.index.ensure_loaded()
+        self.time_index.ensure_loaded()
+        if self.index.values and self.index.values[-1] >= self.size:
+            self.index.reset()
+            self.time_index.reset()
+        self._rescan_tail_state()
+        if self.size and self.first_batch_timestamp is None:
+            first = next(self.batches(0), None)
+            self.first_batch_timestamp = first[1].base_timestamp if first else None
+
+    # --- recovery -------------------------------------------------------------------------
+    def recover(self, expected_start: int, max_batch_bytes: int) -> tuple[int, str | None]:
+        """Validate every batch, rebuild both indexes, cut at the first bad or torn batch.
+
+        Returns (bytes truncated, reason or None). `expected_start` is the lowest offset a
+        batch here may have (offsets must increase across batches).
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        file_size = os.fstat(self.fd).st_size
+        self.size = file_size
+        valid_end = 0
+        next_offset = max(self.base_offset, expected_start)
+        reason: str | None = None
+        try:
+            for pos, header, data in self.batches(0, file_size, with_data=True):
+                assert data is not None
+                if header.base_offset < next_offset or header.size > max_batch_bytes:
+                    reason = f"batch at position {pos} has offset {header.base_offset} " \
+                             f"(expected >= {next_offset}) or size {header.size}"
+                    break
+                try:
+                    validate_batch(data, 0, header, allow_compacted=True)
+                except ProtocolError as exc:
+                    reason = f"batch at position {pos}: {exc}"
+                    break
+                self._index_batch(pos, header)
+                next_offset = header.last_offset + 1
+                valid_end = pos + header.size
+        except ProtocolError as exc:
+            reason = f"bad batch header after position {valid_end}: {exc}"
+        if reason is None and valid_end < file_size:
+            reason = f"torn batch at position {valid_end}"
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        self._next_offset = next_offset if valid_end else self.base_offset
+        self.index.rewrite()
+        self.time_index.rewrite()
+        return truncated, reason
