@@ -299,8 +299,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         leader = r.nullable_str()
         state_ts = r.i64()
         count = r.i32()
-        # each member needs at least 28 bytes, so a huge count cannot make us allocate much
-        if count < 0 or count * 28 > len(r.buf) - r.pos:
+        # each member needs at least 24 bytes, so a huge count cannot make us allocate much
+        if count < 0 or count * 24 > len(r.buf) - r.pos:
             raise GroupRecordError(f"bad member count {count}")
         members = tuple(
             MemberMetadataValue(
