@@ -80,24 +80,32 @@ def test_transition_table_is_kafkas() -> None:
 def test_lone_v4_consumer_joins_without_waiting() -> None:
     h = Harness()
     _, first = h.join()
-    assert first is not None and first.error is E.MEMBER_ID_REQUIRED
+    assert first is not None
+    assert first.error is E.MEMBER_ID_REQUIRED
     assert first.member_id
     _, answer = h.join(member_id=first.member_id)
     # answered in the same call: no initial delay, nobody else to wait for
-    assert answer is not None and answer.error is E.NONE
-    assert answer.generation_id == 1 and answer.leader == first.member_id
-    assert answer.protocol_name == "range" and answer.protocol_type == "consumer"
+    assert answer is not None
+    assert answer.error is E.NONE
+    assert answer.generation_id == 1
+    assert answer.leader == first.member_id
+    assert answer.protocol_name == "range"
+    assert answer.protocol_type == "consumer"
     assert [m.member_id for m in answer.members] == [first.member_id]
     assert state(h) is S.COMPLETING_REBALANCE
     _, sync = h.sync(first.member_id, 1, assignments=[(first.member_id, b"A")])
-    assert sync is not None and sync.error is E.NONE and sync.assignment == b"A"
+    assert sync is not None
+    assert sync.error is E.NONE
+    assert sync.assignment == b"A"
     assert state(h) is S.STABLE
 
 
 def test_old_versions_join_in_one_round_trip_and_default_rebalance_timeout() -> None:
     h = Harness()
     _, answer = h.join(v4=False, rebalance_ms=-1, session_ms=7000)
-    assert answer is not None and answer.error is E.NONE and answer.generation_id == 1
+    assert answer is not None
+    assert answer.error is E.NONE
+    assert answer.generation_id == 1
     member = h.coordinator.groups["g"].members[answer.member_id]
     assert member.rebalance_timeout_ms == 7000
 
@@ -105,7 +113,8 @@ def test_old_versions_join_in_one_round_trip_and_default_rebalance_timeout() -> 
 def test_initial_rebalance_delay_batches_a_starting_fleet() -> None:
     h = Harness(GroupConfig(initial_rebalance_delay_ms=3000))
     a = h.join_new(client="a")
-    assert a not in h.answers and state(h) is S.PREPARING_REBALANCE
+    assert a not in h.answers
+    assert state(h) is S.PREPARING_REBALANCE
     assert h.coordinator.next_deadline() == 3000
     h.advance(1000)
     b = h.join_new(client="b")
@@ -141,8 +150,10 @@ def test_second_member_triggers_rebalance_and_leader_gets_member_list() -> None:
     b_sync, pending = h.sync(jb.member_id, 2)
     assert pending is None
     _, leader_sync = h.sync(a, 2, assignments=[])
-    assert leader_sync is not None and leader_sync.assignment == b""
-    assert synced(h, b_sync).error is E.NONE and synced(h, b_sync).assignment == b""
+    assert leader_sync is not None
+    assert leader_sync.assignment == b""
+    assert synced(h, b_sync).error is E.NONE
+    assert synced(h, b_sync).assignment == b""
     assert state(h) is S.STABLE
 
 
@@ -162,11 +173,14 @@ def test_inconsistent_group_protocol() -> None:
     h = Harness()
     stable_group(h, 1)
     _, bad_name = h.join(protocols=[("sticky", b"")])
-    assert bad_name is not None and bad_name.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert bad_name is not None
+    assert bad_name.error is E.INCONSISTENT_GROUP_PROTOCOL
     _, bad_type = h.join(protocol_type="connect")
-    assert bad_type is not None and bad_type.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert bad_type is not None
+    assert bad_type.error is E.INCONSISTENT_GROUP_PROTOCOL
     _, no_protocols = h.join("other", protocols=[])
-    assert no_protocols is not None and no_protocols.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert no_protocols is not None
+    assert no_protocols.error is E.INCONSISTENT_GROUP_PROTOCOL
     assert state(h) is S.STABLE
 
 
@@ -174,34 +188,43 @@ def test_inconsistent_group_protocol() -> None:
 def test_session_timeout_bounds(session_ms: int) -> None:
     h = Harness()
     _, answer = h.join(session_ms=session_ms)
-    assert answer is not None and answer.error is E.INVALID_SESSION_TIMEOUT
+    assert answer is not None
+    assert answer.error is E.INVALID_SESSION_TIMEOUT
 
 
 def test_unknown_member_and_dead_group_errors() -> None:
     h = Harness()
     _, a = h.join(member_id="nobody")
-    assert a is not None and a.error is E.UNKNOWN_MEMBER_ID
+    assert a is not None
+    assert a.error is E.UNKNOWN_MEMBER_ID
     [m] = stable_group(h, 1)
     _, b = h.join(member_id="nobody")
-    assert b is not None and b.error is E.UNKNOWN_MEMBER_ID
+    assert b is not None
+    assert b.error is E.UNKNOWN_MEMBER_ID
     assert h.heartbeat("nobody", 1) is E.UNKNOWN_MEMBER_ID
     assert h.heartbeat(m, 7) is E.ILLEGAL_GENERATION
     assert h.heartbeat(m, 1, "missing") is E.UNKNOWN_MEMBER_ID
     _, s = h.sync(m, 9)
-    assert s is not None and s.error is E.ILLEGAL_GENERATION
+    assert s is not None
+    assert s.error is E.ILLEGAL_GENERATION
     _, s = h.sync("nobody", 1)
-    assert s is not None and s.error is E.UNKNOWN_MEMBER_ID
+    assert s is not None
+    assert s.error is E.UNKNOWN_MEMBER_ID
 
 
 def test_sync_checks_protocol_type_and_name_in_v5() -> None:
     h = Harness()
     [m] = stable_group(h, 1)
     _, bad = h.sync(m, 1, protocol_type="connect")
-    assert bad is not None and bad.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert bad is not None
+    assert bad.error is E.INCONSISTENT_GROUP_PROTOCOL
     _, bad = h.sync(m, 1, protocol_name="roundrobin")
-    assert bad is not None and bad.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert bad is not None
+    assert bad.error is E.INCONSISTENT_GROUP_PROTOCOL
     _, ok = h.sync(m, 1, protocol_type="consumer", protocol_name="range")
-    assert ok is not None and ok.error is E.NONE and ok.protocol_name == "range"
+    assert ok is not None
+    assert ok.error is E.NONE
+    assert ok.protocol_name == "range"
 
 
 def test_sync_during_preparing_rebalance_is_rejected() -> None:
@@ -209,7 +232,8 @@ def test_sync_during_preparing_rebalance_is_rejected() -> None:
     [a] = stable_group(h, 1)
     h.join_new(client="b")
     _, s = h.sync(a, 1)
-    assert s is not None and s.error is E.REBALANCE_IN_PROGRESS
+    assert s is not None
+    assert s.error is E.REBALANCE_IN_PROGRESS
 
 
 def test_session_expiry_removes_member_and_rebalances() -> None:
@@ -223,7 +247,8 @@ def test_session_expiry_removes_member_and_rebalances() -> None:
     assert h.heartbeat(a, 1) is E.REBALANCE_IN_PROGRESS
     assert b not in h.coordinator.groups["g"].members
     rid, _ = h.join(member_id=a)
-    assert joined(h, rid).generation_id == 2 and len(joined(h, rid).members) == 1
+    assert joined(h, rid).generation_id == 2
+    assert len(joined(h, rid).members) == 1
     assert h.heartbeat(b, 1) is E.UNKNOWN_MEMBER_ID
 
 
@@ -244,7 +269,8 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
     assert rid not in h.answers
     h.advance(1)
     ja = joined(h, rid)
-    assert ja.generation_id == 2 and [m.member_id for m in ja.members] == [a]
+    assert ja.generation_id == 2
+    assert [m.member_id for m in ja.members] == [a]
     assert b not in h.coordinator.groups["g"].members
 
 
@@ -264,7 +290,8 @@ def test_member_dying_mid_sync_leader_silent() -> None:
     assert a not in h.coordinator.groups["g"].members
     assert state(h) is S.PREPARING_REBALANCE
     rid, _ = h.join(member_id=b)
-    assert joined(h, rid).leader == b and joined(h, rid).generation_id == 3
+    assert joined(h, rid).leader == b
+    assert joined(h, rid).generation_id == 3
     del b_rid
 
 
@@ -275,7 +302,8 @@ def test_member_dying_mid_sync_follower_silent() -> None:
     h.join(member_id=a)
     h.join(member_id=b)
     _, la = h.sync(a, 2, assignments=[(a, b"x"), (b, b"y")])
-    assert la is not None and la.assignment == b"x"
+    assert la is not None
+    assert la.assignment == b"x"
     assert state(h) is S.STABLE
     for _ in range(3):
         h.advance(4000)
@@ -310,7 +338,8 @@ def test_leader_leaving_during_completing_rebalance() -> None:
     assert state(h) is S.PREPARING_REBALANCE
     rid, answer = h.join(member_id=b)
     answer = answer or joined(h, rid)
-    assert answer.leader == b and answer.generation_id == 3
+    assert answer.leader == b
+    assert answer.generation_id == 3
 
 
 def test_batched_leave_empties_group_and_reports_per_member() -> None:
@@ -322,7 +351,8 @@ def test_batched_leave_empties_group_and_reports_per_member() -> None:
     h.take(result)  # type: ignore[arg-type]
     errors = [m.error for m in result.response.members]  # type: ignore[union-attr]
     assert errors == [E.NONE, E.NONE, E.UNKNOWN_MEMBER_ID]
-    assert state(h) is S.EMPTY and h.coordinator.groups["g"].generation == 2
+    assert state(h) is S.EMPTY
+    assert h.coordinator.groups["g"].generation == 2
     missing = h.coordinator.leave_group(group_id="nope", members=[(a, None)], now_ms=0)
     assert missing.response.error is E.UNKNOWN_MEMBER_ID  # type: ignore[union-attr]
 
@@ -331,7 +361,8 @@ def test_pending_member_that_never_rejoins_expires() -> None:
     h = Harness()
     [a] = stable_group(h, 1)
     _, first = h.join(client="slow")  # gets MEMBER_ID_REQUIRED, never comes back
-    assert first is not None and first.error is E.MEMBER_ID_REQUIRED
+    assert first is not None
+    assert first.error is E.MEMBER_ID_REQUIRED
     rid, _ = h.join(member_id=a)  # leader rejoin starts a rebalance
     assert rid not in h.answers  # waits for the pending member...
     h.advance(10_000)  # ...until its session timeout
@@ -340,9 +371,11 @@ def test_pending_member_that_never_rejoins_expires() -> None:
 
 def test_stable_follower_rejoin_with_same_metadata_needs_no_rebalance() -> None:
     h = Harness()
-    a, b = stable_group(h, 2)
+    _a, b = stable_group(h, 2)
     _, answer = h.join(member_id=b)
-    assert answer is not None and answer.generation_id == 1 and answer.members == []
+    assert answer is not None
+    assert answer.generation_id == 1
+    assert answer.members == []
     assert state(h) is S.STABLE
 
 
@@ -377,14 +410,16 @@ def test_join_storm_of_200_members_is_one_rebalance() -> None:
     assert {a.generation_id for a in answers} == {1}
     assert len(h.coordinator.groups["g"].members) == 200
     leader = [a for a in answers if a.member_id == a.leader]
-    assert len(leader) == 1 and len(leader[0].members) == 200
+    assert len(leader) == 1
+    assert len(leader[0].members) == 200
 
 
 def test_group_max_size() -> None:
     h = Harness(GroupConfig(initial_rebalance_delay_ms=0, max_size=1))
     stable_group(h, 1)
     _, answer = h.join(client="x")
-    assert answer is not None and answer.error is E.GROUP_MAX_SIZE_REACHED
+    assert answer is not None
+    assert answer.error is E.GROUP_MAX_SIZE_REACHED
 
 
 def test_retried_join_while_completing_gets_current_generation() -> None:
@@ -393,7 +428,8 @@ def test_retried_join_while_completing_gets_current_generation() -> None:
     h.join(member_id=a)
     rb, _ = h.join(member_id=b)
     _, again = h.join(member_id=b)  # the first answer was lost
-    assert again is not None and again.generation_id == joined(h, rb).generation_id == 2
+    assert again is not None
+    assert again.generation_id == joined(h, rb).generation_id == 2
 
 
 def test_superseded_join_request_gets_an_answer() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafkapy.coordinator.group import GroupState, JoinGroupResult, SyncGroupResult
+from kafkapy.coordinator.group import GroupState, JoinGroupResult
 from kafkapy.protocol.errors import ErrorCode
 
 from .helpers import Harness
@@ -10,25 +10,16 @@ from .helpers import Harness
 E = ErrorCode
 
 
-def static_pair(h: Harness) -> tuple[str, str]:
-    ra = h.join(instance="i-a", client="a", v4=True)[0]
-    rb = h.join(instance="i-b", client="b", v4=True)[0]
-    ja, jb = h.answers.get(ra), h.answers.get(rb)
-    # static members get a member id at once (no MEMBER_ID_REQUIRED round)
-    assert isinstance(ja, JoinGroupResult) and ja.generation_id == 1
-    assert isinstance(jb, JoinGroupResult)
-    h.sync(jb.member_id, 2 if jb.generation_id == 2 else jb.generation_id)
-    return ja.member_id, jb.member_id
-
-
 def make_stable(h: Harness) -> tuple[str, str]:
     _, a = h.join(instance="i-a", client="a")
-    assert a is not None and a.error is E.NONE  # alone: answered at once
+    assert a is not None
+    assert a.error is E.NONE
     h.sync(a.member_id, 1, instance="i-a", assignments=[(a.member_id, b"pa")])
     rb, _ = h.join(instance="i-b", client="b")
     ra, _ = h.join(member_id=a.member_id, instance="i-a", client="a")
     ja, jb = h.answers[ra], h.answers[rb]
-    assert isinstance(ja, JoinGroupResult) and isinstance(jb, JoinGroupResult)
+    assert isinstance(ja, JoinGroupResult)
+    assert isinstance(jb, JoinGroupResult)
     assert ja.generation_id == jb.generation_id == 2
     assert {m.group_instance_id for m in ja.members} == {"i-a", "i-b"}
     h.sync(jb.member_id, 2, instance="i-b")
@@ -43,12 +34,15 @@ def test_restarted_static_member_rejoins_without_rebalance() -> None:
     a, b = make_stable(h)
     records_before = len(h.records)
     _, again = h.join(instance="i-b", client="b")  # restarted: no member id
-    assert again is not None and again.error is E.NONE
-    assert again.generation_id == 2 and again.member_id != b
+    assert again is not None
+    assert again.error is E.NONE
+    assert again.generation_id == 2
+    assert again.member_id != b
     assert h.coordinator.groups["g"].state is GroupState.STABLE
     assert h.heartbeat(a, 2, instance="i-a") is E.NONE  # the others see no rebalance
     _, sync = h.sync(again.member_id, 2, instance="i-b")
-    assert sync is not None and sync.assignment == b"pb"  # gets its partitions back
+    assert sync is not None
+    assert sync.assignment == b"pb"
     # the new member id was persisted
     assert len(h.records) == records_before + 1
     assert b not in h.replayed().groups["g"].members
@@ -63,19 +57,23 @@ def test_restarted_static_member_rejoins_without_rebalance() -> None:
 
 def test_restarted_static_leader_is_told_to_skip_assignment() -> None:
     h = Harness()
-    a, _ = make_stable(h)
+    _a, _ = make_stable(h)
     _, again = h.join(instance="i-a", client="a")
-    assert again is not None and again.leader == again.member_id and again.skip_assignment
+    assert again is not None
+    assert again.leader == again.member_id
+    assert again.skip_assignment
     assert h.coordinator.groups["g"].leader == again.member_id
 
 
 def test_duplicate_instance_with_other_member_id_is_fenced() -> None:
     h = Harness()
-    a, b = make_stable(h)
+    _a, b = make_stable(h)
     _, dup = h.join(member_id="someone-else", instance="i-a")
-    assert dup is not None and dup.error is E.FENCED_INSTANCE_ID
+    assert dup is not None
+    assert dup.error is E.FENCED_INSTANCE_ID
     _, s = h.sync(b, 2, instance="i-a")
-    assert s is not None and s.error is E.FENCED_INSTANCE_ID
+    assert s is not None
+    assert s.error is E.FENCED_INSTANCE_ID
     result = h.coordinator.leave_group(group_id="g", members=[(b, "i-a")], now_ms=h.now_ms)
     assert result.response.members[0].error is E.FENCED_INSTANCE_ID  # type: ignore[union-attr]
 
@@ -83,20 +81,33 @@ def test_duplicate_instance_with_other_member_id_is_fenced() -> None:
 def test_old_incarnation_waiting_in_join_is_fenced() -> None:
     h = Harness()
     a, b = make_stable(h)
-    h.join(member_id=a, instance="i-a")  # leader rejoin -> PreparingRebalance
+    rc, _ = h.join(instance="i-c", client="c")  # a third member: PreparingRebalance
+    ra, _ = h.join(member_id=a, instance="i-a")
     old_b, _ = h.join(member_id=b, instance="i-b")
-    # b's old process hangs; its replacement comes in
-    if old_b in h.answers:  # the rebalance completed already (both rejoined)
-        return
-    new_rid, _ = h.join(instance="i-b")
-    assert isinstance(h.answers[old_b], JoinGroupResult)
-    assert h.answers[old_b].error is E.FENCED_INSTANCE_ID  # type: ignore[union-attr]
-    del new_rid
+    joined_c = h.answers[rc]
+    assert isinstance(joined_c, JoinGroupResult)
+    assert joined_c.generation_id == 3
+    # round two: c's rejoin with new metadata opens a rebalance that b's old process joins...
+    h.join(member_id=joined_c.member_id, instance="i-c", protocols=[("range", b"v2")])
+    stale_b, _ = h.join(member_id=b, instance="i-b")
+    assert stale_b not in h.answers  # waiting for a
+    # ...then b's process is replaced by a restarted one before the rebalance completes
+    new_b, _ = h.join(instance="i-b", client="b")
+    stale = h.answers[stale_b]
+    assert isinstance(stale, JoinGroupResult)
+    assert stale.error is E.FENCED_INSTANCE_ID
+    assert b not in h.coordinator.groups["g"].members
+    h.join(member_id=a, instance="i-a")
+    fresh = h.answers[new_b]
+    assert isinstance(fresh, JoinGroupResult)
+    assert fresh.error is E.NONE
+    assert fresh.generation_id == 4
+    del ra, old_b
 
 
 def test_static_member_leave_by_instance_id_triggers_rebalance() -> None:
     h = Harness()
-    a, b = make_stable(h)
+    _a, _b = make_stable(h)
     result = h.coordinator.leave_group(group_id="g", members=[("", "i-b")], now_ms=h.now_ms)
     h.take(result)  # type: ignore[arg-type]
     assert result.response.members[0].error is E.NONE  # type: ignore[union-attr]
@@ -105,9 +116,9 @@ def test_static_member_leave_by_instance_id_triggers_rebalance() -> None:
 
 def test_static_member_session_expiry() -> None:
     h = Harness()
-    a, b = make_stable(h)
+    a, _b = make_stable(h)
     for _ in range(3):
         h.advance(4000)
         h.heartbeat(a, 2, instance="i-a")
     assert "i-b" not in h.coordinator.groups["g"].static_members
-    assert isinstance(h.answers.get(0), SyncGroupResult | None)
+    assert h.coordinator.groups["g"].state is GroupState.PREPARING_REBALANCE
