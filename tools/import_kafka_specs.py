@@ -54,10 +54,10 @@ def _field_line(f: dict[str, Any]) -> str:
     if "flexibleVersions" in f:
         parts.append("flexible=" + f["flexibleVersions"])
     if "default" in f:
-        default = f["default"]
-        if isinstance(default, str) and default.lower() in ("true", "false"):
+        default = str(f["default"])
+        if default.lower() in ("true", "false"):
             default = default.lower()
-        parts.append("default=" + json.dumps(str(default)))
+        parts.append("default=" + json.dumps(default))
     return " ".join(parts)
 
 

@@ -340,6 +340,9 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestHeade
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message]:
     """Header plus body. `UnsupportedVersionError` for unknown key/version."""
     io = Frame(frame)
+    if io.end >= 4:  # unsupported key/version wins over a malformed rest of the header
+        _message_def(r_int16(io), r_int16(io), True)
+        io.seek(0)
     header = _read_request_header(io)
     codec = message_codec(header.api_key, header.api_version, True)
     return header, _parse_body(codec, io)
