@@ -34,6 +34,7 @@ lint: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(PY) perf/protocol_bench.py
 	$(PY) perf/storage_bench.py
+	$(PY) perf/bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,440 @@
+"""Drive any Kafka-compatible broker with librdkafka (confluent-kafka) and report speed.
+
+Usage:
+    perf/bench.py [BOOTSTRAP] [--vs BOOTSTRAP2] [--runs N] [--json out.json]
+
+Without BOOTSTRAP it launches `python -m kafkapy serve` on a free port with a temporary data dir
+(and measures its startup time to the readiness line). With --vs it alternates A/B runs against
+two brokers and reports B/A ratios, so drift of a shared machine hits both sides alike.
+
+Figures per run (medians over --runs are reported):
+- produce throughput, 1 KiB values, linger.ms=5, batch.size=1 MiB, for acks=1 and acks=all;
+- consume throughput of that topic from the beginning;
+- produce-ack latency p50/p99 and end-to-end latency p50/p99 at a fixed 5,000 msg/s (acks=all,
+  linger.ms=0, consumer long-polling in the same process);
+- client CPU share (process CPU seconds / wall seconds, in % of one core) next to each figure:
+  near 100% per librdkafka thread means the client, not the broker, may be the bottleneck.
+
+Every loop stops by count and by time (--max-seconds per phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:]+):(?P<port>\d+)")
+VALUE_BYTES = 1024
+LATENCY_RATE = 5000
+
+
+@dataclass
+class Params:
+    messages: int
+    latency_seconds: float
+    partitions: int
+    max_seconds: float
+
+
+@dataclass
+class Meter:
+    """Wall time and this process's CPU time (all librdkafka threads included) over a phase."""
+
+    wall0: float = field(default_factory=time.perf_counter)
+    cpu0: float = field(default_factory=lambda: _cpu_seconds())
+
+    def stop(self) -> tuple[float, float]:
+        wall = time.perf_counter() - self.wall0
+        cpu = _cpu_seconds() - self.cpu0
+        return wall, (100.0 * cpu / wall if wall > 0 else 0.0)
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+# --- broker launch -------------------------------------------------------------------------------
+
+
+class LaunchedBroker:
+    """`python -m kafkapy serve` on a free port with a temporary data dir, stopped with SIGTERM."""
+
+    def __init__(self, data_dir: Path, timeout_s: float = 30.0) -> None:
+        cmd = [
+            sys.executable, "-m", "kafkapy", "serve",
+            "--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir", str(data_dir),
+        ]  # fmt: skip
+        started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        assert self.proc.stdout is not None
+        self.bootstrap = ""
+        deadline = started + timeout_s
+        lines: list[str] = []
+        while time.perf_counter() < deadline:
+            raw = self.proc.stdout.readline()
+            if not raw:
+                break
+            line = raw.decode(errors="replace")
+            lines.append(line)
+            match = READY_RE.search(line)
+            if match:
+                self.startup_s = time.perf_counter() - started
+                self.bootstrap = f"{match['host']}:{match['port']}"
+                # Keep draining the log so a chatty broker never blocks on a full pipe.
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+        self.proc.kill()
+        raise SystemExit("kafkapy did not print its readiness line:\n" + "".join(lines[-30:]))
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for _ in self.proc.stdout:
+            pass
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def measure_startup(runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="kafkapy-bench-") as tmp:
+            broker = LaunchedBroker(Path(tmp))
+            times.append(broker.startup_s)
+            broker.stop()
+    return times
+
+
+# --- phases --------------------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    name = f"bench-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
+        name
+    ].result(30)
+    return name
+
+
+def produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict[str, float]:
+    prod = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1024 * 1024,
+            "enable.idempotence": False,
+            "queue.buffering.max.kbytes": 256 * 1024,
+        }
+    )
+    value = os.urandom(VALUE_BYTES // 2).hex().encode()
+    delivered = 0
+    errors = 0
+
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        nonlocal delivered, errors
+        if err is None:
+            delivered += 1
+        else:
+            errors += 1
+
+    meter = Meter()
+    deadline = time.perf_counter() + p.max_seconds
+    sent = 0
+    while sent < p.messages and time.perf_counter() < deadline:
+        try:
+            prod.produce(topic, value=value, key=str(sent % 1000).encode(), on_delivery=on_delivery)
+            sent += 1
+        except BufferError:
+            prod.poll(0.005)
+    prod.flush(max(1.0, deadline - time.perf_counter() + 10))
+    wall, cpu = meter.stop()
+    return {
+        "msgs_per_s": delivered / wall,
+        "mib_per_s": delivered * VALUE_BYTES / wall / 2**20,
+        "delivered": delivered,
+        "errors": errors,
+        "client_cpu_pct": cpu,
+    }
+
+
+def consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -> dict[str, float]:
+    cons = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 * 1024 * 1024,
+        }
+    )
+    cons.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(p.partitions)])
+    got = 0
+    meter = Meter()
+    deadline = time.perf_counter() + p.max_seconds
+    while got < expected and time.perf_counter() < deadline:
+        for msg in cons.consume(num_messages=10000, timeout=0.5):
+            if msg.error() is None:
+                got += 1
+    wall, cpu = meter.stop()
+    cons.close()
+    return {
+        "msgs_per_s": got / wall,
+        "mib_per_s": got * VALUE_BYTES / wall / 2**20,
+        "consumed": got,
+        "client_cpu_pct": cpu,
+    }
+
+
+def latency(bootstrap: str, p: Params) -> dict[str, float]:
+    """Paced producer at LATENCY_RATE msg/s plus a consumer thread; values carry the send time."""
+    topic = create_topic(bootstrap, 1)
+    total = int(LATENCY_RATE * p.latency_seconds)
+    ack_ms: list[float] = []
+    e2e_ms: list[float] = []
+    stop = threading.Event()
+    consumer_ready = threading.Event()
+
+    def consume() -> None:
+        cons = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+                "fetch.min.bytes": 1,
+            }
+        )
+        cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        cons.poll(0.5)
+        consumer_ready.set()
+        while not stop.is_set() and len(e2e_ms) < total:
+            for msg in cons.consume(num_messages=1000, timeout=0.1):
+                value = msg.value()
+                if msg.error() is None and value is not None:
+                    e2e_ms.append((time.perf_counter_ns() - int(value[:20])) / 1e6)
+        cons.close()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    consumer_ready.wait(10)
+    prod = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": False}
+    )
+    pad = b"x" * (VALUE_BYTES - 20)
+
+    def reporter(sent_ns: int) -> Callable[[KafkaError | None, Message], None]:
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                ack_ms.append((time.perf_counter_ns() - sent_ns) / 1e6)
+
+        return on_delivery
+
+    meter = Meter()
+    start = time.perf_counter()
+    deadline = start + p.latency_seconds + p.max_seconds
+    for i in range(total):
+        target = start + i / LATENCY_RATE
+        while (now := time.perf_counter()) < target:
+            prod.poll(min(0.001, target - now))
+        if now > deadline:
+            break
+        sent_ns = time.perf_counter_ns()
+        prod.produce(topic, value=b"%020d" % sent_ns + pad, on_delivery=reporter(sent_ns))
+        prod.poll(0)
+    prod.flush(30)
+    drain_deadline = time.perf_counter() + 10
+    while len(e2e_ms) < len(ack_ms) and time.perf_counter() < drain_deadline:
+        time.sleep(0.05)
+    stop.set()
+    thread.join(15)
+    _wall, cpu = meter.stop()
+    return {
+        "rate_msgs_per_s": LATENCY_RATE,
+        "acked": len(ack_ms),
+        "consumed": len(e2e_ms),
+        "ack_p50_ms": _percentile(ack_ms, 50),
+        "ack_p99_ms": _percentile(ack_ms, 99),
+        "e2e_p50_ms": _percentile(e2e_ms, 50),
+        "e2e_p99_ms": _percentile(e2e_ms, 99),
+        "client_cpu_pct": cpu,
+    }
+
+
+def one_run(bootstrap: str, p: Params) -> dict[str, dict[str, float]]:
+    topic = create_topic(bootstrap, p.partitions)
+    result = {
+        "produce_acks1": produce_throughput(bootstrap, topic, "1", p),
+        "produce_acksall": produce_throughput(bootstrap, topic, "all", p),
+    }
+    expected = int(result["produce_acks1"]["delivered"] + result["produce_acksall"]["delivered"])
+    result["consume"] = consume_throughput(bootstrap, topic, expected, p)
+    result["latency_5k"] = latency(bootstrap, p)
+    return result
+
+
+# --- reporting -----------------------------------------------------------------------------------
+
+FIGURES = [
+    ("produce_acks1", "msgs_per_s", "produce acks=1 (msg/s)"),
+    ("produce_acks1", "mib_per_s", "produce acks=1 (MiB/s)"),
+    ("produce_acksall", "msgs_per_s", "produce acks=all (msg/s)"),
+    ("produce_acksall", "mib_per_s", "produce acks=all (MiB/s)"),
+    ("consume", "msgs_per_s", "consume from beginning (msg/s)"),
+    ("consume", "mib_per_s", "consume from beginning (MiB/s)"),
+    ("latency_5k", "ack_p50_ms", "produce-ack p50 @5k/s (ms)"),
+    ("latency_5k", "ack_p99_ms", "produce-ack p99 @5k/s (ms)"),
+    ("latency_5k", "e2e_p50_ms", "end-to-end p50 @5k/s (ms)"),
+    ("latency_5k", "e2e_p99_ms", "end-to-end p99 @5k/s (ms)"),
+]
+
+
+def medians(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for phase in runs[0]:
+        out[phase] = {k: statistics.median(r[phase][k] for r in runs) for k in runs[0][phase]}
+    return out
+
+
+def print_table(targets: dict[str, dict[str, Any]], startup: list[float] | None) -> None:
+    names = list(targets)
+    header = f"{'figure':34}" + "".join(f"{n + ' median':>16}{'cpu%':>7}" for n in names)
+    if len(names) == 2:
+        header += f"{'B/A':>8}"
+    print(header)
+    print("-" * len(header))
+    for phase, key, label in FIGURES:
+        row = f"{label:34}"
+        vals = []
+        for n in names:
+            med = targets[n]["median"][phase]
+            vals.append(med[key])
+            row += f"{med[key]:>16.1f}{med['client_cpu_pct']:>7.0f}"
+        if len(vals) == 2:
+            row += f"{(vals[1] / vals[0] if vals[0] else float('nan')):>8.2f}"
+        print(row)
+    if startup:
+        print(f"{'kafkapy serve startup to ready (s)':34}{statistics.median(startup):>16.2f}"
+              f"   (runs: {', '.join(f'{s:.2f}' for s in startup)})")  # fmt: skip
+    print("cpu% = this client process's CPU time / wall time during the phase (100 = one core).")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bootstrap", nargs="?", help="broker A (default: launch kafkapy)")
+    parser.add_argument("--vs", metavar="BOOTSTRAP2", help="broker B, run alternately with A")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "bench.json")
+    parser.add_argument("--messages", type=int, default=100_000, help="per produce phase")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="cap per phase")
+    args = parser.parse_args(argv)
+    p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds)
+
+    launched: LaunchedBroker | None = None
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    startup: list[float] | None = None
+    if args.bootstrap is None:
+        startup = measure_startup(args.runs)
+        tmp = tempfile.TemporaryDirectory(prefix="kafkapy-bench-")
+        launched = LaunchedBroker(Path(tmp.name))
+        startup.append(launched.startup_s)
+    bootstraps = {"A": args.bootstrap or (launched.bootstrap if launched else "")}
+    if args.vs:
+        bootstraps["B"] = args.vs
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {n: [] for n in bootstraps}
+    try:
+        for i in range(args.runs):
+            for name, bootstrap in bootstraps.items():
+                print(
+                    f"run {i + 1}/{args.runs} on {name} ({bootstrap}) ...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                runs[name].append(one_run(bootstrap, p))
+    finally:
+        if launched is not None:
+            launched.stop()
+        if tmp is not None:
+            tmp.cleanup()
+
+    targets: dict[str, dict[str, Any]] = {
+        n: {"bootstrap": bootstraps[n], "runs": runs[n], "median": medians(runs[n])}
+        for n in bootstraps
+    }
+    print_table(targets, startup)
+    report: dict[str, Any] = {
+        "params": {
+            **vars(p),
+            "value_bytes": VALUE_BYTES,
+            "linger_ms": 5,
+            "batch_size": 1024 * 1024,
+            "latency_rate": LATENCY_RATE,
+            "runs": args.runs,
+            "launched_kafkapy": launched is not None,
+        },
+        "targets": targets,
+        "startup_s": {"runs": startup, "median": statistics.median(startup)} if startup else None,
+    }
+    if len(targets) == 2:
+        report["ratios_b_over_a"] = {
+            f"{phase}.{key}": targets["B"]["median"][phase][key]
+            / targets["A"]["median"][phase][key]
+            for phase, key, _ in FIGURES
+            if targets["A"]["median"][phase][key]
+        }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
