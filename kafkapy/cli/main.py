@@ -1,13 +1,119 @@
-"""Command line entry point (`kafkapy ...`)."""
+"""Command line entry point: `kafkapy serve`.
+
+`kafkapy serve` is the embedded developer default: one combined node (node id 1) listening on
+PLAINTEXT://127.0.0.1:9092 with data in ./data and topic auto-creation on. Everything else comes
+from a Kafka-style `server.properties` (`--config`), `KAFKAPY_*` environment variables, and
+`--override key=value`, in increasing priority; `--listeners`, `--data-dir` and `--node-id` are
+shorthands for the matching overrides. `--memory` runs on a temporary data dir removed at exit.
+
+When ready it prints exactly one line to stderr: `kafkapy ready: listening on HOST:PORT ...`.
+SIGINT/SIGTERM stop it cleanly (exit 0).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import trio
+
+from kafkapy.server.app import Server
+
+__all__ = ["main"]
+
+log = logging.getLogger("kafkapy")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkapy", description="A Kafka-compatible broker in Python.")
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run a single-node broker")
+    serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
+    serve.add_argument("--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092 (port 0 picks a free port)")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", help="data directory (log.dirs)")
+    where.add_argument("--memory", action="store_true", help="temporary data dir, removed at exit")
+    serve.add_argument("--node-id", type=int, help="node.id")
+    serve.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="set any config key"
+    )
+    serve.add_argument("--log-level", default=os.environ.get("KAFKAPY_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"kafkapy: --override needs KEY=VALUE, got {item!r}")
+        result[key.strip()] = value
+    if args.listeners:
+        result["listeners"] = args.listeners
+        # advertise what --listeners binds (its real port when 0), not a config file's address
+        result.setdefault("advertised.listeners", "")
+    if args.data_dir:
+        result["log.dirs"] = args.data_dir
+    if args.node_id is not None:
+        result["node.id"] = str(args.node_id)
+    return result
+
+
+async def _watch_signals(signals: AsyncIterator[int], server: Server, scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        if not server.shutdown_requested:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            server.request_shutdown()
+        else:
+            log.warning("received %s again, stopping now", signal.Signals(signum).name)
+            scope.cancel()
+
+
+def serve(args: argparse.Namespace) -> int:
+    from kafkapy.server.broker import Broker
+    from kafkapy.server.config import BrokerConfig, ConfigError
+
+    env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
+    try:
+        config = BrokerConfig.load(args.config, env, _overrides(args))
+        broker = Broker(config, memory=args.memory)
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"kafkapy: {e}", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        server = Server(broker)
+        # The receiver stays installed until the end: a second signal forces a fast exit
+        # instead of a KeyboardInterrupt traceback.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                bound = await nursery.start(server.run)
+                addresses = ", ".join(f"{b.host}:{b.port}" for b in bound)
+                line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
+                log.info(line)
+                print(line, file=sys.stderr, flush=True)
+                nursery.start_soon(_watch_signals, signals, server, nursery.cancel_scope)
+                await server.stopped.wait()
+                nursery.cancel_scope.cancel()
+
+    trio.run(run)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kafkapy")
-    parser.add_subparsers(dest="command")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command != "serve":
+        parser.print_help()
+        return 0 if args.command is None else 2
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return serve(args)

@@ -1,0 +1,146 @@
+"""The server: listeners, connection tasks, background maintenance and graceful shutdown.
+
+Resource handling: `Server.run()` binds every configured PLAINTEXT listener, reports the bound
+addresses through `task_status`, and owns all connection tasks. On `request_shutdown()` it stops
+accepting, tells every connection to stop reading (queued requests still get answers), wakes all
+long-poll fetches so they answer now, waits up to `kafkapy.shutdown.grace.ms` for connections to
+drain, cancels what is left, and closes the broker (flush + clean-shutdown marker). Idle client
+connections therefore never delay shutdown.
+
+Error handling: a failing accept (e.g. out of file descriptors) is logged and retried after a
+short pause; errors inside one connection end that connection only; a failing maintenance run is
+logged and retried next interval.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from dataclasses import dataclass
+
+import trio
+
+from kafkapy.server.broker import Broker
+from kafkapy.server.config import Listener
+from kafkapy.server.connection import Connection
+from kafkapy.server.handlers import load_handlers
+
+__all__ = ["BoundListener", "Server"]
+
+log = logging.getLogger(__name__)
+
+_ACCEPT_RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+
+
+@dataclass(frozen=True, slots=True)
+class BoundListener:
+    listener: Listener
+    host: str
+    port: int
+
+
+class Server:
+    def __init__(self, broker: Broker) -> None:
+        load_handlers()
+        self.broker = broker
+        self.bound: list[BoundListener] = []
+        self.connections: set[Connection] = set()
+        self._shutdown = trio.Event()
+        self.stopped = trio.Event()
+        self._grace_s = broker.config.get_int("kafkapy.shutdown.grace.ms") / 1000
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    @property
+    def shutdown_requested(self) -> bool:
+        return self._shutdown.is_set()
+
+    async def run(self, *, task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED) -> None:
+        broker = self.broker
+        try:
+            sockets: list[tuple[Listener, trio.SocketListener]] = []
+            for listener in broker.config.listeners:
+                for sock_listener in await trio.open_tcp_listeners(listener.port, host=listener.bind_host):
+                    sockets.append((listener, sock_listener))
+            for listener, sock_listener in sockets:
+                host, port = sock_listener.socket.getsockname()[:2]
+                self.bound.append(BoundListener(listener, host, port))
+                broker.set_bound(listener, host, port)
+            async with trio.open_nursery() as conn_nursery:
+                async with trio.open_nursery() as accept_nursery:
+                    for listener, sock_listener in sockets:
+                        accept_nursery.start_soon(self._accept_loop, listener, sock_listener, conn_nursery)
+                    accept_nursery.start_soon(self._maintenance_loop)
+                    task_status.started(list(self.bound))
+                    await self._shutdown.wait()
+                    accept_nursery.cancel_scope.cancel()
+                for _, sock_listener in sockets:
+                    await sock_listener.aclose()
+                await self._drain(conn_nursery)
+        finally:
+            with trio.CancelScope(shield=True):
+                async with broker.storage_lock:
+                    broker.close()
+            self.stopped.set()
+            log.info("kafkapy stopped")
+
+    async def _drain(self, conn_nursery: trio.Nursery) -> None:
+        self.broker.shutting_down = True
+        for conn in list(self.connections):
+            conn.stop_reading()
+        self.broker.waiters.wake_all()
+        conn_nursery.cancel_scope.deadline = trio.current_time() + self._grace_s
+
+    async def _accept_loop(self, listener: Listener, sock_listener: trio.SocketListener, conn_nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await sock_listener.accept()
+            except OSError as e:
+                if e.errno in _ACCEPT_RETRY_ERRNOS:
+                    log.error("accept failed on %s: %s; retrying", listener.name, e)
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            conn_nursery.start_soon(self._serve_connection, listener, stream)
+
+    async def _serve_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
+        try:
+            peer_addr = stream.socket.getpeername()
+            peer = f"{peer_addr[0]}:{peer_addr[1]}"
+        except OSError:
+            peer = "?"
+        conn = Connection(self.broker, stream, listener.name, peer)
+        self.connections.add(conn)
+        if self.broker.shutting_down:
+            conn.stop_reading()
+        try:
+            await conn.run()
+        except Exception:
+            log.exception("connection %s failed", peer)
+        finally:
+            self.connections.discard(conn)
+
+    async def _maintenance_loop(self) -> None:
+        """Retention and cleaning every `log.retention.check.interval.ms`; flushing every
+        `log.flush.scheduler.interval.ms` (both in a worker thread, see Broker.run_maintenance)."""
+        config = self.broker.config
+        retention_s = max(config.get_int("log.retention.check.interval.ms"), 10) / 1000
+        flush_s = max(config.get_int("log.flush.scheduler.interval.ms"), 10) / 1000
+        next_retention = trio.current_time() + retention_s
+        next_flush = trio.current_time() + flush_s
+        while True:
+            await trio.sleep_until(min(next_retention, next_flush))
+            now = trio.current_time()
+            kinds: list[str] = []
+            if now >= next_flush:
+                kinds.append("flush")
+                next_flush = now + flush_s
+            if now >= next_retention:
+                kinds += ["retention", "cleaner"]
+                next_retention = now + retention_s
+            for kind in kinds:
+                try:
+                    await self.broker.run_maintenance(kind)
+                except Exception:
+                    log.exception("background %s failed", kind)

@@ -1,0 +1,342 @@
+"""The Broker: one object wiring configuration, topic metadata, logs and per-request state.
+
+Why one owner: everything here is touched only from the trio thread (handlers run there), so the
+topic table, fetch sessions and wake-ups need no locks - the single-owner model of franz-go's
+kfake. Maintenance that may block (retention, cleaning, flushing) runs in a worker thread while
+holding `storage_lock` (one maintenance job at a time, never overlapping close); PartitionLog
+itself is safe against appends from the trio thread meanwhile (see kafkapy.storage.log).
+
+Single node facts: this node (node id from config) leads every partition with leader epoch 0,
+replicas = ISR = [node id], and the high watermark is the log end offset after each append
+(acks=all is acks=1 with min.insync.replicas satisfied by the leader alone).
+
+Handlers call domain methods here (`create_topic`, `append`, ...) that raise `BrokerError` with a
+Kafka error code; storage never sees wire types.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from kafkapy import __version__
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    Listener,
+    validate_topic_config,
+)
+from kafkapy.server.fetch_session import FetchSessionCache
+from kafkapy.server.metadata_store import (
+    INTERNAL_TOPICS,
+    MetaProperties,
+    TopicInfo,
+    TopicStore,
+    new_topic_id,
+    topic_name_error,
+)
+from kafkapy.server.notify import PartitionWaiters
+from kafkapy.storage import LogConfig, LogManager, PartitionLog
+from kafkapy.storage.errors import StorageError
+
+__all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms"]
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH = 0
+TOPICS_FILE = "kafkapy-topics.json"
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: record timestamps and retention are wall-clock in Kafka."""
+    return time.time_ns() // 1_000_000
+
+
+class BrokerError(Exception):
+    """A domain failure a handler turns into `error_code` (+ `message` where the API has one)."""
+
+    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error_code.name)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(slots=True)
+class FaultHooks:
+    """TEST ONLY fault injection, off by default (`kafkapy.test.fault.*` configs).
+
+    `drop_after_produce_append`: after that many successful produce appends (counting from 1),
+    close the connection instead of answering - the "appended but never acknowledged" case the
+    transaction and idempotence tests need.
+    """
+
+    drop_after_produce_append: int = 0
+    produce_appends: int = 0
+
+    def should_drop_after_append(self) -> bool:
+        if self.drop_after_produce_append <= 0:
+            return False
+        self.produce_appends += 1
+        return self.produce_appends == self.drop_after_produce_append
+
+
+class Broker:
+    """Resource handling: `Broker.open()` opens the logs; `close()` flushes and closes them with
+    the clean-shutdown marker and removes the temporary data dir of a `--memory` broker."""
+
+    def __init__(self, config: BrokerConfig, *, memory: bool = False) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._temp_dir: Path | None = None
+        if memory:
+            self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))
+            self.data_dirs = [self._temp_dir]
+        else:
+            self.data_dirs = config.data_dirs
+        for d in self.data_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
+        self.cluster_id = self.meta.cluster_id
+        self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
+        self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE)
+        self.logs = LogManager(self.data_dirs, self.default_log_config)
+        self._reconcile_logs()
+        self.waiters = PartitionWaiters()
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots")
+        )
+        self.faults = FaultHooks(config.get_int("kafkapy.test.fault.drop.after.produce.append"))
+        self.storage_lock = trio.Lock()
+        self.shutting_down = False
+        # listener name -> (host, port) advertised to clients; filled in once sockets are bound
+        self.endpoints: dict[str, tuple[str, int]] = {}
+        self.version = __version__
+
+    # -- start-up ---------------------------------------------------------------------------------
+    def _reconcile_logs(self) -> None:
+        """Open the logs of known topics; adopt or drop partition dirs the topic table lacks.
+
+        A data dir without a topic table (written by hand, or by an older kafkapy) is adopted;
+        with a table, a dir of an unknown topic is a delete that crashed half-way and is removed.
+        """
+        on_disk: dict[str, set[int]] = {}
+        for topic, partition in self._list_disk_logs():
+            on_disk.setdefault(topic, set()).add(partition)
+        for info in self.topics.all():
+            for p in range(info.partitions):
+                self.logs.get_or_create(info.name, p, self.log_config(info), info.topic_id)
+        for topic, parts in on_disk.items():
+            if topic in self.topics:
+                continue
+            if self.topics.existed:
+                log.warning("removing partitions of deleted topic %s", topic)
+                for p in parts:
+                    self.logs.delete_log(topic, p)
+            else:
+                count = max(parts) + 1
+                info = TopicInfo(topic, new_topic_id(), count, {}, topic in INTERNAL_TOPICS)
+                log.info("adopting topic %s (%d partitions) found on disk", topic, count)
+                self.topics.put(info)
+                for p in range(count):
+                    self.logs.get_or_create(topic, p, self.log_config(info), info.topic_id)
+        if not self.topics.existed:
+            self.topics.save()
+
+    def _list_disk_logs(self) -> list[tuple[str, int]]:
+        return list(self.logs.logs())
+
+    # -- listeners --------------------------------------------------------------------------------
+    def set_bound(self, listener: Listener, host: str, port: int) -> None:
+        """Record the real bound address, and from it what to advertise for `listener`."""
+        adv = next(
+            (a for a in self.config.advertised_listeners if a.name == listener.name), None
+        )
+        if adv is not None and self.config.get("advertised.listeners"):
+            adv_host = adv.host or "127.0.0.1"
+            adv_port = adv.port or port
+        else:
+            adv_host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            adv_port = port
+        self.endpoints[listener.name] = (adv_host, adv_port)
+
+    def advertised(self, listener_name: str) -> tuple[str, int]:
+        if listener_name in self.endpoints:
+            return self.endpoints[listener_name]
+        return next(iter(self.endpoints.values()), ("127.0.0.1", 9092))
+
+    # -- topics -----------------------------------------------------------------------------------
+    def log_config(self, info: TopicInfo) -> LogConfig:
+        return LogConfig.from_topic_configs(info.configs, self.default_log_config)
+
+    def topic_config_value(self, info: TopicInfo, key: str) -> str:
+        if key in info.configs:
+            return info.configs[key]
+        return self.config.topic_default(key)[0]
+
+    def check_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+        """Validate overrides (unknown key / bad value -> INVALID_CONFIG)."""
+        clean: dict[str, str] = {}
+        for key, value in configs.items():
+            try:
+                validate_topic_config(key, value)
+            except ConfigError as e:
+                raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            assert value is not None
+            clean[key] = value
+        try:
+            LogConfig.from_topic_configs(clean, self.default_log_config)
+        except StorageError as e:
+            raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        return clean
+
+    def check_new_topic_name(self, name: str) -> None:
+        problem = topic_name_error(name)
+        if problem is not None:
+            raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in self.topics:
+            raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self.topics.colliding(name)
+        if other is not None:
+            raise BrokerError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {other}",
+            )
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: dict[str, str | None] | None = None,
+        *,
+        internal: bool = False,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create a topic (BrokerError on a bad name, count or config); `validate_only` checks only."""
+        self.check_new_topic_name(name)
+        if partitions is None or partitions == -1:
+            partitions = self.config.get_int("num.partitions")
+        if partitions < 1:
+            raise BrokerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        clean = self.check_topic_configs(dict(configs or {}))
+        info = TopicInfo(name, new_topic_id(), partitions, clean, internal or name in INTERNAL_TOPICS)
+        if validate_only:
+            return info
+        cfg = self.log_config(info)
+        try:
+            for p in range(partitions):
+                self.logs.get_or_create(name, p, cfg, info.topic_id)
+        except StorageError as e:
+            raise BrokerError(e.error_code, str(e)) from None
+        self.topics.put(info)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def ensure_internal_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> TopicInfo:
+        """Get or create an internal topic (`__consumer_offsets`, `__transaction_state`)."""
+        info = self.topics.get(name)
+        if info is not None:
+            return info
+        return self.create_topic(name, partitions, dict(configs or {}), internal=True)
+
+    def auto_create_allowed(self) -> bool:
+        return self.config.get_bool("auto.create.topics.enable")
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        if not self.config.get_bool("delete.topic.enable"):
+            raise BrokerError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        info = self.topics.get(name)
+        if info is None:
+            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self.topics.remove(name)  # first: a crash after this leaves orphans that start-up removes
+        for p in range(info.partitions):
+            self.logs.delete_log(name, p)
+            self.waiters.notify((name, p))
+        log.info("deleted topic %s", name)
+        return info
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if count <= info.partitions:
+            raise BrokerError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {info.partitions} partitions, which is higher than or "
+                f"equal to the requested {count}.",
+            )
+        if validate_only:
+            return
+        cfg = self.log_config(info)
+        for p in range(info.partitions, count):
+            self.logs.get_or_create(name, p, cfg, info.topic_id)
+        info.partitions = count
+        self.topics.put(info)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str | None], *, validate_only: bool = False) -> None:
+        """Replace a topic's overrides and apply them to its open logs at once (live update)."""
+        info = self.topics.get(name)
+        if info is None:
+            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        clean = self.check_topic_configs(configs)
+        if validate_only:
+            return
+        info.configs = clean
+        self.topics.put(info)
+        cfg = self.log_config(info)
+        for p in range(info.partitions):
+            plog = self.logs.get(name, p)
+            if plog is not None:
+                plog.set_config(cfg, self.default_log_config)
+
+    # -- partitions -------------------------------------------------------------------------------
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        info = self.topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return None
+        return self.logs.get(topic, partition)
+
+    def topic_id_of(self, name: str) -> uuid.UUID:
+        info = self.topics.get(name)
+        return info.topic_id if info is not None else uuid.UUID(int=0)
+
+    def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        """Single node: the leader alone is the ISR, so the append is committed at once."""
+        plog.high_watermark = plog.log_end_offset
+        self.waiters.notify((topic, partition))
+
+    # -- maintenance ------------------------------------------------------------------------------
+    async def run_maintenance(self, kind: str) -> None:
+        """Run `run_retention` / `run_cleaner` / `flush_dirty` in a thread, holding the storage lock."""
+        fn = {
+            "retention": self.logs.run_retention,
+            "cleaner": self.logs.run_cleaner,
+            "flush": self.logs.flush_dirty,
+        }[kind]
+        async with self.storage_lock:
+            await trio.to_thread.run_sync(fn, now_ms())
+
+    def close(self) -> None:
+        try:
+            self.logs.close(clean=True)
+        finally:
+            if self._temp_dir is not None:
+                shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    def describe(self) -> str:
+        where = "memory (temporary)" if self._temp_dir is not None else ", ".join(map(str, self.data_dirs))
+        return f"data dir {where}, node id {self.node_id}, cluster id {self.cluster_id}, kafkapy {self.version}"
+
+
+def known_topic_config(key: str) -> bool:
+    return key in TOPIC_CONFIGS

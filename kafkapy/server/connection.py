@@ -1,0 +1,262 @@
+"""One client connection: frames in, handlers run, responses out strictly in request order.
+
+Flow: the reader feeds bytes to `FrameDecoder` (which rejects an oversized size prefix before any
+body is buffered), decodes each request and starts it as its own task, then queues a slot for it
+in a bounded channel - that bound is the per-connection in-flight limit, and a full channel stops
+the reader (backpressure). The writer takes slots in order and waits for each to be filled, so
+responses leave in request order while a slow request (a long-poll fetch that released its turn)
+does not hold up the *processing* of later ones.
+
+Error handling: an undecodable frame, an unknown API key or an unsupported version (other than
+ApiVersions, which gets UNSUPPORTED_VERSION plus our version list so clients downgrade) is logged
+and closes the connection after the responses queued before it - Kafka's behaviour. A handler
+exception is logged with its traceback and answered with UNKNOWN_SERVER_ERROR where the API has a
+place for it. Socket errors are logged at debug level; nothing here can take the broker down.
+
+Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
+connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from kafkapy.protocol import (
+    ApiKey,
+    FrameDecoder,
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
+from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
+from kafkapy.server.handlers.api_versions import unsupported_version_response
+from kafkapy.server.handlers.registry import HandlerSpec, lookup
+from kafkapy.server.zerocopy import RawResponse, Segment, send_segments
+
+__all__ = ["Connection"]
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+RECEIVE_BYTES = 256 * 1024
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One request's place in the response order."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    segments: list[Segment] | None = None  # None: nothing to send (acks=0)
+    close: bool = False
+
+
+class Connection:
+    def __init__(self, broker: Any, stream: trio.SocketStream | trio.abc.Stream, listener_name: str, peer: str) -> None:
+        from kafkapy.server.broker import Broker
+
+        self.broker: Broker = broker
+        self.stream = stream
+        self.state = ConnectionState(listener_name, peer)
+        config = broker.config
+        self.max_request_bytes = config.get_int("socket.request.max.bytes")
+        self.idle_s = config.get_int("connections.max.idle.ms") / 1000
+        self.max_inflight = max(1, config.get_int("kafkapy.max.inflight.requests.per.connection"))
+        self.inflight = 0
+        self._seq = 0
+        self.reader_scope = trio.CancelScope()
+
+    async def run(self) -> None:
+        """Serve until the peer closes, an error closes us, or the broker stops reading."""
+        try:
+            async with trio.open_nursery() as nursery:
+                send, receive = trio.open_memory_channel[_Slot](self.max_inflight)
+                nursery.start_soon(self._writer, receive, nursery.cancel_scope)
+                async with send:
+                    with self.reader_scope:
+                        await self._reader(send, nursery)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as e:
+            log.debug("connection %s closed: %s", self.state.peer, e)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await trio.aclose_forcefully(self.stream)
+
+    def stop_reading(self) -> None:
+        """Graceful shutdown: take no new requests; queued ones still get their responses."""
+        self.reader_scope.cancel()
+
+    # -- reading ----------------------------------------------------------------------------------
+    async def _reader(self, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> None:
+        decoder = FrameDecoder(self.max_request_bytes)
+        last_activity = trio.current_time()
+        while True:
+            data: bytes | bytearray = b""
+            with trio.move_on_at(last_activity + self.idle_s):
+                data = await self.stream.receive_some(RECEIVE_BYTES)
+                if not data:
+                    log.debug("connection %s: peer closed", self.state.peer)
+                    return
+            if not data:
+                if self.inflight == 0:
+                    log.info("closing connection %s idle for %.0f s", self.state.peer, self.idle_s)
+                    return
+                last_activity = trio.current_time()
+                continue
+            last_activity = trio.current_time()
+            try:
+                frames = decoder.feed(data)
+            except ProtocolError as e:
+                log.warning("closing connection %s: bad frame: %s", self.state.peer, e.reason)
+                await send.send(_Slot(close=True))
+                return
+            for frame in frames:
+                if not await self._dispatch(frame, send, nursery):
+                    return
+
+    async def _dispatch(self, frame: bytes, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> bool:
+        """Decode one frame and start its handler; False when the connection must close."""
+        slot = _Slot()
+        try:
+            header, request = decode_request_lenient(frame)
+        except UnsupportedVersionError as e:
+            try:
+                maybe_header: RequestHeader | None = decode_request_header(frame)
+            except ProtocolError:
+                maybe_header = None
+            return await self._reject(send, slot, maybe_header, e.reason)
+        except ProtocolError as e:
+            log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
+            return await self._reject(send, slot, None, f"malformed request: {e.reason}")
+        spec = lookup(header.api_key)
+        if spec is None or not spec.supports(header.api_version):
+            reason = f"no handler for api key {header.api_key} v{header.api_version}"
+            return await self._reject(send, slot, header, reason)
+        seq = self._seq
+        self._seq += 1
+        self.inflight += 1
+        await send.send(slot)
+        ctx = RequestContext(self.broker, header, self.state, seq)
+        nursery.start_soon(self._run_request, spec, ctx, request, slot)
+        return True
+
+    async def _reject(
+        self, send: trio.MemorySendChannel[_Slot], slot: _Slot, header: RequestHeader | None, reason: str
+    ) -> bool:
+        """An API or version we do not serve: ApiVersions gets its v0 error answer, the rest a
+        logged close (after the responses already queued). False when the connection closes."""
+        if header is not None and header.api_key == ApiKey.API_VERSIONS:
+            slot.segments = [self._frame(unsupported_version_response(header))]
+            slot.done.set()
+            await send.send(slot)
+            return True
+        log.warning("closing connection %s: %s", self.state.peer, reason)
+        slot.close = True
+        slot.done.set()
+        await send.send(slot)
+        return False
+
+    # -- handling ---------------------------------------------------------------------------------
+    async def _run_request(self, spec: HandlerSpec, ctx: RequestContext, request: Any, slot: _Slot) -> None:
+        header = ctx.header
+        try:
+            await self.state.sequencer.wait_turn(ctx.seq)
+            try:
+                response = await spec.func(ctx, request)
+            finally:
+                ctx.release_turn()
+            slot.segments = self._encode(header, response)
+        except CloseConnection as e:
+            log.info("closing connection %s after %s: %s", self.state.peer, spec.api_key.name, e)
+            slot.close = True
+        except Exception:
+            log.exception(
+                "%s v%d handler failed (correlation id %d, client %s)",
+                spec.api_key.name, header.api_version, header.correlation_id, header.client_id,
+            )
+            slot.segments, slot.close = self._error_segments(spec, header, request)
+        finally:
+            self.inflight -= 1
+            slot.done.set()
+
+    def _encode(self, header: RequestHeader, response: Any) -> list[Segment] | None:
+        if response is None:
+            return None
+        if isinstance(response, RawResponse):
+            head = struct.pack(">i", header.correlation_id) + (b"\x00" if response.flexible else b"")
+            return [_SIZE.pack(len(head) + response.size) + head, *response.segments]
+        return [self._frame(encode_response(header.api_key, header.api_version, header.correlation_id, response))]
+
+    @staticmethod
+    def _frame(body: bytes) -> bytes:
+        return _SIZE.pack(len(body)) + body
+
+    def _error_segments(self, spec: HandlerSpec, header: RequestHeader, request: Any) -> tuple[list[Segment] | None, bool]:
+        try:
+            if spec.error_response is not None:
+                response = spec.error_response(request, header.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                response = default_error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if response is None:
+                return None, True
+            return self._encode(header, response), False
+        except Exception:
+            log.exception("could not build an error response for %s", spec.api_key.name)
+            return None, True
+
+    # -- writing ----------------------------------------------------------------------------------
+    async def _writer(self, receive: trio.MemoryReceiveChannel[_Slot], scope: trio.CancelScope) -> None:
+        zero_copy = isinstance(self.stream, trio.SocketStream)
+        try:
+            async with receive:
+                async for slot in receive:
+                    await slot.done.wait()
+                    if slot.segments:
+                        await send_segments(self.stream, slot.segments, zero_copy=zero_copy)
+                    if slot.close:
+                        break
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            log.debug("connection %s: write failed: %s", self.state.peer, e)
+        scope.cancel()
+
+
+_TRAILING = re.compile(r"(\d+) unexpected bytes after the message$")
+
+
+def decode_request_lenient(frame: bytes) -> tuple[RequestHeader, Any]:
+    """`decode_request`, ignoring bytes after the body as Kafka's broker does.
+
+    Why: librdkafka's flexible Metadata request for all topics (v9+) leaves 3 stray bytes after
+    the null topic array, and Kafka never checks for trailing bytes, so clients depend on that.
+    The codec rejects them; until it grows a lenient mode, retry once without the tail it names.
+    """
+    try:
+        return decode_request(frame)
+    except UnsupportedVersionError:
+        raise
+    except ProtocolError as e:
+        m = _TRAILING.search(e.reason)
+        if m is None or int(m.group(1)) >= len(frame):
+            raise
+        return decode_request(frame[: len(frame) - int(m.group(1))])
+
+
+def default_error_response(request: Any, code: ErrorCode) -> Any:
+    """`<Name>Response()` with its top-level error_code set, or None when it has none."""
+    from kafkapy.protocol import messages
+
+    name = type(request).__name__.removesuffix("Request") + "Response"
+    cls = getattr(messages, name, None)
+    if cls is None:
+        return None
+    response = cls()
+    if not hasattr(response, "error_code"):
+        return None
+    response.error_code = int(code)
+    return response

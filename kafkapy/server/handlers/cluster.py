@@ -1,0 +1,139 @@
+"""Cluster description: DescribeCluster (key 60) v0-1, DescribeLogDirs (key 35) v1-4,
+DescribeTopicPartitions (key 75) v0.
+
+Behaviour:
+- DescribeCluster: this node as the only broker and the controller, with the cluster id. v1
+  endpoint_type must be 1 (brokers); 2 (controllers) -> UNSUPPORTED_ENDPOINT_TYPE... on one node
+  we answer controllers with the same node, as a combined KRaft node would.
+- DescribeLogDirs: one result per data directory with partition sizes (offset lag is 0 - the
+  leader is never behind itself), total and usable bytes (v4+). A null topic list means all.
+- DescribeTopicPartitions: like Metadata for the named topics (or all, when none are named),
+  sorted by name, paginated by `response_partition_limit` with a cursor.
+
+Not yet: authorized operations, racks, fenced brokers.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
+from kafkapy.protocol.messages.describe_log_dirs import (
+    DescribeLogDirsResponse_DescribeLogDirsPartition as LogDirPartition,
+)
+from kafkapy.protocol.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition as PartitionEntry,
+)
+from kafkapy.server.broker import LEADER_EPOCH
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+from kafkapy.server.metadata_store import TopicInfo
+
+__all__ = ["handle_describe_cluster", "handle_describe_log_dirs", "handle_describe_topic_partitions"]
+
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+
+
+@handler(ApiKey.DESCRIBE_CLUSTER, min_version=0, max_version=1)
+async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    host, port = broker.advertised(ctx.connection.listener_name)
+    response = DescribeClusterResponse(
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        endpoint_type=req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)],
+    )
+    if ctx.api_version >= 1 and req.endpoint_type not in (BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT):
+        response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        response.error_message = f"Unsupported endpoint type {req.endpoint_type}"
+        response.brokers = []
+    return response
+
+
+@handler(ApiKey.DESCRIBE_LOG_DIRS, min_version=1, max_version=4)
+async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    broker = ctx.broker
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in req.topics}
+    by_dir: dict[str, dict[str, list[LogDirPartition]]] = {
+        str(d.resolve()): {} for d in broker.data_dirs
+    }
+    for (topic, partition), plog in sorted(broker.logs.logs().items()):
+        if topic not in broker.topics:
+            continue
+        if wanted is not None and partition not in wanted.get(topic, set()):
+            continue
+        dir_key = str(plog.directory.parent.resolve())
+        by_dir.setdefault(dir_key, {}).setdefault(topic, []).append(
+            DescribeLogDirsResponse.DescribeLogDirsPartition(
+                partition_index=partition, partition_size=plog.size_bytes, offset_lag=0, is_future_key=False
+            )
+        )
+    response = DescribeLogDirsResponse()
+    for log_dir, topics in by_dir.items():
+        total, usable = -1, -1
+        try:
+            st = os.statvfs(log_dir)
+            total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        except OSError:
+            pass
+        response.results.append(DescribeLogDirsResponse.DescribeLogDirsResult(
+            error_code=ErrorCode.NONE,
+            log_dir=log_dir,
+            topics=[DescribeLogDirsResponse.DescribeLogDirsTopic(name=n, partitions=p) for n, p in topics.items()],
+            total_bytes=total,
+            usable_bytes=usable,
+        ))
+    return response
+
+
+def _partition(node: int, index: int) -> PartitionEntry:
+    return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
+        partition_index=index, leader_id=node, leader_epoch=LEADER_EPOCH,
+        replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
+        offline_replicas=[],
+    )
+
+
+@handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS, min_version=0, max_version=0)
+async def handle_describe_topic_partitions(
+    ctx: RequestContext, req: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    broker = ctx.broker
+    node = broker.node_id
+    names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
+    cursor = req.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    budget = max(req.response_partition_limit, 1)
+    response = DescribeTopicPartitionsResponse()
+    for name in names:
+        info: TopicInfo | None = broker.topics.get(name)
+        if info is None:
+            response.topics.append(DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+            ))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
+            name=name, topic_id=info.topic_id, is_internal=info.internal,
+        )
+        response.topics.append(topic)
+        for p in range(start, info.partitions):
+            if budget == 0:
+                response.next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=p)
+                return response
+            topic.partitions.append(_partition(node, p))
+            budget -= 1
+    return response

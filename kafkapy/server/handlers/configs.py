@@ -1,0 +1,244 @@
+"""Configs: DescribeConfigs (key 32) v0-4, AlterConfigs (key 33) v0-2,
+IncrementalAlterConfigs (key 44) v0-1.
+
+Behaviour:
+- Describe a TOPIC: every topic config with its effective value and source - the topic's own
+  override (DYNAMIC_TOPIC_CONFIG), else the broker key that supplies the default
+  (STATIC_BROKER_CONFIG when set in server.properties/env/flags, DEFAULT_CONFIG otherwise) - and,
+  when asked, the synonyms in precedence order (as Kafka lists them), types and docs (v3+).
+  Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION. `configuration_keys` filters.
+- Describe a BROKER (resource name = our node id, or "" for cluster defaults): every broker key
+  kafkapy knows, read-only. BROKER_LOGGER: an empty list.
+- AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs applies SET /
+  DELETE / APPEND / SUBTRACT (the last two on list configs) to it. Values are validated
+  (INVALID_CONFIG), changes take effect on the partition logs at once (retention, segment size,
+  cleanup policy, max message bytes, timestamp type) and are persisted. `validate_only` checks.
+
+Not yet: dynamic broker configs (altering a BROKER resource -> INVALID_REQUEST), sensitive
+configs, client quotas.
+"""
+
+from __future__ import annotations
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafkapy.protocol.messages.describe_configs import (
+    DescribeConfigsResponse_DescribeConfigsResourceResult as Entry,
+)
+from kafkapy.protocol.messages.describe_configs import (
+    DescribeConfigsResponse_DescribeConfigsSynonym as Synonym,
+)
+from kafkapy.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest_AlterableConfig as AlterableConfig,
+)
+from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+from kafkapy.server.metadata_store import TopicInfo
+
+__all__ = [
+    "handle_alter_configs",
+    "handle_describe_configs",
+    "handle_incremental_alter_configs",
+    "topic_config_entries",
+]
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def topic_config_entries(
+    broker: Broker,
+    info: TopicInfo,
+    *,
+    include_synonyms: bool,
+    keys: list[str] | None = None,
+    include_documentation: bool = False,
+) -> list[Entry]:
+    entries: list[Entry] = []
+    for name, key in TOPIC_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        default_value, _, default_source = broker.config.topic_default(name)
+        synonyms: list[Synonym] = []
+        if name in info.configs:
+            value, source = info.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+            synonyms.append(Synonym(name=name, value=value, source=source))
+        else:
+            value, source = default_value, default_source
+        for syn in key.broker_synonyms:
+            if broker.config.is_set(syn):
+                synonyms.append(Synonym(name=syn, value=broker.config.get(syn), source=ConfigSource.STATIC_BROKER_CONFIG))
+        for syn in key.broker_synonyms:
+            raw_default = BROKER_CONFIGS[syn].default if syn in BROKER_CONFIGS else None
+            if raw_default is not None:
+                synonyms.append(Synonym(name=syn, value=raw_default, source=ConfigSource.DEFAULT_CONFIG))
+                break
+        entries.append(
+            Entry(
+                name=name,
+                value=value,
+                read_only=False,
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=synonyms if include_synonyms else [],
+                config_type=key.type,
+                documentation=key.doc if include_documentation else None,
+            )
+        )
+    return entries
+
+
+def _broker_entries(broker: Broker, keys: list[str] | None, include_synonyms: bool, include_doc: bool) -> list[Entry]:
+    entries: list[Entry] = []
+    for name, value, source in broker.config.items():
+        if keys is not None and name not in keys:
+            continue
+        key = BROKER_CONFIGS[name]
+        entries.append(
+            Entry(
+                name=name,
+                value=value,
+                read_only=True,
+                is_default=source == ConfigSource.DEFAULT_CONFIG,
+                config_source=source,
+                is_sensitive=False,
+                synonyms=[Synonym(name=name, value=value, source=source)] if include_synonyms else [],
+                config_type=key.type,
+                documentation=key.doc if include_doc else None,
+            )
+        )
+    return entries
+
+
+def _is_this_broker(broker: Broker, name: str) -> bool:
+    return name == "" or name == str(broker.node_id)
+
+
+@handler(ApiKey.DESCRIBE_CONFIGS, min_version=0, max_version=4)
+async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    broker = ctx.broker
+    response = DescribeConfigsResponse()
+    synonyms = ctx.api_version >= 1 and req.include_synonyms
+    docs = ctx.api_version >= 3 and req.include_documentation
+    for res in req.resources:
+        result = DescribeConfigsResponse.DescribeConfigsResult(
+            resource_type=res.resource_type, resource_name=res.resource_name
+        )
+        response.results.append(result)
+        keys = res.configuration_keys
+        if res.resource_type == TOPIC:
+            info = broker.topics.get(res.resource_name)
+            if info is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = f"Topic {res.resource_name} does not exist"
+                continue
+            result.configs = topic_config_entries(broker, info, include_synonyms=synonyms, keys=keys, include_documentation=docs)
+        elif res.resource_type == BROKER:
+            if not _is_this_broker(broker, res.resource_name):
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = f"Unexpected broker id, expected {broker.node_id} or empty string"
+                continue
+            result.configs = _broker_entries(broker, keys, synonyms, docs)
+        elif res.resource_type == BROKER_LOGGER:
+            if not _is_this_broker(broker, res.resource_name):
+                result.error_code = ErrorCode.INVALID_REQUEST
+        else:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"Unsupported resource type {res.resource_type}"
+    return response
+
+
+def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str, str | None] | None, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """Shared tail of both alter APIs; `new` is the complete override set (None: error already)."""
+    if resource_type in (BROKER, BROKER_LOGGER):
+        return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported by kafkapy yet"
+    if resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    assert new is not None
+    try:
+        broker.set_topic_configs(resource_name, new, validate_only=validate_only)
+    except BrokerError as e:
+        return e.error_code, e.message
+    return ErrorCode.NONE, None
+
+
+@handler(ApiKey.ALTER_CONFIGS, min_version=0, max_version=2)
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    response = AlterConfigsResponse()
+    for res in req.resources:
+        new: dict[str, str | None] = {c.name: c.value for c in res.configs}
+        code: ErrorCode
+        message: str | None
+        if len(new) != len(res.configs):
+            code, message = ErrorCode.INVALID_REQUEST, "Duplicate config name"
+        else:
+            code, message = _alter(ctx.broker, res.resource_type, res.resource_name, new, req.validate_only)
+        response.responses.append(AlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message,
+            resource_type=res.resource_type, resource_name=res.resource_name,
+        ))
+    return response
+
+
+def _incremental(info: TopicInfo | None, broker: Broker, configs: list[AlterableConfig]) -> dict[str, str | None]:
+    if info is None:
+        raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist")
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise BrokerError(ErrorCode.INVALID_REQUEST, "Duplicate config name")
+    new: dict[str, str | None] = dict(info.configs)
+    for c in configs:
+        key = TOPIC_CONFIGS.get(c.name)
+        if key is None:
+            raise BrokerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if c.config_operation == SET:
+            new[c.name] = c.value
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            if key.type != ConfigType.LIST:
+                raise BrokerError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
+            current = new.get(c.name) or broker.topic_config_value(info, c.name)
+            items = [v.strip() for v in current.split(",") if v.strip()]
+            given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
+            if c.config_operation == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            new[c.name] = ",".join(items)
+        else:
+            raise BrokerError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
+    return new
+
+
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
+async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    broker = ctx.broker
+    response = IncrementalAlterConfigsResponse()
+    for res in req.resources:
+        code: ErrorCode
+        message: str | None
+        if res.resource_type == TOPIC:
+            try:
+                new = _incremental(broker.topics.get(res.resource_name), broker, res.configs)
+                code, message = _alter(broker, TOPIC, res.resource_name, new, req.validate_only)
+            except BrokerError as e:
+                code, message = e.error_code, e.message
+        else:
+            code, message = _alter(broker, res.resource_type, res.resource_name, None, req.validate_only)
+        response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message,
+            resource_type=res.resource_type, resource_name=res.resource_name,
+        ))
+    return response

@@ -1,0 +1,221 @@
+"""Fetch (key 1): v4-17 (magic v2 batches; topic ids from v13).
+
+Behaviour: for each partition, whole batches from the fetch offset (an offset inside a batch
+returns that whole batch; clients skip the records before their offset) up to the partition's
+max bytes and the response's max bytes; the first non-empty partition always gets at least one
+batch (KIP-74). Consumers (read_uncommitted) see data below the high watermark, read_committed
+below the last stable offset. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION,
+UNKNOWN_TOPIC_ID (v13+), OFFSET_OUT_OF_RANGE (with the log start offset so the client can
+reset).
+
+Long poll: when less than min_bytes is available and there is no error, the request releases
+its connection turn and waits - woken by an append to any fetched partition (no polling) - until
+min_bytes arrive or max_wait_ms passes. Fetch sessions (KIP-227) per `fetch_session.py`.
+
+The response is built by `fetch_encoder` around file regions, so the connection can `sendfile`
+the record data straight from segment files.
+
+Not yet: aborted-transaction lists for read_committed (an empty list is sent), preferred read
+replicas, diverging-epoch checks, partition rotation inside sessions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import FetchRequest
+from kafkapy.server.broker import Broker
+from kafkapy.server.context import RequestContext
+from kafkapy.server.fetch_encoder import PartitionPart, TopicPart, encode_fetch_response
+from kafkapy.server.fetch_session import FetchSession, SessionPartition, TopicRef
+from kafkapy.server.handlers.registry import handler
+from kafkapy.server.zerocopy import FileRegion, RawResponse
+from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
+
+__all__ = ["handle_fetch"]
+
+FINAL_EPOCH = -1
+INITIAL_EPOCH = 0
+READ_COMMITTED = 1
+_ZERO = uuid.UUID(int=0)
+
+
+@dataclass(slots=True)
+class _Wanted:
+    ref: TopicRef
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    state: SessionPartition | None = None  # set when part of a session
+
+
+def _requested(req: FetchRequest, by_id: bool) -> list[_Wanted]:
+    wanted: list[_Wanted] = []
+    for topic in req.topics:
+        ref: TopicRef = topic.topic_id if by_id else topic.topic
+        for p in topic.partitions:
+            wanted.append(_Wanted(ref, p.partition, p.fetch_offset, p.partition_max_bytes))
+    return wanted
+
+
+def fetch_error_response(req: FetchRequest, version: int, code: ErrorCode) -> RawResponse:
+    return encode_fetch_response(version, [], error_code=code if version >= 7 else 0)
+
+
+class _Reader:
+    """Reads every wanted partition once; `read()` may be repeated after a wake-up."""
+
+    def __init__(self, broker: Broker, req: FetchRequest, version: int, wanted: list[_Wanted]) -> None:
+        self.broker = broker
+        self.version = version
+        self.by_id = version >= 13
+        self.read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
+        self.max_bytes = req.max_bytes if req.max_bytes > 0 else 0
+        self.wanted = wanted
+
+    def _resolve(self, ref: TopicRef) -> tuple[str, uuid.UUID, ErrorCode]:
+        if isinstance(ref, uuid.UUID):
+            info = self.broker.topics.by_id(ref)
+            if info is None:
+                return "", ref, ErrorCode.UNKNOWN_TOPIC_ID
+            return info.name, ref, ErrorCode.NONE
+        info = self.broker.topics.get(ref)
+        if info is None:
+            return ref, _ZERO, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ref, info.topic_id, ErrorCode.NONE
+
+    def read(self) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
+        """(per-partition results, record bytes, any error)."""
+        results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]] = []
+        budget = self.max_bytes
+        total = 0
+        any_error = False
+        for w in self.wanted:
+            name, topic_id, code = self._resolve(w.ref)
+            part = PartitionPart(w.partition, aborted=[] if self.read_committed else None)
+            results.append((w, name, topic_id, part))
+            plog = self.broker.partition_log(name, w.partition) if code == ErrorCode.NONE else None
+            if plog is None:
+                part.error_code = code if code != ErrorCode.NONE else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                any_error = True
+                continue
+            part.log_start_offset = plog.log_start_offset
+            part.high_watermark = plog.high_watermark
+            part.last_stable_offset = plog.last_stable_offset
+            limit = min(w.max_bytes, budget)
+            if limit <= 0 and total > 0:
+                continue
+            try:
+                rr = plog.read(
+                    w.fetch_offset,
+                    max(limit, 1),
+                    max_offset=rr_limit(plog.high_watermark, plog.last_stable_offset, self.read_committed),
+                )
+            except OffsetOutOfRangeError:
+                part.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                any_error = True
+                continue
+            except StorageError as e:
+                part.error_code = e.error_code
+                any_error = True
+                continue
+            part.high_watermark = rr.high_watermark
+            part.last_stable_offset = rr.last_stable_offset
+            part.log_start_offset = rr.log_start_offset
+            size = rr.size
+            if size == 0 or (total > 0 and size > limit) or w.max_bytes <= 0:
+                continue
+            part.records = [FileRegion(s.fd, s.position, s.length) for s in rr.slices]
+            total += size
+            budget -= size
+        return results, total, any_error
+
+
+def rr_limit(high_watermark: int, last_stable_offset: int, read_committed: bool) -> int:
+    return last_stable_offset if read_committed else high_watermark
+
+
+def _session_wanted(session: FetchSession) -> list[_Wanted]:
+    return [
+        _Wanted(ref, partition, sp.fetch_offset, sp.partition_max_bytes, sp)
+        for (ref, partition), sp in session.partitions.items()
+    ]
+
+
+@handler(ApiKey.FETCH, min_version=4, max_version=17, error_response=fetch_error_response)
+async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
+    broker = ctx.broker
+    version = ctx.api_version
+    by_id = version >= 13
+    now = trio.current_time()
+    now_ms_mono = int(now * 1000)
+    session: FetchSession | None = None
+    incremental = False
+    response_session_id = 0
+    cache = broker.fetch_sessions
+
+    if version >= 7 and req.session_epoch != FINAL_EPOCH and req.session_epoch != INITIAL_EPOCH:
+        session = cache.get(req.session_id, now_ms_mono)
+        if session is None:
+            return encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != req.session_epoch:
+            return encode_fetch_response(version, [], error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        changes = [((w.ref, w.partition), w.fetch_offset, w.max_bytes) for w in _requested(req, by_id)]
+        forgotten = [
+            ((t.topic_id if by_id else t.topic), p)
+            for t in req.forgotten_topics_data
+            for p in t.partitions
+        ]
+        session.update(changes, forgotten)
+        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+        wanted = _session_wanted(session)
+        incremental = True
+        response_session_id = session.session_id
+    else:
+        if version >= 7 and req.session_id != 0:
+            cache.remove(req.session_id)
+        wanted = _requested(req, by_id)
+        if version >= 7 and req.session_epoch == INITIAL_EPOCH:
+            parts = {(w.ref, w.partition): SessionPartition(w.fetch_offset, w.max_bytes) for w in wanted}
+            session = cache.create(parts, now_ms_mono)
+            if session is not None:
+                response_session_id = session.session_id
+                for w in wanted:
+                    w.state = session.partitions[(w.ref, w.partition)]
+
+    reader = _Reader(broker, req, version, wanted)
+    results, total, any_error = reader.read()
+    deadline = now + max(req.max_wait_ms, 0) / 1000
+    keys = [(name, w.partition) for w, name, _, _ in results if name]
+    while not any_error and total < req.min_bytes and not broker.shutting_down:
+        if trio.current_time() >= deadline or not keys:
+            break
+        with broker.waiters.watch(keys) as woken:
+            ctx.release_turn()
+            with trio.move_on_at(deadline):
+                await woken.wait()
+        results, total, any_error = reader.read()
+
+    topics: list[TopicPart] = []
+    by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
+    for w, name, topic_id, part in results:
+        if incremental and w.state is not None:
+            changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
+            if not (part.records or part.error_code or changed):
+                continue
+        if w.state is not None:
+            w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
+        ref_name = name if name or not isinstance(w.ref, str) else w.ref
+        key = (ref_name, topic_id)
+        tp = by_topic.get(key)
+        if tp is None or tp is not (topics[-1] if topics else None):
+            tp = TopicPart(ref_name, topic_id)
+            by_topic[key] = tp
+            topics.append(tp)
+        tp.partitions.append(part)
+    return encode_fetch_response(version, topics, session_id=response_session_id)

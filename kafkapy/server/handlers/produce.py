@@ -1,0 +1,131 @@
+"""Produce (key 0): v3-11 (record batch magic v2 only, as Kafka 4 requires).
+
+Behaviour: acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS on every partition); on one node
+acks=-1 is acks=1, since the leader alone is the ISR (min.insync.replicas=1). Each partition's
+batches go to `PartitionLog.append` as the bytes they arrived in - validation is per batch (CRC,
+counts, size), never per record - which assigns offsets and overwrites the partition leader epoch
+with the leader's (0); LogAppendTime topics get the broker's clock. The high watermark moves to
+the log end offset at once and long-poll fetches on the partition wake up. Per-partition errors:
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (bad name or an internal topic),
+CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR. Unknown topics are
+auto-created when `auto.create.topics.enable`. acks=0 sends no response.
+
+Fault hook (tests only): `kafkapy.test.fault.drop.after.produce.append=N` closes the connection
+instead of answering the N-th successful append.
+
+Not yet: idempotent/transactional producer state checks (sequence numbers) beyond what the log
+store does; quotas; record-level error details (`record_errors`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
+from kafkapy.protocol.messages.produce import (
+    ProduceResponse_PartitionProduceResponse as PartitionResponse,
+)
+from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms
+from kafkapy.server.context import CloseConnection, RequestContext
+from kafkapy.server.handlers.registry import handler
+from kafkapy.server.metadata_store import INTERNAL_TOPICS
+from kafkapy.storage.errors import StorageError
+
+__all__ = ["handle_produce"]
+
+log = logging.getLogger(__name__)
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
+    return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message)
+
+
+def produce_error_response(req: ProduceRequest, version: int, code: ErrorCode) -> ProduceResponse | None:
+    if req.acks == 0:
+        return None
+    return ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=t.name, partition_responses=[_error(p.index, code) for p in t.partition_data]
+            )
+            for t in req.topic_data
+        ]
+    )
+
+
+def _topic_error(broker: Broker, name: str) -> ErrorCode | None:
+    if name in INTERNAL_TOPICS:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if name in broker.topics:
+        return None
+    if broker.auto_create_allowed():
+        try:
+            broker.create_topic(name)
+            return None
+        except BrokerError as e:
+            return e.error_code
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@handler(ApiKey.PRODUCE, min_version=3, max_version=11, error_response=produce_error_response)
+async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+    broker = ctx.broker
+    response = ProduceResponse()
+    if req.acks not in (0, 1, -1):
+        bad = produce_error_response(req, ctx.api_version, ErrorCode.INVALID_REQUIRED_ACKS)
+        return bad
+    flush: list[tuple[str, int]] = []
+    drop = False
+    for topic in req.topic_data:
+        out = ProduceResponse.TopicProduceResponse(name=topic.name)
+        response.responses.append(out)
+        topic_error = _topic_error(broker, topic.name)
+        for part in topic.partition_data:
+            if topic_error is not None:
+                out.partition_responses.append(_error(part.index, topic_error))
+                continue
+            plog = broker.partition_log(topic.name, part.index)
+            if plog is None:
+                out.partition_responses.append(_error(part.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if part.records is None or len(part.records) == 0:
+                out.partition_responses.append(_error(part.index, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
+                continue
+            try:
+                result = plog.append(part.records, now_ms=now_ms(), leader_epoch=LEADER_EPOCH)
+            except (ProtocolError, StorageError) as e:
+                out.partition_responses.append(_error(part.index, e.error_code, str(e)))
+                continue
+            broker.after_append(topic.name, part.index, plog)
+            if result.flush_needed:
+                flush.append((topic.name, part.index))
+            drop = drop or broker.faults.should_drop_after_append()
+            out.partition_responses.append(
+                PartitionResponse(
+                    index=part.index,
+                    error_code=ErrorCode.NONE,
+                    base_offset=result.base_offset,
+                    log_append_time_ms=result.log_append_time_ms,
+                    log_start_offset=result.log_start_offset,
+                )
+            )
+    if flush:
+        ctx.release_turn()
+        await _flush(broker, flush)
+    if drop:
+        raise CloseConnection("test fault: drop after produce append")
+    return None if req.acks == 0 else response
+
+
+async def _flush(broker: Broker, partitions: list[tuple[str, int]]) -> None:
+    """`flush.messages` asked for an fsync before the acknowledgement."""
+    for topic, partition in partitions:
+        plog = broker.partition_log(topic, partition)
+        if plog is not None:
+            try:
+                await trio.to_thread.run_sync(plog.flush)
+            except StorageError:
+                log.exception("flush of %s-%d failed", topic, partition)

@@ -1,0 +1,206 @@
+"""Topic administration: CreateTopics (key 19) v2-7, DeleteTopics (key 20) v1-6,
+CreatePartitions (key 37) v0-3, DeleteRecords (key 21) v0-2.
+
+Behaviour:
+- CreateTopics: num_partitions / replication_factor -1 take `num.partitions` /
+  `default.replication.factor`; a replication factor above 1 -> INVALID_REPLICATION_FACTOR (one
+  broker); manual assignments must name this node only, cover partitions 0..n-1 once each and
+  come with -1 counts (else INVALID_REPLICA_ASSIGNMENT / INVALID_REQUEST); configs are validated
+  (INVALID_CONFIG); bad names -> INVALID_TOPIC_EXCEPTION; existing -> TOPIC_ALREADY_EXISTS; a name
+  repeated in one request -> INVALID_REQUEST for each copy. `validate_only` checks everything and
+  creates nothing. v5+ answers carry the partition count, replication factor and all configs.
+- DeleteTopics: by name (all versions) or by id (v6+); unknown -> UNKNOWN_TOPIC_OR_PARTITION /
+  UNKNOWN_TOPIC_ID; `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED.
+- CreatePartitions: only growth (INVALID_PARTITIONS otherwise); assignments must name this node.
+- DeleteRecords: moves the log start offset; -1 means the high watermark; beyond it ->
+  OFFSET_OUT_OF_RANGE. Answers the new low watermark.
+
+Not yet: topic creation policies, quota throttling (THROTTLING_QUOTA_EXCEEDED).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kafkapy.protocol.messages.create_topics import (
+    CreateTopicsRequest_CreatableTopic as CreatableTopic,
+)
+from kafkapy.protocol.messages.create_topics import (
+    CreateTopicsResponse_CreatableTopicResult as TopicResult,
+)
+from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.configs import topic_config_entries
+from kafkapy.server.handlers.registry import handler
+from kafkapy.storage.errors import StorageError
+
+__all__ = [
+    "handle_create_partitions",
+    "handle_create_topics",
+    "handle_delete_records",
+    "handle_delete_topics",
+]
+
+def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
+    """Validate manual assignments; returns the partition count they describe."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        raise BrokerError(
+            ErrorCode.INVALID_REQUEST,
+            "Both numPartitions or replicationFactor and replicasAssignments were set.",
+        )
+    indexes = sorted(a.partition_index for a in topic.assignments)
+    if indexes != list(range(len(indexes))):
+        raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0..n-1.")
+    for a in topic.assignments:
+        if a.broker_ids != [broker.node_id]:
+            raise BrokerError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Replica assignment {a.broker_ids} for partition {a.partition_index} names "
+                f"brokers other than the only broker {broker.node_id}.",
+            )
+    return len(indexes)
+
+
+def _create_one(broker: Broker, topic: CreatableTopic, version: int, validate_only: bool) -> TopicResult:
+    result = TopicResult(name=topic.name)
+    try:
+        partitions: int | None = topic.num_partitions
+        if topic.assignments:
+            partitions = _check_assignments(broker, topic)
+        rf = topic.replication_factor
+        if rf == -1:
+            rf = broker.config.get_int("default.replication.factor")
+        if rf <= 0:
+            raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if rf > 1:
+            raise BrokerError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {rf} larger than available brokers: 1.",
+            )
+        if partitions is not None and partitions == 0:
+            raise BrokerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+        if partitions is not None and partitions < -1:
+            raise BrokerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        configs = {c.name: c.value for c in topic.configs}
+        if len(configs) != len(topic.configs):
+            raise BrokerError(ErrorCode.INVALID_REQUEST, "A config name was given more than once.")
+        info = broker.create_topic(topic.name, partitions, configs, validate_only=validate_only)
+    except BrokerError as e:
+        result.error_code = e.error_code
+        result.error_message = e.message
+        return result
+    result.topic_id = info.topic_id if not validate_only else result.topic_id
+    if version >= 5:
+        result.num_partitions = info.partitions
+        result.replication_factor = 1
+        result.configs = [
+            CreateTopicsResponse.CreatableTopicConfigs(
+                name=e.name, value=e.value, read_only=e.read_only,
+                config_source=e.config_source, is_sensitive=False,
+            )
+            for e in topic_config_entries(broker, info, include_synonyms=False)
+        ]
+    return result
+
+
+@handler(ApiKey.CREATE_TOPICS, min_version=2, max_version=7)
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    counts = Counter(t.name for t in req.topics)
+    response = CreateTopicsResponse()
+    for topic in req.topics:
+        if counts[topic.name] > 1:
+            response.topics.append(TopicResult(
+                name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Create topics request from client contains duplicate topic {topic.name}",
+            ))
+            continue
+        response.topics.append(_create_one(ctx.broker, topic, ctx.api_version, req.validate_only))
+    return response
+
+
+@handler(ApiKey.DELETE_TOPICS, min_version=1, max_version=6)
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    broker = ctx.broker
+    response = DeleteTopicsResponse()
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    for name, topic_id in wanted:
+        result = DeleteTopicsResponse.DeletableTopicResult(name=name)
+        response.responses.append(result)
+        if name is None:
+            info = broker.topics.by_id(topic_id) if topic_id is not None else None
+            if info is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                result.topic_id = topic_id or result.topic_id
+                continue
+            name = info.name
+            result.name = name
+        try:
+            info = broker.delete_topic(name)
+            result.topic_id = info.topic_id
+        except BrokerError as e:
+            result.error_code = e.error_code
+            result.error_message = e.message
+    return response
+
+
+@handler(ApiKey.CREATE_PARTITIONS, min_version=0, max_version=3)
+async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    broker = ctx.broker
+    response = CreatePartitionsResponse()
+    counts = Counter(t.name for t in req.topics)
+    for topic in req.topics:
+        result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
+        response.results.append(result)
+        try:
+            if counts[topic.name] > 1:
+                raise BrokerError(ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+            if topic.assignments is not None and any(
+                a.broker_ids != [broker.node_id] for a in topic.assignments
+            ):
+                raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Assignments may only name this broker.")
+            broker.create_partitions(topic.name, topic.count, validate_only=req.validate_only)
+        except BrokerError as e:
+            result.error_code = e.error_code
+            result.error_message = e.message
+    return response
+
+
+@handler(ApiKey.DELETE_RECORDS, min_version=0, max_version=2)
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    broker = ctx.broker
+    response = DeleteRecordsResponse()
+    for topic in req.topics:
+        out = DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name)
+        response.topics.append(out)
+        for p in topic.partitions:
+            result = DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1)
+            out.partitions.append(result)
+            plog = broker.partition_log(topic.name, p.partition_index)
+            if plog is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offset = plog.high_watermark if p.offset == -1 else p.offset
+            try:
+                result.low_watermark = plog.delete_records_before(offset)
+            except StorageError as e:
+                result.error_code = e.error_code
+                continue
+            broker.waiters.notify((topic.name, p.partition_index))
+    return response
