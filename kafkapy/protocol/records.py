@@ -371,9 +371,14 @@ def _read_varint(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, 
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     raw = b & 0x7F
-    shift = 7
-    limit = min(end, pos + max_bytes)
     pos += 1
+    if pos < end:  # two-byte fast path: lengths and deltas up to 8191 (most records)
+        b = data[pos]
+        if b < 0x80:
+            raw |= b << 7
+            return (raw >> 1) ^ -(raw & 1), pos + 1
+    shift = 7
+    limit = end if end - pos < max_bytes - 1 else pos + max_bytes - 1
     while True:
         if pos >= limit:
             if limit == end:
@@ -472,8 +477,15 @@ def decode_records(
 # build
 
 
+_ONE_BYTE_VARINTS = [bytes((i,)) for i in range(0x80)]
+
+
 def _zigzag(value: int) -> bytes:
     raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    if raw < 0x80:
+        return _ONE_BYTE_VARINTS[raw]
+    if raw < 0x4000:
+        return bytes(((raw & 0x7F) | 0x80, raw >> 7))
     out = bytearray()
     while raw >= 0x80:
         out.append((raw & 0x7F) | 0x80)
@@ -557,23 +569,26 @@ def build_batch(
     if is_control:
         attributes |= _CONTROL_BIT
     out = bytearray(BATCH_HEADER_SIZE + len(payload))
-    _HEADER.pack_into(
-        out,
-        0,
-        base_offset,
-        len(out) - LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC,
-        0,
-        attributes,
-        last_offset_delta,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
-    )
+    try:
+        _HEADER.pack_into(
+            out,
+            0,
+            base_offset,
+            len(out) - LOG_OVERHEAD,
+            partition_leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    except struct.error as exc:
+        raise ValueError(f"batch header field out of range: {exc}") from None
     out[BATCH_HEADER_SIZE:] = payload
     _U32.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return bytes(out)

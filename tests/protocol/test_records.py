@@ -141,6 +141,34 @@ def test_compacted_batches_round_trip_when_allowed(records: list[Record], codec:
         validate_batch(batch, 0, header)  # a producer batch must have consecutive offsets
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    timestamp_deltas=st.lists(INT64, min_size=1, max_size=4),
+    first_offset=st.integers(0, 2**31 - 5),
+    key_size=st.sampled_from([0, 63, 64, 8191, 8192, 70000]),
+)
+def test_varint_extremes_round_trip(
+    timestamp_deltas: list[int], first_offset: int, key_size: int
+) -> None:
+    """Every varint width: full int64 timestamp deltas (up to 10 bytes), offset deltas near
+    int32 max (5 bytes), lengths on both sides of the 1/2/3-byte boundaries."""
+    records = [
+        Record(first_offset + i, ts, b"k" * key_size, None, [("\u2603" * 3, b"v" * key_size)])
+        for i, ts in enumerate(timestamp_deltas)
+    ]
+    batch = build_batch(records, base_timestamp=0, max_timestamp=0)
+    header = parse_batch_header(batch)
+    validate_batch(batch, 0, header, allow_compacted=True)
+    assert decode_records(batch, 0, header) == records
+
+
+def test_build_batch_out_of_range_header_field_is_value_error() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        build_batch([Record(0, 2**62)], base_timestamp=2**62)  # max timestamp overflows int64
+    with pytest.raises(ValueError, match="out of range"):
+        build_batch([Record(0, 0)], base_timestamp=0, producer_epoch=2**15)
+
+
 def test_many_batches_in_one_buffer_at_their_positions() -> None:
     batches = [
         build_batch([Record(0, 0, None, b"%d" % i)], base_offset=i * 10, base_timestamp=i)
