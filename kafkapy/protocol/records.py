@@ -536,14 +536,15 @@ def build_batch(
 ) -> bytes:
     """Encode a complete v2 batch (CRC included) from `records`, deltas taken as given.
 
-    For tests, the coordinators' internal-topic writes and control batches. Offset deltas must
-    be strictly increasing from 0 or more; `last_offset_delta` defaults to the last record's
-    (pass a larger one only to imitate a compacted batch). `max_timestamp` defaults to
-    base_timestamp + the largest timestamp delta. Misuse raises ValueError (these are our own
-    arguments, not peer bytes).
+    For tests, the coordinators' internal-topic writes, control batches and the log cleaner.
+    Offset deltas must be strictly increasing from 0 or more; `last_offset_delta` defaults to
+    the last record's (pass a larger one for a compacted batch). An empty `records` list is
+    allowed only with an explicit `last_offset_delta`: the cleaner keeps such empty batches to
+    remember a producer's last sequence. `max_timestamp` defaults to base_timestamp + the
+    largest timestamp delta. Misuse raises ValueError (our own arguments, not peer bytes).
     """
-    if not records:
-        raise ValueError("a record batch needs at least one record")
+    if not records and last_offset_delta is None:
+        raise ValueError("a record batch needs at least one record (or a last_offset_delta)")
     codec = Compression(compression)
     previous = -1
     for record in records:
@@ -557,7 +558,7 @@ def build_batch(
     elif last_offset_delta < previous:
         raise ValueError("last_offset_delta below the last record's offset delta")
     if max_timestamp is None:
-        max_timestamp = base_timestamp + max(r.timestamp_delta for r in records)
+        max_timestamp = base_timestamp + max((r.timestamp_delta for r in records), default=0)
     payload = b"".join(_encode_record(r) for r in records)
     if codec is not Compression.NONE:
         payload = compress(codec, payload)

@@ -577,6 +577,19 @@ def test_newer_control_versions_read_by_prefix() -> None:
     assert parse_control_record(record) == (False, 9)
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_empty_compacted_batch(codec: Compression) -> None:
+    """The cleaner keeps an emptied batch so the producer's last sequence survives."""
+    batch = build_batch([], base_offset=10, base_timestamp=5, last_offset_delta=3,
+                        compression=codec, producer_id=1, producer_epoch=0, base_sequence=7)
+    header = parse_batch_header(batch)
+    assert (header.records_count, header.last_offset, header.max_timestamp) == (0, 13, 5)
+    validate_batch(batch, 0, header, allow_compacted=True)
+    assert decode_records(batch, 0, header) == []
+    with pytest.raises(InvalidRecordError):
+        validate_batch(batch, 0, header)
+
+
 def test_build_batch_rejects_misuse() -> None:
     with pytest.raises(ValueError, match="at least one"):
         build_batch([], base_timestamp=0)
