@@ -177,7 +177,7 @@ def _decompress_gzip(data: memoryview, max_size: int) -> bytes:
             pending = inflater.unconsumed_tail
             if inflater.eof:
                 break
-            if not pending and not chunk:
+            if not chunk:  # zlib stops short only at the output cap, so no output = no input
                 raise CorruptRecordError("truncated gzip data")
         rest = inflater.unused_data
         if not rest:
@@ -262,7 +262,7 @@ def _decompress_lz4(data: memoryview, max_size: int) -> bytes:
             out.append(chunk)
             if inflater.eof:
                 break
-            if inflater.needs_input:
+            if inflater.needs_input or not chunk:  # input exhausted mid-frame (or stalled)
                 raise CorruptRecordError("truncated lz4 frame")
         rest = inflater.unused_data
         if not rest:
