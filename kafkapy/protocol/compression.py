@@ -353,11 +353,17 @@ def _zstd_window_limit(max_size: int) -> int:
 def _decompress_zstd(data: memoryview, max_size: int) -> bytes:
     """zstd (concatenated frames allowed): framing checked, then streamed and capped."""
     frames = _zstd_frames(data)
+    window_limit = _zstd_window_limit(max_size)
     out: list[bytes] = []
     total = 0
     try:
-        dctx = zstandard.ZstdDecompressor(max_window_size=_zstd_window_limit(max_size))
+        dctx = zstandard.ZstdDecompressor(max_window_size=window_limit)
         for frame in frames:
+            window = zstandard.get_frame_parameters(frame).window_size
+            if window > window_limit:
+                raise InvalidRecordError(
+                    f"zstd frame window of {window} bytes exceeds the limit of {window_limit}"
+                )
             for chunk in dctx.read_to_iter(frame, write_size=_STREAM_CHUNK):
                 total += len(chunk)
                 if total > max_size:

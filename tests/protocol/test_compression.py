@@ -151,6 +151,15 @@ def test_zstd_reads_frames_without_content_size_and_concatenation() -> None:
     assert decompress(Compression.ZSTD, two, 10) == b"one2"
 
 
+def test_zstd_frame_demanding_a_huge_window_is_refused() -> None:
+    # The decoder allocates the window a frame's header asks for; 128 MiB for 3 KiB of data.
+    params = zstandard.ZstdCompressionParameters(window_log=27, enable_ldm=True)
+    cobj = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    packed = cobj.compress(b"abc" * 1000) + cobj.flush()
+    with pytest.raises(InvalidRecordError, match="window"):
+        decompress(Compression.ZSTD, packed, MiB)
+
+
 def test_zstd_skippable_frame_is_skipped() -> None:
     skippable = struct.pack("<II", 0x184D2A5A, 3) + b"abc"
     packed = skippable + zstandard.ZstdCompressor().compress(b"payload")
