@@ -712,26 +712,32 @@ class PartitionLog:
     # --- retention --------------------------------------------------------------------------
     def delete_old_segments(self, now_ms: int) -> int:
         """Retention by `retention.ms` / `retention.bytes` (policy `delete`) and by the log
-        start offset; never deletes the active segment. Returns how many were deleted."""
+        start offset; never deletes the active segment nor data at or above the high
+        watermark. Returns how many segments were deleted."""
         with self._lock:
             deleted = self._delete_segments_below_start()
             cfg = self.config
             if cfg.delete:
                 if cfg.retention_ms >= 0:
-                    while (len(self.segments) > 1
+                    while (self._deletable()
                            and now_ms - self.segments[0].largest_timestamp() > cfg.retention_ms):
                         self._advance_log_start(self._bases[1])
                         self._retire(0)
                         deleted += 1
                 if cfg.retention_bytes >= 0:
                     excess = self.size_bytes - cfg.retention_bytes
-                    while len(self.segments) > 1 and excess - self.segments[0].size >= 0:
+                    while self._deletable() and excess - self.segments[0].size >= 0:
                         excess -= self.segments[0].size
                         self._advance_log_start(self._bases[1])
                         self._retire(0)
                         deleted += 1
             self.reap_retired()
             return deleted
+
+    def _deletable(self) -> bool:
+        """The oldest segment may go: it is not the active one and lies below the high
+        watermark (as in Kafka, retention never removes data consumers cannot see yet)."""
+        return len(self.segments) > 1 and self._bases[1] <= self._high_watermark
 
     # --- durability -------------------------------------------------------------------------
     def flush(self) -> None:

@@ -1,0 +1,346 @@
+"""PartitionLog behaviour the server relies on: offsets, reads, errors, retention, truncation."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkapy.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from kafkapy.protocol.records import build_control_batch, iter_batches
+from kafkapy.storage import (
+    KafkaStorageError,
+    LogConfig,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordTooLargeError,
+)
+from kafkapy.storage import segment as segment_module
+from tests.storage.helpers import BASE_TS, batch, batch_offsets, records_of
+
+pytestmark = pytest.mark.timeout(60)
+
+SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128)
+
+
+def fill(plog: PartitionLog, n: int, per_batch: int = 2, ts_step: int = 1) -> list[bytes]:
+    values = []
+    for i in range(n):
+        vals = [b"v%04d-%d" % (i, j) for j in range(per_batch)]
+        values += vals
+        plog.append(batch(vals, ts=BASE_TS + i * ts_step), now_ms=BASE_TS + i * ts_step)
+    return values
+
+
+def all_values(plog: PartitionLog, start: int | None = None) -> list[bytes | None]:
+    out: list[bytes | None] = []
+    offset = plog.log_start_offset if start is None else start
+    for _ in range(100_000):
+        if offset >= plog.log_end_offset:
+            break
+        data = plog.read_bytes(offset, 4096)
+        recs = records_of(data)
+        out += [v for o, _, v in recs if o >= offset]
+        offset = recs[-1][0] + 1
+    return out
+
+
+def test_append_assigns_consecutive_offsets_and_read_returns_them(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    r1 = plog.append(batch([b"a", b"b", b"c"]), now_ms=BASE_TS)
+    r2 = plog.append(batch([b"d"]) + batch([b"e", b"f"]), now_ms=BASE_TS)
+    assert (r1.base_offset, r1.last_offset, r1.batches) == (0, 2, 1)
+    assert (r2.base_offset, r2.last_offset, r2.batches) == (3, 5, 2)
+    assert r1.log_append_time_ms == -1
+    assert r2.log_start_offset == 0
+    assert plog.log_end_offset == 6
+    assert [v for _, _, v in records_of(plog.read_bytes(0, 1 << 20))] == [
+        b"a", b"b", b"c", b"d", b"e", b"f"]
+    # an offset inside a batch returns that whole batch
+    assert batch_offsets(plog.read_bytes(4, 1)) == [(4, 5)]
+
+
+def test_read_returns_whole_batches_and_at_least_one(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(index_interval_bytes=64))
+    fill(plog, 40)
+    one = len(batch([b"v0000-0", b"v0000-1"]))
+    result = plog.read(0, 1)  # KIP-74: smaller than a batch still returns one batch
+    assert result.size == one
+    assert result.first_offset == 0
+    for max_bytes in (one, one + 1, 3 * one - 1, 10 * one + 5, 1000):
+        data = plog.read_bytes(6, max_bytes)
+        assert len(data) <= max(max_bytes, one)
+        assert len(data) // one == max(1, max_bytes // one)
+        assert batch_offsets(data)[0] == (6, 7)
+        assert sum(1 for _ in iter_batches(data)) * one == len(data)
+
+
+def test_read_slices_are_sendfile_ready(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 5)
+    result = plog.read(2, 1 << 20)
+    assert len(result.slices) == 1
+    s = result.slices[0]
+    assert os.pread(s.fd, s.length, s.position) == plog.read_bytes(2, 1 << 20)
+    assert result.log_end_offset == 10
+    assert result.high_watermark == 0
+
+
+def test_max_offset_hides_batches_at_or_past_it(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 10)
+    assert batch_offsets(plog.read_bytes(0, 1 << 20, max_offset=6)) == [(0, 1), (2, 3), (4, 5)]
+    empty = plog.read(6, 1 << 20, max_offset=6)
+    assert empty.slices == []
+    assert empty.first_offset == -1
+
+
+def test_read_outside_the_log_is_offset_out_of_range(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 3)
+    assert plog.read(6, 100).slices == []  # the log end offset itself is a valid empty read
+    with pytest.raises(OffsetOutOfRangeError) as info:
+        plog.read(7, 100)
+    assert info.value.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert info.value.log_end_offset == 6
+    plog.high_watermark = 6
+    plog.delete_records_before(4)
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(3, 100)
+
+
+def test_reads_cross_segments_after_rolls(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    values = fill(plog, 60)
+    assert len(plog.segments) > 3
+    assert all_values(plog) == values
+    for offset in range(0, 120, 7):
+        assert records_of(plog.read_bytes(offset, 1))[-1][0] >= offset
+
+
+def test_corrupt_batch_is_rejected_and_nothing_written(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    good = batch([b"x"])
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError) as info:
+        plog.append(good + bytes(bad), now_ms=BASE_TS)
+    assert info.value.error_code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(CorruptRecordError):
+        plog.append(good[:-3], now_ms=BASE_TS)
+    with pytest.raises(InvalidRecordError):
+        plog.append(b"", now_ms=BASE_TS)
+    assert plog.log_end_offset == 0
+    assert plog.size_bytes == 0
+
+
+def test_oversized_batch_is_message_too_large(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(max_message_bytes=200))
+    with pytest.raises(RecordTooLargeError) as info:
+        plog.append(batch([b"x" * 300]), now_ms=BASE_TS)
+    assert info.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert plog.log_end_offset == 0
+
+
+def test_clients_may_not_append_control_batches(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    marker = build_control_batch(True, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                 timestamp_ms=BASE_TS)
+    with pytest.raises(InvalidRecordError):
+        plog.append(marker, now_ms=BASE_TS)
+    assert plog.append(marker, now_ms=BASE_TS, from_client=False).base_offset == 0
+
+
+def test_log_append_time_stamps_batches(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"))
+    result = plog.append(batch([b"a", b"b"], ts=5), now_ms=BASE_TS + 42)
+    assert result.log_append_time_ms == BASE_TS + 42
+    header = next(iter_batches(plog.read_bytes(0, 100)))[1]
+    assert header.timestamp_type == 1
+    assert header.max_timestamp == BASE_TS + 42
+    assert plog.offset_for_timestamp(BASE_TS) == (0, BASE_TS + 42)
+
+
+def test_leader_epoch_is_stamped_and_cached(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    plog.append(batch([b"a"]), now_ms=BASE_TS, leader_epoch=3)
+    plog.append(batch([b"b"]), now_ms=BASE_TS, leader_epoch=5)
+    headers = [h for _, h in iter_batches(plog.read_bytes(0, 1000))]
+    assert [h.partition_leader_epoch for h in headers] == [3, 5]
+    assert plog.leader_epochs.entries == [(3, 0), (5, 1)]
+    assert plog.leader_epochs.end_offset_for(4, plog.log_end_offset) == (3, 1)
+
+
+def test_offset_for_timestamp_finds_first_record_at_or_after(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 50, per_batch=2, ts_step=10)  # batch i: records at BASE_TS+10i, +10i+1
+    assert len(plog.segments) > 2
+    assert plog.offset_for_timestamp(0) == (0, BASE_TS)
+    assert plog.offset_for_timestamp(BASE_TS + 1) == (1, BASE_TS + 1)
+    assert plog.offset_for_timestamp(BASE_TS + 2) == (2, BASE_TS + 10)
+    assert plog.offset_for_timestamp(BASE_TS + 255) == (52, BASE_TS + 260)
+    assert plog.offset_for_timestamp(BASE_TS + 491) == (99, BASE_TS + 491)
+    assert plog.offset_for_timestamp(BASE_TS + 492) is None
+
+
+def test_segment_rolls_by_size_and_time(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=10_000, segment_ms=1000))
+    plog.append(batch([b"a"]), now_ms=BASE_TS)
+    plog.append(batch([b"b"]), now_ms=BASE_TS + 999)
+    assert len(plog.segments) == 1
+    plog.append(batch([b"c"]), now_ms=BASE_TS + 1000)
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+    names = sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))
+    assert names == ["00000000000000000000.log", "00000000000000000002.log"]
+
+
+def test_retention_by_time_and_size_keeps_the_active_segment(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=1024, retention_ms=1000, index_interval_bytes=128)
+    plog = PartitionLog(tmp_path / "t-0", cfg)
+    fill(plog, 40, ts_step=100)  # timestamps BASE_TS .. BASE_TS+3900
+    assert plog.delete_old_segments(BASE_TS + 10**9) == 0  # nothing below the high watermark
+    plog.high_watermark = plog.log_end_offset
+    segs = len(plog.segments)
+    assert plog.delete_old_segments(BASE_TS + 1000) == 0
+    deleted = plog.delete_old_segments(BASE_TS + 3000)
+    assert 0 < deleted < segs
+    assert plog.log_start_offset == plog.segments[0].base_offset
+    assert all(s.largest_timestamp() >= BASE_TS + 2000 for s in plog.segments[:-1])
+    # far future: everything but the active segment goes
+    plog.delete_old_segments(BASE_TS + 10**9)
+    assert len(plog.segments) == 1
+    assert plog.log_end_offset == 80
+    assert plog.log_start_offset == plog.segments[0].base_offset
+    assert all_values(plog)[-1] == b"v0039-1"
+
+    by_size = PartitionLog(tmp_path / "t-1", LogConfig(segment_bytes=1024, retention_bytes=2048))
+    fill(by_size, 60)
+    by_size.high_watermark = by_size.log_end_offset
+    by_size.delete_old_segments(BASE_TS)
+    assert by_size.size_bytes <= 2048 + 1024
+    assert by_size.size_bytes > 2048 - 1024
+    assert all_values(by_size)[-1] == b"v0059-1"
+
+
+def test_retired_segment_fd_stays_readable_until_reaped(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=1024, retention_ms=0,
+                                                    file_delete_delay_ms=60_000))
+    fill(plog, 40)
+    plog.high_watermark = plog.log_end_offset
+    first = plog.read(0, 100)
+    expected = first.slices[0].read()
+    assert plog.delete_old_segments(BASE_TS + 10**6) > 0
+    assert not (tmp_path / "t-0" / "00000000000000000000.log").exists()
+    assert first.slices[0].read() == expected  # the fd still serves the old bytes
+    plog.reap_retired(force=True)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(first.slices[0].fd)
+
+
+def test_delete_records_advances_log_start(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 40)
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.delete_records_before(5)  # beyond the high watermark (0)
+    plog.high_watermark = 80
+    assert plog.delete_records_before(51) == 51
+    assert plog.delete_records_before(10) == 51  # never moves back
+    assert plog.segments[0].base_offset <= 51 < (plog.segments[1].base_offset
+                                                 if len(plog.segments) > 1 else 10**9)
+    assert records_of(plog.read_bytes(51, 1))[-1][0] == 51
+    plog.close()
+    again = PartitionLog(tmp_path / "t-0", SMALL, clean_shutdown=True)
+    assert again.log_start_offset == 51
+    assert again.high_watermark == 80
+
+
+def test_truncate_to_and_truncate_fully(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    values = fill(plog, 40)
+    plog.high_watermark = 80
+    plog.truncate_to(33)  # inside batch (32, 33): the whole batch goes
+    assert plog.log_end_offset == 32
+    assert plog.high_watermark == 32
+    assert all_values(plog) == values[:32]
+    r = plog.append(batch([b"new"]), now_ms=BASE_TS)
+    assert r.base_offset == 32
+    plog.truncate_fully(500)
+    assert (plog.log_start_offset, plog.log_end_offset) == (500, 500)
+    assert plog.append(batch([b"z"]), now_ms=BASE_TS).base_offset == 500
+    plog.close()
+    again = PartitionLog(tmp_path / "t-0", SMALL, clean_shutdown=False)
+    assert (again.log_start_offset, again.log_end_offset) == (500, 501)
+
+
+def test_append_as_follower_keeps_offsets(tmp_path: Path) -> None:
+    leader = PartitionLog(tmp_path / "l-0", SMALL)
+    fill(leader, 10)
+    follower = PartitionLog(tmp_path / "f-0", SMALL)
+    data = leader.read_bytes(0, 1 << 20)
+    result = follower.append_as_follower(data)
+    assert (result.base_offset, result.last_offset) == (0, 19)
+    assert follower.read_bytes(0, 1 << 20) == data
+    with pytest.raises(InvalidRecordError):
+        follower.append_as_follower(leader.read_bytes(4, 10))
+
+
+def test_full_disk_fails_append_without_leaving_a_partial_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 3)
+    before = plog.size_bytes
+    real = os.pwrite
+
+    def half_then_enospc(fd: int, data: memoryview, pos: int) -> int:
+        if len(data) > 8:
+            real(fd, data[: len(data) // 2], pos)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment_module.os, "pwrite", half_then_enospc)
+    with pytest.raises(KafkaStorageError) as info:
+        plog.append(batch([b"x" * 100]), now_ms=BASE_TS)
+    assert info.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    monkeypatch.setattr(segment_module.os, "pwrite", real)
+    assert plog.size_bytes == before
+    assert os.path.getsize(plog.segments[-1].log_path) == before
+    assert plog.append(batch([b"ok"]), now_ms=BASE_TS).base_offset == 6
+    plog.close()
+    again = PartitionLog(tmp_path / "t-0", SMALL)
+    assert all_values(again)[-1] == b"ok"
+
+
+def test_flush_advances_recovery_point_and_flush_messages(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(flush_messages=3))
+    assert not plog.append(batch([b"a"]), now_ms=BASE_TS).flush_needed
+    assert plog.append(batch([b"b", b"c"]), now_ms=BASE_TS).flush_needed
+    assert plog.recovery_point == 0
+    plog.flush()
+    assert plog.recovery_point == 3
+    assert not plog.needs_flush(BASE_TS)
+
+
+def test_clean_reopen_does_not_rescan_good_segments(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    values = fill(plog, 60)
+    plog.close()
+    scanned: list[int] = []
+    real = segment_module.LogSegment.recover
+
+    def spy(self: segment_module.LogSegment, expected: int, max_batch: int) -> tuple[int, str | None]:
+        scanned.append(self.base_offset)
+        return real(self, expected, max_batch)
+
+    monkeypatch.setattr(segment_module.LogSegment, "recover", spy)
+    again = PartitionLog(tmp_path / "t-0", SMALL, clean_shutdown=True)
+    assert scanned == []
+    assert again.log_end_offset == 120
+    assert all_values(again) == values
+    # unclean: only segments from the recovery point on are scanned
+    again.close()
+    unclean = PartitionLog(tmp_path / "t-0", SMALL, clean_shutdown=False)
+    assert scanned == [unclean.segments[-1].base_offset]
+    assert all_values(unclean) == values
