@@ -6,6 +6,10 @@ so those stay per-batch (`struct` + the `crc32c` C extension over memoryviews, n
 records stay opaque bytes. Records are decoded (`decode_records`) only where a caller truly needs
 them: coordinators loading internal topics, the log cleaner reading keys, tests.
 
+The header is one precompiled `struct.Struct` rather than a construct schema: it is fixed-size
+with no varints, and `perf/records_bench.py` measures about 1 us per parse against about 8 us
+for the same 13 fields with construct compiled.
+
 Batch layout (all big-endian; offsets into the batch):
 
     0  baseOffset i64        (not covered by the CRC: the broker assigns it)
