@@ -57,10 +57,12 @@ def _primitive(type_: str) -> st.SearchStrategy[Any]:
     raise AssertionError(type_)
 
 
-def field_strategy(f: F, version: int, flexible: bool, depth: int) -> st.SearchStrategy[Any]:
+def field_strategy(
+    f: F, version: int, flexible: bool, depth: int, unknown_tags: bool = True
+) -> st.SearchStrategy[Any]:
     if f.type == "struct":
         assert f.struct is not None
-        base = struct_strategy(f.struct, version, flexible, depth + 1)
+        base = struct_strategy(f.struct, version, flexible, depth + 1, unknown_tags)
     else:
         base = _primitive(f.type)
     if f.array:
@@ -79,12 +81,14 @@ def present_fields(sdef: S, version: int, flexible: bool) -> list[F]:
     ]
 
 
-def struct_strategy(sdef: S, version: int, flexible: bool, depth: int = 0) -> st.SearchStrategy[Any]:
+def struct_strategy(
+    sdef: S, version: int, flexible: bool, depth: int = 0, unknown_tags: bool = True
+) -> st.SearchStrategy[Any]:
     fields = present_fields(sdef, version, flexible)
     kwargs: dict[str, st.SearchStrategy[Any]] = {
-        f.attr: field_strategy(f, version, flexible, depth) for f in fields
+        f.attr: field_strategy(f, version, flexible, depth, unknown_tags) for f in fields
     }
-    if flexible:
+    if flexible and unknown_tags:
         known = {f.tag for f in fields if f.tag is not None and in_range(version, f.tagged)}
         kwargs["unknown_tagged_fields"] = st.dictionaries(
             st.integers(0, 40).filter(lambda t: t not in known), st.binary(max_size=6), max_size=2
@@ -92,6 +96,9 @@ def struct_strategy(sdef: S, version: int, flexible: bool, depth: int = 0) -> st
     return st.fixed_dictionaries(kwargs).map(lambda kw: sdef.cls(**kw))
 
 
-def message_strategy(api_key: int, version: int, request: bool) -> st.SearchStrategy[Any]:
+def message_strategy(
+    api_key: int, version: int, request: bool, *, unknown_tags: bool = True
+) -> st.SearchStrategy[Any]:
+    """Valid messages; `unknown_tags=False` for peers that drop tags they do not know."""
     mdef = message_def(api_key, request)
-    return struct_strategy(mdef.struct, version, in_range(version, mdef.flexible))
+    return struct_strategy(mdef.struct, version, in_range(version, mdef.flexible), 0, unknown_tags)

@@ -49,7 +49,7 @@ def _agree(api_key: int, version: int, request: bool, data: bytes) -> object:
 
 
 @pytest.mark.parametrize(("api_key", "request_"), CASES, ids=IDS)
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_truncation_is_rejected(api_key: int, request_: bool, data: st.DataObject) -> None:
     lo, hi = message_def(api_key, request_).valid
@@ -60,7 +60,7 @@ def test_every_truncation_is_rejected(api_key: int, request_: bool, data: st.Dat
 
 
 @pytest.mark.parametrize(("api_key", "request_"), CASES, ids=IDS)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_frames(api_key: int, request_: bool, data: st.DataObject) -> None:
     lo, hi = message_def(api_key, request_).valid
@@ -76,13 +76,13 @@ def test_mutated_frames(api_key: int, request_: bool, data: st.DataObject) -> No
     _agree(api_key, version, request_, bytes(wire))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(case=st.sampled_from(all_versions()), junk=st.binary(max_size=64))
 def test_random_bodies(case: tuple[int, int, bool], junk: bytes) -> None:
     _agree(*case, junk)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(frame=st.binary(max_size=80))
 def test_random_request_frames(frame: bytes) -> None:
     with contextlib.suppress(ProtocolError):
@@ -91,7 +91,7 @@ def test_random_request_frames(frame: bytes) -> None:
         decode_request(frame)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(case=st.sampled_from(all_versions()), junk=st.binary(max_size=64))
 def test_random_response_frames(case: tuple[int, int, bool], junk: bytes) -> None:
     api_key, version, _ = case

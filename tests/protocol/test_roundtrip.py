@@ -24,7 +24,7 @@ CASES = [(key, request) for key in sorted(SCHEMAS) for request in (True, False)]
     CASES,
     ids=[f"{SCHEMAS[k].name}-{'req' if r else 'resp'}" for k, r in CASES],
 )
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_roundtrip(api_key: int, request_: bool, data: st.DataObject) -> None:
     lo, hi = message_def(api_key, request_).valid
