@@ -23,6 +23,7 @@ import trio
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
+from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 
 __all__ = ["BoundListener", "Server"]
@@ -72,6 +73,7 @@ class Server:
                     for listener, sock_listener in sockets:
                         accept_nursery.start_soon(self._accept_loop, listener, sock_listener, conn_nursery)
                     accept_nursery.start_soon(self._maintenance_loop)
+                    accept_nursery.start_soon(run_group_driver, broker)
                     task_status.started(list(self.bound))
                     await self._shutdown.wait()
                     accept_nursery.cancel_scope.cancel()

@@ -20,6 +20,8 @@ HANDLER_MODULES: list[str] = [
     "topics",
     "configs",
     "cluster",
+    "groups",
+    "group_offsets",
 ]
 
 

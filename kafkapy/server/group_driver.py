@@ -1,0 +1,261 @@
+"""The trio driver of the group coordinator: persistence, timers and pending responses.
+
+Why a driver: `GroupCoordinator` is a plain state machine (no trio, no files), so that the
+cluster issue can later run one per `__consumer_offsets` partition leader. This module is the
+runtime around it, after Kafka's coordinator runtime: it hands each request to the coordinator,
+appends the records it returns to `__consumer_offsets` as one record batch per partition (the
+normal log path; the topic is compacted by the log cleaner), answers the requests that
+completed, and sleeps until `next_deadline()` to run the timers.
+
+Resource handling: one `GroupDriver` per `Broker` (`await group_driver(broker)`), created on
+first use; it loads `__consumer_offsets` the first time (creating the topic if missing).
+`run_group_driver(broker)` is the long-lived timer task the server starts; cancelling it is the
+way to stop it. Without it (in-process handler tests) timers do not fire.
+
+Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
+have written it); a failing append raises to the handler, whose connection answers
+UNKNOWN_SERVER_ERROR; the timer task logs and carries on if one poll fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import trio
+
+from kafkapy.coordinator.group import (
+    CONSUMER_OFFSETS_TOPIC,
+    GroupConfig,
+    GroupCoordinator,
+    GroupRecord,
+    GroupRecordError,
+    JoinGroupResult,
+    Pending,
+    Result,
+    SyncGroupResult,
+    encode_key,
+    encode_value,
+    offsets_partition_for,
+)
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
+from kafkapy.server.config import BrokerConfig
+from kafkapy.server.metadata_store import TopicInfo, new_topic_id
+
+__all__ = ["GroupDriver", "group_config_from", "group_driver", "run_group_driver"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Answer = JoinGroupResult | SyncGroupResult
+
+_READ_CHUNK = 1 << 20
+
+
+def _int(config: BrokerConfig, name: str, default: int) -> int:
+    value = config.get(name)
+    return int(value) if value is not None else default
+
+
+def group_config_from(config: BrokerConfig) -> GroupConfig:
+    """Kafka's broker settings for groups, with Kafka's defaults for those the table lacks."""
+    return GroupConfig(
+        initial_rebalance_delay_ms=_int(config, "group.initial.rebalance.delay.ms", 3000),
+        min_session_timeout_ms=_int(config, "group.min.session.timeout.ms", 6000),
+        max_session_timeout_ms=_int(config, "group.max.session.timeout.ms", 1_800_000),
+        max_size=_int(config, "group.max.size", 2**31 - 1),
+        offsets_retention_ms=_int(config, "offsets.retention.minutes", 10080) * 60_000,
+        offsets_retention_check_interval_ms=_int(
+            config, "offsets.retention.check.interval.ms", 600_000
+        ),
+        offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes", 4096),
+    )
+
+
+@dataclass(slots=True)
+class _Waiter:
+    event: trio.Event = field(default_factory=trio.Event)
+    answer: Answer | None = None
+
+
+class GroupDriver:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.coordinator = GroupCoordinator(group_config_from(broker.config))
+        self.num_partitions = max(_int(broker.config, "offsets.topic.num.partitions", 50), 1)
+        self._ids = itertools.count(1)
+        self._waiters: dict[int, _Waiter] = {}
+        self._changed = trio.Event()
+        self._loading: trio.Event | None = None
+        self.loaded = False
+
+    # -- start-up ------------------------------------------------------------------------
+
+    async def ensure_loaded(self) -> None:
+        """Create `__consumer_offsets` if needed and replay it into the coordinator (once).
+
+        Concurrent callers wait for the first one. Creating the topic's 50 empty logs costs
+        about a second of fsyncs on a slow disk, so it runs in a worker thread: the rest of the
+        broker keeps serving meanwhile.
+        """
+        while not self.loaded:
+            if self._loading is not None:
+                await self._loading.wait()
+                continue
+            self._loading = trio.Event()
+            try:
+                if CONSUMER_OFFSETS_TOPIC not in self.broker.topics:
+                    await self._create_topic()
+                self._load()
+            finally:
+                self._loading.set()
+                self._loading = None
+
+    async def _create_topic(self) -> None:
+        broker = self.broker
+        info = TopicInfo(
+            CONSUMER_OFFSETS_TOPIC, new_topic_id(), self.num_partitions,
+            {"cleanup.policy": "compact"}, internal=True,
+        )
+        config = broker.log_config(info)
+
+        def create_logs() -> None:
+            for p in range(info.partitions):
+                broker.logs.get_or_create(info.name, p, config, info.topic_id)
+
+        await trio.to_thread.run_sync(create_logs)
+        if CONSUMER_OFFSETS_TOPIC not in broker.topics:
+            broker.topics.put(info)
+            log.info("created topic %s with %d partitions", info.name, info.partitions)
+
+    def _load(self) -> None:
+        info = self.broker.topics.get(CONSUMER_OFFSETS_TOPIC)
+        assert info is not None
+        self.num_partitions = info.partitions
+        loaded = 0
+        for partition in range(info.partitions):
+            plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
+            if plog is None:
+                continue
+            offset, end = plog.log_start_offset, plog.log_end_offset
+            while offset < end:
+                data = plog.read_bytes(offset, _READ_CHUNK)
+                if not data:
+                    break
+                for pos, header in iter_batches(data):
+                    offset = header.last_offset + 1
+                    if header.is_control or header.is_transactional:
+                        continue  # transactional offset commits: not materialised yet
+                    for record in decode_records(data, pos, header):
+                        if record.key is None:
+                            continue
+                        try:
+                            self.coordinator.replay_bytes(record.key, record.value)
+                            loaded += 1
+                        except GroupRecordError as exc:
+                            log.warning(
+                                "skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc
+                            )
+        self.coordinator.load_complete(now_ms())
+        self.loaded = True
+        log.info(
+            "group coordinator loaded %d records: %d groups", loaded, len(self.coordinator.groups)
+        )
+
+    # -- requests ------------------------------------------------------------------------
+
+    def next_request_id(self) -> int:
+        return next(self._ids)
+
+    def finish(self, result: Result[T]) -> T | Pending:
+        """Persist the records, answer completed requests, wake the timer task."""
+        self._append(result.records)
+        for c in result.completions:
+            waiter = self._waiters.get(c.request_id)
+            if waiter is not None:
+                waiter.answer = c.response
+                waiter.event.set()
+        self._changed.set()
+        return result.response
+
+    async def wait(self, request_id: int) -> Answer:
+        """Wait for the answer to a request the coordinator reported PENDING.
+
+        No completion can be missed: the handler calls this right after `finish` without an
+        await in between, and only a later operation or timer can complete the request.
+        """
+        waiter = self._waiters.setdefault(request_id, _Waiter())
+        try:
+            await waiter.event.wait()
+        finally:
+            self._waiters.pop(request_id, None)
+        assert waiter.answer is not None
+        return waiter.answer
+
+    def _append(self, records: list[GroupRecord]) -> None:
+        """One batch per `__consumer_offsets` partition through the normal append path."""
+        if not records:
+            return
+        by_partition: dict[int, list[Record]] = {}
+        for r in records:
+            batch = by_partition.setdefault(offsets_partition_for(r.group_id, self.num_partitions), [])
+            batch.append(Record(len(batch), 0, encode_key(r.key), encode_value(r.value)))
+        now = now_ms()
+        for partition, batch_records in by_partition.items():
+            plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
+            if plog is None:
+                raise ProtocolError(f"{CONSUMER_OFFSETS_TOPIC}-{partition} is missing")
+            plog.append(build_batch(batch_records, base_timestamp=now), now_ms=now,
+                        leader_epoch=LEADER_EPOCH)
+            self.broker.after_append(CONSUMER_OFFSETS_TOPIC, partition, plog)
+
+    # -- timers --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Fire the coordinator's timers at their deadlines, forever (cancel to stop)."""
+        await self.ensure_loaded()
+        while True:
+            self._changed = trio.Event()
+            deadline = self.coordinator.next_deadline()
+            if deadline is None:
+                await self._changed.wait()
+            else:
+                delay_s = (deadline - now_ms()) / 1000
+                if delay_s > 0:
+                    with trio.move_on_after(delay_s):
+                        await self._changed.wait()
+            try:
+                self.finish(self.coordinator.poll(now_ms()))
+            except Exception:
+                log.exception("group coordinator timers failed")
+                await trio.sleep(0.1)
+
+
+_DRIVERS: weakref.WeakKeyDictionary[Broker, GroupDriver] = weakref.WeakKeyDictionary()
+
+
+async def group_driver(broker: Broker) -> GroupDriver:
+    """The broker's driver, created and loaded on first use."""
+    driver = _DRIVERS.get(broker)
+    if driver is None:
+        driver = _DRIVERS[broker] = GroupDriver(broker)
+    await driver.ensure_loaded()
+    return driver
+
+
+async def run_group_driver(broker: Broker) -> None:
+    """The server's long-lived task for group timers (session expiry, rebalance, retention).
+
+    It also creates and loads `__consumer_offsets` right after start-up, so the first consumer
+    does not pay for it.
+    """
+    driver = _DRIVERS.get(broker)
+    if driver is None:
+        driver = _DRIVERS[broker] = GroupDriver(broker)
+    await driver.run()
+

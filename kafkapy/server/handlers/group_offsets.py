@@ -1,0 +1,244 @@
+"""Committed offsets: OffsetCommit (8) v0-9, OffsetFetch (9) v0-9, OffsetDelete (47) v0.
+
+Behaviour:
+- OffsetCommit: partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the
+  coordinator in one call, which checks generation and member once per request (a commit with
+  generation -1 from outside any group is a "simple" commit) and writes one record per
+  partition - all in one record batch per `__consumer_offsets` partition. v2-4
+  `retention_time_ms` sets an explicit expiry; v9's member epoch is the generation of a classic
+  group.
+- OffsetFetch: v0-7 one group (null topics = all of the group's offsets, v2+), v8+ several groups;
+  a partition without a committed offset answers -1. `require_stable` is accepted; no
+  transactional offsets are pending in this coordinator, so everything is stable.
+- OffsetDelete: group-level GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, per-partition
+  GROUP_SUBSCRIBED_TO_TOPIC.
+
+Lag is what clients (and `kafkapy groups describe`) compute from these offsets and ListOffsets.
+"""
+
+from __future__ import annotations
+
+from kafkapy.coordinator.group import (
+    FetchedOffset,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    OffsetToCommit,
+    TopicPartition,
+)
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kafkapy.server.broker import Broker, now_ms
+from kafkapy.server.context import RequestContext
+from kafkapy.server.group_driver import GroupDriver, group_driver
+from kafkapy.server.handlers.registry import handler
+
+__all__ = ["handle_offset_commit", "handle_offset_delete", "handle_offset_fetch"]
+
+
+def _exists(broker: Broker, topic: str, partition: int) -> bool:
+    return broker.partition_log(topic, partition) is not None
+
+
+def offset_commit_error_response(
+    req: OffsetCommitRequest, version: int, code: ErrorCode
+) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@handler(
+    ApiKey.OFFSET_COMMIT, min_version=0, max_version=9,
+    error_response=offset_commit_error_response,
+)
+async def handle_offset_commit(
+    ctx: RequestContext, req: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    broker = ctx.broker
+    driver = await group_driver(broker)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    to_commit: list[OffsetToCommit] = []
+    for t in req.topics:
+        for p in t.partitions:
+            if _exists(broker, t.name, p.partition_index):
+                to_commit.append(
+                    OffsetToCommit(
+                        t.name, p.partition_index, p.committed_offset,
+                        p.committed_leader_epoch if ctx.api_version >= 6 else -1,
+                        p.committed_metadata,
+                    )
+                )
+            else:
+                errors[TopicPartition(t.name, p.partition_index)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+    if to_commit or not errors:
+        result = driver.finish(
+            driver.coordinator.commit_offsets(
+                group_id=req.group_id,
+                member_id=req.member_id if ctx.api_version >= 1 else "",
+                group_instance_id=req.group_instance_id if ctx.api_version >= 7 else None,
+                generation_id=req.generation_id_or_member_epoch if ctx.api_version >= 1 else -1,
+                offsets=to_commit,
+                now_ms=now_ms(),
+                retention_ms=req.retention_time_ms if 2 <= ctx.api_version <= 4 else -1,
+            )
+        )
+        assert isinstance(result, list)
+        errors.update(result)
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=errors.get(
+                            TopicPartition(t.name, p.partition_index), ErrorCode.NONE
+                        ),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+def _fetch(
+    driver: GroupDriver, group_id: str, topics: list[tuple[str, list[int]]] | None,
+    require_stable: bool,
+) -> OffsetFetchResult:
+    partitions = (
+        None if topics is None else [TopicPartition(n, p) for n, ps in topics for p in ps]
+    )
+    result = driver.coordinator.fetch_offsets(
+        group_id=group_id, partitions=partitions, require_stable=require_stable
+    ).response
+    assert isinstance(result, OffsetFetchResult)
+    return result
+
+
+def _by_topic(partitions: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
+    out: dict[str, list[FetchedOffset]] = {}
+    for p in partitions:
+        out.setdefault(p.topic, []).append(p)
+    return out
+
+
+@handler(ApiKey.OFFSET_FETCH, min_version=0, max_version=9)
+async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    version = ctx.api_version
+    driver = await group_driver(ctx.broker)
+    require_stable = req.require_stable if version >= 7 else False
+    if version >= 8:
+        response = OffsetFetchResponse()
+        for g in req.groups:
+            wanted = (
+                None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            )
+            result = _fetch(driver, g.group_id, wanted, require_stable)
+            response.groups.append(
+                OffsetFetchResponse.OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=result.error,
+                    topics=[
+                        OffsetFetchResponse.OffsetFetchResponseTopics(
+                            name=name,
+                            partitions=[
+                                OffsetFetchResponse.OffsetFetchResponsePartitions(
+                                    partition_index=p.partition,
+                                    committed_offset=p.offset,
+                                    committed_leader_epoch=p.leader_epoch,
+                                    metadata=p.metadata if p.metadata is not None else "",
+                                    error_code=p.error,
+                                )
+                                for p in parts
+                            ],
+                        )
+                        for name, parts in _by_topic(result.partitions).items()
+                    ],
+                )
+            )
+        return response
+    topics = req.topics if (req.topics is not None or version >= 2) else []
+    wanted_v0 = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    result = _fetch(driver, req.group_id, wanted_v0, require_stable)
+    return OffsetFetchResponse(
+        error_code=result.error,
+        topics=[
+            OffsetFetchResponse.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    OffsetFetchResponse.OffsetFetchResponsePartition(
+                        partition_index=p.partition,
+                        committed_offset=p.offset,
+                        committed_leader_epoch=p.leader_epoch,
+                        metadata=p.metadata if p.metadata is not None else "",
+                        error_code=p.error if version >= 2 or result.error is ErrorCode.NONE
+                        else result.error,
+                    )
+                    for p in parts
+                ],
+            )
+            for name, parts in _by_topic(result.partitions).items()
+        ],
+    )
+
+
+@handler(ApiKey.OFFSET_DELETE, min_version=0, max_version=0)
+async def handle_offset_delete(
+    ctx: RequestContext, req: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
+    broker = ctx.broker
+    driver = await group_driver(broker)
+    unknown: dict[TopicPartition, ErrorCode] = {}
+    wanted: list[TopicPartition] = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, p.partition_index)
+            if _exists(broker, t.name, p.partition_index):
+                wanted.append(tp)
+            else:
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    result = driver.finish(
+        driver.coordinator.delete_offsets(group_id=req.group_id, partitions=wanted, now_ms=now_ms())
+    )
+    assert isinstance(result, OffsetDeleteResult)
+    if result.error is not ErrorCode.NONE:
+        return OffsetDeleteResponse(error_code=result.error)
+    errors = dict(result.partitions) | unknown
+    return OffsetDeleteResponse(
+        topics=[
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )

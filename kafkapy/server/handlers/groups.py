@@ -1,0 +1,296 @@
+"""Group membership APIs: FindCoordinator (10) v0-6, JoinGroup (11) v0-9, SyncGroup (14)
+v0-5, Heartbeat (12) v0-4, LeaveGroup (13) v0-5, DescribeGroups (15) v0-5, ListGroups (16)
+v0-5, DeleteGroups (42) v0-2.
+
+Behaviour: each handler translates the wire message into a `GroupCoordinator` call (through the
+broker's `GroupDriver`, which persists records and completes pending responses) and back.
+JoinGroup and SyncGroup may wait for the rebalance; they release the connection's turn first so
+the same connection's heartbeats and commits are not stuck behind them.
+
+- FindCoordinator: this single node coordinates every group and transactional id; the v4+
+  batched form answers each key. A group lookup creates `__consumer_offsets` on first use, as
+  Kafka does. Key types other than 0 (group) and 1 (transaction) -> INVALID_REQUEST.
+- JoinGroup: v4+ clients must rejoin with the member id handed out in MEMBER_ID_REQUIRED; v0
+  has no rebalance timeout (the session timeout is used, as in Kafka).
+- LeaveGroup: v0-2 name one member (its error is the top-level error), v3+ a batch.
+
+Not yet: authorized operations (DescribeGroups reports "not requested"), KIP-848 consumer groups.
+"""
+
+from __future__ import annotations
+
+from kafkapy.coordinator.group import PENDING, JoinGroupResult, LeaveGroupResult, SyncGroupResult
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafkapy.server.broker import now_ms
+from kafkapy.server.context import RequestContext
+from kafkapy.server.group_driver import group_driver
+from kafkapy.server.handlers.registry import handler
+
+__all__ = [
+    "handle_delete_groups",
+    "handle_describe_groups",
+    "handle_find_coordinator",
+    "handle_heartbeat",
+    "handle_join_group",
+    "handle_leave_group",
+    "handle_list_groups",
+    "handle_sync_group",
+]
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _client_host(ctx: RequestContext) -> str:
+    """Kafka reports the client's address as "/ip"."""
+    host = ctx.connection.peer.rsplit(":", 1)[0]
+    return f"/{host}"
+
+
+# -- FindCoordinator ---------------------------------------------------------------------------
+
+
+@handler(ApiKey.FIND_COORDINATOR, min_version=0, max_version=6)
+async def handle_find_coordinator(
+    ctx: RequestContext, req: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    broker = ctx.broker
+    host, port = broker.advertised(ctx.connection.listener_name)
+    keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
+    if ctx.api_version == 0:
+        key_type = GROUP_KEY
+    else:
+        key_type = req.key_type
+    error = ErrorCode.NONE
+    if key_type == GROUP_KEY:
+        await group_driver(broker)  # creates and loads __consumer_offsets on first use
+    elif key_type != TRANSACTION_KEY:
+        error = ErrorCode.INVALID_REQUEST
+    found = error is ErrorCode.NONE
+    node, h, p = (broker.node_id, host, port) if found else (-1, "", -1)
+    message = None if found else f"unknown coordinator key type {key_type}"
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(
+            coordinators=[
+                FindCoordinatorResponse.Coordinator(
+                    key=k, node_id=node, host=h, port=p, error_code=error, error_message=message
+                )
+                for k in keys
+            ]
+        )
+    return FindCoordinatorResponse(
+        error_code=error, error_message=message, node_id=node, host=h, port=p
+    )
+
+
+# -- JoinGroup / SyncGroup ---------------------------------------------------------------------
+
+
+def _join_response(version: int, r: JoinGroupResult) -> JoinGroupResponse:
+    return JoinGroupResponse(
+        error_code=r.error,
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name if r.protocol_name is not None or version >= 7 else "",
+        leader=r.leader,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=[
+            JoinGroupResponse.JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in r.members
+        ],
+    )
+
+
+@handler(ApiKey.JOIN_GROUP, min_version=0, max_version=9)
+async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
+    driver = await group_driver(ctx.broker)
+    request_id = driver.next_request_id()
+    result = driver.coordinator.join_group(
+        request_id=request_id,
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if ctx.api_version >= 5 else None,
+        client_id=ctx.header.client_id or "",
+        client_host=_client_host(ctx),
+        session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=req.rebalance_timeout_ms if ctx.api_version >= 1 else -1,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=ctx.api_version >= 4,
+        now_ms=now_ms(),
+    )
+    answer = driver.finish(result)
+    if answer is PENDING:
+        ctx.release_turn()
+        waited = await driver.wait(request_id)
+        assert isinstance(waited, JoinGroupResult)
+        answer = waited
+    assert isinstance(answer, JoinGroupResult)
+    return _join_response(ctx.api_version, answer)
+
+
+@handler(ApiKey.SYNC_GROUP, min_version=0, max_version=5)
+async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    driver = await group_driver(ctx.broker)
+    request_id = driver.next_request_id()
+    v5 = ctx.api_version >= 5
+    result = driver.coordinator.sync_group(
+        request_id=request_id,
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if ctx.api_version >= 3 else None,
+        protocol_type=req.protocol_type if v5 else None,
+        protocol_name=req.protocol_name if v5 else None,
+        assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
+        now_ms=now_ms(),
+    )
+    answer = driver.finish(result)
+    if answer is PENDING:
+        ctx.release_turn()
+        waited = await driver.wait(request_id)
+        assert isinstance(waited, SyncGroupResult)
+        answer = waited
+    assert isinstance(answer, SyncGroupResult)
+    return SyncGroupResponse(
+        error_code=answer.error,
+        protocol_type=answer.protocol_type,
+        protocol_name=answer.protocol_name,
+        assignment=answer.assignment,
+    )
+
+
+# -- Heartbeat / LeaveGroup --------------------------------------------------------------------
+
+
+@handler(ApiKey.HEARTBEAT, min_version=0, max_version=4)
+async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    driver = await group_driver(ctx.broker)
+    error = driver.finish(
+        driver.coordinator.heartbeat(
+            group_id=req.group_id,
+            generation_id=req.generation_id,
+            member_id=req.member_id,
+            group_instance_id=req.group_instance_id if ctx.api_version >= 3 else None,
+            now_ms=now_ms(),
+        )
+    )
+    assert isinstance(error, ErrorCode)
+    return HeartbeatResponse(error_code=error)
+
+
+@handler(ApiKey.LEAVE_GROUP, min_version=0, max_version=5)
+async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    driver = await group_driver(ctx.broker)
+    batched = ctx.api_version >= 3
+    members: list[tuple[str, str | None]] = (
+        [(m.member_id, m.group_instance_id) for m in req.members]
+        if batched
+        else [(req.member_id, None)]
+    )
+    answer = driver.finish(
+        driver.coordinator.leave_group(group_id=req.group_id, members=members, now_ms=now_ms())
+    )
+    assert isinstance(answer, LeaveGroupResult)
+    if not batched:
+        error = answer.error if answer.error is not ErrorCode.NONE else answer.members[0].error
+        return LeaveGroupResponse(error_code=error)
+    return LeaveGroupResponse(
+        error_code=answer.error,
+        members=[
+            LeaveGroupResponse.MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+            )
+            for m in answer.members
+        ],
+    )
+
+
+# -- DescribeGroups / ListGroups / DeleteGroups ------------------------------------------------
+
+
+@handler(ApiKey.DESCRIBE_GROUPS, min_version=0, max_version=5)
+async def handle_describe_groups(
+    ctx: RequestContext, req: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
+    coordinator = (await group_driver(ctx.broker)).coordinator
+    return DescribeGroupsResponse(
+        groups=[
+            DescribeGroupsResponse.DescribedGroup(
+                error_code=g.error,
+                group_id=g.group_id,
+                group_state=g.state,
+                protocol_type=g.protocol_type,
+                protocol_data=g.protocol,
+                members=[
+                    DescribeGroupsResponse.DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in g.members
+                ],
+            )
+            for g in coordinator.describe_groups(list(req.groups))
+        ]
+    )
+
+
+@handler(ApiKey.LIST_GROUPS, min_version=0, max_version=5)
+async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
+    coordinator = (await group_driver(ctx.broker)).coordinator
+    listed = coordinator.list_groups(
+        states_filter=list(req.states_filter) if ctx.api_version >= 4 else None,
+        types_filter=list(req.types_filter) if ctx.api_version >= 5 else None,
+    )
+    return ListGroupsResponse(
+        groups=[
+            ListGroupsResponse.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in listed
+        ]
+    )
+
+
+@handler(ApiKey.DELETE_GROUPS, min_version=0, max_version=2)
+async def handle_delete_groups(
+    ctx: RequestContext, req: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
+    driver = await group_driver(ctx.broker)
+    results = driver.finish(
+        driver.coordinator.delete_groups(group_ids=list(req.groups_names), now_ms=now_ms())
+    )
+    assert isinstance(results, list)
+    return DeleteGroupsResponse(
+        results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e) for g, e in results
+        ]
+    )
