@@ -1,0 +1,58 @@
+"""FrameDecoder: frames come out whole however the bytes arrive; bad sizes fail before buffering."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkapy.protocol import FrameDecoder, ProtocolError
+
+
+def _wire(frames: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(f)) + f for f in frames)
+
+
+@settings(max_examples=100, deadline=None)
+@given(frames=st.lists(st.binary(max_size=40), max_size=6), data=st.data())
+def test_random_chunks(frames: list[bytes], data: st.DataObject) -> None:
+    wire = _wire(frames)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
+    dec = FrameDecoder(1024)
+    out: list[bytes] = []
+    prev = 0
+    for cut in [*cuts, len(wire)]:
+        out += dec.feed(wire[prev:cut])
+        prev = cut
+    assert out == frames
+    assert dec.buffered == 0
+
+
+@given(frames=st.lists(st.binary(max_size=10), max_size=4))
+def test_byte_by_byte(frames: list[bytes]) -> None:
+    wire = _wire(frames)
+    dec = FrameDecoder(64)
+    out: list[bytes] = []
+    for i in range(len(wire)):
+        out += dec.feed(wire[i : i + 1])
+    assert out == frames
+
+
+@pytest.mark.parametrize("size", [0x7FFFFFFF, 0x80000000 - 2, -1, -(2**31), 1025])
+def test_bad_size_rejected_before_buffering(size: int) -> None:
+    dec = FrameDecoder(1024)
+    assert dec.feed(struct.pack(">i", 5) + b"hello") == [b"hello"]
+    with pytest.raises(ProtocolError, match="frame size"):
+        dec.feed(struct.pack(">I", size & 0xFFFFFFFF))
+    assert dec.buffered == 0
+
+
+def test_size_prefix_split_across_feeds_and_limit_inclusive() -> None:
+    dec = FrameDecoder(4)
+    assert dec.feed(b"\x00\x00") == []
+    assert dec.feed(b"\x00\x04ab") == []
+    assert dec.feed(b"cd\x00\x00\x00\x00") == [b"abcd", b""]
+    with pytest.raises(ProtocolError):
+        dec.feed(b"\x00\x00\x00\x05")
