@@ -114,7 +114,9 @@ class Connection:
                 frames = decoder.feed(data)
             except ProtocolError as e:
                 log.warning("closing connection %s: bad frame: %s", self.state.peer, e.reason)
-                await send.send(_Slot(close=True))
+                closing = _Slot(close=True)
+                closing.done.set()
+                await send.send(closing)
                 return
             for frame in frames:
                 if not await self._dispatch(frame, send, nursery):

@@ -1,0 +1,237 @@
+"""Produce, Fetch, ListOffsets and OffsetForLeaderEpoch semantics through real sockets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+    ProduceRequest,
+)
+from kafkapy.protocol.records import decode_records, iter_batches, parse_batch_header
+
+from .helpers import Client, batch, running_broker
+
+PRODUCE_V = 9
+FETCH_V = 12
+
+
+def produce_req(topic: str, records: bytes | None, *, acks: int = -1, partition: int = 0) -> ProduceRequest:
+    return ProduceRequest(acks=acks, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=records)])])
+
+
+def fetch_req(topic: str, offset: int, *, wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 1 << 20,
+              partition_max: int = 1 << 20, partitions: tuple[int, ...] = (0,)) -> FetchRequest:
+    return FetchRequest(max_wait_ms=wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, session_epoch=-1,
+                        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                            FetchRequest.FetchPartition(partition=p, fetch_offset=offset, partition_max_bytes=partition_max)
+                            for p in partitions])])
+
+
+def values(records: bytes | memoryview | None) -> list[tuple[int, bytes | None]]:
+    out: list[tuple[int, bytes | None]] = []
+    buf = bytes(records or b"")
+    for pos, header in iter_batches(buf):
+        for r in decode_records(buf, pos, header):
+            out.append((header.base_offset + r.offset_delta, r.value))
+    return out
+
+
+async def test_produce_then_fetch_round_trip_with_offsets_and_leader_epoch(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as (broker, _, port):
+        broker.create_topic("t", 2)
+        client = await Client.connect(port)
+        r1 = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"a", b"b")))
+        r2 = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"c")))
+        p1, p2 = r1.responses[0].partition_responses[0], r2.responses[0].partition_responses[0]
+        assert (p1.error_code, p1.base_offset, p1.log_start_offset) == (0, 0, 0)
+        assert (p2.base_offset, p2.log_append_time_ms) == (2, -1)
+        fetched = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
+        part = fetched.responses[0].partitions[0]
+        assert (part.error_code, part.high_watermark, part.log_start_offset) == (0, 3, 0)
+        assert values(part.records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+        # the partition leader epoch is the leader's, whatever the producer put there
+        assert parse_batch_header(bytes(part.records)).partition_leader_epoch == 0
+
+
+async def test_fetch_inside_a_batch_returns_the_whole_batch() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"0", b"1", b"2")))
+        part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 1))).responses[0].partitions[0]
+        assert values(part.records) == [(0, b"0"), (1, b"1"), (2, b"2")]
+
+
+async def test_fetch_offset_out_of_range_reports_log_start() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x")))
+        part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 5))).responses[0].partitions[0]
+        assert part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert part.log_start_offset == 0
+        at_end = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 1))).responses[0].partitions[0]
+        assert at_end.error_code == 0
+        assert values(at_end.records) == []
+
+
+async def test_long_poll_fetch_wakes_on_append_from_another_connection() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        consumer, producer = await Client.connect(port), await Client.connect(port)
+        await consumer.send(ApiKey.FETCH, FETCH_V, fetch_req("t", 0, wait_ms=10_000, min_bytes=1))
+        await trio.sleep(0.2)
+        start = trio.current_time()
+        await producer.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"wake")))
+        _, resp = await consumer.receive(wait_s=5)
+        assert trio.current_time() - start < 2
+        assert values(resp.responses[0].partitions[0].records) == [(0, b"wake")]
+
+
+async def test_long_poll_fetch_times_out_with_empty_records() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        start = trio.current_time()
+        resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0, wait_ms=300, min_bytes=1))
+        assert trio.current_time() - start >= 0.29
+        assert values(resp.responses[0].partitions[0].records) == []
+
+
+async def test_min_bytes_waits_for_enough_data() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        consumer, producer = await Client.connect(port), await Client.connect(port)
+        first = batch(b"x" * 10)
+        await producer.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", first))
+        await consumer.send(ApiKey.FETCH, FETCH_V, fetch_req("t", 0, wait_ms=5000, min_bytes=len(first) + 1))
+        await trio.sleep(0.2)
+        await producer.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"y" * 10)))
+        _, resp = await consumer.receive(wait_s=4)
+        assert [v for _, v in values(resp.responses[0].partitions[0].records)] == [b"x" * 10, b"y" * 10]
+
+
+async def test_max_bytes_limits_but_first_batch_always_comes() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 2)
+        client = await Client.connect(port)
+        for p in (0, 1):
+            for _ in range(3):
+                await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"z" * 1000), partition=p))
+        resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0, max_bytes=10, partitions=(0, 1)))
+        p0, p1 = resp.responses[0].partitions
+        assert len(values(p0.records)) == 1  # one whole batch despite max_bytes=10 (KIP-74)
+        assert values(p1.records) == []
+
+
+async def test_produce_errors_per_partition() -> None:
+    async with running_broker(None, **{"auto.create.topics.enable": "false", "message.max.bytes": "2000"}) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+
+        async def code(req: ProduceRequest) -> int:
+            resp = await client.request(ApiKey.PRODUCE, PRODUCE_V, req)
+            return int(resp.responses[0].partition_responses[0].error_code)
+
+        assert await code(produce_req("missing", batch(b"x"))) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert await code(produce_req("t", batch(b"x"), partition=7)) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        corrupt = bytearray(batch(b"hello"))
+        corrupt[-1] ^= 0xFF
+        assert await code(produce_req("t", bytes(corrupt))) == ErrorCode.CORRUPT_MESSAGE
+        assert await code(produce_req("t", batch(b"x" * 5000))) == ErrorCode.MESSAGE_TOO_LARGE
+        assert await code(produce_req("t", batch(b"x"), acks=2)) == ErrorCode.INVALID_REQUIRED_ACKS
+        assert await code(produce_req("__consumer_offsets", batch(b"x"))) == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert await code(produce_req("t", batch(b"ok"))) == ErrorCode.NONE
+
+
+async def test_acks_zero_sends_no_response_but_appends() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        await client.send(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"silent"), acks=0))
+        client.pending.clear()  # no response will come for it
+        resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
+        assert values(resp.responses[0].partitions[0].records) == [(0, b"silent")]
+
+
+async def test_produce_auto_creates_topics() -> None:
+    async with running_broker(None, **{"num.partitions": "3"}) as (broker, _, port):
+        client = await Client.connect(port)
+        resp = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("fresh", batch(b"x")))
+        assert resp.responses[0].partition_responses[0].error_code == 0
+        info = broker.topics.get("fresh")
+        assert info is not None
+        assert info.partitions == 3
+
+
+async def test_log_append_time_topic_stamps_broker_time() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1, {"message.timestamp.type": "LogAppendTime"})
+        client = await Client.connect(port)
+        resp = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x", timestamp=1000)))
+        stamped = resp.responses[0].partition_responses[0].log_append_time_ms
+        assert stamped > 1_600_000_000_000
+        part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))).responses[0].partitions[0]
+        header = parse_batch_header(bytes(part.records))
+        assert (header.timestamp_type, header.max_timestamp) == (1, stamped)
+
+
+async def test_list_offsets_earliest_latest_timestamp_and_max() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        for ts in (1000, 3000, 2000):
+            await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"v", timestamp=ts)))
+
+        async def lookup(ts: int, version: int = 7) -> tuple[int, int, int]:
+            req = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
+                name="t", partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=ts)])])
+            p = (await client.request(ApiKey.LIST_OFFSETS, version, req)).topics[0].partitions[0]
+            return int(p.error_code), p.offset, p.timestamp
+
+        assert await lookup(-2) == (0, 0, -1)
+        assert await lookup(-1) == (0, 3, -1)
+        assert await lookup(1500) == (0, 1, 3000)
+        assert await lookup(2500) == (0, 1, 3000)
+        assert await lookup(9999) == (0, -1, -1)
+        assert await lookup(-3) == (0, 1, 3000)
+
+
+async def test_offset_for_leader_epoch() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"a", b"b")))
+        req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+            topic="t", partitions=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0),
+                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, current_leader_epoch=5, leader_epoch=0),
+                OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=3, current_leader_epoch=0, leader_epoch=0),
+            ])])
+        parts = (await client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, req)).topics[0].partitions
+        assert [(p.error_code, p.leader_epoch, p.end_offset) for p in parts] == [
+            (0, 0, 2), (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)]
+
+
+async def test_acknowledged_messages_survive_restart(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as (broker, _, port):
+        broker.create_topic("keep", 1, {"retention.ms": "-1"})
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("keep", batch(b"1", b"2")))
+        topic_id = broker.topic_id_of("keep")
+    async with running_broker(tmp_path) as (broker, _, port):
+        assert broker.topic_id_of("keep") == topic_id
+        info = broker.topics.get("keep")
+        assert info is not None
+        assert info.configs == {"retention.ms": "-1"}
+        client = await Client.connect(port)
+        part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("keep", 0))).responses[0].partitions[0]
+        assert values(part.records) == [(0, b"1"), (1, b"2")]
