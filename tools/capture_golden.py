@@ -222,7 +222,7 @@ def session_confluent(bootstrap: str, rec: Recorder) -> str:
     next(iter(futures.values())).result(15)
     rec.set_phase(label, "admin-delete", **base)
     admin.delete_topics([topic])[topic].result(15)
-    return f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    return f"confluent-kafka {confluent_kafka.version()} (librdkafka {confluent_kafka.libversion()[0]})"
 
 
 def _drain_confluent(cons: Any, expected: int) -> None:
