@@ -22,6 +22,7 @@ from pathlib import Path
 
 import trio
 
+from kafkapy.cli import groups as groups_cli
 from kafkapy.server.app import Server
 
 __all__ = ["main"]
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "--override", action="append", default=[], metavar="KEY=VALUE", help="set any config key"
     )
     serve.add_argument("--log-level", default=os.environ.get("KAFKAPY_LOG_LEVEL", "INFO"))
+    groups_cli.add_parser(sub)
     return parser
 
 
@@ -108,6 +110,8 @@ def serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "groups":
+        return groups_cli.run(args)
     if args.command != "serve":
         parser.print_help()
         return 0 if args.command is None else 2

@@ -41,11 +41,12 @@ from kafkapy.coordinator.group import (
     encode_value,
     offsets_partition_for,
 )
-from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_store import TopicInfo, new_topic_id
+from kafkapy.storage import PartitionLog
+from kafkapy.storage.errors import KafkaStorageError, StorageError
 
 __all__ = ["GroupDriver", "group_config_from", "group_driver", "run_group_driver"]
 
@@ -99,9 +100,11 @@ class GroupDriver:
     async def ensure_loaded(self) -> None:
         """Create `__consumer_offsets` if needed and replay it into the coordinator (once).
 
-        Concurrent callers wait for the first one. Creating the topic's 50 empty logs costs
-        about a second of fsyncs on a slow disk, so it runs in a worker thread: the rest of the
-        broker keeps serving meanwhile.
+        Concurrent callers wait for the first one. A new topic has nothing to load, so the
+        coordinator is ready at once; its 50 empty logs (about a second of fsyncs on a slow
+        disk) are created in a worker thread meanwhile, and `_append` creates the one it needs
+        first on demand. A crash in between is harmless: start-up creates the logs of every
+        known topic.
         """
         while not self.loaded:
             if self._loading is not None:
@@ -109,29 +112,51 @@ class GroupDriver:
                 continue
             self._loading = trio.Event()
             try:
-                if CONSUMER_OFFSETS_TOPIC not in self.broker.topics:
-                    await self._create_topic()
-                self._load()
+                if CONSUMER_OFFSETS_TOPIC in self.broker.topics:
+                    self._load()
+                else:
+                    info = self._register_topic()
+                    self.coordinator.load_complete(now_ms())
+                    self.loaded = True
+                    await self._create_logs(info)
             finally:
                 self._loading.set()
                 self._loading = None
 
-    async def _create_topic(self) -> None:
-        broker = self.broker
+    def _register_topic(self) -> TopicInfo:
         info = TopicInfo(
             CONSUMER_OFFSETS_TOPIC, new_topic_id(), self.num_partitions,
             {"cleanup.policy": "compact"}, internal=True,
         )
+        self.broker.topics.put(info)
+        log.info("created topic %s with %d partitions", info.name, info.partitions)
+        return info
+
+    async def _create_logs(self, info: TopicInfo) -> None:
+        broker = self.broker
         config = broker.log_config(info)
 
         def create_logs() -> None:
-            for p in range(info.partitions):
-                broker.logs.get_or_create(info.name, p, config, info.topic_id)
+            try:
+                for p in range(info.partitions):
+                    if broker.logs.get(info.name, p) is None:
+                        broker.logs.get_or_create(info.name, p, config, info.topic_id)
+            except StorageError as exc:  # e.g. closed by shutdown; start-up creates the rest
+                log.warning("creating %s logs stopped: %s", info.name, exc)
 
-        await trio.to_thread.run_sync(create_logs)
-        if CONSUMER_OFFSETS_TOPIC not in broker.topics:
-            broker.topics.put(info)
-            log.info("created topic %s with %d partitions", info.name, info.partitions)
+        # abandoned on shutdown: the thread then stops at the closed LogManager
+        await trio.to_thread.run_sync(create_logs, abandon_on_cancel=True)
+
+    def _partition_log(self, partition: int) -> PartitionLog:
+        plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
+        if plog is None:
+            info = self.broker.topics.get(CONSUMER_OFFSETS_TOPIC)
+            if info is None or partition >= info.partitions:
+                raise KafkaStorageError(f"{CONSUMER_OFFSETS_TOPIC}-{partition} does not exist")
+            plog = self.broker.logs.get_or_create(
+                info.name, partition, self.broker.log_config(info), info.topic_id
+            )
+        return plog
 
     def _load(self) -> None:
         info = self.broker.topics.get(CONSUMER_OFFSETS_TOPIC)
@@ -207,9 +232,7 @@ class GroupDriver:
             batch.append(Record(len(batch), 0, encode_key(r.key), encode_value(r.value)))
         now = now_ms()
         for partition, batch_records in by_partition.items():
-            plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
-            if plog is None:
-                raise ProtocolError(f"{CONSUMER_OFFSETS_TOPIC}-{partition} is missing")
+            plog = self._partition_log(partition)
             plog.append(build_batch(batch_records, base_timestamp=now), now_ms=now,
                         leader_epoch=LEADER_EPOCH)
             self.broker.after_append(CONSUMER_OFFSETS_TOPIC, partition, plog)
