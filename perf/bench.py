@@ -11,7 +11,7 @@ Figures per run (medians over --runs are reported):
 - produce throughput, 1 KiB values, linger.ms=5, batch.size=1 MiB, for acks=1 and acks=all;
 - consume throughput of that topic from the beginning;
 - produce-ack latency p50/p99 and end-to-end latency p50/p99 at a fixed 5,000 msg/s (acks=all,
-  linger.ms=0, consumer long-polling in the same process);
+  linger.ms=5 as librdkafka defaults, consumer long-polling in the same process);
 - client CPU share (process CPU seconds / wall seconds, in % of one core) next to each figure:
   near 100% per librdkafka thread means the client, not the broker, may be the bottleneck.
 
@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:]+):(?P<port>\d+)")
 VALUE_BYTES = 1024
 LATENCY_RATE = 5000
+# librdkafka's own default: what an application that never tunes linger gets.
+LATENCY_LINGER_MS = 5
 
 
 @dataclass
@@ -265,7 +267,12 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
     thread.start()
     consumer_ready.wait(10)
     prod = Producer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": LATENCY_LINGER_MS,
+            "enable.idempotence": False,
+        }
     )
     pad = b"x" * (VALUE_BYTES - 20)
 
@@ -417,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
             "linger_ms": 5,
             "batch_size": 1024 * 1024,
             "latency_rate": LATENCY_RATE,
+            "latency_linger_ms": LATENCY_LINGER_MS,
             "runs": args.runs,
             "launched_kafkapy": launched is not None,
         },
