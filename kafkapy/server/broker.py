@@ -38,6 +38,7 @@ from kafkapy.server.config import (
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.metadata_store import (
     INTERNAL_TOPICS,
+    TOPICS_FILE_NAME,
     MetaProperties,
     TopicInfo,
     TopicStore,
@@ -53,7 +54,6 @@ __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms"]
 log = logging.getLogger(__name__)
 
 LEADER_EPOCH = 0
-TOPICS_FILE = "kafkapy-topics.json"
 
 
 def now_ms() -> int:
@@ -107,7 +107,7 @@ class Broker:
         self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
         self.cluster_id = self.meta.cluster_id
         self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
-        self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE)
+        self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
         self.logs = LogManager(self.data_dirs, self.default_log_config)
         self._reconcile_logs()
         self.waiters = PartitionWaiters()
@@ -143,13 +143,21 @@ class Broker:
                     self.logs.delete_log(topic, p)
             else:
                 count = max(parts) + 1
-                info = TopicInfo(topic, new_topic_id(), count, {}, topic in INTERNAL_TOPICS)
+                first = self.logs.get(topic, min(parts))
+                on_disk_id = first.topic_id if first is not None else uuid.UUID(int=0)
+                topic_id = on_disk_id if on_disk_id.int else new_topic_id()
+                overrides = first.config_overrides if first is not None else {}
+                info = TopicInfo(topic, topic_id, count, overrides, topic in INTERNAL_TOPICS)
                 log.info("adopting topic %s (%d partitions) found on disk", topic, count)
                 self.topics.put(info)
                 for p in range(count):
                     self.logs.get_or_create(topic, p, self.log_config(info), info.topic_id)
         if not self.topics.existed:
             self.topics.save()
+        # Single node: the leader is the whole ISR, so everything the log recovered is committed
+        # (Kafka moves the HW to the LEO as soon as the lone replica leads again).
+        for plog in self.logs.logs().values():
+            plog.high_watermark = plog.log_end_offset
 
     def _list_disk_logs(self) -> list[tuple[str, int]]:
         return list(self.logs.logs())

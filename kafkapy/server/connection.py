@@ -128,11 +128,7 @@ class Connection:
         try:
             header, request = decode_request_lenient(frame)
         except UnsupportedVersionError as e:
-            try:
-                maybe_header: RequestHeader | None = decode_request_header(frame)
-            except ProtocolError:
-                maybe_header = None
-            return await self._reject(send, slot, maybe_header, e.reason)
+            return await self._reject(send, slot, _header_prefix(frame), e.reason)
         except ProtocolError as e:
             log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
             return await self._reject(send, slot, None, f"malformed request: {e.reason}")
@@ -226,6 +222,21 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.debug("connection %s: write failed: %s", self.state.peer, e)
         scope.cancel()
+
+
+def _header_prefix(frame: bytes) -> RequestHeader | None:
+    """The request header, or at least its fixed part (key, version, correlation id).
+
+    Why the fallback: a client newer than us may send ApiVersions vN with a header layout we
+    cannot know (flexible or not); the fixed 8 bytes are enough to answer it.
+    """
+    try:
+        return decode_request_header(frame)
+    except ProtocolError:
+        if len(frame) < 8:
+            return None
+        api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame)
+        return RequestHeader(api_key, api_version, correlation_id, None)
 
 
 _TRAILING = re.compile(r"(\d+) unexpected bytes after the message$")

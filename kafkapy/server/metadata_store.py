@@ -19,6 +19,7 @@ from pathlib import Path
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "TOPICS_FILE_NAME",
     "MetaProperties",
     "TopicInfo",
     "TopicStore",
@@ -26,6 +27,7 @@ __all__ = [
     "topic_name_error",
 ]
 
+TOPICS_FILE_NAME = "kafkapy-topics.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
