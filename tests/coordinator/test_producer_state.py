@@ -201,6 +201,17 @@ def test_expired_producer_is_unknown() -> None:
     p.produce(7, 0, 0)
 
 
+def test_batch_after_expiration_interval_is_judged_as_unknown_before_the_sweep() -> None:
+    p = Partition()
+    p.produce(7, 0, 0, 2)
+    p.now += EXPIRY
+    assert p.error(p.batch(7, 0, 2)) is ErrorCode.UNKNOWN_PRODUCER_ID
+    p.produce(7, 0, 0)  # the producer reset its sequence: a fresh entry
+    entry = p.mgr.entry(7)
+    assert entry is not None
+    assert [b.first_offset for b in entry.batches] == [2]
+
+
 def test_producer_with_open_transaction_never_expires() -> None:
     p = Partition()
     p.produce(7, 0, 0, txn=True)

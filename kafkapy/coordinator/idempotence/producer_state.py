@@ -30,8 +30,10 @@ Rules (everything that decides an append lives in `_validate_data` / `_validate_
    same update code, which is why a snapshot plus replay of the later batch headers reproduces the
    live state exactly.
 10. Expiration: an entry untouched for `producer_id_expiration_ms` (by batch timestamp, as Kafka
-    does) and with no open transaction is removed by `remove_expired_producers(now_ms)`;
-    retention and compaction never remove producer state.
+    does) and with no open transaction is removed by `remove_expired_producers(now_ms)`; a batch
+    that arrives after that long is judged as if the sweep had already run (so replaying the log
+    expires exactly as the live partition did). Retention and compaction never remove producer
+    state.
 
 An append is two steps so a failed disk write leaves the state untouched: `validate_append`
 checks every batch of the request against a staged copy and returns a `PendingAppend` (or the
@@ -370,6 +372,8 @@ class ProducerStateManager:
                 continue
             staged = pending.entries.get(batch.producer_id)
             current = staged if staged is not None else self._producers.get(batch.producer_id)
+            if staged is None and current is not None and self._expired_before(current, batch):
+                current = None  # what the periodic sweep would have done: start afresh
             if origin is AppendOrigin.CLIENT and current is not None and not batch.is_control:
                 duplicate = current.find_duplicate(batch)
                 if duplicate is not None:
@@ -551,6 +555,15 @@ class ProducerStateManager:
             batch.base_offset if first is None else first,
             batch.base_offset,
             batch.control is ControlType.ABORT,
+        )
+
+    def _expired_before(self, entry: ProducerStateEntry, batch: ProducerBatch) -> bool:
+        """Whether `entry` had expired by the time of `batch` (both times from the batches, so
+        a live append and a replay of the same log decide alike whatever the sweep timing)."""
+        return (
+            entry.current_txn_first_offset is None
+            and batch.max_timestamp >= 0
+            and batch.max_timestamp - entry.last_timestamp >= self.producer_id_expiration_ms
         )
 
     def _stable_offset_after(self, txn: CompletedTxn) -> int:
