@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import io as _io
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -23,10 +24,12 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.messages import SCHEMAS
 from kafkapy.protocol.primitives import (
+    FIXED_FORMATS,
     PRIMITIVES,
     Array,
     Frame,
     NullableStruct,
+    Primitive,
     r_int16,
     r_int32,
     r_nstring,
@@ -88,6 +91,7 @@ class StructCodec(Construct):  # type: ignore[misc]
         self.tagged.sort(key=lambda item: item[0])
         self.defaults = defaults
         self.min_size = sum(_min_size(sc) for _, sc in self.regular) + (1 if flexible else 0)
+        self.packers: list[struct.Struct]
 
     def _parse(self, stream: Any, context: Any, path: Any) -> Any:
         obj = self.cls(**{attr: sc._parse(stream, context, path) for attr, sc in self.regular})
@@ -113,15 +117,49 @@ class StructCodec(Construct):  # type: ignore[misc]
             w_tags(stream, known, obj.unknown_tagged_fields)
         return obj
 
+    def _runs(self) -> list[tuple[str | None, list[tuple[str, Any]]]]:
+        """Regular fields split into runs: (struct format, fields) for consecutive fixed-width
+        primitives, (None, [field]) for everything else."""
+        runs: list[tuple[str | None, list[tuple[str, Any]]]] = []
+        for attr, sc in self.regular:
+            fmt = FIXED_FORMATS.get(sc.kafka_type) if isinstance(sc, Primitive) else None
+            prev_fmt = runs[-1][0] if runs else None
+            if fmt is not None and prev_fmt is not None:
+                runs[-1] = (prev_fmt + fmt, [*runs[-1][1], (attr, sc)])
+            elif fmt is not None:
+                runs.append((fmt, [(attr, sc)]))
+            else:
+                runs.append((None, [(attr, sc)]))
+        return runs
+
+    def _packers(self) -> list[struct.Struct]:
+        if not hasattr(self, "packers"):
+            self.packers = [
+                struct.Struct(">" + fmt) for fmt, _ in self._runs() if fmt is not None
+            ]
+        return self.packers
+
     def _emitparse(self, code: Any) -> str:
         ident = id(self)
         code.linkedinstances[ident] = self
+        self._packers()
         fname = f"parse_struct_{code.allocateId()}"
-        args = ", ".join(f"{attr}={sc._compileparse(code)}" for attr, sc in self.regular)
-        lines = [
-            f"def {fname}(io, this):",
-            f"    obj = linkedinstances[{ident}].cls({args})",
-        ]
+        lines = [f"def {fname}(io, this):", f"    me = linkedinstances[{ident}]"]
+        code.append("from kafkapy.protocol.primitives import r_exact")
+        names: list[str] = []
+        k = 0
+        for fmt, fields in self._runs():
+            local = [f"v{len(names) + i}" for i in range(len(fields))]
+            names += local
+            if fmt is None:
+                lines.append(f"    {local[0]} = {fields[0][1]._compileparse(code)}")
+            else:
+                size = self.packers[k].size
+                target = ", ".join(local) + ("," if len(local) == 1 else "")
+                lines.append(f"    {target} = me.packers[{k}].unpack(r_exact(io, {size}))")
+                k += 1
+        args = ", ".join(f"{attr}={n}" for (attr, _), n in zip(self.regular, names, strict=True))
+        lines.append(f"    obj = me.cls({args})")
         if self.flexible:
             code.append("from kafkapy.protocol.primitives import r_tags, Frame")
             lines += ["    tags = r_tags(io)", "    if tags:"]
@@ -139,19 +177,29 @@ class StructCodec(Construct):  # type: ignore[misc]
     def _emitbuild(self, code: Any) -> str:
         ident = id(self)
         code.linkedinstances[ident] = self
+        self._packers()
         fname = f"build_struct_{code.allocateId()}"
-        lines = [f"def {fname}(obj, io, this):", "    msg = obj"]
-        for attr, sc in self.regular:
-            lines += [f"    obj = msg.{attr}", f"    {sc._compilebuild(code)}"]
+        lines = [
+            f"def {fname}(obj, io, this):",
+            "    msg = obj",
+            f"    me = linkedinstances[{ident}]",
+        ]
+        k = 0
+        for fmt, fields in self._runs():
+            if fmt is None:
+                attr, sc = fields[0]
+                lines += [f"    obj = msg.{attr}", f"    {sc._compilebuild(code)}"]
+            else:
+                args = ", ".join(f"msg.{attr}" for attr, _ in fields)
+                lines.append(f"    io.write(me.packers[{k}].pack({args}))")
+                k += 1
         if self.flexible:
             code.append("from kafkapy.protocol.primitives import w_tags, tag_value")
             lines.append("    known = []")
-            if self.tagged:
-                lines.append(f"    defaults = linkedinstances[{ident}].defaults")
             for i, (tag, attr, sc) in enumerate(self.tagged):
                 lines += [
                     f"    obj = msg.{attr}",
-                    f"    if obj != defaults[{i}]:",
+                    f"    if obj != me.defaults[{i}]:",
                     f"        known.append(({tag}, tag_value(lambda io, obj: {sc._compilebuild(code)}, obj)))",
                 ]
             lines.append("    w_tags(io, known, msg.unknown_tagged_fields)")

@@ -50,7 +50,8 @@ class FrameDecoder:
                 self._need = size
             if len(buf) - pos < self._need:
                 break
-            frames.append(bytes(buf[pos : pos + self._need]))
+            with memoryview(buf) as view:  # one copy, straight into the frame's bytes
+                frames.append(bytes(view[pos : pos + self._need]))
             pos += self._need
             self._need = -1
         if pos:

@@ -38,13 +38,22 @@ __all__ = [
 
 
 class Frame(_io.BytesIO):
-    """A BytesIO over one frame that remembers its length, for remaining-bytes checks."""
+    """A BytesIO over one frame that remembers its length, for remaining-bytes checks.
+
+    `view` is a zero-copy memoryview of the same bytes: `records` fields are sliced from it,
+    so a Produce request's batches are never copied by the decoder (BytesIO shares an
+    immutable `bytes` buffer instead of copying it).
+    """
 
     end: int
+    view: memoryview
 
     def __init__(self, data: bytes | bytearray | memoryview = b"") -> None:
+        if type(data) is not bytes:
+            data = bytes(data)
         super().__init__(data)
-        self.end = len(data) if not isinstance(data, memoryview) else data.nbytes
+        self.view = memoryview(data)
+        self.end = len(data)
 
 
 def remaining(io: Any) -> int:
@@ -250,6 +259,55 @@ def r_cnbytes(io: Any) -> bytes | None:
     if n < 0:
         return None
     return _r_exact(io, n, "bytes")
+
+
+def _r_view(io: Any, n: int) -> bytes | memoryview:
+    """`n` bytes as a zero-copy slice of the frame when the stream is a `Frame`."""
+    view = getattr(io, "view", None)
+    if view is None:
+        return _r_exact(io, n, "records")
+    pos = io.tell()
+    if n > io.end - pos:
+        raise ProtocolError(f"records of {n} bytes exceed the {io.end - pos} bytes left")
+    io.seek(pos + n)
+    return view[pos : pos + n]  # type: ignore[no-any-return]
+
+
+def r_records(io: Any) -> bytes | memoryview:
+    n = r_int32(io)
+    if n < 0:
+        _null_length(n, False, "records")
+    return _r_view(io, n)
+
+
+def r_nrecords(io: Any) -> bytes | memoryview | None:
+    n = r_int32(io)
+    if n < 0:
+        _null_length(n, True, "records")
+        return None
+    return _r_view(io, n)
+
+
+def r_crecords(io: Any) -> bytes | memoryview:
+    n = r_uvarint(io) - 1
+    if n < 0:
+        _null_length(n, False, "records")
+    return _r_view(io, n)
+
+
+def r_cnrecords(io: Any) -> bytes | memoryview | None:
+    n = r_uvarint(io) - 1
+    if n < 0:
+        return None
+    return _r_view(io, n)
+
+
+def r_exact(io: Any, n: int) -> bytes:
+    """Exactly `n` bytes (a run of fixed-width fields read at once by compiled codecs)."""
+    data: bytes = io.read(n)
+    if len(data) != n:
+        raise _short(f"{n} bytes of fixed-width fields")
+    return data
 
 
 def r_array_len(io: Any, nullable: bool, min_size: int) -> int:
@@ -552,7 +610,7 @@ def _prim(name: str, r: Callable[[Any], Any], w: Callable[[Any, Any], None], siz
     return Primitive(name, r, w, size)
 
 
-#: (kafka type, compact?, nullable?) -> construct. `records` is nullable bytes kept as bytes.
+#: (kafka type, compact?, nullable?) -> construct. `records` decode to zero-copy memoryviews.
 PRIMITIVES: dict[tuple[str, bool, bool], Primitive] = {}
 for _flex in (False, True):
     for _null in (False, True):
@@ -572,11 +630,21 @@ PRIMITIVES[("string", False, False)] = _prim("string", r_string, w_string, 2)
 PRIMITIVES[("string", False, True)] = _prim("string", r_nstring, w_nstring, 2)
 PRIMITIVES[("string", True, False)] = _prim("string", r_cstring, w_cstring, 1)
 PRIMITIVES[("string", True, True)] = _prim("string", r_cnstring, w_cnstring, 1)
-for _t in ("bytes", "records"):
-    PRIMITIVES[(_t, False, False)] = _prim(_t, r_bytes, w_bytes, 4)
-    PRIMITIVES[(_t, False, True)] = _prim(_t, r_nbytes, w_nbytes, 4)
-    PRIMITIVES[(_t, True, False)] = _prim(_t, r_cbytes, w_cbytes, 1)
-    PRIMITIVES[(_t, True, True)] = _prim(_t, r_cnbytes, w_cnbytes, 1)
+PRIMITIVES[("bytes", False, False)] = _prim("bytes", r_bytes, w_bytes, 4)
+PRIMITIVES[("bytes", False, True)] = _prim("bytes", r_nbytes, w_nbytes, 4)
+PRIMITIVES[("bytes", True, False)] = _prim("bytes", r_cbytes, w_cbytes, 1)
+PRIMITIVES[("bytes", True, True)] = _prim("bytes", r_cnbytes, w_cnbytes, 1)
+PRIMITIVES[("records", False, False)] = _prim("records", r_records, w_bytes, 4)
+PRIMITIVES[("records", False, True)] = _prim("records", r_nrecords, w_nbytes, 4)
+PRIMITIVES[("records", True, False)] = _prim("records", r_crecords, w_cbytes, 1)
+PRIMITIVES[("records", True, True)] = _prim("records", r_cnrecords, w_cnbytes, 1)
+
+#: struct format letters of the fixed-width types; compiled struct codecs read and write a run
+#: of consecutive fixed-width fields with one precompiled `struct.Struct`.
+FIXED_FORMATS: dict[str, str] = {
+    "int8": "b", "int16": "h", "int32": "i", "int64": "q",
+    "uint16": "H", "uint32": "I", "float64": "d",
+}
 
 
 class Array(Construct):  # type: ignore[misc]

@@ -74,6 +74,10 @@ def test_kafka_python_reads_and_rewrites_our_bytes(
     lo, hi = message_def(api_key, request_).valid
     version = data.draw(st.integers(lo, min(hi, cls.max_version)), label="version")
     msg = data.draw(message_strategy(api_key, version, request_, unknown_tags=False))
+    if cls.__name__ == "ApiVersionsResponse":
+        # kafka-python reads any error response in the v0 layout (what brokers send for
+        # UNSUPPORTED_VERSION), so only successful responses are comparable.
+        msg.error_code = 0
     ours = encode_body(api_key, version, request_, msg)
     theirs = cls.decode(ours, version=version)
     if cls.__name__ == "ApiVersionsResponse":
@@ -82,7 +86,7 @@ def test_kafka_python_reads_and_rewrites_our_bytes(
         assert [(k.api_key, k.min_version, k.max_version) for k in theirs.api_keys] == [
             (k.api_key, k.min_version, k.max_version) for k in msg.api_keys
         ]
-        if version >= 1 and msg.error_code == 0:  # errors are answered in the v0 layout
+        if version >= 1:
             assert theirs.throttle_time_ms == msg.throttle_time_ms
         return
     theirs._header = None
