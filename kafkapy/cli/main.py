@@ -19,11 +19,14 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-
-import trio
+from typing import TYPE_CHECKING
 
 from kafkapy.cli import groups as groups_cli
-from kafkapy.server.app import Server
+
+if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the broker
+    import trio
+
+    from kafkapy.server.app import Server
 
 __all__ = ["main"]
 
@@ -77,6 +80,9 @@ async def _watch_signals(signals: AsyncIterator[int], server: Server, scope: tri
 
 
 def serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from kafkapy.server.app import Server
     from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig, ConfigError
 

@@ -1,0 +1,92 @@
+"""`kafkapy serve` as a user runs it: readiness line, config file, signals, exit codes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+READY = re.compile(r"kafkapy ready: listening on (127\.0\.0\.1):(\d+) \(data dir (.+?), node id (\d+)")
+
+
+def start(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], re.Match[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "serve", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 20
+    for line in proc.stderr:
+        m = READY.search(line)
+        if m:
+            return proc, m
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    proc.wait(5)
+    raise AssertionError("no readiness line")
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+@pytest.mark.timeout(60)
+def test_serve_memory_ready_line_and_sigterm_with_idle_connection() -> None:
+    proc, m = start("--listeners", "PLAINTEXT://127.0.0.1:0", "--memory")
+    port = int(m.group(2))
+    assert m.group(3) == "memory (temporary)"
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        started = time.monotonic()
+        assert stop(proc) == 0
+        assert time.monotonic() - started < 4
+
+
+@pytest.mark.timeout(60)
+def test_kraft_config_file_env_and_flags(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "process.roles=broker,controller\nnode.id=1\n"
+        "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n"
+        "controller.listener.names=CONTROLLER\n"
+        f"log.dirs={data}\nnum.network.threads=3\n"
+    )
+    proc, m = start("--config", str(props), "--listeners", "PLAINTEXT://127.0.0.1:0",
+                    env={"KAFKAPY_NUM_PARTITIONS": "3", "KAFKAPY_OFFSETS_TOPIC_NUM_PARTITIONS": "1"})
+    try:
+        assert m.group(3) == str(data)
+        assert (data / "meta.properties").exists()
+    finally:
+        assert stop(proc, signal.SIGINT) == 0
+    assert (data / ".kafka_cleanshutdown").exists()
+
+
+def test_bad_configuration_is_one_clear_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkapy", "serve", "--memory", "--override", "num.partitions=lots"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 2
+    assert "num.partitions" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_without_command() -> None:
+    result = subprocess.run([sys.executable, "-m", "kafkapy"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert "serve" in result.stdout

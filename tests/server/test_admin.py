@@ -1,0 +1,201 @@
+"""Admin APIs: topics, partitions, records, configs and cluster descriptions, over the wire."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeLogDirsRequest,
+    DescribeTopicPartitionsRequest,
+    IncrementalAlterConfigsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from kafkapy.server.config import ConfigSource
+
+from .helpers import Client, batch, running_broker
+
+CT = CreateTopicsRequest
+
+
+def creatable(name: str, partitions: int = 1, rf: int = 1, configs: dict[str, str | None] | None = None,
+              assignments: list[tuple[int, list[int]]] | None = None) -> CT.CreatableTopic:
+    return CT.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=rf,
+        configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+        assignments=[CT.CreatableReplicaAssignment(partition_index=p, broker_ids=b) for p, b in (assignments or [])],
+    )
+
+
+async def test_create_topics_semantics() -> None:
+    async with running_broker(None, **{"num.partitions": "4"}) as (broker, _, port):
+        client = await Client.connect(port)
+        req = CT(timeout_ms=1000, topics=[
+            creatable("plain", 2, configs={"retention.ms": "1000"}),
+            creatable("defaults", -1, -1),
+            creatable("manual", -1, -1, assignments=[(0, [1]), (1, [1])]),
+            creatable("bad name!"),
+            creatable("too-replicated", 1, 3),
+            creatable("zero", 0),
+            creatable("badcfg", 1, configs={"retention.ms": "x"}),
+            creatable("unknowncfg", 1, configs={"nope": "1"}),
+            creatable("wrongbroker", -1, -1, assignments=[(0, [2])]),
+            creatable("dup"), creatable("dup"),
+        ])
+        resp = await client.request(ApiKey.CREATE_TOPICS, 7, req)
+        got = {(t.name, t.error_code) for t in resp.topics}
+        assert got == {
+            ("plain", 0), ("defaults", 0), ("manual", 0),
+            ("bad name!", ErrorCode.INVALID_TOPIC_EXCEPTION),
+            ("too-replicated", ErrorCode.INVALID_REPLICATION_FACTOR),
+            ("zero", ErrorCode.INVALID_PARTITIONS),
+            ("badcfg", ErrorCode.INVALID_CONFIG), ("unknowncfg", ErrorCode.INVALID_CONFIG),
+            ("wrongbroker", ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+            ("dup", ErrorCode.INVALID_REQUEST),
+        }
+        by_name = {t.name: t for t in resp.topics}
+        assert (by_name["defaults"].num_partitions, by_name["manual"].num_partitions) == (4, 2)
+        assert by_name["plain"].topic_id == broker.topic_id_of("plain")
+        retention = next(c for c in by_name["plain"].configs if c.name == "retention.ms")
+        assert (retention.value, retention.config_source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        again = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("plain")]))
+        assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        dry = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("dry")], validate_only=True))
+        assert dry.topics[0].error_code == 0
+        assert "dry" not in broker.topics
+
+
+async def test_delete_topics_by_name_and_id() -> None:
+    async with running_broker(None) as (broker, _, port):
+        a, b = broker.create_topic("a", 1), broker.create_topic("b", 1)
+        client = await Client.connect(port)
+        by_name = await client.request(ApiKey.DELETE_TOPICS, 5, DeleteTopicsRequest(topic_names=["a", "zz"]))
+        assert [(r.name, r.error_code) for r in by_name.responses] == [("a", 0), ("zz", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+        by_id = await client.request(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(topics=[
+            DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=b.topic_id),
+            DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=a.topic_id),
+        ]))
+        assert [(r.name, r.error_code) for r in by_id.responses] == [("b", 0), (None, ErrorCode.UNKNOWN_TOPIC_ID)]
+        assert len(broker.topics) == 0 or set(t.name for t in broker.topics.all()) <= {"__consumer_offsets"}
+
+
+async def test_create_partitions_and_delete_records() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        resp = await client.request(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name="t", count=3),
+            CreatePartitionsRequest.CreatePartitionsTopic(name="nope", count=3),
+        ]))
+        assert [r.error_code for r in resp.results] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        shrink = await client.request(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name="t", count=2)]))
+        assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+        md = await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="t")]))
+        assert len(md.topics[0].partitions) == 3
+        for i in range(3):
+            await client.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=1, topic_data=[ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=2, records=batch(b"%d" % i))])]))
+        dr = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(name="t", partitions=[
+            DeleteRecordsRequest.DeleteRecordsPartition(partition_index=2, offset=2),
+            DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=5),
+        ])])
+        out = await client.request(ApiKey.DELETE_RECORDS, 2, dr)
+        assert [(p.low_watermark, p.error_code) for p in out.topics[0].partitions] == [(2, 0), (-1, ErrorCode.OFFSET_OUT_OF_RANGE)]
+        plog = broker.partition_log("t", 2)
+        assert plog is not None
+        assert plog.log_start_offset == 2
+
+
+async def test_describe_and_alter_topic_configs_live() -> None:
+    async with running_broker(None, **{"log.retention.ms": "5000"}) as (broker, _, port):
+        broker.create_topic("c", 1, {"cleanup.policy": "compact"})
+        client = await Client.connect(port)
+
+        async def describe() -> dict[str, tuple[str | None, int]]:
+            resp = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(
+                include_synonyms=True, resources=[DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name="c")]))
+            return {e.name: (e.value, e.config_source) for e in resp.results[0].configs}
+
+        cfg = await describe()
+        assert cfg["cleanup.policy"] == ("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        assert cfg["retention.ms"] == ("5000", ConfigSource.STATIC_BROKER_CONFIG)
+        assert cfg["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG)
+
+        alter = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name="c", configs=[
+                IncrementalAlterConfigsRequest.AlterableConfig(name="retention.ms", config_operation=0, value="60000"),
+                IncrementalAlterConfigsRequest.AlterableConfig(name="cleanup.policy", config_operation=2, value="delete"),
+            ])])
+        resp = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)
+        assert resp.responses[0].error_code == 0
+        cfg = await describe()
+        assert cfg["retention.ms"] == ("60000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        assert cfg["cleanup.policy"] == ("compact,delete", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        plog = broker.partition_log("c", 0)
+        assert plog is not None
+        assert (plog.config.retention_ms, plog.config.compact, plog.config.delete) == (60000, True, True)
+
+        replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name="c", configs=[AlterConfigsRequest.AlterableConfig(name="segment.bytes", value="1048576")])])
+        assert (await client.request(ApiKey.ALTER_CONFIGS, 2, replace)).responses[0].error_code == 0
+        cfg = await describe()
+        assert cfg["cleanup.policy"] == ("delete", ConfigSource.DEFAULT_CONFIG)
+        assert plog.config.segment_bytes == 1048576
+
+        bad = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name="c", configs=[AlterConfigsRequest.AlterableConfig(name="retention.ms", value="abc")])])
+        assert (await client.request(ApiKey.ALTER_CONFIGS, 2, bad)).responses[0].error_code == ErrorCode.INVALID_CONFIG
+        missing = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(resource_type=2, resource_name="zz")])
+        assert (await client.request(ApiKey.ALTER_CONFIGS, 2, missing)).responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _resolved(path: Path) -> str:
+    return str(path.resolve())
+
+
+async def test_describe_broker_configs_and_cluster(tmp_path: Path) -> None:
+    resolved = _resolved(tmp_path)
+    async with running_broker(tmp_path, **{"num.partitions": "7"}) as (broker, _, port):
+        broker.create_topic("d", 2)
+        client = await Client.connect(port)
+        resp = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["num.partitions"])]))
+        [entry] = resp.results[0].configs
+        assert (entry.name, entry.value, entry.config_source, entry.read_only) == ("num.partitions", "7", ConfigSource.STATIC_BROKER_CONFIG, True)
+        cluster = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest())
+        assert (cluster.cluster_id, cluster.controller_id, [b.port for b in cluster.brokers]) == (broker.cluster_id, 1, [port])
+        dirs = await client.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
+        [result] = dirs.results
+        assert result.log_dir == resolved
+        assert {(t.name, p.partition_index) for t in result.topics for p in t.partitions} >= {("d", 0), ("d", 1)}
+        assert result.total_bytes > 0
+        dtp = await client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DescribeTopicPartitionsRequest(
+            topics=[DescribeTopicPartitionsRequest.TopicRequest(name="d")], response_partition_limit=1))
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in dtp.topics] == [("d", [0])]
+        assert (dtp.next_cursor.topic_name, dtp.next_cursor.partition_index) == ("d", 1)
+
+
+async def test_metadata_auto_create_and_unknown_topics() -> None:
+    async with running_broker(None, **{"num.partitions": "2"}) as (broker, _, port):
+        client = await Client.connect(port)
+        req = MetadataRequest(allow_auto_topic_creation=True, topics=[
+            MetadataRequest.MetadataRequestTopic(name="auto"), MetadataRequest.MetadataRequestTopic(name="in valid")])
+        md = await client.request(ApiKey.METADATA, 12, req)
+        got = {t.name: (t.error_code, len(t.partitions)) for t in md.topics}
+        assert got == {"auto": (0, 2), "in valid": (ErrorCode.INVALID_TOPIC_EXCEPTION, 0)}
+        assert md.topics[0].topic_id == broker.topic_id_of("auto")
+        assert (md.controller_id, md.cluster_id, md.brokers[0].port) == (1, broker.cluster_id, port)
+        no_create = await client.request(ApiKey.METADATA, 12, MetadataRequest(
+            allow_auto_topic_creation=False, topics=[MetadataRequest.MetadataRequestTopic(name="other")]))
+        assert no_create.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert "other" not in broker.topics
