@@ -80,6 +80,7 @@ def _complete_swap(directory: Path, old_bases: list[int], new_bases: list[int]) 
         cleaned = directory / f"{stem}.log.cleaned"
         if cleaned.exists():
             os.replace(cleaned, directory / f"{stem}.log")
+            _crash_point("renaming")
     keep = set(new_bases)
     for base in old_bases:
         stem = segment_name(base)

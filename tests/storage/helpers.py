@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkapy.storage import PartitionLog
 
 BASE_TS = 1_700_000_000_000
 
@@ -46,3 +47,17 @@ def records_of(data: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
 def batch_offsets(data: bytes) -> list[tuple[int, int]]:
     """(base offset, last offset) of every batch in `data`."""
     return [(h.base_offset, h.last_offset) for _, h in iter_batches(data)]
+
+
+def read_all(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record from the log start to the end, following batch last offsets (as a consumer
+    does: a compacted batch may end with removed offsets)."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = plog.log_start_offset
+    for _ in range(100_000):
+        if offset >= plog.log_end_offset:
+            break
+        data = plog.read_bytes(offset, 1 << 20)
+        out += [r for r in records_of(data) if r[0] >= offset]
+        offset = batch_offsets(data)[-1][1] + 1
+    return out

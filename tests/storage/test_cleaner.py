@@ -1,0 +1,173 @@
+"""Log compaction: latest value per key, offsets kept, tombstones expire, crash-safe swap."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkapy.protocol.records import build_control_batch
+from kafkapy.storage import LogConfig, PartitionLog, clean_log
+from kafkapy.storage import cleaner as cleaner_module
+from tests.storage.helpers import BASE_TS, batch, batch_offsets, read_all
+
+pytestmark = pytest.mark.timeout(60)
+
+COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, index_interval_bytes=64,
+                    delete_retention_ms=1000, min_cleanable_dirty_ratio=0.5)
+NOW = BASE_TS + 10_000
+
+
+def content(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return read_all(plog)
+
+
+def keyed_log(path: Path, writes: list[tuple[bytes, bytes | None]], per_batch: int = 2,
+              config: LogConfig = COMPACT) -> PartitionLog:
+    plog = PartitionLog(path, config)
+    for i in range(0, len(writes), per_batch):
+        chunk = writes[i : i + per_batch]
+        plog.append(batch([v for _, v in chunk], keys=[k for k, _ in chunk], ts=BASE_TS),
+                    now_ms=BASE_TS)
+    plog.roll(BASE_TS)  # everything written so far becomes cleanable
+    plog.high_watermark = plog.log_end_offset
+    return plog
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(st.sampled_from([b"k%d" % i for i in range(6)]),
+                                 st.binary(min_size=1, max_size=12)), min_size=1, max_size=60))
+def test_compaction_keeps_latest_value_per_key_at_its_offset(
+    tmp_path: Path, writes: list[tuple[bytes, bytes]]
+) -> None:
+    directory = tmp_path / "c-0"
+    shutil.rmtree(directory, ignore_errors=True)
+    plog = keyed_log(directory, list(writes))
+    before = content(plog)
+    leo = plog.log_end_offset
+    clean_log(plog, NOW, force=True)
+    latest = {k: (o, v) for o, k, v in before}
+    expected = sorted((o, k, v) for k, (o, v) in latest.items())
+    assert content(plog) == expected
+    assert plog.log_end_offset == leo
+    # every offset still reads: a removed one resolves to the next surviving batch
+    for offset in range(plog.log_start_offset, leo):
+        got = batch_offsets(plog.read_bytes(offset, 1))
+        assert len(got) == 1
+        assert got[0][1] >= offset
+    plog.close()
+    reopened = PartitionLog(directory, COMPACT)  # unclean reopen re-validates cleaned segments
+    assert content(reopened) == expected
+    reopened.close()
+
+
+def test_tombstones_expire_after_delete_retention(tmp_path: Path) -> None:
+    writes = [(b"a", b"1"), (b"b", b"2"), (b"a", None), (b"c", b"3")]
+    plog = keyed_log(tmp_path / "c-0", writes, per_batch=1)
+    clean_log(plog, BASE_TS + 500, force=True)  # tombstone younger than delete.retention.ms
+    assert content(plog) == [(1, b"b", b"2"), (2, b"a", None), (3, b"c", b"3")]
+    plog.append(batch([b"4"], keys=[b"d"]), now_ms=BASE_TS)
+    plog.roll(BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    clean_log(plog, BASE_TS + 1000, force=True)
+    assert content(plog) == [(1, b"b", b"2"), (3, b"c", b"3"), (4, b"d", b"4")]
+
+
+def test_dirty_ratio_and_compaction_lag_gate_cleaning(tmp_path: Path) -> None:
+    writes = [(b"k%d" % (i % 3), b"v%d" % i) for i in range(40)]
+    lagged = LogConfig(cleanup_policy="compact", segment_bytes=600, min_compaction_lag_ms=5000)
+    plog = keyed_log(tmp_path / "lag-0", writes, config=lagged)
+    # the newest record of each batch is BASE_TS + 1
+    assert clean_log(plog, BASE_TS + 5000) is None  # too young
+    assert clean_log(plog, BASE_TS + 5001) is not None
+
+    plog2 = keyed_log(tmp_path / "c-0", writes)
+    first = clean_log(plog2, NOW)
+    assert first is not None
+    assert first.records_removed == 37
+    assert plog2.cleaner_offset == first.end_offset
+    # a little new dirty data: ratio below 0.5, nothing to do until forced
+    plog2.append(batch([b"x"], keys=[b"k0"]), now_ms=BASE_TS)
+    plog2.roll(BASE_TS)
+    plog2.high_watermark = plog2.log_end_offset
+    assert clean_log(plog2, NOW) is None
+    plog2.close()
+    reopened = PartitionLog(tmp_path / "c-0", COMPACT, clean_shutdown=True)
+    assert reopened.cleaner_offset == first.end_offset
+    assert clean_log(reopened, NOW, force=True) is not None
+    assert [v for _, k, v in content(reopened) if k == b"k0"] == [b"x"]
+
+
+def test_cleaning_stops_at_the_last_stable_offset(tmp_path: Path) -> None:
+    writes = [(b"k", b"v%d" % i) for i in range(30)]
+    plog = keyed_log(tmp_path / "c-0", writes)
+    plog.last_stable_offset = 0
+    assert clean_log(plog, NOW, force=True) is None
+    plog.last_stable_offset = None
+    assert clean_log(plog, NOW, force=True) is not None
+
+
+def test_transactions_survive_cleaning(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "c-0", COMPACT)
+
+    def data(pid: int, key: bytes, value: bytes) -> None:
+        plog.append(batch([value], keys=[key], producer_id=pid, producer_epoch=0,
+                          transactional=True), now_ms=BASE_TS)
+
+    def marker(pid: int, commit: bool) -> None:
+        plog.append(build_control_batch(commit, producer_id=pid, producer_epoch=0,
+                                        coordinator_epoch=1, timestamp_ms=BASE_TS),
+                    now_ms=BASE_TS, from_client=False)
+
+    plog.append(batch([b"plain"], keys=[b"a"]), now_ms=BASE_TS)  # 0
+    data(1, b"a", b"committed")  # 1
+    data(2, b"a", b"aborted")  # 2 must not shadow offset 1
+    data(3, b"b", b"ongoing")  # 3 no marker yet: kept untouched
+    marker(1, True)  # 4
+    marker(2, False)  # 5
+    plog.roll(BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    clean_log(plog, NOW, force=True)
+    got = content(plog)
+    assert (1, b"a", b"committed") in got
+    assert all(v != b"aborted" for _, _, v in got)
+    assert (0, b"a", b"plain") not in got
+    assert (3, b"b", b"ongoing") in got
+    assert [o for o, _, _ in got if o in (4, 5)] == [4, 5]  # markers kept
+
+
+@pytest.mark.parametrize("step", ["writing", "cleaned", "committed", "renaming", "swapped"])
+def test_crash_mid_clean_leaves_before_or_after(tmp_path: Path, step: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    writes = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(60)]
+    reference = keyed_log(tmp_path / "ref-0", writes)
+    before = content(reference)
+    clean_log(reference, NOW, force=True)
+    after = content(reference)
+    assert after != before
+
+    plog = keyed_log(tmp_path / "c-0", writes)
+
+    class Crash(Exception):
+        pass
+
+    def crash(at: str) -> None:
+        if at == step:
+            raise Crash(at)
+
+    monkeypatch.setattr(cleaner_module, "_crash_point", crash)
+    with pytest.raises(Crash):
+        clean_log(plog, NOW, force=True)
+    monkeypatch.undo()
+    # the process "dies" here: the old object is abandoned, the directory reopened
+    reopened = PartitionLog(tmp_path / "c-0", COMPACT)
+    got = content(reopened)
+    assert got == (after if step in ("committed", "renaming", "swapped") else before)
+    leftovers = [p.name for p in (tmp_path / "c-0").iterdir()
+                 if p.name.endswith(".cleaned") or p.name == "cleaner.swap"]
+    assert leftovers == []
+    assert reopened.append(batch([b"z"], keys=[b"z"]), now_ms=BASE_TS).base_offset == 60
