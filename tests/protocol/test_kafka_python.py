@@ -94,7 +94,7 @@ def test_kafka_python_reads_and_rewrites_our_bytes(
 
 
 def test_decode_kafka_python_metadata_request() -> None:
-    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
 
     req = MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name="orders")],
@@ -114,7 +114,7 @@ def test_decode_kafka_python_metadata_request() -> None:
 
 
 def test_decode_kafka_python_produce_request() -> None:
-    from kafka.protocol.producer import ProduceRequest
+    from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
 
     batch = bytes(range(256)) * 4
     req = ProduceRequest(
