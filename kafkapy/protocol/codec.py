@@ -288,7 +288,7 @@ def message_codec(api_key: int, version: int, request: bool, *, compiled: bool =
     return codec
 
 
-def _parse_body(codec: _Codec, io: Frame) -> Message:
+def _parse_body(codec: _Codec, io: Frame, strict: bool = True) -> Message:
     try:
         msg = codec.parse(io, None)
     except ProtocolError as e:
@@ -296,7 +296,7 @@ def _parse_body(codec: _Codec, io: Frame) -> Message:
     except Exception as e:  # the boundary: nothing but ProtocolError escapes a decoder
         raise ProtocolError(f"{codec.name}: malformed input ({type(e).__name__}: {e})") from e
     left = io.end - io.tell()
-    if left:
+    if left and strict:
         raise ProtocolError(f"{codec.name}: {left} unexpected bytes after the message")
     return msg
 
@@ -385,15 +385,21 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestHeade
     return _read_request_header(Frame(frame))
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Message]:
-    """Header plus body. `UnsupportedVersionError` for unknown key/version."""
+def decode_request(
+    frame: bytes | bytearray | memoryview, *, strict: bool = False
+) -> tuple[RequestHeader, Message]:
+    """Header plus body. `UnsupportedVersionError` for unknown key/version.
+
+    Bytes after the body are ignored unless `strict`, as Kafka's broker ignores them: librdkafka
+    (2.16 here) sends flexible Metadata requests for all topics with 3 stray trailing bytes.
+    """
     io = Frame(frame)
     if io.end >= 4:  # unsupported key/version wins over a malformed rest of the header
         _message_def(r_int16(io), r_int16(io), True)
         io.seek(0)
     header = _read_request_header(io)
     codec = message_codec(header.api_key, header.api_version, True)
-    return header, _parse_body(codec, io)
+    return header, _parse_body(codec, io, strict)
 
 
 def encode_request(header: RequestHeader, msg: Message) -> bytes:
