@@ -349,12 +349,18 @@ class RequestHeader:
     unknown_tagged_fields: dict[int, bytes] = dataclasses.field(default_factory=dict)
 
 
-def request_header_version(api_key: int, api_version: int) -> int:
-    """Header v2 for flexible versions, else v1. Unknown keys are read as v1.
+#: ControlledShutdown (key 7) v0 is the one request ever sent with header v0 (no client id).
+_HEADER_V0 = frozenset({(7, 0)})
 
-    Flexible ranges are open-ended, so a client probing with an ApiVersions version newer than
-    ours still gets its tagged header section read correctly.
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Header v2 for flexible versions, else v1 (v0 for ControlledShutdown v0 only).
+
+    Unknown keys are read as v1. Flexible ranges are open-ended, so a client probing with an
+    ApiVersions version newer than ours still gets its tagged header section read correctly.
     """
+    if (api_key, api_version) in _HEADER_V0:
+        return 0
     api = SCHEMAS.get(api_key)
     if api is not None and in_range(api_version, api.request.flexible):
         return 2
@@ -372,8 +378,11 @@ def response_header_version(api_key: int, api_version: int) -> int:
 def _read_request_header(io: Frame) -> RequestHeader:
     try:
         api_key, api_version, correlation_id = r_int16(io), r_int16(io), r_int32(io)
-        header = RequestHeader(api_key, api_version, correlation_id, r_nstring(io))
-        if request_header_version(api_key, api_version) >= 2:
+        version = request_header_version(api_key, api_version)
+        header = RequestHeader(
+            api_key, api_version, correlation_id, r_nstring(io) if version >= 1 else None
+        )
+        if version >= 2:
             header.unknown_tagged_fields = r_tags(io)
     except ProtocolError as e:
         raise ProtocolError(f"request header: {e.reason}") from None

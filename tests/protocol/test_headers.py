@@ -93,3 +93,10 @@ def test_api_versions_v3_response_has_no_default_tagged_fields() -> None:
     )
     resp.finalized_features_epoch = 5
     assert encode_response(18, 3, 1, resp).endswith(b"\x01\x01\x08" + struct.pack(">q", 5))
+
+
+def test_header_v0_has_no_client_id() -> None:
+    # ControlledShutdown v0, the only request with header v0: the body starts after 8 bytes.
+    assert request_header_version(7, 0) == 0
+    frame = struct.pack(">hhii", 7, 0, 3, 1001)
+    assert decode_request_header(frame) == RequestHeader(7, 0, 3, None)
