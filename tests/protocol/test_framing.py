@@ -56,3 +56,27 @@ def test_size_prefix_split_across_feeds_and_limit_inclusive() -> None:
     assert dec.feed(b"cd\x00\x00\x00\x00") == [b"abcd", b""]
     with pytest.raises(ProtocolError):
         dec.feed(b"\x00\x00\x00\x05")
+
+
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_requests_survive_framing(data: st.DataObject) -> None:
+    from kafkapy.protocol import RequestHeader, decode_request, encode_request
+
+    from .strategies import all_versions, message_strategy
+
+    requests = [case for case in all_versions() if case[2]]
+    sent = []
+    for i in range(data.draw(st.integers(1, 3), label="count")):
+        api_key, version, _ = data.draw(st.sampled_from(requests), label="api")
+        msg = data.draw(message_strategy(api_key, version, True))
+        sent.append((RequestHeader(api_key, version, i, "c"), msg))
+    wire = _wire([encode_request(h, m) for h, m in sent])
+    dec = FrameDecoder(1 << 20)
+    got = []
+    pos = 0
+    while pos < len(wire):
+        step = data.draw(st.integers(1, 64), label="chunk")
+        got += [decode_request(f) for f in dec.feed(wire[pos : pos + step])]
+        pos += step
+    assert got == sent
