@@ -162,7 +162,13 @@ class StructCodec(Construct):  # type: ignore[misc]
         lines.append(f"    obj = me.cls({args})")
         if self.flexible:
             code.append("from kafkapy.protocol.primitives import r_tags, Frame")
-            lines += ["    tags = r_tags(io)", "    if tags:"]
+            # Fast path: almost every section is the single byte 0 (no tagged fields).
+            lines += [
+                "    t = io.read(1)",
+                "    if t != b'\\x00':",
+                "        io.seek(-len(t), 1)",
+                "        tags = r_tags(io)",
+            ]
             for tag, attr, sc in self.tagged:
                 lines += [
                     f"        data = tags.pop({tag}, None)",
@@ -202,7 +208,12 @@ class StructCodec(Construct):  # type: ignore[misc]
                     f"    if obj != me.defaults[{i}]:",
                     f"        known.append(({tag}, tag_value(lambda io, obj: {sc._compilebuild(code)}, obj)))",
                 ]
-            lines.append("    w_tags(io, known, msg.unknown_tagged_fields)")
+            lines += [
+                "    if known or msg.unknown_tagged_fields:",
+                "        w_tags(io, known, msg.unknown_tagged_fields)",
+                "    else:",
+                "        io.write(b'\\x00')",
+            ]
         lines.append("    return msg")
         code.append("\n".join(lines))
         return f"{fname}(obj, io, this)"
