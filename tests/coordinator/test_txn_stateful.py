@@ -48,6 +48,7 @@ CONFIG = {
     "max_transaction_timeout_ms": 10_000,
     "transactional_id_expiration_ms": 50_000,
 }
+MODES = st.sampled_from(["none", "current", "stale"])
 STEADY_EMPTY = {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
 
 
@@ -104,8 +105,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     # ---------------------------------------------------------------- client operations
 
-    @rule(tid=TIDS, timeout=st.sampled_from([1_000, 10_000, 20_000]), mode=st.sampled_from(
-        ["none", "current", "stale"]))  # fmt: skip
+    @rule(tid=TIDS, timeout=st.sampled_from([1_000, 10_000, 20_000]), mode=MODES)
     def init_producer_id(self, tid: str, timeout: int, mode: str) -> None:
         kw = {}
         if mode != "none":
