@@ -206,6 +206,8 @@ def _field(node: _Node) -> FieldSpec:
     if unknown:
         raise SpecError(f"field {name}: unknown options {sorted(unknown)}")
     default = json.loads(opts["default"]) if "default" in opts else None
+    if default is not None and not isinstance(default, str):
+        raise SpecError(f"field {name}: default must be a quoted string")
     return FieldSpec(
         name=name,
         type=type_,
@@ -241,7 +243,16 @@ def _message(name: str, node: _Node) -> MessageSpec:
 
 
 def parse_spec(text: str) -> ApiSpec:
-    """Parse one API's spec file."""
+    """Parse one API's spec file; any malformation raises `SpecError`."""
+    try:
+        return _parse_spec(text)
+    except SpecError:
+        raise
+    except (KeyError, IndexError, ValueError) as e:
+        raise SpecError(f"malformed spec: {type(e).__name__}: {e}") from None
+
+
+def _parse_spec(text: str) -> ApiSpec:
     nodes = _tree(text)
     if len(nodes) != 3 or nodes[0].tokens[0] != "api" or len(nodes[0].tokens) != 3:
         raise SpecError("expected 'api <key> <Name>', 'request ...' and 'response ...'")
@@ -255,6 +266,15 @@ def parse_spec(text: str) -> ApiSpec:
 
 def parse_headers(text: str) -> dict[str, MessageSpec]:
     """Parse `headers.spec`: `{"RequestHeader": ..., "ResponseHeader": ...}`."""
+    try:
+        return _parse_headers(text)
+    except SpecError:
+        raise
+    except (KeyError, IndexError, ValueError) as e:
+        raise SpecError(f"malformed headers spec: {type(e).__name__}: {e}") from None
+
+
+def _parse_headers(text: str) -> dict[str, MessageSpec]:
     out: dict[str, MessageSpec] = {}
     for node in _tree(text):
         if node.tokens[0] != "header" or len(node.tokens) < 2:

@@ -7,6 +7,8 @@ version; catching it here keeps hand edits of `protocol_specs/` safe.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkapy.protocol.spec import (
     MAX_VERSION,
@@ -96,3 +98,30 @@ def test_ranges() -> None:
     assert 2 not in r
     assert str(parse_range("3-8")) == "3-8"
     assert str(parse_range("4")) == "4"
+
+
+VALID = (
+    "api 12 Heartbeat\nrequest versions=0-4 flexible=4+\n  GroupId string v0+\n"
+    "response versions=0-4 flexible=4+\n  ErrorCode int16 v0+ default=\"0\"\n"
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_parser_raises_only_spec_error(data: st.DataObject) -> None:
+    # Hand-edited specs must fail with a clear SpecError, never a stray KeyError/IndexError.
+    pos = data.draw(st.integers(0, len(VALID)), label="pos")
+    junk = data.draw(st.text(alphabet=" =+-\n\"abv0123[]", max_size=6), label="junk")
+    cut = data.draw(st.integers(pos, len(VALID)), label="cut")
+    text = VALID[:pos] + junk + VALID[cut:]
+    try:
+        api = parse_spec(text)
+    except SpecError:
+        return
+    assert api.name
+
+
+def test_valid_example_parses() -> None:
+    api = parse_spec(VALID)
+    assert (api.key, api.name) == (12, "Heartbeat")
+    assert api.response.fields[0].default == "0"
