@@ -5,15 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkapy.coordinator.idempotence import (
     AbortedTxn,
     AppendOrigin,
     BatchMetadata,
+    CompletedTxn,
     ControlType,
     CorruptSnapshotError,
     PendingAppend,
     ProducerBatch,
+    ProducerSnapshot,
+    ProducerStateEntry,
     ProducerStateError,
     ProducerStateManager,
     UpdateResult,
@@ -519,3 +524,50 @@ def test_corrupt_snapshot_is_one_clear_error(mutate: object, message: str) -> No
     with pytest.raises(CorruptSnapshotError, match=message) as info:
         decode_snapshot(mutate(data))
     assert info.value.error_code is ErrorCode.CORRUPT_MESSAGE
+
+
+# ---------------------------------------------------------------- snapshot bytes, fuzzed
+
+I64 = st.integers(-(2**63), 2**63 - 1)
+I32 = st.integers(-(2**31), 2**31 - 1)
+batch_metadata = st.builds(BatchMetadata, I32, I32, I64, I64, I64)
+entries = st.builds(
+    ProducerStateEntry,
+    producer_id=st.integers(0, 2**63 - 1),
+    producer_epoch=st.integers(-(2**15), 2**15 - 1),
+    batches=st.lists(batch_metadata, max_size=5),
+    coordinator_epoch=I32,
+    last_timestamp=I64,
+    current_txn_first_offset=st.none() | st.integers(0, 2**63 - 1),
+)
+snapshots = st.builds(
+    ProducerSnapshot,
+    last_map_offset=I64,
+    entries=st.lists(entries, max_size=6, unique_by=lambda e: e.producer_id).map(tuple),
+    unreplicated=st.lists(st.builds(CompletedTxn, I64, I64, I64, st.booleans()), max_size=4).map(
+        tuple
+    ),
+)
+
+
+@given(snapshots)
+@settings(max_examples=150)
+def test_any_snapshot_round_trips(snap: ProducerSnapshot) -> None:
+    assert decode_snapshot(encode_snapshot(snap)) == snap
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=300)
+def test_garbage_snapshot_raises_only_corrupt_snapshot_error(data: bytes) -> None:
+    with pytest.raises(CorruptSnapshotError):
+        decode_snapshot(data)
+
+
+@given(snapshots, st.data())
+@settings(max_examples=150)
+def test_any_flipped_bit_is_detected(snap: ProducerSnapshot, data: st.DataObject) -> None:
+    raw = bytearray(encode_snapshot(snap))
+    bit = data.draw(st.integers(0, len(raw) * 8 - 1))
+    raw[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(CorruptSnapshotError):
+        decode_snapshot(bytes(raw))

@@ -694,3 +694,33 @@ def test_list_transactions_filters(rt: Runtime) -> None:
     result = rt.coord.list_transactions(now, state_filters=["Bogus", "Empty"])
     assert result.unknown_state_filters == ("Bogus",)
     assert [row.state for row in result.transactions] == ["Empty"]
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_completed_transactional_id_expires_but_prepared_does_not(
+    rt: Runtime, commit: bool
+) -> None:
+    pid, epoch = ongoing(rt, "a-0")
+    rt.end(pid, epoch, commit)
+    later = rt.now + rt.coord.transactional_id_expiration_ms
+    assert rt.run(rt.coord.expire_transactional_ids(later)) == [], "markers still pending"
+    rt.write_markers()
+    later = rt.now + rt.coord.transactional_id_expiration_ms
+    assert rt.run(rt.coord.expire_transactional_ids(later)) == ["t"]
+
+
+def test_add_no_partitions_changes_nothing(rt: Runtime) -> None:
+    rt.init()
+    assert rt.add(0, 0) == {}
+    assert rt.records_written() == 0
+    assert rt.md("t").state is S.EMPTY
+
+
+def test_unload_partition_forgets_only_its_ids(rt: Runtime) -> None:
+    rt.init("hello")
+    rt.init("polygenelubricants")
+    rt.coord.unload_partition(partition_for("hello"))
+    assert set(rt.coord.transactions) == {"polygenelubricants"}
+    rt.coord.unload_partition(0)
+    assert rt.coord.transactions == {}
+    rt.log.clear()  # the fixture's reload check does not apply after an unload
