@@ -29,6 +29,14 @@ from kafkapy.coordinator.idempotence import (
 )
 from kafkapy.coordinator.idempotence.producer_state import INT32_MAX
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.records import (
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    parse_batch_header,
+    parse_control_record,
+)
 
 EXPIRY = 10_000
 
@@ -571,3 +579,50 @@ def test_any_flipped_bit_is_detected(snap: ProducerSnapshot, data: st.DataObject
     raw[bit // 8] ^= 1 << (bit % 8)
     with pytest.raises(CorruptSnapshotError):
         decode_snapshot(bytes(raw))
+
+
+# ---------------------------------------------------------------- from real batch headers
+
+
+def test_producer_batch_from_wire_headers() -> None:
+    """The server builds inputs from `protocol.records` headers; data and marker batches."""
+    data = build_batch(
+        [Record(0, 0, None, b"a", []), Record(1, 0, None, b"b", [])],
+        base_timestamp=5_000,
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    batch = ProducerBatch.from_header(parse_batch_header(data), base_offset=40)
+    assert batch == ProducerBatch(
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=0,
+        last_offset_delta=1,
+        base_offset=40,
+        max_timestamp=5_000,
+        is_transactional=True,
+    )
+    marker = build_control_batch(
+        False,
+        producer_id=7,
+        producer_epoch=2,
+        coordinator_epoch=3,
+        base_offset=42,
+        timestamp_ms=6_000,
+    )
+    header = parse_batch_header(marker)
+    [record] = decode_records(marker, 0, header)
+    commit, coordinator_epoch = parse_control_record(record)
+    control = ControlType.COMMIT if commit else ControlType.ABORT
+    mgr = ProducerStateManager()
+    mgr.check_and_update(batch, 5_000)
+    result = mgr.check_and_update(
+        ProducerBatch.from_header(header, control=control, coordinator_epoch=coordinator_epoch),
+        6_000,
+        AppendOrigin.COORDINATOR,
+    )
+    assert result.aborted == (AbortedTxn(7, 40, 42, 43),)
+    with pytest.raises(ValueError, match="control"):
+        ProducerBatch.from_header(header)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 
@@ -58,6 +59,7 @@ __all__ = [
     "NO_SEQUENCE",
     "AbortedTxn",
     "AppendOrigin",
+    "BatchHeaderFields",
     "BatchMetadata",
     "CompletedTxn",
     "ControlType",
@@ -123,6 +125,24 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
 
 
+class BatchHeaderFields(Protocol):
+    """The batch-header fields `ProducerBatch.from_header` reads (`protocol.records.BatchHeader`
+    has them; a Protocol keeps this layer free of the wire module's other types)."""
+
+    base_offset: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def is_transactional(self) -> bool: ...
+
+    @property
+    def is_control(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProducerBatch:
     """The batch-header fields producer state needs, as plain values (no wire or file types).
@@ -141,6 +161,32 @@ class ProducerBatch:
     is_transactional: bool = False
     control: ControlType | None = None
     coordinator_epoch: int = -1
+
+    @classmethod
+    def from_header(
+        cls,
+        header: BatchHeaderFields,
+        *,
+        base_offset: int | None = None,
+        control: ControlType | None = None,
+        coordinator_epoch: int = -1,
+    ) -> ProducerBatch:
+        """From a parsed batch header. `base_offset` overrides the header's (a produce request's
+        batches carry 0 until the log assigns offsets); a control batch needs its record's
+        type and coordinator epoch (`protocol.records.parse_control_record`)."""
+        if header.is_control != (control is not None):
+            raise ValueError("control must be given exactly for control batches")
+        return cls(
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            last_offset_delta=header.last_offset_delta,
+            base_offset=header.base_offset if base_offset is None else base_offset,
+            max_timestamp=header.max_timestamp,
+            is_transactional=header.is_transactional,
+            control=control,
+            coordinator_epoch=coordinator_epoch,
+        )
 
     @property
     def is_control(self) -> bool:

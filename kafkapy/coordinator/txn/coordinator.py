@@ -294,7 +294,7 @@ class TransactionCoordinator:
         self, transactions: Sequence[AddPartitionsTxn], now_ms: int
     ) -> CoordinatorResult[dict[str, dict[TopicPartition, ErrorCode]]]:
         """AddPartitionsToTxn v4+: several transactions, each answered on its own. A
-        transactional id listed twice is answered INVALID_REQUEST the second time."""
+        transactional id listed twice is answered INVALID_REQUEST for all its partitions."""
         staged = _Staged()
         counts = Counter(txn.transactional_id for txn in transactions)
         results: dict[str, dict[TopicPartition, ErrorCode]] = {}
