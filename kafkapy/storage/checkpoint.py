@@ -44,8 +44,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
-    """Replace `path` with `data` so a crash leaves the old or the new content, never a mix."""
+def write_atomic(path: Path, data: bytes, *, fsync: bool, sync_dir: bool = True) -> None:
+    """Replace `path` with `data` so a crash leaves the old or the new content, never a mix.
+
+    `fsync` makes the content durable before the rename; `sync_dir` also makes the rename
+    itself durable (skippable where an older copy surviving a crash is harmless).
+    """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -57,7 +61,7 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if fsync:
+    if fsync and sync_dir:
         fsync_dir(path.parent)
 
 
@@ -81,7 +85,10 @@ class OffsetsCheckpoint:
         lines = ["version 0"] + [
             f"{f.name} {getattr(self, f.name)}" for f in dataclasses.fields(self)
         ]
-        write_atomic(directory / OFFSETS_FILE, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+        # An older checkpoint surviving a crash is safe (lower recovery point, log start and
+        # high watermark), so the rename needs no directory fsync.
+        write_atomic(directory / OFFSETS_FILE, ("\n".join(lines) + "\n").encode(),
+                     fsync=fsync, sync_dir=False)
 
     @classmethod
     def read(cls, directory: Path) -> OffsetsCheckpoint | None:
@@ -114,10 +121,10 @@ class PartitionMetadata:
     topic_id: uuid.UUID = dataclasses.field(default_factory=lambda: uuid.UUID(int=0))
     config_overrides: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def write(self, directory: Path) -> None:
+    def write(self, directory: Path, *, fsync: bool) -> None:
         lines = ["version 0", f"topic_id {self.topic_id}"]
         lines += [f"config {k}={v}" for k, v in sorted(self.config_overrides.items())]
-        write_atomic(directory / METADATA_FILE, ("\n".join(lines) + "\n").encode(), fsync=True)
+        write_atomic(directory / METADATA_FILE, ("\n".join(lines) + "\n").encode(), fsync=fsync)
 
     @classmethod
     def read(cls, directory: Path) -> PartitionMetadata | None:
@@ -185,7 +192,8 @@ class LeaderEpochCache:
     def write(self, *, fsync: bool) -> None:
         lines = ["0", str(len(self._epochs))]
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
-        write_atomic(self._path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+        write_atomic(self._path, ("\n".join(lines) + "\n").encode(), fsync=fsync,
+                     sync_dir=False)
 
     @property
     def entries(self) -> list[tuple[int, int]]:

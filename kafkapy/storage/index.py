@@ -33,6 +33,7 @@ class _SparseIndex:
         self.keys: array[int] = array("q")
         self.values: array[int] = array("q")
         self._persisted = 0  # entries already in the file
+        self._on_disk = False  # the file exists (an empty index is still written at flush)
         self.loaded = False
 
     def __len__(self) -> int:
@@ -54,6 +55,7 @@ class _SparseIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return False
+        self._on_disk = True
         size = self._fmt.size
         if len(data) % size:
             return False
@@ -74,9 +76,10 @@ class _SparseIndex:
     def flush(self, *, fsync: bool) -> None:
         """Append entries not yet in the file (and fsync it when asked)."""
         pending = len(self.keys) - self._persisted
-        if pending <= 0 and not fsync:
+        if pending <= 0 and not fsync and self._on_disk:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._on_disk = True
         try:
             if pending > 0:
                 chunk = b"".join(
@@ -99,11 +102,13 @@ class _SparseIndex:
         tmp.write_bytes(data)
         os.replace(tmp, self.path)
         self._persisted = len(self.keys)
+        self._on_disk = True
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild)."""
         self.keys, self.values = array("q"), array("q")
         self._persisted = 0
+        self._on_disk = False
         self.loaded = True
 
     # --- queries --------------------------------------------------------------------------

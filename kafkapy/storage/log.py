@@ -51,6 +51,7 @@ from kafkapy.protocol.records import (
     validate_batch,
 )
 from kafkapy.storage.checkpoint import (
+    METADATA_FILE,
     LeaderEpochCache,
     OffsetsCheckpoint,
     PartitionMetadata,
@@ -59,6 +60,7 @@ from kafkapy.storage.checkpoint import (
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
+    InvalidLogConfigError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -133,8 +135,13 @@ class PartitionLog:
         clean_shutdown: bool = False,
         topic_id: uuid.UUID | None = None,
         now_ms: int | None = None,
+        defaults: LogConfig | None = None,
     ) -> None:
-        """Open (or create) the log; recover from the recovery point unless `clean_shutdown`."""
+        """Open (or create) the log; recover from the recovery point unless `clean_shutdown`.
+
+        With `config=None` the log uses `defaults` overlaid with the topic-config overrides
+        stored in its `partition.metadata` (how `LogManager` reopens logs).
+        """
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
         self._lock = threading.RLock()
@@ -146,8 +153,20 @@ class PartitionLog:
         self._last_flush_ms = now_ms if now_ms is not None else _now_ms()
         self._hw_checkpointed = -1
         self._dir_dirty = True  # new segment files whose directory entries need an fsync
+        self._meta_unsynced = False
+        self._epochs_unsynced = False
+        self._synced_checkpoint: OffsetsCheckpoint | None = None
         self.directory.mkdir(parents=True, exist_ok=True)
         self._metadata = self._load_metadata(topic_id)
+        if config is None and self._metadata.config_overrides:
+            base = defaults if defaults is not None else LogConfig()
+            try:
+                self.config = LogConfig.from_topic_configs(self._metadata.config_overrides, base)
+            except InvalidLogConfigError:
+                log.warning("%s: ignoring unreadable config overrides", self.directory.name)
+                self.config = base
+        elif config is None and defaults is not None:
+            self.config = defaults
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._open(clean_shutdown, self._last_flush_ms)
@@ -157,14 +176,15 @@ class PartitionLog:
         meta = PartitionMetadata.read(self.directory)
         if meta is None:
             meta = PartitionMetadata(topic_id=topic_id or uuid.UUID(int=0))
-            meta.write(self.directory)
+            meta.write(self.directory, fsync=False)  # made durable by the first flush()
+            self._meta_unsynced = True
         elif topic_id is not None and topic_id != meta.topic_id:
             if meta.topic_id.int != 0:
                 raise InconsistentTopicIdError(
                     f"{self.directory.name} belongs to topic id {meta.topic_id}, not {topic_id}"
                 )
             meta.topic_id = topic_id
-            meta.write(self.directory)
+            meta.write(self.directory, fsync=True)
         return meta
 
     def _open(self, clean_shutdown: bool, now_ms: int) -> None:
@@ -191,7 +211,7 @@ class PartitionLog:
             self.segments.append(seg)
         ckpt = OffsetsCheckpoint.read(self.directory)
         if ckpt is None:
-            clean_shutdown = False
+            clean_shutdown = not bases  # a brand-new log has nothing to recover
             ckpt = OffsetsCheckpoint(log_start_offset=bases[0] if bases else 0)
         if not self.segments:
             self.segments.append(
@@ -205,14 +225,12 @@ class PartitionLog:
             self.segments.pop(0).unlink()
             self._bases.pop(0)
         self._recovery_point = ckpt.recovery_point
-        recovered = False
         if not clean_shutdown:
-            recovered = self._recover(ckpt.recovery_point)
-        else:
-            active = self.segments[-1]
-            active.open_as_active()
-            if active.size and active.batch_boundary_at_or_before(active.size, 0) != active.size:
-                recovered = self._recover(active.base_offset)
+            self._recover(ckpt.recovery_point)
+        elif not self.segments[-1].open_as_active():
+            log.warning("%s: torn tail after a clean shutdown; recovering the active segment",
+                        self.directory.name)
+            self._recover(self.segments[-1].base_offset)
         self._leo = self.segments[-1].next_offset
         self._high_watermark = min(max(ckpt.high_watermark, self._log_start_offset), self._leo)
         self._hw_checkpointed = self._high_watermark
@@ -222,14 +240,18 @@ class PartitionLog:
         epochs_changed = self.leader_epochs.truncate_from_end(self._leo)
         epochs_changed |= self.leader_epochs.truncate_from_start(self._log_start_offset)
         if epochs_changed:
-            self.leader_epochs.write(fsync=True)
-        if recovered or not clean_shutdown:
-            self._recovery_point = self._leo
+            self._write_epochs()
+        # Recovery does not fsync (opening thousands of logs must stay fast): the recovery
+        # point stays where it was and the next flush() syncs the recovered segments.
         self._recovery_point = min(self._recovery_point, self._leo)
-        self._write_checkpoint(fsync=recovered)
+        current = self._checkpoint_state()
+        if current != ckpt:
+            self._write_checkpoint(fsync=False)
+        else:
+            self._synced_checkpoint = current
 
-    def _recover(self, recovery_point: int) -> bool:
-        """Re-validate segments from the one holding `recovery_point`; True if any was scanned."""
+    def _recover(self, recovery_point: int) -> None:
+        """Re-validate segments from the one holding `recovery_point`, cutting at damage."""
         start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         expected = self.segments[start].base_offset
         i = start
@@ -246,7 +268,7 @@ class PartitionLog:
             if i + 1 < len(self.segments):
                 seg.seal()
                 seg.flush(fsync=False)
-            os.fsync(seg.fd)
+            seg.dirty = True  # the rebuilt indexes and any cut are synced by the next flush
             expected = seg.next_offset
             if truncated:
                 for later in self.segments[i + 1 :]:
@@ -266,7 +288,6 @@ class PartitionLog:
                 break
             i += 1
         self.segments[-1].open_as_active()
-        return True
 
     # --- properties -----------------------------------------------------------------------
     @property
@@ -323,7 +344,7 @@ class PartitionLog:
             overrides = config.overrides(defaults if defaults is not None else LogConfig())
             if overrides != self._metadata.config_overrides:
                 self._metadata.config_overrides = overrides
-                self._metadata.write(self.directory)
+                self._metadata.write(self.directory, fsync=True)
 
     @property
     def config_overrides(self) -> dict[str, str]:
@@ -391,7 +412,7 @@ class PartitionLog:
                 messages += header.records_count
             self._write(data, headers, now_ms)
             if self.leader_epochs.assign(leader_epoch, base):
-                self.leader_epochs.write(fsync=False)
+                self._write_epochs()
             self._unflushed_messages += messages
             return AppendResult(
                 base_offset=base,
@@ -424,7 +445,7 @@ class PartitionLog:
                     header.partition_leader_epoch, header.base_offset
                 )
             if changed:
-                self.leader_epochs.write(fsync=False)
+                self._write_epochs()
             self._unflushed_messages += sum(h.records_count for _, h in headers)
             return AppendResult(
                 base_offset=headers[0][1].base_offset,
@@ -556,7 +577,7 @@ class PartitionLog:
             for seg in self.segments:
                 if seg.size == 0 or seg.largest_timestamp() < timestamp:
                     continue
-                seg.time_index.ensure_loaded()
+                seg.ensure_indexes()
                 hint = seg.time_index.lookup_before(timestamp)
                 start_offset = max(hint if hint is not None else seg.base_offset,
                                    self._log_start_offset)
@@ -613,7 +634,7 @@ class PartitionLog:
         self._log_start_offset = offset
         self.cleaner_offset = max(self.cleaner_offset, offset)
         if self.leader_epochs.truncate_from_start(offset):
-            self.leader_epochs.write(fsync=False)
+            self._write_epochs()
         self._write_checkpoint(fsync=False)
 
     def _delete_segments_below_start(self) -> int:
@@ -706,7 +727,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, leo)
         self.cleaner_offset = min(self.cleaner_offset, leo)
         if self.leader_epochs.truncate_from_end(leo):
-            self.leader_epochs.write(fsync=False)
+            self._write_epochs()
         self._write_checkpoint(fsync=False)
 
     # --- retention --------------------------------------------------------------------------
@@ -743,30 +764,30 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync everything up to the current LEO, then advance the recovery point.
 
-        Blocking: call it from a worker thread. The lock is not held during the fsyncs.
+        Blocking: call it from a worker thread. The lock is not held during the fsyncs, and a
+        flush with nothing new to sync costs no fsync at all. Index files are not fsynced:
+        they are validated when loaded and rebuilt from the log if damaged.
         """
         with self._lock:
             if self._closed:
                 return
             generation, leo = self._generation, self._leo
             start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
-            targets = [s for s in self.segments[start:] if s.dirty or s is self.segments[-1]]
-            fds = []
-            for seg in targets:
-                seg.flush(fsync=False)
-                fds.append(seg.fd)
+            for seg in self.segments[start:]:
+                seg.flush(fsync=False)  # pending index entries into the page cache
+            targets = [s for s in self.segments[start:] if s.dirty]
+            fds = [seg.fd for seg in targets]
             self._unflushed_messages = 0
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            meta_unsynced, self._meta_unsynced = self._meta_unsynced, False
+            epochs_unsynced, self._epochs_unsynced = self._epochs_unsynced, False
         try:
             for fd in fds:
                 os.fsync(fd)
+            if meta_unsynced:
+                _fsync_file(self.directory / METADATA_FILE)
             if dir_dirty:
                 fsync_dir(self.directory)
-            for seg in targets:
-                for idx in (seg.index, seg.time_index):
-                    if idx.loaded:
-                        with self._lock:
-                            idx.flush(fsync=True)
         except OSError as exc:
             with self._lock:
                 self._offline = f"fsync failed: {exc}"
@@ -777,8 +798,10 @@ class PartitionLog:
             if generation == self._generation:
                 self._recovery_point = max(self._recovery_point, leo)
             self._last_flush_ms = _now_ms()
-            self._write_checkpoint(fsync=True)
-            self.leader_epochs.write(fsync=True)
+            if self._checkpoint_state() != self._synced_checkpoint:
+                self._write_checkpoint(fsync=True)
+            if epochs_unsynced:
+                self.leader_epochs.write(fsync=True)
 
     def needs_flush(self, now_ms: int) -> bool:
         """`flush.messages` or `flush.ms` says an fsync is due (LogManager.flush_dirty)."""
@@ -793,14 +816,25 @@ class PartitionLog:
             if not self._closed and (force or self._hw_checkpointed != self._high_watermark):
                 self._write_checkpoint(fsync=False)
 
-    def _write_checkpoint(self, *, fsync: bool) -> None:
-        OffsetsCheckpoint(
+    def _checkpoint_state(self) -> OffsetsCheckpoint:
+        return OffsetsCheckpoint(
             log_start_offset=self._log_start_offset,
             recovery_point=self._recovery_point,
             high_watermark=self._high_watermark,
             cleaner_offset=self.cleaner_offset,
-        ).write(self.directory, fsync=fsync)
+        )
+
+    def _write_checkpoint(self, *, fsync: bool) -> None:
+        state = self._checkpoint_state()
+        state.write(self.directory, fsync=fsync)
+        self._synced_checkpoint = state if fsync else None
         self._hw_checkpointed = self._high_watermark
+
+    def _write_epochs(self) -> None:
+        """Persist the leader-epoch cache now (cheap); the next flush() makes it durable."""
+        self.leader_epochs.write(fsync=False)
+        self._epochs_unsynced = True
+        self._epochs_unsynced = True
 
     def close(self) -> None:
         """Flush everything and release fds; the log must not be used afterwards."""
@@ -823,6 +857,14 @@ class PartitionLog:
                 seg.close()
             self.reap_retired(force=True)
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _now_ms() -> int:

@@ -17,6 +17,7 @@ appends and reads (see `PartitionLog` for the per-log rules).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -29,12 +30,11 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafkapy.storage.checkpoint import PartitionMetadata, fsync_dir
+from kafkapy.storage.checkpoint import fsync_dir
 from kafkapy.storage.cleaner import CleanResult, clean_log
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
-    InvalidLogConfigError,
     KafkaStorageError,
 )
 from kafkapy.storage.log import PartitionLog
@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _DELETE_SUFFIX = "-delete"
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_CLOSE_THREADS = 8
 TopicPartition = tuple[str, int]
 
 
@@ -67,6 +68,7 @@ class LogManager:
         self.default_config = default_config if default_config is not None else LogConfig()
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._per_dir = {d: 0 for d in self.data_dirs}  # logs per data dir, for placement
         self._temporary = False
         self._closed = False
         self.recovered_dirs: list[Path] = []
@@ -102,18 +104,12 @@ class LogManager:
             if tp is None:
                 continue
             path = Path(entry.path)
-            meta = PartitionMetadata.read(path)
-            config = self.default_config
-            if meta is not None and meta.config_overrides:
-                try:
-                    config = LogConfig.from_topic_configs(meta.config_overrides,
-                                                          self.default_config)
-                except InvalidLogConfigError:
-                    log.warning("%s: ignoring unreadable config overrides", entry.name)
             if tp in self._logs:
                 log.error("%s exists in two data directories; using the first", entry.name)
                 continue
-            self._logs[tp] = PartitionLog(path, config, clean_shutdown=clean, now_ms=now_ms)
+            self._logs[tp] = PartitionLog(path, None, defaults=self.default_config,
+                                         clean_shutdown=clean, now_ms=now_ms)
+            self._per_dir[data_dir] += 1
 
     # --- lookup and lifecycle ---------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -151,12 +147,7 @@ class LogManager:
                 if config is not None:
                     existing.set_config(config, self.default_config)
                 return existing
-            counts = {d: 0 for d in self.data_dirs}
-            for plog in self._logs.values():
-                parent = plog.directory.parent
-                if parent in counts:
-                    counts[parent] += 1
-            target = min(self.data_dirs, key=lambda d: counts[d])
+            target = min(self.data_dirs, key=lambda d: self._per_dir[d])
             try:
                 plog = PartitionLog(target / f"{topic}-{partition}",
                                     config if config is not None else self.default_config,
@@ -166,6 +157,7 @@ class LogManager:
             if config is not None:
                 plog.set_config(config, self.default_config)
             self._logs[(topic, partition)] = plog
+            self._per_dir[target] += 1
             return plog
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -176,6 +168,8 @@ class LogManager:
         """
         with self._lock:
             plog = self._logs.pop((topic, partition), None)
+            if plog is not None:
+                self._per_dir[plog.directory.parent] -= 1
         if plog is None:
             return False
         plog.close()
@@ -237,8 +231,10 @@ class LogManager:
                 return
             self._closed = True
             logs = list(self._logs.values())
-        for plog in logs:
-            plog.close()
+        # fsyncs release the GIL and the filesystem batches concurrent ones into shared journal
+        # commits, so closing thousands of logs in parallel is several times faster.
+        with concurrent.futures.ThreadPoolExecutor(_CLOSE_THREADS) as pool:
+            list(pool.map(PartitionLog.close, logs))
         if self._temporary:
             for data_dir in self.data_dirs:
                 shutil.rmtree(data_dir, ignore_errors=True)

@@ -70,6 +70,7 @@ class LogSegment:
         self.created_ms: int | None = None
         self.dirty = False  # bytes written since the last fsync
         self._bytes_since_index = 0
+        self._tail_end = 0
         self._fd: int | None = None
 
     def __repr__(self) -> str:
@@ -148,7 +149,7 @@ class LogSegment:
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`, or None."""
-        self.index.ensure_loaded()
+        self.ensure_indexes()
         _, start = self.index.lookup(offset)
         for pos, header, _ in self.batches(start):
             if header.last_offset >= offset:
@@ -160,7 +161,7 @@ class LogSegment:
 
         Used to trim a read to whole batches: binary search in the index, then a short scan.
         """
-        self.index.ensure_loaded()
+        self.ensure_indexes()
         _, pos = self.index.lookup_position(position)
         pos = max(pos, start)
         end = pos
@@ -174,7 +175,7 @@ class LogSegment:
     def next_offset(self) -> int:
         """Offset after the last batch (scans from the last index entry when not known)."""
         if self._next_offset is None:
-            self.index.ensure_loaded()
+            self.ensure_indexes()
             nxt = self.base_offset
             start = self.index.values[-1] if len(self.index) else 0
             for _, header, _ in self.batches(start):
@@ -186,7 +187,7 @@ class LogSegment:
         """Max batch timestamp in the segment (time index when sealed, else a scan)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        self.time_index.ensure_loaded()
+        self.ensure_indexes()
         latest = self.time_index.max_timestamp
         if latest is not None:
             self.max_timestamp, self.offset_of_max_timestamp = latest
@@ -196,6 +197,42 @@ class LogSegment:
                 self.max_timestamp = header.max_timestamp
                 self.offset_of_max_timestamp = header.last_offset
         return self.max_timestamp
+
+    def ensure_indexes(self) -> None:
+        """Load both index files on first use; rebuild them from the log if they look wrong.
+
+        Index files are not fsynced, so after a crash they may be short (harmless: a longer
+        scan) or hold garbage; the checks - monotonic entries, and the last offset entry
+        pointing at a batch header with that base offset - catch the latter.
+        """
+        if self.index.loaded and self.time_index.loaded:
+            return
+        ok = self.index.load() and self.time_index.load()
+        if ok and len(self.index):
+            key, pos = self.index.keys[-1], self.index.values[-1]
+            ok = pos + HEADER_SIZE <= self.size
+            if ok:
+                try:
+                    ok = parse_batch_header(os.pread(self.fd, HEADER_SIZE, pos)).base_offset == key
+                except ProtocolError:
+                    ok = False
+        if ok and len(self.time_index):
+            ok = self.time_index.values[0] >= self.base_offset
+        if not ok:
+            log.warning("%s: rebuilding damaged index files", self.log_path.name)
+            self._rebuild_indexes()
+
+    def _rebuild_indexes(self) -> None:
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self._bytes_since_index = 0
+        for pos, header, _ in self.batches(0):
+            self._index_batch(pos, header)
+        self.seal()
+        self.index.rewrite()
+        self.time_index.rewrite()
 
     def load_state(self, size: int) -> None:
         """Adopt an on-disk segment known to be good: trust its size; indexes load lazily."""
@@ -233,8 +270,7 @@ class LogSegment:
             self.max_timestamp = header.max_timestamp
             self.offset_of_max_timestamp = header.last_offset
         if self._bytes_since_index > self.index_interval_bytes:
-            self.index.ensure_loaded()
-            self.time_index.ensure_loaded()
+            self.ensure_indexes()
             self.index.append(header.base_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
@@ -242,7 +278,7 @@ class LogSegment:
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp in the time index."""
-        self.time_index.ensure_loaded()
+        self.ensure_indexes()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
@@ -267,7 +303,7 @@ class LogSegment:
         os.ftruncate(self.fd, position)
         self.size = position
         self.index.truncate_to_position(position)
-        self.time_index.ensure_loaded()
+        self.ensure_indexes()
         self.time_index.truncate_to_offset(found[1].base_offset)
         self._next_offset = None
         self._rescan_tail_state()
@@ -294,20 +330,24 @@ class LogSegment:
             if first is not None:
                 self.first_batch_timestamp = first[1].base_timestamp
         self._bytes_since_index = last_end - start
+        self._tail_end = last_end
         if self._next_offset is None:
             self._next_offset = nxt if self.size else self.base_offset
 
-    def open_as_active(self) -> None:
-        """Prepare a reopened last segment for appends (no full scan: index + short tail)."""
-        self.index.ensure_loaded()
-        self.time_index.ensure_loaded()
-        if self.index.values and self.index.values[-1] >= self.size:
-            self.index.reset()
-            self.time_index.reset()
-        self._rescan_tail_state()
-        if self.size and self.first_batch_timestamp is None:
-            first = next(self.batches(0), None)
-            self.first_batch_timestamp = first[1].base_timestamp if first else None
+    def open_as_active(self) -> bool:
+        """Prepare a reopened last segment for appends (no full scan: index + short tail).
+
+        False when the file does not end on a whole batch (the caller must recover it).
+        """
+        try:
+            self.ensure_indexes()
+            self._rescan_tail_state()
+            if self.size and self.first_batch_timestamp is None:
+                first = next(self.batches(0), None)
+                self.first_batch_timestamp = first[1].base_timestamp if first else None
+        except ProtocolError:
+            return False
+        return self._tail_end == self.size
 
     # --- recovery -------------------------------------------------------------------------
     def recover(self, expected_start: int, max_batch_bytes: int) -> tuple[int, str | None]:
