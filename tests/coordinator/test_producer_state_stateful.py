@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -284,3 +284,56 @@ ProducerStateMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestProducerState = ProducerStateMachine.TestCase
+
+
+# ---------------------------------------------------------------- arbitrary header values
+
+wire_batches = st.builds(
+    ProducerBatch,
+    producer_id=st.sampled_from([-1, 0, 1]) | st.integers(-(2**63), 2**63 - 1),
+    producer_epoch=st.sampled_from([-1, 0, 1]) | st.integers(-(2**15), 2**15 - 1),
+    base_sequence=st.sampled_from([-1, 0, 1, 2**31 - 1]) | st.integers(-(2**31), 2**31 - 1),
+    last_offset_delta=st.integers(0, 5),
+    base_offset=st.just(0),
+    max_timestamp=st.integers(-1, 10**6),
+    is_transactional=st.booleans(),
+    control=st.none() | st.sampled_from(ControlType),
+    coordinator_epoch=st.integers(-(2**31), 2**31 - 1),
+)
+
+
+@given(st.lists(st.tuples(wire_batches, st.sampled_from(AppendOrigin)), max_size=25))
+@settings(max_examples=200, deadline=None)
+def test_arbitrary_batches_append_or_refuse_cleanly(
+    steps: list[tuple[ProducerBatch, AppendOrigin]],
+) -> None:
+    mgr = ProducerStateManager(producer_id_expiration_ms=EXPIRY)
+    offset = 0
+    for batch, origin in steps:
+        placed = ProducerBatch(
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            last_offset_delta=batch.last_offset_delta,
+            base_offset=offset,
+            max_timestamp=batch.max_timestamp,
+            is_transactional=batch.is_transactional,
+            control=batch.control,
+            coordinator_epoch=batch.coordinator_epoch,
+        )
+        before = mgr.export_snapshot()
+        refused: ErrorCode | None = None
+        try:
+            result = mgr.check_and_update(placed, 0, origin)
+        except ProducerStateError as exc:
+            refused = exc.error_code
+        if refused is not None:
+            assert refused is not ErrorCode.NONE
+            assert mgr.export_snapshot() == before
+            continue
+        if result.duplicate is None:
+            offset = placed.last_offset + 1
+        lso = mgr.last_stable_offset(offset)
+        assert all(lso <= first for first in mgr.ongoing_transactions().values())
+        snap = mgr.export_snapshot()
+        assert decode_snapshot(encode_snapshot(snap)) == snap

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -281,3 +281,69 @@ CoordinatorMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestTransactionCoordinator = CoordinatorMachine.TestCase
+
+
+# ---------------------------------------------------------------- arbitrary inputs never crash
+
+I16 = st.integers(-(2**15), 2**15 - 1)
+I32 = st.integers(-(2**31), 2**31 - 1)
+ANY_IDS = st.sampled_from(["a", "b", ""]) | st.text(max_size=8)
+ANY_PIDS = st.sampled_from([-1, 0, 1]) | st.integers(-(2**63), 2**63 - 1)
+ANY_PARTS = st.lists(st.builds(TopicPartition, st.text(max_size=5), I32), max_size=3)
+KINDS = st.sampled_from(["init", "add", "offsets", "end", "markers", "timers"])
+
+
+@given(st.data())
+@settings(max_examples=150, deadline=None)
+def test_arbitrary_requests_never_crash(data: st.DataObject) -> None:
+    """Whatever the (decoded) request fields, an operation answers; replay stays consistent."""
+    coord = TransactionCoordinator(**CONFIG)
+    log: list[TxnLogRecord] = []
+    now = 0
+
+    def run(result: CoordinatorResult[T]) -> T:
+        for record in result.records:
+            log.append(record)
+            coord.replay(record.key, record.value)
+        return result.response
+
+    for _ in range(data.draw(st.integers(0, 30))):
+        kind = data.draw(KINDS)
+        if kind == "timers":
+            now += data.draw(st.integers(0, 10**7))
+            run(coord.abort_timed_out_transactions(now))
+            run(coord.expire_transactional_ids(now))
+            continue
+        tid, pid, epoch = data.draw(ANY_IDS), data.draw(ANY_PIDS), data.draw(I16)
+        if kind == "init":
+            timeout = data.draw(I32)
+            run(
+                coord.init_producer_id(
+                    data.draw(st.none() | ANY_IDS),
+                    timeout,
+                    now,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                )
+            )
+        elif kind == "add":
+            parts = data.draw(ANY_PARTS)
+            verify = data.draw(st.booleans())
+            version = data.draw(st.sampled_from([1, 2]))
+            run(
+                coord.add_partitions(
+                    tid, pid, epoch, parts, now, verify_only=verify, transaction_version=version
+                )
+            )
+        elif kind == "offsets":
+            run(coord.add_offsets(tid, pid, epoch, data.draw(st.text(max_size=5)), now))
+        elif kind == "end":
+            commit = data.draw(st.booleans())
+            version = data.draw(st.sampled_from([0, 1, 2, 5]))
+            run(coord.end_txn(tid, pid, epoch, commit, now, transaction_version=version))
+        else:
+            run(coord.complete_markers(tid, pid, epoch, now))
+    fresh = TransactionCoordinator(**CONFIG)
+    for record in log:
+        fresh.replay(record.key, record.value)
+    assert fresh.transactions == coord.transactions
