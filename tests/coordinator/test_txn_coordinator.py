@@ -585,6 +585,7 @@ def test_end_txn_v2_with_exhausted_epoch_moves_to_new_producer_id(rt: Runtime) -
         WriteTxnMarkers("t", pid, MAX_PRODUCER_EPOCH, 0, True, frozenset(tps("a-0")))
     ]
     assert rt.add(new_pid, 0, "b-0") == {TopicPartition("b", 0): E.CONCURRENT_TRANSACTIONS}
+    assert rt.init(producer_id=new_pid, producer_epoch=0).error is E.CONCURRENT_TRANSACTIONS
     assert rt.end(pid, epoch, True, version=2) == r, "retry with the old identity"
     rt.write_markers()
     md = rt.md("t")

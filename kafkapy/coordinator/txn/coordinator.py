@@ -215,14 +215,12 @@ class TransactionCoordinator:
             md.last_producer_id,
             md.last_producer_epoch,
         )
-        if (
-            expected is not None
-            and not is_retry
-            and expected != (md.producer_id, md.producer_epoch)
-        ):
+        current = {(md.producer_id, md.producer_epoch), md.client_identity()}
+        if expected is not None and not is_retry and expected not in current:
+            known_ids = (md.producer_id, md.last_producer_id, md.next_producer_id)
             error = (
                 ErrorCode.PRODUCER_FENCED
-                if producer_id in (md.producer_id, md.last_producer_id)
+                if producer_id in known_ids
                 else ErrorCode.INVALID_PRODUCER_ID_MAPPING
             )
             return self._result(staged, InitProducerIdResult(error))
