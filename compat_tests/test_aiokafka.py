@@ -348,3 +348,31 @@ def test_delete_topic(broker: BrokerProcess, topic_name: str) -> None:
             await admin.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("codec", [None, "zstd"])
+def test_seek_into_the_middle_of_a_batch(
+    broker: BrokerProcess, topic_name: str, codec: str | None
+) -> None:
+    """The broker returns the whole batch holding the offset; the client drops the records
+    before it (a compressed batch cannot be cut)."""
+    sends = [Sent(i, b"k", f"v{i}".encode(), []) for i in range(100)]
+    tp = TopicPartition(topic_name, 0)
+
+    async def scenario() -> None:
+        await create_topic(broker.bootstrap, topic_name, partitions=1)
+        metas = await produce_all(
+            broker.bootstrap, topic_name, sends, linger_ms=200, compression_type=codec
+        )
+        assert [metas[i].offset for i in range(100)] == list(range(100))
+        cons = new_consumer(broker.bootstrap)
+        await cons.start()
+        try:
+            cons.assign([tp])
+            cons.seek(tp, 37)
+            got = await get_n(cons, 100 - 37)
+        finally:
+            await cons.stop()
+        assert [(r.offset, r.value) for r in got] == [(i, f"v{i}".encode()) for i in range(37, 100)]
+
+    run(scenario())

@@ -469,3 +469,42 @@ def test_delete_topic(broker: BrokerProcess, admin: AdminClient, topic_name: str
     finally:
         cons.close()
     assert (low, high) == (0, 0)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_seek_into_the_middle_of_a_batch(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str, codec: str
+) -> None:
+    """The broker returns the whole batch holding the offset; the client drops the records
+    before it. Must hold for compressed batches too, where the broker cannot cut the batch."""
+    create_topic(admin, topic_name, partitions=1)
+    sends = [Sent(i, b"k", f"v{i}".encode(), [("seq", str(i).encode())]) for i in range(100)]
+    # One flush after queueing everything with a long linger: a single 100-record batch.
+    prod = producer(broker.bootstrap, **{"linger.ms": 200, "compression.type": codec})
+    delivered = produce_all(prod, topic_name, sends)
+    assert [delivered[i].offset() for i in range(100)] == list(range(100))
+    cons = consumer(broker.bootstrap)
+    try:
+        got = consume(cons, [TopicPartition(topic_name, 0, 37)], 100 - 37)
+    finally:
+        cons.close()
+    assert [g.offset for g in got] == list(range(37, 100))
+    assert [g.value for g in got] == [f"v{i}".encode() for i in range(37, 100)]
+
+
+def test_acks_zero(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
+    """acks=0: the broker sends no Produce response, and still appends every batch in order."""
+    create_topic(admin, topic_name, partitions=1)
+    sends = [
+        Sent(i, None, f"fire-and-forget-{i}".encode(), [("seq", str(i).encode())])
+        for i in range(200)
+    ]
+    prod = producer(broker.bootstrap, acks="0")
+    produce_all(prod, topic_name, sends)
+    cons = consumer(broker.bootstrap)
+    try:
+        got = consume(cons, [TopicPartition(topic_name, 0, OFFSET_BEGINNING)], len(sends))
+    finally:
+        cons.close()
+    assert [g.value for g in got] == [s.value for s in sends]
+    assert [g.offset for g in got] == list(range(len(sends)))

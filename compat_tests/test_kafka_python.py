@@ -352,3 +352,28 @@ def test_delete_topic(broker: BrokerProcess, admin: KafkaAdminClient, topic_name
     while topic_name in admin.list_topics():
         assert time.monotonic() < deadline, "deleted topic still listed after 10s"
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize("codec", [None, "zstd"])
+def test_seek_into_the_middle_of_a_batch(
+    broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str, codec: str | None
+) -> None:
+    """The broker returns the whole batch holding the offset; the client drops the records
+    before it (a compressed batch cannot be cut)."""
+    create_topic(admin, topic_name, partitions=1)
+    sends = [Sent(i, b"k", f"v{i}".encode(), []) for i in range(100)]
+    prod = producer(broker.bootstrap, linger_ms=200, compression_type=codec)
+    try:
+        metas = produce_all(prod, topic_name, sends)
+    finally:
+        prod.close(timeout=5)
+    assert [metas[i].offset for i in range(100)] == list(range(100))
+    cons = consumer(broker.bootstrap)
+    tp = TopicPartition(topic_name, 0)
+    try:
+        cons.assign([tp])
+        cons.seek(tp, 37)
+        got = poll_n(cons, 100 - 37)
+    finally:
+        cons.close()
+    assert [(r.offset, r.value) for r in got] == [(i, f"v{i}".encode()) for i in range(37, 100)]
