@@ -53,10 +53,13 @@ class BrokerProcess:
         *,
         data_dir: Path | None,
         extra_args: list[str] | None = None,
+        dir_from_config: bool = False,
     ) -> None:
         self.log_path = log_path
         self.data_dir = data_dir
         self.extra_args = list(extra_args or [])
+        # True: pass neither --data-dir nor --memory, so log.dirs comes from --config.
+        self.dir_from_config = dir_from_config
         self.proc: subprocess.Popen[bytes] | None = None
         self.host = ""
         self.port = 0
@@ -73,7 +76,9 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0"]
-        if self.data_dir is None:
+        if self.dir_from_config:
+            pass
+        elif self.data_dir is None:
             cmd.append("--memory")
         else:
             cmd += ["--data-dir", str(self.data_dir)]
@@ -177,15 +182,17 @@ class BrokerFactory:
         memory: bool = False,
         data_dir: Path | None = None,
         extra_args: list[str] | None = None,
+        dir_from_config: bool = False,
     ) -> BrokerProcess:
         index = len(self.brokers)
-        if not memory and data_dir is None:
+        if not memory and data_dir is None and not dir_from_config:
             data_dir = self.base / f"data{index}"
             data_dir.mkdir(parents=True, exist_ok=True)
         broker = BrokerProcess(
             self.base / f"broker{index}.log",
             data_dir=None if memory else data_dir,
             extra_args=extra_args,
+            dir_from_config=dir_from_config,
         )
         self.brokers.append(broker)
         broker.start()
