@@ -27,6 +27,7 @@ __all__ = [
     "OffsetsCheckpoint",
     "PartitionMetadata",
     "fsync_dir",
+    "fsync_file",
     "write_atomic",
 ]
 
@@ -37,6 +38,15 @@ LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 
 def fsync_dir(path: Path) -> None:
     """Make renames/creations inside `path` durable (POSIX needs an fsync of the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Make an already written file's content durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -55,7 +55,6 @@ class _SparseIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return False
-        self._on_disk = True
         size = self._fmt.size
         if len(data) % size:
             return False
@@ -67,6 +66,7 @@ class _SparseIndex:
             keys.append(key)
             values.append(value)
         self.keys, self.values, self._persisted = keys, values, len(keys)
+        self._on_disk = True
         return True
 
     def ensure_loaded(self) -> None:
@@ -78,7 +78,9 @@ class _SparseIndex:
         pending = len(self.keys) - self._persisted
         if pending <= 0 and not fsync and self._on_disk:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # A file not known to be ours (after reset) may hold stale entries: start it afresh.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self._on_disk else os.O_TRUNC)
+        fd = os.open(self.path, flags, 0o644)
         self._on_disk = True
         try:
             if pending > 0:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
@@ -56,6 +55,7 @@ from kafkapy.storage.checkpoint import (
     OffsetsCheckpoint,
     PartitionMetadata,
     fsync_dir,
+    fsync_file,
 )
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
@@ -65,6 +65,7 @@ from kafkapy.storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
+from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
 from kafkapy.storage.segment import HEADER_SIZE, MAX_RELATIVE_OFFSET, LogSegment
 
 __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
@@ -72,56 +73,6 @@ __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
 log = logging.getLogger(__name__)
 
 _TRANSIENT_SUFFIXES = (".tmp", ".deleted")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FileSlice:
-    """`length` bytes of whole batches at `position` of the open file `fd` (for os.sendfile)."""
-
-    fd: int
-    position: int
-    length: int
-
-    def read(self) -> bytes:
-        """The slice's bytes (short if the file was truncated meanwhile)."""
-        parts: list[bytes] = []
-        done = 0
-        while done < self.length:
-            chunk = os.pread(self.fd, self.length - done, self.position + done)
-            if not chunk:
-                break
-            parts.append(chunk)
-            done += len(chunk)
-        return b"".join(parts)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReadResult:
-    """What a fetch from one partition gets: slices plus the offsets the response reports."""
-
-    slices: list[FileSlice]
-    first_offset: int  # base offset of the first batch returned (-1 when empty)
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    log_end_offset: int
-
-    @property
-    def size(self) -> int:
-        return sum(s.length for s in self.slices)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AppendResult:
-    """Outcome of an append. `flush_needed`: the config asks for an fsync before the ack
-    (`flush.messages` reached); the server then runs `flush()` in a worker thread."""
-
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    batches: int
-    flush_needed: bool = False
 
 
 class PartitionLog:
@@ -785,7 +736,7 @@ class PartitionLog:
             for fd in fds:
                 os.fsync(fd)
             if meta_unsynced:
-                _fsync_file(self.directory / METADATA_FILE)
+                fsync_file(self.directory / METADATA_FILE)
             if dir_dirty:
                 fsync_dir(self.directory)
         except OSError as exc:
@@ -857,14 +808,6 @@ class PartitionLog:
                 seg.close()
             self.reap_retired(force=True)
             shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _now_ms() -> int:
