@@ -82,8 +82,8 @@ class Connection:
                 async with send:
                     with self.reader_scope:
                         await self._reader(send, nursery)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as e:
-            log.debug("connection %s closed: %s", self.state.peer, e)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            log.debug("connection %s closed: %r", self.state.peer, group.exceptions)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await trio.aclose_forcefully(self.stream)
@@ -99,7 +99,11 @@ class Connection:
         while True:
             data: bytes | bytearray = b""
             with trio.move_on_at(last_activity + self.idle_s):
-                data = await self.stream.receive_some(RECEIVE_BYTES)
+                try:
+                    data = await self.stream.receive_some(RECEIVE_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                    log.debug("connection %s: read failed: %r", self.state.peer, e.__cause__ or e)
+                    return
                 if not data:
                     log.debug("connection %s: peer closed", self.state.peer)
                     return

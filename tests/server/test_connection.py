@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import struct
 from pathlib import Path
 
+import pytest
 import trio
 
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response
@@ -191,3 +194,17 @@ async def test_unsupported_api_versions_with_a_non_flexible_header_is_answered()
         assert raw is not None
         corr, resp = decode_response(ApiKey.API_VERSIONS, 0, raw)
         assert (corr, resp.error_code) == (12, ErrorCode.UNSUPPORTED_VERSION)
+
+
+async def test_peer_reset_mid_request_is_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    async with running_broker(None) as (_, _, port):
+        sock = trio.socket.socket()
+        await sock.connect(("127.0.0.1", port))
+        await sock.send(struct.pack(">i", 40) + b"\x00\x03")
+        await trio.sleep(0.1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # RST, not FIN
+        await trio.sleep(0.2)
+        ok = await Client.connect(port)
+        assert (await ok.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())).error_code == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
