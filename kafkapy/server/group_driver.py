@@ -12,6 +12,10 @@ first use; it loads `__consumer_offsets` the first time (creating the topic if m
 `run_group_driver(broker)` is the long-lived timer task the server starts; cancelling it is the
 way to stop it. Without it (in-process handler tests) timers do not fire.
 
+Transactions: TxnOffsetCommit records are appended as transactional batches of the producer;
+they count once `on_transaction_marker` (called by whoever writes the marker) or, at load, the
+marker in the log commits them.
+
 Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
 have written it); a failing append raises to the handler, whose connection answers
 UNKNOWN_SERVER_ERROR; the timer task logs and carries on if one poll fails.
@@ -32,7 +36,6 @@ from kafkapy.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
     GroupRecord,
-    GroupRecordError,
     JoinGroupResult,
     Pending,
     Result,
@@ -41,7 +44,14 @@ from kafkapy.coordinator.group import (
     encode_value,
     offsets_partition_for,
 )
-from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.records import (
+    Record,
+    build_batch,
+    decode_records,
+    iter_batches,
+    parse_control_record,
+)
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_store import TopicInfo, new_topic_id
@@ -174,15 +184,18 @@ class GroupDriver:
                     break
                 for pos, header in iter_batches(data):
                     offset = header.last_offset + 1
-                    if header.is_control or header.is_transactional:
-                        continue  # transactional offset commits: not materialised yet
+                    pid = header.producer_id if header.is_transactional else -1
                     for record in decode_records(data, pos, header):
-                        if record.key is None:
-                            continue
                         try:
-                            self.coordinator.replay_bytes(record.key, record.value)
+                            if header.is_control:
+                                commit, _ = parse_control_record(record)
+                                self.coordinator.replay_transaction_marker(pid, commit)
+                            elif record.key is not None:
+                                self.coordinator.replay_bytes(
+                                    record.key, record.value, producer_id=pid
+                                )
                             loaded += 1
-                        except GroupRecordError as exc:
+                        except ProtocolError as exc:  # GroupRecordError or a bad marker
                             log.warning(
                                 "skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc
                             )
@@ -226,16 +239,26 @@ class GroupDriver:
         """One batch per `__consumer_offsets` partition through the normal append path."""
         if not records:
             return
-        by_partition: dict[int, list[Record]] = {}
+        batches: dict[tuple[int, int, int], list[Record]] = {}
         for r in records:
-            batch = by_partition.setdefault(offsets_partition_for(r.group_id, self.num_partitions), [])
+            partition = offsets_partition_for(r.group_id, self.num_partitions)
+            batch = batches.setdefault((partition, r.producer_id, r.producer_epoch), [])
             batch.append(Record(len(batch), 0, encode_key(r.key), encode_value(r.value)))
         now = now_ms()
-        for partition, batch_records in by_partition.items():
+        for (partition, producer_id, producer_epoch), batch_records in batches.items():
             plog = self._partition_log(partition)
-            plog.append(build_batch(batch_records, base_timestamp=now), now_ms=now,
-                        leader_epoch=LEADER_EPOCH)
+            data = build_batch(
+                batch_records, base_timestamp=now, producer_id=producer_id,
+                producer_epoch=producer_epoch, is_transactional=producer_id >= 0,
+            )
+            plog.append(data, now_ms=now, leader_epoch=LEADER_EPOCH)
             self.broker.after_append(CONSUMER_OFFSETS_TOPIC, partition, plog)
+
+    def on_transaction_marker(self, producer_id: int, commit: bool) -> None:
+        """Hook for the transaction marker writer: call it after appending a commit/abort
+        marker of `producer_id` to a `__consumer_offsets` partition (the same effect replaying
+        that marker has at load)."""
+        self.coordinator.replay_transaction_marker(producer_id, commit)
 
     # -- timers --------------------------------------------------------------------------
 

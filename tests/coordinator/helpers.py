@@ -129,6 +129,6 @@ class Harness:
         """A fresh coordinator rebuilt from the records' bytes, as at broker start-up."""
         fresh = GroupCoordinator(self.config)
         for r in self.records:
-            fresh.replay_bytes(encode_key(r.key), encode_value(r.value))
+            fresh.replay_bytes(encode_key(r.key), encode_value(r.value), producer_id=r.producer_id)
         fresh.load_complete(self.now_ms)
         return fresh

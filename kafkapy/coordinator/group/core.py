@@ -61,6 +61,8 @@ class GroupCoordinatorCore:
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        # producer id -> group -> partition -> offset, until the transaction's marker
+        self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
         self._deadlines: dict[TimerKey, int] = {}
         self._heap: list[tuple[int, int, TimerKey]] = []
         self._seq = 0
@@ -120,13 +122,38 @@ class GroupCoordinatorCore:
 
     # -- replay --------------------------------------------------------------------------
 
-    def replay_bytes(self, key: bytes, value: bytes | None) -> None:
-        """Replay one raw `__consumer_offsets` record (raises GroupRecordError if unreadable)."""
+    def replay_bytes(self, key: bytes, value: bytes | None, *, producer_id: int = -1) -> None:
+        """Replay one raw `__consumer_offsets` record (raises GroupRecordError if unreadable);
+        `producer_id` is the batch's when it is transactional."""
         k = decode_key(key)
-        self.replay(GroupRecord(k, decode_value(k, value)))
+        self.replay(GroupRecord(k, decode_value(k, value), producer_id))
+
+    def replay_transaction_marker(self, producer_id: int, commit: bool) -> None:
+        """A commit/abort marker of `producer_id` on `__consumer_offsets`: its pending
+        transactional offsets become committed offsets, or are dropped."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for group_id, offsets in pending.items():
+            for tp, value in offsets.items():
+                self.replay(GroupRecord(OffsetCommitKey(group_id, tp.topic, tp.partition), value))
+
+    def has_pending_transactional_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        return any(tp in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
 
     def replay(self, record: GroupRecord) -> None:
         key, value = record.key, record.value
+        if isinstance(key, OffsetCommitKey) and record.producer_id >= 0:
+            if isinstance(value, OffsetCommitValue):
+                by_group = self.pending_txn_offsets.setdefault(record.producer_id, {})
+                by_group.setdefault(key.group_id, {})[TopicPartition(key.topic, key.partition)] = (
+                    value
+                )
+                if key.group_id not in self.groups:
+                    self.groups[key.group_id] = ClassicGroup(
+                        key.group_id, state_timestamp_ms=value.commit_timestamp_ms
+                    )
+            return
         if isinstance(key, OffsetCommitKey):
             tp = TopicPartition(key.topic, key.partition)
             if value is None:

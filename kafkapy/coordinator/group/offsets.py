@@ -107,6 +107,61 @@ class OffsetOps(GroupCoordinatorCore):
                 out.append((tp, ErrorCode.NONE))
         return self._result(out)
 
+    def commit_transactional_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: list[OffsetToCommit],
+        now_ms: int,
+    ) -> Result[list[tuple[TopicPartition, ErrorCode]]]:
+        """TxnOffsetCommit: offsets that count once the producer's transaction commits.
+
+        Kafka's checks for transactional commits are looser than OffsetCommit's: an unknown
+        group is created, and a commit without member id and generation (older clients) is
+        accepted whatever the group's state.
+        """
+        error = ErrorCode.NONE
+        group = self.groups.get(group_id)
+        if not group_id:
+            error = ErrorCode.INVALID_GROUP_ID
+        elif group is None:
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
+        elif group.state is GroupState.DEAD:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif (
+            group_instance_id is not None
+            and group.static_members.get(group_instance_id, member_id) != member_id
+        ):
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id and member_id not in group.members:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and generation_id != group.generation:
+            error = ErrorCode.ILLEGAL_GENERATION
+        out: list[tuple[TopicPartition, ErrorCode]] = []
+        max_meta = self.config.offset_metadata_max_bytes
+        for o in offsets:
+            tp = TopicPartition(o.topic, o.partition)
+            if error is not ErrorCode.NONE:
+                out.append((tp, error))
+            elif o.metadata is not None and len(o.metadata.encode("utf-8")) > max_meta:
+                out.append((tp, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+            else:
+                self._write(
+                    GroupRecord(
+                        OffsetCommitKey(group_id, o.topic, o.partition),
+                        OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, now_ms, -1),
+                        producer_id,
+                        producer_epoch,
+                    )
+                )
+                out.append((tp, ErrorCode.NONE))
+        return self._result(out)
+
     def fetch_offsets(
         self,
         *,
@@ -116,11 +171,9 @@ class OffsetOps(GroupCoordinatorCore):
     ) -> Result[OffsetFetchResult]:
         """Committed offsets (-1 where none); `partitions=None` means all of the group's.
 
-        `require_stable` matters only while transactional offset commits are pending; this
-        coordinator has none (TxnOffsetCommit lands with the transaction coordinator), so every
-        committed offset is stable.
+        With `require_stable`, a partition with a transactional offset commit still pending
+        answers UNSTABLE_OFFSET_COMMIT (the client retries) instead of a possibly stale offset.
         """
-        del require_stable
         group = self.groups.get(group_id)
         if group is not None and group.state is GroupState.DEAD:
             return self._result(OffsetFetchResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -129,7 +182,11 @@ class OffsetOps(GroupCoordinatorCore):
         out: list[FetchedOffset] = []
         for tp in wanted:
             v = committed.get(tp)
-            if v is None:
+            if require_stable and self.has_pending_transactional_offset(group_id, tp):
+                out.append(
+                    FetchedOffset(tp.topic, tp.partition, error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                )
+            elif v is None:
                 out.append(FetchedOffset(tp.topic, tp.partition))
             else:
                 out.append(

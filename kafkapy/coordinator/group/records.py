@@ -127,6 +127,10 @@ class GroupRecord:
 
     key: Key
     value: Value | None
+    # a TxnOffsetCommit's records belong to the producer's transaction: they are written as a
+    # transactional batch and count only once the transaction's commit marker is replayed
+    producer_id: int = -1
+    producer_epoch: int = -1
 
     @property
     def group_id(self) -> str:

@@ -1,4 +1,5 @@
-"""Committed offsets: OffsetCommit (8) v0-9, OffsetFetch (9) v0-9, OffsetDelete (47) v0.
+"""Committed offsets: OffsetCommit (8) v0-9, OffsetFetch (9) v0-9, OffsetDelete (47) v0,
+TxnOffsetCommit (28) v0-4.
 
 Behaviour:
 - OffsetCommit: partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the
@@ -8,8 +9,12 @@ Behaviour:
   `retention_time_ms` sets an explicit expiry; v9's member epoch is the generation of a classic
   group.
 - OffsetFetch: v0-7 one group (null topics = all of the group's offsets, v2+), v8+ several groups;
-  a partition without a committed offset answers -1. `require_stable` is accepted; no
-  transactional offsets are pending in this coordinator, so everything is stable.
+  a partition without a committed offset answers -1. with `require_stable`, partitions with
+  a pending transactional commit answer UNSTABLE_OFFSET_COMMIT.
+- TxnOffsetCommit: the offsets are written as a transactional batch of the producer and become
+  visible when its commit marker reaches `__consumer_offsets` (`GroupDriver.on_transaction_marker`);
+  until then OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them. Not yet:
+  checking with the transaction coordinator that AddOffsetsToTxn added the group.
 - OffsetDelete: group-level GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, per-partition
   GROUP_SUBSCRIBED_TO_TOPIC.
 
@@ -34,13 +39,20 @@ from kafkapy.protocol.messages import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.group_driver import GroupDriver, group_driver
 from kafkapy.server.handlers.registry import handler
 
-__all__ = ["handle_offset_commit", "handle_offset_delete", "handle_offset_fetch"]
+__all__ = [
+    "handle_offset_commit",
+    "handle_offset_delete",
+    "handle_offset_fetch",
+    "handle_txn_offset_commit",
+]
 
 
 def _exists(broker: Broker, topic: str, partition: int) -> bool:
@@ -235,6 +247,60 @@ async def handle_offset_delete(
                     OffsetDeleteResponse.OffsetDeleteResponsePartition(
                         partition_index=p.partition_index,
                         error_code=errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@handler(ApiKey.TXN_OFFSET_COMMIT, min_version=0, max_version=4)
+async def handle_txn_offset_commit(
+    ctx: RequestContext, req: TxnOffsetCommitRequest
+) -> TxnOffsetCommitResponse:
+    broker = ctx.broker
+    driver = await group_driver(broker)
+    v3 = ctx.api_version >= 3
+    errors: dict[TopicPartition, ErrorCode] = {}
+    to_commit: list[OffsetToCommit] = []
+    for t in req.topics:
+        for p in t.partitions:
+            if _exists(broker, t.name, p.partition_index):
+                to_commit.append(OffsetToCommit(
+                    t.name, p.partition_index, p.committed_offset,
+                    p.committed_leader_epoch if ctx.api_version >= 2 else -1, p.committed_metadata,
+                ))
+            else:
+                errors[TopicPartition(t.name, p.partition_index)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+    if to_commit:
+        result = driver.finish(
+            driver.coordinator.commit_transactional_offsets(
+                group_id=req.group_id,
+                producer_id=req.producer_id,
+                producer_epoch=req.producer_epoch,
+                member_id=req.member_id if v3 else "",
+                group_instance_id=req.group_instance_id if v3 else None,
+                generation_id=req.generation_id if v3 else -1,
+                offsets=to_commit,
+                now_ms=now_ms(),
+            )
+        )
+        assert isinstance(result, list)
+        errors.update(result)
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=errors.get(
+                            TopicPartition(t.name, p.partition_index), ErrorCode.NONE
+                        ),
                     )
                     for p in t.partitions
                 ],
