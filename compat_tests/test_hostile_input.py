@@ -16,6 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from typing import Any
 
 import crc32c
 import pytest
@@ -65,7 +66,7 @@ def zigzag_varint(n: int) -> bytes:
             return bytes(out)
 
 
-def record_batch(values: list[bytes], base_timestamp: int) -> bytes:
+def record_batch(values: list[bytes], base_timestamp: int, leader_epoch: int = -1) -> bytes:
     """A magic v2 batch, uncompressed, no producer id, CRC32C over attributes..end."""
     records = b""
     for delta, value in enumerate(values):
@@ -94,7 +95,7 @@ def record_batch(values: list[bytes], base_timestamp: int) -> bytes:
         + records
     )
     crc = crc32c.crc32c(after_crc)
-    after_length = struct.pack(">ibI", -1, 2, crc) + after_crc  # leader epoch, magic, crc
+    after_length = struct.pack(">ibI", leader_epoch, 2, crc) + after_crc  # epoch, magic, crc
     return struct.pack(">qi", 0, len(after_length)) + after_length
 
 
@@ -290,10 +291,6 @@ def test_truncated_frame_then_close(broker: BrokerProcess) -> None:
     still_serves(broker)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDINGS F3: a peer's TCP reset escapes the connection task as an ERROR traceback",
-)
 def test_peer_reset_is_not_a_crash(broker: BrokerProcess) -> None:
     """A client that vanishes with a TCP reset (SO_LINGER 0) mid-request is routine on real
     networks: the broker drops the connection quietly - no unhandled exception in its log."""
@@ -378,3 +375,41 @@ def test_produce_with_corrupt_crc(broker: BrokerProcess) -> None:
         assert response[0] == 22
         assert parse_produce_v7_response(response[1]) == [(topic, 0, NONE, 0)]
     still_serves(broker)
+
+
+def test_produce_with_any_leader_epoch_is_accepted_and_overwritten(broker: BrokerProcess) -> None:
+    """Clients put whatever partition leader epoch they like in a batch (librdkafka -1, others a
+    stale value); the broker accepts it and stores its own epoch, which consumers then see."""
+    topic = unique_topic("hostile-epoch")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
+        timeout=15
+    )
+    batch = record_batch([b"odd-epoch"], int(time.time() * 1000), leader_epoch=12345)
+    with connect(broker) as sock:
+        sock.sendall(request(API_PRODUCE, 7, 31, produce_v7(topic, 0, batch)))
+        response = read_response(sock)
+    assert response is not None
+    assert parse_produce_v7_response(response[1]) == [(topic, 0, NONE, 0)]
+
+    from kafka import KafkaConsumer  # type: ignore[import-untyped]
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    tp = KafkaTopicPartition(topic, 0)
+    cons = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, fetch_max_wait_ms=100)
+    try:
+        cons.assign([tp])
+        cons.seek(tp, 0)
+        records: list[Any] = []
+        deadline = time.monotonic() + 15
+        while not records and time.monotonic() < deadline:
+            for batch_records in cons.poll(timeout_ms=200).values():
+                records.extend(batch_records)
+    finally:
+        cons.close()
+    assert len(records) == 1, "the odd-epoch batch was not readable"
+    record = records[0]
+    assert record.value == b"odd-epoch"
+    epoch = record.leader_epoch
+    assert epoch != 12345, "the client's leader epoch was stored instead of the leader's"
+    assert epoch >= 0
