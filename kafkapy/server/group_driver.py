@@ -103,6 +103,7 @@ class GroupDriver:
         self._waiters: dict[int, _Waiter] = {}
         self._changed = trio.Event()
         self._loading: trio.Event | None = None
+        self._sleep_until: int | None = None  # the timer task's wake-up time while it sleeps
         self.loaded = False
 
     # -- start-up ------------------------------------------------------------------------
@@ -136,7 +137,14 @@ class GroupDriver:
     def _register_topic(self) -> TopicInfo:
         info = TopicInfo(
             CONSUMER_OFFSETS_TOPIC, new_topic_id(), self.num_partitions,
-            {"cleanup.policy": "compact"}, internal=True,
+            {
+                "cleanup.policy": "compact",
+                # Kafka's offsets.topic.segment.bytes: small enough for the cleaner to get at
+                "segment.bytes": str(
+                    _int(self.broker.config, "offsets.topic.segment.bytes", 104_857_600)
+                ),
+            },
+            internal=True,
         )
         self.broker.topics.put(info)
         log.info("created topic %s with %d partitions", info.name, info.partitions)
@@ -218,7 +226,10 @@ class GroupDriver:
             if waiter is not None:
                 waiter.answer = c.response
                 waiter.event.set()
-        self._changed.set()
+        # wake the timer task only if a timer now fires before the time it sleeps until
+        deadline = self.coordinator.next_deadline()
+        if deadline is not None and (self._sleep_until is None or deadline < self._sleep_until):
+            self._changed.set()
         return result.response
 
     async def wait(self, request_id: int) -> Answer:
@@ -267,7 +278,7 @@ class GroupDriver:
         await self.ensure_loaded()
         while True:
             self._changed = trio.Event()
-            deadline = self.coordinator.next_deadline()
+            deadline = self._sleep_until = self.coordinator.next_deadline()
             if deadline is None:
                 await self._changed.wait()
             else:
@@ -275,6 +286,7 @@ class GroupDriver:
                 if delay_s > 0:
                     with trio.move_on_after(delay_s):
                         await self._changed.wait()
+            self._sleep_until = None
             try:
                 self.finish(self.coordinator.poll(now_ms()))
             except Exception:
