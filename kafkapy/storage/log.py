@@ -176,6 +176,7 @@ class PartitionLog:
             self.segments.pop(0).unlink()
             self._bases.pop(0)
         self._recovery_point = ckpt.recovery_point
+        self.leader_epochs = LeaderEpochCache.load(self.directory)
         if not clean_shutdown:
             self._recover(ckpt.recovery_point)
         elif not self.segments[-1].open_as_active():
@@ -187,7 +188,6 @@ class PartitionLog:
         self._hw_checkpointed = self._high_watermark
         self._last_stable: int | None = None
         self.cleaner_offset = max(min(ckpt.cleaner_offset, self._leo), self._log_start_offset)
-        self.leader_epochs = LeaderEpochCache.load(self.directory)
         epochs_changed = self.leader_epochs.truncate_from_end(self._leo)
         epochs_changed |= self.leader_epochs.truncate_from_start(self._log_start_offset)
         if epochs_changed:
@@ -196,15 +196,19 @@ class PartitionLog:
         # point stays where it was and the next flush() syncs the recovered segments.
         self._recovery_point = min(self._recovery_point, self._leo)
         current = self._checkpoint_state()
-        if current != ckpt:
-            self._write_checkpoint(fsync=False)
-        else:
+        if current == ckpt:
             self._synced_checkpoint = current
+        elif bases:  # a brand-new log gets its checkpoint at the first flush
+            self._write_checkpoint(fsync=False)
 
     def _recover(self, recovery_point: int) -> None:
         """Re-validate segments from the one holding `recovery_point`, cutting at damage."""
         start = max(0, bisect.bisect_right(self._bases, recovery_point) - 1)
         expected = self.segments[start].base_offset
+        # The leader-epoch checkpoint is written lazily; the batches themselves carry the
+        # epoch, so the cache is rebuilt from them for everything being recovered.
+        if self.leader_epochs.truncate_from_end(expected):
+            self._epochs_unsynced = True
         i = start
         max_batch = max(self.config.max_message_bytes, self.config.segment_bytes) + HEADER_SIZE
         while i < len(self.segments):
@@ -220,6 +224,9 @@ class PartitionLog:
                 seg.seal()
                 seg.flush(fsync=False)
             seg.dirty = True  # the rebuilt indexes and any cut are synced by the next flush
+            for epoch, offset in seg.recovered_epochs:
+                if self.leader_epochs.assign(epoch, offset):
+                    self._epochs_unsynced = True
             expected = seg.next_offset
             if truncated:
                 for later in self.segments[i + 1 :]:
@@ -782,23 +789,46 @@ class PartitionLog:
         self._hw_checkpointed = self._high_watermark
 
     def _write_epochs(self) -> None:
-        """Persist the leader-epoch cache now (cheap); the next flush() makes it durable."""
-        self.leader_epochs.write(fsync=False)
+        """Mark the leader-epoch cache for the next flush() (recovery rebuilds it from the
+        batches' own epochs, so writing it on the append path would only cost time)."""
         self._epochs_unsynced = True
         self._epochs_unsynced = True
 
-    def close(self) -> None:
-        """Flush everything and release fds; the log must not be used afterwards."""
+    def close(self, *, fsync: bool = True) -> None:
+        """Flush everything and release fds; the log must not be used afterwards.
+
+        `fsync=False` (LogManager's bulk shutdown) writes every file but syncs nothing and
+        leaves the recovery point alone: the caller runs one sync(2) for all logs and then
+        `mark_synced()` on each, instead of thousands of separate fsyncs.
+        """
         with self._lock:
             if self._closed:
                 return
             if self._offline is None:
                 with contextlib.suppress(KafkaStorageError):
-                    self.flush()
+                    if fsync:
+                        self.flush()
+                    else:
+                        self._write_unsynced()
             self._closed = True
             for seg in self.segments:
                 seg.close()
             self.reap_retired(force=True)
+
+    def _write_unsynced(self) -> None:
+        for seg in self.segments:
+            seg.flush(fsync=False)
+        if self._epochs_unsynced:
+            self.leader_epochs.write(fsync=False)
+
+    def mark_synced(self) -> None:
+        """After a sync(2) that followed `close(fsync=False)`: everything up to the LEO is
+        durable, so checkpoint it as the recovery point (an old checkpoint surviving a crash
+        here only means more recovery)."""
+        with self._lock:
+            if self._offline is None:
+                self._recovery_point = self._leo
+                self._write_checkpoint(fsync=False)
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

@@ -72,6 +72,8 @@ class LogSegment:
         self._bytes_since_index = 0
         self._tail_end = 0
         self._fd: int | None = None
+        # Set by recover(): (leader epoch, first offset) at each epoch change, in order.
+        self.recovered_epochs: list[tuple[int, int]] = []
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"
@@ -367,6 +369,7 @@ class LogSegment:
         valid_end = 0
         next_offset = max(self.base_offset, expected_start)
         reason: str | None = None
+        self.recovered_epochs = []
         try:
             for pos, header, data in self.batches(0, file_size, with_data=True):
                 assert data is not None
@@ -380,6 +383,9 @@ class LogSegment:
                     reason = f"batch at position {pos}: {exc}"
                     break
                 self._index_batch(pos, header)
+                epoch = header.partition_leader_epoch
+                if not self.recovered_epochs or self.recovered_epochs[-1][0] != epoch:
+                    self.recovered_epochs.append((epoch, header.base_offset))
                 next_offset = header.last_offset + 1
                 valid_end = pos + header.size
         except ProtocolError as exc:
@@ -391,6 +397,6 @@ class LogSegment:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self._next_offset = next_offset if valid_end else self.base_offset
-        self.index.rewrite()
-        self.time_index.rewrite()
+        # Index files are written by the next flush (reset() made them start afresh): a
+        # segment being recovered is rescanned after any crash before that anyway.
         return truncated, reason
