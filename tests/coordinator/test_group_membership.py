@@ -181,6 +181,8 @@ def test_inconsistent_group_protocol() -> None:
     _, no_protocols = h.join("other", protocols=[])
     assert no_protocols is not None
     assert no_protocols.error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert "other" not in h.coordinator.groups  # a failed join leaves no empty group behind
+    assert [g.group_id for g in h.coordinator.list_groups()] == ["g"]
     assert state(h) is S.STABLE
 
 

@@ -14,6 +14,7 @@ expiry and restarts. After every step:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TypeVar
 
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +31,11 @@ from kafkapy.coordinator.txn import (
     WriteTxnMarkers,
     check_transition,
 )
-from kafkapy.coordinator.txn.records import decode_key
+from kafkapy.coordinator.txn.records import (
+    decode_key,
+    encode_metadata_key,
+    encode_metadata_value,
+)
 from kafkapy.coordinator.txn.state import MAX_PRODUCER_EPOCH
 from kafkapy.protocol.errors import ErrorCode
 
@@ -193,6 +198,22 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if r.error is E.NONE and version == 2 and result.records:
             assert (r.producer_id, r.producer_epoch) != (pid, epoch), "v2 always bumps"
             self.hand_out(tid, (r.producer_id, r.producer_epoch))
+
+    @rule(tid=TIDS, epoch=st.sampled_from([MAX_PRODUCER_EPOCH - 2, MAX_PRODUCER_EPOCH - 1]))
+    def jump_near_epoch_exhaustion(self, tid: str, epoch: int) -> None:
+        """Load an old record with an epoch close to int16 max, so the rules that allocate a new
+        producer id (and the fence bump) run in the random walks."""
+        md = self.coord.transactions.get(tid)
+        if md is None or md.state not in STEADY_EMPTY or md.producer_epoch >= epoch:
+            return
+        jumped = replace(md, producer_epoch=epoch)
+        record = TxnLogRecord(
+            self.coord.partition_for(tid), encode_metadata_key(tid), encode_metadata_value(jumped)
+        )
+        # not an operation's record, so no transition check: the same state at a later epoch
+        self.coord.replay(record.key, record.value)
+        self.log.append(record)
+        self.hand_out(tid, jumped.client_identity())
 
     # ---------------------------------------------------------------- markers, timers, restart
 

@@ -45,7 +45,9 @@ __all__ = ["GroupCoordinator"]
 
 
 def _uuid_member_id(client_id: str) -> str:
-    return f"{client_id}-{uuid.uuid4()}"
+    """Kafka's `clientId-UUID`; the client id part is capped so the id always fits the
+    int16-length strings of `__consumer_offsets` records, whatever the client sent."""
+    return f"{client_id[:1024]}-{uuid.uuid4()}"
 
 
 class GroupCoordinator(OffsetOps):
@@ -81,7 +83,54 @@ class GroupCoordinator(OffsetOps):
         require_known_member_id: bool,
         now_ms: int,
     ) -> Result[JoinGroupResult]:
-        """JoinGroup; `rebalance_timeout_ms < 0` (v0 omits it) defaults to the session timeout."""
+        """JoinGroup; `rebalance_timeout_ms < 0` (v0 omits it) defaults to the session timeout.
+
+        A join that fails leaves no trace: a group it created is dropped again, so bad requests
+        cannot fill the group table (ListGroups) with empty groups.
+        """
+        existed = group_id in self.groups
+        result = self._join_group(
+            request_id=request_id,
+            group_id=group_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            require_known_member_id=require_known_member_id,
+            now_ms=now_ms,
+        )
+        group = self.groups.get(group_id)
+        if (
+            not existed
+            and group is not None
+            and not group.members
+            and not group.pending_members
+            and group_id not in self.offsets
+        ):
+            del self.groups[group_id]
+        return result
+
+    def _join_group(
+        self,
+        *,
+        request_id: int,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        now_ms: int,
+    ) -> Result[JoinGroupResult]:
+        """The body of `join_group`."""
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         cfg = self.config
@@ -216,7 +265,6 @@ class GroupCoordinator(OffsetOps):
         group.pending_members.discard(member.member_id)
         self._cancel((TimerKind.PENDING_MEMBER, group.group_id, member.member_id))
         member.awaiting_join = request_id
-        member.is_new = True
         group.new_member_added = True
         self._reschedule_heartbeat(group, member, now_ms)
         if group.state is GroupState.PREPARING_REBALANCE:
@@ -377,7 +425,6 @@ class GroupCoordinator(OffsetOps):
         for m in group.members.values():
             self._complete(m.awaiting_join, self._current_generation_answer(group, m))
             m.awaiting_join = None
-            m.is_new = False
             self._reschedule_heartbeat(group, m, now_ms)
         group.pending_sync = set(group.members)
         self._schedule(

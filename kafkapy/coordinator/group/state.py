@@ -93,8 +93,6 @@ class Member:
     # volatile: the request ids of a JoinGroup / SyncGroup waiting for this member's answer
     awaiting_join: int | None = None
     awaiting_sync: int | None = None
-    join_version: int = 0
-    is_new: bool = False
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
