@@ -235,3 +235,22 @@ async def test_acknowledged_messages_survive_restart(tmp_path: Path) -> None:
         client = await Client.connect(port)
         part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("keep", 0))).responses[0].partitions[0]
         assert values(part.records) == [(0, b"1"), (1, b"2")]
+
+
+async def test_fault_hook_drops_connection_after_append_without_answer() -> None:
+    async with running_broker(None, **{"kafkapy.test.fault.drop.after.produce.append": "2"}) as (broker, _, port):
+        broker.create_topic("f", 1)
+        client = await Client.connect(port)
+
+        def req(v: bytes) -> ProduceRequest:
+            return ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+                name="f", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(v))])])
+
+        assert (await client.request(ApiKey.PRODUCE, 9, req(b"1"))).responses[0].partition_responses[0].base_offset == 0
+        await client.send(ApiKey.PRODUCE, 9, req(b"2"))
+        assert await client.read_frame(wait_s=5) is None  # closed, no acknowledgement
+        plog = broker.partition_log("f", 0)
+        assert plog is not None
+        assert plog.log_end_offset == 2  # ... but the record was appended
+        again = await Client.connect(port)  # the hook fires once
+        assert (await again.request(ApiKey.PRODUCE, 9, req(b"3"))).responses[0].partition_responses[0].base_offset == 2
