@@ -442,3 +442,14 @@ def test_superseded_join_request_gets_an_answer() -> None:
     assert joined(h, first).error is E.REBALANCE_IN_PROGRESS
     h.join(member_id=b)
     assert joined(h, second).error is E.NONE
+
+
+def test_group_that_never_formed_is_forgotten() -> None:
+    h = Harness()
+    _, first = h.join("ghost")
+    assert first is not None
+    assert first.error is E.MEMBER_ID_REQUIRED
+    assert "ghost" in h.coordinator.groups
+    h.advance(10_000)  # the client never came back with its member id
+    assert "ghost" not in h.coordinator.groups
+    assert h.records == []

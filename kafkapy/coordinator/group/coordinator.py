@@ -642,6 +642,14 @@ class GroupCoordinator(OffsetOps):
         elif kind is TimerKind.PENDING_MEMBER:
             group.pending_members.discard(member_id)
             self._maybe_complete_join(group, now_ms)
+            if (
+                group.state is GroupState.EMPTY
+                and group.generation == 0
+                and not group.members
+                and not group.pending_members
+                and group_id not in self.offsets
+            ):
+                del self.groups[group_id]  # never formed, nothing persisted: forget it
         elif kind is TimerKind.REBALANCE:
             self._on_rebalance_timer(group, now_ms)
         elif kind is TimerKind.SYNC:
