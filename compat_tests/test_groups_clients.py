@@ -132,3 +132,37 @@ def test_commit_from_one_client_is_where_another_resumes(
     finally:
         consumer.close()
     assert sorted(first + rest) == sorted(sent)
+
+
+async def aiokafka_three_members(bootstrap: str, topic: str, group: str) -> list[set[int]]:
+    from aiokafka import AIOKafkaConsumer
+
+    consumers = [
+        AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            session_timeout_ms=6000, heartbeat_interval_ms=500,
+        )
+        for _ in range(3)
+    ]
+    for c in consumers:
+        await c.start()
+    try:
+        deadline = time.monotonic() + 40
+        while True:
+            owned = [{tp.partition for tp in c.assignment()} for c in consumers]
+            if all(owned) and sum(map(len, owned)) == 6 and set().union(*owned) == set(range(6)):
+                return owned
+            assert time.monotonic() < deadline, f"assignments never settled: {owned}"
+            await asyncio.gather(*(c.getmany(timeout_ms=100) for c in consumers))
+    finally:
+        for c in consumers:
+            await c.stop()
+
+
+def test_aiokafka_three_members_share_six_partitions(broker: BrokerProcess, topic_name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, num_partitions=6, replication_factor=1)])[
+        topic_name
+    ].result(timeout=15)
+    owned = asyncio.run(aiokafka_three_members(broker.bootstrap, topic_name, f"aio-{topic_name}"))
+    assert sorted(map(len, owned)) == [2, 2, 2]
