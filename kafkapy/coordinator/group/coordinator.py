@@ -188,14 +188,14 @@ class GroupCoordinator(OffsetOps):
         require_known_member_id: bool,
         now_ms: int,
     ) -> JoinGroupResult | Pending:
-        if len(group.members) + len(group.pending_members) >= self.config.max_size:
-            return JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED)
         spec.member_id = self._new_member_id(spec.client_id)
         if spec.group_instance_id is not None:
             old_id = group.static_members.get(spec.group_instance_id)
-            if old_id is not None:
+            if old_id is not None:  # a replacement does not grow the group
                 return self._replace_static_member(group, old_id, spec, request_id, now_ms)
-        elif require_known_member_id:
+        if len(group.members) + len(group.pending_members) >= self.config.max_size:
+            return JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED)
+        if spec.group_instance_id is None and require_known_member_id:
             group.pending_members.add(spec.member_id)
             self._schedule(
                 (TimerKind.PENDING_MEMBER, group.group_id, spec.member_id),
