@@ -26,7 +26,8 @@ def subscription(*topics: str, user_data: bytes = b"") -> bytes:
     """A consumer-protocol Subscription v0 (what the Java/librdkafka clients send)."""
     out = b"\x00\x00" + len(topics).to_bytes(4, "big")
     for t in topics:
-        out += len(t).to_bytes(2, "big") + t.encode()
+        raw = t.encode()
+        out += len(raw).to_bytes(2, "big") + raw
     return out + len(user_data).to_bytes(4, "big", signed=True) + user_data
 
 

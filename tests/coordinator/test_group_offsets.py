@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from kafkapy.coordinator.group import (
     GroupConfig,
     GroupState,
@@ -242,3 +245,18 @@ def test_replay_of_records_reproduces_state() -> None:
     result = fresh.poll(h.now_ms + 10_000)
     assert result.records  # the group emptied: a new generation record
     assert fresh.groups["g"].state is GroupState.EMPTY
+
+
+@given(st.lists(st.text(max_size=8), max_size=5), st.binary(max_size=8))
+def test_subscription_topics_round_trip(topics: list[str], user_data: bytes) -> None:
+    from kafkapy.coordinator.group.state import _subscription_topics
+
+    assert _subscription_topics(subscription(*topics, user_data=user_data)) == set(topics)
+
+
+@given(st.binary(max_size=60))
+def test_subscription_parser_never_raises(data: bytes) -> None:
+    from kafkapy.coordinator.group.state import _subscription_topics
+
+    result = _subscription_topics(data)
+    assert result is None or isinstance(result, set)
