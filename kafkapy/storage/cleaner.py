@@ -44,6 +44,7 @@ from kafkapy.protocol.records import (
 )
 from kafkapy.storage.checkpoint import fsync_dir, write_atomic
 from kafkapy.storage.segment import LogSegment, segment_name
+from kafkapy.storage.txn_index import AbortedTxnEntry, TransactionIndex
 
 if TYPE_CHECKING:
     from kafkapy.storage.log import PartitionLog
@@ -75,6 +76,16 @@ class CleanResult:
 # --- swap, shared by the cleaner and log opening --------------------------------------------
 def _complete_swap(directory: Path, old_bases: list[int], new_bases: list[int]) -> None:
     """Make the directory hold `new_bases` instead of `old_bases` (idempotent)."""
+    # Aborted-transaction entries of the merged segments move to the output segment first
+    # (as a set, so a redo after a crash cannot duplicate them).
+    bounds = [*new_bases[1:], None]
+    for base, bound in zip(new_bases, bounds, strict=True):
+        group = [o for o in old_bases if o >= base and (bound is None or o < bound)]
+        merged: set[AbortedTxnEntry] = set()
+        for old in group:
+            merged.update(TransactionIndex(directory / f"{segment_name(old)}.txnindex").entries)
+        if merged:
+            TransactionIndex(directory / f"{segment_name(base)}.txnindex").rewrite(sorted(merged))
     for base in new_bases:
         stem = segment_name(base)
         cleaned = directory / f"{stem}.log.cleaned"
@@ -84,7 +95,8 @@ def _complete_swap(directory: Path, old_bases: list[int], new_bases: list[int]) 
     keep = set(new_bases)
     for base in old_bases:
         stem = segment_name(base)
-        suffixes = (".index", ".timeindex") if base in keep else (".log", ".index", ".timeindex")
+        suffixes = ((".index", ".timeindex") if base in keep
+                    else (".log", ".index", ".timeindex", ".txnindex"))
         for suffix in suffixes:
             with contextlib.suppress(FileNotFoundError):
                 (directory / f"{stem}{suffix}").unlink()

@@ -67,6 +67,12 @@ from kafkapy.storage.errors import (
 )
 from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
 from kafkapy.storage.segment import HEADER_SIZE, MAX_RELATIVE_OFFSET, LogSegment
+from kafkapy.storage.txn_index import (
+    AbortedTxnEntry,
+    delete_snapshots,
+    read_snapshot,
+    write_snapshot,
+)
 
 __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
 
@@ -569,6 +575,41 @@ class PartitionLog:
                 return offset, ts
         return None
 
+    # --- transactions and producer state (file formats in txn_index.py) ---------------------
+    def append_aborted_txn(self, producer_id: int, first_offset: int, last_offset: int,
+                           last_stable_offset: int) -> None:
+        """Record an aborted transaction whose abort marker was appended at `last_offset`."""
+        with self._lock:
+            i = max(0, bisect.bisect_right(self._bases, last_offset) - 1)
+            entry = AbortedTxnEntry(last_offset, producer_id, first_offset, last_stable_offset)
+            try:
+                self.segments[i].txn_index.append(entry)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot write the transaction index: {exc}") from exc
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxnEntry]:
+        """Aborted transactions overlapping offsets [start, end) (read_committed fetches)."""
+        with self._lock:
+            out: list[AbortedTxnEntry] = []
+            i = max(0, bisect.bisect_right(self._bases, start) - 1)
+            for seg in self.segments[i:]:
+                out += seg.txn_index.overlapping(start, end)
+                if any(e.last_stable_offset > end for e in seg.txn_index.entries):
+                    break  # later markers belong to transactions that began after `end`
+            return out
+
+    def write_producer_snapshot(self, offset: int, data: bytes) -> None:
+        """Keep the producer state (opaque bytes) as of `offset`. Blocking: fsyncs."""
+        write_snapshot(self.directory, offset, data)
+
+    def read_producer_snapshot(self, at_or_below: int) -> tuple[int, bytes] | None:
+        """Newest producer snapshot at or below `at_or_below`, as (offset, bytes)."""
+        return read_snapshot(self.directory, at_or_below)
+
+    def delete_producer_snapshots(self, *, below: int | None = None,
+                                  above: int | None = None) -> int:
+        return delete_snapshots(self.directory, below=below, above=above)
+
     # --- offsets moved by the caller --------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset (not past the high watermark).
@@ -600,6 +641,8 @@ class PartitionLog:
         while len(self.segments) > 1 and self._bases[1] <= self._log_start_offset:
             self._retire(0)
             deleted += 1
+        if deleted:
+            delete_snapshots(self.directory, below=self._bases[0])
         return deleted
 
     def _retire(self, i: int) -> None:
@@ -680,6 +723,7 @@ class PartitionLog:
             self._after_truncation(start_offset)
 
     def _after_truncation(self, leo: int) -> None:
+        delete_snapshots(self.directory, above=leo)
         self._leo = leo
         self._high_watermark = min(self._high_watermark, leo)
         self._recovery_point = min(self._recovery_point, leo)
@@ -710,6 +754,8 @@ class PartitionLog:
                         self._advance_log_start(self._bases[1])
                         self._retire(0)
                         deleted += 1
+            if deleted:
+                delete_snapshots(self.directory, below=self._bases[0])
             self.reap_retired()
             return deleted
 

@@ -24,6 +24,7 @@ from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.records import BatchHeader, parse_batch_header, validate_batch
 from kafkapy.storage.errors import KafkaStorageError
 from kafkapy.storage.index import OffsetIndex, TimeIndex
+from kafkapy.storage.txn_index import TransactionIndex
 
 __all__ = ["HEADER_SIZE", "LogSegment", "segment_name"]
 
@@ -60,6 +61,7 @@ class LogSegment:
         self.log_path = directory / f"{stem}.log"
         self.index = OffsetIndex(directory / f"{stem}.index", base_offset)
         self.time_index = TimeIndex(directory / f"{stem}.timeindex", base_offset)
+        self.txn_index = TransactionIndex(directory / f"{stem}.txnindex")
         self.index_interval_bytes = index_interval_bytes
         self.size = 0
         # Known for the active segment (and after a scan); None until needed otherwise.
@@ -88,6 +90,7 @@ class LogSegment:
             with contextlib.suppress(FileNotFoundError):
                 idx.path.unlink()
             idx.reset()
+        seg.txn_index.rewrite([])
         seg._next_offset = base_offset
         seg.created_ms = now_ms
         return seg
@@ -110,7 +113,7 @@ class LogSegment:
 
     def unlink(self) -> None:
         """Remove the segment's files (the fd, if any, stays usable until closed)."""
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
@@ -307,6 +310,7 @@ class LogSegment:
         self.index.truncate_to_position(position)
         self.ensure_indexes()
         self.time_index.truncate_to_offset(found[1].base_offset)
+        self.txn_index.truncate_to(found[1].base_offset)
         self._next_offset = None
         self._rescan_tail_state()
         return removed
