@@ -9,7 +9,8 @@ the same connection's heartbeats and commits are not stuck behind them.
 
 - FindCoordinator: this single node coordinates every group and transactional id; the v4+
   batched form answers each key. A group lookup creates `__consumer_offsets` on first use, as
-  Kafka does. Key types other than 0 (group) and 1 (transaction) -> INVALID_REQUEST.
+  Kafka does. Key types other than 0 (group) and 1 (transaction) -> INVALID_REQUEST; during
+  shutdown COORDINATOR_NOT_AVAILABLE, so clients retry instead of waiting on a closing broker.
 - JoinGroup: v4+ clients must rejoin with the member id handed out in MEMBER_ID_REQUIRED; v0
   has no rebalance timeout (the session timeout is used, as in Kafka).
 - LeaveGroup: v0-2 name one member (its error is the top-level error), v3+ a batch.
@@ -80,13 +81,18 @@ async def handle_find_coordinator(
     else:
         key_type = req.key_type
     error = ErrorCode.NONE
-    if key_type == GROUP_KEY:
+    if broker.shutting_down:  # send clients elsewhere (or to retry) rather than to us
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif key_type == GROUP_KEY:
         await group_driver(broker)  # creates and loads __consumer_offsets on first use
     elif key_type != TRANSACTION_KEY:
         error = ErrorCode.INVALID_REQUEST
     found = error is ErrorCode.NONE
     node, h, p = (broker.node_id, host, port) if found else (-1, "", -1)
-    message = None if found else f"unknown coordinator key type {key_type}"
+    message = None if found else (
+        "the broker is shutting down" if broker.shutting_down
+        else f"unknown coordinator key type {key_type}"
+    )
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(
             coordinators=[
