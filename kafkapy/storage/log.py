@@ -482,37 +482,48 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from the batch holding `offset`, up to `max_bytes` (KIP-74: at least
         one batch even when larger). `max_offset` (exclusive, e.g. the high watermark) hides
-        batches at or past it. Binary search in the index plus a short scan; no copies."""
+        batches at or past it. Binary search in the index plus a short scan; no copies.
+
+        Damage found in a segment below the recovery point (bit rot) raises KafkaStorageError.
+        """
         with self._lock:
             if offset < self._log_start_offset or offset > self._leo:
                 raise self._out_of_range(offset)
-            limit = self._leo if max_offset is None else min(max_offset, self._leo)
-            found = self._locate(offset, limit)
-            slices: list[FileSlice] = []
-            first = -1
-            if found is not None:
-                i, pos, header = found
-                seg = self.segments[i]
-                seg_end_offset = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
-                end_pos = seg.size
-                if limit < seg_end_offset:
-                    stop = seg.find(limit)
-                    end_pos = stop[0] if stop is not None else seg.size
-                if end_pos > pos:
-                    want = pos + max(max_bytes, header.size)
-                    if want < end_pos:
-                        end_pos = max(seg.batch_boundary_at_or_before(want, pos),
-                                      pos + header.size)
-                    slices.append(FileSlice(seg.fd, pos, end_pos - pos))
-                    first = header.base_offset
-            return ReadResult(
-                slices=slices,
-                first_offset=first,
-                high_watermark=self._high_watermark,
-                last_stable_offset=self.last_stable_offset,
-                log_start_offset=self._log_start_offset,
-                log_end_offset=self._leo,
-            )
+            try:
+                return self._read(offset, max_bytes, max_offset)
+            except (ProtocolError, OSError) as exc:
+                raise KafkaStorageError(f"{self.directory.name}: cannot read at {offset}: {exc}"
+                                        ) from exc
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
+        """`read` under the lock."""
+        limit = self._leo if max_offset is None else min(max_offset, self._leo)
+        found = self._locate(offset, limit)
+        slices: list[FileSlice] = []
+        first = -1
+        if found is not None:
+            i, pos, header = found
+            seg = self.segments[i]
+            seg_end_offset = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
+            end_pos = seg.size
+            if limit < seg_end_offset:
+                stop = seg.find(limit)
+                end_pos = stop[0] if stop is not None else seg.size
+            if end_pos > pos:
+                want = pos + max(max_bytes, header.size)
+                if want < end_pos:
+                    end_pos = max(seg.batch_boundary_at_or_before(want, pos),
+                                  pos + header.size)
+                slices.append(FileSlice(seg.fd, pos, end_pos - pos))
+                first = header.base_offset
+        return ReadResult(
+            slices=slices,
+            first_offset=first,
+            high_watermark=self._high_watermark,
+            last_stable_offset=self.last_stable_offset,
+            log_start_offset=self._log_start_offset,
+            log_end_offset=self._leo,
+        )
 
     def _locate(self, offset: int, limit: int) -> tuple[int, int, BatchHeader] | None:
         """(segment index, position, header) of the first batch with last offset >= `offset`

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kafkapy.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from kafkapy.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    ProtocolError,
+)
 from kafkapy.protocol.records import build_control_batch, iter_batches
 from kafkapy.storage import (
     KafkaStorageError,
@@ -16,6 +24,7 @@ from kafkapy.storage import (
     OffsetOutOfRangeError,
     PartitionLog,
     RecordTooLargeError,
+    StorageError,
 )
 from kafkapy.storage import segment as segment_module
 from tests.storage.helpers import BASE_TS, batch, batch_offsets, records_of
@@ -344,3 +353,54 @@ def test_clean_reopen_does_not_rescan_good_segments(tmp_path: Path,
     unclean = PartitionLog(tmp_path / "t-0", SMALL, clean_shutdown=False)
     assert scanned == [unclean.segments[-1].base_offset]
     assert all_values(unclean) == values
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_append_of_mangled_bytes_is_all_or_nothing(tmp_path: Path, data: st.DataObject) -> None:
+    """Any input either appends whole (and reads back) or raises one clear error, log intact."""
+    directory = tmp_path / "fuzz-0"
+    shutil.rmtree(directory, ignore_errors=True)
+    plog = PartitionLog(directory, LogConfig(max_message_bytes=4096))
+    plog.append(batch([b"first"]), now_ms=BASE_TS)
+    good = batch([b"a", b"bb"], keys=[b"k", None]) + batch([b"c" * 50])
+    raw = bytearray(good)
+    for _ in range(data.draw(st.integers(0, 3))):
+        kind = data.draw(st.sampled_from(["flip", "cut", "junk"]))
+        if kind == "flip" and raw:
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= data.draw(st.integers(1, 255))
+        elif kind == "cut":
+            del raw[data.draw(st.integers(0, len(raw))):]
+        else:
+            raw += data.draw(st.binary(max_size=80))
+    before = plog.read_bytes(0, 1 << 20)
+    error: ProtocolError | StorageError | None = None
+    try:
+        result = plog.append(bytes(raw), now_ms=BASE_TS)
+    except (ProtocolError, StorageError) as exc:
+        error = exc
+    if error is not None:
+        assert isinstance(error.error_code, ErrorCode)
+        assert plog.read_bytes(0, 1 << 20) == before
+        assert plog.log_end_offset == 1
+        return
+    assert result.base_offset == 1
+    after = plog.read_bytes(1, 1 << 20)
+    assert len(after) == len(raw)
+    assert next(h.base_offset for _, h in iter_batches(after)) == 1
+
+
+def test_bit_rot_in_an_old_segment_is_a_storage_error(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    fill(plog, 40)
+    plog.close()
+    first = tmp_path / "t-0" / "00000000000000000000.log"
+    raw = bytearray(first.read_bytes())
+    raw[16] = 7  # magic of the first batch
+    first.write_bytes(bytes(raw))
+    again = PartitionLog(tmp_path / "t-0", SMALL, clean_shutdown=True)  # not rescanned
+    with pytest.raises(KafkaStorageError):
+        again.read(0, 100)
+    assert all_values(again, start=again.segments[1].base_offset)[-1] == b"v0039-1"
