@@ -39,7 +39,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersion
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, lookup
-from kafkapy.server.zerocopy import RawResponse, Segment, send_segments
+from kafkapy.server.zerocopy import RawResponse, Segment, close_fds, send_segments
 
 __all__ = ["Connection"]
 
@@ -55,6 +55,7 @@ class _Slot:
 
     done: trio.Event = field(default_factory=trio.Event)
     segments: list[Segment] | None = None  # None: nothing to send (acks=0)
+    fds: list[int] = field(default_factory=list)  # owned by the slot (see zerocopy)
     close: bool = False
 
 
@@ -71,6 +72,7 @@ class Connection:
         self.max_inflight = max(1, config.get_int("kafkapy.max.inflight.requests.per.connection"))
         self.inflight = 0
         self._seq = 0
+        self._owned_fds: set[int] = set()
         self.reader_scope = trio.CancelScope()
 
     async def run(self) -> None:
@@ -85,8 +87,16 @@ class Connection:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.debug("connection %s closed: %r", self.state.peer, group.exceptions)
         finally:
+            close_fds(list(self._owned_fds))  # responses never sent
+            self._owned_fds.clear()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await trio.aclose_forcefully(self.stream)
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.fds:
+            close_fds(slot.fds)
+            self._owned_fds.difference_update(slot.fds)
+            slot.fds = []
 
     def stop_reading(self) -> None:
         """Graceful shutdown: take no new requests; queued ones still get their responses."""
@@ -173,6 +183,9 @@ class Connection:
                 response = await spec.func(ctx, request)
             finally:
                 ctx.release_turn()
+            if isinstance(response, RawResponse):
+                slot.fds = response.fds()
+                self._owned_fds.update(slot.fds)
             slot.segments = self._encode(header, response)
         except CloseConnection as e:
             log.info("closing connection %s after %s: %s", self.state.peer, spec.api_key.name, e)
@@ -219,8 +232,11 @@ class Connection:
             async with receive:
                 async for slot in receive:
                     await slot.done.wait()
-                    if slot.segments:
-                        await send_segments(self.stream, slot.segments, zero_copy=zero_copy)
+                    try:
+                        if slot.segments:
+                            await send_segments(self.stream, slot.segments, zero_copy=zero_copy)
+                    finally:
+                        self._release(slot)
                     if slot.close:
                         break
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:

@@ -30,7 +30,7 @@ __all__ = [
 TOPICS_FILE_NAME = "kafkapy-topics.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def topic_name_error(name: str) -> str | None:
@@ -41,7 +41,7 @@ def topic_name_error(name: str) -> str | None:
         return f"topic name cannot be {name!r}"
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):
         return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
     return None
 

@@ -5,19 +5,22 @@ Sending them with `sendfile(2)` moves them from the page cache to the socket wit
 through Python. The response header and per-partition framing are small `bytes` segments.
 
 `RawResponse.segments` is the response *after* the 4-byte size prefix and the response header;
-the connection adds both. When the stream is not a plain socket (tests' memory streams, later TLS)
+the connection adds both. Resource handling: the fds of the file regions in a RawResponse belong
+to the response (the fetch handler `dup`s them, so a segment deleted or closed meanwhile stays
+readable); the connection closes them once the response was sent or dropped. When the stream is not a plain socket (tests' memory streams, later TLS)
 or sendfile fails before sending anything, the file regions are read with `os.pread` instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from dataclasses import dataclass, field
 
 import trio
 
-__all__ = ["FileRegion", "RawResponse", "send_segments"]
+__all__ = ["FileRegion", "RawResponse", "close_fds", "send_segments"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,9 @@ class RawResponse:
     segments: list[Segment] = field(default_factory=list)
     flexible: bool = False
 
+    def fds(self) -> list[int]:
+        return [s.fd for s in self.segments if isinstance(s, FileRegion)]
+
     @property
     def size(self) -> int:
         return sum(s.length if isinstance(s, FileRegion) else len(s) for s in self.segments)
@@ -44,6 +50,12 @@ class RawResponse:
 
 class ShortFileError(OSError):
     """A file region ended early (the segment was truncated or deleted under us)."""
+
+
+def close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def read_region(region: FileRegion) -> bytes:

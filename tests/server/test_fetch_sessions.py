@@ -27,6 +27,7 @@ class SessionCacheModel(RuleBasedStateMachine):
         self.cache = FetchSessionCache(3, evict_idle_ms=100, seed=1)
         self.now = 0
         self.last_used: dict[int, int] = {}
+        self.lru: list[int] = []  # least recently used first
 
     @rule(dt=st.integers(0, 80))
     def tick(self, dt: int) -> None:
@@ -39,16 +40,18 @@ class SessionCacheModel(RuleBasedStateMachine):
         if len(before) < 3:
             assert session is not None
         else:
-            lru_id = min(before, key=lambda k: before[k])
+            lru_id = self.lru[0]
             if self.now - before[lru_id] >= 100:
                 assert session is not None
                 del self.last_used[lru_id]
+                self.lru.remove(lru_id)
             else:
                 assert session is None
         if session is not None:
             assert session.session_id not in before
             assert session.epoch == 1
             self.last_used[session.session_id] = self.now
+            self.lru.append(session.session_id)
 
     @precondition(lambda self: bool(self.last_used))
     @rule(data=st.data())
@@ -56,6 +59,8 @@ class SessionCacheModel(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.last_used)))
         assert self.cache.get(sid, self.now) is not None
         self.last_used[sid] = self.now
+        self.lru.remove(sid)
+        self.lru.append(sid)
 
     @precondition(lambda self: bool(self.last_used))
     @rule(data=st.data())
@@ -63,6 +68,7 @@ class SessionCacheModel(RuleBasedStateMachine):
         sid = data.draw(st.sampled_from(sorted(self.last_used)))
         assert self.cache.remove(sid) is not None
         del self.last_used[sid]
+        self.lru.remove(sid)
 
     @invariant()
     def matches_model(self) -> None:

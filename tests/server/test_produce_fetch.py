@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import trio
@@ -254,3 +255,26 @@ async def test_fault_hook_drops_connection_after_append_without_answer() -> None
         assert plog.log_end_offset == 2  # ... but the record was appended
         again = await Client.connect(port)  # the hook fires once
         assert (await again.request(ApiKey.PRODUCE, 9, req(b"3"))).responses[0].partition_responses[0].base_offset == 2
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_fetch_responses_do_not_leak_file_descriptors() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x" * 10_000)))
+        await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
+        before = _open_fds()
+        for _ in range(40):
+            part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))).responses[0].partitions[0]
+            assert values(part.records) == [(0, b"x" * 10_000)]
+        # pipelined and then abandoned: the connection closes the duplicates it still owned
+        other = await Client.connect(port)
+        for _ in range(10):
+            await other.send(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
+        await other.aclose()
+        await trio.sleep(0.3)
+        assert _open_fds() <= before + 1

@@ -21,6 +21,7 @@ replicas, diverging-epoch checks, partition rotation inside sessions.
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass
 
@@ -218,4 +219,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             by_topic[key] = tp
             topics.append(tp)
         tp.partitions.append(part)
+        if part.records:
+            # the response owns duplicates: the segment may be closed before the bytes are sent
+            part.records = [
+                FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
+                for r in part.records
+            ]
     return encode_fetch_response(version, topics, session_id=response_session_id)
