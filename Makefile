@@ -35,6 +35,7 @@ bench: $(TEST_STAMP)
 	$(PY) perf/protocol_bench.py
 	$(PY) perf/storage_bench.py
 	$(PY) perf/bench.py
+	$(PY) perf/groups_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
