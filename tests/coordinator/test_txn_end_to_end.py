@@ -31,12 +31,14 @@ from kafkapy.coordinator.txn import (
     CoordinatorResult,
     TopicPartition,
     TransactionCoordinator,
+    TxnLogRecord,
     WriteTxnMarkers,
 )
 from kafkapy.protocol.errors import ErrorCode
 
 T = TypeVar("T")
 P = TopicPartition("orders", 0)
+Q = TopicPartition("payments", 3)
 TIMEOUT = 60_000
 
 
@@ -88,18 +90,33 @@ class Cluster:
     def __init__(self, guard: Guard) -> None:
         self.guard = guard
         self.coord = TransactionCoordinator()
-        self.partitions = {P: Partition()}
+        self.partitions = {P: Partition(), Q: Partition()}
         self.now = 0
+        self.log: list[TxnLogRecord] = []  # __transaction_state
+        self.crash_after_markers: int | None = None  # crash after writing this many markers
 
     def run(self, result: CoordinatorResult[T]) -> T:
         for record in result.records:
+            self.log.append(record)
             self.coord.replay(record.key, record.value)
         for action in result.markers:
             self.write_markers(action)
         return result.response
 
+    def restart_coordinator(self) -> None:
+        """The coordinator's broker restarts: load `__transaction_state`, finish what was cut."""
+        self.crash_after_markers = None
+        self.coord = TransactionCoordinator()
+        for record in self.log:
+            self.coord.replay(record.key, record.value)
+        self.run(self.coord.load_complete(self.now))
+
     def write_markers(self, action: WriteTxnMarkers) -> None:
         for tp in sorted(action.partitions):
+            if self.crash_after_markers is not None:
+                if self.crash_after_markers == 0:
+                    return  # the process died: no completion, the rest is never written
+                self.crash_after_markers -= 1
             part = self.partitions[tp]
             batch = ProducerBatch(
                 producer_id=action.producer_id,
@@ -175,7 +192,7 @@ class Producer:
         assert r.error is ErrorCode.NONE
         self.pid: int = r.producer_id
         self.epoch: int = r.producer_epoch
-        self.seq = 0
+        self.seq: dict[TopicPartition, int] = {}  # next sequence per partition
 
     def begin(self, tp: TopicPartition = P) -> None:
         if not self.v2:
@@ -190,8 +207,9 @@ class Producer:
         self, value: str, tp: TopicPartition = P
     ) -> tuple[TopicPartition, str, int, int, int, str]:
         """A produce request as it leaves the client (it may be delivered much later)."""
-        request = (tp, self.tid, self.pid, self.epoch, self.seq, value)
-        self.seq += 1
+        seq = self.seq.get(tp, 0)
+        request = (tp, self.tid, self.pid, self.epoch, seq, value)
+        self.seq[tp] = seq + 1
         return request
 
     def send(self, value: str, tp: TopicPartition = P) -> ErrorCode:
@@ -211,7 +229,7 @@ class Producer:
         error = r.error
         if self.v2 and error is ErrorCode.NONE:
             self.pid, self.epoch = r.producer_id, r.producer_epoch
-            self.seq = 0
+            self.seq = {}
         return error
 
     def bump_epoch(self) -> None:
@@ -222,7 +240,7 @@ class Producer:
             )
         )
         assert r.error is ErrorCode.NONE
-        self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, 0
+        self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, {}
 
 
 def aborted_read_schedule(guard: Guard) -> tuple[ErrorCode, list[str]]:
@@ -340,3 +358,41 @@ def test_committed_and_aborted_transactions_read_committed(guard: Guard) -> None
     producer.send("c3")
     assert producer.end(commit=True) is ErrorCode.NONE
     assert cluster.partitions[P].read_committed() == ["c1", "c2", "c3"]
+
+
+@pytest.mark.parametrize("guard", list(Guard))
+def test_restart_between_markers_completes_the_commit(guard: Guard) -> None:
+    """The coordinator dies after the commit marker reached one of two partitions; after the
+    restart it resends both markers (the repeat is harmless) and completes the commit."""
+    cluster = Cluster(guard)
+    producer = Producer(cluster)
+    producer.begin(P)
+    producer.begin(Q)
+    assert producer.send("p1", P) is ErrorCode.NONE
+    assert producer.send("q1", Q) is ErrorCode.NONE
+    cluster.crash_after_markers = 1
+    assert producer.end(commit=True) is ErrorCode.NONE
+    assert cluster.partitions[P].read_committed() == ["p1"]
+    assert cluster.partitions[Q].read_committed() == [], "LSO held at the open transaction"
+    cluster.restart_coordinator()
+    assert cluster.partitions[Q].read_committed() == ["q1"]
+    assert cluster.partitions[P].read_committed() == ["p1"]
+    assert cluster.coord.transactions["app"].state.value == "CompleteCommit"
+
+
+@pytest.mark.parametrize("guard", list(Guard))
+def test_restart_mid_transaction_then_timeout_aborts_and_fences(guard: Guard) -> None:
+    cluster = Cluster(guard)
+    producer = Producer(cluster)
+    producer.begin(P)
+    assert producer.send("lost", P) is ErrorCode.NONE
+    cluster.restart_coordinator()
+    assert cluster.coord.transactions["app"].state.value == "Ongoing"
+    cluster.now += TIMEOUT + 1
+    assert cluster.run(cluster.coord.abort_timed_out_transactions(cluster.now)) == ["app"]
+    part = cluster.partitions[P]
+    assert part.read_committed() == []
+    assert part.state.last_stable_offset(part.leo) == part.leo, "nothing left hanging"
+    # the zombie producer is fenced at the partition and at the coordinator
+    assert producer.send("late", P) is ErrorCode.INVALID_PRODUCER_EPOCH
+    assert producer.end(commit=True) is ErrorCode.PRODUCER_FENCED
