@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -20,6 +22,7 @@ from kafkapy.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
+from kafkapy.server.broker import now_ms
 from kafkapy.server.config import ConfigSource
 
 from .helpers import Client, batch, running_broker
@@ -199,3 +202,29 @@ async def test_metadata_auto_create_and_unknown_topics() -> None:
             allow_auto_topic_creation=False, topics=[MetadataRequest.MetadataRequestTopic(name="other")]))
         assert no_create.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert "other" not in broker.topics
+
+
+async def test_retention_change_takes_effect_in_the_background() -> None:
+    settings = {"log.retention.check.interval.ms": "100", "log.segment.bytes": "1024"}
+    async with running_broker(None, **settings) as (broker, _, port):
+        broker.create_topic("r", 1)
+        client = await Client.connect(port)
+        ten_minutes_ago = now_ms() - 600_000
+        for i in range(6):
+            produce = ProduceRequest(acks=1, topic_data=[ProduceRequest.TopicProduceData(
+                name="r", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(b"v" * 600, timestamp=ten_minutes_ago + i))])])
+            await client.request(ApiKey.PRODUCE, 9, produce)
+        plog = broker.partition_log("r", 0)
+        assert plog is not None
+        await trio.sleep(0.3)
+        assert plog.log_start_offset == 0  # a week of retention: nothing goes
+        alter = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=2, resource_name="r", configs=[
+                IncrementalAlterConfigsRequest.AlterableConfig(name="retention.ms", config_operation=0, value="60000")])])
+        assert (await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)).responses[0].error_code == 0
+        for _ in range(100):  # the background task runs every 100 ms
+            if plog.log_start_offset > 0:
+                break
+            await trio.sleep(0.05)
+        assert plog.log_start_offset > 0
+        assert plog.log_end_offset == 6
