@@ -39,7 +39,8 @@ An append is two steps so a failed disk write leaves the state untouched: `valid
 checks every batch of the request against a staged copy and returns a `PendingAppend` (or the
 duplicate's metadata); after the log append succeeded `complete_append` commits it.
 `check_and_update` does both for one batch. The manager is single-owner (the partition's task):
-no locks, and a `PendingAppend` is void once anything else changed the state.
+no locks, and a `PendingAppend` is void once another append, sweep or truncation changed the
+state.
 """
 
 from __future__ import annotations
