@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -570,6 +571,39 @@ class PartitionLog:
                         return found
             return None
 
+    def max_timestamp_offset(self, limit: int | None = None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying the largest timestamp among
+        batches below `limit` (ListOffsets MAX_TIMESTAMP, KIP-734), or None when empty.
+
+        Sealed segments answer from their time index; only the segment holding the winner
+        and one straddling `limit` are scanned.
+        """
+        with self._lock:
+            limit = self._leo if limit is None else min(limit, self._leo)
+            best_ts, best = -1, -1
+            for i, seg in enumerate(self.segments):
+                if seg.base_offset >= limit:
+                    break
+                if seg.size == 0:
+                    continue
+                seg_end = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
+                if seg_end <= limit:
+                    ts = seg.largest_timestamp()
+                else:
+                    ts = max((h.max_timestamp for _, h, _ in seg.batches()
+                              if h.base_offset < limit), default=-1)
+                if ts > best_ts:
+                    best_ts, best = ts, i
+            if best < 0:
+                return None
+            for _, header, data in self.segments[best].batches(with_data=True):
+                if header.base_offset >= limit:
+                    break
+                if header.max_timestamp == best_ts and header.last_offset >= self._log_start_offset:
+                    assert data is not None
+                    return self._first_record_at(data, header, best_ts)
+            return None
+
     def _first_record_at(
         self, data: memoryview, header: BatchHeader, timestamp: int
     ) -> tuple[int, int] | None:
@@ -798,7 +832,13 @@ class PartitionLog:
             epochs_unsynced, self._epochs_unsynced = self._epochs_unsynced, False
         try:
             for fd in fds:
-                os.fsync(fd)
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    # A segment retired and reaped meanwhile (file.delete.delay.ms = 0): its
+                    # data left the log, nothing to sync.
+                    if exc.errno != errno.EBADF:
+                        raise
             if meta_unsynced:
                 fsync_file(self.directory / METADATA_FILE)
             if dir_dirty:

@@ -404,3 +404,16 @@ def test_bit_rot_in_an_old_segment_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(KafkaStorageError):
         again.read(0, 100)
     assert all_values(again, start=again.segments[1].base_offset)[-1] == b"v0039-1"
+
+
+def test_max_timestamp_offset(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    assert plog.max_timestamp_offset() is None
+    stamps = [5, 90, 20, 90, 40, 7, 60]  # the first 90 wins (KIP-734: first record with max)
+    for i, ts in enumerate(stamps * 6):
+        plog.append(batch([b"%d" % i], ts=BASE_TS + ts + (i // 7) * 100), now_ms=BASE_TS)
+    assert len(plog.segments) > 2
+    assert plog.max_timestamp_offset() == (36, BASE_TS + 590)
+    assert plog.max_timestamp_offset(limit=36) == (35, BASE_TS + 505)
+    assert plog.max_timestamp_offset(limit=35) == (29, BASE_TS + 490)
+    assert plog.max_timestamp_offset(limit=3) == (1, BASE_TS + 90)
