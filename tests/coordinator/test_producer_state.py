@@ -559,20 +559,20 @@ snapshots = st.builds(
 
 
 @given(snapshots)
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 def test_any_snapshot_round_trips(snap: ProducerSnapshot) -> None:
     assert decode_snapshot(encode_snapshot(snap)) == snap
 
 
 @given(st.binary(max_size=300))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_garbage_snapshot_raises_only_corrupt_snapshot_error(data: bytes) -> None:
     with pytest.raises(CorruptSnapshotError):
         decode_snapshot(data)
 
 
 @given(snapshots, st.data())
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 def test_any_flipped_bit_is_detected(snap: ProducerSnapshot, data: st.DataObject) -> None:
     raw = bytearray(encode_snapshot(snap))
     bit = data.draw(st.integers(0, len(raw) * 8 - 1))

@@ -53,7 +53,7 @@ metadata = st.builds(
 
 
 @given(metadata)
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_metadata_round_trip(md: TransactionMetadata) -> None:
     key = encode_metadata_key(md.transactional_id)
     assert decode_key(key) == (RecordKeyType.TRANSACTION_METADATA, md.transactional_id)
@@ -62,7 +62,7 @@ def test_metadata_round_trip(md: TransactionMetadata) -> None:
 
 
 @given(metadata)
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 def test_equal_state_encodes_to_equal_bytes(md: TransactionMetadata) -> None:
     shuffled = TransactionMetadata(
         **{f: getattr(md, f) for f in md.__dataclass_fields__ if f != "partitions"},
@@ -72,6 +72,7 @@ def test_equal_state_encodes_to_equal_bytes(md: TransactionMetadata) -> None:
 
 
 @given(st.integers(1, 2**62), st.integers(1, 2**31 - 1))
+@settings(deadline=None)
 def test_producer_id_block_round_trip(extra: int, size: int) -> None:
     block = ProducerIdBlock(size + extra, size)
     assert decode_key(encode_producer_id_block_key()) == (RecordKeyType.PRODUCER_ID_BLOCK, None)
@@ -90,13 +91,13 @@ def _decode_any(data: bytes) -> list[ErrorCode]:
 
 
 @given(st.binary(max_size=200))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_garbage_raises_only_txn_record_error(data: bytes) -> None:
     assert set(_decode_any(data)) <= {ErrorCode.CORRUPT_MESSAGE}
 
 
 @given(metadata, st.data())
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 def test_truncated_or_extended_value_is_refused(
     md: TransactionMetadata, data: st.DataObject
 ) -> None:
@@ -164,7 +165,7 @@ def test_allocator_never_reuses_a_loaded_block() -> None:
 @given(
     st.lists(st.sampled_from(["alloc", "restart", "lose_write"]), max_size=60), st.integers(1, 5)
 )
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 def test_allocated_ids_are_unique_across_restarts(ops: list[str], size: int) -> None:
     log: list[ProducerIdBlock] = []
     alloc = ProducerIdBlockAllocator(size)
