@@ -40,15 +40,12 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from kafkapy.protocol.errors import CorruptRecordError, InvalidRecordError, ProtocolError
+from kafkapy.protocol.errors import InvalidRecordError, ProtocolError
 from kafkapy.protocol.records import (
     BatchHeader,
-    decode_records,
-    parse_batch_header,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
-    validate_batch,
 )
 from kafkapy.storage.checkpoint import (
     METADATA_FILE,
@@ -64,15 +61,17 @@ from kafkapy.storage.errors import (
     InvalidLogConfigError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
 )
+from kafkapy.storage.queries import LogQueries
 from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
-from kafkapy.storage.segment import HEADER_SIZE, MAX_RELATIVE_OFFSET, LogSegment
+from kafkapy.storage.segment import (
+    HEADER_SIZE,
+    MAX_RELATIVE_OFFSET,
+    LogSegment,
+    parse_append_input,
+)
 from kafkapy.storage.txn_index import (
-    AbortedTxnEntry,
     delete_snapshots,
-    read_snapshot,
-    write_snapshot,
 )
 
 __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
@@ -82,7 +81,7 @@ log = logging.getLogger(__name__)
 _TRANSIENT_SUFFIXES = (".tmp", ".deleted")
 
 
-class PartitionLog:
+class PartitionLog(LogQueries):
     """A partition's log in `directory`; see the module docstring for the locking rules."""
 
     def __init__(
@@ -316,31 +315,6 @@ class PartitionLog:
         return dict(self._metadata.config_overrides)
 
     # --- append ---------------------------------------------------------------------------
-    def _parse_input(
-        self, data: bytearray, *, allow_compacted: bool = False
-    ) -> list[tuple[int, BatchHeader]]:
-        """Frame and validate every batch (CRC, counts, size) before any byte is written."""
-        if not data:
-            raise InvalidRecordError("no record batches to append")
-        headers: list[tuple[int, BatchHeader]] = []
-        pos = 0
-        limit = self.config.max_message_bytes
-        while pos < len(data):
-            if len(data) - pos < HEADER_SIZE:
-                raise CorruptRecordError(f"{len(data) - pos} trailing bytes are not a batch")
-            header = parse_batch_header(data, pos)
-            size = header.size
-            if size < HEADER_SIZE or pos + size > len(data):
-                raise CorruptRecordError(f"batch at byte {pos} claims {size} bytes")
-            if size > limit:
-                raise RecordTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes {limit}"
-                )
-            validate_batch(data, pos, header, allow_compacted=allow_compacted)
-            headers.append((pos, header))
-            pos += size
-        return headers
-
     def append(
         self,
         batches: bytes | bytearray | memoryview,
@@ -355,7 +329,7 @@ class PartitionLog:
         which may be control batches; clients may not send those (INVALID_RECORD).
         """
         data = bytearray(batches)
-        headers = self._parse_input(data)
+        headers = parse_append_input(data, self.config.max_message_bytes)
         if from_client:
             for _, header in headers:
                 if header.is_control:
@@ -393,7 +367,8 @@ class PartitionLog:
     ) -> AppendResult:
         """Append batches that already carry offsets (replication); they must follow the LEO."""
         data = bytearray(batches)
-        headers = self._parse_input(data, allow_compacted=True)
+        headers = parse_append_input(data, self.config.max_message_bytes,
+                                      allow_compacted=True)
         with self._lock:
             self._check_writable()
             expected = self._leo
@@ -545,115 +520,6 @@ class PartitionLog:
         with self._lock:
             result = self.read(offset, max_bytes, max_offset=max_offset)
             return b"".join(s.read() for s in result.slices)
-
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp` (ListOffsets),
-        or None when every record is older. Decodes records of one batch only."""
-        with self._lock:
-            for seg in self.segments:
-                if seg.size == 0 or seg.largest_timestamp() < timestamp:
-                    continue
-                seg.ensure_indexes()
-                hint = seg.time_index.lookup_before(timestamp)
-                start_offset = max(hint if hint is not None else seg.base_offset,
-                                   self._log_start_offset)
-                hit = seg.find(start_offset)
-                if hit is None:
-                    continue
-                for _, header, data in seg.batches(hit[0], with_data=True):
-                    if header.last_offset < self._log_start_offset:
-                        continue
-                    if header.max_timestamp < timestamp:
-                        continue
-                    assert data is not None
-                    found = self._first_record_at(data, header, timestamp)
-                    if found is not None:
-                        return found
-            return None
-
-    def max_timestamp_offset(self, limit: int | None = None) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record carrying the largest timestamp among
-        batches below `limit` (ListOffsets MAX_TIMESTAMP, KIP-734), or None when empty.
-
-        Sealed segments answer from their time index; only the segment holding the winner
-        and one straddling `limit` are scanned.
-        """
-        with self._lock:
-            limit = self._leo if limit is None else min(limit, self._leo)
-            best_ts, best = -1, -1
-            for i, seg in enumerate(self.segments):
-                if seg.base_offset >= limit:
-                    break
-                if seg.size == 0:
-                    continue
-                seg_end = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
-                if seg_end <= limit:
-                    ts = seg.largest_timestamp()
-                else:
-                    ts = max((h.max_timestamp for _, h, _ in seg.batches()
-                              if h.base_offset < limit), default=-1)
-                if ts > best_ts:
-                    best_ts, best = ts, i
-            if best < 0:
-                return None
-            for _, header, data in self.segments[best].batches(with_data=True):
-                if header.base_offset >= limit:
-                    break
-                if header.max_timestamp == best_ts and header.last_offset >= self._log_start_offset:
-                    assert data is not None
-                    return self._first_record_at(data, header, best_ts)
-            return None
-
-    def _first_record_at(
-        self, data: memoryview, header: BatchHeader, timestamp: int
-    ) -> tuple[int, int] | None:
-        if header.timestamp_type == 1:  # LogAppendTime: every record carries max_timestamp
-            return max(header.base_offset, self._log_start_offset), header.max_timestamp
-        try:
-            records = decode_records(data, 0, header)
-        except ProtocolError:
-            return None
-        for record in records:
-            offset = header.base_offset + record.offset_delta
-            ts = header.base_timestamp + record.timestamp_delta
-            if ts >= timestamp and offset >= self._log_start_offset:
-                return offset, ts
-        return None
-
-    # --- transactions and producer state (file formats in txn_index.py) ---------------------
-    def append_aborted_txn(self, producer_id: int, first_offset: int, last_offset: int,
-                           last_stable_offset: int) -> None:
-        """Record an aborted transaction whose abort marker was appended at `last_offset`."""
-        with self._lock:
-            i = max(0, bisect.bisect_right(self._bases, last_offset) - 1)
-            entry = AbortedTxnEntry(last_offset, producer_id, first_offset, last_stable_offset)
-            try:
-                self.segments[i].txn_index.append(entry)
-            except OSError as exc:
-                raise KafkaStorageError(f"cannot write the transaction index: {exc}") from exc
-
-    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxnEntry]:
-        """Aborted transactions overlapping offsets [start, end) (read_committed fetches)."""
-        with self._lock:
-            out: list[AbortedTxnEntry] = []
-            i = max(0, bisect.bisect_right(self._bases, start) - 1)
-            for seg in self.segments[i:]:
-                out += seg.txn_index.overlapping(start, end)
-                if any(e.last_stable_offset > end for e in seg.txn_index.entries):
-                    break  # later markers belong to transactions that began after `end`
-            return out
-
-    def write_producer_snapshot(self, offset: int, data: bytes) -> None:
-        """Keep the producer state (opaque bytes) as of `offset`. Blocking: fsyncs."""
-        write_snapshot(self.directory, offset, data)
-
-    def read_producer_snapshot(self, at_or_below: int) -> tuple[int, bytes] | None:
-        """Newest producer snapshot at or below `at_or_below`, as (offset, bytes)."""
-        return read_snapshot(self.directory, at_or_below)
-
-    def delete_producer_snapshots(self, *, below: int | None = None,
-                                  above: int | None = None) -> int:
-        return delete_snapshots(self.directory, below=below, above=above)
 
     # --- offsets moved by the caller --------------------------------------------------------
     def delete_records_before(self, offset: int) -> int:

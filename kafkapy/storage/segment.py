@@ -20,13 +20,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.errors import CorruptRecordError, InvalidRecordError, ProtocolError
 from kafkapy.protocol.records import BatchHeader, parse_batch_header, validate_batch
-from kafkapy.storage.errors import KafkaStorageError
+from kafkapy.storage.errors import KafkaStorageError, RecordTooLargeError
 from kafkapy.storage.index import OffsetIndex, TimeIndex
 from kafkapy.storage.txn_index import TransactionIndex
 
-__all__ = ["HEADER_SIZE", "LogSegment", "segment_name"]
+__all__ = ["HEADER_SIZE", "LogSegment", "parse_append_input", "segment_name"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,33 @@ MAX_RELATIVE_OFFSET = (1 << 31) - 1
 def segment_name(base_offset: int) -> str:
     """Kafka's 20-digit zero-padded file stem, so names sort in offset order."""
     return f"{base_offset:020d}"
+
+
+def parse_append_input(
+    data: bytearray, max_message_bytes: int, *, allow_compacted: bool = False
+) -> list[tuple[int, BatchHeader]]:
+    """Frame and validate every batch (CRC, counts, size) of an append before any byte is
+    written: (position, header) per batch, or CorruptRecordError / InvalidRecordError /
+    RecordTooLargeError for the first bad one."""
+    if not data:
+        raise InvalidRecordError("no record batches to append")
+    headers: list[tuple[int, BatchHeader]] = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < HEADER_SIZE:
+            raise CorruptRecordError(f"{len(data) - pos} trailing bytes are not a batch")
+        header = parse_batch_header(data, pos)
+        size = header.size
+        if size < HEADER_SIZE or pos + size > len(data):
+            raise CorruptRecordError(f"batch at byte {pos} claims {size} bytes")
+        if size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}"
+            )
+        validate_batch(data, pos, header, allow_compacted=allow_compacted)
+        headers.append((pos, header))
+        pos += size
+    return headers
 
 
 def _write_all(fd: int, data: memoryview, position: int) -> None:
