@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -279,3 +280,29 @@ def unique_topic(prefix: str) -> str:
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def stored_codecs(broker: BrokerProcess, topic: str, partition: int = 0) -> list[int]:
+    """Compression codec (attributes & 7) of every batch the broker stored for a partition.
+
+    Why read the segment files: a client that silently falls back to uncompressed batches still
+    round-trips every message, so only the stored bytes show whether a codec was exercised.
+    Parsed by hand from Kafka's batch layout (baseOffset i64, batchLength i32, then attributes
+    at byte 21), not with kafkapy's own record code.
+    """
+    assert broker.data_dir is not None, "needs a broker with a data dir"
+    codecs: list[int] = []
+    for segment in sorted((broker.data_dir / f"{topic}-{partition}").glob("*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while pos + 23 <= len(data):
+            (batch_length,) = struct.unpack_from(">i", data, pos + 8)
+            if batch_length <= 0:
+                break
+            (attributes,) = struct.unpack_from(">h", data, pos + 21)
+            codecs.append(attributes & 0x7)
+            pos += 12 + batch_length
+    return codecs
+
+
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

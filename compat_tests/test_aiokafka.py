@@ -31,7 +31,7 @@ from aiokafka.admin.config_resource import (  # type: ignore[import-untyped]
     ConfigResourceType,
 )
 
-from compat_tests.conftest import BrokerProcess, unique_topic
+from compat_tests.conftest import CODEC_IDS, BrokerProcess, stored_codecs, unique_topic
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -202,6 +202,12 @@ def test_compression_codecs(broker: BrokerProcess, codec: str) -> None:
         )
         got = await consume_from_beginning(broker.bootstrap, topic, N_PARTITIONS, len(sends))
         check_roundtrip(sends, metas, got)
+        for partition in range(N_PARTITIONS):
+            codecs = stored_codecs(broker, topic, partition)
+            assert codecs, f"no batches stored for partition {partition}"
+            assert set(codecs) == {CODEC_IDS[codec]}, (
+                f"stored codecs {codecs}: not {codec}-compressed"
+            )
 
     run(scenario())
 

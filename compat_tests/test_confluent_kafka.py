@@ -36,7 +36,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # stubs lack 
     ResourceType,
 )
 
-from compat_tests.conftest import BrokerProcess, unique_topic
+from compat_tests.conftest import CODEC_IDS, BrokerProcess, stored_codecs, unique_topic
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -289,6 +289,10 @@ def test_compression_codecs(broker: BrokerProcess, admin: AdminClient, codec: st
     finally:
         cons.close()
     check_roundtrip(sends, delivered, got)
+    for partition in range(N_PARTITIONS):
+        codecs = stored_codecs(broker, topic, partition)
+        assert codecs, f"no batches stored for partition {partition}"
+        assert set(codecs) == {CODEC_IDS[codec]}, f"stored codecs {codecs}: not {codec}-compressed"
 
 
 def test_seek_offset_timestamp_end(

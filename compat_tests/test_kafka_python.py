@@ -26,7 +26,7 @@ from kafka.admin import (  # type: ignore[import-untyped]
     KafkaAdminClient,
 )
 
-from compat_tests.conftest import BrokerProcess, unique_topic
+from compat_tests.conftest import CODEC_IDS, BrokerProcess, stored_codecs, unique_topic
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -199,6 +199,10 @@ def test_compression_codecs(broker: BrokerProcess, admin: KafkaAdminClient, code
     finally:
         cons.close()
     check_roundtrip(sends, metas, got)
+    for partition in range(N_PARTITIONS):
+        codecs = stored_codecs(broker, topic, partition)
+        assert codecs, f"no batches stored for partition {partition}"
+        assert set(codecs) == {CODEC_IDS[codec]}, f"stored codecs {codecs}: not {codec}-compressed"
 
 
 def test_seek_offset_timestamp_end(

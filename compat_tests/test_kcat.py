@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from compat_tests.conftest import BrokerProcess, in_ci, unique_topic
+from compat_tests.conftest import CODEC_IDS, BrokerProcess, in_ci, stored_codecs, unique_topic
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -145,7 +145,21 @@ def test_keyed_produce_consume_1000(kcat: str, broker: BrokerProcess) -> None:
         assert part_seqs == sorted(part_seqs), f"partition {partition}: produce order not kept"
 
 
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+OLD_LIBRDKAFKA_CODEC = pytest.mark.xfail(
+    strict=True,
+    reason="FINDINGS F4: librdkafka <= 2.11 sends gzip/snappy/lz4 uncompressed unless Produce v0 is advertised",
+)
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [
+        pytest.param("gzip", marks=OLD_LIBRDKAFKA_CODEC),
+        pytest.param("snappy", marks=OLD_LIBRDKAFKA_CODEC),
+        pytest.param("lz4", marks=OLD_LIBRDKAFKA_CODEC),
+        "zstd",
+    ],
+)
 def test_compression_codecs(kcat: str, broker: BrokerProcess, codec: str) -> None:
     topic = unique_topic(f"kcat-codec-{codec}")
     create_topic(broker.bootstrap, topic, 1)
@@ -156,6 +170,9 @@ def test_compression_codecs(kcat: str, broker: BrokerProcess, codec: str) -> Non
         tuple(line.decode().split("\t", 1)) for line in lines
     ]
     assert [m["offset"] for m in got] == list(range(len(lines)))
+    codecs = stored_codecs(broker, topic)
+    assert codecs, "no batches stored"
+    assert set(codecs) == {CODEC_IDS[codec]}, f"stored codecs {codecs}: not {codec}-compressed"
 
 
 def test_seek_offset_timestamp_end(kcat: str, broker: BrokerProcess) -> None:

@@ -83,7 +83,12 @@ class Recorder:
 
 
 def _frames(sock: socket.socket, forward: socket.socket) -> Iterator[bytes]:
-    """Yield complete frames (without size prefix) read from `sock`, forwarding all bytes."""
+    """Yield complete frames (without size prefix) read from `sock`, forwarding all bytes.
+
+    Frames are yielded (recorded) *before* their bytes are forwarded: otherwise the peer could
+    get its answer and the session move on to its next phase before the recorder has seen the
+    frame, labelling it with the wrong phase.
+    """
     buf = b""
     while True:
         try:
@@ -92,10 +97,6 @@ def _frames(sock: socket.socket, forward: socket.socket) -> Iterator[bytes]:
             return
         if not data:
             return
-        try:
-            forward.sendall(data)
-        except OSError:
-            return
         buf += data
         while len(buf) >= 4:
             (size,) = struct.unpack_from(">i", buf)
@@ -103,6 +104,10 @@ def _frames(sock: socket.socket, forward: socket.socket) -> Iterator[bytes]:
                 break
             yield buf[4 : 4 + size]
             buf = buf[4 + size :]
+        try:
+            forward.sendall(data)
+        except OSError:
+            return
 
 
 def _pump_requests(
@@ -153,7 +158,9 @@ def run_proxy(listener: socket.socket, target: tuple[str, int], rec: Recorder) -
 
 
 def _values(client: str, codec: str) -> list[str]:
-    return [f"{client}-{codec}-value-{i}" for i in range(3)]
+    """Small but repetitive: librdkafka sends a batch uncompressed when compressing would not
+    shrink it, and the fixtures must hold real compressed batches."""
+    return [f"{client}-{codec}-value-{i}-" * 6 for i in range(3)]
 
 
 def session_confluent(bootstrap: str, rec: Recorder) -> str:
@@ -402,7 +409,71 @@ def session_aiokafka(bootstrap: str, rec: Recorder) -> str:
     return f"aiokafka {aiokafka.__version__}"
 
 
-SESSIONS = [session_confluent, session_kafka_python, session_aiokafka]
+def session_kcat(bootstrap: str, rec: Recorder) -> str:
+    """Debian's kcat links an older librdkafka (2.0.2), which picks other API versions."""
+    import shutil
+
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        raise SystemExit("kcat is needed for the golden capture (apt-get install kcat)")
+    label, client_id, topic = "kcat", "golden-kcat", "golden-kcat"
+    base = {"client_id": client_id, "topic": topic}
+    common = ["-b", bootstrap, "-X", f"client.id={client_id}", "-q"]
+    # kcat has no admin API: the topic comes from another client, outside any recorded phase.
+    rec.set_phase("", "setup")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(15)
+    rec.set_phase(label, "metadata", **base)
+    subprocess.run([kcat, *common, "-L"], check=True, capture_output=True, timeout=30)
+    all_values: list[str] = []
+    # librdkafka 2.0.2 sends gzip/snappy/lz4 uncompressed against kafkapy (compat_tests/FINDINGS.md
+    # F4), so only the codecs it really uses are captured; add the others back once F4 is fixed.
+    for codec in ("none", "zstd"):
+        values = _values(label, codec)
+        all_values += values
+        rec.set_phase(
+            label,
+            f"produce-{codec}",
+            **base,
+            acks=ACKS_ALL,
+            compression=codec,
+            values=values,
+            timeout_ms=PRODUCE_TIMEOUT_MS,
+        )
+        lines = "".join(f"k{i}:{v}\n" for i, v in enumerate(values)).encode()
+        args = ["-P", "-t", topic, "-K:", "-H", "h=v", "-X", "acks=all", "-X", "linger.ms=50"]
+        args += ["-X", f"request.timeout.ms={PRODUCE_TIMEOUT_MS}", "-z", codec]
+        subprocess.run(
+            [kcat, *common, *args], input=lines, check=True, capture_output=True, timeout=30
+        )
+    rec.set_phase(label, "consume", **base, values=all_values, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+    args = [
+        "-C",
+        "-t",
+        topic,
+        "-o",
+        "beginning",
+        "-e",
+        "-X",
+        f"fetch.wait.max.ms={FETCH_MAX_WAIT_MS}",
+    ]
+    out = subprocess.run([kcat, *common, *args], check=True, capture_output=True, timeout=30).stdout
+    consumed = out.count(b"\n")
+    assert consumed == len(all_values), f"kcat session consumed {consumed}"
+    rec.set_phase(label, "offsets-for-times", **base)
+    subprocess.run(
+        [kcat, *common, "-Q", "-t", f"{topic}:0:0"], check=True, capture_output=True, timeout=30
+    )
+    rec.set_phase("", "teardown")
+    admin.delete_topics([topic])[topic].result(15)
+    version = subprocess.run([kcat, "-V"], capture_output=True, text=True, timeout=10).stdout
+    match = re.search(r"librdkafka ([0-9.]+)", version)
+    return f"kcat (librdkafka {match[1] if match else 'unknown'})"
+
+
+SESSIONS = [session_confluent, session_kafka_python, session_aiokafka, session_kcat]
 
 
 # --- selection and output ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Golden frames captured from real clients: our codec must read them and write them back exactly.
 
 Why: round-trip tests of our own encoder cannot catch a field we read and write consistently
-wrong. These frames were written by librdkafka (confluent-kafka), kafka-python and aiokafka
+wrong. These frames were written by librdkafka (confluent-kafka, and kcat on Debian's older
+librdkafka), kafka-python and aiokafka
 (`tools/capture_golden.py`); each sidecar JSON holds what the capture session told the client
 to send (client id, topic, acks, compression, record values), so every check compares our
 decoding against an independent source. Re-encoding must reproduce the client's bytes, which
@@ -32,7 +33,7 @@ from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import decode_records, iter_batches, validate_batch
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
-CLIENTS = {"confluent-kafka", "kafka-python", "aiokafka"}
+CLIENTS = {"confluent-kafka", "kafka-python", "aiokafka", "kcat"}
 CODECS = {"none", "gzip", "snappy", "lz4", "zstd"}
 ZERO_UUID = uuid.UUID(int=0)
 
