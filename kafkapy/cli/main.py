@@ -82,7 +82,7 @@ async def _watch_signals(signals: AsyncIterator[int], server: Server, scope: tri
 def serve(args: argparse.Namespace) -> int:
     import trio
 
-    from kafkapy.server.app import Server
+    from kafkapy.server.app import ListenError, Server
     from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig, ConfigError
 
@@ -109,7 +109,14 @@ def serve(args: argparse.Namespace) -> int:
                 await server.stopped.wait()
                 nursery.cancel_scope.cancel()
 
-    trio.run(run)
+    failures: list[BaseException] = []
+    try:
+        trio.run(run)
+    except* ListenError as group:
+        failures.extend(group.exceptions)
+    if failures:
+        print(f"kafkapy: {failures[0]}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -26,11 +26,15 @@ from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 
-__all__ = ["BoundListener", "Server"]
+__all__ = ["BoundListener", "ListenError", "Server"]
 
 log = logging.getLogger(__name__)
 
 _ACCEPT_RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+
+
+class ListenError(OSError):
+    """A listener could not be bound (port in use, bad address): fatal at start-up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +66,14 @@ class Server:
         try:
             sockets: list[tuple[Listener, trio.SocketListener]] = []
             for listener in broker.config.listeners:
-                for sock_listener in await trio.open_tcp_listeners(listener.port, host=listener.bind_host):
-                    sockets.append((listener, sock_listener))
+                try:
+                    bound = await trio.open_tcp_listeners(listener.port, host=listener.bind_host)
+                except OSError as e:
+                    for _, opened in sockets:
+                        await opened.aclose()
+                    where = f"{listener.bind_host}:{listener.port}"
+                    raise ListenError(f"cannot listen on {listener.name} {where}: {e.strerror or e}") from e
+                sockets.extend((listener, sock_listener) for sock_listener in bound)
             for listener, sock_listener in sockets:
                 host, port = sock_listener.socket.getsockname()[:2]
                 self.bound.append(BoundListener(listener, host, port))

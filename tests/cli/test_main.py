@@ -90,3 +90,17 @@ def test_help_without_command() -> None:
     result = subprocess.run([sys.executable, "-m", "kafkapy"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
     assert "serve" in result.stdout
+
+
+def test_port_in_use_is_one_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners", f"PLAINTEXT://127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=30,
+        )
+    assert result.returncode == 1
+    assert "cannot listen" in result.stderr
+    assert "Traceback" not in result.stderr

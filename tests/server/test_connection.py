@@ -133,8 +133,8 @@ async def test_hostile_input_closes_only_that_connection() -> None:
         frame = struct.pack(">hhih", ApiKey.PRODUCE, 99, 1, -1)
         await unsupported.send_raw(struct.pack(">i", len(frame)) + frame)
         await _assert_closed(unsupported)
-        below_handler = await Client.connect(port)  # codec speaks Produce v2, our handler not
-        await below_handler.send(ApiKey.PRODUCE, 2, ProduceRequest(acks=1))
+        below_handler = await Client.connect(port)  # codec speaks Fetch v3, our handler not
+        await below_handler.send(ApiKey.FETCH, 3, FetchRequest())
         await _assert_closed(below_handler)
         ok = await Client.connect(port)
         assert (await ok.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())).error_code == 0

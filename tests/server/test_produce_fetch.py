@@ -10,6 +10,7 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    ApiVersionsRequest,
     FetchRequest,
     ListOffsetsRequest,
     OffsetForLeaderEpochRequest,
@@ -278,3 +279,17 @@ async def test_fetch_responses_do_not_leak_file_descriptors() -> None:
         await other.aclose()
         await trio.sleep(0.3)
         assert _open_fds() <= before + 1
+
+
+async def test_produce_v0_to_v2_is_advertised_but_answered_unsupported() -> None:
+    """Old librdkafka only compresses when Produce v0 is listed; the request itself is refused."""
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("old", 1)
+        client = await Client.connect(port)
+        versions = await client.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        assert [(k.min_version, k.max_version) for k in versions.api_keys if k.api_key == ApiKey.PRODUCE] == [(0, 11)]
+        resp = await client.request(ApiKey.PRODUCE, 2, produce_req("old", batch(b"x")))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+        plog = broker.partition_log("old", 0)
+        assert plog is not None
+        assert plog.log_end_offset == 0

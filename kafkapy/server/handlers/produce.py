@@ -1,4 +1,9 @@
-"""Produce (key 0): v3-11 (record batch magic v2 only, as Kafka 4 requires).
+"""Produce (key 0): v0-11 advertised; record batches must be magic v2.
+
+Why v0-2 are advertised although magic 0/1 message sets are refused: librdkafka up to 2.11
+(Debian's kcat) enables gzip/snappy/lz4 only if the broker lists Produce v0, and silently sends
+uncompressed data otherwise. A real v0-2 request gets UNSUPPORTED_VERSION on every partition
+(its message sets are magic 0/1).
 
 Behaviour: acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS on every partition); on one node
 acks=-1 is acks=1, since the leader alone is the ISR (min.insync.replicas=1). Each partition's
@@ -70,13 +75,14 @@ def _topic_error(broker: Broker, name: str) -> ErrorCode | None:
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-@handler(ApiKey.PRODUCE, min_version=3, max_version=11, error_response=produce_error_response)
+@handler(ApiKey.PRODUCE, min_version=0, max_version=11, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
     response = ProduceResponse()
     if req.acks not in (0, 1, -1):
-        bad = produce_error_response(req, ctx.api_version, ErrorCode.INVALID_REQUIRED_ACKS)
-        return bad
+        return produce_error_response(req, ctx.api_version, ErrorCode.INVALID_REQUIRED_ACKS)
+    if ctx.api_version < 3:
+        return produce_error_response(req, ctx.api_version, ErrorCode.UNSUPPORTED_VERSION)
     flush: list[tuple[str, int]] = []
     drop = False
     for topic in req.topic_data:
