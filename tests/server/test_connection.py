@@ -15,6 +15,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    DescribeClusterRequest,
     FetchRequest,
     MetadataRequest,
     ProduceRequest,
@@ -208,3 +209,26 @@ async def test_peer_reset_mid_request_is_quiet(caplog: pytest.LogCaptureFixture)
         ok = await Client.connect(port)
         assert (await ok.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())).error_code == 0
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_handler_exception_answers_unknown_server_error_and_keeps_serving(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+
+        def explode(*_: object) -> None:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(broker, "partition_log", explode)
+        monkeypatch.setattr(broker, "advertised", explode)
+        client = await Client.connect(port)
+        produce = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+            name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(b"x"))])])
+        resp = await client.request(ApiKey.PRODUCE, 9, produce)
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+        cluster = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest())
+        assert cluster.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert (await client.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())).error_code == 0
+    assert "boom" in caplog.text
+    assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
