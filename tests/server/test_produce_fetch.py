@@ -293,3 +293,19 @@ async def test_produce_v0_to_v2_is_advertised_but_answered_unsupported() -> None
         plog = broker.partition_log("old", 0)
         assert plog is not None
         assert plog.log_end_offset == 0
+
+
+async def test_read_committed_fetch_lists_aborted_transactions() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("tx", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("tx", batch(b"a", b"b")))
+        plog = broker.partition_log("tx", 0)
+        assert plog is not None
+        plog.append_aborted_txn(7, 0, 1, 0)
+        committed = fetch_req("tx", 0)
+        committed.isolation_level = 1
+        part = (await client.request(ApiKey.FETCH, FETCH_V, committed)).responses[0].partitions[0]
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(7, 0)]
+        uncommitted = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("tx", 0))).responses[0].partitions[0]
+        assert uncommitted.aborted_transactions is None

@@ -15,8 +15,10 @@ min_bytes arrive or max_wait_ms passes. Fetch sessions (KIP-227) per `fetch_sess
 The response is built by `fetch_encoder` around file regions, so the connection can `sendfile`
 the record data straight from segment files.
 
-Not yet: aborted-transaction lists for read_committed (an empty list is sent), preferred read
-replicas, diverging-epoch checks, partition rotation inside sessions.
+read_committed fetches carry the aborted transactions overlapping the returned range (from the
+log's transaction index) so the client can drop their records.
+
+Not yet: preferred read replicas, diverging-epoch checks, partition rotation inside sessions.
 """
 
 from __future__ import annotations
@@ -132,6 +134,11 @@ class _Reader:
             if size == 0 or (total > 0 and size > limit) or w.max_bytes <= 0:
                 continue
             part.records = [FileRegion(s.fd, s.position, s.length) for s in rr.slices]
+            if self.read_committed:
+                part.aborted = [
+                    (e.producer_id, e.first_offset)
+                    for e in plog.aborted_transactions(w.fetch_offset, rr.last_stable_offset)
+                ]
             total += size
             budget -= size
         return results, total, any_error

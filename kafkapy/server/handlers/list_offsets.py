@@ -5,7 +5,7 @@ Behaviour per partition, by the requested timestamp:
   same): the log start offset.
 - -1 LATEST: the high watermark (read_uncommitted) or the last stable offset (read_committed).
 - -3 MAX_TIMESTAMP (v7+): the offset and timestamp of the first record carrying the largest
-  timestamp (scans batch headers, decodes one batch).
+  timestamp (KIP-734; the log answers from its time indexes).
 - t >= 0: the first offset whose record timestamp is >= t, with that timestamp; none -> -1/-1.
 Offsets at or past the visible limit are not returned. The leader epoch is this node's (0).
 Errors: UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's
@@ -17,16 +17,15 @@ Not yet: v0 (old_style_offsets, multiple offsets per partition).
 from __future__ import annotations
 
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
-from kafkapy.protocol.records import decode_records
 from kafkapy.server.broker import LEADER_EPOCH
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.log import PartitionLog
 
-__all__ = ["epoch_error", "handle_list_offsets", "max_timestamp_offset"]
+__all__ = ["epoch_error", "handle_list_offsets"]
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -41,35 +40,6 @@ def epoch_error(current_leader_epoch: int) -> ErrorCode | None:
     return ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-def max_timestamp_offset(plog: PartitionLog, limit: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record with the largest timestamp below `limit`."""
-    best: tuple[int, int] | None = None  # (max_timestamp, segment index, position)
-    best_where: tuple[int, int] | None = None
-    segments = list(plog.segments)
-    for i, seg in enumerate(segments):
-        for pos, header, _ in seg.batches():
-            if header.base_offset >= limit:
-                break
-            if best is None or header.max_timestamp > best[0]:
-                best = (header.max_timestamp, header.base_offset)
-                best_where = (i, pos)
-    if best is None or best_where is None:
-        return None
-    seg = segments[best_where[0]]
-    for _, header, data in seg.batches(best_where[1], with_data=True):
-        if header.timestamp_type == 1 or data is None:
-            return max(header.base_offset, plog.log_start_offset), header.max_timestamp
-        try:
-            records = decode_records(data, 0, header)
-        except ProtocolError:
-            return header.base_offset, header.max_timestamp
-        for record in records:
-            if header.base_timestamp + record.timestamp_delta == header.max_timestamp:
-                return header.base_offset + record.offset_delta, header.max_timestamp
-        return header.last_offset, header.max_timestamp
-    return None
-
-
 def _lookup(plog: PartitionLog, timestamp: int, read_committed: bool, version: int) -> tuple[int, int]:
     limit = plog.last_stable_offset if read_committed else plog.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
@@ -77,7 +47,7 @@ def _lookup(plog: PartitionLog, timestamp: int, read_committed: bool, version: i
     if timestamp == LATEST:
         return limit, -1
     if timestamp == MAX_TIMESTAMP:
-        found = max_timestamp_offset(plog, limit)
+        found = plog.max_timestamp_offset(limit)
         return (found[0], found[1]) if found is not None else (-1, -1)
     if timestamp < 0:
         raise ValueError(f"unknown special timestamp {timestamp}")
