@@ -9,9 +9,9 @@ containing `kafkapy ready: listening on HOST:PORT` on stderr when it accepts con
 cleanly on SIGTERM within about two seconds.
 
 Resource handling: every `BrokerProcess` is stopped by the fixture that started it (SIGTERM, then
-SIGKILL as a fallback so a hung broker never outlives the test run). Its stderr is copied to a log
-file by a reader thread; the tail of that log is attached to the report of any failing test that
-used the broker.
+SIGKILL as a fallback so a hung broker never outlives the test run). Its output (stdout and
+stderr) is copied to a log file by a reader thread; the tail of that log is attached to the
+report of any failing test that used the broker.
 """
 
 from __future__ import annotations
