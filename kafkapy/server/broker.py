@@ -266,6 +266,9 @@ class Broker:
         info = self.topics.get(name)
         if info is None:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if info.internal:
+            # the coordinators keep their state there; Kafka's tools refuse this too
+            raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is an internal topic and cannot be deleted.")
         self.topics.remove(name)  # first: a crash after this leaves orphans that start-up removes
         for p in range(info.partitions):
             self.logs.delete_log(name, p)

@@ -95,6 +95,7 @@ def test_topic_errors(tmp_path: Path) -> None:
         (lambda: b.create_topic("z", 1, {"no.such": "1"}), ErrorCode.INVALID_CONFIG),
         (lambda: b.delete_topic("missing"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         (lambda: b.create_partitions("a.b", 1), ErrorCode.INVALID_PARTITIONS),
+        (lambda: b.delete_topic(b.ensure_internal_topic("__transaction_state", 1).name), ErrorCode.INVALID_TOPIC_EXCEPTION),
     ]
     for call, code in cases:
         with pytest.raises(BrokerError) as err:

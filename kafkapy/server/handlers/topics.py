@@ -10,7 +10,8 @@ Behaviour:
   repeated in one request -> INVALID_REQUEST for each copy. `validate_only` checks everything and
   creates nothing. v5+ answers carry the partition count, replication factor and all configs.
 - DeleteTopics: by name (all versions) or by id (v6+); unknown -> UNKNOWN_TOPIC_OR_PARTITION /
-  UNKNOWN_TOPIC_ID; `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED.
+  UNKNOWN_TOPIC_ID; `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED; internal topics
+  (`__consumer_offsets`, `__transaction_state`) -> INVALID_TOPIC_EXCEPTION.
 - CreatePartitions: only growth (INVALID_PARTITIONS otherwise); assignments must name this node.
 - DeleteRecords: moves the log start offset; -1 means the high watermark; beyond it ->
   OFFSET_OUT_OF_RANGE. Answers the new low watermark.
