@@ -512,3 +512,79 @@ def test_acks_zero(broker: BrokerProcess, admin: AdminClient, topic_name: str) -
         cons.close()
     assert [g.value for g in got] == [s.value for s in sends]
     assert [g.offset for g in got] == list(range(len(sends)))
+
+
+def test_admin_partitions_records_cluster_offsets(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
+    """The admin APIs behind librdkafka's AdminClient: CreatePartitions, DeleteRecords,
+    DescribeCluster, DescribeTopics and ListOffsets (earliest, latest, max timestamp)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import NewPartitions, OffsetSpec  # type: ignore[attr-defined]
+
+    create_topic(admin, topic_name, partitions=1)
+    base_ts = int(time.time() * 1000) - 100_000
+    prod = producer(broker.bootstrap, **{"linger.ms": 0})
+    # Timestamps rise except for offset 6, which carries the largest one.
+    for i in range(10):
+        ts = base_ts + (50_000 if i == 6 else i * 1000)
+        produce_all(prod, topic_name, [Sent(i, b"k", f"v{i}".encode(), [])], timestamp=ts)
+
+    tp0 = TopicPartition(topic_name, 0)
+    specs = {
+        "earliest": OffsetSpec.earliest(),  # type: ignore[no-untyped-call]
+        "latest": OffsetSpec.latest(),  # type: ignore[no-untyped-call]
+        "max_timestamp": OffsetSpec.max_timestamp(),  # type: ignore[no-untyped-call]
+    }
+    found = {}
+    for name, spec in specs.items():
+        futures = admin.list_offsets({tp0: spec}, request_timeout=ADMIN_TIMEOUT_S)
+        found[name] = futures[tp0].result(timeout=ADMIN_TIMEOUT_S)
+    assert found["earliest"].offset == 0
+    assert found["latest"].offset == 10
+    assert (found["max_timestamp"].offset, found["max_timestamp"].timestamp) == (
+        6,
+        base_ts + 50_000,
+    )
+
+    deleted = admin.delete_records(
+        [TopicPartition(topic_name, 0, 4)], request_timeout=ADMIN_TIMEOUT_S
+    )
+    assert deleted[tp0].result(timeout=ADMIN_TIMEOUT_S).low_watermark == 4
+    cons = consumer(broker.bootstrap)
+    try:
+        assert cons.get_watermark_offsets(tp0, timeout=ADMIN_TIMEOUT_S) == (4, 10)
+        got = consume(cons, [TopicPartition(topic_name, 0, OFFSET_BEGINNING)], 6)
+        assert [g.offset for g in got] == list(range(4, 10))
+    finally:
+        cons.close()
+
+    created = admin.create_partitions(
+        [NewPartitions(topic_name, 3)], request_timeout=ADMIN_TIMEOUT_S
+    )
+    created[topic_name].result(timeout=ADMIN_TIMEOUT_S)
+    description = admin.describe_topics(
+        TopicCollection([topic_name]), request_timeout=ADMIN_TIMEOUT_S
+    )
+    topic = description[topic_name].result(timeout=ADMIN_TIMEOUT_S)
+    assert [p.id for p in topic.partitions] == [0, 1, 2]
+    assert all(p.leader is not None and p.leader.id == 1 for p in topic.partitions)
+    # The new partitions take writes at once.
+    # (a new producer: an existing one only learns of new partitions at its next metadata refresh)
+    fresh = producer(broker.bootstrap)
+    fresh.produce(topic_name, value=b"to-partition-2", partition=2)
+    assert fresh.flush(15) == 0
+    cons = consumer(broker.bootstrap)
+    try:
+        high = cons.get_watermark_offsets(TopicPartition(topic_name, 2), timeout=ADMIN_TIMEOUT_S)
+    finally:
+        cons.close()
+    assert high == (0, 1)
+
+    cluster = admin.describe_cluster(request_timeout=ADMIN_TIMEOUT_S).result(
+        timeout=ADMIN_TIMEOUT_S
+    )
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, broker.host, broker.port)]
+    assert cluster.controller is not None
+    assert cluster.controller.id == 1
+    assert cluster.cluster_id
