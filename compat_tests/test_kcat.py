@@ -145,21 +145,7 @@ def test_keyed_produce_consume_1000(kcat: str, broker: BrokerProcess) -> None:
         assert part_seqs == sorted(part_seqs), f"partition {partition}: produce order not kept"
 
 
-OLD_LIBRDKAFKA_CODEC = pytest.mark.xfail(
-    strict=True,
-    reason="FINDINGS F4: librdkafka <= 2.11 sends gzip/snappy/lz4 uncompressed unless Produce v0 is advertised",
-)
-
-
-@pytest.mark.parametrize(
-    "codec",
-    [
-        pytest.param("gzip", marks=OLD_LIBRDKAFKA_CODEC),
-        pytest.param("snappy", marks=OLD_LIBRDKAFKA_CODEC),
-        pytest.param("lz4", marks=OLD_LIBRDKAFKA_CODEC),
-        "zstd",
-    ],
-)
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compression_codecs(kcat: str, broker: BrokerProcess, codec: str) -> None:
     topic = unique_topic(f"kcat-codec-{codec}")
     create_topic(broker.bootstrap, topic, 1)

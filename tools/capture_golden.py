@@ -428,9 +428,9 @@ def session_kcat(bootstrap: str, rec: Recorder) -> str:
     rec.set_phase(label, "metadata", **base)
     subprocess.run([kcat, *common, "-L"], check=True, capture_output=True, timeout=30)
     all_values: list[str] = []
-    # librdkafka 2.0.2 sends gzip/snappy/lz4 uncompressed against kafkapy (compat_tests/FINDINGS.md
-    # F4), so only the codecs it really uses are captured; add the others back once F4 is fixed.
-    for codec in ("none", "zstd"):
+    # librdkafka <= 2.11 compresses with gzip/snappy/lz4 only if the broker advertises Produce v0
+    # (compat_tests/FINDINGS.md F4, fixed); these fixtures pin that it does.
+    for codec in CODECS:
         values = _values(label, codec)
         all_values += values
         rec.set_phase(
