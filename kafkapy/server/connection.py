@@ -36,6 +36,7 @@ from kafkapy.protocol import (
     encode_response,
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, lookup
@@ -60,10 +61,8 @@ class _Slot:
 
 
 class Connection:
-    def __init__(self, broker: Any, stream: trio.SocketStream | trio.abc.Stream, listener_name: str, peer: str) -> None:
-        from kafkapy.server.broker import Broker
-
-        self.broker: Broker = broker
+    def __init__(self, broker: Broker, stream: trio.abc.Stream, listener_name: str, peer: str) -> None:
+        self.broker = broker
         self.stream = stream
         self.state = ConnectionState(listener_name, peer)
         config = broker.config
