@@ -101,7 +101,9 @@ def serve(args: argparse.Namespace) -> int:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 bound = await nursery.start(server.run)
-                addresses = ", ".join(f"{b.host}:{b.port}" for b in bound)
+                addresses = ", ".join(
+                    f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}" for b in bound
+                )
                 line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
                 log.info(line)
                 print(line, file=sys.stderr, flush=True)
