@@ -279,6 +279,9 @@ class PartitionLog(LogQueries):
         """Set by the replication layer; clamped to [log start, LEO], checkpointed on flush."""
         with self._lock:
             self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
+            if self._high_watermark < self._hw_checkpointed:
+                # rare (a leader change): keep "a crash never raises the HW" by writing now
+                self._write_checkpoint(fsync=False)
 
     @property
     def last_stable_offset(self) -> int:
@@ -405,12 +408,18 @@ class PartitionLog(LogQueries):
     def _write(self, data: bytearray, headers: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         active = self.segments[-1]
         last_offset = headers[-1][1].last_offset
+        # segment.ms as in Kafka: the time between the segment's first batch and the incoming
+        # one, by record timestamps (so replayed old data does not roll on every append);
+        # wall-clock age of the segment when timestamps are missing.
         first_ts = active.first_batch_timestamp
-        if first_ts is None:
-            first_ts = active.created_ms
+        incoming_ts = max(h.max_timestamp for _, h in headers)
+        if first_ts is not None and first_ts >= 0 and incoming_ts >= 0:
+            waited = incoming_ts - first_ts
+        else:
+            waited = now_ms - (active.created_ms if active.created_ms is not None else now_ms)
         if active.size and (
             active.size + len(data) > self.config.segment_bytes
-            or (first_ts is not None and now_ms - first_ts >= self.config.segment_ms)
+            or waited >= self.config.segment_ms
             or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         ):
             active = self._roll(headers[0][1].base_offset, now_ms)
@@ -537,7 +546,7 @@ class PartitionLog(LogQueries):
                 )
             if offset > self._log_start_offset:
                 self._advance_log_start(offset)
-                self._delete_segments_below_start()
+            self._delete_segments_below_start()
             return self._log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
@@ -591,15 +600,14 @@ class PartitionLog(LogQueries):
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: remove every batch whose last offset is >= `offset`.
 
-        A batch straddling `offset` is removed whole, so the LEO may end below `offset`.
+        A batch straddling `offset` is removed whole, so the LEO may end below `offset`. At or
+        below the log start offset nothing visible remains: the log restarts empty there (at
+        `offset`, as Kafka's truncate-fully does).
         """
         with self._lock:
             if offset >= self._leo:
                 return
-            if offset <= self._log_start_offset and self.segments[0].base_offset >= offset:
-                self.truncate_fully(offset)
-                return
-            if offset < self._log_start_offset:
+            if offset <= self._log_start_offset:
                 self.truncate_fully(offset)
                 return
             self._generation += 1
@@ -612,6 +620,10 @@ class PartitionLog(LogQueries):
                 self._offline = str(exc)
                 raise KafkaStorageError(f"truncation failed: {exc}") from exc
             log.info("%s: truncated to offset %d (%d bytes)", self.directory.name, offset, removed)
+            if active.next_offset < self._log_start_offset:
+                # the removed batch straddled the log start: nothing visible is left
+                self.truncate_fully(self._log_start_offset)
+                return
             self._after_truncation(active.next_offset)
 
     def truncate_fully(self, start_offset: int) -> None:

@@ -297,7 +297,7 @@ class LogSegment:
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
         if self.first_batch_timestamp is None:
-            self.first_batch_timestamp = header.base_timestamp
+            self.first_batch_timestamp = header.max_timestamp
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.offset_of_max_timestamp = header.last_offset
@@ -361,7 +361,7 @@ class LogSegment:
         if start == 0 and self.size:
             first = next(self.batches(0), None)
             if first is not None:
-                self.first_batch_timestamp = first[1].base_timestamp
+                self.first_batch_timestamp = first[1].max_timestamp
         self._bytes_since_index = last_end - start
         self._tail_end = last_end
         if self._next_offset is None:
@@ -377,7 +377,7 @@ class LogSegment:
             self._rescan_tail_state()
             if self.size and self.first_batch_timestamp is None:
                 first = next(self.batches(0), None)
-                self.first_batch_timestamp = first[1].base_timestamp if first else None
+                self.first_batch_timestamp = first[1].max_timestamp if first else None
         except ProtocolError:
             return False
         return self._tail_end == self.size

@@ -197,12 +197,14 @@ def test_offset_for_timestamp_finds_first_record_at_or_after(tmp_path: Path) -> 
 def test_segment_rolls_by_size_and_time(tmp_path: Path) -> None:
     plog = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=10_000, segment_ms=1000))
     plog.append(batch([b"a"]), now_ms=BASE_TS)
-    plog.append(batch([b"b"]), now_ms=BASE_TS + 999)
+    plog.append(batch([b"b"], ts=BASE_TS + 999), now_ms=BASE_TS + 5000)
+    # old timestamps arriving late (a replay) do not roll: record time decides, as in Kafka
+    plog.append(batch([b"old"], ts=BASE_TS - 10**6), now_ms=BASE_TS + 10**7)
     assert len(plog.segments) == 1
-    plog.append(batch([b"c"]), now_ms=BASE_TS + 1000)
-    assert [s.base_offset for s in plog.segments] == [0, 2]
+    plog.append(batch([b"c"], ts=BASE_TS + 1000), now_ms=BASE_TS + 1000)
+    assert [s.base_offset for s in plog.segments] == [0, 3]
     names = sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))
-    assert names == ["00000000000000000000.log", "00000000000000000002.log"]
+    assert names == ["00000000000000000000.log", "00000000000000000003.log"]
 
 
 def test_retention_by_time_and_size_keeps_the_active_segment(tmp_path: Path) -> None:

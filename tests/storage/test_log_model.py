@@ -95,17 +95,21 @@ class LogModel(RuleBasedStateMachine):
         self.log.truncate_to(offset)
         if offset >= self.leo:
             return
-        if offset < self.log_start or (
-            offset <= self.log_start and self.segment_bases[0] >= offset
-        ):
-            self.batches, self.segment_bases = [], [offset]
-            self.log_start = self.leo = self.hw = offset
+        if offset <= self.log_start:
+            self._restart_at(offset)
             return
-        self.segment_bases = [b for b in self.segment_bases if b < offset] or self.segment_bases[:1]
+        self.segment_bases = [b for b in self.segment_bases if b < offset]
         self.batches = [b for b in self.batches if b[1] < offset]
         ends = [b[1] + 1 for b in self.batches if b[0] >= self.segment_bases[-1]]
         self.leo = max([self.segment_bases[-1], *ends])
+        if self.leo < self.log_start:  # a removed batch straddled the log start
+            self._restart_at(self.log_start)
+            return
         self.hw = min(self.hw, self.leo)
+
+    def _restart_at(self, offset: int) -> None:
+        self.batches, self.segment_bases = [], [offset]
+        self.log_start = self.leo = self.hw = offset
 
     @rule(clean=st.booleans())
     def reopen(self, clean: bool) -> None:
