@@ -33,6 +33,9 @@ API_VERSIONS = 18
 API_METADATA = 3
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+INVALID_REQUIRED_ACKS = 21
 NONE = 0
 
 
@@ -99,10 +102,10 @@ def record_batch(values: list[bytes], base_timestamp: int, leader_epoch: int = -
     return struct.pack(">qi", 0, len(after_length)) + after_length
 
 
-def produce_v7(topic: str, partition: int, batch: bytes) -> bytes:
+def produce_v7(topic: str, partition: int, batch: bytes, acks: int = -1) -> bytes:
     return (
         kstring(None)  # transactional id
-        + struct.pack(">hi", -1, 5000)  # acks=all, timeout
+        + struct.pack(">hi", acks, 5000)  # acks (-1 = all), timeout
         + struct.pack(">i", 1)
         + kstring(topic)
         + struct.pack(">i", 1)
@@ -413,3 +416,34 @@ def test_produce_with_any_leader_epoch_is_accepted_and_overwritten(broker: Broke
     epoch = record.leader_epoch
     assert epoch != 12345, "the client's leader epoch was stored instead of the leader's"
     assert epoch >= 0
+
+
+def test_produce_errors_are_per_partition_codes(broker: BrokerProcess) -> None:
+    """Bad produce parameters get Kafka's per-partition error codes on a connection that stays
+    usable: acks=2, a partition that does not exist, a batch over the topic's max.message.bytes."""
+    topic = unique_topic("hostile-produce-errors")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics(
+        [
+            NewTopic(
+                topic, num_partitions=1, replication_factor=1, config={"max.message.bytes": "2000"}
+            )
+        ]
+    )[topic].result(timeout=15)
+    now = int(time.time() * 1000)
+    small = record_batch([b"small"], now)
+    big = record_batch([b"x" * 3000], now)
+    cases = [
+        ("acks=2", produce_v7(topic, 0, small, acks=2), (topic, 0, INVALID_REQUIRED_ACKS, -1)),
+        ("partition 99", produce_v7(topic, 99, small), (topic, 99, UNKNOWN_TOPIC_OR_PARTITION, -1)),
+        ("over max.message.bytes", produce_v7(topic, 0, big), (topic, 0, MESSAGE_TOO_LARGE, -1)),
+        ("valid", produce_v7(topic, 0, small), (topic, 0, NONE, 0)),
+    ]
+    with connect(broker) as sock:
+        for correlation_id, (what, body, expected) in enumerate(cases, start=40):
+            sock.sendall(request(API_PRODUCE, 7, correlation_id, body))
+            response = read_response(sock)
+            assert response is not None, f"{what}: connection closed instead of an error code"
+            assert response[0] == correlation_id
+            assert parse_produce_v7_response(response[1]) == [expected], what
+    still_serves(broker)
