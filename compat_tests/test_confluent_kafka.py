@@ -588,3 +588,58 @@ def test_admin_partitions_records_cluster_offsets(
     assert cluster.controller is not None
     assert cluster.controller.id == 1
     assert cluster.cluster_id
+
+
+def test_topic_config_changes_take_effect_live(
+    broker: BrokerProcess, admin: AdminClient, topic_name: str
+) -> None:
+    """IncrementalAlterConfigs on a live topic changes what the next produce gets: LogAppendTime
+    stamps, and a lower max.message.bytes refuses what was accepted a moment ago."""
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
+
+    create_topic(admin, topic_name, partitions=1)
+    prod = producer(broker.bootstrap, **{"linger.ms": 0})
+    old_ts = int(time.time() * 1000) - 3_600_000
+    produce_all(prod, topic_name, [Sent(0, b"k", b"x" * 5000, [])], timestamp=old_ts)
+
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry(
+                "message.timestamp.type",
+                "LogAppendTime",
+                incremental_operation=AlterConfigOpType.SET,
+            ),
+            ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    futures = admin.incremental_alter_configs([resource], request_timeout=ADMIN_TIMEOUT_S)
+    next(iter(futures.values())).result(timeout=ADMIN_TIMEOUT_S)
+
+    before = int(time.time() * 1000)
+    produce_all(prod, topic_name, [Sent(1, b"k", b"small", [])], timestamp=old_ts)
+    errors: list[KafkaError] = []
+    prod.produce(
+        topic_name,
+        value=b"x" * 5000,
+        on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+    )
+    prod.flush(15)
+    assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE], errors
+
+    cons = consumer(broker.bootstrap)
+    try:
+        cons.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        stamps: list[tuple[int, int]] = []
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while len(stamps) < 2 and time.monotonic() < deadline:
+            msg = cons.poll(0.2)
+            if msg is not None and msg.error() is None:
+                stamps.append(msg.timestamp())
+    finally:
+        cons.close()
+    assert stamps[0] == (TIMESTAMP_CREATE_TIME, old_ts)
+    kind, ts = stamps[1]
+    assert kind == TIMESTAMP_LOG_APPEND_TIME
+    assert before - 5000 <= ts <= int(time.time() * 1000) + 5000, "not the broker's append time"
