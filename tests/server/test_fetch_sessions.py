@@ -157,3 +157,24 @@ async def test_topic_ids_in_v13_and_unknown_topic_id() -> None:
         resp = await client.request(ApiKey.FETCH, 13, req)
         got = {t.topic_id: t.partitions[0].error_code for t in resp.responses}
         assert got == {info.topic_id: 0, stranger: ErrorCode.UNKNOWN_TOPIC_ID}
+
+
+async def test_sessions_rotate_partitions_so_none_starves() -> None:
+    """With a budget for one batch per fetch, a session serves both busy partitions in turn."""
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("busy", 2)
+        client = await Client.connect(port)
+        for p in (0, 1):
+            for i in range(4):
+                produce = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+                    name="busy", partition_data=[ProduceRequest.PartitionProduceData(index=p, records=batch(b"%d" % i))])])
+                await client.request(ApiKey.PRODUCE, 9, produce)
+        req = _fetch("busy", [(0, 0), (1, 0)], session_id=0, epoch=0)
+        req.max_bytes = 1
+        first = await client.request(ApiKey.FETCH, FETCH_V, req)
+        served = [p for p, size in _parts(first).items() if size]
+        follow = _fetch("busy", [], session_id=first.session_id, epoch=1)
+        follow.max_bytes = 1
+        second = await client.request(ApiKey.FETCH, FETCH_V, follow)
+        served += [p for p, size in _parts(second).items() if size]
+        assert sorted(served) == [0, 1]

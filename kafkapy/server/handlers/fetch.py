@@ -18,7 +18,10 @@ the record data straight from segment files.
 read_committed fetches carry the aborted transactions overlapping the returned range (from the
 log's transaction index) so the client can drop their records.
 
-Not yet: preferred read replicas, diverging-epoch checks, partition rotation inside sessions.
+Inside a session, partitions that returned data move to the back of the order, so one busy
+partition cannot starve the others of the response budget.
+
+Not yet: preferred read replicas, diverging-epoch checks.
 """
 
 from __future__ import annotations
@@ -232,4 +235,16 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
                 FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
                 for r in part.records
             ]
+    if session is not None:
+        _rotate(session, [w for w, _, _, part in results if part.records])
     return encode_fetch_response(version, topics, session_id=response_session_id)
+
+
+def _rotate(session: FetchSession, served: list[_Wanted]) -> None:
+    """Move partitions that just returned data to the back of the session's order, so a busy
+    partition cannot take the whole response budget fetch after fetch (Kafka does the same)."""
+    for w in served:
+        key = (w.ref, w.partition)
+        state = session.partitions.pop(key, None)
+        if state is not None:
+            session.partitions[key] = state
