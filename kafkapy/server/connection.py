@@ -20,7 +20,6 @@ connections (no bytes and no request in flight for `connections.max.idle.ms`) ar
 from __future__ import annotations
 
 import logging
-import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,7 +138,7 @@ class Connection:
         """Decode one frame and start its handler; False when the connection must close."""
         slot = _Slot()
         try:
-            header, request = decode_request_lenient(frame)
+            header, request = decode_request(frame)
         except UnsupportedVersionError as e:
             return await self._reject(send, slot, _header_prefix(frame), e.reason)
         except ProtocolError as e:
@@ -256,27 +255,6 @@ def _header_prefix(frame: bytes) -> RequestHeader | None:
             return None
         api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame)
         return RequestHeader(api_key, api_version, correlation_id, None)
-
-
-_TRAILING = re.compile(r"(\d+) unexpected bytes after the message$")
-
-
-def decode_request_lenient(frame: bytes) -> tuple[RequestHeader, Any]:
-    """`decode_request`, ignoring bytes after the body as Kafka's broker does.
-
-    Why: librdkafka's flexible Metadata request for all topics (v9+) leaves 3 stray bytes after
-    the null topic array, and Kafka never checks for trailing bytes, so clients depend on that.
-    The codec rejects them; until it grows a lenient mode, retry once without the tail it names.
-    """
-    try:
-        return decode_request(frame)
-    except UnsupportedVersionError:
-        raise
-    except ProtocolError as e:
-        m = _TRAILING.search(e.reason)
-        if m is None or int(m.group(1)) >= len(frame):
-            raise
-        return decode_request(frame[: len(frame) - int(m.group(1))])
 
 
 def default_error_response(request: Any, code: ErrorCode) -> Any:
