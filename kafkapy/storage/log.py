@@ -78,6 +78,8 @@ __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
 
 log = logging.getLogger(__name__)
 
+HW_CHECKPOINT_INTERVAL_MS = 5000
+
 _TRANSIENT_SUFFIXES = (".tmp", ".deleted")
 
 
@@ -109,6 +111,7 @@ class PartitionLog(LogQueries):
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms if now_ms is not None else _now_ms()
         self._hw_checkpointed = -1
+        self._last_hw_checkpoint_ms = 0
         self._dir_dirty = True  # new segment files whose directory entries need an fsync
         self._meta_unsynced = False
         self._epochs_unsynced = False
@@ -743,11 +746,18 @@ class PartitionLog(LogQueries):
             or now_ms - self._last_flush_ms >= self.config.flush_ms
         )
 
-    def checkpoint_offsets(self, *, force: bool = False) -> None:
-        """Persist the high watermark and friends if they changed (cheap, no fsync)."""
+    def checkpoint_offsets(self, *, force: bool = False, now_ms: int | None = None) -> None:
+        """Persist the high watermark and friends if they changed (cheap, no fsync); with
+        `now_ms`, at most every `HW_CHECKPOINT_INTERVAL_MS` (Kafka's
+        replica.high.watermark.checkpoint.interval.ms), as the HW moves on every produce."""
         with self._lock:
-            if not self._closed and (force or self._hw_checkpointed != self._high_watermark):
-                self._write_checkpoint(fsync=False)
+            if self._closed or not (force or self._hw_checkpointed != self._high_watermark):
+                return
+            if not force and now_ms is not None:
+                if now_ms - self._last_hw_checkpoint_ms < HW_CHECKPOINT_INTERVAL_MS:
+                    return
+                self._last_hw_checkpoint_ms = now_ms
+            self._write_checkpoint(fsync=False)
 
     def _checkpoint_state(self) -> OffsetsCheckpoint:
         return OffsetsCheckpoint(

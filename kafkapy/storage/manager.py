@@ -17,7 +17,6 @@ appends and reads (see `PartitionLog` for the per-log rules).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -29,12 +28,14 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from kafkapy.protocol.errors import ProtocolError
 from kafkapy.storage.checkpoint import fsync_dir
 from kafkapy.storage.cleaner import CleanResult, clean_log
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
     KafkaStorageError,
+    StorageError,
 )
 from kafkapy.storage.log import PartitionLog
 
@@ -46,6 +47,9 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _DELETE_SUFFIX = "-delete"
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 TopicPartition = tuple[str, int]
+# What one log's maintenance may raise; logged, never allowed to stop the other logs' turn
+# (damaged bytes in an old segment, a failing disk).
+_MAINTENANCE_ERRORS = (OSError, StorageError, ProtocolError)
 
 
 class LogManager:
@@ -184,8 +188,10 @@ class LogManager:
         """Apply retention to every log; returns the number of segments deleted."""
         deleted = 0
         for plog in self.logs().values():
-            with contextlib.suppress(KafkaStorageError):
+            try:
                 deleted += plog.delete_old_segments(now_ms)
+            except _MAINTENANCE_ERRORS as exc:
+                log.error("retention of %s failed: %s", plog.directory.name, exc)
         return deleted
 
     def run_cleaner(self, now_ms: int) -> list[CleanResult]:
@@ -196,7 +202,7 @@ class LogManager:
                 continue
             try:
                 result = clean_log(plog, now_ms)
-            except (OSError, KafkaStorageError) as exc:
+            except _MAINTENANCE_ERRORS as exc:
                 log.error("cleaning %s-%d failed: %s", tp[0], tp[1], exc)
                 continue
             if result is not None:
@@ -217,8 +223,8 @@ class LogManager:
                     plog.flush()
                     flushed += 1
                 else:
-                    plog.checkpoint_offsets()
-            except KafkaStorageError as exc:
+                    plog.checkpoint_offsets(now_ms=now_ms)
+            except _MAINTENANCE_ERRORS as exc:
                 log.error("flushing %s failed: %s", plog.directory.name, exc)
         return flushed
 

@@ -132,3 +132,39 @@ def test_temporary_manager_cleans_up(tmp_path: Path) -> None:
     assert directory.exists()
     manager.close()
     assert not directory.exists()
+
+
+def test_high_watermark_checkpoints_are_rate_limited(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path])
+    plog = manager.get_or_create("t", 0)
+    for i in range(3):
+        plog.append(batch([b"%d" % i]), now_ms=BASE_TS)
+    ckpt = tmp_path / "t-0" / "offsets.checkpoint"
+    plog.high_watermark = 1
+    manager.flush_dirty(BASE_TS)
+    assert "high_watermark 1" in ckpt.read_text()
+    plog.high_watermark = 2
+    manager.flush_dirty(BASE_TS + 1000)
+    assert "high_watermark 1" in ckpt.read_text()  # within the 5 s interval
+    manager.flush_dirty(BASE_TS + 5000)
+    assert "high_watermark 2" in ckpt.read_text()
+    manager.close()
+
+
+def test_a_damaged_log_does_not_stop_maintenance_of_others(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=512, retention_ms=1000, cleanup_policy="compact,delete")
+    manager = LogManager([tmp_path], cfg)
+    logs = [manager.get_or_create("t", p) for p in range(2)]
+    for plog in logs:
+        for i in range(20):
+            plog.append(batch([b"v%d" % i], keys=[b"k"]), now_ms=BASE_TS)
+        plog.high_watermark = plog.log_end_offset
+    manager.close()
+    first = tmp_path / "t-0" / "00000000000000000000.log"
+    raw = bytearray(first.read_bytes())
+    raw[16] = 9  # bad magic in the oldest segment of t-0 (below the recovery point)
+    first.write_bytes(bytes(raw))
+    again = LogManager([tmp_path], cfg)
+    assert again.run_cleaner(BASE_TS) != []  # t-1 still cleaned
+    assert again.run_retention(BASE_TS + 10**6) > 0  # and still retained
+    again.close()
