@@ -16,7 +16,9 @@ Kafka error code; storage never sees wire types.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -29,7 +31,6 @@ import trio
 from kafkapy import __version__
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.config import (
-    TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
     Listener,
@@ -59,6 +60,17 @@ LEADER_EPOCH = 0
 def now_ms() -> int:
     """Wall-clock milliseconds: record timestamps and retention are wall-clock in Kafka."""
     return time.time_ns() // 1_000_000
+
+
+def _lock_data_dir(data_dir: Path) -> int:
+    """Take `<data_dir>/.lock` exclusively (as Kafka does), so two brokers never share a log."""
+    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ValueError(f"data dir {data_dir} is in use by another kafkapy process") from None
+    return fd
 
 
 class BrokerError(Exception):
@@ -102,8 +114,14 @@ class Broker:
             self.data_dirs = [self._temp_dir]
         else:
             self.data_dirs = config.data_dirs
-        for d in self.data_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        self._locks: list[int] = []
+        try:
+            for d in self.data_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._locks.append(_lock_data_dir(d))
+        except BaseException:
+            self._release_locks()
+            raise
         self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
         self.cluster_id = self.meta.cluster_id
         self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
@@ -341,13 +359,16 @@ class Broker:
         try:
             self.logs.close(clean=True)
         finally:
+            self._release_locks()
             if self._temp_dir is not None:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    def _release_locks(self) -> None:
+        for fd in self._locks:
+            os.close(fd)  # closing drops the flock
+        self._locks = []
 
     def describe(self) -> str:
         where = "memory (temporary)" if self._temp_dir is not None else ", ".join(map(str, self.data_dirs))
         return f"data dir {where}, node id {self.node_id}, cluster id {self.cluster_id}, kafkapy {self.version}"
 
-
-def known_topic_config(key: str) -> bool:
-    return key in TOPIC_CONFIGS

@@ -43,7 +43,8 @@ def test_unclean_restart_exposes_every_recovered_message(tmp_path: Path) -> None
     assert plog is not None
     plog.append(batch(b"a", b"b"), now_ms=1)
     b.after_append("t", 0, plog)
-    # no close(): a crash; the HW checkpoint on disk is stale
+    # no close(): a crash; the HW checkpoint on disk is stale. The dead process's lock goes away:
+    b._release_locks()
     again = open_broker(tmp_path)
     reopened = again.partition_log("t", 0)
     assert reopened is not None
@@ -124,3 +125,11 @@ def test_topic_name_rules(name: str) -> None:
         and all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
     )
     assert (topic_name_error(name) is None) == legal
+
+
+def test_a_data_dir_serves_one_broker_at_a_time(tmp_path: Path) -> None:
+    first = open_broker(tmp_path)
+    with pytest.raises(ValueError, match="in use"):
+        open_broker(tmp_path)
+    first.close()
+    open_broker(tmp_path).close()
