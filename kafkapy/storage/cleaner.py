@@ -186,13 +186,18 @@ def dirty_ratio(plog: PartitionLog, now_ms: int) -> float:
 _KEEP, _DROP, _COMPACT = 0, 1, 2
 
 
-def _batch_fates(segments: list[LogSegment]) -> dict[int, int]:
+def _batch_fates(segments: list[LogSegment]) -> tuple[dict[int, int], set[int]]:
     """Per data-batch base offset: keep as is (transaction not complete here), drop (aborted)
-    or compact (plain or committed). Control batches are kept."""
+    or compact (plain or committed). Control batches are kept. Also the base offsets of each
+    producer's last batch, which survive as empty batches when all their records go (as in
+    Kafka: the idempotent producer's last sequence and epoch must stay in the log)."""
     fates: dict[int, int] = {}
     open_txns: dict[int, list[int]] = {}
+    last_of_producer: dict[int, int] = {}
     for seg in segments:
         for _, header, data in seg.batches(with_data=True):
+            if header.producer_id >= 0:
+                last_of_producer[header.producer_id] = header.base_offset
             if header.is_control:
                 assert data is not None
                 fates[header.base_offset] = _KEEP
@@ -207,7 +212,7 @@ def _batch_fates(segments: list[LogSegment]) -> dict[int, int]:
                 fates[header.base_offset] = _KEEP
             else:
                 fates[header.base_offset] = _COMPACT
-    return fates
+    return fates, set(last_of_producer.values())
 
 
 def _offset_map(segments: list[LogSegment], fates: dict[int, int]) -> dict[bytes, int]:
@@ -288,7 +293,7 @@ def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanR
         bases = [s.base_offset for s in plog.segments]
         end_offset = bases[len(segments)]
     directory = plog.directory
-    fates = _batch_fates(segments)
+    fates, producer_tails = _batch_fates(segments)
     latest = _offset_map(segments, fates)
     horizon = now_ms - cfg.delete_retention_ms
     removed = 0
@@ -311,7 +316,7 @@ def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanR
                         records = decode_records(data, 0, header)
                         kept = _retained(header, records, latest, horizon)
                         removed += len(records) - len(kept)
-                        if not kept:
+                        if not kept and header.base_offset not in producer_tails:
                             continue
                         if len(kept) != len(records):
                             data = memoryview(_rewrite(header, data, kept))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.protocol.records import build_control_batch
+from kafkapy.protocol.records import build_control_batch, iter_batches
 from kafkapy.storage import LogConfig, PartitionLog, clean_log
 from kafkapy.storage import cleaner as cleaner_module
 from tests.storage.helpers import BASE_TS, batch, batch_offsets, read_all
@@ -171,3 +171,21 @@ def test_crash_mid_clean_leaves_before_or_after(tmp_path: Path, step: str,
                  if p.name.endswith(".cleaned") or p.name == "cleaner.swap"]
     assert leftovers == []
     assert reopened.append(batch([b"z"], keys=[b"z"]), now_ms=BASE_TS).base_offset == 60
+
+
+def test_last_batch_of_an_idempotent_producer_survives_empty(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "c-0", COMPACT)
+    plog.append(batch([b"old"], keys=[b"k"], producer_id=4, producer_epoch=2), now_ms=BASE_TS)
+    plog.append(batch([b"mid"], keys=[b"k"], producer_id=4, producer_epoch=2), now_ms=BASE_TS)
+    plog.append(batch([b"new"], keys=[b"k"]), now_ms=BASE_TS)
+    plog.roll(BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    clean_log(plog, NOW, force=True)
+    data = plog.read_bytes(0, 1 << 20)
+    headers = [h for _, h in iter_batches(data)]
+    # batch 0 is gone; batch 1 (producer 4's last) stays with no records; batch 2 holds "new"
+    assert [(h.base_offset, h.records_count, h.producer_id) for h in headers] == [
+        (1, 0, 4), (2, 1, -1)]
+    assert content(plog) == [(2, b"k", b"new")]
+    plog.close()
+    assert content(PartitionLog(tmp_path / "c-0", COMPACT)) == [(2, b"k", b"new")]
