@@ -16,6 +16,8 @@ What the cleaner guarantees (Kafka's rules, simplified where noted):
   untouched and never shadows other values; committed data is compacted like any other. Control
   batches are always kept (Kafka drops them later; not implemented). Records without a key are
   kept (Kafka rejects them at produce time on compacted topics).
+- Each producer's last batch in the cleaned range survives, emptied if all its records go, so
+  the idempotent producer's epoch and last sequence stay in the log (Kafka's rule).
 
 Crash safety (the log is left as before or as after, never mixed): the cleaned copies are
 written as `<base>.log.cleaned` and fsynced; then, under the log lock, a `cleaner.swap`
