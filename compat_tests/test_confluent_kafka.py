@@ -643,3 +643,26 @@ def test_topic_config_changes_take_effect_live(
     kind, ts = stamps[1]
     assert kind == TIMESTAMP_LOG_APPEND_TIME
     assert before - 5000 <= ts <= int(time.time() * 1000) + 5000, "not the broker's append time"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="FINDINGS F5: no InitProducerId yet, so no idempotent producers"
+)
+def test_idempotent_producer(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
+    """enable.idempotence=true (the Java client's default): every message once, in order."""
+    create_topic(admin, topic_name)
+    sends = keyed_messages(300, "idempotent")
+    prod = producer(
+        broker.bootstrap, **{"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
+    )
+    delivered = produce_all(prod, topic_name, sends)
+    cons = consumer(broker.bootstrap)
+    try:
+        got = consume(
+            cons,
+            [TopicPartition(topic_name, p, OFFSET_BEGINNING) for p in range(N_PARTITIONS)],
+            len(sends),
+        )
+    finally:
+        cons.close()
+    check_roundtrip(sends, delivered, got)
