@@ -74,7 +74,7 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     file_delete_delay_ms: int = 60_000
-    extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    extra: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 + 61:

@@ -22,6 +22,7 @@ def test_from_topic_configs_maps_kafka_names() -> None:
     assert cfg.min_cleanable_dirty_ratio == 0.25
     assert cfg.extra == {"min.insync.replicas": "2"}
     assert LogConfig.from_topic_configs(cfg.to_topic_configs()) == cfg
+    assert len({cfg, LogConfig.from_topic_configs(cfg.to_topic_configs())}) == 1  # hashable
     assert cfg.overrides(LogConfig()) == {
         "segment.bytes": "2048", "retention.ms": "-1", "cleanup.policy": "compact,delete",
         "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.25",
