@@ -309,3 +309,10 @@ async def test_read_committed_fetch_lists_aborted_transactions() -> None:
         assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(7, 0)]
         uncommitted = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("tx", 0))).responses[0].partitions[0]
         assert uncommitted.aborted_transactions is None
+
+
+async def test_failed_acks_zero_produce_closes_the_connection() -> None:
+    async with running_broker(None, **{"auto.create.topics.enable": "false"}) as (_, _, port):
+        client = await Client.connect(port)
+        await client.send(ApiKey.PRODUCE, PRODUCE_V, produce_req("nowhere", batch(b"x"), acks=0))
+        assert await client.read_frame(wait_s=5) is None

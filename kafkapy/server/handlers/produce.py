@@ -13,7 +13,8 @@ with the leader's (0); LogAppendTime topics get the broker's clock. The high wat
 the log end offset at once and long-poll fetches on the partition wake up. Per-partition errors:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (bad name or an internal topic),
 CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR. Unknown topics are
-auto-created when `auto.create.topics.enable`. acks=0 sends no response.
+auto-created when `auto.create.topics.enable`. acks=0 sends no response - and, as in Kafka, a
+failed acks=0 produce closes the connection, the only way the client can notice.
 
 Fault hook (tests only): `kafkapy.test.fault.drop.after.produce.append=N` closes the connection
 instead of answering the N-th successful append.
@@ -123,7 +124,12 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         await _flush(broker, flush)
     if drop:
         raise CloseConnection("test fault: drop after produce append")
-    return None if req.acks == 0 else response
+    if req.acks == 0:
+        if any(p.error_code for t in response.responses for p in t.partition_responses):
+            # the client reads no answer, so Kafka signals the failure by closing
+            raise CloseConnection("acks=0 produce failed on some partition")
+        return None
+    return response
 
 
 async def _flush(broker: Broker, partitions: list[tuple[str, int]]) -> None:
