@@ -83,6 +83,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     if req.acks not in (0, 1, -1):
         return produce_error_response(req, ctx.api_version, ErrorCode.INVALID_REQUIRED_ACKS)
     if ctx.api_version < 3:
+        if req.acks == 0:
+            raise CloseConnection("magic v0/v1 message sets are not supported")
         return produce_error_response(req, ctx.api_version, ErrorCode.UNSUPPORTED_VERSION)
     flush: list[tuple[str, int]] = []
     drop = False
