@@ -31,7 +31,10 @@ __all__ = ["HEADER_SIZE", "LogSegment", "parse_append_input", "segment_name"]
 log = logging.getLogger(__name__)
 
 HEADER_SIZE = 61
-_CHUNK = 1 << 20
+_CHUNK = 1 << 20  # scans that need the batch bytes (recovery, cleaning)
+# Scans that only need headers (lookups after the index's binary search) read little at a
+# time: the target is usually within index.interval.bytes, and a large batch is jumped over.
+_HEADER_CHUNK = 16 << 10
 # Relative offsets in the .index are i32: roll before a segment would span more offsets.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -150,13 +153,14 @@ class LogSegment:
         """Yield (position, header, bytes-or-None) for each complete batch in [start, end).
 
         Stops silently at a torn tail; raises `ProtocolError` at a header that is not a v2
-        batch. Reads in 1 MiB chunks so a scan costs one syscall per chunk, not per batch.
+        batch. Reads in chunks so a scan costs one syscall per chunk, not per batch.
         """
         limit = self.size if end is None else end
         fd = self.fd
         pos = start
+        chunk = _CHUNK if with_data else _HEADER_CHUNK
         while pos + HEADER_SIZE <= limit:
-            buf = os.pread(fd, min(_CHUNK, limit - pos), pos)
+            buf = os.pread(fd, min(chunk, limit - pos), pos)
             off = 0
             while off + HEADER_SIZE <= len(buf):
                 header = parse_batch_header(buf, off)
