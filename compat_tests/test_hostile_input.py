@@ -16,12 +16,15 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import crc32c
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compat_tests.conftest import BrokerProcess, unique_topic
 
@@ -447,3 +450,85 @@ def test_produce_errors_are_per_partition_codes(broker: BrokerProcess) -> None:
             assert response[0] == correlation_id
             assert parse_produce_v7_response(response[1]) == [expected], what
     still_serves(broker)
+
+
+# Requests that may legitimately stay unanswered for a while when random bytes happen to decode:
+# acks=0 Produce (no response at all), long-polling Fetch, JoinGroup/SyncGroup waiting for a
+# rebalance.
+MAY_WAIT = {0, 1, 11, 14}
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    api_key=st.integers(min_value=0, max_value=80),
+    api_version=st.integers(min_value=0, max_value=20),
+    body=st.binary(max_size=200),
+)
+def test_random_request_bodies_get_an_answer_or_a_close(
+    broker: BrokerProcess, api_key: int, api_version: int, body: bytes
+) -> None:
+    """Garbage after a well-formed header, for every API and version: the broker answers (an
+    error) or closes this one connection - it never hangs and never goes down."""
+    with connect(broker) as sock:
+        sock.settimeout(2.0)
+        sock.sendall(request(api_key, api_version, 77, body))
+        try:
+            response = read_response(sock)
+        except TimeoutError:
+            assert api_key in MAY_WAIT, f"API {api_key} v{api_version}: no answer, no close in 2 s"
+            response = None
+        if response is not None:
+            assert response[0] == 77, "response to the wrong correlation id"
+    assert broker.is_running(), "broker died on a random request body:\n" + broker.log_tail()
+
+
+GOLDEN_REQUESTS = [
+    bytes.fromhex(path.read_text())
+    for path in sorted(
+        (Path(__file__).parent.parent / "tests" / "protocol" / "golden").glob("*_request_*.hex")
+    )
+]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_mutated_real_client_requests_get_an_answer_or_a_close(
+    broker: BrokerProcess, data: st.DataObject
+) -> None:
+    """Requests real clients sent (tests/protocol/golden), with flipped bits or cut short: the
+    parsers see almost-valid input, which finds more than random bytes do."""
+    assert GOLDEN_REQUESTS, "golden request fixtures missing"
+    frame = bytearray(data.draw(st.sampled_from(GOLDEN_REQUESTS)))
+    if data.draw(st.booleans()):
+        for pos in data.draw(st.lists(st.integers(8, len(frame) - 1), min_size=1, max_size=4)):
+            frame[pos] ^= 1 << data.draw(st.integers(0, 7))
+    else:
+        frame = frame[: data.draw(st.integers(8, len(frame) - 1))]
+    struct.pack_into(">i", frame, 4, 4242)  # our correlation id
+    api_key = struct.unpack_from(">h", frame)[0]
+    with connect(broker) as sock:
+        sock.settimeout(2.0)
+        sock.sendall(struct.pack(">i", len(frame)) + bytes(frame))
+        try:
+            response = read_response(sock)
+        except TimeoutError:
+            assert api_key in MAY_WAIT, f"API {api_key}: no answer, no close in 2 s"
+            response = None
+        if response is not None:
+            assert response[0] == 4242, "response to the wrong correlation id"
+    assert broker.is_running(), "broker died on a mutated request:\n" + broker.log_tail()
+
+
+def test_broker_serves_after_random_bodies(broker: BrokerProcess) -> None:
+    """Runs after the property tests in this module: a real client is unaffected, and none of
+    the fuzzed requests left an unhandled exception in the broker's log."""
+    still_serves(broker)
+    assert "Traceback" not in broker.log_text(), broker.log_tail()
