@@ -11,6 +11,8 @@ Figures (printed, and written to perf/results/storage_bench.json):
 - `read_bytes_mb_s` / `read_sendfile_mb_s`: sequential reads by offset of the whole log from the
   page cache, 1 MiB per read, via `read_bytes` (copy) and via `read` + `os.sendfile` to
   /dev/null (the server's path).
+- `read_lookup_us`: one `read(offset, 1 MiB)` at a random offset, slices only (index binary
+  search + short header scan + trimming to whole batches), in microseconds.
 
 Target (issue 3): appends without fsync >= 70% of dd's speed measured in the same run. Each
 round runs dd and then the appends, `--runs` rounds alternate, medians are reported (ratios are
@@ -26,6 +28,7 @@ import json
 import logging
 import os
 import platform
+import random
 import re
 import shutil
 import statistics
@@ -117,8 +120,15 @@ def read_run(directory: Path) -> dict[str, float]:
     sweep(False)  # warm the page cache
     copied, t_copy = sweep(False)
     sent, t_send = sweep(True)
+    rnd = random.Random(7)
+    probes = [rnd.randrange(leo) for _ in range(2000)]
+    started = time.perf_counter()
+    for offset in probes:
+        plog.read(offset, 1 << 20)
+    lookup_us = (time.perf_counter() - started) / len(probes) * 1e6
     plog.close()
-    return {"read_bytes_mb_s": copied / t_copy / 1e6, "read_sendfile_mb_s": sent / t_send / 1e6}
+    return {"read_bytes_mb_s": copied / t_copy / 1e6, "read_sendfile_mb_s": sent / t_send / 1e6,
+            "read_lookup_us": lookup_us}
 
 
 def _last_offset_of(plog: PartitionLog, result: Any) -> int:
