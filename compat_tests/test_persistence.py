@@ -254,3 +254,45 @@ def test_sigterm_is_prompt_with_idle_connections(broker_factory: BrokerFactory) 
         for sock in idle_sockets:
             sock.close()
         cons.close()
+
+
+def test_retention_applies_live(broker_factory: BrokerFactory) -> None:
+    """Lowering retention.ms on a live topic deletes its old closed segments: consumers see the
+    log start offset move, and what is left still reads from there in order."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AlterConfigOpType,
+        ConfigEntry,
+    )
+
+    broker = broker_factory.start(extra_args=["--override", "log.retention.check.interval.ms=200"])
+    topic = unique_topic("retention")
+    create_topic(broker.bootstrap, topic, config={"segment.bytes": "4096"})
+    prod = new_producer(broker.bootstrap)
+    old_ts = int(time.time() * 1000) - 3_600_000
+    for i in range(60):  # one batch each, ~600 bytes: many 4 KiB segments on partition 0
+        prod.produce(topic, value=f"m{i:05d}".encode() * 60, partition=0, timestamp=old_ts)
+        assert prod.flush(10) == 0
+    tp = TopicPartition(topic, 0)
+    cons = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique_topic("ret")})
+    try:
+        assert cons.get_watermark_offsets(tp, timeout=10) == (0, 60)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        next(iter(admin.incremental_alter_configs([resource]).values())).result(timeout=15)
+        deadline = time.monotonic() + 15
+        low, high = 0, 60
+        while low == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            low, high = cons.get_watermark_offsets(tp, timeout=10)
+        assert low > 0, "retention.ms=60000 deleted nothing from an hour-old log within 15 s"
+        assert high == 60, "retention must never touch the active segment's end"
+    finally:
+        cons.close()
+    remaining = [r for r in consume_all(broker.bootstrap, topic) if r[0] == 0]
+    assert [offset for _, offset, _ in remaining] == list(range(low, 60))
