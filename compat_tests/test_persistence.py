@@ -296,3 +296,38 @@ def test_retention_applies_live(broker_factory: BrokerFactory) -> None:
         cons.close()
     remaining = [r for r in consume_all(broker.bootstrap, topic) if r[0] == 0]
     assert [offset for _, offset, _ in remaining] == list(range(low, 60))
+
+
+def test_compaction_keeps_latest_value_per_key(broker_factory: BrokerFactory) -> None:
+    """cleanup.policy=compact: old values of a key go away, the latest value of every key stays,
+    and surviving records keep their offsets (what changelog/state-store consumers rely on)."""
+    broker = broker_factory.start(extra_args=["--override", "log.retention.check.interval.ms=200"])
+    topic = unique_topic("compact")
+    create_topic(
+        broker.bootstrap,
+        topic,
+        config={
+            "cleanup.policy": "compact",
+            "segment.bytes": "4096",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    prod = new_producer(broker.bootstrap)
+    latest: dict[bytes, tuple[int, bytes]] = {}
+    for i in range(80):
+        key = f"key-{i % 5}".encode()
+        value = f"{key.decode()}-version-{i:03d}-".encode() * 20
+        prod.produce(topic, key=key, value=value, partition=0)
+        assert prod.flush(10) == 0
+        latest[key] = (i, value)
+    deadline = time.monotonic() + 20
+    records = consume_all(broker.bootstrap, topic)
+    while len(records) == 80 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        records = consume_all(broker.bootstrap, topic)
+    assert len(records) < 80, "nothing compacted within 20 s"
+    offsets = [offset for _, offset, _ in records]
+    assert offsets == sorted(offsets), "compaction reordered records"
+    by_offset = {offset: value for _, offset, value in records}
+    for key, (offset, value) in latest.items():
+        assert by_offset.get(offset) == value, f"latest value of {key!r} (offset {offset}) lost"
