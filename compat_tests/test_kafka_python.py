@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -355,6 +356,20 @@ def test_delete_topic(broker: BrokerProcess, admin: KafkaAdminClient, topic_name
     deadline = time.monotonic() + 10
     while topic_name in admin.list_topics():
         assert time.monotonic() < deadline, "deleted topic still listed after 10s"
+        time.sleep(0.2)
+
+
+def test_delete_topic_by_id(admin: KafkaAdminClient, topic_name: str) -> None:
+    """DeleteTopics v6+ names topics by id (KIP-516); the id is the one Metadata reported."""
+    create_topic(admin, topic_name, partitions=1)
+    (described,) = admin.describe_topic_partitions([topic_name])["topics"]
+    topic_id = described["topic_id"]
+    assert isinstance(topic_id, uuid.UUID)
+    assert topic_id.int != 0
+    admin.delete_topics([topic_id], timeout_ms=10000)
+    deadline = time.monotonic() + 10
+    while topic_name in admin.list_topics():
+        assert time.monotonic() < deadline, "topic deleted by id still listed after 10s"
         time.sleep(0.2)
 
 
