@@ -415,7 +415,8 @@ class PartitionLog(LogQueries):
         # one, by record timestamps (so replayed old data does not roll on every append);
         # wall-clock age of the segment when timestamps are missing.
         first_ts = active.first_batch_timestamp
-        incoming_ts = max(h.max_timestamp for _, h in headers)
+        incoming_ts = (headers[0][1].max_timestamp if len(headers) == 1
+                       else max(h.max_timestamp for _, h in headers))
         if first_ts is not None and first_ts >= 0 and incoming_ts >= 0:
             waited = incoming_ts - first_ts
         else:

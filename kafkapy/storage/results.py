@@ -50,7 +50,8 @@ class ReadResult:
         return sum(s.length for s in self.slices)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs ~1 us more, paid on every produce.
+@dataclasses.dataclass(slots=True)
 class AppendResult:
     """Outcome of an append. `flush_needed`: the config asks for an fsync before the ack
     (`flush.messages` reached); the server then runs `flush()` in a worker thread."""
