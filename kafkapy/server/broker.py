@@ -126,6 +126,7 @@ class Broker:
         self.cluster_id = self.meta.cluster_id
         self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
         self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
+        self._creating: dict[str, trio.Event] = {}
         self.logs = LogManager(self.data_dirs, self.default_log_config)
         self._reconcile_logs()
         self.waiters = PartitionWaiters()
@@ -228,7 +229,7 @@ class Broker:
         problem = topic_name_error(name)
         if problem is not None:
             raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self.topics:
+        if name in self.topics or name in self._creating:
             raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         other = self.topics.colliding(name)
         if other is not None:
@@ -236,6 +237,33 @@ class Broker:
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{name}' collides with existing topic: {other}",
             )
+
+    def _new_topic(
+        self,
+        name: str,
+        partitions: int | None,
+        configs: dict[str, str | None] | None,
+        internal: bool,
+    ) -> TopicInfo:
+        """Validate a creation request and describe the topic it would make."""
+        self.check_new_topic_name(name)
+        if partitions is None or partitions == -1:
+            partitions = self.config.get_int("num.partitions")
+        if partitions < 1:
+            raise BrokerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        clean = self.check_topic_configs(dict(configs or {}))
+        return TopicInfo(name, new_topic_id(), partitions, clean, internal or name in INTERNAL_TOPICS)
+
+    def _open_logs(self, info: TopicInfo) -> None:
+        """Create the partition logs of a new topic (blocking file work; any thread)."""
+        cfg = self.log_config(info)
+        try:
+            for p in range(info.partitions):
+                self.logs.get_or_create(info.name, p, cfg, info.topic_id)
+        except StorageError as e:
+            for p in range(info.partitions):
+                self.logs.delete_log(info.name, p)
+            raise BrokerError(e.error_code, str(e)) from None
 
     def create_topic(
         self,
@@ -246,24 +274,62 @@ class Broker:
         internal: bool = False,
         validate_only: bool = False,
     ) -> TopicInfo:
-        """Create a topic (BrokerError on a bad name, count or config); `validate_only` checks only."""
-        self.check_new_topic_name(name)
-        if partitions is None or partitions == -1:
-            partitions = self.config.get_int("num.partitions")
-        if partitions < 1:
-            raise BrokerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        clean = self.check_topic_configs(dict(configs or {}))
-        info = TopicInfo(name, new_topic_id(), partitions, clean, internal or name in INTERNAL_TOPICS)
+        """Create a topic (BrokerError on a bad name, count or config); `validate_only` checks only.
+
+        Blocks the calling thread while the logs are created; handlers use `create_topic_async`.
+        """
+        info = self._new_topic(name, partitions, configs, internal)
         if validate_only:
             return info
-        cfg = self.log_config(info)
-        try:
-            for p in range(partitions):
-                self.logs.get_or_create(name, p, cfg, info.topic_id)
-        except StorageError as e:
-            raise BrokerError(e.error_code, str(e)) from None
+        self._open_logs(info)
         self.topics.put(info)
-        log.info("created topic %s with %d partitions", name, partitions)
+        log.info("created topic %s with %d partitions", name, info.partitions)
+        return info
+
+    async def create_topic_async(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: dict[str, str | None] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """`create_topic` with the log files made in a worker thread, so creating many partitions
+        does not stall every connection. Until it finishes the name counts as taken, and
+        `wait_until_created` lets a concurrent auto-create wait for it."""
+        info = self._new_topic(name, partitions, configs, False)
+        if validate_only:
+            return info
+        done = self._creating[name] = trio.Event()
+        try:
+            await trio.to_thread.run_sync(self._open_logs, info)
+            self.topics.put(info)
+        finally:
+            del self._creating[name]
+            done.set()
+        log.info("created topic %s with %d partitions", name, info.partitions)
+        return info
+
+    async def wait_until_created(self, name: str) -> TopicInfo | None:
+        """The topic, after waiting for a creation of it in progress (if any)."""
+        creating = self._creating.get(name)
+        if creating is not None:
+            await creating.wait()
+        return self.topics.get(name)
+
+    async def auto_create(self, name: str) -> TopicInfo:
+        """Get `name`, creating it with the defaults (Metadata/Produce auto-creation)."""
+        info = await self.wait_until_created(name)
+        if info is not None:
+            return info
+        try:
+            return await self.create_topic_async(name)
+        except BrokerError as e:
+            if e.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        info = await self.wait_until_created(name)
+        if info is None:
+            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
     def ensure_internal_topic(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
 import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AlterConfigsRequest,
+    ApiVersionsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -24,6 +27,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import now_ms
 from kafkapy.server.config import ConfigSource
+from kafkapy.server.metadata_store import TopicInfo
 
 from .helpers import Client, batch, running_broker
 
@@ -228,3 +232,31 @@ async def test_retention_change_takes_effect_in_the_background() -> None:
             await trio.sleep(0.05)
         assert plog.log_start_offset > 0
         assert plog.log_end_offset == 6
+
+
+async def test_topic_creation_does_not_stall_other_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with running_broker(None) as (broker, _, port):
+        gate = threading.Event()
+        original = broker._open_logs
+
+        def slow_open_logs(info: TopicInfo) -> None:
+            gate.wait(10)  # the file work of a big topic, held until the test lets go
+            original(info)
+
+        monkeypatch.setattr(broker, "_open_logs", slow_open_logs)
+        creator, other, racer = [await Client.connect(port) for _ in range(3)]
+        await creator.send(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("slow", 3)]))
+        await trio.sleep(0.1)
+        # the event loop is free: another connection is served meanwhile
+        assert (await other.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())).error_code == 0
+        # the name is taken while it is being created
+        dup = await racer.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("slow", 3)]))
+        assert dup.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        # an auto-creating Metadata request waits for the creation instead of racing it
+        await other.send(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="slow")]))
+        gate.set()
+        _, created = await creator.receive()
+        assert created.topics[0].error_code == 0
+        _, md = await other.receive()
+        assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [("slow", 0, 3)]
+        assert broker.partition_log("slow", 2) is not None

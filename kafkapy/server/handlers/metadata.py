@@ -83,16 +83,13 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
             )
             continue
         name = wanted.name
-        info = broker.topics.get(name)
+        info = await broker.wait_until_created(name)
         if info is None and allow_create and name not in INTERNAL_TOPICS:
             try:
-                info = broker.create_topic(name)
+                info = await broker.auto_create(name)
             except BrokerError as e:
-                if e.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                    info = broker.topics.get(name)
-                else:
-                    response.topics.append(_error_topic(name, e.error_code))
-                    continue
+                response.topics.append(_error_topic(name, e.error_code))
+                continue
         if info is None:
             response.topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         else:

@@ -62,14 +62,14 @@ def produce_error_response(req: ProduceRequest, version: int, code: ErrorCode) -
     )
 
 
-def _topic_error(broker: Broker, name: str) -> ErrorCode | None:
+async def _topic_error(broker: Broker, name: str) -> ErrorCode | None:
     if name in INTERNAL_TOPICS:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    if name in broker.topics:
+    if await broker.wait_until_created(name) is not None:
         return None
     if broker.auto_create_allowed():
         try:
-            broker.create_topic(name)
+            await broker.auto_create(name)
             return None
         except BrokerError as e:
             return e.error_code
@@ -91,7 +91,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     for topic in req.topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
-        topic_error = _topic_error(broker, topic.name)
+        topic_error = await _topic_error(broker, topic.name)
         for part in topic.partition_data:
             if topic_error is not None:
                 out.partition_responses.append(_error(part.index, topic_error))

@@ -75,7 +75,7 @@ def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
     return len(indexes)
 
 
-def _create_one(broker: Broker, topic: CreatableTopic, version: int, validate_only: bool) -> TopicResult:
+async def _create_one(broker: Broker, topic: CreatableTopic, version: int, validate_only: bool) -> TopicResult:
     result = TopicResult(name=topic.name)
     try:
         partitions: int | None = topic.num_partitions
@@ -98,7 +98,7 @@ def _create_one(broker: Broker, topic: CreatableTopic, version: int, validate_on
         configs = {c.name: c.value for c in topic.configs}
         if len(configs) != len(topic.configs):
             raise BrokerError(ErrorCode.INVALID_REQUEST, "A config name was given more than once.")
-        info = broker.create_topic(topic.name, partitions, configs, validate_only=validate_only)
+        info = await broker.create_topic_async(topic.name, partitions, configs, validate_only=validate_only)
     except BrokerError as e:
         result.error_code = e.error_code
         result.error_message = e.message
@@ -128,7 +128,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
                 error_message=f"Create topics request from client contains duplicate topic {topic.name}",
             ))
             continue
-        response.topics.append(_create_one(ctx.broker, topic, ctx.api_version, req.validate_only))
+        response.topics.append(await _create_one(ctx.broker, topic, ctx.api_version, req.validate_only))
     return response
 
 
