@@ -65,7 +65,6 @@ from kafkapy.storage.errors import (
 from kafkapy.storage.queries import LogQueries
 from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
 from kafkapy.storage.segment import (
-    HEADER_SIZE,
     MAX_RELATIVE_OFFSET,
     LogSegment,
     parse_append_input,
@@ -219,7 +218,9 @@ class PartitionLog(LogQueries):
         if self.leader_epochs.truncate_from_end(expected):
             self._epochs_unsynced = True
         i = start
-        max_batch = max(self.config.max_message_bytes, self.config.segment_bytes) + HEADER_SIZE
+        # Not max.message.bytes: it may have been lowered since valid larger batches were
+        # written. The file size bounds every read; the CRC decides.
+        max_batch = (1 << 31) + 12
         while i < len(self.segments):
             seg = self.segments[i]
             truncated, reason = seg.recover(expected, max_batch)
