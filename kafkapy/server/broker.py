@@ -126,6 +126,7 @@ class Broker:
         self.cluster_id = self.meta.cluster_id
         self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
         self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
+        # names whose log files are being created or deleted in a worker thread
         self._creating: dict[str, trio.Event] = {}
         self.logs = LogManager(self.data_dirs, self.default_log_config)
         self._reconcile_logs()
@@ -344,7 +345,7 @@ class Broker:
     def auto_create_allowed(self) -> bool:
         return self.config.get_bool("auto.create.topics.enable")
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    def _unregister_topic(self, name: str) -> TopicInfo:
         if not self.config.get_bool("delete.topic.enable"):
             raise BrokerError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         info = self.topics.get(name)
@@ -355,8 +356,30 @@ class Broker:
             raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is an internal topic and cannot be deleted.")
         self.topics.remove(name)  # first: a crash after this leaves orphans that start-up removes
         for p in range(info.partitions):
-            self.logs.delete_log(name, p)
             self.waiters.notify((name, p))
+        return info
+
+    def _delete_logs(self, info: TopicInfo) -> None:
+        for p in range(info.partitions):
+            self.logs.delete_log(info.name, p)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete a topic and its logs (blocking; handlers use `delete_topic_async`)."""
+        info = self._unregister_topic(name)
+        self._delete_logs(info)
+        log.info("deleted topic %s", name)
+        return info
+
+    async def delete_topic_async(self, name: str) -> TopicInfo:
+        """`delete_topic` with the files removed in a worker thread; the name stays taken (for
+        re-creation) until they are gone."""
+        info = self._unregister_topic(name)
+        done = self._creating[name] = trio.Event()
+        try:
+            await trio.to_thread.run_sync(self._delete_logs, info)
+        finally:
+            del self._creating[name]
+            done.set()
         log.info("deleted topic %s", name)
         return info
 

@@ -260,3 +260,21 @@ async def test_topic_creation_does_not_stall_other_connections(monkeypatch: pyte
         _, md = await other.receive()
         assert [(t.name, t.error_code, len(t.partitions)) for t in md.topics] == [("slow", 0, 3)]
         assert broker.partition_log("slow", 2) is not None
+
+
+async def test_delete_then_recreate_gets_a_fresh_empty_topic() -> None:
+    async with running_broker(None) as (broker, _, port):
+        old = broker.create_topic("again", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=1, topic_data=[ProduceRequest.TopicProduceData(
+            name="again", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(b"old"))])]))
+        await client.send(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name="again")]))
+        await client.send(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("again", 2)]))
+        _, deleted = await client.receive()
+        _, created = await client.receive()
+        assert deleted.responses[0].error_code == 0
+        assert created.topics[0].error_code == 0
+        assert created.topics[0].topic_id != old.topic_id
+        plog = broker.partition_log("again", 0)
+        assert plog is not None
+        assert plog.log_end_offset == 0

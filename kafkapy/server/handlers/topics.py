@@ -153,7 +153,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
             name = info.name
             result.name = name
         try:
-            info = broker.delete_topic(name)
+            info = await broker.delete_topic_async(name)
             result.topic_id = info.topic_id
         except BrokerError as e:
             result.error_code = e.error_code
