@@ -472,7 +472,7 @@ class PartitionLog(LogQueries):
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from the batch holding `offset`, up to `max_bytes` (KIP-74: at least
         one batch even when larger). `max_offset` (exclusive, e.g. the high watermark) hides
-        batches at or past it. Binary search in the index plus a short scan; no copies.
+        every batch whose last offset is at or past it (as in Kafka). Binary search in the index plus a short scan; no copies.
 
         Damage found in a segment below the recovery point (bit rot) raises KafkaStorageError.
         """
