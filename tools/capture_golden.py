@@ -1,8 +1,8 @@
 """Record golden request/response frames from real Kafka clients talking to a kafkapy broker.
 
 Why: a codec that only round-trips its own output can be consistently wrong. Frames written by
-librdkafka (confluent-kafka), kafka-python and aiokafka are ground truth for what the wire looks
-like, and `tests/protocol/test_golden.py` checks that our codec decodes them to the values each
+librdkafka (confluent-kafka, and kcat on Debian's older librdkafka), kafka-python and aiokafka are
+ground truth for what the wire looks like, and `tests/protocol/test_golden.py` checks that our codec decodes them to the values each
 client was told to send and re-encodes them to the same bytes.
 
 How: start `python -m kafkapy serve --memory` advertising a recording TCP proxy's address (so
@@ -16,7 +16,10 @@ correlation id, keep a small representative selection and write
 Expected values in the sidecar come from the session script (the client id, topic, acks,
 compression, record values it configured), never from decoding with our codec.
 
-Usage: .venv/bin/python tools/capture_golden.py [--out DIR]   (needs a working broker)
+Usage: .venv/bin/python tools/capture_golden.py [--out DIR]   (needs a working broker and kcat)
+
+Responses in the fixtures are kafkapy's own answers at capture time; re-capturing after a broker
+change rewrites them (and the ports/timestamps inside), which is expected churn.
 """
 
 from __future__ import annotations
