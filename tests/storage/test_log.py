@@ -419,3 +419,33 @@ def test_max_timestamp_offset(tmp_path: Path) -> None:
     assert plog.max_timestamp_offset(limit=36) == (35, BASE_TS + 505)
     assert plog.max_timestamp_offset(limit=35) == (29, BASE_TS + 490)
     assert plog.max_timestamp_offset(limit=3) == (1, BASE_TS + 90)
+
+
+def test_failed_cut_back_takes_the_log_offline_and_recovery_drops_the_torn_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager_dir = tmp_path / "t-0"
+    plog = PartitionLog(manager_dir, SMALL)
+    fill(plog, 3)
+    real_pwrite = os.pwrite
+
+    def half_then_eio(fd: int, data: memoryview, pos: int) -> int:
+        real_pwrite(fd, data[: len(data) // 2], pos)
+        raise OSError(errno.EIO, "I/O error")
+
+    def no_truncate(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(segment_module.os, "pwrite", half_then_eio)
+    monkeypatch.setattr(segment_module.os, "ftruncate", no_truncate)
+    with pytest.raises(KafkaStorageError):
+        plog.append(batch([b"x" * 100]), now_ms=BASE_TS)
+    monkeypatch.undo()
+    assert plog.offline
+    with pytest.raises(KafkaStorageError):
+        plog.append(batch([b"y"]), now_ms=BASE_TS)
+    plog.close()  # an offline log skips the flush: its recovery point stays behind
+    again = PartitionLog(manager_dir, SMALL)
+    assert again.log_end_offset == 6
+    assert all_values(again)[-1] == b"v0002-1"
+    assert again.append(batch([b"z"]), now_ms=BASE_TS).base_offset == 6
