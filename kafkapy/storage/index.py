@@ -4,9 +4,11 @@ Why sparse: one entry per `index.interval.bytes` of log keeps the index small en
 memory (a 1 GiB segment at the 4 KiB default is ~262k entries, 2 MiB) while bounding the scan
 after the binary search to a few KiB. Layouts are Kafka's: `.index` entries are
 (relative offset i32, position i32), `.timeindex` entries are (timestamp i64, relative offset
-i32), big-endian. Entries live in `array`s; the file is appended lazily (`flush`) because an
-unclean stop rebuilds the index of every segment past the recovery point anyway, and a segment
-before it had its index written and fsynced when it was flushed.
+i32), big-endian. Entries live in `array`s; the file is appended lazily (`flush`) and never
+fsynced: an unclean stop rebuilds the index of every segment past the recovery point anyway,
+and for older segments `LogSegment.ensure_indexes` validates the file on first use (monotonic
+entries, the last one pointing at a batch header with that offset) and rebuilds it from the log
+if it is damaged. A short (stale) index only means a longer scan.
 
 Not thread-safe: the owning `PartitionLog` lock guards every call.
 """

@@ -1,13 +1,20 @@
 """`PartitionLog`: one partition's segmented, durable, recoverable log.
 
 Directory `<topic>-<partition>/` holds `<20-digit base offset>.log` segments with their
-`.index` / `.timeindex`, `offsets.checkpoint`, `partition.metadata` and
-`leader-epoch-checkpoint` (see `checkpoint.py`), and transiently `.cleaned` files plus a
-`cleaner.swap` marker while the cleaner swaps segments (see `cleaner.py`).
+`.index` / `.timeindex` / `.txnindex`, `<offset>.snapshot` producer snapshots,
+`offsets.checkpoint`, `partition.metadata` and `leader-epoch-checkpoint` (see `checkpoint.py`),
+and transiently `.cleaned` files plus a `cleaner.swap` marker while the cleaner swaps segments
+(see `cleaner.py`).
 
 Offsets (Kafka's vocabulary): log start offset <= high watermark <= log end offset (LEO).
 Only the caller moves the high watermark and the last stable offset (replication and
 transactions decide them); the log clamps them into range and checkpoints them on flush.
+
+Durability: `append` only writes into the page cache (a killed process loses nothing that was
+acknowledged; a power loss may lose what was not flushed). `flush()` fsyncs and then moves the
+recovery point; after an unclean stop only segments from the recovery point on are re-validated
+(CRC of every batch), and the first torn or corrupt batch ends the log. Opening after a clean
+shutdown reads the index tail of the active segment only.
 
 Thread-safety contract
 ----------------------
