@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.protocol.records import build_control_batch, iter_batches
+from kafkapy.protocol.compression import Compression
+from kafkapy.protocol.records import Record, build_batch, build_control_batch, iter_batches
 from kafkapy.storage import LogConfig, PartitionLog, clean_log
 from kafkapy.storage import cleaner as cleaner_module
 from tests.storage.helpers import BASE_TS, batch, batch_offsets, read_all
@@ -189,3 +190,25 @@ def test_last_batch_of_an_idempotent_producer_survives_empty(tmp_path: Path) -> 
     assert content(plog) == [(2, b"k", b"new")]
     plog.close()
     assert content(PartitionLog(tmp_path / "c-0", COMPACT)) == [(2, b"k", b"new")]
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4,
+                                   Compression.ZSTD])
+def test_compressed_batches_are_compacted_and_stay_compressed(tmp_path: Path,
+                                                              codec: Compression) -> None:
+    plog = PartitionLog(tmp_path / "c-0", COMPACT)
+    for i in range(6):
+        records = [Record(offset_delta=j, timestamp_delta=0, key=b"k%d" % j, value=b"v%d" % i)
+                   for j in range(3)]
+        plog.append(build_batch(records, base_timestamp=BASE_TS, compression=codec),
+                    now_ms=BASE_TS)
+    plog.append(batch([b"last"], keys=[b"k0"]), now_ms=BASE_TS)
+    plog.roll(BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    clean_log(plog, NOW, force=True)
+    assert content(plog) == [(16, b"k1", b"v5"), (17, b"k2", b"v5"), (18, b"k0", b"last")]
+    headers = [h for _, h in iter_batches(plog.read_bytes(0, 1 << 20))]
+    # the thinned batch was re-encoded with its codec, offsets and last offset delta kept
+    assert [(h.base_offset, h.last_offset_delta, h.records_count) for h in headers] == [
+        (15, 2, 2), (18, 0, 1)]
+    assert headers[0].compression == codec
