@@ -150,7 +150,8 @@ class PartitionLog(LogQueries):
                     f"{self.directory.name} belongs to topic id {meta.topic_id}, not {topic_id}"
                 )
             meta.topic_id = topic_id
-            meta.write(self.directory, fsync=True)
+            meta.write(self.directory, fsync=False)
+            self._meta_unsynced = True
         return meta
 
     def _open(self, clean_shutdown: bool, now_ms: int) -> None:
@@ -322,7 +323,9 @@ class PartitionLog(LogQueries):
             overrides = config.overrides(defaults if defaults is not None else LogConfig())
             if overrides != self._metadata.config_overrides:
                 self._metadata.config_overrides = overrides
-                self._metadata.write(self.directory, fsync=True)
+                # no fsync here (CreateTopics runs on the event loop): the next flush() syncs
+                self._metadata.write(self.directory, fsync=False)
+                self._meta_unsynced = True
 
     @property
     def config_overrides(self) -> dict[str, str]:
