@@ -401,21 +401,39 @@ class Broker:
         info.partitions = count
         self.topics.put(info)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str | None], *, validate_only: bool = False) -> None:
-        """Replace a topic's overrides and apply them to its open logs at once (live update)."""
+    def _prepare_configs(self, name: str, configs: dict[str, str | None]) -> tuple[TopicInfo, dict[str, str]]:
         info = self.topics.get(name)
         if info is None:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        clean = self.check_topic_configs(configs)
+        return info, self.check_topic_configs(configs)
+
+    def _apply_configs(self, info: TopicInfo) -> None:
+        """Push the topic's config to its open logs (file writes; any thread)."""
+        cfg = self.log_config(info)
+        for p in range(info.partitions):
+            plog = self.logs.get(info.name, p)
+            if plog is not None:
+                plog.set_config(cfg, self.default_log_config)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str | None], *, validate_only: bool = False) -> None:
+        """Replace a topic's overrides and apply them to its open logs at once (live update)."""
+        info, clean = self._prepare_configs(name, configs)
         if validate_only:
             return
         info.configs = clean
         self.topics.put(info)
-        cfg = self.log_config(info)
-        for p in range(info.partitions):
-            plog = self.logs.get(name, p)
-            if plog is not None:
-                plog.set_config(cfg, self.default_log_config)
+        self._apply_configs(info)
+
+    async def set_topic_configs_async(
+        self, name: str, configs: dict[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """`set_topic_configs` with the per-partition file writes in a worker thread."""
+        info, clean = self._prepare_configs(name, configs)
+        if validate_only:
+            return
+        info.configs = clean
+        self.topics.put(info)
+        await trio.to_thread.run_sync(self._apply_configs, info)
 
     # -- partitions -------------------------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:

@@ -159,7 +159,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
     return response
 
 
-def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str, str | None] | None, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str, str | None] | None, validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Shared tail of both alter APIs; `new` is the complete override set (None: error already)."""
     if resource_type in (BROKER, BROKER_LOGGER):
         return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported by kafkapy yet"
@@ -167,7 +167,7 @@ def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     assert new is not None
     try:
-        broker.set_topic_configs(resource_name, new, validate_only=validate_only)
+        await broker.set_topic_configs_async(resource_name, new, validate_only=validate_only)
     except BrokerError as e:
         return e.error_code, e.message
     return ErrorCode.NONE, None
@@ -183,7 +183,7 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
         if len(new) != len(res.configs):
             code, message = ErrorCode.INVALID_REQUEST, "Duplicate config name"
         else:
-            code, message = _alter(ctx.broker, res.resource_type, res.resource_name, new, req.validate_only)
+            code, message = await _alter(ctx.broker, res.resource_type, res.resource_name, new, req.validate_only)
         response.responses.append(AlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,
@@ -232,11 +232,11 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
         if res.resource_type == TOPIC:
             try:
                 new = _incremental(broker.topics.get(res.resource_name), broker, res.configs)
-                code, message = _alter(broker, TOPIC, res.resource_name, new, req.validate_only)
+                code, message = await _alter(broker, TOPIC, res.resource_name, new, req.validate_only)
             except BrokerError as e:
                 code, message = e.error_code, e.message
         else:
-            code, message = _alter(broker, res.resource_type, res.resource_name, None, req.validate_only)
+            code, message = await _alter(broker, res.resource_type, res.resource_name, None, req.validate_only)
         response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,
