@@ -166,7 +166,9 @@ class LogManager:
         """Remove a partition's log and files; False if there was none.
 
         The directory is renamed to `...-delete` first (atomic), so a crash mid-removal never
-        resurrects the partition: leftovers are removed at the next start.
+        leaves half a partition: leftovers are removed at the next start. Nothing is fsynced
+        (DeleteTopics runs on the event loop): after a power loss a deleted partition may come
+        back whole, and the caller, whose metadata says it is gone, deletes it again.
         """
         with self._lock:
             plog = self._logs.pop((topic, partition), None)
@@ -174,12 +176,11 @@ class LogManager:
                 self._per_dir[plog.directory.parent] -= 1
         if plog is None:
             return False
-        plog.close()
+        plog.close(fsync=False)
         doomed = plog.directory.with_name(
             f"{plog.directory.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
         )
         os.replace(plog.directory, doomed)
-        fsync_dir(doomed.parent)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
