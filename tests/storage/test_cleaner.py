@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ def content(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return read_all(plog)
 
 
-def keyed_log(path: Path, writes: list[tuple[bytes, bytes | None]], per_batch: int = 2,
+def keyed_log(path: Path, writes: Sequence[tuple[bytes, bytes | None]], per_batch: int = 2,
               config: LogConfig = COMPACT) -> PartitionLog:
     plog = PartitionLog(path, config)
     for i in range(0, len(writes), per_batch):

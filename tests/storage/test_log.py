@@ -310,11 +310,11 @@ def test_full_disk_fails_append_without_leaving_a_partial_batch(
             real(fd, data[: len(data) // 2], pos)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(segment_module.os, "pwrite", half_then_enospc)
+    monkeypatch.setattr(os, "pwrite", half_then_enospc)
     with pytest.raises(KafkaStorageError) as info:
         plog.append(batch([b"x" * 100]), now_ms=BASE_TS)
     assert info.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-    monkeypatch.setattr(segment_module.os, "pwrite", real)
+    monkeypatch.setattr(os, "pwrite", real)
     assert plog.size_bytes == before
     assert os.path.getsize(plog.segments[-1].log_path) == before
     assert plog.append(batch([b"ok"]), now_ms=BASE_TS).base_offset == 6
@@ -436,8 +436,8 @@ def test_failed_cut_back_takes_the_log_offline_and_recovery_drops_the_torn_batch
     def no_truncate(fd: int, length: int) -> None:
         raise OSError(errno.EIO, "I/O error")
 
-    monkeypatch.setattr(segment_module.os, "pwrite", half_then_eio)
-    monkeypatch.setattr(segment_module.os, "ftruncate", no_truncate)
+    monkeypatch.setattr(os, "pwrite", half_then_eio)
+    monkeypatch.setattr(os, "ftruncate", no_truncate)
     with pytest.raises(KafkaStorageError):
         plog.append(batch([b"x" * 100]), now_ms=BASE_TS)
     monkeypatch.undo()
