@@ -313,9 +313,7 @@ class Broker:
 
     async def wait_until_created(self, name: str) -> TopicInfo | None:
         """The topic, after waiting for a creation of it in progress (if any)."""
-        creating = self._creating.get(name)
-        if creating is not None:
-            await creating.wait()
+        await self._wait_not_busy(name)
         return self.topics.get(name)
 
     async def auto_create(self, name: str) -> TopicInfo:
@@ -373,6 +371,7 @@ class Broker:
     async def delete_topic_async(self, name: str) -> TopicInfo:
         """`delete_topic` with the files removed in a worker thread; the name stays taken (for
         re-creation) until they are gone."""
+        await self._wait_not_busy(name)
         info = self._unregister_topic(name)
         done = self._creating[name] = trio.Event()
         try:
@@ -383,7 +382,7 @@ class Broker:
         log.info("deleted topic %s", name)
         return info
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    def _check_growth(self, name: str, count: int) -> TopicInfo:
         info = self.topics.get(name)
         if info is None:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -393,13 +392,44 @@ class Broker:
                 f"Topic currently has {info.partitions} partitions, which is higher than or "
                 f"equal to the requested {count}.",
             )
+        return info
+
+    def _open_new_partitions(self, info: TopicInfo, count: int) -> None:
+        cfg = self.log_config(info)
+        try:
+            for p in range(info.partitions, count):
+                self.logs.get_or_create(info.name, p, cfg, info.topic_id)
+        except StorageError as e:
+            raise BrokerError(e.error_code, str(e)) from None
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self._check_growth(name, count)
         if validate_only:
             return
-        cfg = self.log_config(info)
-        for p in range(info.partitions, count):
-            self.logs.get_or_create(name, p, cfg, info.topic_id)
+        self._open_new_partitions(info, count)
         info.partitions = count
         self.topics.put(info)
+
+    async def create_partitions_async(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        """`create_partitions` with the new logs made in a worker thread (the topic is busy
+        meanwhile: a delete waits for it)."""
+        await self._wait_not_busy(name)
+        info = self._check_growth(name, count)
+        if validate_only:
+            return
+        done = self._creating[name] = trio.Event()
+        try:
+            await trio.to_thread.run_sync(self._open_new_partitions, info, count)
+            info.partitions = count
+            self.topics.put(info)
+        finally:
+            del self._creating[name]
+            done.set()
+
+    async def _wait_not_busy(self, name: str) -> None:
+        """Wait until no worker-thread creation/deletion of `name` is in progress."""
+        while (busy := self._creating.get(name)) is not None:
+            await busy.wait()
 
     def _prepare_configs(self, name: str, configs: dict[str, str | None]) -> tuple[TopicInfo, dict[str, str]]:
         info = self.topics.get(name)

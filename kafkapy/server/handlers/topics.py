@@ -176,7 +176,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                 a.broker_ids != [broker.node_id] for a in topic.assignments
             ):
                 raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Assignments may only name this broker.")
-            broker.create_partitions(topic.name, topic.count, validate_only=req.validate_only)
+            await broker.create_partitions_async(topic.name, topic.count, validate_only=req.validate_only)
         except BrokerError as e:
             result.error_code = e.error_code
             result.error_message = e.message
