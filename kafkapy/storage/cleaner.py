@@ -234,13 +234,16 @@ def _offset_map(segments: list[LogSegment], fates: dict[int, int]) -> dict[bytes
 def _retained(header: BatchHeader, records: list[Record], latest: dict[bytes, int],
               tombstone_horizon: int) -> list[Record]:
     out = []
+    log_append_time = header.timestamp_type == 1  # every record carries the batch's max
     for record in records:
         if record.key is not None:
             if latest.get(record.key) != header.base_offset + record.offset_delta:
                 continue
-            if (record.value is None
-                    and header.base_timestamp + record.timestamp_delta <= tombstone_horizon):
-                continue
+            if record.value is None:
+                ts = (header.max_timestamp if log_append_time
+                      else header.base_timestamp + record.timestamp_delta)
+                if ts <= tombstone_horizon:
+                    continue
         out.append(record)
     return out
 

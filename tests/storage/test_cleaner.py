@@ -213,3 +213,20 @@ def test_compressed_batches_are_compacted_and_stay_compressed(tmp_path: Path,
     assert [(h.base_offset, h.last_offset_delta, h.records_count) for h in headers] == [
         (15, 2, 2), (18, 0, 1)]
     assert headers[0].compression == codec
+
+
+def test_tombstone_age_uses_log_append_time(tmp_path: Path) -> None:
+    cfg = LogConfig.from_topic_configs({"message.timestamp.type": "LogAppendTime"}, COMPACT)
+    plog = PartitionLog(tmp_path / "c-0", cfg)
+    # producer timestamps are ancient; the broker stamped the batches at BASE_TS
+    plog.append(batch([b"1"], keys=[b"a"], ts=5), now_ms=BASE_TS)
+    plog.append(batch([None], keys=[b"a"], ts=5), now_ms=BASE_TS)
+    plog.roll(BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    clean_log(plog, BASE_TS + 500, force=True)
+    assert content(plog) == [(1, b"a", None)]  # younger than delete.retention.ms by log time
+    plog.append(batch([b"x"], keys=[b"b"]), now_ms=BASE_TS)
+    plog.roll(BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    clean_log(plog, BASE_TS + 1000, force=True)
+    assert content(plog) == [(2, b"b", b"x")]
