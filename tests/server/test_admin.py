@@ -13,10 +13,13 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AlterConfigsRequest,
     ApiVersionsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
@@ -278,3 +281,14 @@ async def test_delete_then_recreate_gets_a_fresh_empty_topic() -> None:
         plog = broker.partition_log("again", 0)
         assert plog is not None
         assert plog.log_end_offset == 0
+
+
+async def test_acl_requests_say_security_disabled() -> None:
+    async with running_broker(None) as (_, _, port):
+        client = await Client.connect(port)
+        described = await client.request(ApiKey.DESCRIBE_ACLS, 3, DescribeAclsRequest(resource_type_filter=1, operation=1, permission_type=1))
+        assert described.error_code == ErrorCode.SECURITY_DISABLED
+        created = await client.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[CreateAclsRequest.AclCreation()]))
+        assert [r.error_code for r in created.results] == [ErrorCode.SECURITY_DISABLED]
+        deleted = await client.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter()]))
+        assert [r.error_code for r in deleted.filter_results] == [ErrorCode.SECURITY_DISABLED]

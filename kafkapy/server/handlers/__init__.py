@@ -20,6 +20,7 @@ HANDLER_MODULES: list[str] = [
     "topics",
     "configs",
     "cluster",
+    "acls",
     "groups",
     "group_offsets",
 ]
