@@ -292,3 +292,16 @@ async def test_acl_requests_say_security_disabled() -> None:
         assert [r.error_code for r in created.results] == [ErrorCode.SECURITY_DISABLED]
         deleted = await client.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter()]))
         assert [r.error_code for r in deleted.filter_results] == [ErrorCode.SECURITY_DISABLED]
+
+
+async def test_metadata_advertises_the_configured_address() -> None:
+    overrides = {"advertised.listeners": "PLAINTEXT://broker.example:19999"}
+    async with running_broker(None, **overrides) as (_, _, port):
+        client = await Client.connect(port)
+        md = await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+        assert [(b.node_id, b.host, b.port) for b in md.brokers] == [(1, "broker.example", 19999)]
+    async with running_broker(None) as (_, _, port):  # default: the real bound address
+        client = await Client.connect(port)
+        md = await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+        assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", port)]
+        assert md.topics == []
