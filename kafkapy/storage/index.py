@@ -16,6 +16,7 @@ Not thread-safe: the owning `PartitionLog` lock guards every call.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from array import array
@@ -35,7 +36,8 @@ class _SparseIndex:
         self.keys: array[int] = array("q")
         self.values: array[int] = array("q")
         self._persisted = 0  # entries already in the file
-        self._on_disk = False  # the file exists (an empty index is still written at flush)
+        self._on_disk = False  # the file exists and holds our entries
+        self.missing = False  # the last load() found no file
         self.loaded = False
 
     def __len__(self) -> int:
@@ -56,7 +58,9 @@ class _SparseIndex:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
+            self.missing = True
             return False
+        self.missing = False
         size = self._fmt.size
         if len(data) % size:
             return False
@@ -78,8 +82,8 @@ class _SparseIndex:
     def flush(self, *, fsync: bool) -> None:
         """Append entries not yet in the file (and fsync it when asked)."""
         pending = len(self.keys) - self._persisted
-        if pending <= 0 and not fsync and self._on_disk:
-            return
+        if pending <= 0 and not fsync and (self._on_disk or not self.keys):
+            return  # nothing new (an empty index needs no file: a missing one reads as empty)
         # A file not known to be ours (after reset) may hold stale entries: start it afresh.
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self._on_disk else os.O_TRUNC)
         fd = os.open(self.path, flags, 0o644)
@@ -109,7 +113,9 @@ class _SparseIndex:
         self._on_disk = True
 
     def reset(self) -> None:
-        """Forget every entry (before a rebuild)."""
+        """Forget every entry and remove the file (before a rebuild or recovery)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
         self.keys, self.values = array("q"), array("q")
         self._persisted = 0
         self._on_disk = False

@@ -117,8 +117,6 @@ class LogSegment:
         seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         for idx in (seg.index, seg.time_index):
-            with contextlib.suppress(FileNotFoundError):
-                idx.path.unlink()
             idx.reset()
         seg.txn_index.rewrite([])
         seg._next_offset = base_offset
@@ -243,7 +241,13 @@ class LogSegment:
         """
         if self.index.loaded and self.time_index.loaded:
             return
-        ok = self.index.load() and self.time_index.load()
+        # A missing file is an empty index where no entry could exist yet (the first entry
+        # comes after index.interval.bytes of batches) and for the time index always (its
+        # users fall back to a scan).
+        index_ok = self.index.load() or (
+            self.index.missing and self.size <= self.index_interval_bytes + HEADER_SIZE)
+        time_ok = self.time_index.load() or self.time_index.missing
+        ok = index_ok and time_ok
         if ok and len(self.index):
             key, pos = self.index.keys[-1], self.index.values[-1]
             ok = pos + HEADER_SIZE <= self.size

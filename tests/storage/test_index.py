@@ -29,12 +29,12 @@ def entries(draw: st.DrawFn) -> list[tuple[int, int]]:
 def test_offset_index_lookup_equals_linear_search(tmp_path: Path, items: list[tuple[int, int]],
                                                   probe: int) -> None:
     index = OffsetIndex(tmp_path / "x.index", BASE)
-    index.reset()
+    index.reset()  # also removes the previous example's file
     for offset, pos in items:
         index.append(offset, pos)
     index.flush(fsync=False)
     loaded = OffsetIndex(tmp_path / "x.index", BASE)
-    assert loaded.load()
+    assert loaded.load() or (not items and loaded.missing)  # an empty index writes no file
     for idx in (index, loaded):
         below = [e for e in items if e[0] <= probe]
         assert idx.lookup(probe) == (below[-1] if below else (BASE, 0))
@@ -43,7 +43,7 @@ def test_offset_index_lookup_equals_linear_search(tmp_path: Path, items: list[tu
     loaded.truncate_keys_from(probe)
     assert list(zip(loaded.keys, loaded.values, strict=True)) == [e for e in items if e[0] < probe]
     again = OffsetIndex(tmp_path / "x.index", BASE)
-    assert again.load()
+    again.load()
     assert list(again.keys) == list(loaded.keys)
 
 

@@ -449,3 +449,21 @@ def test_failed_cut_back_takes_the_log_offline_and_recovery_drops_the_torn_batch
     assert again.log_end_offset == 6
     assert all_values(again)[-1] == b"v0002-1"
     assert again.append(batch([b"z"]), now_ms=BASE_TS).base_offset == 6
+
+
+def test_missing_or_damaged_index_files_are_rebuilt(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=4096, index_interval_bytes=128)
+    plog = PartitionLog(tmp_path / "t-0", cfg)
+    values = fill(plog, 120, ts_step=10)
+    plog.close()
+    files = sorted((tmp_path / "t-0").glob("*.index"))
+    assert len(files) >= 3
+    files[0].unlink()
+    files[1].write_bytes(b"\x00\x00\x00\x09\x00\x00\x00\x05" * 3)  # not monotonic
+    (tmp_path / "t-0" / files[2].name.replace(".index", ".timeindex")).write_bytes(b"junk")
+    again = PartitionLog(tmp_path / "t-0", cfg, clean_shutdown=True)
+    assert all_values(again) == values
+    for offset in range(0, 240, 17):
+        assert records_of(again.read_bytes(offset, 1))[-1][0] >= offset
+    assert again.offset_for_timestamp(BASE_TS + 555) == (112, BASE_TS + 560)
+    assert all(len(s.index) > 0 for s in again.segments[:3])
