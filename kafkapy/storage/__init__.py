@@ -4,6 +4,7 @@ The public surface the server and replication code use; see `docs/architecture.m
 ("Contract: storage") and the module docstrings for the on-disk layout and thread-safety rules.
 """
 
+from kafkapy.storage.checkpoint import LeaderEpochCache
 from kafkapy.storage.cleaner import CleanResult, clean_log
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
@@ -14,16 +15,20 @@ from kafkapy.storage.errors import (
     RecordTooLargeError,
     StorageError,
 )
-from kafkapy.storage.log import AppendResult, FileSlice, PartitionLog, ReadResult
+from kafkapy.storage.log import PartitionLog
 from kafkapy.storage.manager import LogManager
+from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
+from kafkapy.storage.txn_index import AbortedTxnEntry
 
 __all__ = [
+    "AbortedTxnEntry",
     "AppendResult",
     "CleanResult",
     "FileSlice",
     "InconsistentTopicIdError",
     "InvalidLogConfigError",
     "KafkaStorageError",
+    "LeaderEpochCache",
     "LogConfig",
     "LogManager",
     "OffsetOutOfRangeError",
