@@ -85,12 +85,13 @@ def serve(args: argparse.Namespace) -> int:
     from kafkapy.server.app import ListenError, Server
     from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig, ConfigError
+    from kafkapy.storage.errors import StorageError
 
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
     try:
         config = BrokerConfig.load(args.config, env, _overrides(args))
         broker = Broker(config, memory=args.memory)
-    except (ConfigError, ValueError, OSError) as e:
+    except (ConfigError, ValueError, OSError, StorageError) as e:
         print(f"kafkapy: {e}", file=sys.stderr)
         return 2
 

@@ -37,6 +37,7 @@ from kafkapy.server.config import (
     validate_topic_config,
 )
 from kafkapy.server.fetch_session import FetchSessionCache
+from kafkapy.server.idempotence import ProducerIds, ProducerStates
 from kafkapy.server.metadata_store import (
     INTERNAL_TOPICS,
     TOPICS_FILE_NAME,
@@ -55,6 +56,7 @@ __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms"]
 log = logging.getLogger(__name__)
 
 LEADER_EPOCH = 0
+BROKER_LOCK_FILE = ".kafkapy-broker.lock"
 
 
 def now_ms() -> int:
@@ -63,8 +65,10 @@ def now_ms() -> int:
 
 
 def _lock_data_dir(data_dir: Path) -> int:
-    """Take `<data_dir>/.lock` exclusively (as Kafka does), so two brokers never share a log."""
-    fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold `<data_dir>/.kafkapy-broker.lock` (flock) so two brokers never share a data dir.
+
+    Its own file, beside any lock the log store takes, so neither depends on the other."""
+    fd = os.open(data_dir / BROKER_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -122,19 +126,27 @@ class Broker:
         except BaseException:
             self._release_locks()
             raise
-        self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
-        self.cluster_id = self.meta.cluster_id
         self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
+        # first: the log manager locks the data dirs (a second broker on them fails here)
+        self.logs = LogManager(self.data_dirs, self.default_log_config)
+        try:
+            self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
+        except BaseException:
+            self.logs.close(clean=False)
+            self._release_locks()
+            raise
+        self.cluster_id = self.meta.cluster_id
         self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
         # names whose log files are being created or deleted in a worker thread
         self._creating: dict[str, trio.Event] = {}
-        self.logs = LogManager(self.data_dirs, self.default_log_config)
         self._reconcile_logs()
         self.waiters = PartitionWaiters()
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.faults = FaultHooks(config.get_int("kafkapy.test.fault.drop.after.produce.append"))
+        self.producer_ids = ProducerIds(self.data_dirs[0])
+        self.producer_states = ProducerStates(config.get_int("producer.id.expiration.ms"))
         self.storage_lock = trio.Lock()
         self.shutting_down = False
         # listener name -> (host, port) advertised to clients; filled in once sockets are bound
@@ -353,6 +365,7 @@ class Broker:
             # the coordinators keep their state there; Kafka's tools refuse this too
             raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is an internal topic and cannot be deleted.")
         self.topics.remove(name)  # first: a crash after this leaves orphans that start-up removes
+        self.producer_states.forget_topic(name)
         for p in range(info.partitions):
             self.waiters.notify((name, p))
         return info
@@ -494,6 +507,7 @@ class Broker:
 
     def close(self) -> None:
         try:
+            self.producer_states.snapshot_all()
             self.logs.close(clean=True)
         finally:
             self._release_locks()

@@ -21,6 +21,7 @@ HANDLER_MODULES: list[str] = [
     "configs",
     "cluster",
     "acls",
+    "producer_ids",
     "groups",
     "group_offsets",
 ]

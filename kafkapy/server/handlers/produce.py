@@ -19,8 +19,13 @@ failed acks=0 produce closes the connection, the only way the client can notice.
 Fault hook (tests only): `kafkapy.test.fault.drop.after.produce.append=N` closes the connection
 instead of answering the N-th successful append.
 
-Not yet: idempotent/transactional producer state checks (sequence numbers) beyond what the log
-store does; quotas; record-level error details (`record_errors`).
+Idempotent producers (batches with a producer id): the partition's producer state checks epochs
+and sequences before the append (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+UNKNOWN_PRODUCER_ID) and a retried batch is answered with its original offset without being
+written again.
+
+Not yet: transactional produce (no transaction coordinator is served), quotas, record-level error
+details (`record_errors`).
 """
 
 from __future__ import annotations
@@ -29,17 +34,19 @@ import logging
 
 import trio
 
+from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.errors import ErrorCode, InvalidRecordError, ProtocolError
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
+from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
-from kafkapy.storage.errors import StorageError
+from kafkapy.storage.errors import KafkaStorageError, StorageError
 
 __all__ = ["handle_produce"]
 
@@ -104,7 +111,23 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 out.partition_responses.append(_error(part.index, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
                 continue
             try:
-                result = plog.append(part.records, now_ms=now_ms(), leader_epoch=LEADER_EPOCH)
+                idempotent = _producer_batches(part.records)
+                if idempotent:
+                    mgr = await broker.producer_states.get((topic.name, part.index), plog)
+                    if broker.partition_log(topic.name, part.index) is not plog:
+                        raise KafkaStorageError("the partition was deleted meanwhile")
+                    pending = mgr.validate_append(_with_offsets(idempotent, plog.log_end_offset), now_ms())
+                    if isinstance(pending, BatchMetadata):  # a retry of a written batch
+                        out.partition_responses.append(PartitionResponse(
+                            index=part.index, error_code=ErrorCode.NONE, base_offset=pending.first_offset,
+                            log_start_offset=plog.log_start_offset,
+                        ))
+                        continue
+                    # no await from validation to commit: nothing else can append in between
+                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=LEADER_EPOCH)
+                    mgr.complete_append(pending)
+                else:
+                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=LEADER_EPOCH)
             except (ProtocolError, StorageError) as e:
                 out.partition_responses.append(_error(part.index, e.error_code, str(e)))
                 continue
@@ -132,6 +155,31 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
     return response
+
+
+def _producer_batches(records: bytes | memoryview) -> list[BatchHeader]:
+    """The batch headers when the batches carry a producer id (idempotent producer), else [].
+
+    Per batch, never per record; malformed input is left for the log's own validation."""
+    try:
+        headers = [h for _, h in iter_batches(records)]
+    except ProtocolError:
+        return []
+    if not any(h.producer_id >= 0 for h in headers):
+        return []
+    for h in headers:
+        if h.is_control:
+            raise InvalidRecordError("clients may not produce control batches")
+    return headers
+
+
+def _with_offsets(headers: list[BatchHeader], next_offset: int) -> list[ProducerBatch]:
+    """As the log will number them: consecutively from its end offset."""
+    batches = []
+    for h in headers:
+        batches.append(ProducerBatch.from_header(h, base_offset=next_offset))
+        next_offset += h.last_offset_delta + 1
+    return batches
 
 
 async def _flush(broker: Broker, partitions: list[tuple[str, int]]) -> None:

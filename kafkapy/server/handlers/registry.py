@@ -39,6 +39,7 @@ class HandlerSpec:
     max_version: int
     func: HandlerFunc
     error_response: ErrorResponseFunc | None
+    fallback: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -53,10 +54,13 @@ def handler(
     min_version: int,
     max_version: int,
     error_response: ErrorResponseFunc | None = None,
+    fallback: bool = False,
 ) -> Callable[[F], F]:
     """Register `func` as the handler of `api_key` for [min_version, max_version].
 
     The range is clamped to the codec's; a range that does not overlap it is a programming error.
+    A `fallback` handler (a minimal stand-in until a fuller one exists) gives way to a regular
+    registration of the same key, whichever module loads first; two regular ones are an error.
     """
 
     def register(func: F) -> F:
@@ -66,9 +70,13 @@ def handler(
         low, high = max(min_version, codec[0]), min(max_version, codec[1])
         if low > high:
             raise ValueError(f"{api_key.name}: v{min_version}-{max_version} outside codec {codec}")
-        if api_key in REGISTRY and REGISTRY[api_key].func is not func:
-            raise ValueError(f"{api_key.name}: handler registered twice")
-        REGISTRY[api_key] = HandlerSpec(api_key, low, high, func, error_response)
+        existing = REGISTRY.get(api_key)
+        if existing is not None and existing.func is not func:
+            if fallback:
+                return func  # a regular handler already serves this key
+            if not existing.fallback:
+                raise ValueError(f"{api_key.name}: handler registered twice")
+        REGISTRY[api_key] = HandlerSpec(api_key, low, high, func, error_response, fallback)
         return func
 
     return register

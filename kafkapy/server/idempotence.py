@@ -1,0 +1,144 @@
+"""Idempotent producers on this broker: producer ids, and producer state per partition.
+
+Why here: the rules live in `kafkapy.coordinator.idempotence` (a plain state machine); this
+module is its runtime - which partition's state, loaded when, persisted where.
+
+- `ProducerIds` hands out producer ids unique across restarts: it reserves blocks of
+  `BLOCK_SIZE` ids in `<data dir>/kafkapy-producer-ids` (atomic rewrite) and, after a restart,
+  continues after the last reserved block, never inside it.
+- `ProducerStates` keeps one `ProducerStateManager` per partition that idempotent producers
+  write to. It is loaded on first use in a worker thread - from the newest producer snapshot at
+  or below the log end offset, then by replaying the batch headers after it (Kafka's recovery) -
+  and snapshotted into each partition directory at clean shutdown, so restarts replay little.
+
+Single owner: both are used from the trio thread only (loading runs in a thread but hands back a
+new manager), so the validate -> append -> commit sequence of a produce never interleaves.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import trio
+
+from kafkapy.coordinator.idempotence import (
+    ControlType,
+    CorruptSnapshotError,
+    ProducerBatch,
+    ProducerStateManager,
+    decode_snapshot,
+    encode_snapshot,
+)
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.records import decode_records, parse_control_record
+from kafkapy.server.metadata_store import atomic_write
+from kafkapy.storage import PartitionLog
+
+__all__ = ["BLOCK_SIZE", "ProducerIds", "ProducerStates"]
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 1000
+PRODUCER_IDS_FILE = "kafkapy-producer-ids"
+
+Key = tuple[str, int]
+
+
+class ProducerIds:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / PRODUCER_IDS_FILE
+        reserved = 0
+        if self.path.exists():
+            try:
+                reserved = int(self.path.read_text(encoding="ascii").strip())
+            except ValueError:
+                raise ValueError(f"{self.path} is damaged; remove it only if no producer is running") from None
+        self._next = reserved  # the previous run may have used its whole last block
+        self._reserved_until = reserved
+
+    def allocate(self) -> int:
+        if self._next >= self._reserved_until:
+            self._reserved_until = self._next + BLOCK_SIZE
+            atomic_write(self.path, f"{self._reserved_until}\n".encode())
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+def _replay_batches(plog: PartitionLog, from_offset: int) -> list[ProducerBatch]:
+    """Producer-relevant batch headers of the log at or after `from_offset` (one pass)."""
+    out: list[ProducerBatch] = []
+    segments = list(plog.segments)
+    for i, seg in enumerate(segments):
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset:
+            continue
+        for _, header, data in seg.batches(with_data=True):
+            if header.last_offset < from_offset or header.producer_id < 0:
+                continue
+            control = None
+            coordinator_epoch = -1
+            if header.is_control:
+                try:
+                    record = decode_records(data if data is not None else b"", 0, header)[0]
+                    commit, coordinator_epoch = parse_control_record(record)
+                except (ProtocolError, IndexError):
+                    continue
+                control = ControlType.COMMIT if commit else ControlType.ABORT
+            out.append(ProducerBatch.from_header(header, control=control, coordinator_epoch=coordinator_epoch))
+    return out
+
+
+def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
+    """Snapshot (if any) plus replay of the log after it. Blocking: run in a worker thread."""
+    mgr: ProducerStateManager | None = None
+    found = plog.read_producer_snapshot(plog.log_end_offset)
+    if found is not None:
+        try:
+            mgr = ProducerStateManager.from_snapshot(
+                decode_snapshot(found[1]), producer_id_expiration_ms=expiration_ms
+            )
+        except CorruptSnapshotError as e:
+            log.warning("%s: ignoring damaged producer snapshot: %s", plog.directory.name, e.reason)
+    if mgr is None:
+        mgr = ProducerStateManager(producer_id_expiration_ms=expiration_ms, last_map_offset=0)
+    mgr.replay(_replay_batches(plog, mgr.last_map_offset))
+    return mgr
+
+
+class ProducerStates:
+    def __init__(self, expiration_ms: int) -> None:
+        self.expiration_ms = expiration_ms
+        self._states: dict[Key, tuple[PartitionLog, ProducerStateManager]] = {}
+        self._loading: dict[Key, trio.Event] = {}
+
+    async def get(self, key: Key, plog: PartitionLog) -> ProducerStateManager:
+        """The partition's state, loading it in a worker thread the first time."""
+        while True:
+            known = self._states.get(key)
+            if known is not None and known[0] is plog:
+                return known[1]
+            loading = self._loading.get(key)
+            if loading is None:
+                break
+            await loading.wait()
+        done = self._loading[key] = trio.Event()
+        try:
+            mgr = await trio.to_thread.run_sync(load_state, plog, self.expiration_ms)
+            self._states[key] = (plog, mgr)
+            return mgr
+        finally:
+            del self._loading[key]
+            done.set()
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._states if k[0] == topic]:
+            del self._states[key]
+
+    def snapshot_all(self) -> None:
+        """Write every loaded state next to its log (clean shutdown; blocking)."""
+        for (topic, partition), (plog, mgr) in list(self._states.items()):
+            try:
+                plog.write_producer_snapshot(mgr.last_map_offset, encode_snapshot(mgr.export_snapshot()))
+            except Exception:
+                log.exception("could not snapshot producer state of %s-%d", topic, partition)

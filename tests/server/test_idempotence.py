@@ -1,0 +1,88 @@
+"""Idempotent producers: producer ids, duplicate suppression, sequence errors, restarts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import InitProducerIdRequest, ProduceRequest
+from kafkapy.protocol.records import Record, build_batch
+from kafkapy.server.idempotence import BLOCK_SIZE, ProducerIds
+
+from .helpers import Client, running_broker
+
+
+def pid_batch(pid: int, epoch: int, seq: int, *values: bytes) -> bytes:
+    records = [Record(i, 0, None, v, []) for i, v in enumerate(values)]
+    return build_batch(records, base_timestamp=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def produce(topic: str, records: bytes) -> ProduceRequest:
+    return ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)])])
+
+
+def test_producer_ids_are_unique_across_restarts(tmp_path: Path) -> None:
+    first = ProducerIds(tmp_path)
+    got = [first.allocate() for _ in range(3)]
+    assert got == [0, 1, 2]
+    second = ProducerIds(tmp_path)  # restart: never reuse ids of a block that was handed out
+    assert second.allocate() == BLOCK_SIZE
+    third = ProducerIds(tmp_path)
+    assert third.allocate() == 2 * BLOCK_SIZE
+
+
+async def test_init_producer_id_and_sequence_rules(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as (broker, _, port):
+        broker.create_topic("idem", 1)
+        client = await Client.connect(port)
+        init = await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
+        assert (init.error_code, init.producer_epoch) == (0, 0)
+        pid = init.producer_id
+        other = await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None))
+        assert other.producer_id != pid
+
+        async def send(records: bytes) -> tuple[int, int]:
+            p = (await client.request(ApiKey.PRODUCE, 9, produce("idem", records))).responses[0].partition_responses[0]
+            return int(p.error_code), p.base_offset
+
+        assert await send(pid_batch(pid, 0, 0, b"a", b"b")) == (0, 0)
+        assert await send(pid_batch(pid, 0, 2, b"c")) == (0, 2)
+        # a retry of the first batch: answered with its offset, not written again
+        assert await send(pid_batch(pid, 0, 0, b"a", b"b")) == (0, 0)
+        plog = broker.partition_log("idem", 0)
+        assert plog is not None
+        assert plog.log_end_offset == 3
+        # a gap in the sequence
+        code, _ = await send(pid_batch(pid, 0, 7, b"x"))
+        assert code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        # a producer id that never wrote must start at sequence 0
+        code, _ = await send(pid_batch(other.producer_id, 0, 5, b"y"))
+        assert code == ErrorCode.UNKNOWN_PRODUCER_ID
+        assert plog.log_end_offset == 3
+        txn = await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id="tx-1"))
+        assert txn.error_code == ErrorCode.UNSUPPORTED_VERSION
+    # after a clean restart (snapshot) the retry is still recognised and the sequence continues
+    async with running_broker(tmp_path) as (broker, _, port):
+        client = await Client.connect(port)
+        p = (await client.request(ApiKey.PRODUCE, 9, produce("idem", pid_batch(pid, 0, 2, b"c")))).responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset) == (0, 2)
+        p = (await client.request(ApiKey.PRODUCE, 9, produce("idem", pid_batch(pid, 0, 3, b"d")))).responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset) == (0, 3)
+
+
+async def test_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_path: Path) -> None:
+    async with running_broker(tmp_path) as (broker, _, port):
+        broker.create_topic("replay", 1)
+        client = await Client.connect(port)
+        pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
+        await client.request(ApiKey.PRODUCE, 9, produce("replay", pid_batch(pid, 0, 0, b"a")))
+        plog = broker.partition_log("replay", 0)
+        assert plog is not None
+        plog.delete_producer_snapshots()
+        broker.producer_states.forget_topic("replay")  # as after a crash: only the log is left
+        p = (await client.request(ApiKey.PRODUCE, 9, produce("replay", pid_batch(pid, 0, 0, b"a")))).responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset) == (0, 0)
+        assert plog.log_end_offset == 1
