@@ -17,6 +17,7 @@ appends and reads (see `PartitionLog` for the per-log rules).
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -44,6 +45,7 @@ __all__ = ["LogManager"]
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+_LOCK_FILE = ".lock"
 _DELETE_SUFFIX = "-delete"
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 TopicPartition = tuple[str, int]
@@ -74,9 +76,15 @@ class LogManager:
         self._temporary = False
         self._closed = False
         self.recovered_dirs: list[Path] = []
+        self._dir_locks: list[int] = []
         started = time.monotonic()
-        for data_dir in self.data_dirs:
-            self._open_dir(data_dir, now_ms)
+        try:
+            for data_dir in self.data_dirs:
+                self._lock_dir(data_dir)
+                self._open_dir(data_dir, now_ms)
+        except BaseException:
+            self._release_dir_locks()
+            raise
         log.info("opened %d partition logs in %.2f s", len(self._logs),
                  time.monotonic() - started)
 
@@ -86,6 +94,25 @@ class LogManager:
         manager = cls([tempfile.mkdtemp(prefix="kafkapy-")], default_config)
         manager._temporary = True
         return manager
+
+    def _lock_dir(self, data_dir: Path) -> None:
+        """Hold `.lock` in the data dir (flock, like Kafka) so a second broker on the same
+        directory fails at start instead of interleaving writes into the same segments."""
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data_dir / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise KafkaStorageError(
+                f"data directory {data_dir} is in use by another process ({exc.strerror})"
+            ) from exc
+        self._dir_locks.append(fd)
+
+    def _release_dir_locks(self) -> None:
+        for fd in self._dir_locks:
+            os.close(fd)  # closing the fd drops the flock
+        self._dir_locks.clear()
 
     def _open_dir(self, data_dir: Path, now_ms: int | None) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -239,6 +266,7 @@ class LogManager:
         if self._temporary:
             for plog in logs:
                 plog.close(fsync=False)
+            self._release_dir_locks()
             for data_dir in self.data_dirs:
                 shutil.rmtree(data_dir, ignore_errors=True)
             return
@@ -255,6 +283,7 @@ class LogManager:
             for data_dir in self.data_dirs:
                 (data_dir / CLEAN_SHUTDOWN_MARKER).touch()
                 fsync_dir(data_dir)
+        self._release_dir_locks()
 
 
 def _parse_dir_name(name: str) -> TopicPartition | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkapy.storage import InconsistentTopicIdError, LogConfig, LogManager
+from kafkapy.storage import InconsistentTopicIdError, KafkaStorageError, LogConfig, LogManager
 from kafkapy.storage.manager import CLEAN_SHUTDOWN_MARKER
 from tests.storage.helpers import BASE_TS, batch, read_all
 
@@ -81,7 +81,7 @@ def test_delete_log_removes_files_and_leftovers(tmp_path: Path) -> None:
     assert manager.delete_log("t", 0)
     assert not manager.delete_log("t", 0)
     assert manager.get("t", 0) is None
-    assert list(tmp_path.iterdir()) == []
+    assert [p for p in tmp_path.iterdir() if p.is_dir()] == []
     (tmp_path / "t-1.abc-delete").mkdir()  # a deletion interrupted by a crash
     manager.close()
     again = LogManager([tmp_path])
@@ -97,9 +97,11 @@ def test_logs_spread_over_data_dirs(tmp_path: Path) -> None:
     manager = LogManager(dirs)
     for p in range(6):
         manager.get_or_create("t", p)
-    assert sorted(len(list(d.iterdir())) for d in dirs) == [3, 3]
+    assert sorted(len([p for p in d.iterdir() if p.is_dir()]) for d in dirs) == [3, 3]
     manager.close()
-    assert len(LogManager(dirs).logs()) == 6
+    again = LogManager(dirs)
+    assert len(again.logs()) == 6
+    again.close()
 
 
 def test_maintenance_tasks(tmp_path: Path) -> None:
@@ -167,4 +169,15 @@ def test_a_damaged_log_does_not_stop_maintenance_of_others(tmp_path: Path) -> No
     again = LogManager([tmp_path], cfg)
     assert again.run_cleaner(BASE_TS) != []  # t-1 still cleaned
     assert again.run_retention(BASE_TS + 10**6) > 0  # and still retained
+    again.close()
+
+
+def test_a_data_dir_serves_one_broker_at_a_time(tmp_path: Path) -> None:
+    first = LogManager([tmp_path])
+    with pytest.raises(KafkaStorageError, match="in use"):
+        LogManager([tmp_path / "other", tmp_path])  # the lock of the 1st dir is released too
+    second_dir_free = LogManager([tmp_path / "other"])
+    second_dir_free.close()
+    first.close()
+    again = LogManager([tmp_path])
     again.close()
