@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import trio
 
-from kafkapy.server.broker import Broker
+from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
@@ -134,8 +134,9 @@ class Server:
             self.connections.discard(conn)
 
     async def _maintenance_loop(self) -> None:
-        """Retention and cleaning every `log.retention.check.interval.ms`; flushing every
-        `log.flush.scheduler.interval.ms` (both in a worker thread, see Broker.run_maintenance)."""
+        """Retention, cleaning and idle-producer expiry every `log.retention.check.interval.ms`;
+        flushing every `log.flush.scheduler.interval.ms` (file work in a worker thread, see
+        Broker.run_maintenance)."""
         config = self.broker.config
         retention_s = max(config.get_int("log.retention.check.interval.ms"), 10) / 1000
         flush_s = max(config.get_int("log.flush.scheduler.interval.ms"), 10) / 1000
@@ -151,6 +152,7 @@ class Server:
             if now >= next_retention:
                 kinds += ["retention", "cleaner"]
                 next_retention = now + retention_s
+                self.broker.producer_states.expire(now_ms())
             for kind in kinds:
                 try:
                     await self.broker.run_maintenance(kind)

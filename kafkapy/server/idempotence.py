@@ -131,6 +131,10 @@ class ProducerStates:
             del self._loading[key]
             done.set()
 
+    def expire(self, now_ms: int) -> int:
+        """Drop producers idle longer than `producer.id.expiration.ms`; returns how many."""
+        return sum(len(mgr.remove_expired_producers(now_ms)) for _, mgr in self._states.values())
+
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]

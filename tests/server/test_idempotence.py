@@ -86,3 +86,15 @@ async def test_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_path: Path) 
         p = (await client.request(ApiKey.PRODUCE, 9, produce("replay", pid_batch(pid, 0, 0, b"a")))).responses[0].partition_responses[0]
         assert (p.error_code, p.base_offset) == (0, 0)
         assert plog.log_end_offset == 1
+
+
+async def test_idle_producers_expire() -> None:
+    async with running_broker(None, **{"producer.id.expiration.ms": "1"}) as (broker, _, port):
+        broker.create_topic("exp", 1)
+        client = await Client.connect(port)
+        pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
+        await client.request(ApiKey.PRODUCE, 9, produce("exp", pid_batch(pid, 0, 0, b"a")))
+        assert broker.producer_states.expire(int(time.time() * 1000) + 10_000) == 1
+        # forgotten: the next batch must start over at sequence 0
+        p = (await client.request(ApiKey.PRODUCE, 9, produce("exp", pid_batch(pid, 0, 1, b"b")))).responses[0].partition_responses[0]
+        assert p.error_code == ErrorCode.UNKNOWN_PRODUCER_ID
