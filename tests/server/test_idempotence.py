@@ -7,7 +7,11 @@ from pathlib import Path
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import InitProducerIdRequest, ProduceRequest
+from kafkapy.protocol.messages import (
+    DescribeProducersRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+)
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.idempotence import BLOCK_SIZE, ProducerIds
 
@@ -98,3 +102,16 @@ async def test_idle_producers_expire() -> None:
         # forgotten: the next batch must start over at sequence 0
         p = (await client.request(ApiKey.PRODUCE, 9, produce("exp", pid_batch(pid, 0, 1, b"b")))).responses[0].partition_responses[0]
         assert p.error_code == ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+async def test_describe_producers_lists_active_producers() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("desc", 1)
+        client = await Client.connect(port)
+        pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
+        await client.request(ApiKey.PRODUCE, 9, produce("desc", pid_batch(pid, 0, 0, b"a", b"b", b"c")))
+        req = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(name="desc", partition_indexes=[0, 9])])
+        resp = await client.request(ApiKey.DESCRIBE_PRODUCERS, 0, req)
+        ok, missing = resp.topics[0].partitions
+        assert [(p.producer_id, p.producer_epoch, p.last_sequence) for p in ok.active_producers] == [(pid, 0, 2)]
+        assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

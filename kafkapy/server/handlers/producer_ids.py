@@ -1,4 +1,5 @@
-"""InitProducerId (key 22): v0-5, idempotent producers only (a fallback handler).
+"""InitProducerId (key 22): v0-5, idempotent producers only; DescribeProducers (key 61): v0.
+(Both fallback handlers.)
 
 Behaviour: a producer without a transactional id gets a fresh producer id (unique across
 restarts, see `kafkapy.server.idempotence.ProducerIds`) with epoch 0 - also when it asks to bump
@@ -15,11 +16,16 @@ from __future__ import annotations
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from kafkapy.protocol.messages import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
-__all__ = ["handle_init_producer_id"]
+__all__ = ["handle_describe_producers", "handle_init_producer_id"]
 
 
 @handler(ApiKey.INIT_PRODUCER_ID, min_version=0, max_version=5, fallback=True)
@@ -29,3 +35,31 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
     return InitProducerIdResponse(
         error_code=ErrorCode.NONE, producer_id=ctx.broker.producer_ids.allocate(), producer_epoch=0
     )
+
+
+@handler(ApiKey.DESCRIBE_PRODUCERS, min_version=0, max_version=0, fallback=True)
+async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+    """DescribeProducers (key 61): v0. The active idempotent producers of each partition, from
+    its producer state (loaded on demand); unknown partitions -> UNKNOWN_TOPIC_OR_PARTITION."""
+    broker = ctx.broker
+    response = DescribeProducersResponse()
+    for topic in req.topics:
+        out = DescribeProducersResponse.TopicResponse(name=topic.name)
+        response.topics.append(out)
+        for index in topic.partition_indexes:
+            part = DescribeProducersResponse.PartitionResponse(partition_index=index)
+            out.partitions.append(part)
+            plog = broker.partition_log(topic.name, index)
+            if plog is None:
+                part.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            mgr = await broker.producer_states.get((topic.name, index), plog)
+            part.active_producers = [
+                DescribeProducersResponse.ProducerState(
+                    producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+                    last_sequence=d.last_sequence, last_timestamp=d.last_timestamp,
+                    coordinator_epoch=d.coordinator_epoch, current_txn_start_offset=d.current_txn_start_offset,
+                )
+                for d in mgr.describe_producers()
+            ]
+    return response
