@@ -645,9 +645,6 @@ def test_topic_config_changes_take_effect_live(
     assert before - 5000 <= ts <= int(time.time() * 1000) + 5000, "not the broker's append time"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="FINDINGS F5: no InitProducerId yet, so no idempotent producers"
-)
 def test_idempotent_producer(broker: BrokerProcess, admin: AdminClient, topic_name: str) -> None:
     """enable.idempotence=true (the Java client's default): every message once, in order."""
     create_topic(admin, topic_name)

@@ -448,10 +448,6 @@ def test_admin_log_dirs_topic_partitions_cluster(
     assert retention["synonyms"], "a topic default should name the broker key it comes from"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDINGS F5: kafka-python 3 producers are idempotent by default; no InitProducerId yet",
-)
 def test_producer_with_default_settings(broker: BrokerProcess, topic_name: str) -> None:
     """What the README's first example does: a producer with kafka-python's defaults."""
     prod = KafkaProducer(bootstrap_servers=broker.bootstrap)
