@@ -225,7 +225,8 @@ def test_sigterm_restart_keeps_topics_and_configs(broker_factory: BrokerFactory)
     assert topic in md.topics, "topic lost across a clean restart"
     assert sorted(md.topics[topic].partitions) == list(range(N_PARTITIONS))
     assert _topic_config(broker.bootstrap, topic)["retention.ms"] == "123456789"
-    assert consume_all(broker.bootstrap, topic) == before
+    # Same (partition, offset, value) set; the interleaving of partitions is up to the client.
+    assert sorted(consume_all(broker.bootstrap, topic)) == sorted(before)
 
 
 def test_sigterm_is_prompt_with_idle_connections(broker_factory: BrokerFactory) -> None:
