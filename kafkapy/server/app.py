@@ -25,6 +25,7 @@ from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
+from kafkapy.server.txn_driver import run_txn_driver
 
 __all__ = ["BoundListener", "ListenError", "Server"]
 
@@ -84,6 +85,7 @@ class Server:
                         accept_nursery.start_soon(self._accept_loop, listener, sock_listener, conn_nursery)
                     accept_nursery.start_soon(self._maintenance_loop)
                     accept_nursery.start_soon(run_group_driver, broker)
+                    accept_nursery.start_soon(run_txn_driver, broker)
                     task_status.started(list(self.bound))
                     await self._shutdown.wait()
                     accept_nursery.cancel_scope.cancel()

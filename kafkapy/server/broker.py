@@ -490,8 +490,11 @@ class Broker:
         return info.topic_id if info is not None else uuid.UUID(int=0)
 
     def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None:
-        """Single node: the leader alone is the ISR, so the append is committed at once."""
+        """Single node: the leader alone is the ISR, so the append is committed at once. The last
+        stable offset follows the partition's open transactions (if its producer state is
+        loaded; see `ProducerStates.on_append`)."""
         plog.high_watermark = plog.log_end_offset
+        self.producer_states.on_append((topic, partition), plog)
         self.waiters.notify((topic, partition))
 
     # -- maintenance ------------------------------------------------------------------------------

@@ -10,6 +10,12 @@ module is its runtime - which partition's state, loaded when, persisted where.
   write to. It is loaded on first use in a worker thread - from the newest producer snapshot at
   or below the log end offset, then by replaying the batch headers after it (Kafka's recovery) -
   and snapshotted into each partition directory at clean shutdown, so restarts replay little.
+  Loading also restores `.txnindex` entries of replayed abort markers the index lacks (a crash
+  between the marker append and the index write), and sets the partition's last stable offset.
+- The last stable offset of a partition with loaded state follows its open transactions:
+  `on_append` (called by `Broker.after_append`) moves it after every append; a partition whose
+  state is not loaded follows the high watermark, so read_committed readers load the state
+  first (`ensure_loaded`), which after a restart is what finds the open transactions.
 
 Single owner: both are used from the trio thread only (loading runs in a thread but hands back a
 new manager), so the validate -> append -> commit sequence of a produce never interleaves.
@@ -35,7 +41,7 @@ from kafkapy.protocol.records import decode_records, parse_control_record
 from kafkapy.server.metadata_store import atomic_write
 from kafkapy.storage import PartitionLog
 
-__all__ = ["BLOCK_SIZE", "ProducerIds", "ProducerStates"]
+__all__ = ["BLOCK_SIZE", "ProducerIds", "ProducerStates", "update_stable_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +108,22 @@ def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
             log.warning("%s: ignoring damaged producer snapshot: %s", plog.directory.name, e.reason)
     if mgr is None:
         mgr = ProducerStateManager(producer_id_expiration_ms=expiration_ms, last_map_offset=0)
-    mgr.replay(_replay_batches(plog, mgr.last_map_offset))
+    restored = 0
+    for result in mgr.replay(_replay_batches(plog, mgr.last_map_offset)):
+        for a in result.aborted:
+            restored += plog.restore_aborted_txn(
+                a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset
+            )
+    if restored:
+        log.warning("%s: restored %d missing .txnindex entries", plog.directory.name, restored)
     return mgr
+
+
+def update_stable_offset(plog: PartitionLog, mgr: ProducerStateManager) -> None:
+    """Move the LSO after the high watermark moved or a transaction opened or closed: the first
+    offset of the oldest open transaction, else None (follow the high watermark)."""
+    mgr.on_high_watermark_updated(plog.high_watermark)
+    plog.last_stable_offset = mgr.first_unstable_offset()
 
 
 class ProducerStates:
@@ -126,10 +146,27 @@ class ProducerStates:
         try:
             mgr = await trio.to_thread.run_sync(load_state, plog, self.expiration_ms)
             self._states[key] = (plog, mgr)
+            update_stable_offset(plog, mgr)
             return mgr
         finally:
             del self._loading[key]
             done.set()
+
+    def loaded(self, key: Key, plog: PartitionLog) -> ProducerStateManager | None:
+        """The partition's state if it is loaded (no waiting)."""
+        known = self._states.get(key)
+        return known[1] if known is not None and known[0] is plog else None
+
+    async def ensure_loaded(self, key: Key, plog: PartitionLog) -> None:
+        """Load the partition's state (and so its LSO) unless it is loaded already."""
+        if self.loaded(key, plog) is None:
+            await self.get(key, plog)
+
+    def on_append(self, key: Key, plog: PartitionLog) -> None:
+        """After any append to the partition (the high watermark moved): update its LSO."""
+        mgr = self.loaded(key, plog)
+        if mgr is not None:
+            update_stable_offset(plog, mgr)
 
     def expire(self, now_ms: int) -> int:
         """Drop producers idle longer than `producer.id.expiration.ms`; returns how many."""

@@ -121,6 +121,18 @@ class LogQueries:
             except OSError as exc:
                 raise KafkaStorageError(f"cannot write the transaction index: {exc}") from exc
 
+    def restore_aborted_txn(self, producer_id: int, first_offset: int, last_offset: int,
+                            last_stable_offset: int) -> bool:
+        """`append_aborted_txn` for a rebuild from the log (producer-state replay at start):
+        adds the entry only if the index lacks it, wherever it belongs; True if it was missing."""
+        with self._lock:
+            i = max(0, bisect.bisect_right(self._bases, last_offset) - 1)
+            entry = AbortedTxnEntry(last_offset, producer_id, first_offset, last_stable_offset)
+            try:
+                return self.segments[i].txn_index.restore(entry)
+            except OSError as exc:
+                raise KafkaStorageError(f"cannot write the transaction index: {exc}") from exc
+
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxnEntry]:
         """Aborted transactions overlapping offsets [start, end) (read_committed fetches)."""
         with self._lock:

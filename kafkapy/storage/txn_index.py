@@ -92,6 +92,19 @@ class TransactionIndex:
             os.close(fd)
         entries.append(entry)
 
+    def restore(self, entry: AbortedTxnEntry) -> bool:
+        """Add `entry` unless present (rebuilding the index from the log after a crash lost
+        part of it); keeps offset order. Returns whether it was missing."""
+        entries = self.entries
+        if any(e.last_offset == entry.last_offset and e.producer_id == entry.producer_id
+               for e in entries):
+            return False  # the same abort marker (its LSO field may differ on a replay)
+        if not entries or entry.last_offset >= entries[-1].last_offset:
+            self.append(entry)
+        else:
+            self.rewrite(sorted([*entries, entry]))
+        return True
+
     def overlapping(self, start: int, end: int) -> list[AbortedTxnEntry]:
         """Entries whose range meets [start, end): what a fetch of that range must report."""
         entries = self.entries

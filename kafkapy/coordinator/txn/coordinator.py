@@ -24,7 +24,7 @@ Rules:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -115,13 +115,18 @@ class TransactionCoordinator:
         max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
         transactional_id_expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS,
         producer_id_block_size: int = DEFAULT_PRODUCER_ID_BLOCK_SIZE,
+        allocate_producer_id: Callable[[], int] | None = None,
     ) -> None:
+        """`allocate_producer_id`: an outside source of producer ids (the broker's, which also
+        serves idempotent producers, so both kinds share one id space); then no producer-id
+        block records are written and the internal allocator is unused."""
         self.coordinator_epoch = coordinator_epoch
         self.num_partitions = num_partitions
         self.offsets_topic_partitions = offsets_topic_partitions
         self.max_transaction_timeout_ms = max_transaction_timeout_ms
         self.transactional_id_expiration_ms = transactional_id_expiration_ms
         self._producer_ids = ProducerIdBlockAllocator(producer_id_block_size)
+        self._external_ids = allocate_producer_id
         self._txns: dict[str, TransactionMetadata] = {}
 
     # ------------------------------------------------------------------ state access
@@ -579,6 +584,8 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     def _allocate(self, staged: _Staged) -> int:
+        if self._external_ids is not None:
+            return self._external_ids()
         pid, block = self._producer_ids.allocate()
         if block is not None:
             staged.records.append(self._block_record(block))

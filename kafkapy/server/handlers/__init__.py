@@ -24,6 +24,7 @@ HANDLER_MODULES: list[str] = [
     "producer_ids",
     "groups",
     "group_offsets",
+    "transactions",
 ]
 
 

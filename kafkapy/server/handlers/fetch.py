@@ -16,7 +16,9 @@ The response is built by `fetch_encoder` around file regions, so the connection 
 the record data straight from segment files.
 
 read_committed fetches carry the aborted transactions overlapping the returned range (from the
-log's transaction index) so the client can drop their records.
+log's transaction index) so the client can drop their records; they load the partition's
+producer state first, since that is what sets its last stable offset. Control batches (markers)
+are returned like any batch, as Kafka does; clients skip them.
 
 Inside a session, partitions that returned data move to the back of the order, so one busy
 partition cannot starve the others of the response budget.
@@ -151,6 +153,16 @@ def rr_limit(high_watermark: int, last_stable_offset: int, read_committed: bool)
     return last_stable_offset if read_committed else high_watermark
 
 
+async def _load_producer_states(broker: Broker, wanted: list[_Wanted]) -> None:
+    """read_committed stops at the LSO, which a partition's producer state sets: load it
+    first (once per partition; after a restart this is what finds open transactions)."""
+    for w in wanted:
+        info = broker.topics.by_id(w.ref) if isinstance(w.ref, uuid.UUID) else broker.topics.get(w.ref)
+        plog = broker.partition_log(info.name, w.partition) if info is not None else None
+        if info is not None and plog is not None:
+            await broker.producer_states.ensure_loaded((info.name, w.partition), plog)
+
+
 def _session_wanted(session: FetchSession) -> list[_Wanted]:
     return [
         _Wanted(ref, partition, sp.fetch_offset, sp.partition_max_bytes, sp)
@@ -199,6 +211,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
                 for w in wanted:
                     w.state = session.partitions[(w.ref, w.partition)]
 
+    if version >= 4 and req.isolation_level == READ_COMMITTED:
+        await _load_producer_states(broker, wanted)
     reader = _Reader(broker, req, version, wanted)
     results, total, any_error = reader.read()
     deadline = now + max(req.max_wait_ms, 0) / 1000

@@ -77,6 +77,8 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
             if fenced is not None:
                 part.error_code = fenced
                 continue
+            if read_committed:  # its producer state sets the LSO
+                await broker.producer_states.ensure_loaded((topic.name, p.partition_index), plog)
             try:
                 part.offset, part.timestamp = _lookup(plog, p.timestamp, read_committed, version)
             except ValueError:

@@ -24,8 +24,14 @@ and sequences before the append (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_
 UNKNOWN_PRODUCER_ID) and a retried batch is answered with its original offset without being
 written again.
 
-Not yet: transactional produce (no transaction coordinator is served), quotas, record-level error
-details (`record_errors`).
+Transactional batches: before the append the transaction coordinator must confirm that the
+partition is in the producer's ongoing transaction (KIP-890 part 1 verification, on every
+transactional write; the coordinator is local, so it costs a lookup); otherwise
+INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH (fenced) and nothing is
+written. This is what keeps a delayed write of a finished transaction out of a later one.
+
+Not yet: quotas, record-level error details (`record_errors`), Produce v12 (transactions v2's
+implicit add).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import logging
 import trio
 
 from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch
+from kafkapy.coordinator.txn import TopicPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, InvalidRecordError, ProtocolError
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
@@ -46,6 +53,7 @@ from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
+from kafkapy.server.txn_driver import txn_driver
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 
 __all__ = ["handle_produce"]
@@ -113,9 +121,26 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             try:
                 idempotent = _producer_batches(part.records)
                 if idempotent:
+                    txn = (
+                        await txn_driver(broker)
+                        if any(h.is_transactional for h in idempotent) else None
+                    )
                     mgr = await broker.producer_states.get((topic.name, part.index), plog)
                     if broker.partition_log(topic.name, part.index) is not plog:
                         raise KafkaStorageError("the partition was deleted meanwhile")
+                    if txn is not None:
+                        # KIP-890 part 1, checked after the last await so no marker can land
+                        # between the check and the append
+                        first = idempotent[0]
+                        code = txn.verify(
+                            req.transactional_id, first.producer_id, first.producer_epoch,
+                            TopicPartition(topic.name, part.index),
+                        )
+                        if code is not ErrorCode.NONE:
+                            out.partition_responses.append(_error(
+                                part.index, code, "partition not in the producer's transaction"
+                            ))
+                            continue
                     pending = mgr.validate_append(_with_offsets(idempotent, plog.log_end_offset), now_ms())
                     if isinstance(pending, BatchMetadata):  # a retry of a written batch
                         out.partition_responses.append(PartitionResponse(

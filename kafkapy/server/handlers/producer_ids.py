@@ -7,9 +7,9 @@ the epoch of an id it holds (KIP-360), which is what Kafka does for non-transact
 Idempotent producers are the default of kafka-python 3 and the Java client, so this is needed
 for their first send.
 
-Not yet: transactional ids - there is no transaction coordinator to serve them, so such a
-request gets UNSUPPORTED_VERSION (a fatal error the client reports). Registered as a fallback: a
-full transaction-coordinator handler for this key replaces it.
+Registered as a fallback: `handlers/transactions.py` (the transaction coordinator's handler)
+replaces it and serves transactional ids; this stand-in, answering UNSUPPORTED_VERSION for them,
+only serves if that module is not loaded.
 """
 
 from __future__ import annotations

@@ -1,0 +1,266 @@
+"""Transactions: InitProducerId (22) v0-5, AddPartitionsToTxn (24) v0-5, AddOffsetsToTxn (25)
+v0-4, EndTxn (26) v0-5, WriteTxnMarkers (27) v0-1, DescribeTransactions (65) v0,
+ListTransactions (66) v0-1.
+
+Why thin: the rules live in `kafkapy.coordinator.txn.TransactionCoordinator` and its runtime in
+`kafkapy.server.txn_driver`; these handlers translate wire versions (docs/transactions.md,
+section 4 item 7) and nothing else.
+
+Behaviour:
+- InitProducerId without a transactional id: a fresh producer id, epoch 0 (idempotent
+  producers; `__transaction_state` is not touched). With one: the coordinator's answer (new id or
+  epoch bump, an ongoing transaction of an older incarnation aborted - the caller gets
+  CONCURRENT_TRANSACTIONS and retries). v3+ passes the producer id/epoch the client holds.
+- AddPartitionsToTxn v0-3: the client's partitions join its transaction. A partition of an
+  unknown topic answers UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, with
+  nothing added (Kafka's rule). v4+ (broker form, KIP-890): several transactions, each with
+  `verify_only` honoured; answered per transaction.
+- AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction.
+- EndTxn v0-4: transactions v1 (same epoch across transactions); v5+: transactions v2 (the
+  epoch is bumped by every commit/abort and the answer carries the new producer id/epoch).
+  Markers are written before the answer.
+- WriteTxnMarkers: writes the listed markers (what a remote coordinator would send); answers
+  per partition. The coordinator here uses the same path internally.
+- DescribeTransactions / ListTransactions: read-only views of the coordinator.
+
+Errors a failed `__transaction_state` write causes: the operation's `error_on_write_failure`
+(COORDINATOR_NOT_AVAILABLE, so the client looks the coordinator up again and retries).
+"""
+
+from __future__ import annotations
+
+from kafkapy.coordinator.txn import AddPartitionsTxn, TopicPartition
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from kafkapy.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest_AddPartitionsToTxnTopic as TxnTopic,
+)
+from kafkapy.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult as TopicResult,
+)
+from kafkapy.server.broker import Broker, now_ms
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+from kafkapy.server.txn_driver import txn_driver, write_marker
+
+__all__ = [
+    "handle_add_offsets_to_txn",
+    "handle_add_partitions_to_txn",
+    "handle_describe_transactions",
+    "handle_end_txn",
+    "handle_init_producer_id",
+    "handle_list_transactions",
+    "handle_write_txn_markers",
+]
+
+APT = AddPartitionsToTxnResponse
+PartitionErrors = dict[TopicPartition, ErrorCode]
+
+
+@handler(ApiKey.INIT_PRODUCER_ID, min_version=0, max_version=5)
+async def handle_init_producer_id(
+    ctx: RequestContext, req: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    broker = ctx.broker
+    if req.transactional_id is None:
+        return InitProducerIdResponse(
+            error_code=ErrorCode.NONE, producer_id=broker.producer_ids.allocate(), producer_epoch=0
+        )
+    driver = await txn_driver(broker)
+    v3 = ctx.api_version >= 3
+    outcome = await driver.run(driver.coordinator.init_producer_id(
+        req.transactional_id, req.transaction_timeout_ms, now_ms(),
+        producer_id=req.producer_id if v3 else -1,
+        producer_epoch=req.producer_epoch if v3 else -1,
+    ))
+    if not outcome.written:
+        return InitProducerIdResponse(error_code=outcome.error, producer_id=-1, producer_epoch=-1)
+    r = outcome.response
+    return InitProducerIdResponse(
+        error_code=r.error, producer_id=r.producer_id, producer_epoch=r.producer_epoch
+    )
+
+
+def _partitions(topics: list[TxnTopic]) -> list[TopicPartition]:
+    return [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+
+
+def _unknown(broker: Broker, parts: list[TopicPartition]) -> PartitionErrors | None:
+    """Kafka's rule: any unknown partition -> it UNKNOWN_TOPIC_OR_PARTITION, the rest
+    OPERATION_NOT_ATTEMPTED, nothing added."""
+    missing = {tp for tp in parts if broker.partition_log(tp.topic, tp.partition) is None}
+    if not missing:
+        return None
+    return {
+        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in missing
+        else ErrorCode.OPERATION_NOT_ATTEMPTED
+        for tp in parts
+    }
+
+
+def _topic_results(parts: list[TopicPartition], errors: PartitionErrors) -> list[TopicResult]:
+    by_topic: dict[str, TopicResult] = {}
+    for tp in parts:
+        out = by_topic.setdefault(tp.topic, TopicResult(name=tp.topic))
+        out.results_by_partition.append(APT.AddPartitionsToTxnPartitionResult(
+            partition_index=tp.partition, partition_error_code=errors.get(tp, ErrorCode.NONE),
+        ))
+    return list(by_topic.values())
+
+
+def add_partitions_error_response(
+    req: AddPartitionsToTxnRequest, version: int, code: ErrorCode
+) -> AddPartitionsToTxnResponse:
+    if version >= 4:
+        return AddPartitionsToTxnResponse(error_code=code)
+    parts = _partitions(req.v3_and_below_topics)
+    return AddPartitionsToTxnResponse(
+        results_by_topic_v3_and_below=_topic_results(parts, dict.fromkeys(parts, code))
+    )
+
+
+@handler(
+    ApiKey.ADD_PARTITIONS_TO_TXN, min_version=0, max_version=5,
+    error_response=add_partitions_error_response,
+)
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, req: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
+    broker = ctx.broker
+    driver = await txn_driver(broker)
+    if ctx.api_version < 4:
+        parts = _partitions(req.v3_and_below_topics)
+        errors = _unknown(broker, parts)
+        if errors is None:
+            added = await driver.run(driver.coordinator.add_partitions(
+                req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch, parts, now_ms(),
+            ))
+            errors = added.response if added.written else dict.fromkeys(parts, added.error)
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_topic_results(parts, errors))
+    txns: list[AddPartitionsTxn] = []
+    refused: dict[str, PartitionErrors] = {}
+    wanted: dict[str, list[TopicPartition]] = {}
+    for t in req.transactions:
+        parts = _partitions(t.topics)
+        wanted[t.transactional_id] = parts
+        unknown = _unknown(broker, parts)
+        if unknown is not None:
+            refused[t.transactional_id] = unknown
+            continue
+        txns.append(AddPartitionsTxn(
+            t.transactional_id, t.producer_id, t.producer_epoch, tuple(parts), t.verify_only,
+        ))
+    outcome = await driver.run(driver.coordinator.add_partitions_batch(txns, now_ms()))
+    if not outcome.written:
+        return AddPartitionsToTxnResponse(error_code=outcome.error)
+    results = dict(outcome.response) | refused
+    return AddPartitionsToTxnResponse(results_by_transaction=[
+        APT.AddPartitionsToTxnResult(
+            transactional_id=tid, topic_results=_topic_results(parts, results.get(tid, {})),
+        )
+        for tid, parts in wanted.items()
+    ])
+
+
+@handler(ApiKey.ADD_OFFSETS_TO_TXN, min_version=0, max_version=4)
+async def handle_add_offsets_to_txn(
+    ctx: RequestContext, req: AddOffsetsToTxnRequest
+) -> AddOffsetsToTxnResponse:
+    driver = await txn_driver(ctx.broker)
+    outcome = await driver.run(driver.coordinator.add_offsets(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, now_ms(),
+    ))
+    return AddOffsetsToTxnResponse(error_code=outcome.response if outcome.written else outcome.error)
+
+
+@handler(ApiKey.END_TXN, min_version=0, max_version=5)
+async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    driver = await txn_driver(ctx.broker)
+    outcome = await driver.run(driver.coordinator.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, now_ms(),
+        transaction_version=2 if ctx.api_version >= 5 else 1,
+    ))
+    if not outcome.written:
+        return EndTxnResponse(error_code=outcome.error)
+    r = outcome.response
+    return EndTxnResponse(error_code=r.error, producer_id=r.producer_id, producer_epoch=r.producer_epoch)
+
+
+@handler(ApiKey.WRITE_TXN_MARKERS, min_version=0, max_version=1)
+async def handle_write_txn_markers(
+    ctx: RequestContext, req: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
+    W = WriteTxnMarkersResponse
+    response = W()
+    for marker in req.markers:
+        out = W.WritableTxnMarkerResult(producer_id=marker.producer_id)
+        response.markers.append(out)
+        for t in marker.topics:
+            topic = W.WritableTxnMarkerTopicResult(name=t.name)
+            out.topics.append(topic)
+            for p in t.partition_indexes:
+                code = await write_marker(
+                    ctx.broker, TopicPartition(t.name, p), marker.producer_id,
+                    marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result,
+                )
+                topic.partitions.append(W.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
+    return response
+
+
+@handler(ApiKey.DESCRIBE_TRANSACTIONS, min_version=0, max_version=0)
+async def handle_describe_transactions(
+    ctx: RequestContext, req: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
+    D = DescribeTransactionsResponse
+    driver = await txn_driver(ctx.broker)
+    response = D()
+    for d in driver.coordinator.describe_transactions(req.transactional_ids):
+        topics: dict[str, list[int]] = {}
+        for tp in d.partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        response.transaction_states.append(D.TransactionState(
+            error_code=d.error, transactional_id=d.transactional_id, transaction_state=d.state,
+            transaction_timeout_ms=d.txn_timeout_ms, transaction_start_time_ms=d.txn_start_timestamp,
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+            topics=[D.TopicData(topic=name, partitions=ps) for name, ps in topics.items()],
+        ))
+    return response
+
+
+@handler(ApiKey.LIST_TRANSACTIONS, min_version=0, max_version=1)
+async def handle_list_transactions(
+    ctx: RequestContext, req: ListTransactionsRequest
+) -> ListTransactionsResponse:
+    L = ListTransactionsResponse
+    driver = await txn_driver(ctx.broker)
+    result = driver.coordinator.list_transactions(
+        now_ms(), state_filters=req.state_filters, producer_id_filters=req.producer_id_filters,
+        duration_filter_ms=req.duration_filter if ctx.api_version >= 1 else -1,
+    )
+    return L(
+        unknown_state_filters=list(result.unknown_state_filters),
+        transaction_states=[
+            L.TransactionState(
+                transactional_id=t.transactional_id, producer_id=t.producer_id,
+                transaction_state=t.state,
+            )
+            for t in result.transactions
+        ],
+    )
