@@ -23,12 +23,14 @@ starting fleet lands in one generation; with 0 a lone consumer is answered at on
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from kafkapy.coordinator.group.core import TimerKey, TimerKind
+from kafkapy.coordinator.group.core import GroupCoordinatorCore, TimerKey, TimerKind
 from kafkapy.coordinator.group.offsets import OffsetOps
+from kafkapy.coordinator.group.records import GroupMetadataKey, GroupRecord, OffsetCommitKey
 from kafkapy.coordinator.group.results import (
     PENDING,
+    Completion,
     GroupConfig,
     JoinedMember,
     JoinGroupResult,
@@ -37,6 +39,7 @@ from kafkapy.coordinator.group.results import (
     Pending,
     Result,
     SyncGroupResult,
+    TopicPartition,
 )
 from kafkapy.coordinator.group.state import ClassicGroup, GroupState, Member
 from kafkapy.protocol.errors import ErrorCode
@@ -89,82 +92,57 @@ class GroupCoordinator(OffsetOps):
         cannot fill the group table (ListGroups) with empty groups.
         """
         existed = group_id in self.groups
-        result = self._join_group(
-            request_id=request_id,
-            group_id=group_id,
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            client_id=client_id,
-            client_host=client_host,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            protocol_type=protocol_type,
-            protocols=protocols,
-            require_known_member_id=require_known_member_id,
-            now_ms=now_ms,
-        )
-        group = self.groups.get(group_id)
-        if (
-            not existed
-            and group is not None
-            and not group.members
-            and not group.pending_members
-            and group_id not in self.offsets
-        ):
-            del self.groups[group_id]
-        return result
-
-    def _join_group(
-        self,
-        *,
-        request_id: int,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        require_known_member_id: bool,
-        now_ms: int,
-    ) -> Result[JoinGroupResult]:
-        """The body of `join_group`."""
-        if rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
-        cfg = self.config
-        if not group_id:
-            return self._result(JoinGroupResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id))
-        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
-            return self._result(
-                JoinGroupResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
-            )
-        group = self.groups.get(group_id)
-        if group is None:
-            if member_id:
-                return self._result(
-                    JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-                )
-            group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
-        if group.state is GroupState.DEAD:
-            return self._result(
-                JoinGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
-            )
-        if not group.supports(protocol_type, protocols):
-            return self._result(
-                JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-            )
         spec = Member(
             member_id=member_id,
             group_instance_id=group_instance_id,
             client_id=client_id,
             client_host=client_host,
-            rebalance_timeout_ms=rebalance_timeout_ms,
+            rebalance_timeout_ms=(
+                rebalance_timeout_ms if rebalance_timeout_ms >= 0 else session_timeout_ms
+            ),
             session_timeout_ms=session_timeout_ms,
             protocol_type=protocol_type,
             protocols=list(protocols),
         )
+        response = self._join(request_id, group_id, spec, require_known_member_id, now_ms)
+        group = self.groups.get(group_id)
+        if not existed and group is not None and self._forgettable(group):
+            del self.groups[group_id]
+        return self._result(response)
+
+    def _forgettable(self, group: ClassicGroup) -> bool:
+        """Nothing of the group is left to keep: no members (joined or promised) and no
+        committed offsets, so dropping it loses nothing the log or a client relies on."""
+        return (
+            not group.members
+            and not group.pending_members
+            and group.group_id not in self.offsets
+        )
+
+    def _join(
+        self,
+        request_id: int,
+        group_id: str,
+        spec: Member,
+        require_known_member_id: bool,
+        now_ms: int,
+    ) -> JoinGroupResult | Pending:
+        """The body of `join_group`: `spec` is the joining member as the request describes it."""
+        member_id = spec.member_id
+        cfg = self.config
+        if not group_id:
+            return JoinGroupResult(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
+        if not cfg.min_session_timeout_ms <= spec.session_timeout_ms <= cfg.max_session_timeout_ms:
+            return JoinGroupResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
+        if group.state is GroupState.DEAD:
+            return JoinGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
+        if not group.supports(spec.protocol_type, spec.protocols):
+            return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         if not member_id:
             response = self._join_new_member(
                 group, spec, request_id, require_known_member_id, now_ms
@@ -178,7 +156,7 @@ class GroupCoordinator(OffsetOps):
                     response = c.response
                     del self._completions[i]
                     break
-        return self._result(response)
+        return response
 
     def _join_new_member(
         self,
@@ -243,7 +221,7 @@ class GroupCoordinator(OffsetOps):
         if member.awaiting_join is not None and member.awaiting_join != request_id:
             # the client gave up on its earlier JoinGroup and sent a new one
             self._complete(
-                member.awaiting_join,
+                group, member.awaiting_join,
                 JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id),
             )
         member.protocols = spec.protocols
@@ -285,8 +263,8 @@ class GroupCoordinator(OffsetOps):
         old = group.members.pop(old_id)
         self._cancel_member_timers(group.group_id, old_id)
         fenced = JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id)
-        self._complete(old.awaiting_join, fenced)
-        self._complete(old.awaiting_sync, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
+        self._complete(group, old.awaiting_join, fenced)
+        self._complete(group, old.awaiting_sync, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
         spec.assignment = old.assignment
         group.members[spec.member_id] = spec
         assert spec.group_instance_id is not None
@@ -345,7 +323,7 @@ class GroupCoordinator(OffsetOps):
             for m in group.members.values():
                 if m.awaiting_sync is not None:
                     self._complete(
-                        m.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
+                        group, m.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
                     )
                     m.awaiting_sync = None
         self._cancel((TimerKind.SYNC, group.group_id, ""))
@@ -423,7 +401,7 @@ class GroupCoordinator(OffsetOps):
         )
         group.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
         for m in group.members.values():
-            self._complete(m.awaiting_join, self._current_generation_answer(group, m))
+            self._complete(group, m.awaiting_join, self._current_generation_answer(group, m))
             m.awaiting_join = None
             self._reschedule_heartbeat(group, m, now_ms)
         group.pending_sync = set(group.members)
@@ -439,10 +417,10 @@ class GroupCoordinator(OffsetOps):
         group.pending_sync.discard(member.member_id)
         self._cancel_member_timers(group.group_id, member.member_id)
         self._complete(
-            member.awaiting_join,
+            group, member.awaiting_join,
             JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id),
         )
-        self._complete(member.awaiting_sync, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._complete(group, member.awaiting_sync, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
         member.awaiting_join = member.awaiting_sync = None
         if group.leader == member.member_id:
             group.leader = next(iter(group.members), None)
@@ -496,7 +474,7 @@ class GroupCoordinator(OffsetOps):
             return self._result(self._sync_answer(group, member))
         # CompletingRebalance: wait for the leader's assignment
         if member.awaiting_sync is not None and member.awaiting_sync != request_id:
-            self._complete(member.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            self._complete(group, member.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.awaiting_sync = request_id
         if member_id == group.leader:
             by_member = dict(assignments)
@@ -520,7 +498,7 @@ class GroupCoordinator(OffsetOps):
                 if m.awaiting_sync == request_id:
                     mine = answer
                 else:
-                    self._complete(m.awaiting_sync, answer)
+                    self._complete(group, m.awaiting_sync, answer)
                 m.awaiting_sync = None
             if not group.pending_sync:
                 self._cancel((TimerKind.SYNC, group.group_id, ""))
@@ -642,13 +620,7 @@ class GroupCoordinator(OffsetOps):
         elif kind is TimerKind.PENDING_MEMBER:
             group.pending_members.discard(member_id)
             self._maybe_complete_join(group, now_ms)
-            if (
-                group.state is GroupState.EMPTY
-                and group.generation == 0
-                and not group.members
-                and not group.pending_members
-                and group_id not in self.offsets
-            ):
+            if group.state is GroupState.EMPTY and group.generation == 0 and self._forgettable(group):
                 del self.groups[group_id]  # never formed, nothing persisted: forget it
         elif kind is TimerKind.REBALANCE:
             self._on_rebalance_timer(group, now_ms)
@@ -661,3 +633,105 @@ class GroupCoordinator(OffsetOps):
                 self._remove_member(group, m)
             if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
                 self._prepare_rebalance(group, now_ms)
+
+    # -- failed writes -------------------------------------------------------------------
+
+    def revert(
+        self,
+        records: Iterable[GroupRecord],
+        log_state: GroupCoordinatorCore,
+        *,
+        error: ErrorCode,
+        now_ms: int,
+        completions: Iterable[Completion] = (),
+    ) -> Result[None]:
+        """Undo `records`, whose append to `__consumer_offsets` failed, so that the state
+        follows the log again (an OffsetFetch must never show a commit the client was told
+        failed, and that a restart would lose).
+
+        `log_state` is a coordinator loaded from the log of the partitions the records were
+        meant for (the start-up load path). Every key the records touched gets the log's value
+        back: committed and pending transactional offsets one by one; a group whose metadata
+        was written is replaced by the log's version of it. Each Join/SyncGroup that group had
+        waiting, and each of `completions` (the failed operation's own answers) that reports
+        on it, is answered `error` instead; a group left with members then rebalances, as
+        Kafka does after a failed assignment write, so every member rejoins and learns the
+        generation that really is in the log. Other completions pass through unchanged: the
+        returned Result carries every completion the caller must deliver, and no records.
+        """
+        records = list(records)
+        rebuilt = {r.group_id for r in records if isinstance(r.key, GroupMetadataKey)}
+        for r in records:
+            if isinstance(r.key, OffsetCommitKey):
+                self._restore_offset(r.key, r.producer_id, log_state)
+        for group_id in rebuilt:
+            self._rebuild_group(group_id, log_state, error, now_ms)
+        for group_id in {r.group_id for r in records} - rebuilt:
+            group = self.groups.get(group_id)
+            if (
+                group is not None
+                and group_id not in log_state.groups
+                and group.state is GroupState.EMPTY
+                and self._forgettable(group)
+                and not any(group_id in by_group for by_group in self.pending_txn_offsets.values())
+            ):
+                del self.groups[group_id]  # created by the failed commit alone
+        for c in completions:
+            if c.group_id in rebuilt:
+                self._completions.append(Completion(c.request_id, _as_error(c.response, error), c.group_id))
+            else:
+                self._completions.append(c)
+        result = self._result(None)
+        assert not result.records, "reverting must not write"
+        return result
+
+    def _restore_offset(
+        self, key: OffsetCommitKey, producer_id: int, log_state: GroupCoordinatorCore
+    ) -> None:
+        tp = TopicPartition(key.topic, key.partition)
+        if producer_id >= 0:
+            source = log_state.pending_txn_offsets.get(producer_id, {})
+            target = self.pending_txn_offsets.setdefault(producer_id, {})
+        else:
+            source, target = log_state.offsets, self.offsets
+        value = source.get(key.group_id, {}).get(tp)
+        if value is not None:
+            target.setdefault(key.group_id, {})[tp] = value
+        else:
+            by_tp = target.get(key.group_id, {})
+            by_tp.pop(tp, None)
+            if not by_tp:
+                target.pop(key.group_id, None)
+        if producer_id >= 0 and not target:
+            del self.pending_txn_offsets[producer_id]
+
+    def _rebuild_group(
+        self, group_id: str, log_state: GroupCoordinatorCore, error: ErrorCode, now_ms: int
+    ) -> None:
+        old = self.groups.pop(group_id, None)
+        if old is not None:
+            for m in old.members.values():
+                self._cancel_member_timers(group_id, m.member_id)
+                self._complete(old, m.awaiting_join, JoinGroupResult(error, member_id=m.member_id))
+                self._complete(old, m.awaiting_sync, SyncGroupResult(error))
+            for member_id in old.pending_members:
+                self._cancel((TimerKind.PENDING_MEMBER, group_id, member_id))
+        self._cancel((TimerKind.REBALANCE, group_id, ""))
+        self._cancel((TimerKind.SYNC, group_id, ""))
+        self._in_initial_delay.discard(group_id)
+        group = log_state.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return
+        self.groups[group_id] = group
+        for m in group.members.values():
+            self._reschedule_heartbeat(group, m, now_ms)
+        if group.members:
+            self._prepare_rebalance(group, now_ms)
+
+
+def _as_error(
+    response: JoinGroupResult | SyncGroupResult, error: ErrorCode
+) -> JoinGroupResult | SyncGroupResult:
+    if isinstance(response, JoinGroupResult):
+        return JoinGroupResult(error, member_id=response.member_id)
+    return SyncGroupResult(error)

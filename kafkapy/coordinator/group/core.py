@@ -111,10 +111,13 @@ class GroupCoordinatorCore:
         return Result(response, records, completions)
 
     def _complete(
-        self, request_id: int | None, response: JoinGroupResult | SyncGroupResult
+        self,
+        group: ClassicGroup,
+        request_id: int | None,
+        response: JoinGroupResult | SyncGroupResult,
     ) -> None:
         if request_id is not None:
-            self._completions.append(Completion(request_id, response))
+            self._completions.append(Completion(request_id, response, group.group_id))
 
     def _write(self, record: GroupRecord) -> None:
         self.replay(record)

@@ -107,8 +107,12 @@ class SyncGroupResult:
 
 @dataclass(slots=True)
 class Completion:
+    """The answer to an earlier PENDING request; `group_id` says whose state it reports, so a
+    failed write of that group's records can turn it into an error (see `revert`)."""
+
     request_id: int
     response: JoinGroupResult | SyncGroupResult
+    group_id: str = ""
 
 
 @dataclass(slots=True)
