@@ -23,7 +23,7 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
     WriteTxnMarkersRequest,
 )
-from kafkapy.protocol.records import Record, build_batch, iter_batches
+from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkapy.server.txn_driver import txn_driver
 
 from .helpers import Client, running_broker
@@ -89,8 +89,6 @@ async def fetch(c: Client, topic: str, committed: bool) -> tuple[list[bytes], An
     data = bytes(part.records or b"")
     aborted = {(a.producer_id, a.first_offset) for a in (part.aborted_transactions or [])}
     values: list[bytes] = []
-    from kafkapy.protocol.records import decode_records
-
     skipping: set[int] = set()
     for pos, h in iter_batches(data):
         if h.is_control:
@@ -288,5 +286,6 @@ async def test_write_txn_markers_from_the_wire(tmp_path: Path) -> None:
             codes = [(t.name, p.error_code) for t in r.markers[0].topics for p in t.partitions]
             assert codes == [("m", E.NONE), ("gone", E.UNKNOWN_TOPIC_OR_PARTITION)]
             values, part = await fetch(c, "m", committed=True)
-            assert values == [] and part.last_stable_offset == 2
+            assert values == []
+            assert part.last_stable_offset == 2
             await c.aclose()
