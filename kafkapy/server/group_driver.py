@@ -17,8 +17,12 @@ they count once `on_transaction_marker` (called by whoever writes the marker) or
 marker in the log commits them.
 
 Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
-have written it); a failing append raises to the handler, whose connection answers
-UNKNOWN_SERVER_ERROR; the timer task logs and carries on if one poll fails.
+have written it). The state must follow the log, so when an append fails (disk full, I/O error,
+log offline) the driver replays that partition's log (the start-up load path) and reverts the
+coordinator to it (`GroupCoordinator.revert`); requests waiting on a reverted group are answered
+with the error, and `finish` raises `GroupWriteError`, which each handler turns into the code
+Kafka gives for a failed write of that API (NOT_COORDINATOR for a storage error, so clients look
+the coordinator up again and retry). The broker stays up; the timer task logs and carries on.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import trio
 
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
+    Completion,
     GroupConfig,
     GroupCoordinator,
     GroupRecord,
@@ -44,7 +49,7 @@ from kafkapy.coordinator.group import (
     encode_value,
     offsets_partition_for,
 )
-from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import (
     Record,
     build_batch,
@@ -58,7 +63,13 @@ from kafkapy.server.metadata_store import TopicInfo, new_topic_id
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 
-__all__ = ["GroupDriver", "group_config_from", "group_driver", "run_group_driver"]
+__all__ = [
+    "GroupDriver",
+    "GroupWriteError",
+    "group_config_from",
+    "group_driver",
+    "run_group_driver",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,18 +85,77 @@ def _int(config: BrokerConfig, name: str, default: int) -> int:
 
 
 def group_config_from(config: BrokerConfig) -> GroupConfig:
-    """Kafka's broker settings for groups, with Kafka's defaults for those the table lacks."""
+    """Kafka's broker settings for groups (every key is in the broker's config table)."""
     return GroupConfig(
-        initial_rebalance_delay_ms=_int(config, "group.initial.rebalance.delay.ms", 3000),
-        min_session_timeout_ms=_int(config, "group.min.session.timeout.ms", 6000),
-        max_session_timeout_ms=_int(config, "group.max.session.timeout.ms", 1_800_000),
-        max_size=_int(config, "group.max.size", 2**31 - 1),
-        offsets_retention_ms=_int(config, "offsets.retention.minutes", 10080) * 60_000,
-        offsets_retention_check_interval_ms=_int(
-            config, "offsets.retention.check.interval.ms", 600_000
-        ),
-        offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes", 4096),
+        initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+        min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        max_size=config.get_int("group.max.size"),
+        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
     )
+
+
+# Kafka's translation of a failed append to __consumer_offsets into the coordinator's answer
+# (GroupMetadataManager.storeOffsets / storeGroup): the client is sent to find the coordinator
+# again, or told the commit was too big.
+_WRITE_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+_TOO_LARGE = (
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE
+)
+
+
+class GroupWriteError(Exception):
+    """An append to `__consumer_offsets` failed; the coordinator was already reverted to the log.
+
+    `cause` is the storage-side code (KAFKA_STORAGE_ERROR, MESSAGE_TOO_LARGE, ...), `groups` the
+    groups whose records were lost and `response` what the operation would have answered, for
+    APIs that report per group (DeleteGroups) and may have succeeded for the others.
+    """
+
+    def __init__(self, cause: ErrorCode, groups: frozenset[str], response: object) -> None:
+        super().__init__(f"append to {CONSUMER_OFFSETS_TOPIC} failed: {cause.name}")
+        self.cause = cause
+        self.groups = groups
+        self.response = response
+
+    @property
+    def commit_error(self) -> ErrorCode:
+        """The OffsetCommit answer (too large -> INVALID_COMMIT_OFFSET_SIZE)."""
+        if self.cause in _TOO_LARGE:
+            return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        return _WRITE_ERRORS.get(self.cause, self.cause)
+
+    @property
+    def group_error(self) -> ErrorCode:
+        """The answer of the group APIs (Join/Sync/Leave/DeleteGroups, OffsetDelete)."""
+        if self.cause in _TOO_LARGE:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        if self.cause is ErrorCode.REQUEST_TIMED_OUT:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return _WRITE_ERRORS.get(self.cause, self.cause)
+
+
+@dataclass(slots=True)
+class _FailedWrite:
+    records: list[GroupRecord] = field(default_factory=list)
+    partitions: set[int] = field(default_factory=set)
+    cause: ErrorCode = ErrorCode.NONE
+
+
+def _error_code_of(exc: Exception) -> ErrorCode:
+    if isinstance(exc, StorageError | ProtocolError):
+        return exc.error_code
+    if isinstance(exc, OSError):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 @dataclass(slots=True)
@@ -170,7 +240,7 @@ class GroupDriver:
         if plog is None:
             info = self.broker.topics.get(CONSUMER_OFFSETS_TOPIC)
             if info is None or partition >= info.partitions:
-                raise KafkaStorageError(f"{CONSUMER_OFFSETS_TOPIC}-{partition} does not exist")
+                raise _MissingPartition(f"{CONSUMER_OFFSETS_TOPIC}-{partition} does not exist")
             plog = self.broker.logs.get_or_create(
                 info.name, partition, self.broker.log_config(info), info.topic_id
             )
@@ -182,36 +252,41 @@ class GroupDriver:
         self.num_partitions = info.partitions
         loaded = 0
         for partition in range(info.partitions):
-            plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
-            if plog is None:
-                continue
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            while offset < end:
-                data = plog.read_bytes(offset, _READ_CHUNK)
-                if not data:
-                    break
-                for pos, header in iter_batches(data):
-                    offset = header.last_offset + 1
-                    pid = header.producer_id if header.is_transactional else -1
-                    for record in decode_records(data, pos, header):
-                        try:
-                            if header.is_control:
-                                commit, _ = parse_control_record(record)
-                                self.coordinator.replay_transaction_marker(pid, commit)
-                            elif record.key is not None:
-                                self.coordinator.replay_bytes(
-                                    record.key, record.value, producer_id=pid
-                                )
-                            loaded += 1
-                        except ProtocolError as exc:  # GroupRecordError or a bad marker
-                            log.warning(
-                                "skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc
-                            )
+            loaded += self._replay_partition(partition, self.coordinator)
         self.coordinator.load_complete(now_ms())
         self.loaded = True
         log.info(
             "group coordinator loaded %d records: %d groups", loaded, len(self.coordinator.groups)
         )
+
+    def _replay_partition(self, partition: int, into: GroupCoordinator) -> int:
+        """Replay one `__consumer_offsets` partition's log into `into`; returns the number of
+        records read. Used at start-up and to revert the state after a failed append."""
+        plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
+        if plog is None:
+            return 0
+        loaded = 0
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            data = plog.read_bytes(offset, _READ_CHUNK)
+            if not data:
+                break
+            for pos, header in iter_batches(data):
+                offset = header.last_offset + 1
+                pid = header.producer_id if header.is_transactional else -1
+                for record in decode_records(data, pos, header):
+                    try:
+                        if header.is_control:
+                            commit, _ = parse_control_record(record)
+                            into.replay_transaction_marker(pid, commit)
+                        elif record.key is not None:
+                            into.replay_bytes(record.key, record.value, producer_id=pid)
+                        loaded += 1
+                    except ProtocolError as exc:  # GroupRecordError or a bad marker
+                        log.warning(
+                            "skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc
+                        )
+        return loaded
 
     # -- requests ------------------------------------------------------------------------
 
@@ -219,9 +294,16 @@ class GroupDriver:
         return next(self._ids)
 
     def finish(self, result: Result[T]) -> T | Pending:
-        """Persist the records, answer completed requests, wake the timer task."""
-        self._append(result.records)
-        for c in result.completions:
+        """Persist the records, answer completed requests, wake the timer task.
+
+        Raises `GroupWriteError` when an append failed, after reverting the coordinator to the
+        log and answering the requests that waited on the reverted groups.
+        """
+        failed = self._append(result.records)
+        completions = result.completions
+        if failed is not None:
+            completions = self._revert(failed, completions)
+        for c in completions:
             waiter = self._waiters.get(c.request_id)
             if waiter is not None:
                 waiter.answer = c.response
@@ -230,6 +312,9 @@ class GroupDriver:
         deadline = self.coordinator.next_deadline()
         if deadline is not None and (self._sleep_until is None or deadline < self._sleep_until):
             self._changed.set()
+        if failed is not None:
+            groups = frozenset(r.group_id for r in failed.records)
+            raise GroupWriteError(failed.cause, groups, result.response)
         return result.response
 
     async def wait(self, request_id: int) -> Answer:
@@ -246,24 +331,62 @@ class GroupDriver:
         assert waiter.answer is not None
         return waiter.answer
 
-    def _append(self, records: list[GroupRecord]) -> None:
-        """One batch per `__consumer_offsets` partition through the normal append path."""
+    def _append(self, records: list[GroupRecord]) -> _FailedWrite | None:
+        """One batch per `__consumer_offsets` partition through the normal append path.
+
+        Every batch is tried (a partition that works keeps its records); what failed is
+        returned for `_revert`, None when everything was written.
+        """
         if not records:
-            return
-        batches: dict[tuple[int, int, int], list[Record]] = {}
+            return None
+        batches: dict[tuple[int, int, int], list[GroupRecord]] = {}
         for r in records:
             partition = offsets_partition_for(r.group_id, self.num_partitions)
-            batch = batches.setdefault((partition, r.producer_id, r.producer_epoch), [])
-            batch.append(Record(len(batch), 0, encode_key(r.key), encode_value(r.value)))
+            batches.setdefault((partition, r.producer_id, r.producer_epoch), []).append(r)
         now = now_ms()
-        for (partition, producer_id, producer_epoch), batch_records in batches.items():
-            plog = self._partition_log(partition)
-            data = build_batch(
-                batch_records, base_timestamp=now, producer_id=producer_id,
-                producer_epoch=producer_epoch, is_transactional=producer_id >= 0,
-            )
-            plog.append(data, now_ms=now, leader_epoch=LEADER_EPOCH)
+        failed: _FailedWrite | None = None
+        for (partition, producer_id, producer_epoch), group_records in batches.items():
+            try:
+                plog = self._partition_log(partition)
+                data = build_batch(
+                    [
+                        Record(i, 0, encode_key(r.key), encode_value(r.value))
+                        for i, r in enumerate(group_records)
+                    ],
+                    base_timestamp=now, producer_id=producer_id,
+                    producer_epoch=producer_epoch, is_transactional=producer_id >= 0,
+                )
+                plog.append(data, now_ms=now, leader_epoch=LEADER_EPOCH)
+            except Exception as exc:  # the state must follow the log whatever broke
+                code = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    if isinstance(exc, _MissingPartition) else _error_code_of(exc)
+                )
+                log.warning(
+                    "append to %s-%d failed (%s): reverting %d group records to the log",
+                    CONSUMER_OFFSETS_TOPIC, partition, exc, len(group_records),
+                    exc_info=code is ErrorCode.UNKNOWN_SERVER_ERROR,
+                )
+                failed = failed or _FailedWrite(cause=code)
+                failed.records.extend(group_records)
+                failed.partitions.add(partition)
+                continue
             self.broker.after_append(CONSUMER_OFFSETS_TOPIC, partition, plog)
+        return failed
+
+    def _revert(self, failed: _FailedWrite, completions: list[Completion]) -> list[Completion]:
+        """Bring the coordinator back to what the log of the failed partitions holds (replayed
+        by the start-up load path); returns the completions to deliver instead."""
+        log_state = GroupCoordinator(self.coordinator.config)
+        for partition in sorted(failed.partitions):
+            try:
+                self._replay_partition(partition, log_state)
+            except Exception:  # unreadable too: the groups fall back to what could be read
+                log.exception("cannot re-read %s-%d", CONSUMER_OFFSETS_TOPIC, partition)
+        error = GroupWriteError(failed.cause, frozenset(), None).group_error
+        return self.coordinator.revert(
+            failed.records, log_state, error=error, now_ms=now_ms(), completions=completions
+        ).completions
 
     def on_transaction_marker(self, producer_id: int, commit: bool) -> None:
         """Hook for the transaction marker writer: call it after appending a commit/abort
@@ -289,9 +412,15 @@ class GroupDriver:
             self._sleep_until = None
             try:
                 self.finish(self.coordinator.poll(now_ms()))
+            except GroupWriteError as exc:  # reverted; expiry retries at its next check
+                log.warning("group coordinator timers: %s", exc)
             except Exception:
                 log.exception("group coordinator timers failed")
                 await trio.sleep(0.1)
+
+
+class _MissingPartition(KafkaStorageError):
+    """The `__consumer_offsets` partition of a group does not exist (COORDINATOR_NOT_AVAILABLE)."""
 
 
 _DRIVERS: weakref.WeakKeyDictionary[Broker, GroupDriver] = weakref.WeakKeyDictionary()

@@ -7,7 +7,9 @@ Behaviour:
   generation -1 from outside any group is a "simple" commit) and writes one record per
   partition - all in one record batch per `__consumer_offsets` partition. v2-4
   `retention_time_ms` sets an explicit expiry; v9's member epoch is the generation of a classic
-  group.
+  group. If the append fails the coordinator is reverted to the log and the partitions answer
+  Kafka's code for it (NOT_COORDINATOR for a storage error), so a commit the client was told
+  failed never shows in OffsetFetch.
 - OffsetFetch: v0-7 one group (null topics = all of the group's offsets, v2+), v8+ several groups;
   a partition without a committed offset answers -1. with `require_stable`, partitions with
   a pending transactional commit answer UNSTABLE_OFFSET_COMMIT.
@@ -22,6 +24,9 @@ Lag is what clients (and `kafkapy groups describe`) compute from these offsets a
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kafkapy.coordinator.group import (
     FetchedOffset,
@@ -44,7 +49,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupDriver, group_driver
+from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
 from kafkapy.server.handlers.registry import handler
 
 __all__ = [
@@ -55,20 +60,35 @@ __all__ = [
 ]
 
 
+class _CommitPartition(Protocol):
+    """A partition of OffsetCommit or TxnOffsetCommit (the same fields in both requests)."""
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_leader_epoch(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
 def _exists(broker: Broker, topic: str, partition: int) -> bool:
     return broker.partition_log(topic, partition) is not None
 
 
-def offset_commit_error_response(
-    req: OffsetCommitRequest, version: int, code: ErrorCode
+def _commit_response(
+    req: OffsetCommitRequest, error_of: Callable[[TopicPartition], ErrorCode]
 ) -> OffsetCommitResponse:
+    """The OffsetCommit answer: every partition of the request with its error code."""
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponse.OffsetCommitResponseTopic(
                 name=t.name,
                 partitions=[
                     OffsetCommitResponse.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=code
+                        partition_index=p.partition_index,
+                        error_code=error_of(TopicPartition(t.name, p.partition_index)),
                     )
                     for p in t.partitions
                 ],
@@ -76,6 +96,35 @@ def offset_commit_error_response(
             for t in req.topics
         ]
     )
+
+
+def offset_commit_error_response(
+    req: OffsetCommitRequest, version: int, code: ErrorCode
+) -> OffsetCommitResponse:
+    return _commit_response(req, lambda _: code)
+
+
+def _known_partitions(
+    broker: Broker, topics: Iterable[tuple[str, Iterable[_CommitPartition]]], with_epoch: bool
+) -> tuple[list[OffsetToCommit], dict[TopicPartition, ErrorCode]]:
+    """Split a commit into the offsets of existing partitions and UNKNOWN_TOPIC_OR_PARTITION
+    errors for the rest (the leader epoch only where the request version carries it)."""
+    to_commit: list[OffsetToCommit] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for name, partitions in topics:
+        for p in partitions:
+            if _exists(broker, name, p.partition_index):
+                to_commit.append(
+                    OffsetToCommit(
+                        name, p.partition_index, p.committed_offset,
+                        p.committed_leader_epoch if with_epoch else -1, p.committed_metadata,
+                    )
+                )
+            else:
+                errors[TopicPartition(name, p.partition_index)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+    return to_commit, errors
 
 
 @handler(
@@ -87,53 +136,29 @@ async def handle_offset_commit(
 ) -> OffsetCommitResponse:
     broker = ctx.broker
     driver = await group_driver(broker)
-    errors: dict[TopicPartition, ErrorCode] = {}
-    to_commit: list[OffsetToCommit] = []
-    for t in req.topics:
-        for p in t.partitions:
-            if _exists(broker, t.name, p.partition_index):
-                to_commit.append(
-                    OffsetToCommit(
-                        t.name, p.partition_index, p.committed_offset,
-                        p.committed_leader_epoch if ctx.api_version >= 6 else -1,
-                        p.committed_metadata,
-                    )
-                )
-            else:
-                errors[TopicPartition(t.name, p.partition_index)] = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
+    to_commit, errors = _known_partitions(
+        broker, [(t.name, t.partitions) for t in req.topics], ctx.api_version >= 6
+    )
     if to_commit or not errors:
-        result = driver.finish(
-            driver.coordinator.commit_offsets(
-                group_id=req.group_id,
-                member_id=req.member_id if ctx.api_version >= 1 else "",
-                group_instance_id=req.group_instance_id if ctx.api_version >= 7 else None,
-                generation_id=req.generation_id_or_member_epoch if ctx.api_version >= 1 else -1,
-                offsets=to_commit,
-                now_ms=now_ms(),
-                retention_ms=req.retention_time_ms if 2 <= ctx.api_version <= 4 else -1,
+        try:
+            result = driver.finish(
+                driver.coordinator.commit_offsets(
+                    group_id=req.group_id,
+                    member_id=req.member_id if ctx.api_version >= 1 else "",
+                    group_instance_id=req.group_instance_id if ctx.api_version >= 7 else None,
+                    generation_id=(
+                        req.generation_id_or_member_epoch if ctx.api_version >= 1 else -1
+                    ),
+                    offsets=to_commit,
+                    now_ms=now_ms(),
+                    retention_ms=req.retention_time_ms if 2 <= ctx.api_version <= 4 else -1,
+                )
             )
-        )
+        except GroupWriteError as exc:  # reverted: OffsetFetch keeps showing the logged offsets
+            result = [(TopicPartition(o.topic, o.partition), exc.commit_error) for o in to_commit]
         assert isinstance(result, list)
         errors.update(result)
-    return OffsetCommitResponse(
-        topics=[
-            OffsetCommitResponse.OffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    OffsetCommitResponse.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=errors.get(
-                            TopicPartition(t.name, p.partition_index), ErrorCode.NONE
-                        ),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ]
-    )
+    return _commit_response(req, lambda tp: errors.get(tp, ErrorCode.NONE))
 
 
 def _fetch(
@@ -232,9 +257,14 @@ async def handle_offset_delete(
                 wanted.append(tp)
             else:
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    result = driver.finish(
-        driver.coordinator.delete_offsets(group_id=req.group_id, partitions=wanted, now_ms=now_ms())
-    )
+    try:
+        result = driver.finish(
+            driver.coordinator.delete_offsets(
+                group_id=req.group_id, partitions=wanted, now_ms=now_ms()
+            )
+        )
+    except GroupWriteError as exc:  # reverted: the offsets are still committed
+        return OffsetDeleteResponse(error_code=exc.group_error)
     assert isinstance(result, OffsetDeleteResult)
     if result.error is not ErrorCode.NONE:
         return OffsetDeleteResponse(error_code=result.error)

@@ -14,13 +14,26 @@ the same connection's heartbeats and commits are not stuck behind them.
 - JoinGroup: v4+ clients must rejoin with the member id handed out in MEMBER_ID_REQUIRED; v0
   has no rebalance timeout (the session timeout is used, as in Kafka).
 - LeaveGroup: v0-2 name one member (its error is the top-level error), v3+ a batch.
+- DescribeGroups v3+: `authorized_operations` as Kafka without an authorizer reports them (every
+  operation a group supports) when the client asks, else the "not requested" sentinel.
+- A failed write to `__consumer_offsets` (see group_driver) answers the code Kafka gives for the
+  API: NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE for a missing partition.
 
-Not yet: authorized operations (DescribeGroups reports "not requested"), KIP-848 consumer groups.
+Not yet: KIP-848 consumer groups.
 """
 
 from __future__ import annotations
 
-from kafkapy.coordinator.group import PENDING, JoinGroupResult, LeaveGroupResult, SyncGroupResult
+from collections.abc import Callable
+from typing import TypeVar
+
+from kafkapy.coordinator.group import (
+    PENDING,
+    JoinGroupResult,
+    LeaveGroupResult,
+    Result,
+    SyncGroupResult,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -43,7 +56,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import group_driver
+from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
 from kafkapy.server.handlers.registry import handler
 
 __all__ = [
@@ -58,6 +71,14 @@ __all__ = [
 ]
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+# KIP-430 DescribeGroups authorized operations: with no authorizer configured Kafka reports
+# every operation a group supports (READ 3, DELETE 6, DESCRIBE 8 as bits); a client that did
+# not ask gets the "not requested" sentinel.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+A = TypeVar("A", JoinGroupResult, SyncGroupResult)
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -128,6 +149,30 @@ def _join_response(version: int, r: JoinGroupResult) -> JoinGroupResponse:
     )
 
 
+async def _settle(
+    ctx: RequestContext,
+    driver: GroupDriver,
+    request_id: int,
+    result: Result[A],
+    kind: type[A],
+    failed: Callable[[ErrorCode], A],
+) -> A:
+    """Persist a Join/SyncGroup result and, if the coordinator answered PENDING, wait for the
+    rebalance - after releasing the connection's turn, so the same connection's heartbeats and
+    commits are not stuck behind it. A failed write of the group's metadata answers
+    `failed(code)` with the code Kafka gives for it (NOT_COORDINATOR: find us again, rejoin)."""
+    try:
+        answer = driver.finish(result)
+    except GroupWriteError as exc:
+        return failed(exc.group_error)
+    if answer is PENDING:
+        ctx.release_turn()
+        waited = await driver.wait(request_id)
+        assert isinstance(waited, kind)
+        return waited
+    return answer
+
+
 @handler(ApiKey.JOIN_GROUP, min_version=0, max_version=9)
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     driver = await group_driver(ctx.broker)
@@ -146,13 +191,10 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
         require_known_member_id=ctx.api_version >= 4,
         now_ms=now_ms(),
     )
-    answer = driver.finish(result)
-    if answer is PENDING:
-        ctx.release_turn()
-        waited = await driver.wait(request_id)
-        assert isinstance(waited, JoinGroupResult)
-        answer = waited
-    assert isinstance(answer, JoinGroupResult)
+    answer = await _settle(
+        ctx, driver, request_id, result, JoinGroupResult,
+        lambda code: JoinGroupResult(code, member_id=req.member_id),
+    )
     return _join_response(ctx.api_version, answer)
 
 
@@ -172,13 +214,7 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
         assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments],
         now_ms=now_ms(),
     )
-    answer = driver.finish(result)
-    if answer is PENDING:
-        ctx.release_turn()
-        waited = await driver.wait(request_id)
-        assert isinstance(waited, SyncGroupResult)
-        answer = waited
-    assert isinstance(answer, SyncGroupResult)
+    answer = await _settle(ctx, driver, request_id, result, SyncGroupResult, SyncGroupResult)
     return SyncGroupResponse(
         error_code=answer.error,
         protocol_type=answer.protocol_type,
@@ -215,9 +251,12 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
         if batched
         else [(req.member_id, None)]
     )
-    answer = driver.finish(
-        driver.coordinator.leave_group(group_id=req.group_id, members=members, now_ms=now_ms())
-    )
+    try:
+        answer = driver.finish(
+            driver.coordinator.leave_group(group_id=req.group_id, members=members, now_ms=now_ms())
+        )
+    except GroupWriteError as exc:  # reverted: the members stay until their sessions expire
+        return LeaveGroupResponse(error_code=exc.group_error)
     assert isinstance(answer, LeaveGroupResult)
     if not batched:
         error = answer.error if answer.error is not ErrorCode.NONE else answer.members[0].error
@@ -241,6 +280,11 @@ async def handle_describe_groups(
     ctx: RequestContext, req: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
     coordinator = (await group_driver(ctx.broker)).coordinator
+    operations = (
+        GROUP_AUTHORIZED_OPERATIONS
+        if ctx.api_version >= 3 and req.include_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
     return DescribeGroupsResponse(
         groups=[
             DescribeGroupsResponse.DescribedGroup(
@@ -249,6 +293,7 @@ async def handle_describe_groups(
                 group_state=g.state,
                 protocol_type=g.protocol_type,
                 protocol_data=g.protocol,
+                authorized_operations=operations,
                 members=[
                     DescribeGroupsResponse.DescribedGroupMember(
                         member_id=m.member_id,
@@ -291,9 +336,13 @@ async def handle_delete_groups(
     ctx: RequestContext, req: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
     driver = await group_driver(ctx.broker)
-    results = driver.finish(
-        driver.coordinator.delete_groups(group_ids=list(req.groups_names), now_ms=now_ms())
-    )
+    try:
+        results = driver.finish(
+            driver.coordinator.delete_groups(group_ids=list(req.groups_names), now_ms=now_ms())
+        )
+    except GroupWriteError as exc:  # groups in other partitions may have been deleted
+        done = exc.response if isinstance(exc.response, list) else []
+        results = [(g, exc.group_error if g in exc.groups else e) for g, e in done]
     assert isinstance(results, list)
     return DeleteGroupsResponse(
         results=[
