@@ -277,16 +277,7 @@ class GroupCoordinator(OffsetOps):
             and spec.metadata_for(group.protocol) == old.metadata_for(group.protocol)
             and group.protocol in spec.protocol_names()
         ):
-            self._write(
-                self._group_metadata_record(
-                    group,
-                    generation=group.generation,
-                    protocol=group.protocol,
-                    leader=group.leader,
-                    members=group.members.values(),
-                    now_ms=now_ms,
-                )
-            )
+            self._write_current_generation(group, now_ms)
             answer = self._current_generation_answer(group, spec)
             answer.skip_assignment = spec.member_id == group.leader
             return answer
@@ -474,20 +465,14 @@ class GroupCoordinator(OffsetOps):
             return self._result(self._sync_answer(group, member))
         # CompletingRebalance: wait for the leader's assignment
         if member.awaiting_sync is not None and member.awaiting_sync != request_id:
-            self._complete(group, member.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            self._complete(
+                group, member.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
+            )
         member.awaiting_sync = request_id
         if member_id == group.leader:
             by_member = dict(assignments)
-            self._write(
-                self._group_metadata_record(
-                    group,
-                    generation=group.generation,
-                    protocol=group.protocol,
-                    leader=group.leader,
-                    members=group.members.values(),
-                    now_ms=now_ms,
-                    assignments={mid: by_member.get(mid, b"") for mid in group.members},
-                )
+            self._write_current_generation(
+                group, now_ms, {mid: by_member.get(mid, b"") for mid in group.members}
             )
             group.transition_to(GroupState.STABLE, now_ms)
             mine: SyncGroupResult | None = None
@@ -505,6 +490,23 @@ class GroupCoordinator(OffsetOps):
             assert mine is not None
             return self._result(mine)
         return self._result(PENDING)
+
+    def _write_current_generation(
+        self, group: ClassicGroup, now_ms: int, assignments: dict[str, bytes] | None = None
+    ) -> None:
+        """Persist the group as it stands (generation, protocol, leader, members), with new
+        `assignments` when given (the leader's SyncGroup), else the members' current ones."""
+        self._write(
+            self._group_metadata_record(
+                group,
+                generation=group.generation,
+                protocol=group.protocol,
+                leader=group.leader,
+                members=group.members.values(),
+                now_ms=now_ms,
+                assignments=assignments,
+            )
+        )
 
     def _sync_answer(self, group: ClassicGroup, member: Member) -> SyncGroupResult:
         return SyncGroupResult(
@@ -678,7 +680,9 @@ class GroupCoordinator(OffsetOps):
                 del self.groups[group_id]  # created by the failed commit alone
         for c in completions:
             if c.group_id in rebuilt:
-                self._completions.append(Completion(c.request_id, _as_error(c.response, error), c.group_id))
+                self._completions.append(
+                    Completion(c.request_id, _as_error(c.response, error), c.group_id)
+                )
             else:
                 self._completions.append(c)
         result = self._result(None)

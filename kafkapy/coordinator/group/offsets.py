@@ -88,9 +88,23 @@ class OffsetOps(GroupCoordinatorCore):
     ) -> Result[list[tuple[TopicPartition, ErrorCode]]]:
         """Validate once per request, then write one record per partition."""
         error = self._validate_commit(group_id, member_id, group_instance_id, generation_id, now_ms)
+        expire_ms = now_ms + retention_ms if retention_ms > 0 else -1
+        return self._result(self._write_offsets(group_id, offsets, error, now_ms, expire_ms))
+
+    def _write_offsets(
+        self,
+        group_id: str,
+        offsets: list[OffsetToCommit],
+        error: ErrorCode,
+        now_ms: int,
+        expire_ms: int,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> list[tuple[TopicPartition, ErrorCode]]:
+        """One record per offset unless the request failed validation (`error`) or its
+        metadata is over `offset.metadata.max.bytes`; the answer for every partition."""
         out: list[tuple[TopicPartition, ErrorCode]] = []
         max_meta = self.config.offset_metadata_max_bytes
-        expire_ms = now_ms + retention_ms if retention_ms > 0 else -1
         for o in offsets:
             tp = TopicPartition(o.topic, o.partition)
             if error is not ErrorCode.NONE:
@@ -102,10 +116,12 @@ class OffsetOps(GroupCoordinatorCore):
                     GroupRecord(
                         OffsetCommitKey(group_id, o.topic, o.partition),
                         OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, now_ms, expire_ms),
+                        producer_id,
+                        producer_epoch,
                     )
                 )
                 out.append((tp, ErrorCode.NONE))
-        return self._result(out)
+        return out
 
     def commit_transactional_offsets(
         self,
@@ -142,25 +158,9 @@ class OffsetOps(GroupCoordinatorCore):
             error = ErrorCode.UNKNOWN_MEMBER_ID
         elif generation_id >= 0 and generation_id != group.generation:
             error = ErrorCode.ILLEGAL_GENERATION
-        out: list[tuple[TopicPartition, ErrorCode]] = []
-        max_meta = self.config.offset_metadata_max_bytes
-        for o in offsets:
-            tp = TopicPartition(o.topic, o.partition)
-            if error is not ErrorCode.NONE:
-                out.append((tp, error))
-            elif o.metadata is not None and len(o.metadata.encode("utf-8")) > max_meta:
-                out.append((tp, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-            else:
-                self._write(
-                    GroupRecord(
-                        OffsetCommitKey(group_id, o.topic, o.partition),
-                        OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, now_ms, -1),
-                        producer_id,
-                        producer_epoch,
-                    )
-                )
-                out.append((tp, ErrorCode.NONE))
-        return self._result(out)
+        return self._result(
+            self._write_offsets(group_id, offsets, error, now_ms, -1, producer_id, producer_epoch)
+        )
 
     def fetch_offsets(
         self,

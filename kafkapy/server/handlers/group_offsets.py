@@ -26,7 +26,7 @@ Lag is what clients (and `kafkapy groups describe`) compute from these offsets a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kafkapy.coordinator.group import (
     FetchedOffset,
@@ -58,6 +58,9 @@ __all__ = [
     "handle_offset_fetch",
     "handle_txn_offset_commit",
 ]
+
+
+TopicT = TypeVar("TopicT")
 
 
 class _CommitPartition(Protocol):
@@ -175,11 +178,33 @@ def _fetch(
     return result
 
 
-def _by_topic(partitions: list[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
-    out: dict[str, list[FetchedOffset]] = {}
+def _fetched_topics(
+    partitions: list[FetchedOffset],
+    topic: Callable[..., TopicT],
+    partition: Callable[..., object],
+    error_of: Callable[[FetchedOffset], ErrorCode],
+) -> list[TopicT]:
+    """OffsetFetch's topics of one group, built with the version's classes (v8+ nests them per
+    group under other names): committed offsets by topic, a null metadata sent as ""."""
+    by_topic: dict[str, list[FetchedOffset]] = {}
     for p in partitions:
-        out.setdefault(p.topic, []).append(p)
-    return out
+        by_topic.setdefault(p.topic, []).append(p)
+    return [
+        topic(
+            name=name,
+            partitions=[
+                partition(
+                    partition_index=p.partition,
+                    committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch,
+                    metadata=p.metadata if p.metadata is not None else "",
+                    error_code=error_of(p),
+                )
+                for p in parts
+            ],
+        )
+        for name, parts in by_topic.items()
+    ]
 
 
 @handler(ApiKey.OFFSET_FETCH, min_version=0, max_version=9)
@@ -198,47 +223,28 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
                 OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=g.group_id,
                     error_code=result.error,
-                    topics=[
-                        OffsetFetchResponse.OffsetFetchResponseTopics(
-                            name=name,
-                            partitions=[
-                                OffsetFetchResponse.OffsetFetchResponsePartitions(
-                                    partition_index=p.partition,
-                                    committed_offset=p.offset,
-                                    committed_leader_epoch=p.leader_epoch,
-                                    metadata=p.metadata if p.metadata is not None else "",
-                                    error_code=p.error,
-                                )
-                                for p in parts
-                            ],
-                        )
-                        for name, parts in _by_topic(result.partitions).items()
-                    ],
+                    topics=_fetched_topics(
+                        result.partitions,
+                        OffsetFetchResponse.OffsetFetchResponseTopics,
+                        OffsetFetchResponse.OffsetFetchResponsePartitions,
+                        lambda p: p.error,
+                    ),
                 )
             )
         return response
     topics = req.topics if (req.topics is not None or version >= 2) else []
     wanted_v0 = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     result = _fetch(driver, req.group_id, wanted_v0, require_stable)
+    group_error = result.error
     return OffsetFetchResponse(
-        error_code=result.error,
-        topics=[
-            OffsetFetchResponse.OffsetFetchResponseTopic(
-                name=name,
-                partitions=[
-                    OffsetFetchResponse.OffsetFetchResponsePartition(
-                        partition_index=p.partition,
-                        committed_offset=p.offset,
-                        committed_leader_epoch=p.leader_epoch,
-                        metadata=p.metadata if p.metadata is not None else "",
-                        error_code=p.error if version >= 2 or result.error is ErrorCode.NONE
-                        else result.error,
-                    )
-                    for p in parts
-                ],
-            )
-            for name, parts in _by_topic(result.partitions).items()
-        ],
+        error_code=group_error,
+        topics=_fetched_topics(
+            result.partitions,
+            OffsetFetchResponse.OffsetFetchResponseTopic,
+            OffsetFetchResponse.OffsetFetchResponsePartition,
+            # v0-1 have no top-level error: a group-level error goes into every partition
+            lambda p: p.error if version >= 2 or group_error is ErrorCode.NONE else group_error,
+        ),
     )
 
 
