@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from compat_tests.conftest import BrokerProcess
 
@@ -176,3 +176,20 @@ def test_cooperative_sticky_moves_only_some_partitions(
         first.close()
         if second is not None:
             second.close()
+
+
+def test_admin_describe_reports_authorized_operations(broker: BrokerProcess, topic_name: str) -> None:
+    """KIP-430 as librdkafka's admin client asks for it: without an authorizer every operation
+    a group supports is allowed; without the option the broker reports nothing."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with members(broker.bootstrap, "described", topic_name, 1) as ms:
+        poll_until(ms, lambda: partitioned(ms, 1), "the member's assignment")
+        asked = admin.describe_consumer_groups(["described"], include_authorized_operations=True)
+        group = asked["described"].result(timeout=15)
+        assert [m.client_id for m in group.members] == ["rdkafka"]
+        assert set(group.authorized_operations) == {
+            AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
+        }
+        plain = admin.describe_consumer_groups(["described"])["described"].result(timeout=15)
+        assert not plain.authorized_operations
