@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KTopicPartition
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def kafka_python_read_all(bootstrap: str, topic: str, group: str) -> list[bytes]
 
 async def aiokafka_read(bootstrap: str, topic: str, group: str, at_least: int) -> list[bytes]:
     """Read at least `at_least` messages, commit what was read, leave the group."""
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
 
     consumer = AIOKafkaConsumer(
         topic,

@@ -37,12 +37,12 @@ DEADLINE_S = 60.0
 
 def worker(bootstrap: str, topic: str, group: str, mode: str, out_path: str, stall_at: int) -> None:
     """Consume forever, logging to `out_path`: `A parts`, `P value`, `C value`, `STALL value`."""
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, TopicPartition
 
     out = open(out_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives until killed
 
-    def on_assign(consumer: Consumer, partitions: list[object]) -> None:
-        out.write("A " + ",".join(str(p.partition) for p in partitions) + "\n")  # type: ignore[attr-defined]
+    def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        out.write("A " + ",".join(str(p.partition) for p in partitions) + "\n")
 
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
@@ -66,10 +66,10 @@ def worker(bootstrap: str, topic: str, group: str, mode: str, out_path: str, sta
             if stall:
                 out.write(f"STALL {value}\n")
                 time.sleep(3600)
-            consumer.commit(msg, asynchronous=False)
+            consumer.commit(message=msg, asynchronous=False)
             out.write(f"C {value}\n")
         else:  # at-most-once: commit, then process
-            consumer.commit(msg, asynchronous=False)
+            consumer.commit(message=msg, asynchronous=False)
             out.write(f"C {value}\n")
             if stall:
                 out.write(f"STALL {value}\n")

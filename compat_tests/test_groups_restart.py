@@ -85,7 +85,10 @@ def test_committed_offsets_survive_restart(
             assert time.monotonic() < deadline, f"first offsets seen: {seen}"
             msg = c.poll(0.2)
             if msg is not None and msg.error() is None:
-                seen.setdefault(msg.partition(), msg.offset())
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None
+                assert offset is not None
+                seen.setdefault(partition, offset)
         assert seen == {0: 4, 1: 5, 2: 6}
     finally:
         c.close()
@@ -114,7 +117,7 @@ def test_groups_cli(broker: BrokerProcess, topic_name: str) -> None:
             msg = c.poll(0.2)
             if msg is not None and msg.error() is None and msg.partition() == 0:
                 read += 1
-                c.commit(msg, asynchronous=False)
+                c.commit(message=msg, asynchronous=False)
         code, out = cli(broker.bootstrap, "list")
         assert code == 0
         assert any(line.split()[:2] == [group, "Stable"] for line in out.splitlines())

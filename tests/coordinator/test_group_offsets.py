@@ -77,6 +77,10 @@ def test_member_commit_checks_generation_and_member() -> None:
     assert committed(h) == 10  # the rejected commits changed nothing
 
 
+def state_of(h: Harness, group: str = "g") -> GroupState:
+    return h.coordinator.groups[group].state
+
+
 def test_commit_during_rebalances() -> None:
     h = Harness()
     m = member_of_stable_group(h)
@@ -84,7 +88,7 @@ def test_commit_during_rebalances() -> None:
     assert h.coordinator.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert commit(h, "g", m, 1, 5) == [E.NONE, E.NONE]
     h.join(member_id=m)
-    assert h.coordinator.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    assert state_of(h) is GroupState.COMPLETING_REBALANCE
     assert commit(h, "g", m, 2, 6) == [E.REBALANCE_IN_PROGRESS] * 2
     assert committed(h) == 5
 
