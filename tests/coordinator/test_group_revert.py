@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kafkapy.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
+    GroupMetadataKey,
     GroupRecord,
     GroupState,
     JoinGroupResult,
@@ -185,6 +186,23 @@ def test_members_waiting_in_a_reverted_group_are_answered() -> None:
     assert isinstance(waited, JoinGroupResult)
     assert waited.error is E.NOT_COORDINATOR
     assert list(h.coordinator.groups["g"].members) == [first.member_id]  # b was never logged
+
+
+def test_requests_still_waiting_in_a_rebuilt_group_are_answered() -> None:
+    """Whatever write of the group failed, a Join/SyncGroup it holds gets the error: the rebuilt
+    group (the log's) knows nothing of it, so it would otherwise wait forever."""
+    h = Harness()
+    stable_member(h)
+    b = h.join_new(client="b")  # PreparingRebalance: b waits for the first member to rejoin
+    assert b not in h.answers
+    [metadata] = [r for r in h.records if isinstance(r.key, GroupMetadataKey)][-1:]
+    reverted = h.coordinator.revert([metadata], from_log(h.records), error=E.NOT_COORDINATOR,
+                                    now_ms=h.now_ms)
+    h.take(reverted)  # type: ignore[arg-type]
+    answer = h.answers[b]
+    assert isinstance(answer, JoinGroupResult)
+    assert answer.error is E.NOT_COORDINATOR
+    assert all(m.awaiting_join is None for m in h.coordinator.groups["g"].members.values())
 
 
 def test_failed_transactional_commit_is_not_pending() -> None:
