@@ -19,8 +19,9 @@ marker in the log commits them.
 Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
 have written it). The state must follow the log, so when an append fails (disk full, I/O error,
 log offline) the driver replays that partition's log (the start-up load path) and reverts the
-coordinator to it (`GroupCoordinator.revert`); requests waiting on a reverted group are answered
-with the error, and `finish` raises `GroupWriteError`, which each handler turns into the code
+coordinator to it (`GroupCoordinator.revert`; the replay runs on the event loop, about 10 ms per
+1,000 records, which compaction keeps few; a log that cannot be read either leaves the groups with
+what could be read); requests waiting on a reverted group are answered with the error, and `finish` raises `GroupWriteError`, which each handler turns into the code
 Kafka gives for a failed write of that API (NOT_COORDINATOR for a storage error, so clients look
 the coordinator up again and retry). The broker stays up; the timer task logs and carries on.
 """
