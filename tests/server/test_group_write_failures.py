@@ -165,7 +165,7 @@ async def test_group_configs_are_honoured(tmp_path: Path) -> None:
         "offsets.retention.check.interval.ms": "250",
     }
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **settings) as (broker, _, port):
+        async with running_broker(tmp_path, **settings) as (_, _, port):
             c = await Client.connect(port)
             await make_topic(c)
             assert await commit(c, 1, metadata="x" * 9) == E.OFFSET_METADATA_TOO_LARGE
@@ -177,11 +177,20 @@ async def test_group_configs_are_honoured(tmp_path: Path) -> None:
             assert error == E.NONE
             other = await Client.connect(port)
             assert (await join(other, session_ms=7500))[0] == E.GROUP_MAX_SIZE_REACHED
-            # offsets.retention.check.interval.ms: the expiry check is due within 250 ms
-            from kafkapy.server.group_driver import group_driver
-
-            driver = await group_driver(broker)
-            assert driver.coordinator.config.offsets_retention_check_interval_ms == 250
+            # offsets.retention.check.interval.ms: a v2 commit kept for 100 ms is gone after the
+            # next check, 250 ms apart here (the default checks every 10 minutes)
+            r = await c.request(ApiKey.OFFSET_COMMIT, 2, OffsetCommitRequest(
+                group_id="short", generation_id_or_member_epoch=-1, retention_time_ms=100,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=3)])]))
+            assert r.topics[0].partitions[0].error_code == E.NONE
+            assert await committed(c, "short") == 3
+            for _ in range(40):  # bounded: 40 x 50 ms
+                if await committed(c, "short") == -1:
+                    break
+                await trio.sleep(0.05)
+            assert await committed(c, "short") == -1
             await other.aclose()
             await c.aclose()
 
