@@ -289,3 +289,35 @@ async def test_write_txn_markers_from_the_wire(tmp_path: Path) -> None:
             assert values == []
             assert part.last_stable_offset == 2
             await c.aclose()
+
+
+async def test_markers_interrupted_by_a_restart_are_resent_at_load(tmp_path: Path) -> None:
+    """The coordinator wrote PrepareCommit but stopped before any marker (a crash between the
+    two): the restarted broker loads `__transaction_state` at start-up, resends the markers and
+    completes the commit without any client asking."""
+    with trio.fail_after(60):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+            broker.create_topic("p", 1)
+            c = await Client.connect(port)
+            tx = Txn(c, "tx-p")
+            assert await tx.init() == E.NONE
+            assert await tx.add("p") == E.NONE
+            assert (await tx.send("p", b"decided"))[0] == E.NONE
+            driver = await txn_driver(broker)
+            prepared = driver.commit(driver.coordinator.end_txn(
+                "tx-p", tx.pid, tx.epoch, True, int(time.time() * 1000)))
+            assert prepared.written
+            assert prepared.response.error == E.NONE
+            assert await latest(c, "p", committed=True) == 0  # no marker yet
+            await c.aclose()
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+            c = await Client.connect(port)
+            for _ in range(100):
+                if await latest(c, "p", committed=True) == 2:
+                    break
+                await trio.sleep(0.05)
+            assert (await fetch(c, "p", committed=True))[0] == [b"decided"]
+            d = await c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                                DescribeTransactionsRequest(transactional_ids=["tx-p"]))
+            assert d.transaction_states[0].transaction_state == "CompleteCommit"
+            await c.aclose()
