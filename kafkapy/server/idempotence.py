@@ -9,7 +9,8 @@ module is its runtime - which partition's state, loaded when, persisted where.
 - `ProducerStates` keeps one `ProducerStateManager` per partition that idempotent producers
   write to. It is loaded on first use in a worker thread - from the newest producer snapshot at
   or below the log end offset, then by replaying the batch headers after it (Kafka's recovery) -
-  and snapshotted into each partition directory at clean shutdown, so restarts replay little.
+  and snapshotted into each partition directory at segment roll and clean shutdown, so restarts
+  replay little (a damaged snapshot is skipped and the next older one tried).
   Loading also restores `.txnindex` entries of replayed abort markers the index lacks (a crash
   between the marker append and the index write), and sets the partition's last stable offset.
 - The last stable offset of a partition with loaded state follows its open transactions:
@@ -98,14 +99,16 @@ def _replay_batches(plog: PartitionLog, from_offset: int) -> list[ProducerBatch]
 def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
     """Snapshot (if any) plus replay of the log after it. Blocking: run in a worker thread."""
     mgr: ProducerStateManager | None = None
-    found = plog.read_producer_snapshot(plog.log_end_offset)
-    if found is not None:
+    below = plog.log_end_offset
+    while mgr is None and (found := plog.read_producer_snapshot(below)) is not None:
         try:
             mgr = ProducerStateManager.from_snapshot(
                 decode_snapshot(found[1]), producer_id_expiration_ms=expiration_ms
             )
         except CorruptSnapshotError as e:
-            log.warning("%s: ignoring damaged producer snapshot: %s", plog.directory.name, e.reason)
+            log.warning("%s: skipping damaged producer snapshot %d: %s", plog.directory.name,
+                        found[0], e.reason)
+            below = found[0] - 1  # try the next older one
     if mgr is None:
         mgr = ProducerStateManager(producer_id_expiration_ms=expiration_ms, last_map_offset=0)
     restored = 0
@@ -131,6 +134,7 @@ class ProducerStates:
         self.expiration_ms = expiration_ms
         self._states: dict[Key, tuple[PartitionLog, ProducerStateManager]] = {}
         self._loading: dict[Key, trio.Event] = {}
+        self._active_base: dict[Key, int] = {}  # active segment seen by the last append
 
     async def get(self, key: Key, plog: PartitionLog) -> ProducerStateManager:
         """The partition's state, loading it in a worker thread the first time."""
@@ -163,10 +167,23 @@ class ProducerStates:
             await self.get(key, plog)
 
     def on_append(self, key: Key, plog: PartitionLog) -> None:
-        """After any append to the partition (the high watermark moved): update its LSO."""
+        """After any append to the partition (the high watermark moved): update its LSO, and
+        snapshot the state when the log rolled a new segment (Kafka's rule), so recovery after a
+        crash replays at most about one segment."""
         mgr = self.loaded(key, plog)
-        if mgr is not None:
-            update_stable_offset(plog, mgr)
+        if mgr is None:
+            return
+        update_stable_offset(plog, mgr)
+        active = plog.segments[-1].base_offset
+        seen = self._active_base.get(key)
+        self._active_base[key] = active
+        if seen is not None and seen != active and mgr.last_map_offset > 0:
+            try:
+                plog.write_producer_snapshot(
+                    mgr.last_map_offset, encode_snapshot(mgr.export_snapshot()), fsync=False
+                )
+            except OSError:
+                log.exception("could not snapshot producer state of %s-%d", *key)
 
     def expire(self, now_ms: int) -> int:
         """Drop producers idle longer than `producer.id.expiration.ms`; returns how many."""
@@ -175,6 +192,7 @@ class ProducerStates:
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
+            self._active_base.pop(key, None)
 
     def snapshot_all(self) -> None:
         """Write every loaded state next to its log (clean shutdown; blocking)."""

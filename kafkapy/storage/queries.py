@@ -144,9 +144,11 @@ class LogQueries:
                     break  # later markers belong to transactions that began after `end`
             return out
 
-    def write_producer_snapshot(self, offset: int, data: bytes) -> None:
-        """Keep the producer state (opaque bytes) as of `offset`. Blocking: fsyncs."""
-        write_snapshot(self.directory, offset, data)
+    def write_producer_snapshot(self, offset: int, data: bytes, *, fsync: bool = True) -> None:
+        """Keep the producer state (opaque bytes) as of `offset`. Blocking: fsyncs unless
+        `fsync=False` (a snapshot at segment roll, written on the event loop: a power loss may
+        leave it torn, which its CRC reveals, and the reader falls back to an older one)."""
+        write_snapshot(self.directory, offset, data, fsync=fsync)
 
     def read_producer_snapshot(self, at_or_below: int) -> tuple[int, bytes] | None:
         """Newest producer snapshot at or below `at_or_below`, as (offset, bytes)."""

@@ -1,0 +1,52 @@
+"""Producer state across segment rolls and damaged snapshots: a roll writes a snapshot (so a
+crash replays about one segment), and a damaged newest snapshot falls back to an older one plus
+replay - the producer's retries and open transaction are still known after the restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from kafkapy.protocol.errors import ErrorCode as E
+
+from .helpers import Client, running_broker
+from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
+
+
+async def test_roll_snapshots_and_damaged_snapshot_fallback(tmp_path: Path) -> None:
+    with trio.fail_after(90):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+            broker.create_topic("s", 1, {"segment.bytes": "1024"})
+            c = await Client.connect(port)
+            tx = Txn(c, "tx-s")
+            assert await tx.init() == E.NONE
+            for i in range(6):  # committed transactions across several segments
+                assert await tx.add("s") == E.NONE
+                assert (await tx.send("s", b"v%d" % i + b"x" * 300))[0] == E.NONE
+                assert (await tx.end(True)).error_code == E.NONE
+            assert await tx.add("s") == E.NONE
+            assert (await tx.send("s", b"open"))[0] == E.NONE
+            plog = broker.partition_log("s", 0)
+            assert plog is not None
+            assert len(plog.segments) > 2
+            rolled = sorted((tmp_path / "s-0").glob("*.snapshot"))
+            assert rolled, "no snapshot at segment roll"
+            await c.aclose()
+        snapshots = sorted((tmp_path / "s-0").glob("*.snapshot"))
+        assert len(snapshots) >= 2
+        snapshots[-1].write_bytes(b"KPPS garbage")  # the newest is damaged
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+            c = await Client.connect(port)
+            open_at = 12  # 6 x (data + marker)
+            assert await latest(c, "s", committed=True) == open_at
+            values, _ = await fetch(c, "s", committed=True)
+            assert values[:1] == [b"v0" + b"x" * 300]
+            # the sequence and the open transaction continue where they were: the state survived
+            tx.c = c
+            tx.seq -= 1  # a retry of the open transaction's batch: answered with its offset
+            assert await tx.send("s", b"open") == (E.NONE, open_at)
+            assert (await tx.send("s", b"more"))[0] == E.NONE
+            assert (await tx.end(True)).error_code == E.NONE
+            assert await latest(c, "s", committed=True) == open_at + 3
+            await c.aclose()
