@@ -321,3 +321,49 @@ async def test_markers_interrupted_by_a_restart_are_resent_at_load(tmp_path: Pat
                                 DescribeTransactionsRequest(transactional_ids=["tx-p"]))
             assert d.transaction_states[0].transaction_state == "CompleteCommit"
             await c.aclose()
+
+
+async def test_txn_offset_commit_needs_add_offsets_and_lands_with_the_marker(tmp_path: Path) -> None:
+    from kafkapy.protocol.messages import (
+        AddOffsetsToTxnRequest,
+        OffsetFetchRequest,
+        TxnOffsetCommitRequest,
+    )
+
+    async def commit_offset(tx: Txn, offset: int) -> int:
+        T = TxnOffsetCommitRequest
+        r = await tx.c.request(ApiKey.TXN_OFFSET_COMMIT, 3, T(
+            transactional_id=tx.tid, group_id="g", producer_id=tx.pid, producer_epoch=tx.epoch,
+            generation_id=-1, member_id="", topics=[T.TxnOffsetCommitRequestTopic(
+                name="in", partitions=[T.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=offset)])]))
+        return int(r.topics[0].partitions[0].error_code)
+
+    async def committed(c: Client) -> int:
+        r = await c.request(ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(
+            group_id="g", require_stable=True, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+                name="in", partition_indexes=[0])]))
+        p = r.topics[0].partitions[0]
+        return -2 if p.error_code else int(p.committed_offset)
+
+    with trio.fail_after(60):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+            broker.create_topic("in", 1)
+            broker.create_topic("out", 1)
+            c = await Client.connect(port)
+            tx = Txn(c, "tx-o")
+            assert await tx.init() == E.NONE
+            assert await tx.add("out") == E.NONE
+            assert (await tx.send("out", b"derived"))[0] == E.NONE
+            # the group was never added to the transaction: refused, nothing pending
+            assert await commit_offset(tx, 7) == E.INVALID_TXN_STATE
+            assert await committed(c) == -1
+            r = await c.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, AddOffsetsToTxnRequest(
+                transactional_id=tx.tid, producer_id=tx.pid, producer_epoch=tx.epoch, group_id="g"))
+            assert r.error_code == E.NONE
+            assert await commit_offset(tx, 7) == E.NONE
+            assert await committed(c) == -2  # UNSTABLE_OFFSET_COMMIT until the marker
+            assert (await tx.end(True)).error_code == E.NONE
+            assert await committed(c) == 7  # the marker reached __consumer_offsets
+            assert (await fetch(c, "out", committed=True))[0] == [b"derived"]
+            await c.aclose()

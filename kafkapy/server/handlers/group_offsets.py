@@ -15,8 +15,10 @@ Behaviour:
   a pending transactional commit answer UNSTABLE_OFFSET_COMMIT.
 - TxnOffsetCommit: the offsets are written as a transactional batch of the producer and become
   visible when its commit marker reaches `__consumer_offsets` (`GroupDriver.on_transaction_marker`);
-  until then OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them. Not yet:
-  checking with the transaction coordinator that AddOffsetsToTxn added the group.
+  until then OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them. The
+  transaction coordinator first confirms that AddOffsetsToTxn put the group's offsets partition
+  into the producer's ongoing transaction (else INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING,
+  or INVALID_PRODUCER_EPOCH when fenced; KIP-890 part 1).
 - OffsetDelete: group-level GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, per-partition
   GROUP_SUBSCRIBED_TO_TOPIC.
 
@@ -34,7 +36,10 @@ from kafkapy.coordinator.group import (
     OffsetFetchResult,
     OffsetToCommit,
     TopicPartition,
+    offsets_partition_for,
 )
+from kafkapy.coordinator.txn import OFFSETS_TOPIC
+from kafkapy.coordinator.txn import TopicPartition as TxnPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -51,6 +56,7 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, txn_driver
 
 __all__ = [
     "handle_offset_commit",
@@ -312,6 +318,18 @@ async def handle_txn_offset_commit(
                 errors[TopicPartition(t.name, p.partition_index)] = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
+    if to_commit and TRANSACTION_STATE_TOPIC in broker.topics:
+        # KIP-890 part 1: AddOffsetsToTxn must have put the group's offsets partition into the
+        # producer's ongoing transaction, or a delayed commit could join a later transaction.
+        # (Without __transaction_state no coordinator ever served a transactional producer
+        # here, so there is nothing to verify against.)
+        refused = (await txn_driver(broker)).verify(
+            req.transactional_id, req.producer_id, req.producer_epoch,
+            TxnPartition(OFFSETS_TOPIC, offsets_partition_for(req.group_id, driver.num_partitions)),
+        )
+        if refused is not ErrorCode.NONE:
+            errors.update((TopicPartition(o.topic, o.partition), refused) for o in to_commit)
+            to_commit = []
     if to_commit:
         result = driver.finish(
             driver.coordinator.commit_transactional_offsets(
