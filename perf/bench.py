@@ -14,7 +14,14 @@ Figures per run (medians over --runs are reported):
 - produce-ack latency p50/p99 and end-to-end latency p50/p99 at a fixed 5,000 msg/s (acks=all,
   linger.ms=5 as librdkafka defaults, consumer long-polling in the same process);
 - client CPU share (process CPU seconds / wall seconds, in % of one core) next to each figure:
-  near 100% per librdkafka thread means the client, not the broker, may be the bottleneck.
+  near 100% per librdkafka thread means the client, not the broker, may be the bottleneck;
+- broker CPU share over the same phase (from /proc/PID/stat of the process listening on the
+  bootstrap port, found with `ss`, or given with --pid-a/--pid-b), so a throughput figure can be
+  read as broker CPU per message.
+
+Spread: the table shows the median and, per figure, min-max over the runs.
+--profile OUT launches `py-spy record --format raw` on the kafkapy it launched for the whole
+measurement (summarise with perf/profile_summary.py).
 
 Every loop stops by count and by time (--max-seconds per phase).
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import resource
@@ -65,16 +73,50 @@ class Params:
     max_seconds: float
 
 
+#: pid of the broker under test, set per target before its run (None: unknown, not reported)
+BROKER_PID: int | None = None
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu_seconds(pid: int | None) -> float:
+    """utime + stime of `pid` (all its threads) from /proc; NaN when it cannot be read."""
+    if pid is None:
+        return float("nan")
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def listener_pid(bootstrap: str) -> int | None:
+    """The pid listening on the bootstrap's port on this machine (`ss -ltnp`), if visible."""
+    port = bootstrap.rsplit(":", 1)[-1]
+    try:
+        out = subprocess.run(
+            ["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, timeout=5
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"pid=(\d+)", out)
+    return int(match[1]) if match else None
+
+
 @dataclass
 class Meter:
-    """Wall time and this process's CPU time (all librdkafka threads included) over a phase."""
+    """Wall time, this process's CPU time (all librdkafka threads included) and the broker's CPU
+    time over a phase."""
 
     wall0: float = field(default_factory=time.perf_counter)
     cpu0: float = field(default_factory=lambda: _cpu_seconds())
+    broker_pid: int | None = field(default_factory=lambda: BROKER_PID)
+    broker0: float = field(default_factory=lambda: _proc_cpu_seconds(BROKER_PID))
 
     def stop(self) -> tuple[float, float]:
         wall = time.perf_counter() - self.wall0
         cpu = _cpu_seconds() - self.cpu0
+        self.broker_pct = 100.0 * (_proc_cpu_seconds(self.broker_pid) - self.broker0) / wall if wall > 0 else 0.0
         return wall, (100.0 * cpu / wall if wall > 0 else 0.0)
 
 
@@ -97,10 +139,10 @@ def _percentile(values: list[float], pct: float) -> float:
 class LaunchedBroker:
     """`python -m kafkapy serve` on a free port with a temporary data dir, stopped with SIGTERM."""
 
-    def __init__(self, data_dir: Path, timeout_s: float = 30.0) -> None:
+    def __init__(self, data_dir: Path, timeout_s: float = 30.0, extra_args: list[str] | None = None) -> None:
         cmd = [
             sys.executable, "-m", "kafkapy", "serve",
-            "--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir", str(data_dir),
+            "--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir", str(data_dir), *(extra_args or []),
         ]  # fmt: skip
         started = time.perf_counter()
         self.proc = subprocess.Popen(
@@ -205,6 +247,7 @@ def produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict
         "delivered": delivered,
         "errors": errors,
         "client_cpu_pct": cpu,
+        "broker_cpu_pct": meter.broker_pct,
     }
 
 
@@ -242,45 +285,68 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -> 
         "consumed": got,
         "first_message_ms": first_message_ms,
         "client_cpu_pct": cpu,
+        "broker_cpu_pct": meter.broker_pct if meter is not None else float("nan"),
     }
 
 
+def _now_ns() -> int:
+    """CLOCK_MONOTONIC: one clock for every process on the machine, so the producer's send time
+    can be compared with the consumer process's receive time."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def _latency_consumer(bootstrap: str, topic: str, total: int, max_seconds: float, ready: Any, out: Any) -> None:
+    """Runs in its own process: a consumer sharing the producer's GIL would see its messages late
+    by up to the interpreter's switch interval (5 ms) whenever the producer thread is busy."""
+    cons = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "fetch.min.bytes": 1,
+        }
+    )
+    cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    cons.poll(0.5)
+    ready.set()
+    cpu0 = _cpu_seconds()
+    e2e_ms: list[float] = []
+    deadline = time.perf_counter() + max_seconds
+    # poll() per message, not consume(n, timeout): consume() holds messages back until it has
+    # n of them or the timeout passes, which would add up to 100 ms to every latency.
+    while len(e2e_ms) < total and time.perf_counter() < deadline:
+        msg = cons.poll(0.1)
+        if msg is None or msg.error() is not None:
+            continue
+        value = msg.value()
+        if value is not None:
+            e2e_ms.append((_now_ns() - int(value[:20])) / 1e6)
+    cons.close()
+    out.send((e2e_ms, _cpu_seconds() - cpu0))
+    out.close()
+
+
 def latency(bootstrap: str, p: Params) -> dict[str, float]:
-    """Paced producer at LATENCY_RATE msg/s plus a consumer thread; values carry the send time."""
+    """Paced producer at LATENCY_RATE msg/s plus a consumer process; values carry the send time.
+
+    Pacing sends what is due once per millisecond and waits in `poll()` (which also serves the
+    delivery reports at once) instead of spinning, so the client stays light on the CPU it shares
+    with the broker."""
     topic = create_topic(bootstrap, 1)
     total = int(LATENCY_RATE * p.latency_seconds)
     ack_ms: list[float] = []
-    e2e_ms: list[float] = []
-    stop = threading.Event()
-    consumer_ready = threading.Event()
-
-    def consume() -> None:
-        cons = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"bench-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 100,
-                "fetch.min.bytes": 1,
-            }
-        )
-        cons.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        cons.poll(0.5)
-        consumer_ready.set()
-        # poll() per message, not consume(n, timeout): consume() holds messages back until it has
-        # n of them or the timeout passes, which would add up to 100 ms to every latency.
-        while not stop.is_set() and len(e2e_ms) < total:
-            msg = cons.poll(0.1)
-            if msg is None or msg.error() is not None:
-                continue
-            value = msg.value()
-            if value is not None:
-                e2e_ms.append((time.perf_counter_ns() - int(value[:20])) / 1e6)
-        cons.close()
-
-    thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
-    consumer_ready.wait(10)
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    receive, send = ctx.Pipe(duplex=False)
+    consumer = ctx.Process(
+        target=_latency_consumer,
+        args=(bootstrap, topic, total, p.latency_seconds + p.max_seconds, ready, send),
+        daemon=True,
+    )
+    consumer.start()
+    send.close()
+    ready.wait(30)
     prod = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -294,29 +360,34 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
     def reporter(sent_ns: int) -> Callable[[KafkaError | None, Message], None]:
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is None:
-                ack_ms.append((time.perf_counter_ns() - sent_ns) / 1e6)
+                ack_ms.append((_now_ns() - sent_ns) / 1e6)
 
         return on_delivery
 
     meter = Meter()
     start = time.perf_counter()
     deadline = start + p.latency_seconds + p.max_seconds
-    for i in range(total):
-        target = start + i / LATENCY_RATE
-        while (now := time.perf_counter()) < target:
-            prod.poll(min(0.001, target - now))
+    sent = 0
+    while sent < total:
+        now = time.perf_counter()
         if now > deadline:
             break
-        sent_ns = time.perf_counter_ns()
-        prod.produce(topic, value=b"%020d" % sent_ns + pad, on_delivery=reporter(sent_ns))
-        prod.poll(0)
+        due = min(total, int((now - start) * LATENCY_RATE) + 1)
+        while sent < due:
+            sent_ns = _now_ns()
+            prod.produce(topic, value=b"%020d" % sent_ns + pad, on_delivery=reporter(sent_ns))
+            sent += 1
+        prod.poll(max(0.0, start + sent / LATENCY_RATE - time.perf_counter()))
     prod.flush(30)
-    drain_deadline = time.perf_counter() + 10
-    while len(e2e_ms) < len(ack_ms) and time.perf_counter() < drain_deadline:
-        time.sleep(0.05)
-    stop.set()
-    thread.join(15)
-    _wall, cpu = meter.stop()
+    e2e_ms: list[float] = []
+    consumer_cpu = 0.0
+    if receive.poll(p.max_seconds + 15):
+        e2e_ms, consumer_cpu = receive.recv()
+    wall, cpu = meter.stop()
+    cpu += 100.0 * consumer_cpu / wall  # the consumer process's share, from its own rusage
+    consumer.join(15)
+    if consumer.is_alive():
+        consumer.kill()
     return {
         "rate_msgs_per_s": LATENCY_RATE,
         "acked": len(ack_ms),
@@ -326,6 +397,7 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
         "e2e_p50_ms": _percentile(e2e_ms, 50),
         "e2e_p99_ms": _percentile(e2e_ms, 99),
         "client_cpu_pct": cpu,
+        "broker_cpu_pct": meter.broker_pct,
     }
 
 
@@ -365,11 +437,25 @@ def medians(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, floa
     return out
 
 
+def spreads(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, list[float]]]:
+    """[min, max] over the runs per figure."""
+    return {
+        phase: {k: [min(r[phase][k] for r in runs), max(r[phase][k] for r in runs)] for k in runs[0][phase]}
+        for phase in runs[0]
+    }
+
+
+def _fmt(value: float) -> str:
+    return f"{value / 1000:.1f}k" if abs(value) >= 10_000 else f"{value:.1f}"
+
+
 def print_table(targets: dict[str, dict[str, Any]], startup: list[float] | None) -> None:
     names = list(targets)
-    header = f"{'figure':34}" + "".join(f"{n + ' median':>16}{'cpu%':>7}" for n in names)
+    header = f"{'figure':34}" + "".join(
+        f"{n + ' median':>13}{'min-max':>17}{'cli%':>6}{'brk%':>6}" for n in names
+    )
     if len(names) == 2:
-        header += f"{'B/A':>8}"
+        header += f"{'B/A':>7}"
     print(header)
     print("-" * len(header))
     for phase, key, label in FIGURES:
@@ -377,15 +463,41 @@ def print_table(targets: dict[str, dict[str, Any]], startup: list[float] | None)
         vals = []
         for n in names:
             med = targets[n]["median"][phase]
+            lo, hi = targets[n]["spread"][phase][key]
             vals.append(med[key])
-            row += f"{med[key]:>16.1f}{med['client_cpu_pct']:>7.0f}"
+            spread = f"{_fmt(lo)}-{_fmt(hi)}"
+            row += f"{_fmt(med[key]):>13}{spread:>17}{med['client_cpu_pct']:>6.0f}{med['broker_cpu_pct']:>6.0f}"
         if len(vals) == 2:
-            row += f"{(vals[1] / vals[0] if vals[0] else float('nan')):>8.2f}"
+            row += f"{(vals[1] / vals[0] if vals[0] else float('nan')):>7.2f}"
         print(row)
     if startup:
-        print(f"{'kafkapy serve startup to ready (s)':34}{statistics.median(startup):>16.2f}"
+        print(f"{'kafkapy serve startup to ready (s)':34}{statistics.median(startup):>13.2f}"
               f"   (runs: {', '.join(f'{s:.2f}' for s in startup)})")  # fmt: skip
-    print("cpu% = this client process's CPU time / wall time during the phase (100 = one core).")
+    print("cli% / brk% = client / broker process CPU time over the phase's wall time (100 = one core);")
+    print("median over runs, min-max = spread over runs; B/A = ratio of the medians.")
+
+
+class PySpy:
+    """`py-spy record --format raw` attached to the launched broker for the whole measurement."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        exe = Path(sys.executable).with_name("py-spy")
+        self.proc = subprocess.Popen(
+            [str(exe), "record", "--rate", "250", "--format", "raw", "-o", str(out), "--pid", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.out = out
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        print(f"py-spy profile: {self.out} (perf/profile_summary.py {self.out})", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -398,7 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=60.0, help="cap per phase")
+    parser.add_argument("--pid-a", type=int, help="broker A's pid for its CPU share (default: ss)")
+    parser.add_argument("--pid-b", type=int, help="broker B's pid (default: found with ss)")
+    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the launched kafkapy")
+    parser.add_argument("--broker-arg", action="append", default=[],
+                        help="extra argument for the launched kafkapy (repeatable), e.g. --broker-arg=--memory")
     args = parser.parse_args(argv)
+    global BROKER_PID
     p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds)
 
     launched: LaunchedBroker | None = None
@@ -407,29 +525,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap is None:
         startup = measure_startup(args.runs)
         tmp = tempfile.TemporaryDirectory(prefix="kafkapy-bench-")
-        launched = LaunchedBroker(Path(tmp.name))
+        launched = LaunchedBroker(Path(tmp.name), extra_args=args.broker_arg)
         startup.append(launched.startup_s)
     bootstraps = {"A": args.bootstrap or (launched.bootstrap if launched else "")}
     if args.vs:
         bootstraps["B"] = args.vs
+    pids = {
+        "A": args.pid_a or (launched.proc.pid if launched else listener_pid(bootstraps["A"])),
+        "B": args.pid_b or (listener_pid(args.vs) if args.vs else None),
+    }
+    spy = PySpy(launched.proc.pid, args.profile) if args.profile and launched else None
     runs: dict[str, list[dict[str, dict[str, float]]]] = {n: [] for n in bootstraps}
     try:
         for i in range(args.runs):
             for name, bootstrap in bootstraps.items():
                 print(
-                    f"run {i + 1}/{args.runs} on {name} ({bootstrap}) ...",
+                    f"run {i + 1}/{args.runs} on {name} ({bootstrap}, pid {pids[name]}) ...",
                     file=sys.stderr,
                     flush=True,
                 )
+                BROKER_PID = pids[name]
                 runs[name].append(one_run(bootstrap, p))
     finally:
+        if spy is not None:
+            spy.stop()
         if launched is not None:
             launched.stop()
         if tmp is not None:
             tmp.cleanup()
 
     targets: dict[str, dict[str, Any]] = {
-        n: {"bootstrap": bootstraps[n], "runs": runs[n], "median": medians(runs[n])}
+        n: {
+            "bootstrap": bootstraps[n],
+            "pid": pids[n],
+            "runs": runs[n],
+            "median": medians(runs[n]),
+            "spread": spreads(runs[n]),
+        }
         for n in bootstraps
     }
     print_table(targets, startup)

@@ -49,6 +49,14 @@ class Frame(_io.BytesIO):
     view: memoryview
 
     def __init__(self, data: bytes | bytearray | memoryview = b"") -> None:
+        if type(data) is bytearray:
+            # BytesIO copies a bytearray for the fixed fields, but `records` are sliced from the
+            # caller's bytearray itself: writable views the log patches offsets into without
+            # another copy (the server receives large requests into a bytearray for this).
+            super().__init__(data)
+            self.view = memoryview(data)
+            self.end = len(data)
+            return
         if type(data) is not bytes:
             data = bytes(data)
         super().__init__(data)

@@ -15,6 +15,12 @@ place for it. Socket errors are logged at debug level; nothing here can take the
 
 Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
 connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
+
+Receive path on plain sockets (`_SocketFrames`): `recv_into` a preallocated buffer, and a large
+frame (a produce request) is received straight into a buffer of its own exact size - one copy
+from the kernel instead of three (recv's bytes, the decoder's buffer, the frame). That buffer is
+a bytearray, so the request's `records` are a writable view the log patches offsets into without
+copying again. Other streams (tests' memory streams, later TLS) use `FrameDecoder`.
 """
 
 from __future__ import annotations
@@ -47,6 +53,82 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 RECEIVE_BYTES = 256 * 1024
+#: frames at least this big get a buffer of their own (received into directly, never copied)
+OWN_BUFFER_BYTES = 64 * 1024
+
+
+class _SocketFrames:
+    """Size-prefixed frames from a socket, received with `recv_into` (see the module doc).
+
+    Same checks as `FrameDecoder`: a negative or oversized length is refused as soon as the
+    prefix is read, before any body byte is buffered. A cancelled `receive()` (idle timeout,
+    shutdown) loses nothing: a large frame in progress is kept and resumed on the next call."""
+
+    __slots__ = ("_buf", "_end", "_got", "_pending", "_start", "_view", "max_frame_bytes", "sock")
+
+    def __init__(self, sock: trio.socket.SocketType, max_frame_bytes: int) -> None:
+        self.sock = sock
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray(RECEIVE_BYTES)
+        self._view = memoryview(self._buf)
+        self._start = 0
+        self._end = 0
+        self._pending: bytearray | None = None  # a large frame being received into its own buffer
+        self._got = 0
+
+    async def receive(self) -> list[bytes | bytearray]:
+        """The next complete frames (at least one); [] when the peer closed the connection."""
+        frames: list[bytes | bytearray] = []
+        view = self._view
+        while True:
+            if self._pending is not None:
+                if not await self._fill():
+                    return []
+                frames.append(self._pending)
+                self._pending = None
+            while self._end - self._start >= 4:
+                start = self._start
+                size = _SIZE.unpack_from(self._buf, start)[0]
+                if size < 0 or size > self.max_frame_bytes:
+                    raise ProtocolError(f"frame size {size} outside 0..{self.max_frame_bytes}")
+                have = self._end - start - 4
+                if size >= OWN_BUFFER_BYTES and have < size:
+                    frame = bytearray(size)
+                    frame[:have] = view[start + 4 : self._end]
+                    self._start = self._end
+                    self._pending, self._got = frame, have
+                    break
+                if have < size:
+                    break
+                body = view[start + 4 : start + 4 + size]
+                frames.append(bytearray(body) if size >= OWN_BUFFER_BYTES else bytes(body))
+                self._start = start + 4 + size
+            if self._start == self._end:
+                self._start = self._end = 0
+            if self._pending is not None:
+                continue
+            if frames:
+                return frames
+            if self._start and self._end == len(self._buf):  # partial frame at the very end
+                rest = self._end - self._start
+                view[:rest] = view[self._start : self._end]
+                self._start, self._end = 0, rest
+            n = await self.sock.recv_into(view[self._end :])
+            if n == 0:
+                return []
+            self._end += n
+
+    async def _fill(self) -> bool:
+        """Receive the rest of the pending frame; False when the peer closed first."""
+        frame = self._pending
+        assert frame is not None
+        with memoryview(frame) as target:
+            while self._got < len(frame):
+                n = await self.sock.recv_into(target[self._got :])
+                if n == 0:
+                    return False
+                self._got += n
+        return True
 
 
 @dataclass(slots=True)
@@ -103,38 +185,50 @@ class Connection:
     # -- reading ----------------------------------------------------------------------------------
     async def _reader(self, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> None:
         decoder = FrameDecoder(self.max_request_bytes)
+        sock_frames = (
+            _SocketFrames(self.stream.socket, self.max_request_bytes)
+            if isinstance(self.stream, trio.SocketStream)
+            else None
+        )
         last_activity = trio.current_time()
         while True:
-            data: bytes | bytearray = b""
+            received = False
+            bad: ProtocolError | None = None
+            frames: list[bytes | bytearray] = []
             with trio.move_on_at(last_activity + self.idle_s):
                 try:
-                    data = await self.stream.receive_some(RECEIVE_BYTES)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                    if sock_frames is not None:
+                        frames = await sock_frames.receive()
+                    else:
+                        data = await self.stream.receive_some(RECEIVE_BYTES)
+                        frames = [*decoder.feed(data)] if data else []
+                    if not frames and (sock_frames is not None or not data):
+                        log.debug("connection %s: peer closed", self.state.peer)
+                        return
+                    received = True
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                     log.debug("connection %s: read failed: %r", self.state.peer, e.__cause__ or e)
                     return
-                if not data:
-                    log.debug("connection %s: peer closed", self.state.peer)
-                    return
-            if not data:
+                except ProtocolError as e:
+                    bad = e
+            if bad is not None:
+                log.warning("closing connection %s: bad frame: %s", self.state.peer, bad.reason)
+                closing = _Slot(close=True)
+                closing.done.set()
+                await send.send(closing)
+                return
+            if not received:
                 if self.inflight == 0:
                     log.info("closing connection %s idle for %.0f s", self.state.peer, self.idle_s)
                     return
                 last_activity = trio.current_time()
                 continue
             last_activity = trio.current_time()
-            try:
-                frames = decoder.feed(data)
-            except ProtocolError as e:
-                log.warning("closing connection %s: bad frame: %s", self.state.peer, e.reason)
-                closing = _Slot(close=True)
-                closing.done.set()
-                await send.send(closing)
-                return
             for frame in frames:
                 if not await self._dispatch(frame, send, nursery):
                     return
 
-    async def _dispatch(self, frame: bytes, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> bool:
+    async def _dispatch(self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> bool:
         """Decode one frame and start its handler; False when the connection must close."""
         slot = _Slot()
         try:
@@ -242,7 +336,7 @@ class Connection:
         scope.cancel()
 
 
-def _header_prefix(frame: bytes) -> RequestHeader | None:
+def _header_prefix(frame: bytes | bytearray) -> RequestHeader | None:
     """The request header, or at least its fixed part (key, version, correlation id).
 
     Why the fallback: a client newer than us may send ApiVersions vN with a header layout we

@@ -344,8 +344,10 @@ class PartitionLog(LogQueries):
 
         `from_client=False` is for batches the broker writes itself (transaction markers),
         which may be control batches; clients may not send those (INVALID_RECORD).
+        A writable memoryview (the server's receive buffer of a produce request) is patched and
+        written as it is, saving a copy of the batches; anything else is copied first.
         """
-        data = bytearray(batches)
+        data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
         headers = parse_append_input(data, self.config.max_message_bytes)
         if from_client:
             for _, header in headers:
@@ -419,7 +421,7 @@ class PartitionLog(LogQueries):
         if self._offline is not None:
             raise KafkaStorageError(f"log {self.directory.name} is offline: {self._offline}")
 
-    def _write(self, data: bytearray, headers: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+    def _write(self, data: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         active = self.segments[-1]
         last_offset = headers[-1][1].last_offset
         # segment.ms as in Kafka: the time between the segment's first batch and the incoming

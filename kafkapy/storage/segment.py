@@ -45,7 +45,7 @@ def segment_name(base_offset: int) -> str:
 
 
 def parse_append_input(
-    data: bytearray, max_message_bytes: int, *, allow_compacted: bool = False
+    data: bytearray | memoryview, max_message_bytes: int, *, allow_compacted: bool = False
 ) -> list[tuple[int, BatchHeader]]:
     """Frame and validate every batch (CRC, counts, size) of an append before any byte is
     written: (position, header) per batch, or CorruptRecordError / InvalidRecordError /

@@ -1,0 +1,114 @@
+"""The socket receive path (`recv_into`, own buffers for large frames) frames exactly like
+`FrameDecoder`, whatever the chunking, and refuses bad sizes before buffering a body."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkapy.protocol import FrameDecoder, decode_request
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.server.connection import OWN_BUFFER_BYTES, RECEIVE_BYTES, _SocketFrames
+
+from .helpers import batch
+
+SIZES = st.sampled_from([0, 1, 7, 4096, OWN_BUFFER_BYTES - 1, OWN_BUFFER_BYTES, RECEIVE_BYTES - 3, RECEIVE_BYTES + 5])
+
+
+def _stream(bodies: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+
+
+async def _receive_all(data: bytes, chunks: list[int], max_frame: int = 10 * 2**20) -> list[bytes]:
+    """Send `data` in pieces of the given sizes over a socketpair; collect frames until EOF."""
+    a, b = trio.socket.socketpair()
+    frames: list[bytes] = []
+    with a, b:
+        reader = _SocketFrames(b, max_frame)
+
+        async def send() -> None:
+            pos, i = 0, 0
+            while pos < len(data):
+                n = chunks[i % len(chunks)]
+                i += 1
+                chunk = data[pos : pos + n]
+                sent = 0
+                while sent < len(chunk):
+                    sent += await a.send(chunk[sent:])
+                pos += n
+                await trio.lowlevel.checkpoint()
+            a.shutdown(trio.socket.SHUT_WR)
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                for _ in range(1000):
+                    got = await reader.receive()
+                    if not got:
+                        break
+                    frames.extend(bytes(f) for f in got)
+    return frames
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(SIZES, min_size=1, max_size=4),
+    chunks=st.lists(st.integers(1, 300_000), min_size=1, max_size=4),
+    seed=st.integers(0, 255),
+)
+async def test_frames_match_frame_decoder_for_any_chunking(sizes: list[int], chunks: list[int], seed: int) -> None:
+    bodies = [bytes([(seed + i) % 256]) * n for i, n in enumerate(sizes)]
+    data = _stream(bodies)
+    assert await _receive_all(data, chunks) == FrameDecoder(10 * 2**20).feed(data) == bodies
+
+
+async def test_oversized_and_negative_sizes_are_refused_before_the_body() -> None:
+    for prefix in (struct.pack(">i", 2000), struct.pack(">i", -1)):
+        a, b = trio.socket.socketpair()
+        with a, b, trio.fail_after(10):
+            await a.send(prefix + b"x" * 10)
+            with pytest.raises(ProtocolError):
+                await _SocketFrames(b, 1000).receive()
+
+
+async def test_large_produce_frame_gives_writable_records() -> None:
+    """What the in-place append relies on: a large request's records are a writable view."""
+    from kafkapy.protocol import ApiKey, RequestHeader, encode_request
+
+    records = batch(*[b"v" * 1024] * 100)
+    req = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)]
+            )
+        ],
+    )
+    body = encode_request(RequestHeader(ApiKey.PRODUCE, 7, 1, "c"), req)
+    assert len(body) >= OWN_BUFFER_BYTES
+    a, b = trio.socket.socketpair()
+    with a, b, trio.fail_after(10):
+        await a.send(struct.pack(">i", len(body)) + body[:1000])
+        reader = _SocketFrames(b, 10 * 2**20)
+        async with trio.open_nursery() as nursery:
+
+            async def rest() -> None:
+                view = memoryview(body)[1000:]
+                while view:
+                    view = view[await a.send(view) :]
+
+            nursery.start_soon(rest)
+            (frame,) = await reader.receive()
+    assert isinstance(frame, bytearray)
+    _header, decoded = decode_request(frame)
+    assert isinstance(decoded, ProduceRequest)
+    got = decoded.topic_data[0].partition_data[0].records
+    assert isinstance(got, memoryview)
+    assert not got.readonly
+    assert bytes(got) == records
