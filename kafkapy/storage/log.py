@@ -579,7 +579,7 @@ class PartitionLog(LogQueries):
             self._retire(0)
             deleted += 1
         if deleted:
-            delete_snapshots(self.directory, below=self._bases[0])
+            delete_snapshots(self.directory, below=self._bases[0], keep_newest=True)
         return deleted
 
     def _retire(self, i: int) -> None:
@@ -695,7 +695,7 @@ class PartitionLog(LogQueries):
                         self._retire(0)
                         deleted += 1
             if deleted:
-                delete_snapshots(self.directory, below=self._bases[0])
+                delete_snapshots(self.directory, below=self._bases[0], keep_newest=True)
             self.reap_retired()
             return deleted
 

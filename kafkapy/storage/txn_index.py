@@ -164,10 +164,22 @@ def read_snapshot(directory: Path, at_or_below: int) -> tuple[int, bytes] | None
 
 
 def delete_snapshots(directory: Path, *, below: int | None = None,
-                     above: int | None = None) -> int:
-    """Delete snapshots with offset < `below` and/or > `above`; returns how many."""
+                     above: int | None = None, keep_newest: bool = False) -> int:
+    """Delete snapshots with offset < `below` and/or > `above`; returns how many.
+
+    `keep_newest` (retention moving the log start): the newest snapshot below `below` survives
+    when none is at or above it. Producer state is cumulative - a producer whose batches were
+    all deleted is known only from such a snapshot - and the broker loads a partition's state
+    lazily, so it may not have snapshotted since; replay then resumes at the log start.
+    """
+    offsets = list_snapshots(directory)
+    kept: int | None = None
+    if keep_newest and below is not None and not any(o >= below for o in offsets):
+        kept = max((o for o in offsets if o < below), default=None)
     deleted = 0
-    for offset in list_snapshots(directory):
+    for offset in offsets:
+        if offset == kept:
+            continue
         if (below is not None and offset < below) or (above is not None and offset > above):
             with contextlib.suppress(FileNotFoundError):
                 _snapshot_path(directory, offset).unlink()

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import trio
 
+from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode as E
+from kafkapy.protocol.messages import InitProducerIdRequest
+from kafkapy.protocol.records import Record, build_batch
 
 from .helpers import Client, running_broker
+from .test_idempotence import pid_batch, produce
 from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
 
 
@@ -49,4 +53,39 @@ async def test_roll_snapshots_and_damaged_snapshot_fallback(tmp_path: Path) -> N
             assert (await tx.send("s", b"more"))[0] == E.NONE
             assert (await tx.end(True)).error_code == E.NONE
             assert await latest(c, "s", committed=True) == open_at + 3
+            await c.aclose()
+
+
+async def test_producer_state_survives_retention_past_its_batches(tmp_path: Path) -> None:
+    """An idempotent producer wrote, the broker restarted, later retention removed every segment
+    holding its batches (and would drop snapshots below the log start) while its state was not
+    loaded: after another restart the producer's retry is still recognised and its sequence
+    continues (the issue's "survives retention")."""
+    with trio.fail_after(90):
+        async with running_broker(tmp_path) as (broker, _, port):
+            broker.create_topic("ret", 1, {"segment.bytes": "1024"})
+            c = await Client.connect(port)
+            init = await c.request(ApiKey.INIT_PRODUCER_ID, 4,
+                                   InitProducerIdRequest(transactional_id=None))
+            pid = init.producer_id
+            p = (await c.request(ApiKey.PRODUCE, 9, produce("ret", pid_batch(pid, 0, 0, b"once")))).responses[0]
+            assert p.partition_responses[0].error_code == E.NONE
+            await c.aclose()
+        async with running_broker(tmp_path) as (broker, _, port):
+            plog = broker.partition_log("ret", 0)
+            assert plog is not None
+            for i in range(12):  # plain data, several segments
+                plog.append(build_batch([Record(0, 0, None, b"p" * 300, [])], base_timestamp=i),
+                            now_ms=i + 1)
+                broker.after_append("ret", 0, plog)
+            assert len(plog.segments) > 3
+            plog.delete_records_before(plog.segments[-2].base_offset)
+            await broker.run_maintenance("retention")
+            assert plog.log_start_offset > 1
+        async with running_broker(tmp_path) as (broker, _, port):
+            c = await Client.connect(port)
+            retry = (await c.request(ApiKey.PRODUCE, 9, produce("ret", pid_batch(pid, 0, 0, b"once")))).responses[0]
+            assert (retry.partition_responses[0].error_code, retry.partition_responses[0].base_offset) == (E.NONE, 0)
+            nxt = (await c.request(ApiKey.PRODUCE, 9, produce("ret", pid_batch(pid, 0, 1, b"next")))).responses[0]
+            assert nxt.partition_responses[0].error_code == E.NONE
             await c.aclose()
