@@ -367,3 +367,27 @@ async def test_txn_offset_commit_needs_add_offsets_and_lands_with_the_marker(tmp
             assert await committed(c) == 7  # the marker reached __consumer_offsets
             assert (await fetch(c, "out", committed=True))[0] == [b"derived"]
             await c.aclose()
+
+
+async def test_idle_transactional_id_expires(tmp_path: Path) -> None:
+    """`transactional.id.expiration.ms`: an id idle that long with no transaction running is
+    forgotten by the timer task (a tombstone in __transaction_state); a new InitProducerId then
+    starts it afresh with a new producer id."""
+    with trio.fail_after(60):
+        async with running_broker(tmp_path, **TXN_SETTINGS,
+                                  **{"transactional.id.expiration.ms": "300"}) as (_, _, port):
+            c = await Client.connect(port)
+            tx = Txn(c, "tx-idle")
+            assert await tx.init() == E.NONE
+            first_pid = tx.pid
+            for _ in range(100):
+                d = await c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                                    DescribeTransactionsRequest(transactional_ids=["tx-idle"]))
+                if d.transaction_states[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND:
+                    break
+                await trio.sleep(0.05)
+            assert d.transaction_states[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+            assert await tx.init() == E.NONE
+            assert (tx.pid, tx.epoch) != (first_pid, 1)
+            assert tx.epoch == 0
+            await c.aclose()
