@@ -59,11 +59,12 @@ def read_all(bootstrap: str, topic: str, isolation: str, *, timeout_s: float = 1
             m = c.poll(0.2)
             if m is None:
                 continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF and (expect is None or len(out) >= expect):
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and (expect is None or len(out) >= expect):
                     break
                 continue
-            out.append(m.value())
+            out.append(m.value() or b"")
         return out
     finally:
         c.close()

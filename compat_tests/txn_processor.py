@@ -38,7 +38,7 @@ def main() -> int:
         producer.begin_transaction()
         for m in msgs:
             producer.produce(sink, value=(m.value() or b"").upper(), partition=0)
-        next_offset = msgs[-1].offset() + 1
+        next_offset = (msgs[-1].offset() or 0) + 1
         producer.send_offsets_to_transaction(
             [TopicPartition(source, 0, next_offset)], consumer.consumer_group_metadata(), 30)
         time.sleep(0.05)  # widen the window a kill can land in

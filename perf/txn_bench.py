@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 RESULTS = Path(__file__).parent / "results" / "txn_bench.json"
 READY = re.compile(r"kafkapy ready: listening on [^\s:]+:(\d+)")
