@@ -377,12 +377,18 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
             sent_ns = _now_ns()
             prod.produce(topic, value=b"%020d" % sent_ns + pad, on_delivery=reporter(sent_ns))
             sent += 1
-        prod.poll(max(0.0, start + sent / LATENCY_RATE - time.perf_counter()))
+        # Wake once per millisecond (a tick's worth of messages), not once per message; librdkafka
+        # takes whole milliseconds, so a shorter timeout would be 0: a busy loop eating a core.
+        wait = start + sent / LATENCY_RATE - time.perf_counter()
+        prod.poll(0.001 if wait > 0 else 0)
     prod.flush(30)
     e2e_ms: list[float] = []
     consumer_cpu = 0.0
-    if receive.poll(p.max_seconds + 15):
-        e2e_ms, consumer_cpu = receive.recv()
+    try:
+        if receive.poll(p.max_seconds + 15):
+            e2e_ms, consumer_cpu = receive.recv()
+    except EOFError:
+        print("latency consumer process died", file=sys.stderr)
     wall, cpu = meter.stop()
     cpu += 100.0 * consumer_cpu / wall  # the consumer process's share, from its own rusage
     consumer.join(15)
