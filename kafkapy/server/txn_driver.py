@@ -110,9 +110,14 @@ def _read_records(broker: Broker, info: TopicInfo) -> list[tuple[bytes, bytes | 
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             data = plog.read_bytes(offset, _READ_CHUNK)
-            if not data:
+            try:
+                batches = list(iter_batches(data))
+            except ProtocolError as exc:  # recovery validated the log; never expected
+                log.error("%s-%d unreadable at %d: %s", info.name, partition, offset, exc)
                 break
-            for pos, header in iter_batches(data):
+            if not batches:
+                break
+            for pos, header in batches:
                 offset = header.last_offset + 1
                 if header.is_control:
                     continue
@@ -351,7 +356,11 @@ async def write_marker(
     plog = broker.partition_log(tp.topic, tp.partition)
     if plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    mgr = await broker.producer_states.get(key, plog)
+    try:
+        mgr = await broker.producer_states.get(key, plog)
+    except (StorageError, ProtocolError) as exc:
+        log.error("producer state of %s-%d unavailable: %s", tp.topic, tp.partition, exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR
     groups = await group_driver(broker) if tp.topic == OFFSETS_TOPIC else None
     if broker.partition_log(tp.topic, tp.partition) is not plog:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -414,4 +423,9 @@ async def run_txn_driver(broker: Broker) -> None:
     driver = _driver(broker)
     if broker.topics.get(TRANSACTION_STATE_TOPIC) is None:
         await driver.loaded_event.wait()
-    await driver.run_timers()
+    while True:  # a failure here must not take the server down
+        try:
+            await driver.run_timers()
+        except Exception:
+            log.exception("transaction coordinator runtime failed; retrying")
+            await trio.sleep(_RETRY_S)

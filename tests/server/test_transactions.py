@@ -14,6 +14,7 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.messages import (
     AddPartitionsToTxnRequest,
+    DescribeProducersRequest,
     DescribeTransactionsRequest,
     EndTxnRequest,
     FetchRequest,
@@ -232,6 +233,10 @@ async def test_restart_mid_transaction_keeps_lso_then_completes(tmp_path: Path) 
             d = await c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0,
                                 DescribeTransactionsRequest(transactional_ids=["tx-r"]))
             assert d.transaction_states[0].transaction_state == "Ongoing"
+            dp = await c.request(ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=[
+                DescribeProducersRequest.TopicRequest(name="r", partition_indexes=[0])]))
+            active = dp.topics[0].partitions[0].active_producers
+            assert [(p.producer_id, p.current_txn_start_offset) for p in active] == [(tx.pid, 4)]
             again = Txn(c, "tx-r")
             assert await again.init() == E.NONE
             assert await latest(c, "r", committed=True) == 6
