@@ -46,7 +46,6 @@ from kafkapy.coordinator.idempotence import (
     BatchMetadata,
     ControlType,
     ProducerBatch,
-    ProducerStateError,
 )
 from kafkapy.coordinator.txn import (
     OFFSETS_TOPIC,
@@ -384,7 +383,7 @@ async def write_marker(
         for a in result.aborted:
             plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
                                     a.last_stable_offset)
-    except ProducerStateError as exc:
+    except ProtocolError as exc:  # ProducerStateError, or a marker the log refuses
         log.warning("marker for producer %d refused by %s-%d: %s", producer_id, tp.topic,
                     tp.partition, exc)
         return exc.error_code

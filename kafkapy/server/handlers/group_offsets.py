@@ -331,18 +331,21 @@ async def handle_txn_offset_commit(
             errors.update((TopicPartition(o.topic, o.partition), refused) for o in to_commit)
             to_commit = []
     if to_commit:
-        result = driver.finish(
-            driver.coordinator.commit_transactional_offsets(
-                group_id=req.group_id,
-                producer_id=req.producer_id,
-                producer_epoch=req.producer_epoch,
-                member_id=req.member_id if v3 else "",
-                group_instance_id=req.group_instance_id if v3 else None,
-                generation_id=req.generation_id if v3 else -1,
-                offsets=to_commit,
-                now_ms=now_ms(),
+        try:
+            result = driver.finish(
+                driver.coordinator.commit_transactional_offsets(
+                    group_id=req.group_id,
+                    producer_id=req.producer_id,
+                    producer_epoch=req.producer_epoch,
+                    member_id=req.member_id if v3 else "",
+                    group_instance_id=req.group_instance_id if v3 else None,
+                    generation_id=req.generation_id if v3 else -1,
+                    offsets=to_commit,
+                    now_ms=now_ms(),
+                )
             )
-        )
+        except GroupWriteError as exc:  # e.g. a producer id the log refuses: reverted, answered
+            result = [(TopicPartition(o.topic, o.partition), exc.commit_error) for o in to_commit]
         assert isinstance(result, list)
         errors.update(result)
     return TxnOffsetCommitResponse(
