@@ -1,6 +1,6 @@
 """Hostile or nonsensical transaction requests (hypothesis): arbitrary transactional ids,
 producer ids/epochs, partitions and outcomes for InitProducerId, AddPartitionsToTxn (v3 and the
-batched v4 form), AddOffsetsToTxn, EndTxn (v3 and v5), WriteTxnMarkers and TxnOffsetCommit. Every
+batched v4 form), transactional and idempotent Produce, AddOffsetsToTxn, EndTxn (v3 and v5), WriteTxnMarkers and TxnOffsetCommit. Every
 request gets an answer with a Kafka error code (never a closed connection or a crash), and the
 coordinator's state stays describable afterwards."""
 
@@ -21,12 +21,13 @@ from kafkapy.protocol.messages import (
     EndTxnRequest,
     InitProducerIdRequest,
     ListTransactionsRequest,
+    ProduceRequest,
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
 
 from .helpers import Client, running_broker
-from .test_transactions import TXN_SETTINGS
+from .test_transactions import TXN_SETTINGS, txn_batch
 
 tids = st.sampled_from(["a", "b", ""])
 pids = st.integers(-2, 3)
@@ -62,6 +63,12 @@ def requests() -> st.SearchStrategy[tuple[int, int, Any]]:
             W.WritableTxnMarker(producer_id=pid, producer_epoch=ep, transaction_result=commit,
                                 topics=[W.WritableTxnMarkerTopic(name=topic, partition_indexes=[0, 5])])])),
             pids, epochs, st.booleans(), topics),
+        st.builds(lambda tid, pid, ep, seq, txn: (ApiKey.PRODUCE, 9, ProduceRequest(
+            transactional_id=tid or None, acks=-1, timeout_ms=1000, topic_data=[
+                ProduceRequest.TopicProduceData(name="t", partition_data=[
+                    ProduceRequest.PartitionProduceData(index=0, records=txn_batch(
+                        pid, ep, seq, b"v", transactional=txn))])])),
+            tids, pids, epochs, st.integers(-1, 2), st.booleans()),
         st.builds(lambda tid, pid, ep: (ApiKey.TXN_OFFSET_COMMIT, 3, T(
             transactional_id=tid, group_id="g", producer_id=pid, producer_epoch=ep,
             topics=[T.TxnOffsetCommitRequestTopic(name="t", partitions=[
@@ -80,7 +87,10 @@ def test_any_transaction_request_gets_an_answer(script: list[tuple[int, int, Any
                 c = await Client.connect(port)
                 for key, version, req in script:
                     resp = await c.request(key, version, req)  # asserts an answer came
-                    code = getattr(resp, "error_code", 0)
+                    if key == ApiKey.PRODUCE:
+                        code = resp.responses[0].partition_responses[0].error_code
+                    else:
+                        code = getattr(resp, "error_code", 0)
                     assert ErrorCode(code) in ErrorCode  # a known Kafka code
                 d = await c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0,
                                     DescribeTransactionsRequest(transactional_ids=["a", "b"]))
