@@ -1,8 +1,8 @@
 """Hostile or nonsensical transaction requests (hypothesis): arbitrary transactional ids,
 producer ids/epochs, partitions and outcomes for InitProducerId, AddPartitionsToTxn (v3 and the
-batched v4 form), transactional and idempotent Produce, AddOffsetsToTxn, EndTxn (v3 and v5), WriteTxnMarkers and TxnOffsetCommit. Every
-request gets an answer with a Kafka error code (never a closed connection or a crash), and the
-coordinator's state stays describable afterwards."""
+batched v4 form), transactional and idempotent Produce, AddOffsetsToTxn, EndTxn (v3 and v5),
+WriteTxnMarkers and TxnOffsetCommit. Every request gets an answer with a Kafka error code (never
+a closed connection or a crash), and the coordinator's state stays describable afterwards."""
 
 from __future__ import annotations
 
