@@ -494,7 +494,8 @@ class PySpy:
         out.parent.mkdir(parents=True, exist_ok=True)
         exe = Path(sys.executable).with_name("py-spy")
         self.proc = subprocess.Popen(
-            [str(exe), "record", "--rate", "250", "--format", "raw", "-o", str(out), "--pid", str(pid)],
+            # --nonblocking: never pause the broker to sample it, or its latencies would suffer
+            [str(exe), "record", "--nonblocking", "--rate", "250", "--format", "raw", "-o", str(out), "--pid", str(pid)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
