@@ -155,21 +155,27 @@ class PartitionLog(LogQueries):
         return meta
 
     def _open(self, clean_shutdown: bool, now_ms: int) -> None:
-        from kafkapy.storage.cleaner import finish_interrupted_swap
+        from kafkapy.storage.cleaner import SWAP_MARKER, finish_interrupted_swap
 
-        finish_interrupted_swap(self.directory)
+        with os.scandir(self.directory) as it:
+            entries = list(it)
+        # Only a directory the cleaner left mid-swap needs the swap repair; checking the listing
+        # we need anyway (instead of a marker read and a glob per log) keeps opening 10,000 logs fast.
+        if any(e.name == SWAP_MARKER or e.name.endswith(".cleaned") for e in entries):
+            finish_interrupted_swap(self.directory)
+            with os.scandir(self.directory) as it:
+                entries = list(it)
         bases: list[int] = []
         sizes: dict[int, int] = {}
-        with os.scandir(self.directory) as it:
-            for entry in it:
-                name = entry.name
-                if name.endswith(_TRANSIENT_SUFFIXES):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(entry.path)
-                elif name.endswith(".log") and name[:-4].isdigit():
-                    base = int(name[:-4])
-                    bases.append(base)
-                    sizes[base] = entry.stat().st_size
+        for entry in entries:
+            name = entry.name
+            if name.endswith(_TRANSIENT_SUFFIXES):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+            elif name.endswith(".log") and name[:-4].isdigit():
+                base = int(name[:-4])
+                bases.append(base)
+                sizes[base] = entry.stat().st_size
         bases.sort()
         interval = self.config.index_interval_bytes
         for base in bases:
