@@ -117,6 +117,8 @@ class LogModel(RuleBasedStateMachine):
             self.log.close()
         # Without close() this is a crash of the process (the page cache survives it).
         self.log = PartitionLog(self.tmp / "t-0", CONFIG, clean_shutdown=clean)
+        # Opening finishes an interrupted deletion: segments wholly below the log start go.
+        self._drop_segments_below_start()
         if not clean:
             # The high watermark is checkpointed lazily: a crash may only move it back.
             assert self.log_start <= self.log.high_watermark <= self.hw
