@@ -1,0 +1,41 @@
+'use strict'
+// kafkajs producer: sends the messages read from stdin in chunks of `chunkSize` (one
+// producer.send per chunk, so several record batches per partition) and prints the
+// RecordMetadata kafkajs returned for every send: {"sends": [[{partition, baseOffset, ...}]]}.
+//
+// Args: bootstrap, topic, messages [{key, value, headers, timestamp?}], acks (default -1),
+// compression ("none" | "gzip" - the only codec kafkajs ships), chunkSize, idempotent.
+
+const { CompressionTypes } = require('kafkajs')
+const { main, makeKafka, toKafkaMessages } = require('./lib')
+
+const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
+
+main(async args => {
+  const compression = CODECS[args.compression || 'none']
+  if (compression === undefined) throw new Error(`kafkajs has no built-in codec ${args.compression}`)
+  const producer = makeKafka(args, 'kafkapy-compat-producer').producer({
+    idempotent: Boolean(args.idempotent),
+    maxInFlightRequests: args.idempotent ? 1 : undefined,
+    allowAutoTopicCreation: false
+  })
+  await producer.connect()
+  const sends = []
+  try {
+    const messages = toKafkaMessages(args.messages)
+    const chunkSize = args.chunkSize || messages.length
+    for (let i = 0; i < messages.length; i += chunkSize) {
+      sends.push(
+        await producer.send({
+          topic: args.topic,
+          acks: args.acks === undefined ? -1 : args.acks,
+          compression,
+          messages: messages.slice(i, i + chunkSize)
+        })
+      )
+    }
+  } finally {
+    await producer.disconnect()
+  }
+  return { sends }
+})
