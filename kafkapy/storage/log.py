@@ -56,6 +56,7 @@ from kafkapy.protocol.records import (
 )
 from kafkapy.storage.checkpoint import (
     METADATA_FILE,
+    OFFSETS_FILE,
     LeaderEpochCache,
     OffsetsCheckpoint,
     PartitionMetadata,
@@ -116,12 +117,17 @@ class PartitionLog(LogQueries):
         self._closed = False
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms if now_ms is not None else _now_ms()
-        self._hw_checkpointed = -1
         self._last_hw_checkpoint_ms = 0
         self._dir_dirty = True  # new segment files whose directory entries need an fsync
         self._meta_unsynced = False
         self._epochs_unsynced = False
-        self._synced_checkpoint: OffsetsCheckpoint | None = None
+        # What `offsets.checkpoint` holds (for a brand-new log without the file: the state a
+        # missing file stands for), whether the file exists and whether it is fsynced. Writes
+        # are skipped while the state equals it: an idle log costs no file work (thousands of
+        # partitions are checked every flush interval and rewritten at shutdown otherwise).
+        self._checkpointed = OffsetsCheckpoint()
+        self._checkpoint_on_disk = False
+        self._checkpoint_synced = False
         self.directory.mkdir(parents=True, exist_ok=True)
         self._metadata = self._load_metadata(topic_id)
         if config is None and self._metadata.config_overrides:
@@ -207,7 +213,6 @@ class PartitionLog(LogQueries):
             self._recover(self.segments[-1].base_offset)
         self._leo = self.segments[-1].next_offset
         self._high_watermark = min(max(ckpt.high_watermark, self._log_start_offset), self._leo)
-        self._hw_checkpointed = self._high_watermark
         self._last_stable: int | None = None
         self.cleaner_offset = max(min(ckpt.cleaner_offset, self._leo), self._log_start_offset)
         epochs_changed = self.leader_epochs.truncate_from_end(self._leo)
@@ -218,10 +223,13 @@ class PartitionLog(LogQueries):
         # point stays where it was and the next flush() syncs the recovered segments.
         self._recovery_point = min(self._recovery_point, self._leo)
         current = self._checkpoint_state()
-        if current == ckpt:
-            self._synced_checkpoint = current
-        elif bases:  # a brand-new log gets its checkpoint at the first flush
+        if bases and current == ckpt:
+            self._checkpointed = current
+            self._checkpoint_on_disk = self._checkpoint_synced = True
+        elif bases:
             self._write_checkpoint(fsync=False)
+        else:  # a brand-new log gets its checkpoint file at the first flush or change
+            self._checkpointed = current
 
     def _recover(self, recovery_point: int) -> None:
         """Re-validate segments from the one holding `recovery_point`, cutting at damage."""
@@ -297,7 +305,7 @@ class PartitionLog(LogQueries):
         """Set by the replication layer; clamped to [log start, LEO], checkpointed on flush."""
         with self._lock:
             self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
-            if self._high_watermark < self._hw_checkpointed:
+            if self._high_watermark < self._checkpointed.high_watermark:
                 # rare (a leader change): keep "a crash never raises the HW" by writing now
                 self._write_checkpoint(fsync=False)
 
@@ -754,8 +762,13 @@ class PartitionLog(LogQueries):
             if generation == self._generation:
                 self._recovery_point = max(self._recovery_point, leo)
             self._last_flush_ms = _now_ms()
-            if self._checkpoint_state() != self._synced_checkpoint:
+            if self._checkpoint_changed() or not self._checkpoint_on_disk:
                 self._write_checkpoint(fsync=True)
+            elif not self._checkpoint_synced:
+                # written unsynced since (e.g. a high watermark checkpoint): same content, so
+                # an fsync makes it durable without rewriting it
+                fsync_file(self.directory / OFFSETS_FILE)
+                self._checkpoint_synced = True
             if epochs_unsynced:
                 self.leader_epochs.write(fsync=True)
 
@@ -767,11 +780,13 @@ class PartitionLog(LogQueries):
         )
 
     def checkpoint_offsets(self, *, force: bool = False, now_ms: int | None = None) -> None:
-        """Persist the high watermark and friends if they changed (cheap, no fsync); with
-        `now_ms`, at most every `HW_CHECKPOINT_INTERVAL_MS` (Kafka's
-        replica.high.watermark.checkpoint.interval.ms), as the HW moves on every produce."""
+        """Persist the high watermark and friends (log start, recovery point, cleaner offset)
+        if any of them changed since the file was written (cheap, no fsync; an unchanged log
+        writes nothing). With `now_ms` and not `force`, at most every
+        `HW_CHECKPOINT_INTERVAL_MS` (Kafka's replica.high.watermark.checkpoint.interval.ms),
+        as the HW moves on every produce."""
         with self._lock:
-            if self._closed or not (force or self._hw_checkpointed != self._high_watermark):
+            if self._closed or not self._checkpoint_changed():
                 return
             if not force and now_ms is not None:
                 if now_ms - self._last_hw_checkpoint_ms < HW_CHECKPOINT_INTERVAL_MS:
@@ -787,16 +802,22 @@ class PartitionLog(LogQueries):
             cleaner_offset=self.cleaner_offset,
         )
 
+    def _checkpoint_changed(self) -> bool:
+        """The offsets differ from what `offsets.checkpoint` holds. A brand-new log without
+        the file counts as unchanged until its offsets move (a missing file reads as "recover
+        fully", which is right for it); flush and close write the file regardless."""
+        return self._checkpoint_state() != self._checkpointed
+
     def _write_checkpoint(self, *, fsync: bool) -> None:
         state = self._checkpoint_state()
         state.write(self.directory, fsync=fsync)
-        self._synced_checkpoint = state if fsync else None
-        self._hw_checkpointed = self._high_watermark
+        self._checkpointed = state
+        self._checkpoint_on_disk = True
+        self._checkpoint_synced = fsync
 
     def _write_epochs(self) -> None:
         """Mark the leader-epoch cache for the next flush() (recovery rebuilds it from the
         batches' own epochs, so writing it on the append path would only cost time)."""
-        self._epochs_unsynced = True
         self._epochs_unsynced = True
 
     def close(self, *, fsync: bool = True) -> None:
@@ -833,7 +854,8 @@ class PartitionLog(LogQueries):
         with self._lock:
             if self._offline is None:
                 self._recovery_point = self._leo
-                self._write_checkpoint(fsync=False)
+                if self._checkpoint_changed() or not self._checkpoint_on_disk:
+                    self._write_checkpoint(fsync=False)
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

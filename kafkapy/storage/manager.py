@@ -239,7 +239,9 @@ class LogManager:
         return results
 
     def flush_dirty(self, now_ms: int) -> int:
-        """fsync logs whose `flush.ms` / `flush.messages` is due; checkpoint high watermarks.
+        """fsync logs whose `flush.ms` / `flush.messages` is due; checkpoint the others'
+        offsets where they changed (an idle log's files are left alone: with thousands of
+        partitions this runs every `log.flush.scheduler.interval.ms`).
 
         Returns how many logs were fsynced.
         """

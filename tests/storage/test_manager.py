@@ -153,6 +153,71 @@ def test_high_watermark_checkpoints_are_rate_limited(tmp_path: Path) -> None:
     manager.close()
 
 
+_STATE_FILES = ("offsets.checkpoint", "leader-epoch-checkpoint", "partition.metadata")
+
+
+@pytest.mark.parametrize("partitions", [3, 70])  # per-log fsync close / bulk sync(2) close
+def test_idle_logs_are_not_rewritten(tmp_path: Path, partitions: int) -> None:
+    """An idle log's state files stay the very same files through flush cycles and shutdown,
+    while a log whose high watermark moved gets a new checkpoint (the state survives)."""
+    data, links = tmp_path / "data", tmp_path / "links"
+    links.mkdir()
+    manager = LogManager([data])
+    for p in range(partitions):
+        plog = manager.get_or_create("t", p)
+        plog.append(batch([b"a"]), now_ms=BASE_TS)
+        plog.high_watermark = plog.log_end_offset
+    manager.close()
+    manager = LogManager([data])
+    # A hard link pins each file's inode, so a rewrite (temp file + rename) cannot reuse it.
+    for p in range(partitions):
+        for name in _STATE_FILES:
+            (links / f"{p}-{name}").hardlink_to(data / f"t-{p}" / name)
+    busy = manager.get("t", 0)
+    assert busy is not None
+    busy.append(batch([b"b"]), now_ms=BASE_TS)
+    busy.high_watermark = busy.log_end_offset
+    for step in range(4):
+        manager.flush_dirty(BASE_TS + step * 5000)
+    assert "high_watermark 2" in (data / "t-0" / "offsets.checkpoint").read_text()
+    manager.close()
+
+    def same(p: int, name: str) -> bool:
+        return (links / f"{p}-{name}").samefile(data / f"t-{p}" / name)
+
+    assert not same(0, "offsets.checkpoint")
+    rewritten = [(p, n) for p in range(1, partitions) for n in _STATE_FILES if not same(p, n)]
+    assert rewritten == []
+    again = LogManager([data])
+    logs = again.logs()
+    assert logs[("t", 0)].high_watermark == 2
+    assert logs[("t", 0)].recovery_point == 2
+    assert all(logs[("t", p)].high_watermark == 1 for p in range(1, partitions))
+    again.close()
+
+
+def test_flush_syncs_an_unchanged_checkpoint_without_rewriting_it(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], LogConfig(flush_messages=2))
+    plog = manager.get_or_create("t", 0)
+    plog.append(batch([b"a"]), now_ms=BASE_TS)
+    plog.flush()  # recovery point 1 checkpointed
+    plog.high_watermark = 1
+    manager.flush_dirty(BASE_TS)  # HW checkpoint, unsynced
+    ckpt = tmp_path / "t-0" / "offsets.checkpoint"
+    link = tmp_path / "pinned"
+    link.hardlink_to(ckpt)
+    plog.flush()  # nothing changed: an fsync of the same file, no rewrite
+    plog.checkpoint_offsets(force=True)
+    assert link.samefile(ckpt)
+    plog.append(batch([b"b"]), now_ms=BASE_TS)
+    assert manager.flush_dirty(BASE_TS) == 0  # flush.messages not reached
+    plog.append(batch([b"c"]), now_ms=BASE_TS)
+    assert manager.flush_dirty(BASE_TS) == 1
+    assert not link.samefile(ckpt)
+    assert "recovery_point 3" in ckpt.read_text()
+    manager.close()
+
+
 def test_a_damaged_log_does_not_stop_maintenance_of_others(tmp_path: Path) -> None:
     cfg = LogConfig(segment_bytes=512, retention_ms=1000, cleanup_policy="compact,delete")
     manager = LogManager([tmp_path], cfg)
