@@ -402,3 +402,132 @@ def test_transactions_commit_and_abort(kafkajs: KafkaJs, topic_name: str) -> Non
         data = len(per_partition.get(o["partition"], []))
         markers = int(o["high"]) - data
         assert markers == (3 if data else 0), f"partition {o['partition']}: {markers} markers"
+
+
+def test_transaction_send_offsets(kafkajs: KafkaJs, topic_name: str) -> None:
+    """Consume-transform-produce: offsets sent in a transaction follow its commit or abort."""
+    kafkajs.create_topic(topic_name, partitions=2)
+    group_id = unique_topic("kafkajs-eos")
+    source = unique_topic("kafkajs-eos-source")
+    kafkajs.create_topic(source, partitions=2)
+
+    def step(action: str, value: str, offsets: dict[int, int]) -> dict[str, Any]:
+        return {
+            "action": action,
+            "messages": [{"key": "k", "value": value}],
+            "sendOffsets": {
+                "groupId": group_id,
+                "topic": source,
+                "partitions": [{"partition": p, "offset": str(o)} for p, o in offsets.items()],
+            },
+        }
+
+    kafkajs.run(
+        "transaction.js",
+        topic=topic_name,
+        transactionalId=unique_topic("kafkajs-eos-txn"),
+        steps=[step("commit", "kept", {0: 45, 1: 7}), step("abort", "dropped", {0: 70, 1: 9})],
+    )
+    (committed,) = kafkajs.admin({"op": "fetchOffsets", "groupId": group_id, "topics": [source]})
+    assert {p["partition"]: p["offset"] for p in committed[0]["partitions"]} == {0: "45", 1: "7"}
+    got = kafkajs.consume(topic_name, unique_topic("kafkajs-eos-read"), 1)
+    assert [m["value"] for m in got] == ["kept"]
+
+
+def test_group_members_share_and_rebalance(kafkajs: KafkaJs, topic_name: str) -> None:
+    """Two members split 4 partitions; when one leaves, the other takes them all over."""
+    partitions = 4
+    kafkajs.create_topic(topic_name, partitions=partitions)
+    messages = [{"key": f"k{i % 23}", "value": f"v{i}"} for i in range(200)]
+    out = kafkajs.run(
+        "group.js",
+        topic=topic_name,
+        groupId=unique_topic("kafkajs-members"),
+        partitions=partitions,
+        messages=messages,
+    )
+    leaver, stayer = out["members"]
+    # The shared generation: the leaver's last assignment, the one before the stayer's takeover.
+    assert len(stayer["assignments"]) >= 2, stayer["assignments"]
+    leaver_share, stayer_share = set(leaver["assignments"][-1]), set(stayer["assignments"][-2])
+    assert leaver_share, "the first member never got a partition in the shared generation"
+    assert stayer_share, "the second member never got a partition in the shared generation"
+    assert leaver_share.isdisjoint(stayer_share)
+    assert leaver_share | stayer_share == set(range(partitions))
+    assert sorted(stayer["assignments"][-1]) == list(range(partitions)), "no takeover on leave"
+    phase1 = [m for member in (leaver, stayer) for m in member["messages"] if m["phase"] == 1]
+    assert sorted(m["value"] for m in phase1) == sorted(m["value"] for m in messages)
+    assert {m["partition"] for m in leaver["messages"]} <= leaver_share
+    assert {m["partition"] for m in stayer["messages"] if m["phase"] == 1} <= stayer_share
+    phase2 = [m for m in stayer["messages"] if m["phase"] == 2]
+    assert sorted(m["value"] for m in phase2) == sorted(m["value"] for m in messages)
+    assert not [m for m in leaver["messages"] if m["phase"] == 2]
+
+
+def test_idempotent_producer_edge_values(kafkajs: KafkaJs, topic_name: str) -> None:
+    """Null key, null value (a tombstone), empty value, multi-valued and non-ASCII headers."""
+    kafkajs.create_topic(topic_name, partitions=1)
+    sent: list[dict[str, Any]] = [
+        {"key": None, "value": "no key"},
+        {"key": "gone", "value": None},
+        {"key": "empty", "value": ""},
+        {"key": "hdrs", "value": "x", "headers": {"multi": ["a", "b"], "名前": "値"}},
+    ]
+    kafkajs.run("produce.js", topic=topic_name, messages=sent, idempotent=True, chunkSize=1)
+    got = kafkajs.consume(topic_name, unique_topic("kafkajs-edge"), len(sent))
+    assert [(m["key"], m["value"]) for m in got] == [(s["key"], s["value"]) for s in sent]
+    assert got[3]["headers"] == {"multi": ["a", "b"], "名前": ["値"]}
+    assert [m["offset"] for m in got] == [0, 1, 2, 3]
+
+
+def test_create_partitions_and_delete_records(kafkajs: KafkaJs, topic_name: str) -> None:
+    kafkajs.create_topic(topic_name, partitions=1)
+    kafkajs.run("produce.js", topic=topic_name, messages=keyed_messages(50, "trim"))
+    again, grown, metadata, _, trimmed = kafkajs.admin(
+        {"op": "createTopics", "topics": [{"topic": topic_name, "numPartitions": 1}]},
+        {"op": "createPartitions", "topic": topic_name, "count": 3},
+        {"op": "fetchTopicMetadata", "topics": [topic_name]},
+        {
+            "op": "deleteTopicRecords",
+            "topic": topic_name,
+            "partitions": [{"partition": 0, "offset": "20"}],
+        },
+        {"op": "fetchTopicOffsets", "topic": topic_name},
+    )
+    assert again is False, "createTopics of an existing topic must report it was not created"
+    assert grown is None
+    assert sorted(p["partitionId"] for p in metadata["topics"][0]["partitions"]) == [0, 1, 2]
+    assert {o["partition"]: (o["low"], o["high"]) for o in trimmed} == {
+        0: ("20", "50"),
+        1: ("0", "0"),
+        2: ("0", "0"),
+    }
+    got = kafkajs.consume(topic_name, unique_topic("kafkajs-trimmed"), 30)
+    assert [m["offset"] for m in got] == list(range(20, 50))
+
+
+def test_group_admin(kafkajs: KafkaJs, topic_name: str) -> None:
+    """listGroups / describeGroups / setOffsets / deleteGroups on a group kafkajs made."""
+    kafkajs.create_topic(topic_name, partitions=1)
+    kafkajs.run("produce.js", topic=topic_name, messages=keyed_messages(40, "admin"))
+    group_id = unique_topic("kafkajs-admin-group")
+    kafkajs.consume(topic_name, group_id, 40)
+    listed, described, _, committed, deleted, after = kafkajs.admin(
+        {"op": "listGroups"},
+        {"op": "describeGroups", "groupIds": [group_id]},
+        {
+            "op": "setOffsets",
+            "groupId": group_id,
+            "topic": topic_name,
+            "partitions": [{"partition": 0, "offset": "25"}],
+        },
+        {"op": "fetchOffsets", "groupId": group_id, "topics": [topic_name]},
+        {"op": "deleteGroups", "groupIds": [group_id]},
+        {"op": "listGroups"},
+    )
+    assert {"groupId": group_id, "protocolType": "consumer"} in listed["groups"]
+    (group,) = described["groups"]
+    assert (group["errorCode"], group["state"], group["members"]) == (0, "Empty", [])
+    assert committed[0]["partitions"] == [{"partition": 0, "offset": "25", "metadata": None}]
+    assert deleted == [{"groupId": group_id, "errorCode": 0}]
+    assert group_id not in [g["groupId"] for g in after["groups"]]

@@ -56,7 +56,22 @@ const ACTIONS = {
         }
       ]
     }),
-  deleteTopics: (admin, a) => admin.deleteTopics({ topics: a.topics, timeout: 10000 })
+  deleteTopics: (admin, a) => admin.deleteTopics({ topics: a.topics, timeout: 10000 }),
+  createPartitions: (admin, a) =>
+    admin.createPartitions({
+      validateOnly: Boolean(a.validateOnly),
+      timeout: 10000,
+      topicPartitions: [{ topic: a.topic, count: a.count }]
+    }),
+  deleteTopicRecords: (admin, a) =>
+    admin.deleteTopicRecords({ topic: a.topic, partitions: a.partitions }),
+  describeCluster: admin => admin.describeCluster(),
+  listGroups: admin => admin.listGroups(),
+  deleteGroups: (admin, a) => admin.deleteGroups(a.groupIds),
+  setOffsets: (admin, a) =>
+    admin.setOffsets({ groupId: a.groupId, topic: a.topic, partitions: a.partitions }),
+  resetOffsets: (admin, a) =>
+    admin.resetOffsets({ groupId: a.groupId, topic: a.topic, earliest: Boolean(a.earliest) })
 }
 
 main(async args => {

@@ -3,7 +3,8 @@
 // transaction - send its messages, then commit or abort - and prints {"steps": [{action,
 // sends}]} with the RecordMetadata of every send.
 //
-// Args: bootstrap, topic, transactionalId, steps [{action: "commit" | "abort", messages}].
+// Args: bootstrap, topic, transactionalId, steps [{action: "commit" | "abort", messages,
+// sendOffsets?: {groupId, topic, partitions: [{partition, offset}]}}].
 // Why several transactions on one producer: the second one reuses the producer id and epoch
 // that InitProducerId handed out, the path where sequence and epoch bookkeeping usually breaks.
 
@@ -25,6 +26,13 @@ main(async args => {
       const sends = []
       try {
         sends.push(await txn.send({ topic: args.topic, messages: toKafkaMessages(step.messages) }))
+        if (step.sendOffsets) {
+          // Consume-transform-produce: the group's offsets commit or abort with the messages.
+          await txn.sendOffsets({
+            consumerGroupId: step.sendOffsets.groupId,
+            topics: [{ topic: step.sendOffsets.topic, partitions: step.sendOffsets.partitions }]
+          })
+        }
       } catch (err) {
         await txn.abort()
         throw err
