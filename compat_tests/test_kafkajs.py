@@ -531,3 +531,49 @@ def test_group_admin(kafkajs: KafkaJs, topic_name: str) -> None:
     assert committed[0]["partitions"] == [{"partition": 0, "offset": "25", "metadata": None}]
     assert deleted == [{"groupId": group_id, "errorCode": 0}]
     assert group_id not in [g["groupId"] for g in after["groups"]]
+
+
+def test_open_transaction_blocks_read_committed_until_fenced(
+    kafkajs: KafkaJs, topic_name: str
+) -> None:
+    """A producer dies mid-transaction: read_committed stops at it (later plain writes too)
+    until a new producer with the same transactionalId fences and aborts it."""
+    kafkajs.create_topic(topic_name, partitions=1)
+    txn_id = unique_topic("kafkajs-fenced")
+
+    def txn(action: str, value: str) -> dict[str, Any]:
+        return {"action": action, "messages": [{"key": "k", "value": value}]}
+
+    kafkajs.run(
+        "transaction.js",
+        topic=topic_name,
+        transactionalId=txn_id,
+        transactionTimeoutMs=60_000,
+        steps=[txn("commit", "c1"), txn("leave-open", "open")],
+    )
+    kafkajs.run("produce.js", topic=topic_name, messages=[{"key": "k", "value": "plain"}])
+    blocked = kafkajs.consume(topic_name, unique_topic("kafkajs-lso"), 1, settleMs=500)
+    assert [m["value"] for m in blocked] == ["c1"], "read_committed read past an open transaction"
+    kafkajs.run(
+        "transaction.js", topic=topic_name, transactionalId=txn_id, steps=[txn("commit", "c2")]
+    )
+    got = kafkajs.consume(topic_name, unique_topic("kafkajs-lso2"), 3)
+    assert [m["value"] for m in got] == ["c1", "plain", "c2"]
+
+
+def test_transaction_timeout_aborts(kafkajs: KafkaJs, topic_name: str) -> None:
+    """Nobody ends the transaction: the broker aborts it after transactionTimeout."""
+    kafkajs.create_topic(topic_name, partitions=1)
+    kafkajs.run(
+        "transaction.js",
+        topic=topic_name,
+        transactionalId=unique_topic("kafkajs-timeout"),
+        transactionTimeoutMs=1500,
+        steps=[{"action": "leave-open", "messages": [{"key": "k", "value": "open"}]}],
+    )
+    kafkajs.run("produce.js", topic=topic_name, messages=[{"key": "k", "value": "plain"}])
+    got = kafkajs.consume(topic_name, unique_topic("kafkajs-timeout-read"), 1)
+    assert [(m["offset"], m["value"]) for m in got] == [(1, "plain")]
+    # The broker wrote the abort marker (offset 2) itself: open, plain, marker.
+    (offsets,) = kafkajs.admin({"op": "fetchTopicOffsets", "topic": topic_name})
+    assert [o["high"] for o in offsets] == ["3"]

@@ -17,7 +17,7 @@ main(async args => {
   const producer = makeKafka(args, 'kafkapy-compat-producer').producer({
     idempotent: Boolean(args.idempotent),
     maxInFlightRequests: args.idempotent ? 1 : undefined,
-    allowAutoTopicCreation: false
+    allowAutoTopicCreation: args.autoCreate === true
   })
   await producer.connect()
   const sends = []

@@ -3,7 +3,8 @@
 // transaction - send its messages, then commit or abort - and prints {"steps": [{action,
 // sends}]} with the RecordMetadata of every send.
 //
-// Args: bootstrap, topic, transactionalId, steps [{action: "commit" | "abort", messages,
+// Args: bootstrap, topic, transactionalId, transactionTimeoutMs, steps [{action: "commit" |
+// "abort" | "leave-open", messages,
 // sendOffsets?: {groupId, topic, partitions: [{partition, offset}]}}].
 // Why several transactions on one producer: the second one reuses the producer id and epoch
 // that InitProducerId handed out, the path where sequence and epoch bookkeeping usually breaks.
@@ -15,7 +16,7 @@ main(async args => {
     transactionalId: args.transactionalId,
     idempotent: true,
     maxInFlightRequests: 1,
-    transactionTimeout: 30000,
+    transactionTimeout: args.transactionTimeoutMs || 30000,
     allowAutoTopicCreation: false
   })
   await producer.connect()
@@ -41,6 +42,9 @@ main(async args => {
         await txn.commit()
       } else if (step.action === 'abort') {
         await txn.abort()
+      } else if (step.action === 'leave-open') {
+        // A producer that dies mid-transaction: no EndTxn, so only the broker's transaction
+        // timeout (transactionTimeoutMs) can abort it and release read_committed consumers.
       } else {
         throw new Error(`unknown transaction action ${step.action}`)
       }
