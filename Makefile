@@ -31,11 +31,21 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 
+# `make bench`: every benchmark with a quick setting, about a minute and a half in all. The
+# micro-benchmarks and groups_bench run as they are (short already) and write perf/results/;
+# the others run shortened and write their JSON under $(BENCH_OUT), so the full-length figures
+# in perf/results/ (perf/README.md says how each was run) are not replaced by quick ones.
+BENCH_OUT ?= /tmp/kafkapy-bench
+
 bench: $(TEST_STAMP)
+	mkdir -p $(BENCH_OUT)
 	$(PY) perf/protocol_bench.py
-	$(PY) perf/storage_bench.py
-	$(PY) perf/bench.py
+	$(PY) perf/records_bench.py
+	$(PY) perf/storage_bench.py --mib 32 --runs 1 --fsync-appends 20 --json $(BENCH_OUT)/storage_bench.json
+	$(PY) perf/bench.py --runs 1 --messages 20000 --latency-seconds 2 --max-seconds 20 --json $(BENCH_OUT)/bench.json
 	$(PY) perf/groups_bench.py
+	$(PY) perf/txn_bench.py --messages 5000 --runs 1 --json $(BENCH_OUT)/txn_bench.json
+	$(PY) perf/scale_bench.py --runs 1 --messages 20000 --seconds 2 --startup-partitions 1000 --json $(BENCH_OUT)/scale_bench.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
