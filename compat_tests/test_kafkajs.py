@@ -577,3 +577,34 @@ def test_transaction_timeout_aborts(kafkajs: KafkaJs, topic_name: str) -> None:
     # The broker wrote the abort marker (offset 2) itself: open, plain, marker.
     (offsets,) = kafkajs.admin({"op": "fetchTopicOffsets", "topic": topic_name})
     assert [o["high"] for o in offsets] == ["3"]
+
+
+def test_tiny_fetch_limits_still_progress(kafkajs: KafkaJs, keyed_topic: KeyedTopic) -> None:
+    """maxBytes far below one batch: the broker must still return a whole batch (KIP-74)."""
+    got = kafkajs.consume(
+        keyed_topic.name,
+        unique_topic("kafkajs-tiny"),
+        N_MESSAGES,
+        maxBytesPerPartition=64,
+        maxBytes=128,
+    )
+    assert sorted((m["partition"], m["offset"]) for m in got) == sorted(
+        (m["partition"], m["offset"]) for m in keyed_topic.got
+    )
+
+
+def test_auto_create_on_produce(kafkajs: KafkaJs, topic_name: str) -> None:
+    """kafkajs' default allowAutoTopicCreation: producing to a new name creates the topic."""
+    out = kafkajs.run(
+        "produce.js", topic=topic_name, messages=keyed_messages(5, "auto"), autoCreate=True
+    )
+    codes = [m["errorCode"] for send in out["sends"] for m in send]
+    assert codes, "no RecordMetadata for the send"
+    assert set(codes) == {0}, codes
+    topics, metadata = kafkajs.admin(
+        {"op": "listTopics"}, {"op": "fetchTopicMetadata", "topics": [topic_name]}
+    )
+    assert topic_name in topics
+    assert len(metadata["topics"][0]["partitions"]) >= 1
+    got = kafkajs.consume(topic_name, unique_topic("kafkajs-auto"), 5)
+    assert sorted(m["value"] for m in got) == sorted(m["value"] for m in keyed_messages(5, "auto"))

@@ -6,7 +6,7 @@
 //
 // Args: bootstrap, topic, groupId, expected, fromBeginning (default true), readUncommitted
 // (default false = read_committed, kafkajs' own default), seek [{partition, offset}],
-// settleMs (default 300), autoCommit (default true).
+// settleMs (default 300), autoCommit (default true), maxBytesPerPartition, maxBytes.
 //
 // Why seek is called before awaiting run(): kafkajs builds its consumer group synchronously in
 // run() and applies pending seeks before the first fetch, so the seek is deterministic - no
@@ -20,6 +20,8 @@ main(async args => {
     groupId: args.groupId,
     readUncommitted: Boolean(args.readUncommitted),
     maxWaitTimeInMs: 100,
+    maxBytesPerPartition: args.maxBytesPerPartition || 1048576,
+    maxBytes: args.maxBytes || 10485760,
     sessionTimeout: 10000,
     heartbeatInterval: 1000,
     allowAutoTopicCreation: false
