@@ -105,8 +105,9 @@ def serve(args: argparse.Namespace) -> int:
                 addresses = ", ".join(
                     f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}" for b in bound
                 )
+                # Printed, not logged (logging also writes to stderr, so both made it two
+                # lines): tools wait for this one line, and --log-level must not hide it.
                 line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
-                log.info(line)
                 print(line, file=sys.stderr, flush=True)
                 nursery.start_soon(_watch_signals, signals, server, nursery.cancel_scope)
                 await server.stopped.wait()

@@ -57,6 +57,18 @@ def test_serve_memory_ready_line_and_sigterm_with_idle_connection() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("level", ["INFO", "WARNING"])
+def test_ready_is_exactly_one_plain_line(level: str) -> None:
+    """Scripts wait for one readiness line; a log-formatted copy of it, or none when logging
+    is quieter, would break them."""
+    proc, m = start("--listeners", "PLAINTEXT://127.0.0.1:0", "--memory", "--log-level", level)
+    assert m.string.startswith("kafkapy ready: listening on 127.0.0.1:")
+    assert stop(proc) == 0
+    assert proc.stderr is not None
+    assert "kafkapy ready" not in proc.stderr.read()
+
+
+@pytest.mark.timeout(60)
 def test_kraft_config_file_env_and_flags(tmp_path: Path) -> None:
     data = tmp_path / "data"
     props = tmp_path / "server.properties"
