@@ -608,3 +608,38 @@ def test_auto_create_on_produce(kafkajs: KafkaJs, topic_name: str) -> None:
     assert len(metadata["topics"][0]["partitions"]) >= 1
     got = kafkajs.consume(topic_name, unique_topic("kafkajs-auto"), 5)
     assert sorted(m["value"] for m in got) == sorted(m["value"] for m in keyed_messages(5, "auto"))
+
+
+def test_admin_errors_are_clear(kafkajs: KafkaJs, broker: BrokerProcess, topic_name: str) -> None:
+    """Bad admin input gets Kafka's error code (not a closed connection or a hang), and the
+    cluster/ACL probes admin tools make get Kafka's answers for a single node without an
+    authorizer."""
+
+    def create(
+        name: str, partitions: int = 1, configs: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        topic = {"topic": name, "numPartitions": partitions, "configs": configs or {}}
+        return {"op": "createTopics", "topics": [topic], "expectError": True}
+
+    bad_name, bad_value, bad_count, unknown, acls, cluster = kafkajs.admin(
+        create("bad name!"),
+        create(topic_name, configs={"retention.ms": "soon"}),
+        create(topic_name, partitions=0),
+        create(topic_name, configs={"no.such.config": "1"}),
+        {"op": "describeAcls", "topic": topic_name, "expectError": True},
+        {"op": "describeCluster"},
+    )
+
+    def create_error(result: dict[str, Any]) -> str:
+        (err,) = result["error"]["errors"]
+        return str(err["type"])
+
+    assert create_error(bad_name) == "INVALID_TOPIC_EXCEPTION"
+    assert create_error(bad_value) == "INVALID_CONFIG"
+    assert create_error(bad_count) == "INVALID_PARTITIONS"
+    assert create_error(unknown) == "INVALID_CONFIG"
+    assert acls["error"]["type"] == "SECURITY_DISABLED"
+    (node,) = cluster["brokers"]
+    assert (node["host"], node["port"]) == (broker.host, broker.port)
+    assert cluster["controller"] == node["nodeId"]
+    assert topic_name not in kafkajs.admin({"op": "listTopics"})[0], "a failed create left a topic"

@@ -9,7 +9,13 @@
 // An action that is expected to fail carries "expectError": true; its result is then the error
 // (name, type, message) instead of an exception that ends the script.
 
-const { ConfigResourceTypes } = require('kafkajs')
+const {
+  ConfigResourceTypes,
+  AclResourceTypes,
+  AclOperationTypes,
+  AclPermissionTypes,
+  ResourcePatternTypes
+} = require('kafkajs')
 const { main, makeKafka, describeError } = require('./lib')
 
 const RESOURCE_TYPES = { topic: ConfigResourceTypes.TOPIC, broker: ConfigResourceTypes.BROKER }
@@ -36,7 +42,7 @@ const ACTIONS = {
   describeGroups: (admin, a) => admin.describeGroups(a.groupIds),
   describeConfigs: (admin, a) =>
     admin.describeConfigs({
-      includeSynonyms: false,
+      includeSynonyms: Boolean(a.includeSynonyms),
       resources: [
         {
           type: RESOURCE_TYPES[a.resourceType || 'topic'],
@@ -66,6 +72,30 @@ const ACTIONS = {
   deleteTopicRecords: (admin, a) =>
     admin.deleteTopicRecords({ topic: a.topic, partitions: a.partitions }),
   describeCluster: admin => admin.describeCluster(),
+  describeAcls: (admin, a) =>
+    admin.describeAcls({
+      resourceType: AclResourceTypes.TOPIC,
+      resourceName: a.topic,
+      resourcePatternType: ResourcePatternTypes.LITERAL,
+      principal: 'User:kafkajs',
+      host: '*',
+      operation: AclOperationTypes.ANY,
+      permissionType: AclPermissionTypes.ANY
+    }),
+  createAcls: (admin, a) =>
+    admin.createAcls({
+      acl: [
+        {
+          resourceType: AclResourceTypes.TOPIC,
+          resourceName: a.topic,
+          resourcePatternType: ResourcePatternTypes.LITERAL,
+          principal: 'User:kafkajs',
+          host: '*',
+          operation: AclOperationTypes.READ,
+          permissionType: AclPermissionTypes.ALLOW
+        }
+      ]
+    }),
   listGroups: admin => admin.listGroups(),
   deleteGroups: (admin, a) => admin.deleteGroups(a.groupIds),
   setOffsets: (admin, a) =>
