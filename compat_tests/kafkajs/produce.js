@@ -4,7 +4,8 @@
 // RecordMetadata kafkajs returned for every send: {"sends": [[{partition, baseOffset, ...}]]}.
 //
 // Args: bootstrap, topic, messages [{key, value, headers, timestamp?}], acks (default -1),
-// compression ("none" | "gzip" - the only codec kafkajs ships), chunkSize, idempotent.
+// compression ("none" | "gzip" - the only codec kafkajs ships), chunkSize, idempotent,
+// concurrent (all chunks sent at once), autoCreate.
 
 const { CompressionTypes } = require('kafkajs')
 const { main, makeKafka, toKafkaMessages } = require('./lib')
@@ -24,15 +25,21 @@ main(async args => {
   try {
     const messages = toKafkaMessages(args.messages)
     const chunkSize = args.chunkSize || messages.length
-    for (let i = 0; i < messages.length; i += chunkSize) {
-      sends.push(
-        await producer.send({
-          topic: args.topic,
-          acks: args.acks === undefined ? -1 : args.acks,
-          compression,
-          messages: messages.slice(i, i + chunkSize)
-        })
-      )
+    const send = chunk =>
+      producer.send({
+        topic: args.topic,
+        acks: args.acks === undefined ? -1 : args.acks,
+        compression,
+        messages: chunk
+      })
+    const chunks = []
+    for (let i = 0; i < messages.length; i += chunkSize) chunks.push(messages.slice(i, i + chunkSize))
+    if (args.concurrent) {
+      // All sends at once: kafkajs pipelines the Produce requests on one connection, so the
+      // broker must answer them in request order (results stay in chunk order here).
+      sends.push(...(await Promise.all(chunks.map(send))))
+    } else {
+      for (const chunk of chunks) sends.push(await send(chunk))
     }
   } finally {
     await producer.disconnect()
