@@ -29,7 +29,13 @@ from typing import Any
 
 import pytest
 
-from compat_tests.conftest import BrokerProcess, in_ci, stored_codecs, unique_topic
+from compat_tests.conftest import (
+    BrokerFactory,
+    BrokerProcess,
+    in_ci,
+    stored_codecs,
+    unique_topic,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -670,3 +676,31 @@ def test_pipelined_sends_get_their_own_offsets(kafkajs: KafkaJs, topic_name: str
         for partition, offsets in placed.items():
             base = acked[partition]
             assert offsets == list(range(base, base + len(offsets))), f"send {index} p{partition}"
+
+
+def test_restart_keeps_data_and_group_offsets(
+    node: str, broker_factory: BrokerFactory, topic_name: str
+) -> None:
+    """SIGTERM and restart on the same data dir: kafkajs finds its messages, its group resumes
+    after the offsets it committed, and a transactionalId carries on."""
+    first = broker_factory.start()
+    before = KafkaJs(node, first.bootstrap)
+    before.create_topic(topic_name)
+    group_id, txn_id = unique_topic("kafkajs-restart"), unique_topic("kafkajs-restart-txn")
+    before.run("produce.js", topic=topic_name, messages=keyed_messages(90, "before"))
+    before.consume(topic_name, group_id, 90)
+    commit = {"action": "commit", "messages": [{"key": "t", "value": "txn-before"}]}
+    before.run("transaction.js", topic=topic_name, transactionalId=txn_id, steps=[commit])
+    assert first.stop() is not None, "the broker ignored SIGTERM"
+
+    second = broker_factory.start(data_dir=first.data_dir)
+    after = KafkaJs(node, second.bootstrap)
+    commit = {"action": "commit", "messages": [{"key": "t", "value": "txn-after"}]}
+    after.run("transaction.js", topic=topic_name, transactionalId=txn_id, steps=[commit])
+    after.run("produce.js", topic=topic_name, messages=keyed_messages(30, "after"))
+    resumed = after.consume(topic_name, group_id, 32)
+    assert sorted(m["value"] for m in resumed) == sorted(
+        [m["value"] for m in keyed_messages(30, "after")] + ["txn-before", "txn-after"]
+    ), "the group re-read or skipped messages across the restart"
+    everything = after.consume(topic_name, unique_topic("kafkajs-restart-all"), 122)
+    assert {m["value"] for m in keyed_messages(90, "before")} <= {m["value"] for m in everything}
