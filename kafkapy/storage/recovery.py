@@ -173,23 +173,24 @@ class LogRecovery:
                     self._epochs_unsynced = True
             expected = seg.next_offset
             if truncated:
-                for later in self.segments[i + 1 :]:
-                    later.close()
-                    later.unlink()
-                del self.segments[i + 1 :]
-                del self._bases[i + 1 :]
+                self._drop_segments_after(i)
                 break
             if i + 1 < len(self.segments) and self.segments[i + 1].base_offset < expected:
                 log.warning("%s: segment %s overlaps its predecessor; dropping it and later ones",
                             self.directory.name, self.segments[i + 1].log_path.name)
-                for later in self.segments[i + 1 :]:
-                    later.close()
-                    later.unlink()
-                del self.segments[i + 1 :]
-                del self._bases[i + 1 :]
+                self._drop_segments_after(i)
                 break
             i += 1
         self.segments[-1].open_as_active()
+
+    def _drop_segments_after(self, i: int) -> None:
+        """Delete every segment after segment `i`: what follows damage cannot be trusted to
+        continue the log's offsets."""
+        for later in self.segments[i + 1 :]:
+            later.close()
+            later.unlink()
+        del self.segments[i + 1 :]
+        del self._bases[i + 1 :]
 
     # --- offsets checkpoint ----------------------------------------------------------------
     def _checkpoint_state(self) -> OffsetsCheckpoint:
