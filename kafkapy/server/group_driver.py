@@ -55,12 +55,17 @@ from kafkapy.protocol.records import (
     Record,
     build_batch,
     decode_records,
-    iter_batches,
     parse_control_record,
 )
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
 from kafkapy.server.config import BrokerConfig
-from kafkapy.server.metadata_store import TopicInfo, new_topic_id
+from kafkapy.server.internal_topics import (
+    create_internal_logs,
+    internal_partition_log,
+    log_batches,
+    register_internal_topic,
+)
+from kafkapy.server.metadata_store import TopicInfo
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 
@@ -76,8 +81,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Answer = JoinGroupResult | SyncGroupResult
-
-_READ_CHUNK = 1 << 20
 
 
 def _int(config: BrokerConfig, name: str, default: int) -> int:
@@ -200,14 +203,14 @@ class GroupDriver:
                     info = self._register_topic()
                     self.coordinator.load_complete(now_ms())
                     self.loaded = True
-                    await self._create_logs(info)
+                    await create_internal_logs(self.broker, info)
             finally:
                 self._loading.set()
                 self._loading = None
 
     def _register_topic(self) -> TopicInfo:
-        info = TopicInfo(
-            CONSUMER_OFFSETS_TOPIC, new_topic_id(), self.num_partitions,
+        return register_internal_topic(
+            self.broker, CONSUMER_OFFSETS_TOPIC, self.num_partitions,
             {
                 "cleanup.policy": "compact",
                 # Kafka's offsets.topic.segment.bytes: small enough for the cleaner to get at
@@ -215,36 +218,12 @@ class GroupDriver:
                     _int(self.broker.config, "offsets.topic.segment.bytes", 104_857_600)
                 ),
             },
-            internal=True,
         )
-        self.broker.topics.put(info)
-        log.info("created topic %s with %d partitions", info.name, info.partitions)
-        return info
-
-    async def _create_logs(self, info: TopicInfo) -> None:
-        broker = self.broker
-        config = broker.log_config(info)
-
-        def create_logs() -> None:
-            try:
-                for p in range(info.partitions):
-                    if broker.logs.get(info.name, p) is None:
-                        broker.logs.get_or_create(info.name, p, config, info.topic_id)
-            except StorageError as exc:  # e.g. closed by shutdown; start-up creates the rest
-                log.warning("creating %s logs stopped: %s", info.name, exc)
-
-        # abandoned on shutdown: the thread then stops at the closed LogManager
-        await trio.to_thread.run_sync(create_logs, abandon_on_cancel=True)
 
     def _partition_log(self, partition: int) -> PartitionLog:
-        plog = self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
+        plog = internal_partition_log(self.broker, CONSUMER_OFFSETS_TOPIC, partition)
         if plog is None:
-            info = self.broker.topics.get(CONSUMER_OFFSETS_TOPIC)
-            if info is None or partition >= info.partitions:
-                raise _MissingPartition(f"{CONSUMER_OFFSETS_TOPIC}-{partition} does not exist")
-            plog = self.broker.logs.get_or_create(
-                info.name, partition, self.broker.log_config(info), info.topic_id
-            )
+            raise _MissingPartition(f"{CONSUMER_OFFSETS_TOPIC}-{partition} does not exist")
         return plog
 
     def _load(self) -> None:
@@ -267,26 +246,18 @@ class GroupDriver:
         if plog is None:
             return 0
         loaded = 0
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = plog.read_bytes(offset, _READ_CHUNK)
-            if not data:
-                break
-            for pos, header in iter_batches(data):
-                offset = header.last_offset + 1
-                pid = header.producer_id if header.is_transactional else -1
-                for record in decode_records(data, pos, header):
-                    try:
-                        if header.is_control:
-                            commit, _ = parse_control_record(record)
-                            into.replay_transaction_marker(pid, commit)
-                        elif record.key is not None:
-                            into.replay_bytes(record.key, record.value, producer_id=pid)
-                        loaded += 1
-                    except ProtocolError as exc:  # GroupRecordError or a bad marker
-                        log.warning(
-                            "skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc
-                        )
+        for data, pos, header in log_batches(plog):
+            pid = header.producer_id if header.is_transactional else -1
+            for record in decode_records(data, pos, header):
+                try:
+                    if header.is_control:
+                        commit, _ = parse_control_record(record)
+                        into.replay_transaction_marker(pid, commit)
+                    elif record.key is not None:
+                        into.replay_bytes(record.key, record.value, producer_id=pid)
+                    loaded += 1
+                except ProtocolError as exc:  # GroupRecordError or a bad marker
+                    log.warning("skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc)
         return loaded
 
     # -- requests ------------------------------------------------------------------------

@@ -62,12 +62,17 @@ from kafkapy.protocol.records import (
     build_batch,
     build_control_batch,
     decode_records,
-    iter_batches,
     parse_batch_header,
 )
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
 from kafkapy.server.group_driver import group_driver
-from kafkapy.server.metadata_store import TopicInfo, new_topic_id
+from kafkapy.server.internal_topics import (
+    create_internal_logs,
+    internal_partition_log,
+    log_batches,
+    register_internal_topic,
+)
+from kafkapy.server.metadata_store import TopicInfo
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 
@@ -84,7 +89,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-_READ_CHUNK = 1 << 20
 #: How often outstanding markers are retried and ids checked for expiry at the latest.
 _RETRY_S = 1.0
 _EXPIRY_CHECK_MS = 3_600_000
@@ -106,18 +110,8 @@ def _read_records(broker: Broker, info: TopicInfo) -> list[tuple[bytes, bytes | 
         plog = broker.logs.get(info.name, partition)
         if plog is None:
             continue
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            data = plog.read_bytes(offset, _READ_CHUNK)
-            try:
-                batches = list(iter_batches(data))
-            except ProtocolError as exc:  # recovery validated the log; never expected
-                log.error("%s-%d unreadable at %d: %s", info.name, partition, offset, exc)
-                break
-            if not batches:
-                break
-            for pos, header in batches:
-                offset = header.last_offset + 1
+        try:
+            for data, pos, header in log_batches(plog):
                 if header.is_control:
                     continue
                 try:
@@ -126,6 +120,8 @@ def _read_records(broker: Broker, info: TopicInfo) -> list[tuple[bytes, bytes | 
                     log.warning("skipping unreadable %s batch: %s", info.name, exc)
                     continue
                 out.extend((r.key, r.value) for r in records if r.key is not None)
+        except ProtocolError as exc:  # recovery validated the log; never expected
+            log.error("%s-%d unreadable: %s", info.name, partition, exc)
     return out
 
 
@@ -161,7 +157,7 @@ class TxnDriver:
                 info = self.broker.topics.get(TRANSACTION_STATE_TOPIC)
                 if info is None:
                     info = self._register_topic()
-                    await self._create_logs(info)
+                    await create_internal_logs(self.broker, info)
                 else:
                     self.num_partitions = info.partitions
                     self.coordinator.num_partitions = info.partitions
@@ -185,28 +181,10 @@ class TxnDriver:
 
     def _register_topic(self) -> TopicInfo:
         segment_bytes = self.broker.config.get("transaction.state.log.segment.bytes") or "104857600"
-        info = TopicInfo(
-            TRANSACTION_STATE_TOPIC, new_topic_id(), self.num_partitions,
+        return register_internal_topic(
+            self.broker, TRANSACTION_STATE_TOPIC, self.num_partitions,
             {"cleanup.policy": "compact", "segment.bytes": segment_bytes},
-            internal=True,
         )
-        self.broker.topics.put(info)
-        log.info("created topic %s with %d partitions", info.name, info.partitions)
-        return info
-
-    async def _create_logs(self, info: TopicInfo) -> None:
-        broker = self.broker
-        config = broker.log_config(info)
-
-        def create_logs() -> None:
-            try:
-                for p in range(info.partitions):
-                    if broker.logs.get(info.name, p) is None:
-                        broker.logs.get_or_create(info.name, p, config, info.topic_id)
-            except StorageError as exc:  # closed by shutdown; start-up creates the rest
-                log.warning("creating %s logs stopped: %s", info.name, exc)
-
-        await trio.to_thread.run_sync(create_logs, abandon_on_cancel=True)
 
     # -- operations ----------------------------------------------------------------------
 
@@ -243,14 +221,9 @@ class TxnDriver:
             self.broker.after_append(TRANSACTION_STATE_TOPIC, partition, plog)
 
     def _state_log(self, partition: int) -> PartitionLog:
-        plog = self.broker.partition_log(TRANSACTION_STATE_TOPIC, partition)
+        plog = internal_partition_log(self.broker, TRANSACTION_STATE_TOPIC, partition)
         if plog is None:
-            info = self.broker.topics.get(TRANSACTION_STATE_TOPIC)
-            if info is None or partition >= info.partitions:
-                raise KafkaStorageError(f"{TRANSACTION_STATE_TOPIC}-{partition} does not exist")
-            plog = self.broker.logs.get_or_create(
-                info.name, partition, self.broker.log_config(info), info.topic_id
-            )
+            raise KafkaStorageError(f"{TRANSACTION_STATE_TOPIC}-{partition} does not exist")
         return plog
 
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
