@@ -510,6 +510,11 @@ def test_create_partitions_and_delete_records(kafkajs: KafkaJs, topic_name: str)
     }
     got = kafkajs.consume(topic_name, unique_topic("kafkajs-trimmed"), 30)
     assert [m["offset"] for m in got] == list(range(20, 50))
+    # A seek below the new log start gets OFFSET_OUT_OF_RANGE and kafkajs resets to earliest.
+    below = kafkajs.consume(
+        topic_name, unique_topic("kafkajs-below"), 30, seek=[{"partition": 0, "offset": 3}]
+    )
+    assert [m["offset"] for m in below] == list(range(20, 50))
 
 
 def test_group_admin(kafkajs: KafkaJs, topic_name: str) -> None:
