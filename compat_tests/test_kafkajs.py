@@ -709,3 +709,26 @@ def test_restart_keeps_data_and_group_offsets(
     ), "the group re-read or skipped messages across the restart"
     everything = after.consume(topic_name, unique_topic("kafkajs-restart-all"), 122)
     assert {m["value"] for m in keyed_messages(90, "before")} <= {m["value"] for m in everything}
+
+
+def test_send_batch_across_topics(kafkajs: KafkaJs) -> None:
+    """producer.sendBatch puts two topics in one Produce request; one consumer reads both."""
+    topics = {unique_topic("kafkajs-batch-a"): 2, unique_topic("kafkajs-batch-b"): 3}
+    for name, partitions in topics.items():
+        kafkajs.create_topic(name, partitions=partitions)
+    sent = {name: keyed_messages(40, name) for name in topics}
+    out = kafkajs.run(
+        "produce.js",
+        topic="",
+        topicMessages=[{"topic": name, "messages": msgs} for name, msgs in sent.items()],
+    )
+    (metadata,) = out["sends"]
+    assert {(m["topicName"], m["partition"]) for m in metadata} == {
+        (name, p) for name, n in topics.items() for p in range(n)
+    }
+    assert {m["errorCode"] for m in metadata} == {0}
+    got = kafkajs.consume("", unique_topic("kafkajs-batch"), 80, topics=list(topics))
+    for name, msgs in sent.items():
+        assert sorted(m["value"] for m in got if m["topic"] == name) == sorted(
+            m["value"] for m in msgs
+        ), name

@@ -4,7 +4,7 @@
 // caught, not hidden by stopping early), then leaves the group and prints
 // {"messages": [{partition, offset, timestamp, key, value, headers}], "assignments": [...]}.
 //
-// Args: bootstrap, topic, groupId, expected, fromBeginning (default true), readUncommitted
+// Args: bootstrap, topic (or topics: [...]), groupId, expected, fromBeginning (default true), readUncommitted
 // (default false = read_committed, kafkajs' own default), seek [{partition, offset}],
 // settleMs (default 300), autoCommit (default true), maxBytesPerPartition, maxBytes.
 //
@@ -41,13 +41,13 @@ main(async args => {
   await consumer.connect()
   try {
     await consumer.subscribe({
-      topics: [args.topic],
+      topics: args.topics || [args.topic],
       fromBeginning: args.fromBeginning === undefined ? true : args.fromBeginning
     })
     const running = consumer.run({
       autoCommit: args.autoCommit === undefined ? true : args.autoCommit,
-      eachMessage: async ({ partition, message }) => {
-        messages.push(fromKafkaMessage(partition, message))
+      eachMessage: async ({ topic, partition, message }) => {
+        messages.push({ topic, ...fromKafkaMessage(partition, message) })
         if (messages.length >= args.expected) reached()
       }
     })

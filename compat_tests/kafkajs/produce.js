@@ -5,7 +5,8 @@
 //
 // Args: bootstrap, topic, messages [{key, value, headers, timestamp?}], acks (default -1),
 // compression ("none" | "gzip" - the only codec kafkajs ships), chunkSize, idempotent,
-// concurrent (all chunks sent at once), autoCreate.
+// concurrent (all chunks sent at once), autoCreate; or topicMessages [{topic, messages}] for
+// one producer.sendBatch across topics.
 
 const { CompressionTypes } = require('kafkajs')
 const { main, makeKafka, toKafkaMessages } = require('./lib')
@@ -23,6 +24,20 @@ main(async args => {
   await producer.connect()
   const sends = []
   try {
+    if (args.topicMessages) {
+      // One sendBatch: a single Produce request carrying several topics.
+      sends.push(
+        await producer.sendBatch({
+          acks: args.acks === undefined ? -1 : args.acks,
+          compression,
+          topicMessages: args.topicMessages.map(t => ({
+            topic: t.topic,
+            messages: toKafkaMessages(t.messages)
+          }))
+        })
+      )
+      return { sends }
+    }
     const messages = toKafkaMessages(args.messages)
     const chunkSize = args.chunkSize || messages.length
     const send = chunk =>
