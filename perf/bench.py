@@ -22,6 +22,8 @@ Figures per run (medians over --runs are reported):
 Spread: the table shows the median and, per figure, min-max over the runs.
 --profile OUT launches `py-spy record --format raw` on the kafkapy it launched for the whole
 measurement (summarise with perf/profile_summary.py).
+--c-consumer PATH runs the consume phase with perf/cdriver/consume.c (built with
+`make -C perf/cdriver wheel`) instead of the Python client, which is the limit there.
 
 Every loop stops by count and by time (--max-seconds per phase).
 """
@@ -71,6 +73,8 @@ class Params:
     latency_seconds: float
     partitions: int
     max_seconds: float
+    #: path of perf/cdriver's consume binary: used for the consume phase instead of confluent-kafka
+    c_consumer: str | None = None
 
 
 #: pid of the broker under test, set per target before its run (None: unknown, not reported)
@@ -255,6 +259,8 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -> 
     """Steady-state rate, timed from the first message to the last: connection set-up and offset
     lookup (about a second with librdkafka, whatever the broker) are reported separately as
     `first_message_ms` instead of diluting the rate."""
+    if p.c_consumer:
+        return c_consume_throughput(bootstrap, topic, expected, p)
     cons = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -290,6 +296,35 @@ def consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -> 
         "first_message_ms": first_message_ms,
         "client_cpu_pct": cpu,
         "broker_cpu_pct": meter.broker_pct if meter is not None else float("nan"),
+    }
+
+
+def c_consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -> dict[str, float]:
+    """The consume phase with perf/cdriver/consume.c (same librdkafka settings, no Python per
+    message). Rate and client CPU are the driver's own, first message to last; the broker's CPU is
+    taken over the driver's whole life (it idles during connect and close) and divided by the same
+    first-to-last time, so brk% may read slightly high."""
+    meter = Meter()
+    out = subprocess.run(
+        [p.c_consumer or "", bootstrap, topic, str(expected), str(p.max_seconds)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=p.max_seconds + 30,
+    )
+    wall, _ = meter.stop()
+    if not out.stdout.strip():
+        raise RuntimeError(f"C consumer failed ({out.returncode}): {out.stderr.strip()}")
+    r = json.loads(out.stdout)
+    secs = float(r["seconds"]) or float("nan")
+    broker_s = meter.broker_pct * wall / 100.0
+    return {
+        "msgs_per_s": r["msgs"] / secs,
+        "mib_per_s": r["bytes"] / secs / 2**20,
+        "consumed": r["msgs"],
+        "first_message_ms": r["first_message_ms"],
+        "client_cpu_pct": 100.0 * (r["cpu_user_s"] + r["cpu_sys_s"]) / secs,
+        "broker_cpu_pct": 100.0 * broker_s / secs if meter.broker_pid is not None else float("nan"),
     }
 
 
@@ -526,9 +561,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="py-spy raw profile of the launched kafkapy")
     parser.add_argument("--broker-arg", action="append", default=[],
                         help="extra argument for the launched kafkapy (repeatable), e.g. --broker-arg=--memory")
+    parser.add_argument("--c-consumer", metavar="PATH",
+                        help="consume phase with this perf/cdriver binary (make -C perf/cdriver wheel)")
     args = parser.parse_args(argv)
     global BROKER_PID
-    p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds)
+    p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds, args.c_consumer)
 
     launched: LaunchedBroker | None = None
     tmp: tempfile.TemporaryDirectory[str] | None = None
