@@ -1,0 +1,1 @@
+"""Leader-side replication bookkeeping: high watermark and ISR decisions (pure, time passed in)."""
