@@ -25,6 +25,7 @@ __all__ = [
     "BROKER_CONFIGS",
     "TOPIC_CONFIGS",
     "BrokerConfig",
+    "ClusterConfig",
     "ConfigError",
     "ConfigSource",
     "ConfigType",
@@ -33,6 +34,7 @@ __all__ = [
     "env_overrides",
     "parse_listeners",
     "parse_properties",
+    "parse_voters",
     "validate_topic_config",
 ]
 
@@ -99,18 +101,29 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
     for k in [
         _B("node.id", _T.INT, "1", "This broker's id; a single node is always the leader."),
         _B("broker.id", _T.INT, None, "Legacy synonym of node.id."),
-        _B("process.roles", _T.LIST, "broker,controller", "Accepted for KRaft files; kafkapy is always a combined node."),
+        _B("process.roles", _T.LIST, "broker,controller", "broker, controller or both; a broker-only node is always a cluster member."),
         _B("listeners", _T.LIST, "PLAINTEXT://127.0.0.1:9092", "Where to listen (Kafka's default binds all interfaces; ours is loopback)."),
         _B("advertised.listeners", _T.LIST, None, "Addresses handed to clients in Metadata; defaults to listeners."),
         _B("listener.security.protocol.map", _T.LIST, "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name to security protocol."),
-        _B("controller.listener.names", _T.LIST, "CONTROLLER", "Listeners reserved for the KRaft controller; kafkapy does not serve them."),
-        _B("inter.broker.listener.name", _T.STRING, None, "Accepted; a single node has no inter-broker traffic."),
-        _B("controller.quorum.voters", _T.LIST, "", "Accepted for KRaft files; unused on one node."),
-        _B("controller.quorum.bootstrap.servers", _T.LIST, "", "Accepted for KRaft files; unused on one node."),
+        _B("controller.listener.names", _T.LIST, "CONTROLLER", "Listeners the controller quorum is served on (cluster mode only; one node does not bind them)."),
+        _B("inter.broker.listener.name", _T.STRING, None, "Broker listener replicas fetch over (default: the first broker listener)."),
+        _B("controller.quorum.voters", _T.LIST, "", "The controller quorum, id@host:port,...; more than one voter turns cluster mode on."),
+        _B("controller.quorum.bootstrap.servers", _T.LIST, "", "Controller addresses host:port,...; kafkapy still needs controller.quorum.voters for a cluster."),
+        _B("controller.quorum.election.timeout.ms", _T.INT, "1000", "Raft: a candidate's election timeout (randomised up to twice this)."),
+        _B("controller.quorum.fetch.timeout.ms", _T.INT, "2000", "Raft: a voter without a leader's answer this long starts an election."),
+        _B("controller.quorum.request.timeout.ms", _T.INT, "2000", "Timeout of one request between controller quorum members."),
+        _B("broker.session.timeout.ms", _T.LONG, "9000", "A broker without a heartbeat this long is fenced by the controller."),
+        _B("broker.heartbeat.interval.ms", _T.INT, "2000", "How often a broker heartbeats to the active controller."),
+        _B("replica.lag.time.max.ms", _T.LONG, "30000", "A follower not caught up for this long leaves the ISR."),
+        _B("replica.fetch.max.bytes", _T.INT, "1048576", "Bytes a follower asks for per partition per fetch (at least one batch)."),
+        _B("replica.fetch.response.max.bytes", _T.INT, "10485760", "Bytes a follower asks for per fetch in all."),
+        _B("replica.fetch.wait.max.ms", _T.INT, "500", "Long-poll time of a follower's fetch."),
+        _B("replica.fetch.min.bytes", _T.INT, "1", "Bytes a follower's fetch waits for."),
+        _B("replica.fetch.backoff.ms", _T.INT, "1000", "Pause after a failed follower fetch."),
         _B("log.dirs", _T.LIST, None, "Data directories; the first also holds topic metadata."),
         _B("log.dir", _T.STRING, "./data", "Data directory when log.dirs is not set."),
         _B("num.partitions", _T.INT, "1", "Partitions of an auto-created topic or a CreateTopics with -1."),
-        _B("default.replication.factor", _T.SHORT, "1", "Replication factor for -1; only 1 is possible on one node."),
+        _B("default.replication.factor", _T.SHORT, "1", "Replication factor for -1 (only 1 is possible on one node)."),
         _B("min.insync.replicas", _T.INT, "1", "Default min.insync.replicas of topics."),
         _B("auto.create.topics.enable", _T.BOOLEAN, "true", "Create unknown topics on Metadata and Produce."),
         _B("delete.topic.enable", _T.BOOLEAN, "true", "Allow DeleteTopics."),
@@ -137,7 +150,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("log.message.timestamp.type", _T.STRING, "CreateTime", "Default message.timestamp.type."),
         _B("message.max.bytes", _T.INT, "1048588", "Default max.message.bytes (largest batch accepted)."),
         _B("compression.type", _T.STRING, "producer", "Default compression.type (only 'producer' is applied)."),
-        _B("unclean.leader.election.enable", _T.BOOLEAN, "false", "Accepted; meaningless on one node."),
+        _B("unclean.leader.election.enable", _T.BOOLEAN, "false", "Cluster: elect a replica outside the ISR when the whole ISR is down (kafkapy: never)."),
         _B("socket.request.max.bytes", _T.INT, "104857600", "Largest request frame; checked from the size prefix."),
         _B("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
         _B("max.incremental.fetch.session.cache.slots", _T.INT, "1000", "Fetch sessions kept (KIP-227)."),
@@ -146,12 +159,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("group.max.session.timeout.ms", _T.INT, "1800000", "Largest consumer session timeout accepted."),
         _B("group.max.size", _T.INT, "2147483647", "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond)."),
         _B("offsets.topic.num.partitions", _T.INT, "50", "Partitions of __consumer_offsets."),
-        _B("offsets.topic.replication.factor", _T.SHORT, "1", "Accepted; one node."),
+        _B("offsets.topic.replication.factor", _T.SHORT, "3", "Replicas of __consumer_offsets in a cluster (capped at the registered brokers); one node ignores it."),
         _B("offsets.retention.minutes", _T.INT, "10080", "Committed offset retention."),
         _B("offsets.retention.check.interval.ms", _T.LONG, "600000", "How often expired committed offsets are removed."),
         _B("offset.metadata.max.bytes", _T.INT, "4096", "Longest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond)."),
         _B("transaction.state.log.num.partitions", _T.INT, "50", "Partitions of __transaction_state."),
-        _B("transaction.state.log.replication.factor", _T.SHORT, "1", "Accepted; one node."),
+        _B("transaction.state.log.replication.factor", _T.SHORT, "3", "Replicas of __transaction_state in a cluster (capped at the registered brokers); one node ignores it."),
         _B("transaction.state.log.min.isr", _T.INT, "1", "Accepted; one node."),
         _B("transaction.max.timeout.ms", _T.INT, "900000", "Largest transaction timeout accepted."),
         _B("transactional.id.expiration.ms", _T.INT, "604800000", "Idle transactional ids expire after this."),
@@ -342,6 +355,89 @@ def parse_listeners(value: str, protocol_map: Mapping[str, str]) -> list[Listene
     return listeners
 
 
+_VOTER_RE = re.compile(r"^(\d+)@(\[[^\]]*\]|[^:@/\[\]]+):(\d+)$")
+_SERVER_RE = re.compile(r"^(\[[^\]]*\]|[^:@/\[\]]+):(\d+)$")
+_ROLES = ("broker", "controller")
+
+
+def parse_voters(value: str) -> dict[int, tuple[str, int]]:
+    """Parse `controller.quorum.voters` (`id@host:port,...`) into {id: (host, port)}."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        m = _VOTER_RE.match(item)
+        if m is None:
+            raise ConfigError(f"invalid controller.quorum.voters entry {item!r} (expected ID@HOST:PORT)")
+        node_id, host, port = int(m.group(1)), m.group(2).strip("[]"), int(m.group(3))
+        if port > 65535 or node_id > 2**31 - 1:
+            raise ConfigError(f"invalid controller.quorum.voters entry {item!r}")
+        if node_id in voters:
+            raise ConfigError(f"controller.quorum.voters names node {node_id} twice")
+        voters[node_id] = (host, port)
+    return voters
+
+
+def _parse_servers(value: str) -> list[tuple[str, int]]:
+    servers: list[tuple[str, int]] = []
+    for item in (v.strip() for v in value.split(",")):
+        if not item:
+            continue
+        m = _SERVER_RE.match(item)
+        if m is None or int(m.group(2)) > 65535:
+            raise ConfigError(f"invalid controller.quorum.bootstrap.servers entry {item!r} (expected HOST:PORT)")
+        servers.append((m.group(1).strip("[]"), int(m.group(2))))
+    return servers
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """What cluster mode needs from the configuration, checked once at load (see docs/cluster.md).
+
+    Why a value of its own: the Raft, controller and replication drivers read these on every
+    tick; one checked, typed value is both faster and harder to misread than string lookups, and
+    every inconsistency (node not in the voters, controller listener missing) fails at start-up
+    with one clear message instead of as a mysterious election loop later.
+    """
+
+    node_id: int
+    roles: frozenset[str]
+    voters: Mapping[int, tuple[str, int]]
+    controller_listener_names: tuple[str, ...]
+    inter_broker_listener_name: str
+    election_timeout_ms: int
+    fetch_timeout_ms: int
+    request_timeout_ms: int
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    replica_lag_time_max_ms: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    default_replication_factor: int
+    min_insync_replicas: int
+    unclean_leader_election: bool
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def controller_listener_name(self) -> str:
+        """The listener the quorum speaks on (the first of `controller.listener.names`)."""
+        return self.controller_listener_names[0]
+
+
 class BrokerConfig:
     """The effective broker configuration with per-key sources (see the module doc).
 
@@ -369,8 +465,84 @@ class BrokerConfig:
         self.advertised_listeners = (
             self._broker_listeners(advertised) if advertised else list(self.listeners)
         )
-        if not self.listeners:
+        self.controller_listener_names = frozenset(n.upper() for n in self.get_list("controller.listener.names"))
+        self.controller_listeners = self._controller_listeners(self.get_str("listeners"))
+        self.cluster = self._cluster_config()
+        if not self.listeners and (self.cluster is None or self.cluster.is_broker):
             raise ConfigError("no PLAINTEXT listener configured (see 'listeners')")
+
+    @property
+    def cluster_mode(self) -> bool:
+        """True when this node is a member of a multi-node cluster (docs/cluster.md): more than one
+        voter, or a broker-only node. A lone combined node stays the single-node broker."""
+        return self.cluster is not None
+
+    def _cluster_config(self) -> ClusterConfig | None:
+        roles_list = [r.lower() for r in self.get_list("process.roles")]
+        bad = [r for r in roles_list if r not in _ROLES]
+        if bad or not roles_list:
+            raise ConfigError(f"process.roles must be broker, controller or both, got {self.get('process.roles')!r}")
+        roles = frozenset(roles_list)
+        voters = parse_voters(self.get_str("controller.quorum.voters"))
+        servers = _parse_servers(self.get_str("controller.quorum.bootstrap.servers"))
+        node_id = self.node_id
+        if len(voters) <= 1 and len(servers) <= 1 and "controller" in roles:
+            if voters and node_id not in voters:
+                log.warning("node.id %d is not in controller.quorum.voters; running as a single node", node_id)
+            return None
+        if not voters:
+            raise ConfigError(
+                "cluster mode needs controller.quorum.voters (ID@HOST:PORT,...): kafkapy does not "
+                "discover voter ids from controller.quorum.bootstrap.servers"
+            )
+        if "controller" in roles and node_id not in voters:
+            raise ConfigError(f"node.id {node_id} has the controller role but is not in controller.quorum.voters")
+        if "controller" not in roles and node_id in voters:
+            raise ConfigError(f"node.id {node_id} is in controller.quorum.voters but process.roles lacks controller")
+        controller_names = tuple(n.upper() for n in self.get_list("controller.listener.names"))
+        if not controller_names:
+            raise ConfigError("cluster mode needs controller.listener.names")
+        if "controller" in roles and not any(lst.name == controller_names[0] for lst in self.controller_listeners):
+            raise ConfigError(
+                f"the controller listener {controller_names[0]} (controller.listener.names) is missing from listeners"
+            )
+        inter_broker = (self.get("inter.broker.listener.name") or "").strip().upper()
+        if "broker" in roles:
+            names = [lst.name for lst in self.listeners]
+            if not inter_broker:
+                inter_broker = names[0] if names else ""
+            if inter_broker not in names:
+                raise ConfigError(f"inter.broker.listener.name {inter_broker or '(none)'} is not a broker listener")
+        if self.get_bool("unclean.leader.election.enable"):
+            log.warning("unclean.leader.election.enable=true is not supported; leaders come from the ISR only")
+        return ClusterConfig(
+            node_id=node_id,
+            roles=roles,
+            voters=voters,
+            controller_listener_names=controller_names,
+            inter_broker_listener_name=inter_broker,
+            election_timeout_ms=self.get_int("controller.quorum.election.timeout.ms"),
+            fetch_timeout_ms=self.get_int("controller.quorum.fetch.timeout.ms"),
+            request_timeout_ms=self.get_int("controller.quorum.request.timeout.ms"),
+            session_timeout_ms=self.get_int("broker.session.timeout.ms"),
+            heartbeat_interval_ms=self.get_int("broker.heartbeat.interval.ms"),
+            replica_lag_time_max_ms=self.get_int("replica.lag.time.max.ms"),
+            replica_fetch_max_bytes=self.get_int("replica.fetch.max.bytes"),
+            replica_fetch_response_max_bytes=self.get_int("replica.fetch.response.max.bytes"),
+            replica_fetch_wait_max_ms=self.get_int("replica.fetch.wait.max.ms"),
+            replica_fetch_min_bytes=self.get_int("replica.fetch.min.bytes"),
+            replica_fetch_backoff_ms=self.get_int("replica.fetch.backoff.ms"),
+            default_replication_factor=self.get_int("default.replication.factor"),
+            min_insync_replicas=self.get_int("min.insync.replicas"),
+            unclean_leader_election=self.get_bool("unclean.leader.election.enable"),
+        )
+
+    def _controller_listeners(self, value: str) -> list[Listener]:
+        """The listeners named in `controller.listener.names` (bound in cluster mode only)."""
+        return [
+            lst for lst in parse_listeners(value, self._protocol_map())
+            if lst.name in self.controller_listener_names and lst.security_protocol == "PLAINTEXT"
+        ]
 
     @classmethod
     def load(
@@ -390,14 +562,17 @@ class BrokerConfig:
         merged.update(overrides or {})
         return cls(merged)
 
-    def _broker_listeners(self, value: str) -> list[Listener]:
+    def _protocol_map(self) -> dict[str, str]:
         protocol_map: dict[str, str] = {}
         for entry in self.get_list("listener.security.protocol.map"):
             name, _, proto = entry.partition(":")
             protocol_map[name.strip().upper()] = proto.strip().upper()
+        return protocol_map
+
+    def _broker_listeners(self, value: str) -> list[Listener]:
         controller_names = {n.upper() for n in self.get_list("controller.listener.names")}
         result: list[Listener] = []
-        for listener in parse_listeners(value, protocol_map):
+        for listener in parse_listeners(value, self._protocol_map()):
             if listener.name in controller_names:
                 continue
             if listener.security_protocol != "PLAINTEXT":

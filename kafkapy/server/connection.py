@@ -13,6 +13,10 @@ and closes the connection after the responses queued before it - Kafka's behavio
 exception is logged with its traceback and answered with UNKNOWN_SERVER_ERROR where the API has a
 place for it. Socket errors are logged at debug level; nothing here can take the broker down.
 
+Listener kinds: a connection that came in on a controller listener (`controller.listener.names`,
+bound in cluster mode only) is served from the controller registry (`@controller_handler`), every
+other one from the broker registry (`@handler`) - see kafkapy.server.handlers.registry.
+
 Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
 connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
 
@@ -44,7 +48,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersion
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.handlers.api_versions import unsupported_version_response
-from kafkapy.server.handlers.registry import HandlerSpec, lookup
+from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
 from kafkapy.server.zerocopy import RawResponse, Segment, close_fds, send_segments
 
 __all__ = ["Connection"]
@@ -147,6 +151,7 @@ class Connection:
         self.stream = stream
         self.state = ConnectionState(listener_name, peer)
         config = broker.config
+        self.controller_listener = listener_name in config.controller_listener_names
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.idle_s = config.get_int("connections.max.idle.ms") / 1000
         self.max_inflight = max(1, config.get_int("kafkapy.max.inflight.requests.per.connection"))
@@ -238,7 +243,7 @@ class Connection:
         except ProtocolError as e:
             log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
             return await self._reject(send, slot, None, f"malformed request: {e.reason}")
-        spec = lookup(header.api_key)
+        spec = lookup(header.api_key, controller=self.controller_listener)
         if spec is None or not spec.supports(header.api_version):
             reason = f"no handler for api key {header.api_key} v{header.api_version}"
             return await self._reject(send, slot, header, reason)
@@ -256,7 +261,12 @@ class Connection:
         """An API or version we do not serve: ApiVersions gets its v0 error answer, the rest a
         logged close (after the responses already queued). False when the connection closes."""
         if header is not None and header.api_key == ApiKey.API_VERSIONS:
-            slot.segments = [self._frame(unsupported_version_response(header))]
+            if self.controller_listener:
+                body = controller_api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
+                answer = encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            else:
+                answer = unsupported_version_response(header)
+            slot.segments = [self._frame(answer)]
             slot.done.set()
             await send.send(slot)
             return True

@@ -13,6 +13,13 @@ Returning None sends no response (Produce with acks=0). A handler may return a `
 (pre-encoded body segments, used by the zero-copy Fetch path). `error_response(req, version,
 code)` builds the reply the connection sends when the handler raised; without it the registry
 sets a top-level `error_code` if the response has one, else the connection is closed.
+
+Two registries: `REGISTRY` (`@handler`) serves the broker listeners; `CONTROLLER_REGISTRY`
+(`@controller_handler`) serves the controller listener (`controller.listener.names`) in cluster
+mode - Raft's Vote/BeginQuorumEpoch/Fetch and the broker-to-controller RPCs. Why apart: Kafka
+answers different APIs on the two listener kinds, and a client that reached the controller port
+by mistake must not see produce/fetch advertised there. Each registry answers ApiVersions with
+its own list (the controller one registers its ApiVersions handler here, below).
 """
 
 from __future__ import annotations
@@ -23,9 +30,19 @@ from typing import Any, TypeVar
 
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkapy.server.context import RequestContext
 
-__all__ = ["REGISTRY", "HandlerSpec", "advertised_versions", "handler", "lookup"]
+__all__ = [
+    "CONTROLLER_REGISTRY",
+    "REGISTRY",
+    "HandlerSpec",
+    "advertised_versions",
+    "controller_api_versions_body",
+    "controller_handler",
+    "handler",
+    "lookup",
+]
 
 HandlerFunc = Callable[[RequestContext, Any], Awaitable[Any]]
 ErrorResponseFunc = Callable[[Any, int, ErrorCode], Any]
@@ -46,6 +63,7 @@ class HandlerSpec:
 
 
 REGISTRY: dict[ApiKey, HandlerSpec] = {}
+CONTROLLER_REGISTRY: dict[ApiKey, HandlerSpec] = {}
 
 
 def handler(
@@ -63,6 +81,29 @@ def handler(
     registration of the same key, whichever module loads first; two regular ones are an error.
     """
 
+    return _registrar(REGISTRY, api_key, min_version, max_version, error_response, fallback)
+
+
+def controller_handler(
+    api_key: ApiKey,
+    *,
+    min_version: int,
+    max_version: int,
+    error_response: ErrorResponseFunc | None = None,
+    fallback: bool = False,
+) -> Callable[[F], F]:
+    """`handler` for the controller listener: same rules, registered in `CONTROLLER_REGISTRY`."""
+    return _registrar(CONTROLLER_REGISTRY, api_key, min_version, max_version, error_response, fallback)
+
+
+def _registrar(
+    registry: dict[ApiKey, HandlerSpec],
+    api_key: ApiKey,
+    min_version: int,
+    max_version: int,
+    error_response: ErrorResponseFunc | None,
+    fallback: bool,
+) -> Callable[[F], F]:
     def register(func: F) -> F:
         codec = SUPPORTED_VERSIONS.get(api_key)
         if codec is None:
@@ -70,25 +111,44 @@ def handler(
         low, high = max(min_version, codec[0]), min(max_version, codec[1])
         if low > high:
             raise ValueError(f"{api_key.name}: v{min_version}-{max_version} outside codec {codec}")
-        existing = REGISTRY.get(api_key)
+        existing = registry.get(api_key)
         if existing is not None and existing.func is not func:
             if fallback:
                 return func  # a regular handler already serves this key
             if not existing.fallback:
                 raise ValueError(f"{api_key.name}: handler registered twice")
-        REGISTRY[api_key] = HandlerSpec(api_key, low, high, func, error_response, fallback)
+        registry[api_key] = HandlerSpec(api_key, low, high, func, error_response, fallback)
         return func
 
     return register
 
 
-def lookup(api_key: int) -> HandlerSpec | None:
+def lookup(api_key: int, *, controller: bool = False) -> HandlerSpec | None:
+    """The handler of `api_key` on a broker listener, or on the controller listener."""
     try:
-        return REGISTRY.get(ApiKey(api_key))
+        return (CONTROLLER_REGISTRY if controller else REGISTRY).get(ApiKey(api_key))
     except ValueError:
         return None
 
 
-def advertised_versions() -> list[tuple[int, int, int]]:
+def advertised_versions(*, controller: bool = False) -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every registered API, sorted by key (what ApiVersions lists)."""
-    return sorted((int(s.api_key), s.min_version, s.max_version) for s in REGISTRY.values())
+    registry = CONTROLLER_REGISTRY if controller else REGISTRY
+    return sorted((int(s.api_key), s.min_version, s.max_version) for s in registry.values())
+
+
+def controller_api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
+    """ApiVersions as the controller listener answers it: only the controller registry's APIs."""
+    return ApiVersionsResponse(
+        error_code=error_code,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, lo, hi in advertised_versions(controller=True)
+        ],
+    )
+
+
+@controller_handler(ApiKey.API_VERSIONS, min_version=0, max_version=4)
+async def handle_controller_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    """Brokers and Raft peers ask the controller listener which versions it speaks."""
+    return controller_api_versions_body()

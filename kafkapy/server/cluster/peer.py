@@ -1,0 +1,266 @@
+"""Node-to-node requests: one persistent, pipelined connection per peer, speaking our own codec.
+
+Why our own client (not a Kafka client library): the cluster's RPCs (Raft Vote/Fetch, broker
+registration, replica Fetch, WriteTxnMarkers) are a handful of requests between kafkapy nodes,
+encoded by the same codec the broker serves with; a trio-native client needs no thread and no
+second protocol implementation.
+
+Shape: `await PeerClient.request(api_key, version, body, timeout_s=...)` sends one request and
+returns the decoded response body. Any number of tasks may call it at once on one client: their
+requests are pipelined on one connection, matched back by correlation id. There is no background
+reader task (so no nursery to own): whichever waiting caller holds the read lock reads frames and
+hands each one to the caller it belongs to (the leader/follower pattern). trio's
+`receive_some` loses no bytes when cancelled and the frame decoder keeps partial frames in this
+object, so a caller that gives up (timeout, cancellation) never corrupts the stream for the others.
+
+Error handling: every failure a caller sees is a `PeerError` - connection refused, the peer
+closing the connection, a response that does not decode, or the caller's `timeout_s` running out.
+A timed-out request closes the connection (Kafka's NetworkClient does the same: an unanswered
+request means the connection's state is unknown), failing the other requests in flight on it;
+the next request reconnects. Reconnecting backs off exponentially (50 ms doubling to 1 s) after
+failed attempts, so a dead peer is not hammered; the wait for the backoff counts against the
+request's own timeout.
+
+Resource handling: `aclose()` closes the connection and fails what is in flight; a closed client
+may be used again (it reconnects). `PeerPool` owns one client per node id and closes them all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from kafkapy.protocol import ApiKey, FrameDecoder, RequestHeader, decode_response, encode_request
+from kafkapy.protocol.errors import ProtocolError
+
+__all__ = ["PeerClient", "PeerError", "PeerPool"]
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+RECEIVE_BYTES = 256 * 1024
+#: responses larger than this are a broken peer (replica fetches are bounded far below it)
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+CONNECT_TIMEOUT_S = 5.0
+BACKOFF_MIN_S = 0.05
+BACKOFF_MAX_S = 1.0
+
+
+class PeerError(Exception):
+    """A request to another node failed (no connection, closed, timed out, undecodable)."""
+
+
+@dataclass(slots=True)
+class _Waiter:
+    api_key: ApiKey
+    version: int
+    done: trio.Event = field(default_factory=trio.Event)
+    response: Any = None
+    error: PeerError | None = None
+
+    def finish(self, response: Any = None, error: PeerError | None = None) -> None:
+        if not self.done.is_set():
+            self.response, self.error = response, error
+            self.done.set()
+
+
+class _Connection:
+    """One TCP connection with its in-flight table; replaced as a whole when it breaks."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+        self.pending: dict[int, _Waiter] = {}
+        self.send_lock = trio.Lock()
+        self.read_lock = trio.Lock()
+        self.broken: PeerError | None = None
+
+    def fail(self, error: PeerError) -> None:
+        """Mark broken and fail every request in flight (their callers raise `error`)."""
+        if self.broken is None:
+            self.broken = error
+        for waiter in self.pending.values():
+            waiter.finish(error=error)
+        self.pending.clear()
+
+
+class PeerClient:
+    """A pipelined request/response client to one node (see the module doc)."""
+
+    def __init__(self, host: str, port: int, *, client_id: str) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._conn: _Connection | None = None
+        self._connect_lock = trio.Lock()
+        self._correlation = itertools.count(1)
+        self._backoff_s = 0.0
+        self._next_attempt = 0.0
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and self._conn.broken is None
+
+    def __repr__(self) -> str:
+        return f"PeerClient({self.host}:{self.port})"
+
+    async def request(self, api_key: ApiKey, version: int, body: Any, *, timeout_s: float) -> Any:
+        """Send `body` as `api_key` v`version`; the decoded response body. Raises PeerError."""
+        conn: _Connection | None = None
+        try:
+            with trio.fail_after(timeout_s):
+                conn = await self._connection()
+                return await self._exchange(conn, api_key, version, body)
+        except trio.TooSlowError:
+            error = PeerError(f"{api_key.name} v{version} to {self.host}:{self.port} timed out after {timeout_s:.3g} s")
+            if conn is not None:
+                await self._drop(conn, error)
+            raise error from None
+
+    async def _exchange(self, conn: _Connection, api_key: ApiKey, version: int, body: Any) -> Any:
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        try:
+            frame = encode_request(RequestHeader(int(api_key), version, correlation_id, self.client_id), body)
+        except ProtocolError as e:
+            raise PeerError(f"cannot encode {api_key.name} v{version}: {e}") from e
+        waiter = _Waiter(api_key, version)
+        conn.pending[correlation_id] = waiter
+        try:
+            async with conn.send_lock:
+                if conn.broken is not None:
+                    raise conn.broken
+                sent = False
+                try:
+                    await conn.stream.send_all(_SIZE.pack(len(frame)) + frame)
+                    sent = True
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+                    raise await self._drop(conn, PeerError(f"send to {self.host}:{self.port} failed: {e}")) from e
+                finally:
+                    if not sent and conn.broken is None:
+                        # cancelled part-way through a frame: the stream is unusable
+                        await self._drop(conn, PeerError(f"send to {self.host}:{self.port} interrupted"))
+            while not waiter.done.is_set():
+                async with conn.read_lock:
+                    if waiter.done.is_set():
+                        break
+                    await self._read_some(conn)
+        finally:
+            conn.pending.pop(correlation_id, None)
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.response
+
+    async def _read_some(self, conn: _Connection) -> None:
+        """Receive what the socket has and deliver every complete response frame."""
+        try:
+            data = await conn.stream.receive_some(RECEIVE_BYTES)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            raise await self._drop(conn, PeerError(f"connection to {self.host}:{self.port} failed: {e}")) from e
+        if not data:
+            raise await self._drop(conn, PeerError(f"{self.host}:{self.port} closed the connection"))
+        try:
+            frames = conn.decoder.feed(data)
+            for frame in frames:
+                if len(frame) < 4:
+                    raise ProtocolError("response frame shorter than its header")
+                (correlation_id,) = _CORRELATION.unpack_from(frame)
+                waiter = conn.pending.pop(correlation_id, None)
+                if waiter is None:
+                    continue  # its caller gave up (cancelled); nothing waits for it
+                _, response = decode_response(waiter.api_key, waiter.version, frame)
+                waiter.finish(response)
+        except ProtocolError as e:
+            raise await self._drop(conn, PeerError(f"bad response from {self.host}:{self.port}: {e}")) from e
+
+    async def _connection(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and conn.broken is None:
+            return conn
+        async with self._connect_lock:
+            conn = self._conn
+            if conn is not None and conn.broken is None:
+                return conn
+            await trio.sleep_until(self._next_attempt)
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT_S):
+                    stream = await trio.open_tcp_stream(self.host, self.port)
+            except (OSError, trio.TooSlowError) as e:
+                self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, self._backoff_s * 2))
+                self._next_attempt = trio.current_time() + self._backoff_s
+                raise PeerError(f"cannot connect to {self.host}:{self.port}: {e}") from e
+            self._backoff_s = 0.0
+            self._next_attempt = 0.0
+            self._conn = conn = _Connection(stream)
+            log.debug("connected to peer %s:%d", self.host, self.port)
+            return conn
+
+    async def _drop(self, conn: _Connection, error: PeerError) -> PeerError:
+        """Fail `conn` with `error` (first error wins) and close it; returns the error to raise."""
+        first = conn.broken is None
+        conn.fail(error)
+        if self._conn is conn:
+            self._conn = None
+        if first:
+            log.debug("peer connection %s:%d dropped: %s", self.host, self.port, error)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(conn.stream)
+        return conn.broken or error
+
+    async def aclose(self) -> None:
+        conn = self._conn
+        if conn is not None:
+            await self._drop(conn, PeerError(f"client to {self.host}:{self.port} closed"))
+
+
+class PeerPool:
+    """One `PeerClient` per node id; addresses come from `resolve(node_id)` on every lookup.
+
+    Why resolve each time: a broker's endpoint comes from its latest registration in the
+    metadata image and may change across restarts; a changed address replaces the client (the
+    old connection is closed in the background of the next request). Voter addresses are static.
+    """
+
+    def __init__(self, resolve: Callable[[int], tuple[str, int] | None], *, client_id: str) -> None:
+        self._resolve = resolve
+        self.client_id = client_id
+        self._clients: dict[int, PeerClient] = {}
+        self._stale: list[PeerClient] = []
+
+    def get(self, node_id: int) -> PeerClient:
+        """The client for `node_id`; PeerError when the node's address is unknown."""
+        address = self._resolve(node_id)
+        if address is None:
+            raise PeerError(f"no known address for node {node_id}")
+        client = self._clients.get(node_id)
+        if client is not None and client.address == address:
+            return client
+        if client is not None:
+            self._stale.append(client)
+        client = self._clients[node_id] = PeerClient(address[0], address[1], client_id=self.client_id)
+        return client
+
+    async def request(self, node_id: int, api_key: ApiKey, version: int, body: Any, *, timeout_s: float) -> Any:
+        """`get(node_id).request(...)`; raises PeerError."""
+        if self._stale:
+            stale, self._stale = self._stale, []
+            for old in stale:
+                await old.aclose()
+        return await self.get(node_id).request(api_key, version, body, timeout_s=timeout_s)
+
+    async def aclose(self) -> None:
+        clients = [*self._clients.values(), *self._stale]
+        self._clients.clear()
+        self._stale.clear()
+        for client in clients:
+            await client.aclose()

@@ -1,0 +1,157 @@
+"""PeerClient / PeerPool against a real in-process broker on 127.0.0.1 (no mocked peer).
+
+What the cluster relies on: many tasks share one connection and each gets its own answer
+(pipelining); a request that is not answered in time fails with PeerError instead of hanging; a
+restarted peer is reached again without a new client; every failure is a PeerError.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    ApiVersionsRequest,
+    FetchRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from kafkapy.server.cluster.peer import PeerClient, PeerError, PeerPool
+from tests.server.helpers import batch, running_broker
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _metadata(topic: str) -> MetadataRequest:
+    return MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True
+    )
+
+
+async def test_pipelined_requests_each_get_their_own_answer() -> None:
+    async with running_broker(None) as (_broker, _server, port):
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+        names = [f"pipe-{i}" for i in range(20)]
+        answers: dict[str, str] = {}
+
+        async def ask(name: str) -> None:
+            response = await client.request(ApiKey.METADATA, 9, _metadata(name), timeout_s=10)
+            answers[name] = response.topics[0].name
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                for name in names:
+                    nursery.start_soon(ask, name)
+        assert answers == {name: name for name in names}
+        versions = await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)
+        assert versions.error_code == ErrorCode.NONE
+        assert client.connected
+        await client.aclose()
+
+
+async def test_unanswered_request_times_out_and_the_next_one_works() -> None:
+    async with running_broker(None) as (broker, _server, port):
+        broker.create_topic("quiet", 1)
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+        # a long poll on an empty partition: the broker holds it back for max_wait_ms
+        fetch = FetchRequest(
+            replica_id=-1, max_wait_ms=5000, min_bytes=1, max_bytes=1 << 20,
+            topics=[FetchRequest.FetchTopic(topic="quiet", partitions=[
+                FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+        )
+        started = trio.current_time()
+        with pytest.raises(PeerError, match="timed out"):
+            await client.request(ApiKey.FETCH, 11, fetch, timeout_s=0.3)
+        assert trio.current_time() - started < 3
+        response = await client.request(ApiKey.METADATA, 9, _metadata("quiet"), timeout_s=10)
+        assert response.topics[0].error_code == ErrorCode.NONE
+        await client.aclose()
+
+
+async def test_long_poll_is_answered_when_data_arrives_while_others_pipeline() -> None:
+    async with running_broker(None) as (broker, _server, port):
+        broker.create_topic("poll", 1)
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+        fetch = FetchRequest(
+            replica_id=-1, max_wait_ms=8000, min_bytes=1, max_bytes=1 << 20,
+            topics=[FetchRequest.FetchTopic(topic="poll", partitions=[
+                FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+        )
+        produce = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name="poll", partition_data=[
+                ProduceRequest.PartitionProduceData(index=0, records=batch(b"v"))])])
+        got: list[int] = []
+
+        async def poll() -> None:
+            response = await client.request(ApiKey.FETCH, 11, fetch, timeout_s=15)
+            got.append(response.responses[0].partitions[0].high_watermark)
+
+        with trio.fail_after(15):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poll)
+                await trio.sleep(0.2)
+                # the fetch waits on the broker; a request behind it on the same client still
+                # goes out (the broker answers it after the fetch, in request order)
+                answer = await client.request(ApiKey.PRODUCE, 8, produce, timeout_s=10)
+                assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert got == [1]
+        await client.aclose()
+
+
+async def test_reconnects_after_the_peer_restarts(tmp_path: Path) -> None:
+    async with running_broker(tmp_path / "a") as (_broker, _server, port):
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+        assert (await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)).error_code == 0
+    # the peer is gone: the connection is found closed, then connecting is refused
+    for _ in range(2):
+        with pytest.raises(PeerError):
+            await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=5)
+    async with running_broker(tmp_path / "a", listeners=f"PLAINTEXT://127.0.0.1:{port}"):
+        response = await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)
+        assert response.error_code == ErrorCode.NONE
+        assert client.connected
+    await client.aclose()
+
+
+async def test_errors_are_peer_errors() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        free_port = probe.getsockname()[1]
+    client = PeerClient("127.0.0.1", free_port, client_id="peer-test")
+    with pytest.raises(PeerError, match="cannot connect"):
+        await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=5)
+    async with running_broker(None) as (_broker, _server, port):
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+        # the broker listener has no Vote handler: it closes the connection
+        from kafkapy.protocol.messages import VoteRequest
+
+        with pytest.raises(PeerError, match="closed"):
+            await client.request(ApiKey.VOTE, 0, VoteRequest(), timeout_s=10)
+        # a version the codec cannot encode never reaches the wire
+        with pytest.raises(PeerError, match="cannot encode"):
+            await client.request(ApiKey.API_VERSIONS, 99, ApiVersionsRequest(), timeout_s=10)
+        assert (await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)).error_code == 0
+        await client.aclose()
+
+
+async def test_pool_follows_address_changes() -> None:
+    async with running_broker(None) as (_b1, _s1, port1), running_broker(None) as (_b2, _s2, port2):
+        addresses: dict[int, tuple[str, int]] = {1: ("127.0.0.1", port1)}
+        pool = PeerPool(addresses.get, client_id="pool-test")
+        with pytest.raises(PeerError, match="no known address"):
+            pool.get(7)
+        first = pool.get(1)
+        assert pool.get(1) is first
+        assert (await pool.request(1, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)).error_code == 0
+        addresses[1] = ("127.0.0.1", port2)
+        second = pool.get(1)
+        assert second is not first
+        assert second.address == ("127.0.0.1", port2)
+        assert (await pool.request(1, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)).error_code == 0
+        assert not first.connected  # the replaced client was closed
+        await pool.aclose()
