@@ -1,0 +1,175 @@
+"""`LeaderState`: one led partition's replication bookkeeping (pure; the server owns the I/O).
+
+Why a class around the `isr` functions: the leader must remember each follower's progress, the
+committed ISR and partition epoch the controller last confirmed, and the one AlterPartition it
+may have in flight (the "pending" ISR). The server feeds it events - a follower fetched, the
+leader appended, the controller answered, a new metadata image arrived - and acts on what comes
+back: a new high watermark to set on the log (and to wake acks=all producers and long polls
+with), or an `IsrProposal` to send to the controller.
+
+Rules:
+1. The committed ISR changes only when the controller confirms it (AlterPartition response or a
+   newer partition epoch in the metadata image), never on the leader's own say-so.
+2. At most one proposal is in flight; its additions count in the maximal ISR for the HW at once,
+   its removals only once committed (Kafka's PendingExpandIsr / PendingShrinkIsr).
+3. Answers about a proposal that is no longer the pending one (superseded by metadata) are
+   ignored, so a late AlterPartition response cannot roll the ISR back.
+4. The HW only moves forward; every method that may move it returns the new value (None when it
+   did not move).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from kafkapy.replication.isr import (
+    IsrChange,
+    ReplicaProgress,
+    high_watermark,
+    isr_change,
+    record_fetch,
+)
+
+__all__ = ["IsrProposal", "LeaderState"]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrProposal:
+    """An AlterPartition to send: `new_isr` under `leader_epoch` / `partition_epoch` (the
+    committed partition epoch the controller checks the change against)."""
+
+    new_isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+    change: IsrChange
+
+
+class LeaderState:
+    """Resource handling: none (plain data). Error handling: events about replicas outside the
+    assignment are ignored (a reassignment may be racing the fetch)."""
+
+    def __init__(
+        self,
+        replicas: Sequence[int],
+        isr: Sequence[int],
+        leader_epoch: int,
+        partition_epoch: int,
+        leader_id: int,
+        *,
+        high_watermark: int = 0,
+        epoch_start_offset: int = 0,
+        now_ms: int = 0,
+    ) -> None:
+        self.replicas: tuple[int, ...] = tuple(replicas)
+        self.isr: tuple[int, ...] = tuple(isr)
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.leader_id = leader_id
+        self.high_watermark = max(high_watermark, 0)
+        # the first offset the leader wrote in its epoch (its LEO when it became leader)
+        self.epoch_start_offset = epoch_start_offset
+        self.pending: IsrProposal | None = None
+        # ISR members start "caught up now", so a leader change does not shrink them at once
+        self.progress: dict[int, ReplicaProgress] = {
+            r: ReplicaProgress(last_caught_up_ms=now_ms if r in self.isr else 0)
+            for r in self.replicas if r != leader_id
+        }
+
+    # -- views ------------------------------------------------------------------------------------
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus a pending proposal's additions (rule 2)."""
+        if self.pending is None or not self.pending.change.added:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending.new_isr if r not in self.isr)
+
+    def enough_replicas(self, min_isr: int) -> bool:
+        """acks=all may append: the committed ISR has at least `min.insync.replicas` members."""
+        return len(self.isr) >= min_isr
+
+    def follower_leo(self, replica_id: int) -> int:
+        p = self.progress.get(replica_id)
+        return p.log_end_offset if p is not None else -1
+
+    # -- events -----------------------------------------------------------------------------------
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_leo: int, now_ms: int) -> int | None:
+        """A follower fetched at `fetch_offset` (so it holds everything below): new HW or None."""
+        p = self.progress.get(replica_id)
+        if p is None:
+            return None
+        self.progress[replica_id] = record_fetch(p, min(fetch_offset, leader_leo), leader_leo, now_ms)
+        return self._advance(leader_leo)
+
+    def on_leader_append(self, leader_leo: int) -> int | None:
+        """The leader appended (its LEO is `leader_leo`): a lone-member ISR commits at once."""
+        return self._advance(leader_leo)
+
+    def propose_isr_change(
+        self, leader_leo: int, now_ms: int, lag_ms: int, *, ineligible: Collection[int] = ()
+    ) -> IsrProposal | None:
+        """The AlterPartition to send now, if any (none while one is pending); it becomes pending."""
+        if self.pending is not None:
+            return None
+        change = isr_change(
+            replicas=self.replicas,
+            isr=self.isr,
+            leader_id=self.leader_id,
+            progress=self.progress,
+            leader_leo=leader_leo,
+            high_watermark=self.high_watermark,
+            epoch_start_offset=self.epoch_start_offset,
+            now_ms=now_ms,
+            lag_ms=lag_ms,
+            ineligible=ineligible,
+        )
+        if change is None:
+            return None
+        self.pending = IsrProposal(change.new_isr, self.leader_epoch, self.partition_epoch, change)
+        return self.pending
+
+    def isr_change_committed(
+        self, proposal: IsrProposal, isr: Sequence[int], partition_epoch: int, leader_leo: int
+    ) -> int | None:
+        """The controller accepted `proposal` (answering with the ISR and partition epoch it
+        stored, which win over what was asked): new HW or None. Stale answers are ignored."""
+        if proposal is not self.pending:
+            return None
+        self.pending = None
+        if partition_epoch >= self.partition_epoch:
+            self.isr = tuple(isr)
+            self.partition_epoch = partition_epoch
+        return self._advance(leader_leo)
+
+    def isr_change_failed(self, proposal: IsrProposal, leader_leo: int) -> int | None:
+        """The proposal was rejected or lost: forget it (its additions leave the maximal ISR,
+        which may let the HW advance). A later `propose_isr_change` may try again."""
+        if proposal is not self.pending:
+            return None
+        self.pending = None
+        return self._advance(leader_leo)
+
+    def on_metadata(
+        self, replicas: Sequence[int], isr: Sequence[int], partition_epoch: int, leader_leo: int, now_ms: int
+    ) -> int | None:
+        """A newer partition state from the metadata image, same leader epoch (the controller
+        changed the ISR or the assignment itself): adopt it; a pending proposal is superseded."""
+        if partition_epoch <= self.partition_epoch:
+            return None
+        self.partition_epoch = partition_epoch
+        self.isr = tuple(isr)
+        self.pending = None
+        if tuple(replicas) != self.replicas:
+            self.replicas = tuple(replicas)
+            self.progress = {
+                r: self.progress.get(r, ReplicaProgress(last_caught_up_ms=now_ms if r in self.isr else 0))
+                for r in self.replicas if r != self.leader_id
+            }
+        return self._advance(leader_leo)
+
+    def _advance(self, leader_leo: int) -> int | None:
+        hw = high_watermark(self.high_watermark, self.leader_id, leader_leo, self.maximal_isr, self.progress)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            return hw
+        return None
