@@ -1,0 +1,246 @@
+"""Broker lifecycle decisions (Kafka's ClusterControlManager + BrokerHeartbeatManager).
+
+States of a registered broker and what moves it:
+- FENCED (after registration): a heartbeat whose metadata offset reached the broker epoch
+  (the offset of its own RegisterBrokerRecord) and that does not want fencing or shutdown
+  unfences it; leaderless partitions it can lead get a leader.
+- ACTIVE (unfenced): session expiry (no heartbeat for `session_timeout_ms`), `want_fence` or a
+  re-registration by a new incarnation fences it: it leaves every ISR it is in (unless it is
+  the last member) and its leaderships move to the next ISR member.
+- CONTROLLED SHUTDOWN (`want_shutdown` from an active broker): it leaves every ISR and
+  leadership at once; it is told to shut down once it has applied those changes, and is then
+  fenced. A fenced broker that wants to shut down may do so at once.
+A registration from a new incarnation while the old one still has a live session is refused
+(DUPLICATE_BROKER_REGISTRATION) unless it names the old epoch as its previous one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+
+from kafkapy.controller.records import (
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    MetadataRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+)
+from kafkapy.controller.state import ControllerResult, ControllerState
+from kafkapy.protocol.errors import ErrorCode
+
+__all__ = [
+    "HeartbeatReply",
+    "ProducerIdsReply",
+    "RegistrationReply",
+    "allocate_producer_ids",
+    "broker_heartbeat",
+    "register_broker",
+    "tick",
+]
+
+_MAX_PRODUCER_ID = (1 << 63) - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RegistrationReply:
+    error: ErrorCode
+    broker_epoch: int = -1
+    message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    error: ErrorCode
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProducerIdsReply:
+    error: ErrorCode
+    start: int = -1
+    length: int = 0
+
+
+def _session_live(st: ControllerState, broker_id: int, now_ms: int) -> bool:
+    last = st.last_contact_ms.get(broker_id)
+    return last is not None and now_ms - last <= st.config.session_timeout_ms
+
+
+def register_broker(
+    st: ControllerState,
+    broker_id: int,
+    *,
+    cluster_id: str,
+    incarnation_id: uuid.UUID,
+    endpoints: Sequence[Endpoint],
+    rack: str | None,
+    now_ms: int,
+    previous_broker_epoch: int = -1,
+) -> ControllerResult[RegistrationReply]:
+    """Register (or re-register) a broker; it starts fenced with a new broker epoch."""
+    records: list[MetadataRecord] = []
+    if st.config.cluster_id is not None and cluster_id != st.config.cluster_id:
+        return ControllerResult(
+            records,
+            RegistrationReply(
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
+                message=f"cluster id {cluster_id!r} is not {st.config.cluster_id!r}",
+            ),
+        )
+    if broker_id < 0:
+        return ControllerResult(
+            records, RegistrationReply(ErrorCode.INVALID_REGISTRATION, message="negative id")
+        )
+    existing = st.image.brokers.get(broker_id)
+    if (
+        existing is not None
+        and existing.incarnation_id != incarnation_id
+        and previous_broker_epoch != existing.epoch
+        and _session_live(st, broker_id, now_ms)
+    ):
+        return ControllerResult(
+            records,
+            RegistrationReply(
+                ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                message=f"another broker is registered with id {broker_id}",
+            ),
+        )
+    was_active = existing is not None and not existing.fenced
+    epoch = st.next_offset
+    st.emit(
+        records,
+        RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack, True),
+    )
+    if was_active:
+        _leave_isrs(st, records, broker_id)
+    st.shutdown_offsets.pop(broker_id, None)
+    st.last_contact_ms[broker_id] = now_ms
+    return ControllerResult(records, RegistrationReply(ErrorCode.NONE, epoch))
+
+
+def _leave_isrs(st: ControllerState, records: list[MetadataRecord], broker_id: int) -> None:
+    """Take a no longer active broker out of every ISR and leadership it holds."""
+    for topic, pid, part in st.partitions_with(broker_id):
+        if broker_id in part.isr or part.leader == broker_id:
+            isr = tuple(r for r in part.isr if r != broker_id)
+            st.elect(records, topic, pid, isr=isr)
+
+
+def _elect_leaderless(st: ControllerState, records: list[MetadataRecord], broker_id: int) -> None:
+    """After `broker_id` became active: give its leaderless partitions a leader if allowed."""
+    for topic, pid, part in st.partitions_with(broker_id):
+        if part.leader == -1:
+            st.elect(records, topic, pid)
+
+
+def fence(st: ControllerState, records: list[MetadataRecord], broker_id: int) -> None:
+    """Fence an active broker (clearing controlled shutdown) and move its partitions away."""
+    b = st.image.brokers[broker_id]
+    shutdown = False if b.in_controlled_shutdown else None
+    st.emit(
+        records,
+        BrokerRegistrationChangeRecord(
+            broker_id, b.epoch, fenced=True, in_controlled_shutdown=shutdown
+        ),
+    )
+    _leave_isrs(st, records, broker_id)
+    st.last_contact_ms.pop(broker_id, None)
+    st.shutdown_offsets.pop(broker_id, None)
+
+
+def broker_heartbeat(
+    st: ControllerState,
+    broker_id: int,
+    broker_epoch: int,
+    *,
+    current_metadata_offset: int,
+    want_fence: bool,
+    want_shutdown: bool,
+    now_ms: int,
+) -> ControllerResult[HeartbeatReply]:
+    """Touch the session and move the broker between fenced / active / shutting down."""
+    records: list[MetadataRecord] = []
+    b = st.image.brokers.get(broker_id)
+    if b is None:
+        return ControllerResult(records, HeartbeatReply(ErrorCode.BROKER_ID_NOT_REGISTERED))
+    if b.epoch != broker_epoch:
+        return ControllerResult(records, HeartbeatReply(ErrorCode.STALE_BROKER_EPOCH))
+    caught_up = current_metadata_offset >= b.epoch
+    if b.fenced:
+        if want_shutdown:
+            st.last_contact_ms.pop(broker_id, None)
+            return ControllerResult(
+                records, HeartbeatReply(ErrorCode.NONE, caught_up, True, should_shut_down=True)
+            )
+        st.last_contact_ms[broker_id] = now_ms
+        if want_fence or not caught_up:
+            return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, True))
+        st.emit(records, UnfenceBrokerRecord(broker_id, b.epoch))
+        _elect_leaderless(st, records, broker_id)
+        return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, True, False))
+    st.last_contact_ms[broker_id] = now_ms
+    if want_fence:
+        fence(st, records, broker_id)
+        return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, True))
+    if want_shutdown or b.in_controlled_shutdown:
+        if not b.in_controlled_shutdown:
+            st.emit(
+                records,
+                BrokerRegistrationChangeRecord(broker_id, b.epoch, in_controlled_shutdown=True),
+            )
+            _leave_isrs(st, records, broker_id)
+            st.shutdown_offsets[broker_id] = st.next_offset - 1
+            return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, False))
+        target = st.shutdown_offsets.get(broker_id, st.image.offset)
+        if want_shutdown and current_metadata_offset >= target:
+            fence(st, records, broker_id)
+            return ControllerResult(
+                records, HeartbeatReply(ErrorCode.NONE, caught_up, True, should_shut_down=True)
+            )
+    return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, False))
+
+
+def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:
+    """Fence every active broker whose session expired; returns their ids."""
+    records: list[MetadataRecord] = []
+    expired = [
+        b.id
+        for b in st.image.brokers.values()
+        if not b.fenced and not _session_live(st, b.id, now_ms)
+    ]
+    for broker_id in sorted(expired):
+        fence(st, records, broker_id)
+    return ControllerResult(records, expired)
+
+
+def next_session_deadline_ms(st: ControllerState) -> int | None:
+    """When the next active broker's session expires (None: no active broker)."""
+    deadlines = [
+        st.last_contact_ms.get(b.id, 0) + st.config.session_timeout_ms + 1
+        for b in st.image.brokers.values()
+        if not b.fenced
+    ]
+    return min(deadlines) if deadlines else None
+
+
+def allocate_producer_ids(
+    st: ControllerState, broker_id: int, broker_epoch: int
+) -> ControllerResult[ProducerIdsReply]:
+    """Hand out the next block of `producer_id_block_size` ids (KIP-730)."""
+    records: list[MetadataRecord] = []
+    b = st.image.brokers.get(broker_id)
+    if b is None:
+        return ControllerResult(records, ProducerIdsReply(ErrorCode.BROKER_ID_NOT_REGISTERED))
+    if b.epoch != broker_epoch:
+        return ControllerResult(records, ProducerIdsReply(ErrorCode.STALE_BROKER_EPOCH))
+    start = st.image.next_producer_id
+    length = st.config.producer_id_block_size
+    if start > _MAX_PRODUCER_ID - length:
+        return ControllerResult(records, ProducerIdsReply(ErrorCode.UNKNOWN_SERVER_ERROR))
+    st.emit(records, ProducerIdsRecord(broker_id, broker_epoch, start + length))
+    return ControllerResult(records, ProducerIdsReply(ErrorCode.NONE, start, length))

@@ -1,0 +1,167 @@
+"""Config changes (Kafka's ConfigurationControlManager): IncrementalAlterConfigs as records.
+
+Rules:
+- TOPIC resources: the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); SET / DELETE any topic
+  config, APPEND / SUBTRACT only list configs; the resulting override set must be a valid topic
+  config (INVALID_CONFIG); a name twice in one resource is INVALID_REQUEST.
+- BROKER resources ("" = cluster default, else a registered broker id): only the dynamic
+  configs the controller acts on (`DYNAMIC_BROKER_CONFIGS`); others are INVALID_REQUEST.
+- Every changed name is one ConfigRecord (value None = removed); unchanged values write nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from kafkapy.controller.records import ConfigRecord, ConfigResourceType, MetadataRecord
+from kafkapy.controller.state import ControllerResult, ControllerState
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.errors import InvalidLogConfigError
+
+__all__ = [
+    "DYNAMIC_BROKER_CONFIGS",
+    "ConfigChange",
+    "ConfigOp",
+    "ConfigResult",
+    "incremental_alter_configs",
+]
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LIST_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+    }
+)
+_BOOL = frozenset({"true", "false"})
+DYNAMIC_BROKER_CONFIGS = frozenset({"unclean.leader.election.enable", "min.insync.replicas"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigOp:
+    name: str
+    op: int
+    value: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigChange:
+    resource_type: int
+    resource_name: str
+    ops: Sequence[ConfigOp]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigResult:
+    resource_type: int
+    resource_name: str
+    error: ErrorCode
+    message: str | None = None
+
+
+class _Reject(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def _apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
+    names = [o.name for o in ops]
+    if len(set(names)) != len(names):
+        raise _Reject(ErrorCode.INVALID_REQUEST, "duplicate config name")
+    new = dict(current)
+    defaults = LogConfig().to_topic_configs()
+    for o in ops:
+        if o.op == SET:
+            if o.value is None:
+                raise _Reject(ErrorCode.INVALID_REQUEST, f"no value to set for {o.name}")
+            new[o.name] = o.value
+        elif o.op == DELETE:
+            new.pop(o.name, None)
+        elif o.op in (APPEND, SUBTRACT):
+            if o.name not in LIST_CONFIGS:
+                raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name} is not a list config")
+            base = new.get(o.name, defaults.get(o.name, ""))
+            items = [v.strip() for v in base.split(",") if v.strip()]
+            given = [v.strip() for v in (o.value or "").split(",") if v.strip()]
+            if o.op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            new[o.name] = ",".join(items)
+        else:
+            raise _Reject(ErrorCode.INVALID_REQUEST, f"unknown config operation {o.op}")
+    return new
+
+
+def _topic_configs(
+    st: ControllerState, change: ConfigChange
+) -> tuple[dict[str, str], dict[str, str]]:
+    topic = st.image.topics.get(change.resource_name)
+    if topic is None:
+        raise _Reject(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "topic does not exist")
+    new = _apply_ops(topic.configs, change.ops)
+    try:
+        LogConfig.from_topic_configs(new)
+    except InvalidLogConfigError as exc:
+        raise _Reject(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+    return dict(topic.configs), new
+
+
+def _broker_configs(
+    st: ControllerState, change: ConfigChange
+) -> tuple[dict[str, str], dict[str, str]]:
+    name = change.resource_name
+    if name != "" and not (name.isdigit() and int(name) in st.image.brokers):
+        raise _Reject(ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}")
+    for o in change.ops:
+        if o.name not in DYNAMIC_BROKER_CONFIGS:
+            raise _Reject(ErrorCode.INVALID_REQUEST, f"{o.name} cannot be changed dynamically")
+        if o.op in (APPEND, SUBTRACT):
+            raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name} is not a list config")
+    current = dict(st.image.broker_configs.get(name, {}))
+    new = _apply_ops(current, change.ops)
+    unclean = new.get("unclean.leader.election.enable")
+    if unclean is not None and unclean.strip().lower() not in _BOOL:
+        raise _Reject(ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable must be a boolean")
+    min_isr = new.get("min.insync.replicas")
+    if min_isr is not None and not (min_isr.strip().isdigit() and int(min_isr) >= 1):
+        raise _Reject(ErrorCode.INVALID_CONFIG, "min.insync.replicas must be an integer >= 1")
+    return current, new
+
+
+def incremental_alter_configs(
+    st: ControllerState, changes: Sequence[ConfigChange], *, validate_only: bool = False
+) -> ControllerResult[list[ConfigResult]]:
+    records: list[MetadataRecord] = []
+    results: list[ConfigResult] = []
+    for change in changes:
+        try:
+            if change.resource_type == ConfigResourceType.TOPIC:
+                old, new = _topic_configs(st, change)
+            elif change.resource_type == ConfigResourceType.BROKER:
+                old, new = _broker_configs(st, change)
+            else:
+                raise _Reject(
+                    ErrorCode.INVALID_REQUEST, f"unsupported resource type {change.resource_type}"
+                )
+        except _Reject as rej:
+            results.append(
+                ConfigResult(change.resource_type, change.resource_name, rej.error, rej.message)
+            )
+            continue
+        if not validate_only:
+            for name in sorted(set(old) | set(new)):
+                if old.get(name) != new.get(name):
+                    st.emit(
+                        records,
+                        ConfigRecord(
+                            change.resource_type, change.resource_name, name, new.get(name)
+                        ),
+                    )
+        results.append(ConfigResult(change.resource_type, change.resource_name, ErrorCode.NONE))
+    return ControllerResult(records, results)

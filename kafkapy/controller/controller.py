@@ -1,0 +1,182 @@
+"""QuorumController: the active controller's decisions as a plain state machine.
+
+Why plain: the server runs it only on the Raft leader, proposes the records of each operation
+to the metadata log and answers once they are committed. Every operation returns
+`ControllerResult(records, response)` and has already applied its records to the controller's
+own (uncommitted) image, so the next operation sees them. When leadership changes, the server
+throws the controller away and builds a new one from the committed image: nothing here needs
+to survive a failover except what the records say (broker sessions restart, as in Kafka).
+
+The decisions live in `brokers.py` (registration, heartbeats, fencing, controlled shutdown,
+producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections)
+and `configs.py`; this class is their one entry point.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+
+from kafkapy.controller import brokers, configs, topics
+from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
+from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
+from kafkapy.controller.image import MetadataImage
+from kafkapy.controller.records import Endpoint
+from kafkapy.controller.state import ControllerConfig, ControllerResult, ControllerState
+from kafkapy.controller.topics import (
+    AlterPartitionItem,
+    AlterPartitionReply,
+    AlterPartitionResult,
+    CreatePartitionsResult,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ElectionResult,
+    NewPartitions,
+    NewTopic,
+)
+
+__all__ = [
+    "AlterPartitionItem",
+    "AlterPartitionReply",
+    "AlterPartitionResult",
+    "ConfigChange",
+    "ConfigOp",
+    "ConfigResult",
+    "ControllerConfig",
+    "ControllerResult",
+    "CreatePartitionsResult",
+    "CreateTopicResult",
+    "DeleteTopicResult",
+    "ElectionResult",
+    "HeartbeatReply",
+    "NewPartitions",
+    "NewTopic",
+    "ProducerIdsReply",
+    "QuorumController",
+    "RegistrationReply",
+]
+
+
+class QuorumController:
+    """See the module docstring. `next_offset` is the metadata-log offset the first emitted
+    record will get (default: right after the image); `now_ms` starts the sessions of the
+    brokers that are active in `image`."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        image: MetadataImage,
+        *,
+        now_ms: int = 0,
+        next_offset: int | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._st = ControllerState(config, image, now_ms=now_ms, next_offset=next_offset, rng=rng)
+
+    @property
+    def config(self) -> ControllerConfig:
+        return self._st.config
+
+    @property
+    def image(self) -> MetadataImage:
+        """The controller's image, including records not yet committed (do not mutate)."""
+        return self._st.image
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next emitted record will get."""
+        return self._st.next_offset
+
+    # -- brokers ---------------------------------------------------------------------------
+
+    def register_broker(
+        self,
+        broker_id: int,
+        *,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        endpoints: Sequence[Endpoint],
+        rack: str | None = None,
+        now_ms: int,
+        previous_broker_epoch: int = -1,
+    ) -> ControllerResult[RegistrationReply]:
+        return brokers.register_broker(
+            self._st,
+            broker_id,
+            cluster_id=cluster_id,
+            incarnation_id=incarnation_id,
+            endpoints=endpoints,
+            rack=rack,
+            now_ms=now_ms,
+            previous_broker_epoch=previous_broker_epoch,
+        )
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        *,
+        current_metadata_offset: int,
+        want_fence: bool = False,
+        want_shutdown: bool = False,
+        now_ms: int,
+    ) -> ControllerResult[HeartbeatReply]:
+        return brokers.broker_heartbeat(
+            self._st,
+            broker_id,
+            broker_epoch,
+            current_metadata_offset=current_metadata_offset,
+            want_fence=want_fence,
+            want_shutdown=want_shutdown,
+            now_ms=now_ms,
+        )
+
+    def tick(self, now_ms: int) -> ControllerResult[list[int]]:
+        """Fence brokers whose session expired (their partitions get new leaders)."""
+        return brokers.tick(self._st, now_ms)
+
+    def next_deadline_ms(self) -> int | None:
+        """When `tick` next has work (a session may expire), or None."""
+        return brokers.next_session_deadline_ms(self._st)
+
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControllerResult[ProducerIdsReply]:
+        return brokers.allocate_producer_ids(self._st, broker_id, broker_epoch)
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def create_topics(
+        self, new_topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> ControllerResult[list[CreateTopicResult]]:
+        return topics.create_topics(self._st, new_topics, validate_only=validate_only)
+
+    def delete_topics(
+        self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
+    ) -> ControllerResult[list[DeleteTopicResult]]:
+        return topics.delete_topics(self._st, names, topic_ids)
+
+    def create_partitions(
+        self, items: Sequence[NewPartitions], *, validate_only: bool = False
+    ) -> ControllerResult[list[CreatePartitionsResult]]:
+        return topics.create_partitions(self._st, items, validate_only=validate_only)
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]
+    ) -> ControllerResult[AlterPartitionReply]:
+        return topics.alter_partition(self._st, broker_id, broker_epoch, items)
+
+    def elect_leaders(
+        self,
+        election_type: int = topics.PREFERRED,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> ControllerResult[list[ElectionResult]]:
+        return topics.elect_leaders(self._st, election_type, partitions)
+
+    # -- configs ---------------------------------------------------------------------------
+
+    def incremental_alter_configs(
+        self, changes: Sequence[ConfigChange], *, validate_only: bool = False
+    ) -> ControllerResult[list[ConfigResult]]:
+        return configs.incremental_alter_configs(self._st, changes, validate_only=validate_only)

@@ -1,0 +1,286 @@
+"""MetadataImage: the cluster state built by replaying committed metadata records.
+
+Why one replay function for everyone: the active controller applies its own records at once
+(to an uncommitted copy), and every node applies the committed ones from the Raft log; both go
+through `MetadataImage.apply`, so "replay of the records == the controller's state" holds by
+construction and is what the tests check.
+
+Rules of `apply`:
+- a record that contradicts the image (unknown topic or broker, stale broker epoch, a second
+  topic with the same name or id) raises `MetadataApplyError` and changes nothing, so a node
+  can log it and carry on with the next record;
+- a `PartitionChangeRecord` with a leader bumps the leader epoch; every change record bumps the
+  partition epoch;
+- `offset` always becomes the offset of the last applied record.
+An optional `MetadataDelta` collects what changed so the broker reacts only to that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from kafkapy.controller.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    Endpoint,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+__all__ = [
+    "BrokerRegistration",
+    "MetadataApplyError",
+    "MetadataDelta",
+    "MetadataImage",
+    "PartitionImage",
+    "TopicImage",
+]
+
+
+class MetadataApplyError(ValueError):
+    """A record that does not fit the image it is applied to (the image is left unchanged)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+    def endpoint(self, listener_name: str) -> Endpoint | None:
+        """The endpoint of `listener_name`, or None if the broker does not advertise it."""
+        for ep in self.endpoints:
+            if ep.name == listener_name:
+                return ep
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionImage:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclasses.dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage] = dataclasses.field(default_factory=dict)
+    configs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def copy(self) -> TopicImage:
+        # PartitionImage is frozen, so sharing the values is safe; only the dicts are copied.
+        return TopicImage(self.name, self.topic_id, dict(self.partitions), dict(self.configs))
+
+
+@dataclasses.dataclass(slots=True)
+class MetadataDelta:
+    """What a run of records changed: names of topics created or changed (with the changed
+    partitions), topics removed (their last image, so their logs can be found), brokers and
+    configs touched."""
+
+    changed_topics: set[str] = dataclasses.field(default_factory=set)
+    changed_partitions: dict[str, set[int]] = dataclasses.field(default_factory=dict)
+    deleted_topics: dict[uuid.UUID, TopicImage] = dataclasses.field(default_factory=dict)
+    changed_brokers: set[int] = dataclasses.field(default_factory=set)
+    changed_broker_configs: set[str] = dataclasses.field(default_factory=set)
+    producer_ids_changed: bool = False
+
+    def is_empty(self) -> bool:
+        return not (
+            self.changed_topics
+            or self.deleted_topics
+            or self.changed_brokers
+            or self.changed_broker_configs
+            or self.producer_ids_changed
+        )
+
+    def _partition(self, topic: str, partition: int) -> None:
+        self.changed_topics.add(topic)
+        self.changed_partitions.setdefault(topic, set()).add(partition)
+
+
+@dataclasses.dataclass(slots=True)
+class MetadataImage:
+    brokers: dict[int, BrokerRegistration] = dataclasses.field(default_factory=dict)
+    topics: dict[str, TopicImage] = dataclasses.field(default_factory=dict)
+    topics_by_id: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict)
+    # Broker configs by resource name: "" is the cluster-wide default, else the broker id.
+    broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    next_producer_id: int = 0
+    offset: int = -1
+
+    def copy(self) -> MetadataImage:
+        """An independent copy (topics and config dicts copied; frozen values shared)."""
+        return MetadataImage(
+            brokers=dict(self.brokers),
+            topics={name: t.copy() for name, t in self.topics.items()},
+            topics_by_id=dict(self.topics_by_id),
+            broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
+            next_producer_id=self.next_producer_id,
+            offset=self.offset,
+        )
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        name = self.topics_by_id.get(topic_id)
+        return None if name is None else self.topics[name]
+
+    def partition(self, topic: str, partition: int) -> PartitionImage | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def is_active(self, broker_id: int) -> bool:
+        """Registered, unfenced and not shutting down: may lead and join an ISR."""
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def apply(
+        self, record: MetadataRecord, offset: int, delta: MetadataDelta | None = None
+    ) -> None:
+        """Replay one record at `offset` (see the module rules)."""
+        d = delta if delta is not None else MetadataDelta()
+        match record:
+            case RegisterBrokerRecord():
+                self.brokers[record.broker_id] = BrokerRegistration(
+                    record.broker_id,
+                    record.broker_epoch,
+                    record.incarnation_id,
+                    record.endpoints,
+                    record.rack,
+                    record.fenced,
+                    False,
+                )
+                d.changed_brokers.add(record.broker_id)
+            case UnregisterBrokerRecord():
+                self._broker(record.broker_id, record.broker_epoch)
+                del self.brokers[record.broker_id]
+                d.changed_brokers.add(record.broker_id)
+            case FenceBrokerRecord():
+                b = self._broker(record.id, record.epoch)
+                self.brokers[b.id] = dataclasses.replace(b, fenced=True)
+                d.changed_brokers.add(b.id)
+            case UnfenceBrokerRecord():
+                b = self._broker(record.id, record.epoch)
+                self.brokers[b.id] = dataclasses.replace(b, fenced=False)
+                d.changed_brokers.add(b.id)
+            case BrokerRegistrationChangeRecord():
+                b = self._broker(record.broker_id, record.broker_epoch)
+                fenced = b.fenced if record.fenced is None else record.fenced
+                shutdown = b.in_controlled_shutdown
+                if record.in_controlled_shutdown is not None:
+                    shutdown = record.in_controlled_shutdown
+                self.brokers[b.id] = dataclasses.replace(
+                    b, fenced=fenced, in_controlled_shutdown=shutdown
+                )
+                d.changed_brokers.add(b.id)
+            case TopicRecord():
+                if record.name in self.topics:
+                    raise MetadataApplyError(f"topic {record.name!r} already exists")
+                if record.topic_id in self.topics_by_id:
+                    raise MetadataApplyError(f"topic id {record.topic_id} is already in use")
+                self.topics[record.name] = TopicImage(record.name, record.topic_id)
+                self.topics_by_id[record.topic_id] = record.name
+                d.changed_topics.add(record.name)
+            case PartitionRecord():
+                t = self._topic(record.topic_id)
+                t.partitions[record.partition_id] = PartitionImage(
+                    record.replicas,
+                    record.isr,
+                    record.leader,
+                    record.leader_epoch,
+                    record.partition_epoch,
+                )
+                d._partition(t.name, record.partition_id)
+            case PartitionChangeRecord():
+                t = self._topic(record.topic_id)
+                p = t.partitions.get(record.partition_id)
+                if p is None:
+                    raise MetadataApplyError(
+                        f"no partition {record.partition_id} in topic {t.name!r}"
+                    )
+                t.partitions[record.partition_id] = PartitionImage(
+                    record.replicas if record.replicas is not None else p.replicas,
+                    record.isr if record.isr is not None else p.isr,
+                    record.leader if record.leader is not None else p.leader,
+                    p.leader_epoch + (1 if record.leader is not None else 0),
+                    p.partition_epoch + 1,
+                )
+                d._partition(t.name, record.partition_id)
+            case RemoveTopicRecord():
+                t = self._topic(record.topic_id)
+                del self.topics[t.name]
+                del self.topics_by_id[t.topic_id]
+                d.changed_topics.discard(t.name)
+                d.changed_partitions.pop(t.name, None)
+                d.deleted_topics[t.topic_id] = t
+            case ConfigRecord():
+                self._config(record, d)
+            case ProducerIdsRecord():
+                if record.next_producer_id <= self.next_producer_id:
+                    raise MetadataApplyError(
+                        f"producer id block ends at {record.next_producer_id}, "
+                        f"not after {self.next_producer_id}"
+                    )
+                self.next_producer_id = record.next_producer_id
+                d.producer_ids_changed = True
+            case NoOpRecord():
+                pass
+        self.offset = offset
+
+    def _broker(self, broker_id: int, epoch: int) -> BrokerRegistration:
+        b = self.brokers.get(broker_id)
+        if b is None:
+            raise MetadataApplyError(f"broker {broker_id} is not registered")
+        if b.epoch != epoch:
+            raise MetadataApplyError(f"broker {broker_id} has epoch {b.epoch}, not {epoch}")
+        return b
+
+    def _topic(self, topic_id: uuid.UUID) -> TopicImage:
+        t = self.topic_by_id(topic_id)
+        if t is None:
+            raise MetadataApplyError(f"unknown topic id {topic_id}")
+        return t
+
+    def _config(self, record: ConfigRecord, d: MetadataDelta) -> None:
+        if record.resource_type == ConfigResourceType.TOPIC:
+            t = self.topics.get(record.resource_name)
+            if t is None:
+                raise MetadataApplyError(f"config for unknown topic {record.resource_name!r}")
+            configs = t.configs
+            d.changed_topics.add(t.name)
+        elif record.resource_type == ConfigResourceType.BROKER:
+            configs = self.broker_configs.setdefault(record.resource_name, {})
+            d.changed_broker_configs.add(record.resource_name)
+        else:
+            raise MetadataApplyError(f"unknown config resource type {record.resource_type}")
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
+        if not configs and record.resource_type == ConfigResourceType.BROKER:
+            del self.broker_configs[record.resource_name]
+
+    def broker_config(self, broker_id: int, name: str) -> str | None:
+        """A dynamic broker config: the broker's own value, else the cluster default."""
+        own = self.broker_configs.get(str(broker_id), {})
+        if name in own:
+            return own[name]
+        return self.broker_configs.get("", {}).get(name)

@@ -1,0 +1,507 @@
+"""Metadata records: the only way cluster state changes (modelled on Kafka's KRaft records).
+
+Why records and not direct mutation: every node replays the same committed records from the
+`__cluster_metadata` Raft log into its `MetadataImage`, so the active controller and every
+broker agree on brokers, topics, partition leaders and ISRs without any other channel.
+
+Wire form of one record (one Kafka record value in the metadata log), all integers varints:
+`frame version (uvarint, 0) | record type (uvarint) | record version (uvarint, 0) | fields`.
+Fields are written in declaration order by kind (zigzag varints for signed integers, 16 raw
+bytes for UUIDs, length+1 uvarint prefixes for strings and lists with 0 meaning null). The
+parser is bounded: every count is checked against the bytes left, varints are capped at ten
+bytes and integer ranges are checked, so garbage raises `ProtocolError`, never anything else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from typing import Any
+
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
+
+__all__ = [
+    "BrokerRegistrationChangeRecord",
+    "ConfigRecord",
+    "ConfigResourceType",
+    "Endpoint",
+    "FenceBrokerRecord",
+    "MetadataRecord",
+    "NoOpRecord",
+    "PartitionChangeRecord",
+    "PartitionRecord",
+    "ProducerIdsRecord",
+    "RecordType",
+    "RegisterBrokerRecord",
+    "RemoveTopicRecord",
+    "TopicRecord",
+    "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord",
+    "decode_record",
+    "encode_record",
+]
+
+FRAME_VERSION = 0
+NO_LEADER = -1
+
+
+class RecordType(enum.IntEnum):
+    """Record type ids; the numbers are Kafka's metadata record api keys."""
+
+    REGISTER_BROKER = 0
+    UNREGISTER_BROKER = 1
+    TOPIC = 2
+    PARTITION = 3
+    CONFIG = 4
+    PARTITION_CHANGE = 5
+    FENCE_BROKER = 7
+    UNFENCE_BROKER = 8
+    REMOVE_TOPIC = 9
+    PRODUCER_IDS = 15
+    BROKER_REGISTRATION_CHANGE = 17
+    NO_OP = 20
+
+
+class ConfigResourceType(enum.IntEnum):
+    """ConfigResource types as in IncrementalAlterConfigs (`TOPIC` 2, `BROKER` 4)."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener a broker advertises (`security_protocol` 0 = PLAINTEXT)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    """A broker (re)registered: a new incarnation gets a new broker epoch and starts fenced."""
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    id: int
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    id: int
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """Fence/unfence or enter controlled shutdown; None leaves that attribute as it is."""
+
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    """A whole partition state (creation); `leader` -1 means no leader."""
+
+    partition_id: int
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A partition change; None fields are unchanged.
+
+    `leader` set (even to -1, no leader) bumps the leader epoch; every change record bumps the
+    partition epoch, which is what AlterPartition compares against.
+    """
+
+    partition_id: int
+    topic_id: uuid.UUID
+    isr: tuple[int, ...] | None = None
+    leader: int | None = None
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    topic_id: uuid.UUID
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """A config set (value) or removed (None) on a topic or a broker ("" = cluster default)."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids handed to a broker; `next_producer_id` is the first one free."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    pass
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | ProducerIdsRecord
+    | NoOpRecord
+)
+
+
+class _Kind(enum.Enum):
+    """How one field is written; the ranges are checked when decoding."""
+
+    INT8 = "int8"
+    INT32 = "int32"
+    INT64 = "int64"
+    BOOL = "bool"
+    OPT_BOOL = "bool?"
+    OPT_INT32 = "int32?"
+    UUID = "uuid"
+    STRING = "string"
+    OPT_STRING = "string?"
+    INT32S = "int32[]"
+    OPT_INT32S = "int32[]?"
+    ENDPOINTS = "endpoints"
+
+
+_K = _Kind
+_SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
+    RegisterBrokerRecord: (
+        RecordType.REGISTER_BROKER,
+        (
+            ("broker_id", _K.INT32),
+            ("incarnation_id", _K.UUID),
+            ("broker_epoch", _K.INT64),
+            ("endpoints", _K.ENDPOINTS),
+            ("rack", _K.OPT_STRING),
+            ("fenced", _K.BOOL),
+        ),
+    ),
+    UnregisterBrokerRecord: (
+        RecordType.UNREGISTER_BROKER,
+        (("broker_id", _K.INT32), ("broker_epoch", _K.INT64)),
+    ),
+    FenceBrokerRecord: (RecordType.FENCE_BROKER, (("id", _K.INT32), ("epoch", _K.INT64))),
+    UnfenceBrokerRecord: (RecordType.UNFENCE_BROKER, (("id", _K.INT32), ("epoch", _K.INT64))),
+    BrokerRegistrationChangeRecord: (
+        RecordType.BROKER_REGISTRATION_CHANGE,
+        (
+            ("broker_id", _K.INT32),
+            ("broker_epoch", _K.INT64),
+            ("fenced", _K.OPT_BOOL),
+            ("in_controlled_shutdown", _K.OPT_BOOL),
+        ),
+    ),
+    TopicRecord: (RecordType.TOPIC, (("name", _K.STRING), ("topic_id", _K.UUID))),
+    PartitionRecord: (
+        RecordType.PARTITION,
+        (
+            ("partition_id", _K.INT32),
+            ("topic_id", _K.UUID),
+            ("replicas", _K.INT32S),
+            ("isr", _K.INT32S),
+            ("leader", _K.INT32),
+            ("leader_epoch", _K.INT32),
+            ("partition_epoch", _K.INT32),
+        ),
+    ),
+    PartitionChangeRecord: (
+        RecordType.PARTITION_CHANGE,
+        (
+            ("partition_id", _K.INT32),
+            ("topic_id", _K.UUID),
+            ("isr", _K.OPT_INT32S),
+            ("leader", _K.OPT_INT32),
+            ("replicas", _K.OPT_INT32S),
+        ),
+    ),
+    RemoveTopicRecord: (RecordType.REMOVE_TOPIC, (("topic_id", _K.UUID),)),
+    ConfigRecord: (
+        RecordType.CONFIG,
+        (
+            ("resource_type", _K.INT8),
+            ("resource_name", _K.STRING),
+            ("name", _K.STRING),
+            ("value", _K.OPT_STRING),
+        ),
+    ),
+    ProducerIdsRecord: (
+        RecordType.PRODUCER_IDS,
+        (("broker_id", _K.INT32), ("broker_epoch", _K.INT64), ("next_producer_id", _K.INT64)),
+    ),
+    NoOpRecord: (RecordType.NO_OP, ()),
+}
+_BY_TYPE: dict[int, type[Any]] = {int(t): cls for cls, (t, _) in _SCHEMAS.items()}
+
+# Ten 7-bit groups cover a 64-bit zigzag value; longer varints are garbage.
+_MAX_VARINT_BYTES = 10
+_RANGES = {
+    _K.INT8: (-(1 << 7), (1 << 7) - 1),
+    _K.INT32: (-(1 << 31), (1 << 31) - 1),
+    _K.OPT_INT32: (-(1 << 31), (1 << 31) - 1),
+    _K.INT32S: (-(1 << 31), (1 << 31) - 1),
+    _K.OPT_INT32S: (-(1 << 31), (1 << 31) - 1),
+    _K.INT64: (-(1 << 63), (1 << 63) - 1),
+}
+
+
+def _uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _varint(out: bytearray, value: int) -> None:
+    _uvarint(out, (value << 1) ^ (value >> 63) if value < 0 else value << 1)
+
+
+def _string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        _uvarint(out, 0)
+        return
+    data = value.encode()
+    _uvarint(out, len(data) + 1)
+    out += data
+
+
+def _write(out: bytearray, kind: _Kind, value: Any) -> None:
+    match kind:
+        case _K.INT8 | _K.INT32 | _K.INT64:
+            _varint(out, value)
+        case _K.BOOL:
+            out.append(1 if value else 0)
+        case _K.OPT_BOOL:
+            out.append(2 if value is None else (1 if value else 0))
+        case _K.OPT_INT32:
+            if value is None:
+                out.append(0)
+            else:
+                out.append(1)
+                _varint(out, value)
+        case _K.UUID:
+            out += value.bytes
+        case _K.STRING | _K.OPT_STRING:
+            _string(out, value)
+        case _K.INT32S | _K.OPT_INT32S:
+            if value is None:
+                _uvarint(out, 0)
+            else:
+                _uvarint(out, len(value) + 1)
+                for item in value:
+                    _varint(out, item)
+        case _K.ENDPOINTS:
+            _uvarint(out, len(value) + 1)
+            for ep in value:
+                _string(out, ep.name)
+                _string(out, ep.host)
+                _varint(out, ep.port)
+                _varint(out, ep.security_protocol)
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    """The bytes of one record, as stored in one Kafka record value of the metadata log."""
+    rtype, fields = _SCHEMAS[type(record)]
+    out = bytearray()
+    _uvarint(out, FRAME_VERSION)
+    _uvarint(out, int(rtype))
+    _uvarint(out, 0)
+    for name, kind in fields:
+        _write(out, kind, getattr(record, name))
+    return bytes(out)
+
+
+class _Reader:
+    """A bounded cursor: every read checks the bytes left before it takes them."""
+
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.buf = bytes(data)
+        self.pos = 0
+
+    def left(self) -> int:
+        return len(self.buf) - self.pos
+
+    def byte(self) -> int:
+        if self.pos >= len(self.buf):
+            raise _bad("record is truncated")
+        b = self.buf[self.pos]
+        self.pos += 1
+        return b
+
+    def take(self, n: int) -> bytes:
+        if n > self.left():
+            raise _bad("record is truncated")
+        data = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return data
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        for _ in range(_MAX_VARINT_BYTES):
+            b = self.byte()
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+        raise _bad("varint is longer than ten bytes")
+
+    def varint(self, kind: _Kind) -> int:
+        raw = self.uvarint()
+        value = (raw >> 1) ^ -(raw & 1)
+        low, high = _RANGES[kind]
+        if not low <= value <= high:
+            raise _bad(f"{value} is out of range for {kind.value}")
+        return value
+
+    def count(self, min_item_bytes: int) -> int | None:
+        """A length+1 prefix: None for 0, else a count no larger than the bytes can hold."""
+        raw = self.uvarint()
+        if raw == 0:
+            return None
+        n = raw - 1
+        if n * min_item_bytes > self.left():
+            raise _bad(f"length {n} exceeds the {self.left()} bytes left")
+        return n
+
+    def string(self, nullable: bool) -> str | None:
+        n = self.count(1)
+        if n is None:
+            if not nullable:
+                raise _bad("null string in a non-nullable field")
+            return None
+        try:
+            return self.take(n).decode()
+        except UnicodeDecodeError as exc:
+            raise _bad("string is not UTF-8") from exc
+
+    def text(self) -> str:
+        value = self.string(False)
+        assert value is not None  # string(False) raises on null
+        return value
+
+    def flag(self, allow_none: bool) -> bool | None:
+        b = self.byte()
+        if b == 2 and allow_none:
+            return None
+        if b > 1:
+            raise _bad(f"bad boolean byte {b}")
+        return b == 1
+
+
+def _bad(message: str) -> ProtocolError:
+    return ProtocolError(f"bad metadata record: {message}", ErrorCode.CORRUPT_MESSAGE)
+
+
+def _read(r: _Reader, kind: _Kind) -> Any:
+    match kind:
+        case _K.INT8 | _K.INT32 | _K.INT64:
+            return r.varint(kind)
+        case _K.BOOL:
+            return r.flag(False)
+        case _K.OPT_BOOL:
+            return r.flag(True)
+        case _K.OPT_INT32:
+            present = r.flag(False)
+            return r.varint(kind) if present else None
+        case _K.UUID:
+            return uuid.UUID(bytes=r.take(16))
+        case _K.STRING:
+            return r.text()
+        case _K.OPT_STRING:
+            return r.string(True)
+        case _K.INT32S | _K.OPT_INT32S:
+            n = r.count(1)
+            if n is None:
+                if kind is _K.INT32S:
+                    raise _bad("null list in a non-nullable field")
+                return None
+            return tuple(r.varint(kind) for _ in range(n))
+        case _K.ENDPOINTS:
+            n = r.count(4)
+            if n is None:
+                raise _bad("null endpoint list")
+            endpoints = []
+            for _ in range(n):
+                name = r.text()
+                host = r.text()
+                port = r.varint(_K.INT32)
+                if not 0 <= port <= 0xFFFF:
+                    raise _bad(f"port {port} is out of range")
+                proto = r.varint(_K.INT32)
+                endpoints.append(Endpoint(name, host, port, proto))
+            return tuple(endpoints)
+    raise AssertionError(kind)  # pragma: no cover - the match is exhaustive
+
+
+def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
+    """Parse one record; raises `ProtocolError` (CORRUPT_MESSAGE) for anything malformed."""
+    r = _Reader(data)
+    frame_version = r.uvarint()
+    if frame_version != FRAME_VERSION:
+        raise _bad(f"unknown frame version {frame_version}")
+    rtype = r.uvarint()
+    cls = _BY_TYPE.get(rtype)
+    if cls is None:
+        raise _bad(f"unknown record type {rtype}")
+    version = r.uvarint()
+    if version != 0:
+        raise _bad(f"unknown version {version} of record type {rtype}")
+    values = {name: _read(r, kind) for name, kind in _SCHEMAS[cls][1]}
+    if r.left():
+        raise _bad(f"{r.left()} bytes after the record")
+    record: MetadataRecord = cls(**values)
+    return record

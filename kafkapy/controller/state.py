@@ -1,0 +1,180 @@
+"""The state every QuorumController operation works on, and the shape of its answers.
+
+Why a separate module: broker, topic and config operations live in their own modules
+(`brokers.py`, `topics.py`, `configs.py`, as Kafka splits ClusterControlManager,
+ReplicationControlManager and ConfigurationControlManager) but share one uncommitted image,
+one offset counter and the broker sessions. Records are applied to that image the moment they
+are emitted, so a later step of the same operation (an election after a fence) sees the change.
+
+Offsets: the controller predicts the metadata-log offset of each record it emits (one record per
+log entry, proposed in order). A broker epoch is the offset of its RegisterBrokerRecord, as in
+Kafka, so a broker knows it has caught up once it has applied that offset. The server checks
+each prediction against the offset Raft returns and rebuilds the controller when they differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from kafkapy.controller.image import MetadataImage, PartitionImage, TopicImage
+from kafkapy.controller.records import MetadataRecord, PartitionChangeRecord
+
+__all__ = [
+    "ControllerConfig",
+    "ControllerResult",
+    "ControllerState",
+    "partition_change",
+]
+
+T = TypeVar("T")
+
+NO_LEADER = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerConfig:
+    """Controller settings (Kafka names: `broker.session.timeout.ms`, `num.partitions`,
+    `default.replication.factor`, `min.insync.replicas`, `unclean.leader.election.enable`)."""
+
+    session_timeout_ms: int = 9000
+    default_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    producer_id_block_size: int = 1000
+    cluster_id: str | None = None
+    delete_topic_enable: bool = True
+    # Topics clients may not delete (the coordinators' internal topics).
+    protected_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[T]):
+    """Records to commit (already applied to the controller's image) and the answer to give
+    once they are committed. No records means the answer can go at once."""
+
+    records: list[MetadataRecord]
+    response: T
+
+
+class ControllerState:
+    """Uncommitted image + offset prediction + broker sessions (in memory only, as Kafka's
+    BrokerHeartbeatManager: a new controller starts every active broker's session afresh)."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        image: MetadataImage,
+        *,
+        now_ms: int = 0,
+        next_offset: int | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.image = image.copy()
+        self.next_offset = image.offset + 1 if next_offset is None else next_offset
+        self.rng = rng if rng is not None else random.Random()
+        # Last heartbeat (or registration) per broker with a live session.
+        self.last_contact_ms: dict[int, int] = {
+            b.id: now_ms for b in image.brokers.values() if not b.fenced
+        }
+        # Offset a broker in controlled shutdown must reach before it may stop.
+        self.shutdown_offsets: dict[int, int] = {}
+        self.placement_start = self.rng.randrange(1 << 16)
+
+    def emit(self, out: list[MetadataRecord], record: MetadataRecord) -> None:
+        """Apply `record` at the next offset and queue it for commit."""
+        self.image.apply(record, self.next_offset)
+        self.next_offset += 1
+        out.append(record)
+
+    def new_topic_id(self) -> uuid.UUID:
+        while True:
+            topic_id = uuid.UUID(int=self.rng.getrandbits(128), version=4)
+            if topic_id not in self.image.topics_by_id:
+                return topic_id
+
+    def unclean_allowed(self, topic: TopicImage) -> bool:
+        """`unclean.leader.election.enable`: topic config, else the dynamic cluster config,
+        else the controller's static setting."""
+        value = topic.configs.get("unclean.leader.election.enable")
+        if value is None:
+            value = self.image.broker_configs.get("", {}).get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.unclean_leader_election_enable
+        return value.strip().lower() == "true"
+
+    def partitions_with(self, broker_id: int) -> Iterator[tuple[TopicImage, int, PartitionImage]]:
+        """Partitions that list `broker_id` as a replica (a snapshot: safe to emit while
+        iterating)."""
+        for topic in list(self.image.topics.values()):
+            for pid, part in list(topic.partitions.items()):
+                if broker_id in part.replicas:
+                    yield topic, pid, part
+
+    def elect(
+        self,
+        out: list[MetadataRecord],
+        topic: TopicImage,
+        partition_id: int,
+        *,
+        isr: tuple[int, ...] | None = None,
+        preferred: bool = False,
+    ) -> bool:
+        """Emit the change that sets `isr` (if given) and a valid leader; True if any."""
+        part = topic.partitions[partition_id]
+        record = partition_change(
+            topic.topic_id,
+            partition_id,
+            part,
+            self.image.is_active,
+            isr=isr,
+            unclean=self.unclean_allowed(topic),
+            preferred=preferred,
+        )
+        if record is None:
+            return False
+        self.emit(out, record)
+        return True
+
+
+def partition_change(
+    topic_id: uuid.UUID,
+    partition_id: int,
+    part: PartitionImage,
+    is_active: Callable[[int], bool],
+    *,
+    isr: tuple[int, ...] | None = None,
+    unclean: bool = False,
+    preferred: bool = False,
+) -> PartitionChangeRecord | None:
+    """The change record for a new ISR and the leader it implies (None if nothing changes).
+
+    Rules (Kafka's PartitionChangeBuilder, without ELR):
+    - an empty target ISR keeps the last ISR (the partition goes offline, keeping who has data);
+    - the current leader stays while it is active and in the ISR (unless `preferred`);
+    - otherwise the first replica, in replica order, that is in the ISR and active leads;
+    - with none, `unclean` lets the first active replica outside the ISR lead (ISR = just it);
+      without it the leader is -1.
+    """
+    target_isr = part.isr if isr is None or not isr else isr
+    leader = part.leader
+    if preferred:
+        first = part.replicas[0] if part.replicas else NO_LEADER
+        if first in target_isr and is_active(first):
+            leader = first
+    if leader == NO_LEADER or leader not in target_isr or not is_active(leader):
+        leader = next((r for r in part.replicas if r in target_isr and is_active(r)), NO_LEADER)
+        if leader == NO_LEADER and unclean:
+            leader = next((r for r in part.replicas if is_active(r)), NO_LEADER)
+            if leader != NO_LEADER:
+                target_isr = (leader,)
+    new_isr = target_isr if target_isr != part.isr else None
+    new_leader = leader if leader != part.leader else None
+    if new_isr is None and new_leader is None:
+        return None
+    return PartitionChangeRecord(partition_id, topic_id, isr=new_isr, leader=new_leader)

@@ -1,0 +1,505 @@
+"""Topic and partition decisions (Kafka's ReplicationControlManager).
+
+Rules:
+- Placement: rack-unaware round robin over the active brokers (sorted by id) with a start that
+  rotates per topic, so leaders of successive topics do not pile onto one broker; a replication
+  factor above the number of active brokers is INVALID_REPLICATION_FACTOR.
+- New partitions start with ISR = replicas and the first replica as leader (epochs 0).
+- AlterPartition (ISR changes from a leader) is checked in this order: broker epoch
+  (STALE_BROKER_EPOCH for the whole request), unknown topic/partition, sender is not the leader
+  (INVALID_REQUEST), leader epoch (older: FENCED_LEADER_EPOCH, newer: NOT_CONTROLLER - this
+  controller is behind), partition epoch (INVALID_UPDATE_VERSION), ISR members that are not
+  replicas or not the leader itself missing (INVALID_REQUEST), members that are fenced, shutting
+  down or of a stale broker epoch (INELIGIBLE_REPLICA). An accepted change bumps the partition
+  epoch only.
+- Preferred election makes the first replica leader when it is in the ISR and active; unclean
+  election (type 1) picks any active replica for a leaderless partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from kafkapy.controller.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from kafkapy.controller.state import (
+    NO_LEADER,
+    ControllerResult,
+    ControllerState,
+    partition_change,
+)
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.storage.config import LogConfig
+from kafkapy.storage.errors import InvalidLogConfigError
+
+__all__ = [
+    "AlterPartitionItem",
+    "AlterPartitionReply",
+    "AlterPartitionResult",
+    "CreatePartitionsResult",
+    "CreateTopicResult",
+    "DeleteTopicResult",
+    "ElectionResult",
+    "NewPartitions",
+    "NewTopic",
+    "alter_partition",
+    "create_partitions",
+    "create_topics",
+    "delete_topics",
+    "elect_leaders",
+    "topic_name_error",
+]
+
+MAX_TOPIC_NAME_LENGTH = 249
+ZERO_UUID = uuid.UUID(int=0)
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+PREFERRED, UNCLEAN = 0, 1
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why `name` is not a legal Kafka topic name, or None."""
+    if not name or name in (".", ".."):
+        return f"topic name {name!r} is not allowed"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL.fullmatch(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'"
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    name: str
+    error: ErrorCode
+    message: str | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteTopicResult:
+    name: str | None
+    topic_id: uuid.UUID
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewPartitions:
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreatePartitionsResult:
+    name: str
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition of an AlterPartition request; `new_isr` holds (broker id, broker epoch or
+    -1 when the request version carries no epochs)."""
+
+    topic_name: str | None
+    topic_id: uuid.UUID | None
+    partition: int
+    leader_epoch: int
+    new_isr: Sequence[tuple[int, int]]
+    partition_epoch: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    topic_name: str | None
+    topic_id: uuid.UUID | None
+    partition: int
+    error: ErrorCode
+    leader: int = NO_LEADER
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    error: ErrorCode
+    partitions: list[AlterPartitionResult]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ElectionResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+
+
+def _usable_brokers(st: ControllerState) -> list[int]:
+    return sorted(b for b in st.image.brokers if st.image.is_active(b))
+
+
+def _place(st: ControllerState, first_partition: int, count: int, rf: int) -> list[tuple[int, ...]]:
+    """Round robin: partition p's replicas are consecutive brokers from start + p."""
+    brokers = _usable_brokers(st)
+    start = st.placement_start
+    st.placement_start += 1
+    n = len(brokers)
+    return [
+        tuple(brokers[(start + p + j) % n] for j in range(rf))
+        for p in range(first_partition, first_partition + count)
+    ]
+
+
+def _check_replicas(st: ControllerState, replicas: Sequence[int]) -> str | None:
+    if not replicas:
+        return "an empty replica list"
+    if len(set(replicas)) != len(replicas):
+        return f"duplicate replicas in {list(replicas)}"
+    unknown = [r for r in replicas if r not in st.image.brokers]
+    if unknown:
+        return f"unregistered brokers {unknown}"
+    return None
+
+
+def _validate_configs(configs: Mapping[str, str]) -> str | None:
+    try:
+        LogConfig.from_topic_configs(dict(configs))
+    except InvalidLogConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _plan_topic(
+    st: ControllerState, topic: NewTopic
+) -> tuple[ErrorCode, str | None, list[tuple[int, ...]]]:
+    """Validate one creation and choose its replicas (nothing emitted)."""
+    reason = topic_name_error(topic.name)
+    if reason is not None:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, reason, []
+    if topic.name in st.image.topics:
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists", []
+    collides = topic.name.replace(".", "_")
+    for other in st.image.topics:
+        if other.replace(".", "_") == collides:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r} collides with {other!r}", []
+    reason = _validate_configs(topic.configs)
+    if reason is not None:
+        return ErrorCode.INVALID_CONFIG, reason, []
+    if topic.assignments is not None:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            msg = "assignments need num_partitions and replication_factor of -1"
+            return ErrorCode.INVALID_REQUEST, msg, []
+        if (
+            sorted(topic.assignments) != list(range(len(topic.assignments)))
+            or not topic.assignments
+        ):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1", []
+        plan = [tuple(topic.assignments[p]) for p in range(len(topic.assignments))]
+        for replicas in plan:
+            reason = _check_replicas(st, replicas)
+            if reason is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason, []
+        return ErrorCode.NONE, None, plan
+    partitions = topic.num_partitions
+    rf = topic.replication_factor
+    if partitions == -1:
+        partitions = st.config.default_partitions
+    if rf == -1:
+        rf = st.config.default_replication_factor
+    if partitions <= 0:
+        return ErrorCode.INVALID_PARTITIONS, "the number of partitions must be positive", []
+    if rf <= 0:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be positive", []
+    usable = len(_usable_brokers(st))
+    if rf > usable:
+        msg = f"replication factor {rf} is larger than the {usable} active brokers"
+        return ErrorCode.INVALID_REPLICATION_FACTOR, msg, []
+    return ErrorCode.NONE, None, _place(st, 0, partitions, rf)
+
+
+def create_topics(
+    st: ControllerState, topics: Sequence[NewTopic], *, validate_only: bool = False
+) -> ControllerResult[list[CreateTopicResult]]:
+    records: list[MetadataRecord] = []
+    results: list[CreateTopicResult] = []
+    counts = Counter(t.name for t in topics)
+    for topic in topics:
+        if counts[topic.name] > 1:
+            results.append(
+                CreateTopicResult(topic.name, ErrorCode.INVALID_REQUEST, "duplicate topic name")
+            )
+            continue
+        error, message, plan = _plan_topic(st, topic)
+        if error is not ErrorCode.NONE:
+            results.append(CreateTopicResult(topic.name, error, message))
+            continue
+        topic_id = uuid.UUID(int=0) if validate_only else st.new_topic_id()
+        if not validate_only:
+            st.emit(records, TopicRecord(topic.name, topic_id))
+            for name, value in sorted(topic.configs.items()):
+                st.emit(records, ConfigRecord(ConfigResourceType.TOPIC, topic.name, name, value))
+            for pid, replicas in enumerate(plan):
+                leader = next((r for r in replicas if st.image.is_active(r)), NO_LEADER)
+                st.emit(records, PartitionRecord(pid, topic_id, replicas, replicas, leader))
+        results.append(
+            CreateTopicResult(
+                topic.name,
+                ErrorCode.NONE,
+                None,
+                topic_id,
+                len(plan),
+                len(plan[0]),
+                dict(topic.configs),
+            )
+        )
+    return ControllerResult(records, results)
+
+
+def delete_topics(
+    st: ControllerState,
+    names: Sequence[str] = (),
+    topic_ids: Sequence[uuid.UUID] = (),
+) -> ControllerResult[list[DeleteTopicResult]]:
+    records: list[MetadataRecord] = []
+    results: list[DeleteTopicResult] = []
+    wanted: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in names]
+    wanted += [(None, i) for i in topic_ids]
+    for name, topic_id in wanted:
+        topic = st.image.topics.get(name) if name is not None else None
+        if topic_id is not None:
+            topic = st.image.topic_by_id(topic_id)
+        if topic is None:
+            error = (
+                ErrorCode.UNKNOWN_TOPIC_ID
+                if topic_id is not None
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+            results.append(DeleteTopicResult(name, topic_id or uuid.UUID(int=0), error))
+            continue
+        if not st.config.delete_topic_enable:
+            results.append(
+                DeleteTopicResult(topic.name, topic.topic_id, ErrorCode.TOPIC_DELETION_DISABLED)
+            )
+            continue
+        if topic.name in st.config.protected_topics:
+            results.append(
+                DeleteTopicResult(
+                    topic.name,
+                    topic.topic_id,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    "internal topics cannot be deleted",
+                )
+            )
+            continue
+        st.emit(records, RemoveTopicRecord(topic.topic_id))
+        results.append(DeleteTopicResult(topic.name, topic.topic_id, ErrorCode.NONE))
+    return ControllerResult(records, results)
+
+
+def create_partitions(
+    st: ControllerState, items: Sequence[NewPartitions], *, validate_only: bool = False
+) -> ControllerResult[list[CreatePartitionsResult]]:
+    records: list[MetadataRecord] = []
+    results: list[CreatePartitionsResult] = []
+    counts = Counter(i.name for i in items)
+    for item in items:
+        if counts[item.name] > 1:
+            results.append(
+                CreatePartitionsResult(item.name, ErrorCode.INVALID_REQUEST, "duplicate topic")
+            )
+            continue
+        error, message, plan = _plan_partitions(st, item)
+        if error is ErrorCode.NONE and not validate_only:
+            topic = st.image.topics[item.name]
+            first = len(topic.partitions)
+            for offset, replicas in enumerate(plan):
+                leader = next((r for r in replicas if st.image.is_active(r)), NO_LEADER)
+                st.emit(
+                    records,
+                    PartitionRecord(first + offset, topic.topic_id, replicas, replicas, leader),
+                )
+        results.append(CreatePartitionsResult(item.name, error, message))
+    return ControllerResult(records, results)
+
+
+def _plan_partitions(
+    st: ControllerState, item: NewPartitions
+) -> tuple[ErrorCode, str | None, list[tuple[int, ...]]]:
+    topic = st.image.topics.get(item.name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {item.name!r}", []
+    current = len(topic.partitions)
+    if item.count <= current:
+        msg = f"topic has {current} partitions; the new count must be larger, not {item.count}"
+        return ErrorCode.INVALID_PARTITIONS, msg, []
+    added = item.count - current
+    if item.assignments is not None:
+        if len(item.assignments) != added:
+            msg = f"{len(item.assignments)} assignments for {added} new partitions"
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, msg, []
+        plan = [tuple(a) for a in item.assignments]
+        for replicas in plan:
+            reason = _check_replicas(st, replicas)
+            if reason is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason, []
+        return ErrorCode.NONE, None, plan
+    rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
+    usable = len(_usable_brokers(st))
+    if rf > usable:
+        msg = f"replication factor {rf} is larger than the {usable} active brokers"
+        return ErrorCode.INVALID_REPLICATION_FACTOR, msg, []
+    return ErrorCode.NONE, None, _place(st, current, added, rf)
+
+
+def alter_partition(
+    st: ControllerState,
+    broker_id: int,
+    broker_epoch: int,
+    items: Sequence[AlterPartitionItem],
+) -> ControllerResult[AlterPartitionReply]:
+    """ISR changes proposed by partition leaders (see the module rules)."""
+    records: list[MetadataRecord] = []
+    b = st.image.brokers.get(broker_id)
+    if b is None or (broker_epoch != -1 and b.epoch != broker_epoch):
+        return ControllerResult(records, AlterPartitionReply(ErrorCode.STALE_BROKER_EPOCH, []))
+    results = [_alter_one(st, records, broker_id, item) for item in items]
+    return ControllerResult(records, AlterPartitionReply(ErrorCode.NONE, results))
+
+
+def _alter_one(
+    st: ControllerState,
+    records: list[MetadataRecord],
+    broker_id: int,
+    item: AlterPartitionItem,
+) -> AlterPartitionResult:
+    def fail(error: ErrorCode) -> AlterPartitionResult:
+        return AlterPartitionResult(item.topic_name, item.topic_id, item.partition, error)
+
+    if item.topic_id is not None:
+        topic = st.image.topic_by_id(item.topic_id)
+        if topic is None:
+            return fail(ErrorCode.UNKNOWN_TOPIC_ID)
+    else:
+        topic = st.image.topics.get(item.topic_name or "")
+        if topic is None:
+            return fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    part = topic.partitions.get(item.partition)
+    if part is None:
+        return fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if part.leader != broker_id:
+        return fail(ErrorCode.INVALID_REQUEST)
+    if item.leader_epoch < part.leader_epoch:
+        return fail(ErrorCode.FENCED_LEADER_EPOCH)
+    if item.leader_epoch > part.leader_epoch:
+        return fail(ErrorCode.NOT_CONTROLLER)
+    if item.partition_epoch != part.partition_epoch:
+        return fail(ErrorCode.INVALID_UPDATE_VERSION)
+    new_isr = tuple(r for r, _ in item.new_isr)
+    if (
+        len(set(new_isr)) != len(new_isr)
+        or any(r not in part.replicas for r in new_isr)
+        or broker_id not in new_isr
+    ):
+        return fail(ErrorCode.INVALID_REQUEST)
+    for replica, epoch in item.new_isr:
+        reg = st.image.brokers.get(replica)
+        # Members already in the ISR may stay while fenced: removing them is the leader's call.
+        if replica in part.isr and (epoch == -1 or (reg is not None and reg.epoch == epoch)):
+            continue
+        if reg is None or not st.image.is_active(replica):
+            return fail(ErrorCode.INELIGIBLE_REPLICA)
+        if epoch != -1 and reg.epoch != epoch:
+            return fail(ErrorCode.INELIGIBLE_REPLICA)
+    if new_isr != part.isr:
+        st.elect(records, topic, item.partition, isr=new_isr)
+    now = topic.partitions[item.partition]
+    return AlterPartitionResult(
+        item.topic_name,
+        item.topic_id,
+        item.partition,
+        ErrorCode.NONE,
+        now.leader,
+        now.leader_epoch,
+        now.isr,
+        now.partition_epoch,
+    )
+
+
+def elect_leaders(
+    st: ControllerState,
+    election_type: int,
+    partitions: Sequence[tuple[str, int]] | None,
+) -> ControllerResult[list[ElectionResult]]:
+    """Preferred (0) or unclean (1) election; `None` = every partition that needs one, with
+    results only for those that changed."""
+    records: list[MetadataRecord] = []
+    results: list[ElectionResult] = []
+    explicit = partitions is not None
+    if partitions is None:
+        partitions = [(t.name, p) for t in st.image.topics.values() for p in sorted(t.partitions)]
+    for name, pid in partitions:
+        topic = st.image.topics.get(name)
+        part = topic.partitions.get(pid) if topic is not None else None
+        if topic is None or part is None:
+            if explicit:
+                results.append(ElectionResult(name, pid, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        error = _elect_one(st, records, election_type, name, pid)
+        if explicit or error is ErrorCode.NONE:
+            results.append(ElectionResult(name, pid, error))
+    return ControllerResult(records, results)
+
+
+def _elect_one(
+    st: ControllerState, records: list[MetadataRecord], election_type: int, name: str, pid: int
+) -> ErrorCode:
+    topic = st.image.topics[name]
+    part = topic.partitions[pid]
+    if election_type == PREFERRED:
+        if part.replicas and part.leader == part.replicas[0]:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        st.elect(records, topic, pid, preferred=True)
+        if topic.partitions[pid].leader != part.replicas[0]:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        return ErrorCode.NONE
+    if election_type == UNCLEAN:
+        if part.leader != NO_LEADER and st.image.is_active(part.leader):
+            return ErrorCode.ELECTION_NOT_NEEDED
+        st.elect(records, topic, pid)
+        if topic.partitions[pid].leader == NO_LEADER:
+            record = _unclean(st, topic.topic_id, pid)
+            if record is None:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            st.emit(records, record)
+        return ErrorCode.NONE
+    return ErrorCode.INVALID_REQUEST
+
+
+def _unclean(st: ControllerState, topic_id: uuid.UUID, pid: int) -> MetadataRecord | None:
+    topic = st.image.topic_by_id(topic_id)
+    assert topic is not None
+    return partition_change(topic_id, pid, topic.partitions[pid], st.image.is_active, unclean=True)
