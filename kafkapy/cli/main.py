@@ -8,6 +8,10 @@ shorthands for the matching overrides. `--memory` runs on a temporary data dir r
 
 When ready it prints exactly one line to stderr: `kafkapy ready: listening on HOST:PORT ...`.
 SIGINT/SIGTERM stop it cleanly (exit 0).
+
+Cluster mode (`controller.quorum.voters` naming more than one voter, see docs/cluster.md): the
+same command on every node; the ready line then waits until the node has joined (its broker
+registration is unfenced) and lists the broker listeners first, then the controller listener.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ log = logging.getLogger("kafkapy")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkapy", description="A Kafka-compatible broker in Python.")
     sub = parser.add_subparsers(dest="command")
-    serve = sub.add_parser("serve", help="run a single-node broker")
+    serve = sub.add_parser("serve", help="run a broker (a single node, or a cluster member)")
     serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
     serve.add_argument("--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092 (port 0 picks a free port)")
     where = serve.add_mutually_exclusive_group()
@@ -102,6 +106,11 @@ def serve(args: argparse.Namespace) -> int:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 bound = await nursery.start(server.run)
+                nursery.start_soon(_watch_signals, signals, server, nursery.cancel_scope)
+                if not await server.wait_ready():
+                    await server.stopped.wait()
+                    nursery.cancel_scope.cancel()
+                    return
                 addresses = ", ".join(
                     f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}" for b in bound
                 )
@@ -109,7 +118,6 @@ def serve(args: argparse.Namespace) -> int:
                 # lines): tools wait for this one line, and --log-level must not hide it.
                 line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
                 print(line, file=sys.stderr, flush=True)
-                nursery.start_soon(_watch_signals, signals, server, nursery.cancel_scope)
                 await server.stopped.wait()
                 nursery.cancel_scope.cancel()
 

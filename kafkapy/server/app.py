@@ -1,11 +1,17 @@
 """The server: listeners, connection tasks, background maintenance and graceful shutdown.
 
-Resource handling: `Server.run()` binds every configured PLAINTEXT listener, reports the bound
-addresses through `task_status`, and owns all connection tasks. On `request_shutdown()` it stops
+Resource handling: `Server.run()` binds every configured PLAINTEXT listener (in cluster mode also
+the controller listener, on nodes with the controller role), reports the bound addresses through
+`task_status` (broker listeners first), and owns all connection tasks. On `request_shutdown()` it stops
 accepting, tells every connection to stop reading (queued requests still get answers), wakes all
 long-poll fetches so they answer now, waits up to `kafkapy.shutdown.grace.ms` for connections to
 drain, cancels what is left, and closes the broker (flush + clean-shutdown marker). Idle client
 connections therefore never delay shutdown.
+
+Cluster mode (docs/cluster.md): the Server builds the `ClusterNode` (which sets `broker.cluster`),
+starts its parts' tasks beside the maintenance loop, and at shutdown gives the lifecycle a
+bounded chance to hand partitions over before the tasks are cancelled. `wait_ready()` is what
+the CLI awaits before its ready line (at once on a single node).
 
 Error handling: a failing accept (e.g. out of file descriptors) is logged and retried after a
 short pause; errors inside one connection end that connection only; a failing maintenance run is
@@ -17,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -26,6 +33,9 @@ from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.txn_driver import run_txn_driver
+
+if TYPE_CHECKING:
+    from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["BoundListener", "ListenError", "Server"]
 
@@ -54,6 +64,13 @@ class Server:
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
         self._grace_s = broker.config.get_int("kafkapy.shutdown.grace.ms") / 1000
+        self.cluster: ClusterNode | None = None
+        if broker.config.cluster_mode:
+            from kafkapy.server.cluster.node import ClusterNode
+
+            self.cluster = ClusterNode(broker)
+        elif getattr(broker, "cluster", None) is None:
+            setattr(broker, "cluster", None)  # noqa: B010  (until Broker declares `cluster`)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -66,7 +83,7 @@ class Server:
         broker = self.broker
         try:
             sockets: list[tuple[Listener, trio.SocketListener]] = []
-            for listener in broker.config.listeners:
+            for listener in self._listeners():
                 try:
                     bound = await trio.open_tcp_listeners(listener.port, host=listener.bind_host)
                 except OSError as e:
@@ -86,18 +103,56 @@ class Server:
                     accept_nursery.start_soon(self._maintenance_loop)
                     accept_nursery.start_soon(run_group_driver, broker)
                     accept_nursery.start_soon(run_txn_driver, broker)
+                    if self.cluster is not None:
+                        self.cluster.run(accept_nursery)
                     task_status.started(list(self.bound))
                     await self._shutdown.wait()
+                    if self.cluster is not None:
+                        await self.cluster.shutdown(self._grace_s)
                     accept_nursery.cancel_scope.cancel()
                 for _, sock_listener in sockets:
                     await sock_listener.aclose()
                 await self._drain(conn_nursery)
         finally:
             with trio.CancelScope(shield=True):
+                if self.cluster is not None:
+                    with trio.move_on_after(1):
+                        await self.cluster.aclose()
                 async with broker.storage_lock:
                     broker.close()
             self.stopped.set()
             log.info("kafkapy stopped")
+
+    def _listeners(self) -> list[Listener]:
+        """Broker listeners, then (cluster mode, controller role) the controller listeners."""
+        config = self.broker.config
+        listeners = list(config.listeners)
+        if config.cluster is not None and config.cluster.is_controller:
+            listeners += config.controller_listeners
+        return listeners
+
+    async def wait_ready(self) -> bool:
+        """True once the node is ready to serve (a single node at once; a cluster member when
+        `ClusterNode.is_ready()`); False if the server stopped first."""
+        if self.cluster is None:
+            return not self.stopped.is_set()
+        cluster = self.cluster
+        async with trio.open_nursery() as nursery:
+            result = False
+
+            async def ready() -> None:
+                nonlocal result
+                await cluster.wait_ready()
+                result = True
+                nursery.cancel_scope.cancel()
+
+            async def stopped() -> None:
+                await self.stopped.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(ready)
+            nursery.start_soon(stopped)
+        return result
 
     async def _drain(self, conn_nursery: trio.Nursery) -> None:
         self.broker.shutting_down = True
