@@ -260,12 +260,22 @@ class PartitionLog(LogRecovery, LogQueries):
     def append_as_follower(
         self, batches: bytes | bytearray | memoryview, *, now_ms: int | None = None
     ) -> AppendResult:
-        """Append batches that already carry offsets (replication); they must follow the LEO."""
+        """Append batches that already carry offsets (replication); they must follow the LEO.
+
+        One exception, as in Kafka: an empty log whose start offset falls inside the first
+        batch (the leader's log start was moved into a batch by DeleteRecords, and the follower
+        restarted its log there) restarts at that batch's base offset, keeping its log start.
+        """
         data = bytearray(batches)
         headers = parse_append_input(data, self.config.max_message_bytes,
                                       allow_compacted=True)
         with self._lock:
             self._check_writable()
+            first = headers[0][1]
+            restart_at = None
+            if self._leo == self._log_start_offset and first.base_offset < self._leo <= first.last_offset:
+                restart_at = self._log_start_offset
+                self.truncate_fully(first.base_offset)
             expected = self._leo
             for _, header in headers:
                 if header.base_offset < expected:
@@ -281,6 +291,8 @@ class PartitionLog(LogRecovery, LogQueries):
                 )
             if changed:
                 self._write_epochs()
+            if restart_at is not None:
+                self._advance_log_start(restart_at)
             self._unflushed_messages += sum(h.records_count for _, h in headers)
             return AppendResult(
                 base_offset=headers[0][1].base_offset,
@@ -440,6 +452,17 @@ class PartitionLog(LogRecovery, LogQueries):
             if offset > self._log_start_offset:
                 self._advance_log_start(offset)
             self._delete_segments_below_start()
+            return self._log_start_offset
+
+    def follow_log_start(self, offset: int) -> int:
+        """Follower: move the log start up to the leader's (never down, never past the LEO);
+        whole segments below it go as with DeleteRecords. Returns the log start offset."""
+        with self._lock:
+            offset = min(offset, self._leo)
+            if offset > self._log_start_offset:
+                self._advance_log_start(offset)
+                self._high_watermark = max(self._high_watermark, offset)
+                self._delete_segments_below_start()
             return self._log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
