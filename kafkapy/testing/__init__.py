@@ -1,0 +1,1 @@
+"""Test support shipped with kafkapy (cluster harness); production code never imports it."""

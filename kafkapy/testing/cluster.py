@@ -1,0 +1,289 @@
+"""ClusterProcesses: a real N-node kafkapy cluster as `python -m kafkapy serve` subprocesses.
+
+Why subprocesses: the end-to-end cluster tests and the RF=3 benchmark check what users run -
+separate processes, each with its own data dir, talking over 127.0.0.1 - and they must be able
+to SIGKILL one node (a crash: no flush, no controlled shutdown) and start it again on the same
+ports and data.
+
+Layout: node ids 1..N, every node a combined broker + controller (`process.roles=broker,controller`)
+and a voter; ports are picked up front (bound to port 0 and released) so every node can be given
+the full `controller.quorum.voters` before any of them starts, and a restarted node comes back
+on the same addresses. Node `i` keeps its data in `<base>/node<i>/` and its output (stdout and
+stderr together) in `<base>/node<i>.log`.
+
+Readiness: a node is ready when it prints its ready line, which in cluster mode means its broker
+registration is unfenced (docs/cluster.md). Every wait is bounded; a node that exits or stays
+silent raises `ClusterStartError` carrying the tail of every node's log, so a failing test shows
+what the cluster said.
+
+Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
+then SIGKILLs stragglers, so no node outlives the test run. Not for production use: nothing in
+`kafkapy/` imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["ClusterNodeProcess", "ClusterProcesses", "ClusterStartError", "free_ports"]
+
+READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:,]+|\[[^\]]+\]):(?P<port>\d+)")
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+LOG_TAIL_LINES = 40
+
+#: quick failure detection for tests (a killed node is fenced in ~3 s instead of 9 s)
+TEST_OVERRIDES: dict[str, str] = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "5000",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+class ClusterStartError(RuntimeError):
+    """A node exited or printed no ready line in time (the message carries the logs)."""
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports free right now (bound together, then released)."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class ClusterNodeProcess:
+    """One node: its fixed addresses, data dir, log file and (when running) its process."""
+
+    node_id: int
+    host: str
+    broker_port: int
+    controller_port: int
+    data_dir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    ready: threading.Event = field(default_factory=threading.Event)
+    starts: int = 0
+    _reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.broker_port}"
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "".join(text.splitlines(keepends=True)[-lines:])
+
+    def _read_output(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with self.log_path.open("a", encoding="utf-8", errors="replace") as log:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace")
+                log.write(line)
+                log.flush()
+                if not self.ready.is_set() and READY_RE.search(line):
+                    self.ready.set()
+
+
+class ClusterProcesses:
+    """N combined nodes on 127.0.0.1 (see the module doc). Use as a context manager or call
+    `start()` / `stop()`."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        nodes: int = 3,
+        *,
+        overrides: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+        log_level: str = "INFO",
+        ready_timeout_s: float = READY_TIMEOUT_S,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.base_dir = base_dir
+        self.host = host
+        self.log_level = log_level
+        self.ready_timeout_s = ready_timeout_s
+        self.overrides = {**TEST_OVERRIDES, **(overrides or {})}
+        ports = free_ports(2 * nodes, host)
+        self.nodes: dict[int, ClusterNodeProcess] = {}
+        for i in range(1, nodes + 1):
+            self.nodes[i] = ClusterNodeProcess(
+                node_id=i,
+                host=host,
+                broker_port=ports[2 * (i - 1)],
+                controller_port=ports[2 * (i - 1) + 1],
+                data_dir=base_dir / f"node{i}",
+                log_path=base_dir / f"node{i}.log",
+            )
+
+    # -- addresses --------------------------------------------------------------------------------
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values())
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's broker listener, for a client's `bootstrap.servers`."""
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def bootstrap_of(self, *node_ids: int) -> str:
+        return ",".join(self.nodes[i].bootstrap for i in node_ids)
+
+    def live(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.is_running()]
+
+    def command(self, node_id: int) -> list[str]:
+        node = self.nodes[node_id]
+        cmd = [
+            sys.executable, "-m", "kafkapy", "serve",
+            "--node-id", str(node_id),
+            "--data-dir", str(node.data_dir),
+            "--listeners", f"PLAINTEXT://{node.host}:{node.broker_port},CONTROLLER://{node.host}:{node.controller_port}",
+            "--log-level", self.log_level,
+            "--override", f"controller.quorum.voters={self.voters}",
+            "--override", "process.roles=broker,controller",
+            "--override", "controller.listener.names=CONTROLLER",
+            "--override", "inter.broker.listener.name=PLAINTEXT",
+        ]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> ClusterProcesses:
+        """Start every node at once (a quorum needs a majority up) and wait until all are ready."""
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        for node_id in self.nodes:
+            self.spawn(node_id)
+        self.wait_ready(*self.nodes)
+        return self
+
+    def spawn(self, node_id: int) -> None:
+        """Start node `node_id` without waiting for it (it may need the others to be ready)."""
+        node = self.nodes[node_id]
+        if node.is_running():
+            raise RuntimeError(f"node {node_id} is already running")
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        node.ready.clear()
+        node.starts += 1
+        with node.log_path.open("a", encoding="utf-8") as log:
+            log.write(f"--- start {node.starts}: {' '.join(self.command(node_id))}\n")
+        node.proc = subprocess.Popen(
+            self.command(node_id),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        node._reader = threading.Thread(target=node._read_output, args=(node.proc,), daemon=True)
+        node._reader.start()
+
+    def wait_ready(self, *node_ids: int, timeout_s: float | None = None) -> None:
+        """Block until each node printed its ready line; ClusterStartError (with logs) if one
+        exits first or the time runs out."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.ready_timeout_s)
+        for node_id in node_ids:
+            node = self.nodes[node_id]
+            while not node.ready.wait(0.05):
+                if node.proc is None or node.proc.poll() is not None:
+                    code = None if node.proc is None else node.proc.returncode
+                    raise ClusterStartError(f"node {node_id} exited (code {code}) before it was ready\n{self.logs()}")
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(f"node {node_id} printed no ready line in time\n{self.logs()}")
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL node `node_id`: a crash (no flush, no controlled shutdown)."""
+        node = self.nodes[node_id]
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.kill()
+            node.proc.wait(timeout=STOP_TIMEOUT_S)
+        self._join(node)
+
+    def terminate(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM node `node_id` and wait; its exit code (None if SIGKILL had to end it)."""
+        node = self.nodes[node_id]
+        if node.proc is None or node.proc.poll() is not None:
+            return None if node.proc is None else node.proc.returncode
+        node.proc.send_signal(signal.SIGTERM)
+        try:
+            return node.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill(node_id)
+            return None
+        finally:
+            self._join(node)
+
+    def restart(self, node_id: int, *, wait: bool = True) -> None:
+        """Start node `node_id` again on the same ports and data dir (after kill/terminate)."""
+        if self.nodes[node_id].is_running():
+            self.kill(node_id)
+        self.spawn(node_id)
+        if wait:
+            self.wait_ready(node_id)
+
+    def stop(self) -> None:
+        """SIGTERM every live node, then SIGKILL whatever is left after the timeout."""
+        live = [n for n in self.nodes.values() if n.is_running()]
+        for node in live:
+            assert node.proc is not None
+            node.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for node in live:
+            assert node.proc is not None
+            try:
+                node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait(timeout=STOP_TIMEOUT_S)
+            self._join(node)
+
+    @staticmethod
+    def _join(node: ClusterNodeProcess) -> None:
+        if node._reader is not None:
+            node._reader.join(timeout=2.0)
+
+    def logs(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The tail of every node's log, labelled (what a failing test should show)."""
+        return "\n".join(f"--- node {i} ({n.log_path}):\n{n.log_tail(lines)}" for i, n in self.nodes.items())
+
+    def __enter__(self) -> ClusterProcesses:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
