@@ -5,8 +5,10 @@ separate processes, each with its own data dir, talking over 127.0.0.1 - and the
 to SIGKILL one node (a crash: no flush, no controlled shutdown) and start it again on the same
 ports and data.
 
-Layout: node ids 1..N, every node a combined broker + controller (`process.roles=broker,controller`)
-and a voter; ports are picked up front (bound to port 0 and released) so every node can be given
+Layout: node ids 1..N; nodes 1..V (`voters`, default all) are combined broker + controller
+nodes and the voters, the rest broker-only (`process.roles=broker`) - a 4-node cluster with 3
+voters loses two brokers without losing its controller quorum, which is how the outage tests
+reach NOT_ENOUGH_REPLICAS instead of a stalled quorum. Ports are picked up front (bound to port 0 and released) so every node can be given
 the full `controller.quorum.voters` before any of them starts, and a restarted node comes back
 on the same addresses. Node `i` keeps its data in `<base>/node<i>/` and its output (stdout and
 stderr together) in `<base>/node<i>.log`.
@@ -36,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["ClusterNodeProcess", "ClusterProcesses", "ClusterStartError", "free_ports"]
+__all__ = [
+    "CLUSTER_PARTS",
+    "ClusterNodeProcess",
+    "ClusterProcesses",
+    "ClusterStartError",
+    "free_ports",
+    "missing_cluster_parts",
+]
 
 READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:,]+|\[[^\]]+\]):(?P<port>\d+)")
 READY_TIMEOUT_S = 60.0
@@ -52,6 +61,25 @@ TEST_OVERRIDES: dict[str, str] = {
     "transaction.state.log.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
 }
+
+
+#: the modules cluster mode needs (docs/cluster.md); all must exist for a cluster to form
+CLUSTER_PARTS = (
+    "kafkapy.server.cluster.raft_driver",
+    "kafkapy.server.cluster.metadata_publisher",
+    "kafkapy.server.cluster.controller_driver",
+    "kafkapy.server.cluster.lifecycle",
+    "kafkapy.server.cluster.replica_fetcher",
+    "kafkapy.server.handlers.quorum",
+    "kafkapy.server.handlers.controller",
+)
+
+
+def missing_cluster_parts() -> list[str]:
+    """The modules of `CLUSTER_PARTS` not present in this tree (tests skip naming them)."""
+    import importlib.util
+
+    return [name for name in CLUSTER_PARTS if importlib.util.find_spec(name) is None]
 
 
 class ClusterStartError(RuntimeError):
@@ -81,6 +109,7 @@ class ClusterNodeProcess:
     host: str
     broker_port: int
     controller_port: int
+    voter: bool
     data_dir: Path
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
@@ -122,13 +151,15 @@ class ClusterProcesses:
         base_dir: Path,
         nodes: int = 3,
         *,
+        voters: int | None = None,
         overrides: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
         log_level: str = "INFO",
         ready_timeout_s: float = READY_TIMEOUT_S,
     ) -> None:
-        if nodes < 1:
-            raise ValueError("a cluster needs at least one node")
+        voter_count = nodes if voters is None else voters
+        if not 1 <= voter_count <= nodes:
+            raise ValueError("a cluster needs 1..nodes voters")
         self.base_dir = base_dir
         self.host = host
         self.log_level = log_level
@@ -142,6 +173,7 @@ class ClusterProcesses:
                 host=host,
                 broker_port=ports[2 * (i - 1)],
                 controller_port=ports[2 * (i - 1) + 1],
+                voter=i <= voter_count,
                 data_dir=base_dir / f"node{i}",
                 log_path=base_dir / f"node{i}.log",
             )
@@ -149,7 +181,7 @@ class ClusterProcesses:
     # -- addresses --------------------------------------------------------------------------------
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values())
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values() if n.voter)
 
     @property
     def bootstrap(self) -> str:
@@ -164,14 +196,17 @@ class ClusterProcesses:
 
     def command(self, node_id: int) -> list[str]:
         node = self.nodes[node_id]
+        listeners = f"PLAINTEXT://{node.host}:{node.broker_port}"
+        if node.voter:
+            listeners += f",CONTROLLER://{node.host}:{node.controller_port}"
         cmd = [
             sys.executable, "-m", "kafkapy", "serve",
             "--node-id", str(node_id),
             "--data-dir", str(node.data_dir),
-            "--listeners", f"PLAINTEXT://{node.host}:{node.broker_port},CONTROLLER://{node.host}:{node.controller_port}",
+            "--listeners", listeners,
             "--log-level", self.log_level,
             "--override", f"controller.quorum.voters={self.voters}",
-            "--override", "process.roles=broker,controller",
+            "--override", f"process.roles={'broker,controller' if node.voter else 'broker'}",
             "--override", "controller.listener.names=CONTROLLER",
             "--override", "inter.broker.listener.name=PLAINTEXT",
         ]
