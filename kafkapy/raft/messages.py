@@ -1,0 +1,104 @@
+"""Raft messages, one frozen dataclass per Kafka wire message, so the server maps them 1:1.
+
+The fields are the per-partition fields of Kafka's Vote / BeginQuorumEpoch / EndQuorumEpoch /
+Fetch for the single metadata partition; the cluster id, topic name and partition index are the
+server's business. `leader_id` is None where the wire says -1 (no known leader).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.raft.log import Entry
+
+__all__ = [
+    "BeginQuorumEpochRequest",
+    "BeginQuorumEpochResponse",
+    "EndQuorumEpochRequest",
+    "EndQuorumEpochResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "RaftRequest",
+    "RaftResponse",
+    "VoteRequest",
+    "VoteResponse",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    """A candidate asks for a vote in `candidate_epoch`; its log ends at (epoch, offset)."""
+
+    candidate_epoch: int
+    candidate_id: int
+    last_offset_epoch: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error: ErrorCode
+    leader_id: int | None
+    leader_epoch: int
+    vote_granted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    """A new leader announces itself, so voters need not wait for a fetch timeout."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error: ErrorCode
+    leader_id: int | None
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    """A leader resigns; `preferred_successors` (most caught up first) elect without waiting."""
+
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error: ErrorCode
+    leader_id: int | None
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    """A follower's or observer's pull: its log ends at `fetch_offset` after an entry of
+    `last_fetched_epoch`. `current_leader_epoch` is the epoch the fetcher believes in (Kafka's
+    CurrentLeaderEpoch; -1 = unknown, not checked), so a leader can fence stale fetchers."""
+
+    replica_id: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """Entries from the fetch offset, or `diverging_epoch` = (epoch, end offset) telling the
+    fetcher to truncate to at most `end offset` and fetch again."""
+
+    error: ErrorCode
+    leader_id: int | None
+    leader_epoch: int
+    high_watermark: int
+    diverging_epoch: tuple[int, int] | None = None
+    entries: list[Entry] = field(default_factory=list)
+
+
+RaftRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
+RaftResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse

@@ -1,0 +1,228 @@
+"""The persisted quorum state and one class per role, each with the rules of that role.
+
+Like Kafka's `QuorumState` / `EpochState` classes (and etcd's step functions): a node is in
+exactly one role at a time; the role object holds what only matters in that role (deadlines,
+votes, replica progress) and is thrown away on every transition. What must survive a restart
+is `QuorumState` (epoch, voted-for, leader), which the core hands out to be persisted before
+any message depending on it leaves the node.
+
+Transitions (all made by `RaftCore`):
+- any role -> Unattached(E') on seeing an epoch E' > E without a leader;
+  -> Follower(E', L) (voters) / Observer(E', L) on seeing leader L of an epoch E' >= E.
+- Unattached / Follower (voter) -> Candidate(E + 1) when the election / fetch timeout expires.
+- Candidate -> Leader on a majority of granted votes; -> Candidate(E + 1) when its election
+  times out.
+- Leader -> Resigned(E) on `resign()` or when a majority stopped fetching (check quorum);
+  Resigned -> Candidate(E + 1) after its election timeout (unless a new leader appears first).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from kafkapy.raft.messages import FetchRequest, VoteRequest
+
+__all__ = [
+    "CandidateState",
+    "FollowerState",
+    "LeaderState",
+    "ObserverState",
+    "QuorumState",
+    "ReplicaProgress",
+    "ResignedState",
+    "Role",
+    "RoleState",
+    "UnattachedState",
+    "majority",
+]
+
+
+class Role(enum.Enum):
+    UNATTACHED = "unattached"
+    FOLLOWER = "follower"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    OBSERVER = "observer"
+    RESIGNED = "resigned"
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumState:
+    """What a node must remember across restarts: persisted before any message relying on it.
+
+    A vote is persisted before it is granted (so a restarted voter cannot vote twice in one
+    epoch), an epoch before any request of that epoch is sent.
+    """
+
+    epoch: int
+    voted_for: int | None = None
+    leader_id: int | None = None
+
+
+def majority(voter_count: int) -> int:
+    """The smallest number of voters that is more than half of them."""
+    return voter_count // 2 + 1
+
+
+@dataclass(slots=True)
+class UnattachedState:
+    """A voter that knows the epoch but no leader of it (maybe after voting in it).
+
+    Rules: grants at most one vote in the epoch (`voted_for`, persisted first) and only to a
+    candidate whose log is at least as up to date; becomes a candidate of the next epoch when
+    `election_deadline_ms` passes; granting a vote pushes the deadline back (the candidate
+    deserves its chance to win).
+    """
+
+    epoch: int
+    voted_for: int | None
+    election_deadline_ms: int
+    role: Role = Role.UNATTACHED
+
+
+@dataclass(slots=True)
+class FetchingState:
+    """Fetch bookkeeping shared by followers and observers: one fetch in flight at a time."""
+
+    epoch: int
+    leader_id: int | None
+    fetch_deadline_ms: int
+    next_fetch_ms: int
+    inflight: FetchRequest | None = None
+    inflight_dst: int | None = None
+    inflight_sent_ms: int = 0
+
+    def fetch_sent(self, dst: int, request: FetchRequest, now_ms: int) -> None:
+        self.inflight, self.inflight_dst, self.inflight_sent_ms = request, dst, now_ms
+
+    def fetch_done(self, next_fetch_ms: int) -> None:
+        self.inflight, self.inflight_dst, self.next_fetch_ms = None, None, next_fetch_ms
+
+
+@dataclass(slots=True)
+class FollowerState(FetchingState):
+    """A voter following `leader_id` in `epoch`.
+
+    Rules: pulls from the leader with (fetch offset, last fetched epoch); appends what comes
+    back, truncates on `diverging_epoch`, takes the HW as min(leader HW, own log end); grants no
+    vote in its epoch (it has a leader); starts an election when no successful fetch answer came
+    within the fetch timeout (`fetch_deadline_ms`), or sooner when the leader resigned and named
+    it a preferred successor.
+    """
+
+    voted_for: int | None = None
+    role: Role = Role.FOLLOWER
+
+
+@dataclass(slots=True)
+class ObserverState(FetchingState):
+    """A non-voter (broker-only node): fetches like a follower, never votes nor stands.
+
+    Rules: with no known leader it asks the voters in turn (`next_voter`) until an answer names
+    the leader; when the leader stays silent for the fetch timeout it forgets it and asks around
+    again.
+    """
+
+    next_voter: int = 0
+    role: Role = Role.OBSERVER
+
+
+@dataclass(slots=True)
+class CandidateState:
+    """A voter standing for election in `epoch` (it voted for itself, persisted).
+
+    Rules: asks every other voter once (a failed request is retried after a backoff); wins
+    with a majority of granted votes (its own included); an answer naming a leader of its epoch
+    or any higher epoch ends the candidacy; when `election_deadline_ms` passes without a
+    result, stands again in the next epoch with a new random timeout.
+    """
+
+    epoch: int
+    election_deadline_ms: int
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    inflight: dict[int, VoteRequest] = field(default_factory=dict)
+    retry_at_ms: dict[int, int] = field(default_factory=dict)
+    role: Role = Role.CANDIDATE
+
+    def won(self, voter_count: int) -> bool:
+        return len(self.granted) >= majority(voter_count)
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """The leader's view of one replica: its log end as of its last valid fetch."""
+
+    end_offset: int = 0
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+
+
+@dataclass(slots=True)
+class LeaderState:
+    """The leader of `epoch`.
+
+    Rules: wrote a no-op entry at the start of its epoch; answers fetches from the fetch
+    offset, or with `diverging_epoch` when the fetcher's log does not match its own; counts a
+    voter's progress from the fetch offset of a valid fetch; the HW is the largest offset a
+    majority of voters (itself by its flushed log end) reached, and it only moves forward and
+    only over an entry of its own epoch; re-sends BeginQuorumEpoch to voters that have not
+    fetched lately; resigns when a majority has not fetched within the check-quorum timeout
+    (a leader cut off from the quorum must not take writes forever).
+    """
+
+    epoch: int
+    started_ms: int
+    progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    begin_sent_ms: dict[int, int] = field(default_factory=dict)
+    role: Role = Role.LEADER
+
+    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+        p = self.progress.setdefault(replica_id, ReplicaProgress())
+        p.end_offset = fetch_offset
+        p.last_fetch_ms = now_ms
+        if fetch_offset >= leader_end:
+            p.last_caught_up_ms = now_ms
+
+    def majority_end_offset(self, voters: frozenset[int], leader_id: int, own_end: int) -> int:
+        """The offset a majority of voters have reached (the candidate HW)."""
+        ends = sorted(
+            (own_end if v == leader_id else self.progress.get(v, ReplicaProgress()).end_offset)
+            for v in voters
+        )
+        ends.reverse()
+        return ends[majority(len(voters)) - 1]
+
+    def quorum_last_seen_ms(self, voters: frozenset[int], leader_id: int, now_ms: int) -> int:
+        """The time by which a majority of voters (the leader included) had fetched."""
+        seen = sorted(
+            (
+                now_ms
+                if v == leader_id
+                else (self.progress.get(v, ReplicaProgress()).last_fetch_ms or self.started_ms)
+            )
+            for v in voters
+        )
+        seen.reverse()
+        return seen[majority(len(voters)) - 1]
+
+
+@dataclass(slots=True)
+class ResignedState:
+    """A leader that gave up its epoch (clean shutdown or lost quorum).
+
+    Rules: takes no writes and serves no fetches; still refuses votes in its epoch (it was that
+    epoch's leader); stands in the next epoch when `election_deadline_ms` passes, unless a
+    leader of a newer epoch shows up first.
+    """
+
+    epoch: int
+    election_deadline_ms: int
+    preferred_successors: tuple[int, ...] = ()
+    role: Role = Role.RESIGNED
+
+
+RoleState = (
+    UnattachedState | FollowerState | ObserverState | CandidateState | LeaderState | ResignedState
+)
