@@ -46,6 +46,7 @@ bench: $(TEST_STAMP)
 	$(PY) perf/groups_bench.py
 	$(PY) perf/txn_bench.py --messages 5000 --runs 1 --json $(BENCH_OUT)/txn_bench.json
 	$(PY) perf/scale_bench.py --runs 1 --messages 20000 --seconds 2 --startup-partitions 1000 --json $(BENCH_OUT)/scale_bench.json
+	$(PY) perf/cluster_bench.py --runs 1 --messages 20000 --max-seconds 20 --json $(BENCH_OUT)/cluster_bench.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,139 @@
+"""What replication costs: single-node acks=1 against a three-node RF=3 acks=all cluster.
+
+Usage:
+    perf/cluster_bench.py [--runs N] [--messages N] [--partitions N] [--json out.json]
+
+It launches both targets itself on 127.0.0.1 - one `kafkapy serve` (perf/bench.py's launcher)
+and a three-node cluster (kafkapy.testing.cluster, every node a combined broker + controller)
+- creates a topic on each (replication factor 1, and 3 with min.insync.replicas=2) and runs
+perf/bench.py's librdkafka produce phase (1 KiB values, linger.ms=5, batch.size=1 MiB) on them
+alternately, A then B per run, so drift of a shared machine hits both sides alike.
+
+Figures (median over runs, min-max spread): produce msgs/s and MiB/s per target, client CPU
+share (% of one core: near 100 means librdkafka, not the broker, may be the limit), broker CPU
+share (all three node processes summed for the cluster), and the ratio B/A of the medians - the
+cluster-mode goal is >= 0.6. All processes share this machine's cores, so the cluster's three
+brokers compete with each other and with the client; the ratio is a floor for separate machines.
+
+Every loop stops by count and by time (--max-seconds per phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+PERF = Path(__file__).resolve().parent
+sys.path.insert(0, str(PERF))
+sys.path.insert(0, str(PERF.parent))
+
+import bench  # noqa: E402  (perf/bench.py: launcher, produce phase, CPU meters)
+
+from kafkapy.testing.cluster import ClusterProcesses  # noqa: E402
+
+GOAL_RATIO = 0.6
+
+
+def create_topic(bootstrap: str, partitions: int, rf: int) -> str:
+    name = f"cbench-{time.time_ns() % 10**10}-rf{rf}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"min.insync.replicas": "2"} if rf > 1 else {}
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config)])[
+        name
+    ].result(60)
+    # wait until every partition has a leader (and, replicated, its full ISR)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=20).topics[name]
+        if md.partitions and all(p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()):
+            return name
+        time.sleep(0.2)
+    raise SystemExit(f"topic {name} never got leaders and a full ISR")
+
+
+def produce(bootstrap: str, topic: str, acks: str, pids: list[int], p: bench.Params) -> dict[str, float]:
+    """bench.py's produce phase, with the CPU of every broker process summed."""
+    cpu0 = [bench._proc_cpu_seconds(pid) for pid in pids]
+    wall0 = time.perf_counter()
+    bench.BROKER_PID = pids[0]
+    result = bench.produce_throughput(bootstrap, topic, acks, p)
+    wall = time.perf_counter() - wall0
+    used = sum(bench._proc_cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True))
+    result["broker_cpu_pct"] = 100.0 * used / wall if wall > 0 else 0.0
+    return result
+
+
+def summarise(runs: list[dict[str, float]]) -> dict[str, Any]:
+    return {
+        "median": {k: statistics.median(r[k] for r in runs) for k in runs[0]},
+        "spread": {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k in runs[0]},
+        "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--messages", type=int, default=100_000, help="per produce phase")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--max-seconds", type=float, default=60.0, help="cap per phase")
+    parser.add_argument("--json", type=Path, default=PERF / "results" / "cluster_bench.json")
+    args = parser.parse_args(argv)
+    p = bench.Params(args.messages, 0.0, args.partitions, args.max_seconds)
+
+    with tempfile.TemporaryDirectory(prefix="kafkapy-cbench-") as tmp:
+        single = bench.LaunchedBroker(Path(tmp) / "single")
+        cluster = ClusterProcesses(
+            Path(tmp) / "cluster", 3, log_level="WARNING",
+            # production-like failure detection: the benchmark kills nothing
+            overrides={"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000",
+                       "replica.lag.time.max.ms": "30000"},
+        )
+        try:
+            cluster.start()
+            targets = {
+                "A": ("single node, RF=1, acks=1", single.bootstrap, "1", [single.proc.pid], 1),
+                "B": ("3 nodes, RF=3, acks=all", cluster.bootstrap, "all",
+                      [n.proc.pid for n in cluster.nodes.values() if n.proc is not None], 3),
+            }
+            topics = {name: create_topic(t[1], args.partitions, t[4]) for name, t in targets.items()}
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
+            for i in range(args.runs):
+                for name, (label, bootstrap, acks, pids, _) in targets.items():
+                    print(f"run {i + 1}/{args.runs}: {name} {label} ...", file=sys.stderr, flush=True)
+                    runs[name].append(produce(bootstrap, topics[name], acks, pids, p))
+        finally:
+            cluster.stop()
+            single.stop()
+
+    summary = {name: {"label": targets[name][0], **summarise(r)} for name, r in runs.items()}
+    ratio = summary["B"]["median"]["msgs_per_s"] / summary["A"]["median"]["msgs_per_s"]
+    print(f"{'target':28}{'msgs/s':>10}{'min-max':>19}{'MiB/s':>8}{'cli%':>6}{'brk%':>6}{'errors':>7}")
+    for s in summary.values():
+        med, (lo, hi) = s["median"], s["spread"]["msgs_per_s"]
+        print(f"{s['label']:28}{med['msgs_per_s']:>10.0f}{f'{lo:.0f}-{hi:.0f}':>19}{med['mib_per_s']:>8.1f}"
+              f"{med['client_cpu_pct']:>6.0f}{med['broker_cpu_pct']:>6.0f}{med['errors']:>7.0f}")  # fmt: skip
+    print(f"ratio B/A (produce msgs/s, medians): {ratio:.2f}  (goal >= {GOAL_RATIO})")
+    print("cli% / brk% = client / broker CPU time over wall time (100 = one core; brk% of B sums 3 nodes)")
+    report = {
+        "params": {**vars(p), "value_bytes": bench.VALUE_BYTES, "linger_ms": 5, "runs": args.runs},
+        "targets": summary,
+        "ratio_b_over_a": ratio,
+        "goal_ratio": GOAL_RATIO,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
