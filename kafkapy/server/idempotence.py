@@ -5,7 +5,8 @@ module is its runtime - which partition's state, loaded when, persisted where.
 
 - `ProducerIds` hands out producer ids unique across restarts: it reserves blocks of
   `BLOCK_SIZE` ids in `<data dir>/kafkapy-producer-ids` (atomic rewrite) and, after a restart,
-  continues after the last reserved block, never inside it.
+  continues after the last reserved block, never inside it. In cluster mode the blocks come from
+  the active controller instead (unique across the cluster; callers await `ensure_available`).
 - `ProducerStates` keeps one `ProducerStateManager` per partition that idempotent producers
   write to. It is loaded on first use in a worker thread - from the newest producer snapshot at
   or below the log end offset, then by replaying the batch headers after it (Kafka's recovery) -
@@ -25,6 +26,7 @@ new manager), so the validate -> append -> commit sequence of a produce never in
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -42,7 +44,13 @@ from kafkapy.protocol.records import decode_records, parse_control_record
 from kafkapy.server.metadata_store import atomic_write
 from kafkapy.storage import PartitionLog
 
-__all__ = ["BLOCK_SIZE", "ProducerIds", "ProducerStates", "update_stable_offset"]
+__all__ = [
+    "BLOCK_SIZE",
+    "ProducerIds",
+    "ProducerIdsUnavailable",
+    "ProducerStates",
+    "update_stable_offset",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +60,19 @@ PRODUCER_IDS_FILE = "kafkapy-producer-ids"
 Key = tuple[str, int]
 
 
+class ProducerIdsUnavailable(RuntimeError):
+    """Cluster mode: no controller block is at hand (the caller skipped `ensure_available`)."""
+
+
+BlockSource = Callable[[], Awaitable[tuple[int, int]]]
+
+
 class ProducerIds:
+    """Single node: blocks reserved in a local file. Cluster mode (`use_blocks_from`): blocks
+    handed out by the active controller (AllocateProducerIds), so ids are unique across the
+    cluster; the next block is fetched in the background when the current one runs low, and
+    `allocate` stays synchronous because callers `await ensure_available()` first."""
+
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / PRODUCER_IDS_FILE
         reserved = 0
@@ -63,9 +83,74 @@ class ProducerIds:
                 raise ValueError(f"{self.path} is damaged; remove it only if no producer is running") from None
         self._next = reserved  # the previous run may have used its whole last block
         self._reserved_until = reserved
+        self._source: BlockSource | None = None
+        self._spare: tuple[int, int] | None = None  # a prefetched controller block
+        self._fetching: trio.Event | None = None
+
+    @property
+    def from_controller(self) -> bool:
+        return self._source is not None
+
+    def use_blocks_from(self, source: BlockSource) -> None:
+        """Cluster mode: take ids from controller blocks (`source()` -> (first id, count)) from
+        now on. The local file's ids are never mixed in: the first block is fetched on demand."""
+        if self._source is None:
+            self._next = self._reserved_until = 0
+        self._source = source
+
+    def _left(self) -> int:
+        return self._reserved_until - self._next
+
+    async def ensure_available(self) -> None:
+        """Cluster mode: make sure `allocate` has an id (waits for the controller when the block
+        is used up; raises what the controller channel raised). Single node: returns at once."""
+        if self._source is None:
+            return
+        for _ in range(3):  # a concurrent caller may use up the block we waited for
+            if self._left() > 0 or self._take_spare():
+                return
+            await self._fetch()
+        if self._left() <= 0 and not self._take_spare():
+            raise ProducerIdsUnavailable("no producer id block from the controller")
+
+    def _take_spare(self) -> bool:
+        if self._spare is None:
+            return False
+        start, count = self._spare
+        self._spare = None
+        self._next, self._reserved_until = start, start + count
+        return count > 0
+
+    async def _fetch(self) -> None:
+        """One AllocateProducerIds at a time; concurrent callers wait for it."""
+        if self._fetching is not None:
+            await self._fetching.wait()
+            return
+        assert self._source is not None
+        self._fetching = done = trio.Event()
+        try:
+            self._spare = await self._source()
+        finally:
+            self._fetching = None
+            done.set()
+
+    async def prefetch(self) -> None:
+        """Fetch the next block when the current one is 90% used (Kafka's rule), so producers
+        rarely wait for the controller. Errors are logged: `ensure_available` retries."""
+        if self._source is None or self._spare is not None or self._fetching is not None:
+            return
+        if self._left() * 10 > BLOCK_SIZE:
+            return
+        try:
+            await self._fetch()
+        except Exception as exc:
+            log.warning("prefetching a producer id block failed: %s", exc)
 
     def allocate(self) -> int:
-        if self._next >= self._reserved_until:
+        if self._source is not None:
+            if self._left() <= 0 and not self._take_spare():
+                raise ProducerIdsUnavailable("no producer id block from the controller")
+        elif self._next >= self._reserved_until:
             self._reserved_until = self._next + BLOCK_SIZE
             atomic_write(self.path, f"{self._reserved_until}\n".encode())
         pid = self._next

@@ -6,15 +6,28 @@ register the topic on first use, create its logs off the event loop, find (or la
 log of one partition, and rebuild the state at start by reading every batch of a log from its
 start. Those steps are the same whatever the records mean; what a record means, and what a
 failure answers, stays with each driver.
+
+Cluster mode (`broker.cluster is not None`, docs/cluster.md): the topics are created through
+the active controller (`ensure_cluster_topic`), the coordinator of a key is the leader of its
+partition in the metadata image (`coordinator_node`), and each driver keeps one coordinator per
+partition this broker leads (`OwnedPartitions`): loaded when the partition's leadership arrives
+(`on_become_leader`), dropped when it leaves. Appends are answered only once replicated
+(`wait_replicated`). Everything about the cluster is read through the small structural views
+below, so this module depends on the contract, not on the modules that implement it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import trio
 
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.server.broker import Broker
 from kafkapy.server.metadata_store import TopicInfo, new_topic_id
@@ -22,10 +35,20 @@ from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 
 __all__ = [
+    "OwnedPartitions",
+    "cluster_of",
+    "coordinator_node",
     "create_internal_logs",
+    "ensure_cluster_topic",
+    "ensure_producer_ids",
     "internal_partition_log",
     "log_batches",
+    "partition_count",
+    "partition_exists",
+    "partition_leader",
     "register_internal_topic",
+    "register_role_listener",
+    "wait_replicated",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,20 +96,321 @@ def internal_partition_log(broker: Broker, topic: str, partition: int) -> Partit
     return plog
 
 
-def log_batches(plog: PartitionLog) -> Iterator[tuple[bytes, int, BatchHeader]]:
+def log_batches(
+    plog: PartitionLog, start: int | None = None, end: int | None = None
+) -> Iterator[tuple[bytes, int, BatchHeader]]:
     """(chunk, position, header) of every batch from the log start to the log end as they
     were at the call, read a chunk at a time (the load/replay path of a coordinator).
+    `start`/`end` narrow that to the batches holding offsets in [start, end) (cluster mode
+    loads in two steps and reverts to the high watermark).
 
     A chunk that does not parse raises `ProtocolError` from the iteration, after the batches
     before it were yielded; the caller decides whether that ends the load.
     """
-    offset, end = plog.log_start_offset, plog.log_end_offset
+    offset = plog.log_start_offset if start is None else max(start, plog.log_start_offset)
+    end = plog.log_end_offset if end is None else min(end, plog.log_end_offset)
     while offset < end:
         data = plog.read_bytes(offset, _READ_CHUNK)
         progressed = False
         for pos, header in iter_batches(data):
+            if header.base_offset >= end:
+                return
             progressed = True
             offset = header.last_offset + 1
             yield data, pos, header
         if not progressed:
             break
+
+
+# -- cluster mode ----------------------------------------------------------------------------
+
+C = TypeVar("C")
+
+#: How long a coordinator append may wait for its replicas (Kafka's offsets.commit.timeout.ms).
+REPLICATION_TIMEOUT_MS = 5_000
+
+
+class PartitionView(Protocol):
+    """What the coordinators read of a partition in the metadata image."""
+
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+class TopicView(Protocol):
+    @property
+    def partitions(self) -> Mapping[int, PartitionView]: ...
+
+
+class ImageView(Protocol):
+    @property
+    def topics(self) -> Mapping[str, TopicView]: ...
+    @property
+    def brokers(self) -> Mapping[int, Any]: ...
+
+
+class ClusterView(Protocol):
+    """The part of `ClusterNode` (GLUE) the coordinators use."""
+
+    @property
+    def image(self) -> ImageView: ...
+    @property
+    def channel(self) -> Any: ...
+
+
+class RoleListener(Protocol):
+    def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None: ...
+    def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None: ...
+
+
+def cluster_of(broker: Broker) -> ClusterView | None:
+    """`broker.cluster` (None on a single node, also before the cluster glue exists)."""
+    return cast("ClusterView | None", getattr(broker, "cluster", None))
+
+
+def partition_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
+    """(leader id, leader epoch) of a partition in the image; None if it does not exist."""
+    cluster = cluster_of(broker)
+    if cluster is None:
+        return (broker.node_id, 0) if broker.partition_log(topic, partition) is not None else None
+    t = cluster.image.topics.get(topic)
+    p = None if t is None else t.partitions.get(partition)
+    return None if p is None else (p.leader, p.leader_epoch)
+
+
+def partition_count(broker: Broker, topic: str) -> int | None:
+    cluster = cluster_of(broker)
+    if cluster is None:
+        info = broker.topics.get(topic)
+        return None if info is None else info.partitions
+    t = cluster.image.topics.get(topic)
+    return None if t is None else len(t.partitions)
+
+
+def partition_exists(broker: Broker, topic: str, partition: int) -> bool:
+    """Does the partition exist (anywhere in the cluster; here on a single node)?"""
+    if cluster_of(broker) is None:
+        return broker.partition_log(topic, partition) is not None
+    return partition_leader(broker, topic, partition) is not None
+
+
+def _endpoints(registration: Any) -> list[Any]:
+    eps = getattr(registration, "endpoints", ())
+    return list(eps.values()) if isinstance(eps, Mapping) else list(eps)
+
+
+def broker_endpoint(broker: Broker, node_id: int, listener: str) -> tuple[str, int] | None:
+    """Where node `node_id` serves `listener` (clients are sent to the listener they came in
+    on, as Kafka does); None if it is unknown or fenced."""
+    cluster = cluster_of(broker)
+    if cluster is None:
+        return broker.advertised(listener) if node_id == broker.node_id else None
+    reg = cluster.image.brokers.get(node_id)
+    if reg is None or getattr(reg, "fenced", False):
+        return None
+    eps = _endpoints(reg)
+    chosen = next((e for e in eps if getattr(e, "name", None) == listener), None)
+    if chosen is None and node_id == broker.node_id and listener in broker.endpoints:
+        return broker.endpoints[listener]
+    if chosen is None:
+        return None
+    return str(chosen.host), int(chosen.port)
+
+
+def coordinator_node(
+    broker: Broker, topic: str, partition: int, listener: str
+) -> tuple[ErrorCode, int, str, int]:
+    """FindCoordinator's answer for the key whose partition is `topic`-`partition`: the
+    partition's leader and its endpoint, or COORDINATOR_NOT_AVAILABLE (no leader, unknown
+    endpoint) with Kafka's placeholders."""
+    found = partition_leader(broker, topic, partition)
+    if found is None or found[0] < 0:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    where = broker_endpoint(broker, found[0], listener)
+    if where is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return ErrorCode.NONE, found[0], where[0], where[1]
+
+
+_CREATING: dict[tuple[int, str], trio.Event] = {}
+
+
+async def ensure_cluster_topic(
+    broker: Broker, name: str, partitions: int, configs: dict[str, str], rf_key: str
+) -> bool:
+    """Cluster mode: is the internal topic in the image? If not, ask the controller to create
+    it (one request at a time per topic; TOPIC_ALREADY_EXISTS is fine) and answer False - the
+    caller answers COORDINATOR_NOT_AVAILABLE and the client retries, as with Kafka.
+
+    Replication factor: `rf_key` (3 by default) capped at the number of unfenced brokers,
+    so a two-node cluster still gets its coordinators."""
+    cluster = cluster_of(broker)
+    assert cluster is not None
+    if name in cluster.image.topics:
+        return True
+    key = (id(broker), name)
+    if key in _CREATING:
+        return False
+    live = sum(1 for b in cluster.image.brokers.values() if not getattr(b, "fenced", False))
+    wanted = broker.config.get(rf_key)
+    rf = max(1, min(int(wanted) if wanted else 3, live))
+    request = CreateTopicsRequest(
+        topics=[CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=partitions, replication_factor=rf,
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                     for k, v in configs.items()],
+        )],
+        timeout_ms=REPLICATION_TIMEOUT_MS,
+    )
+    _CREATING[key] = done = trio.Event()
+    try:
+        response: CreateTopicsResponse = await cluster.channel.create_topics(request)
+        code = ErrorCode(response.topics[0].error_code) if response.topics else ErrorCode.NONE
+        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            log.warning("creating %s through the controller failed: %s", name, code.name)
+        else:
+            log.info("asked the controller for %s (%d partitions, rf %d)", name, partitions, rf)
+    except Exception as exc:  # controller unreachable, no leader yet, ...: the client retries
+        log.warning("creating %s through the controller failed: %s", name, exc)
+    finally:
+        del _CREATING[key]
+        done.set()
+    return name in cluster.image.topics
+
+
+def register_role_listener(broker: Broker, listener: RoleListener, topic: str) -> None:
+    """Subscribe to partition role changes and replay the current roles of `topic` from the
+    image, so leadership that arrived before the driver existed is not missed."""
+    cluster = cluster_of(broker)
+    listeners = getattr(broker, "role_listeners", None)
+    if cluster is None:
+        return
+    if listeners is None:
+        log.error("the broker has no role_listeners: %s partitions are never loaded", topic)
+        return
+    listeners.append(listener)
+    t = cluster.image.topics.get(topic)
+    if t is None:
+        return
+    for p, part in sorted(t.partitions.items()):
+        if part.leader == broker.node_id:
+            listener.on_become_leader(topic, p, part.leader_epoch)
+
+
+async def wait_replicated(broker: Broker, topic: str, partition: int, end_offset: int) -> ErrorCode:
+    """Cluster mode: wait until the HW passes `end_offset` (acks=all for coordinator writes;
+    DATAPLANE's `broker.wait_replicated`). A single node is done at once (it is the ISR)."""
+    if cluster_of(broker) is None:
+        return ErrorCode.NONE
+    wait = getattr(broker, "wait_replicated", None)
+    if wait is None:  # the data plane is not there: nothing replicates, answer as one node
+        return ErrorCode.NONE
+    try:
+        return ErrorCode(await wait(topic, partition, end_offset, REPLICATION_TIMEOUT_MS))
+    except Exception as exc:
+        log.warning("waiting for %s-%d to replicate failed: %s", topic, partition, exc)
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+@dataclass(slots=True)
+class _Owned(Generic[C]):
+    leader_epoch: int
+    coordinator: C | None = None  # None while loading
+    loaded: trio.Event = field(default_factory=trio.Event)
+
+
+class OwnedPartitions(Generic[C]):
+    """The internal-topic partitions this broker leads, each with its own coordinator.
+
+    A partition is LOADING from `begin_load` until `finish_load` installs its coordinator; a
+    load is tied to the leader epoch it started for, so a load overtaken by a newer
+    leadership (or by losing it) is discarded instead of installed.
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[int, _Owned[C]] = {}
+
+    def lookup(self, partition: int) -> C | ErrorCode:
+        """The partition's coordinator, or NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
+        owned = self._parts.get(partition)
+        if owned is None:
+            return ErrorCode.NOT_COORDINATOR
+        if owned.coordinator is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return owned.coordinator
+
+    def begin_load(self, partition: int, leader_epoch: int) -> bool:
+        """True if a load must start (a new leadership, or a newer epoch of it)."""
+        owned = self._parts.get(partition)
+        if owned is not None and owned.leader_epoch >= leader_epoch:
+            return False
+        if owned is not None:
+            owned.loaded.set()
+        self._parts[partition] = _Owned(leader_epoch)
+        return True
+
+    def is_current(self, partition: int, leader_epoch: int) -> bool:
+        owned = self._parts.get(partition)
+        return owned is not None and owned.leader_epoch == leader_epoch
+
+    def finish_load(self, partition: int, leader_epoch: int, coordinator: C) -> bool:
+        """Install a loaded coordinator; False (nothing installed) if the load is stale."""
+        owned = self._parts.get(partition)
+        if owned is None or owned.leader_epoch != leader_epoch or owned.coordinator is not None:
+            return False
+        owned.coordinator = coordinator
+        owned.loaded.set()
+        return True
+
+    def drop(self, partition: int) -> C | None:
+        """Stop leading the partition; returns its coordinator (None if it was loading)."""
+        owned = self._parts.pop(partition, None)
+        if owned is None:
+            return None
+        owned.loaded.set()
+        return owned.coordinator
+
+    def leader_epoch(self, partition: int) -> int | None:
+        owned = self._parts.get(partition)
+        return None if owned is None else owned.leader_epoch
+
+    def loaded(self) -> dict[int, C]:
+        return {p: o.coordinator for p, o in self._parts.items() if o.coordinator is not None}
+
+    def loading(self) -> list[int]:
+        return [p for p, o in self._parts.items() if o.coordinator is None]
+
+    async def wait_loaded(self, partition: int) -> None:
+        owned = self._parts.get(partition)
+        if owned is not None:
+            await owned.loaded.wait()
+
+
+_WARNED_LOCAL_IDS: weakref.WeakSet[Broker] = weakref.WeakSet()
+
+
+async def ensure_producer_ids(broker: Broker) -> ErrorCode:
+    """Make `broker.producer_ids.allocate()` safe to call now. Cluster mode draws the ids from
+    controller blocks (AllocateProducerIds, unique across the cluster); while no block can be
+    had the answer is COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A node whose
+    controller channel is not built keeps the local file's ids (logged once)."""
+    cluster = cluster_of(broker)
+    ids = broker.producer_ids
+    if cluster is None:
+        return ErrorCode.NONE
+    if not ids.from_controller:
+        channel = cluster.channel
+        if channel is None or not hasattr(channel, "allocate_producer_ids"):
+            if broker not in _WARNED_LOCAL_IDS:
+                log.warning("no controller channel: producer ids are only unique on this node")
+                _WARNED_LOCAL_IDS.add(broker)
+            return ErrorCode.NONE
+        ids.use_blocks_from(channel.allocate_producer_ids)
+    try:
+        await ids.ensure_available()
+    except Exception as exc:
+        log.warning("no producer id block from the controller: %s", exc)
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return ErrorCode.NONE

@@ -55,8 +55,11 @@ from kafkapy.coordinator.txn import (
     TxnLogRecord,
     TxnState,
     WriteTxnMarkers,
+    partition_for,
 )
+from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkapy.protocol.records import (
     Record,
     build_batch,
@@ -67,10 +70,17 @@ from kafkapy.protocol.records import (
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
 from kafkapy.server.group_driver import group_driver
 from kafkapy.server.internal_topics import (
+    OwnedPartitions,
+    cluster_of,
     create_internal_logs,
+    ensure_cluster_topic,
     internal_partition_log,
     log_batches,
+    partition_count,
+    partition_leader,
     register_internal_topic,
+    register_role_listener,
+    wait_replicated,
 )
 from kafkapy.server.metadata_store import TopicInfo
 from kafkapy.storage import PartitionLog
@@ -80,6 +90,7 @@ __all__ = [
     "TRANSACTION_STATE_TOPIC",
     "Outcome",
     "TxnDriver",
+    "install_txn_driver",
     "run_txn_driver",
     "txn_driver",
 ]
@@ -103,51 +114,96 @@ class Outcome(Generic[T]):
     error: ErrorCode = ErrorCode.NONE
 
 
+def _read_partition(plog: PartitionLog, name: str, end: int | None = None
+                    ) -> list[tuple[bytes, bytes | None]]:
+    """Every keyed record of one `__transaction_state` log below `end` (worker thread)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    try:
+        for data, pos, header in log_batches(plog, None, end):
+            if header.is_control:
+                continue
+            try:
+                records = decode_records(data, pos, header)
+            except ProtocolError as exc:
+                log.warning("skipping unreadable %s batch: %s", name, exc)
+                continue
+            out.extend((r.key, r.value) for r in records if r.key is not None)
+    except ProtocolError as exc:  # recovery validated the log; never expected
+        log.error("%s unreadable: %s", plog.directory.name, exc)
+    return out
+
+
 def _read_records(broker: Broker, info: TopicInfo) -> list[tuple[bytes, bytes | None]]:
     """Every keyed record of `__transaction_state`, partition by partition (worker thread)."""
     out: list[tuple[bytes, bytes | None]] = []
     for partition in range(info.partitions):
         plog = broker.logs.get(info.name, partition)
-        if plog is None:
-            continue
-        try:
-            for data, pos, header in log_batches(plog):
-                if header.is_control:
-                    continue
-                try:
-                    records = decode_records(data, pos, header)
-                except ProtocolError as exc:
-                    log.warning("skipping unreadable %s batch: %s", info.name, exc)
-                    continue
-                out.extend((r.key, r.value) for r in records if r.key is not None)
-        except ProtocolError as exc:  # recovery validated the log; never expected
-            log.error("%s-%d unreadable: %s", info.name, partition, exc)
+        if plog is not None:
+            out.extend(_read_partition(plog, info.name))
     return out
 
 
 class TxnDriver:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, *, partitioned: bool | None = None) -> None:
         self.broker = broker
         cfg = broker.config
         self.num_partitions = max(cfg.get_int("transaction.state.log.num.partitions"), 1)
-        self.coordinator = TransactionCoordinator(
-            num_partitions=self.num_partitions,
-            offsets_topic_partitions=max(cfg.get_int("offsets.topic.num.partitions"), 1),
-            max_transaction_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
-            transactional_id_expiration_ms=cfg.get_int("transactional.id.expiration.ms"),
-            allocate_producer_id=broker.producer_ids.allocate,
-        )
+        self.partitioned = cluster_of(broker) is not None if partitioned is None else partitioned
+        # single-node mode: the coordinator of every partition
+        self.coordinator = self._new_coordinator(0)
+        self.owned: OwnedPartitions[TransactionCoordinator] = OwnedPartitions()
         self.loaded = False
         self.loaded_event = trio.Event()
         self._loading: trio.Event | None = None
         self._changed = trio.Event()
         self._writing: set[str] = set()  # transactional ids whose markers are being written
         self._next_expiry_ms = 0
+        self._nursery: trio.Nursery | None = None  # run_timers()'s, for partition loads
+        self._queued_loads: list[tuple[int, int]] = []
+        if cluster_of(broker) is not None:
+            register_role_listener(broker, self, TRANSACTION_STATE_TOPIC)
+
+    def _new_coordinator(self, coordinator_epoch: int) -> TransactionCoordinator:
+        cfg = self.broker.config
+        return TransactionCoordinator(
+            coordinator_epoch=coordinator_epoch,
+            num_partitions=self.num_partitions,
+            offsets_topic_partitions=max(cfg.get_int("offsets.topic.num.partitions"), 1),
+            max_transaction_timeout_ms=cfg.get_int("transaction.max.timeout.ms"),
+            transactional_id_expiration_ms=cfg.get_int("transactional.id.expiration.ms"),
+            allocate_producer_id=self.broker.producer_ids.allocate,
+        )
+
+    # -- which coordinator -----------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        if self.partitioned:
+            count = partition_count(self.broker, TRANSACTION_STATE_TOPIC)
+            if count:
+                self.num_partitions = count
+        return partition_for(transactional_id, self.num_partitions)
+
+    def coordinator_for(self, transactional_id: str) -> TransactionCoordinator | ErrorCode:
+        """The coordinator of the id, or NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS."""
+        if not self.partitioned:
+            return self.coordinator
+        return self.owned.lookup(self.partition_for(transactional_id))
+
+    def coordinators(self) -> list[TransactionCoordinator]:
+        if not self.partitioned:
+            return [self.coordinator]
+        return [c for _, c in sorted(self.owned.loaded().items())]
 
     # -- start-up ------------------------------------------------------------------------
 
     async def ensure_loaded(self) -> None:
-        """Create or load `__transaction_state` once; concurrent callers wait for the first."""
+        """Create or load `__transaction_state` once; concurrent callers wait for the first.
+        Partitioned mode loads partitions as their leadership arrives instead."""
+        if self.partitioned and not self.loaded:
+            self.loaded = True
+            self.loaded_event.set()
+            if cluster_of(self.broker) is None and TRANSACTION_STATE_TOPIC not in self.broker.topics:
+                await create_internal_logs(self.broker, self._register_topic())
         while not self.loaded:
             if self._loading is not None:
                 await self._loading.wait()
@@ -179,49 +235,169 @@ class TxnDriver:
             if outcome.written:
                 await self.write_markers(result.markers)
 
-    def _register_topic(self) -> TopicInfo:
+    def _topic_configs(self) -> dict[str, str]:
         segment_bytes = self.broker.config.get("transaction.state.log.segment.bytes") or "104857600"
+        return {"cleanup.policy": "compact", "segment.bytes": segment_bytes}
+
+    def _register_topic(self) -> TopicInfo:
         return register_internal_topic(
-            self.broker, TRANSACTION_STATE_TOPIC, self.num_partitions,
-            {"cleanup.policy": "compact", "segment.bytes": segment_bytes},
+            self.broker, TRANSACTION_STATE_TOPIC, self.num_partitions, self._topic_configs()
         )
+
+    async def ensure_topic(self) -> bool:
+        """Cluster mode: does `__transaction_state` exist? The first call asks the controller
+        to create it (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until it is there)."""
+        if cluster_of(self.broker) is None:
+            return True
+        return await ensure_cluster_topic(
+            self.broker, TRANSACTION_STATE_TOPIC, self.num_partitions, self._topic_configs(),
+            "transaction.state.log.replication.factor",
+        )
+
+    # -- partition leadership (partitioned mode) ---------------------------------------------
+
+    def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
+        """Role listener: load the partition's transactional ids in the background (their
+        requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), then finish what the previous
+        coordinator left half done (markers of Prepare* states)."""
+        if topic != TRANSACTION_STATE_TOPIC or not self.partitioned:
+            return
+        if not self.owned.begin_load(partition, leader_epoch):
+            return
+        if self._nursery is None:
+            self._queued_loads.append((partition, leader_epoch))
+        else:
+            self._nursery.start_soon(self._load_partition, partition, leader_epoch)
+
+    def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None:
+        """Role listener: forget the partition's ids (their clients get NOT_COORDINATOR)."""
+        if topic != TRANSACTION_STATE_TOPIC or not self.partitioned:
+            return
+        if self.owned.drop(partition) is not None:
+            log.info("%s-%d moved away (leader epoch %d)", TRANSACTION_STATE_TOPIC, partition,
+                     leader_epoch)
+
+    def _plog(self, partition: int) -> PartitionLog | None:
+        if cluster_of(self.broker) is None:
+            return internal_partition_log(self.broker, TRANSACTION_STATE_TOPIC, partition)
+        return (self.broker.partition_log(TRANSACTION_STATE_TOPIC, partition)
+                or self.broker.logs.get(TRANSACTION_STATE_TOPIC, partition))
+
+    async def _load_partition(self, partition: int, leader_epoch: int) -> None:
+        # Kafka's coordinator epoch is the partition's leader epoch: markers of an older
+        # coordinator of the same producer are refused by the data partitions
+        self.partition_for("")  # the topic's real partition count, from the image
+        coordinator = self._new_coordinator(leader_epoch)
+        try:
+            plog = self._plog(partition)
+            records: list[tuple[bytes, bytes | None]] = []
+            if plog is not None:
+                records = await trio.to_thread.run_sync(
+                    _read_partition, plog, TRANSACTION_STATE_TOPIC
+                )
+        except Exception:
+            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
+            if self.owned.is_current(partition, leader_epoch):
+                self.owned.drop(partition)
+            return
+        for key, value in records:
+            try:
+                coordinator.replay(key, value)
+            except ProtocolError as exc:
+                log.warning("skipping unreadable %s record: %s", TRANSACTION_STATE_TOPIC, exc)
+        result = coordinator.load_complete(now_ms())
+        if not self.owned.finish_load(partition, leader_epoch, coordinator):
+            return
+        log.info("loaded %s-%d (leader epoch %d): %d records, %d transactional ids",
+                 TRANSACTION_STATE_TOPIC, partition, leader_epoch, len(records),
+                 len(coordinator.transactions))
+        self._changed.set()
+        await self.run(result, coordinator)
 
     # -- operations ----------------------------------------------------------------------
 
-    def commit(self, result: CoordinatorResult[T]) -> Outcome[T]:
-        """Append the records, then replay them (no await: operations never interleave)."""
+    def commit(
+        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator | None = None
+    ) -> Outcome[T]:
+        """Append the records, then replay them (no await: operations never interleave).
+        `coordinator` is the one that made `result` (partitioned mode; default the single one)."""
+        target = self.coordinator if coordinator is None else coordinator
         try:
-            self._append(result.records)
+            self._append(result.records, target)
         except (StorageError, ProtocolError) as exc:
             log.error("appending to %s failed: %s", TRANSACTION_STATE_TOPIC, exc)
             return Outcome(False, result.response, result.error_on_write_failure)
         for record in result.records:
-            self.coordinator.replay(record.key, record.value)
+            target.replay(record.key, record.value)
         if result.records:
             self._changed.set()
         return Outcome(True, result.response)
 
-    async def run(self, result: CoordinatorResult[T]) -> Outcome[T]:
-        """`commit`, then write the operation's markers (before the caller answers)."""
-        outcome = self.commit(result)
+    async def run(
+        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator | None = None
+    ) -> Outcome[T]:
+        """`commit`, then (partitioned mode) wait until the records are replicated, then write
+        the operation's markers (before the caller answers)."""
+        target = self.coordinator if coordinator is None else coordinator
+        outcome = self.commit(result, target)
+        if outcome.written and self.partitioned and result.records:
+            outcome = await self._replicated(result, target, outcome)
         if outcome.written and result.markers:
-            await self.write_markers(result.markers)
+            await self.write_markers(result.markers, target)
         return outcome
 
-    def _append(self, records: Iterable[TxnLogRecord]) -> None:
+    async def _replicated(
+        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator, outcome: Outcome[T]
+    ) -> Outcome[T]:
+        """Wait for the appended partitions' HW; on failure put the touched ids back to what
+        the log holds below the HW (the records may stay in the log unreplicated) and answer
+        the operation's write-failure error."""
+        failed: set[int] = set()
+        for partition in sorted({r.partition for r in result.records}):
+            plog = self._plog(partition)
+            if plog is None:
+                continue
+            code = await wait_replicated(
+                self.broker, TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset
+            )
+            if code is not ErrorCode.NONE:
+                log.warning("%s-%d did not replicate: %s", TRANSACTION_STATE_TOPIC, partition,
+                            code.name)
+                failed.add(partition)
+        if not failed:
+            return outcome
+        for partition in failed:
+            plog = self._plog(partition)
+            committed: dict[bytes, bytes | None] = {}
+            if plog is not None:
+                committed = dict(_read_partition(plog, TRANSACTION_STATE_TOPIC, plog.high_watermark))
+            for r in result.records:
+                if r.partition == partition:
+                    try:
+                        coordinator.replay(r.key, committed.get(r.key))
+                    except ProtocolError:
+                        log.exception("cannot revert a %s record", TRANSACTION_STATE_TOPIC)
+        return Outcome(False, result.response, result.error_on_write_failure)
+
+    def _append(self, records: Iterable[TxnLogRecord], coordinator: TransactionCoordinator) -> None:
         by_partition: dict[int, list[Record]] = {}
         for r in records:
             batch = by_partition.setdefault(r.partition, [])
             batch.append(Record(len(batch), 0, r.key, r.value, []))
         now = now_ms()
         for partition, batch_records in by_partition.items():
+            epoch = LEADER_EPOCH
+            if self.partitioned:
+                if self.owned.lookup(partition) is not coordinator:
+                    raise KafkaStorageError(f"{TRANSACTION_STATE_TOPIC}-{partition} moved away")
+                epoch = self.owned.leader_epoch(partition) or 0
             plog = self._state_log(partition)
             plog.append(build_batch(batch_records, base_timestamp=now), now_ms=now,
-                        leader_epoch=LEADER_EPOCH)
+                        leader_epoch=epoch)
             self.broker.after_append(TRANSACTION_STATE_TOPIC, partition, plog)
 
     def _state_log(self, partition: int) -> PartitionLog:
-        plog = internal_partition_log(self.broker, TRANSACTION_STATE_TOPIC, partition)
+        plog = self._plog(partition)
         if plog is None:
             raise KafkaStorageError(f"{TRANSACTION_STATE_TOPIC}-{partition} does not exist")
         return plog
@@ -230,10 +406,15 @@ class TxnDriver:
                tp: TopicPartition) -> ErrorCode:
         """KIP-890 part 1, before a producer's first transactional write to a partition: is the
         partition in that producer's ongoing transaction? Errors as the produce path answers
-        them (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH since KIP-588)."""
+        them (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH since KIP-588). In partitioned
+        mode an id coordinated by another broker is not verified here (NONE): that would need
+        a round trip the synchronous produce path cannot make."""
         if not transactional_id:
             return ErrorCode.INVALID_TXN_STATE
-        result = self.coordinator.add_partitions(
+        coordinator = self.coordinator_for(transactional_id)
+        if isinstance(coordinator, ErrorCode):
+            return ErrorCode.NONE
+        result = coordinator.add_partitions(
             transactional_id, producer_id, producer_epoch, [tp], now_ms(), verify_only=True
         )
         code = result.response.get(tp, ErrorCode.INVALID_TXN_STATE)
@@ -241,9 +422,14 @@ class TxnDriver:
 
     # -- markers -------------------------------------------------------------------------
 
-    async def write_markers(self, actions: Iterable[WriteTxnMarkers]) -> None:
+    async def write_markers(
+        self, actions: Iterable[WriteTxnMarkers], coordinator: TransactionCoordinator | None = None
+    ) -> None:
         """Write each action's control batches, then complete the transaction; what fails stays
-        pending for the timer task's retry."""
+        pending for the timer task's retry. Partitioned mode: a partition led by another broker
+        gets its marker by WriteTxnMarkers; a leader that moved is retried later."""
+        target = self.coordinator if coordinator is None else coordinator
+        retry = _RETRY_CODES_CLUSTER if self.partitioned else _RETRY_CODES
         for action in actions:
             if action.transactional_id in self._writing:
                 continue  # another task is on it
@@ -251,17 +437,19 @@ class TxnDriver:
             try:
                 done = True
                 for tp in sorted(action.partitions):
-                    code = await write_marker(
+                    code = await send_marker(
                         self.broker, tp, action.producer_id, action.producer_epoch,
                         action.coordinator_epoch, action.commit,
                     )
-                    if code in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS):
+                    if code in retry:
                         done = False
                 if done:
-                    self.commit(self.coordinator.complete_markers(
+                    if self.partitioned and self.coordinator_for(action.transactional_id) is not target:
+                        continue  # moved away meanwhile: the new coordinator finishes it
+                    await self.run(target.complete_markers(
                         action.transactional_id, action.producer_id, action.producer_epoch,
                         now_ms(),
-                    ))
+                    ), target)
             finally:
                 self._writing.discard(action.transactional_id)
 
@@ -271,39 +459,57 @@ class TxnDriver:
         """Earliest transaction timeout, the next expiry check, or a retry of pending markers."""
         now = now_ms()
         deadline = max(self._next_expiry_ms, now)
-        for md in self.coordinator.transactions.values():
-            if md.state is TxnState.ONGOING:
-                deadline = min(deadline, md.txn_start_timestamp + md.txn_timeout_ms + 1)
-            elif md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                deadline = min(deadline, now + int(_RETRY_S * 1000))
+        for coordinator in self.coordinators():
+            for md in coordinator.transactions.values():
+                if md.state is TxnState.ONGOING:
+                    deadline = min(deadline, md.txn_start_timestamp + md.txn_timeout_ms + 1)
+                elif md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    deadline = min(deadline, now + int(_RETRY_S * 1000))
         return deadline
 
     async def tick(self) -> None:
         """Run the timers that are due (the timer task calls this; tests may too)."""
         now = now_ms()
-        result = self.coordinator.abort_timed_out_transactions(now)
-        if result.response:
-            log.info("aborting timed-out transactions: %s", ", ".join(result.response))
-        await self.run(result)
-        if now >= self._next_expiry_ms:
+        expiry_due = now >= self._next_expiry_ms
+        if expiry_due:
             self._next_expiry_ms = now + min(
                 _EXPIRY_CHECK_MS, self.coordinator.transactional_id_expiration_ms
             )
-            expired = self.coordinator.expire_transactional_ids(now)
-            if expired.response:
-                log.info("transactional ids expired: %s", ", ".join(expired.response))
-            self.commit(expired)
-        pending = [m for m in self.coordinator.pending_markers()
-                   if m.transactional_id not in self._writing]
-        if pending:
-            await self.write_markers(pending)
+        for coordinator in self.coordinators():
+            result = coordinator.abort_timed_out_transactions(now)
+            if result.response:
+                log.info("aborting timed-out transactions: %s", ", ".join(result.response))
+            await self.run(result, coordinator)
+            if expiry_due:
+                expired = coordinator.expire_transactional_ids(now)
+                if expired.response:
+                    log.info("transactional ids expired: %s", ", ".join(expired.response))
+                await self.run(expired, coordinator)
+            pending = [m for m in coordinator.pending_markers()
+                       if m.transactional_id not in self._writing]
+            if pending:
+                await self.write_markers(pending, coordinator)
+        if self.partitioned:
+            await self.broker.producer_ids.prefetch()
 
     async def run_timers(self) -> None:
-        """Fire timeouts, expiry and marker retries at their deadlines, forever."""
+        """Fire timeouts, expiry and marker retries at their deadlines, forever; in
+        partitioned mode also load the partitions whose leadership arrives."""
         await self.ensure_loaded()
         self._next_expiry_ms = now_ms() + min(
             _EXPIRY_CHECK_MS, self.coordinator.transactional_id_expiration_ms
         )
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for partition, epoch in self._queued_loads:
+                nursery.start_soon(self._load_partition, partition, epoch)
+            self._queued_loads.clear()
+            try:
+                await self._timer_loop()
+            finally:
+                self._nursery = None
+
+    async def _timer_loop(self) -> None:
         while True:
             self._changed = trio.Event()
             delay_s = (self._next_deadline_ms() - now_ms()) / 1000
@@ -318,14 +524,83 @@ class TxnDriver:
                 await trio.sleep(_RETRY_S)
 
 
+#: Marker answers that leave the transaction pending for a retry (single node: the partition's
+#: storage failed; cluster: also a leader that moved or could not be reached).
+_RETRY_CODES = frozenset({ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS})
+_RETRY_CODES_CLUSTER = _RETRY_CODES | {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION,
+}
+_MARKER_TIMEOUT_S = 10.0
+
+
+async def send_marker(
+    broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
+    coordinator_epoch: int, commit: bool,
+) -> ErrorCode:
+    """A marker for `tp` wherever its leader is: `write_marker` here, else WriteTxnMarkers v1
+    to the leader named by the metadata image (cluster mode)."""
+    cluster = cluster_of(broker)
+    if cluster is None:
+        return await write_marker(broker, tp, producer_id, producer_epoch, coordinator_epoch,
+                                  commit)
+    found = partition_leader(broker, tp.topic, tp.partition)
+    if found is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # deleted: nothing to mark
+    leader = found[0]
+    if leader < 0:
+        return ErrorCode.LEADER_NOT_AVAILABLE
+    if leader == broker.node_id:
+        return await write_marker(broker, tp, producer_id, producer_epoch, coordinator_epoch,
+                                  commit)
+    W = WriteTxnMarkersRequest
+    request = W(markers=[W.WritableTxnMarker(
+        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+        coordinator_epoch=coordinator_epoch,
+        topics=[W.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
+    )])
+    peers = getattr(cluster, "broker_peers", None)
+    if peers is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    try:
+        response: WriteTxnMarkersResponse = await peers.request(
+            leader, ApiKey.WRITE_TXN_MARKERS, 1, request, timeout_s=_MARKER_TIMEOUT_S
+        )
+    except Exception as exc:  # PeerError: unreachable or timed out; the timer task retries
+        log.warning("marker for producer %d to node %d failed: %s", producer_id, leader, exc)
+        return ErrorCode.NETWORK_EXCEPTION
+    for marker in response.markers:
+        for topic in marker.topics:
+            for p in topic.partitions:
+                if topic.name == tp.topic and p.partition_index == tp.partition:
+                    return ErrorCode(p.error_code)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 async def write_marker(
     broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
     coordinator_epoch: int, commit: bool,
 ) -> ErrorCode:
     """Append one transaction marker to a partition (WriteTxnMarkers, internal or from the
-    wire). A partition that no longer exists counts as done (UNKNOWN_TOPIC_OR_PARTITION)."""
+    wire). A partition that no longer exists counts as done (UNKNOWN_TOPIC_OR_PARTITION).
+    Cluster mode: only the partition's leader writes it (else NOT_LEADER_OR_FOLLOWER, so the
+    coordinator retries at the new leader), and it is answered once replicated (acks=all)."""
     key = (tp.topic, tp.partition)
-    plog = broker.partition_log(tp.topic, tp.partition)
+    cluster = cluster_of(broker)
+    leader_epoch = LEADER_EPOCH
+    if cluster is None:
+        plog = broker.partition_log(tp.topic, tp.partition)
+    else:
+        found = partition_leader(broker, tp.topic, tp.partition)
+        if found is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if found[0] != broker.node_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        leader_epoch = found[1]
+        plog = broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key)
+        if plog is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
@@ -334,9 +609,11 @@ async def write_marker(
         log.error("producer state of %s-%d unavailable: %s", tp.topic, tp.partition, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
     groups = await group_driver(broker) if tp.topic == OFFSETS_TOPIC else None
-    if broker.partition_log(tp.topic, tp.partition) is not plog:
+    current = (broker.partition_log(tp.topic, tp.partition) if cluster is None
+               else broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key))
+    if current is not plog:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    # no await from here to the end: nothing else appends to the partition in between
+    # no await from here to the append: nothing else appends to the partition in between
     now = now_ms()
     data = bytearray(build_control_batch(
         commit, producer_id=producer_id, producer_epoch=producer_epoch,
@@ -351,7 +628,7 @@ async def write_marker(
         pending = mgr.validate_append([batch], now, AppendOrigin.COORDINATOR)
         if isinstance(pending, BatchMetadata):  # only client batches are duplicates
             return ErrorCode.NONE
-        plog.append(data, now_ms=now, leader_epoch=LEADER_EPOCH, from_client=False)
+        plog.append(data, now_ms=now, leader_epoch=leader_epoch, from_client=False)
         result = mgr.complete_append(pending)
         for a in result.aborted:
             plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
@@ -366,7 +643,9 @@ async def write_marker(
         return ErrorCode.KAFKA_STORAGE_ERROR
     broker.after_append(tp.topic, tp.partition, plog)
     if groups is not None:
-        groups.on_transaction_marker(producer_id, commit)
+        groups.on_transaction_marker(producer_id, commit, tp.partition)
+    if cluster is not None:
+        return await wait_replicated(broker, tp.topic, tp.partition, plog.log_end_offset)
     return ErrorCode.NONE
 
 
@@ -393,7 +672,8 @@ async def run_txn_driver(broker: Broker) -> None:
     without waiting for a client); otherwise it waits until the first transactional request
     loads it."""
     driver = _driver(broker)
-    if broker.topics.get(TRANSACTION_STATE_TOPIC) is None:
+    # partitioned mode starts at once: leaderships arrive whether or not anyone asked yet
+    if not driver.partitioned and broker.topics.get(TRANSACTION_STATE_TOPIC) is None:
         await driver.loaded_event.wait()
     while True:  # a failure here must not take the server down
         try:
@@ -401,3 +681,9 @@ async def run_txn_driver(broker: Broker) -> None:
         except Exception:
             log.exception("transaction coordinator runtime failed; retrying")
             await trio.sleep(_RETRY_S)
+
+
+def install_txn_driver(broker: Broker, driver: TxnDriver) -> None:
+    """Make `driver` the broker's own (one built by hand, e.g. partitioned mode on one node
+    for tests); call it before the server starts or any request arrives."""
+    _DRIVERS[broker] = driver

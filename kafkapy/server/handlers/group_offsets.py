@@ -22,6 +22,10 @@ Behaviour:
 - OffsetDelete: group-level GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, per-partition
   GROUP_SUBSCRIBED_TO_TOPIC.
 
+Cluster mode: a group whose `__consumer_offsets` partition this broker does not lead answers
+NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); partitions are known from the
+metadata image, not from the logs this broker happens to host.
+
 Lag is what clients (and `kafkapy groups describe`) compute from these offsets and ListOffsets.
 """
 
@@ -36,7 +40,6 @@ from kafkapy.coordinator.group import (
     OffsetFetchResult,
     OffsetToCommit,
     TopicPartition,
-    offsets_partition_for,
 )
 from kafkapy.coordinator.txn import OFFSETS_TOPIC
 from kafkapy.coordinator.txn import TopicPartition as TxnPartition
@@ -56,6 +59,7 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.internal_topics import partition_count, partition_exists
 from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, txn_driver
 
 __all__ = [
@@ -83,7 +87,7 @@ class _CommitPartition(Protocol):
 
 
 def _exists(broker: Broker, topic: str, partition: int) -> bool:
-    return broker.partition_log(topic, partition) is not None
+    return partition_exists(broker, topic, partition)
 
 
 def _commit_response(
@@ -145,13 +149,16 @@ async def handle_offset_commit(
 ) -> OffsetCommitResponse:
     broker = ctx.broker
     driver = await group_driver(broker)
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return offset_commit_error_response(req, ctx.api_version, coordinator)
     to_commit, errors = _known_partitions(
         broker, [(t.name, t.partitions) for t in req.topics], ctx.api_version >= 6
     )
     if to_commit or not errors:
         try:
-            result = driver.finish(
-                driver.coordinator.commit_offsets(
+            result = await driver.finish(
+                coordinator.commit_offsets(
                     group_id=req.group_id,
                     member_id=req.member_id if ctx.api_version >= 1 else "",
                     group_instance_id=req.group_instance_id if ctx.api_version >= 7 else None,
@@ -177,7 +184,12 @@ def _fetch(
     partitions = (
         None if topics is None else [TopicPartition(n, p) for n, ps in topics for p in ps]
     )
-    result = driver.coordinator.fetch_offsets(
+    coordinator = driver.coordinator_for(group_id)
+    if isinstance(coordinator, ErrorCode):  # led elsewhere or loading: the client retries
+        return OffsetFetchResult(coordinator, [
+            FetchedOffset(tp.topic, tp.partition, error=coordinator) for tp in partitions or []
+        ])
+    result = coordinator.fetch_offsets(
         group_id=group_id, partitions=partitions, require_stable=require_stable
     ).response
     assert isinstance(result, OffsetFetchResult)
@@ -260,6 +272,9 @@ async def handle_offset_delete(
 ) -> OffsetDeleteResponse:
     broker = ctx.broker
     driver = await group_driver(broker)
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return OffsetDeleteResponse(error_code=coordinator)
     unknown: dict[TopicPartition, ErrorCode] = {}
     wanted: list[TopicPartition] = []
     for t in req.topics:
@@ -270,8 +285,8 @@ async def handle_offset_delete(
             else:
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
-        result = driver.finish(
-            driver.coordinator.delete_offsets(
+        result = await driver.finish(
+            coordinator.delete_offsets(
                 group_id=req.group_id, partitions=wanted, now_ms=now_ms()
             )
         )
@@ -305,6 +320,9 @@ async def handle_txn_offset_commit(
     broker = ctx.broker
     driver = await group_driver(broker)
     v3 = ctx.api_version >= 3
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return _txn_commit_response(req, lambda _: coordinator)
     errors: dict[TopicPartition, ErrorCode] = {}
     to_commit: list[OffsetToCommit] = []
     for t in req.topics:
@@ -318,22 +336,22 @@ async def handle_txn_offset_commit(
                 errors[TopicPartition(t.name, p.partition_index)] = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
-    if to_commit and TRANSACTION_STATE_TOPIC in broker.topics:
+    if to_commit and partition_count(broker, TRANSACTION_STATE_TOPIC) is not None:
         # KIP-890 part 1: AddOffsetsToTxn must have put the group's offsets partition into the
         # producer's ongoing transaction, or a delayed commit could join a later transaction.
         # (Without __transaction_state no coordinator ever served a transactional producer
         # here, so there is nothing to verify against.)
         refused = (await txn_driver(broker)).verify(
             req.transactional_id, req.producer_id, req.producer_epoch,
-            TxnPartition(OFFSETS_TOPIC, offsets_partition_for(req.group_id, driver.num_partitions)),
+            TxnPartition(OFFSETS_TOPIC, driver.partition_for(req.group_id)),
         )
         if refused is not ErrorCode.NONE:
             errors.update((TopicPartition(o.topic, o.partition), refused) for o in to_commit)
             to_commit = []
     if to_commit:
         try:
-            result = driver.finish(
-                driver.coordinator.commit_transactional_offsets(
+            result = await driver.finish(
+                coordinator.commit_transactional_offsets(
                     group_id=req.group_id,
                     producer_id=req.producer_id,
                     producer_epoch=req.producer_epoch,
@@ -348,6 +366,12 @@ async def handle_txn_offset_commit(
             result = [(TopicPartition(o.topic, o.partition), exc.commit_error) for o in to_commit]
         assert isinstance(result, list)
         errors.update(result)
+    return _txn_commit_response(req, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+def _txn_commit_response(
+    req: TxnOffsetCommitRequest, error_of: Callable[[TopicPartition], ErrorCode]
+) -> TxnOffsetCommitResponse:
     return TxnOffsetCommitResponse(
         topics=[
             TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
@@ -355,9 +379,7 @@ async def handle_txn_offset_commit(
                 partitions=[
                     TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=errors.get(
-                            TopicPartition(t.name, p.partition_index), ErrorCode.NONE
-                        ),
+                        error_code=error_of(TopicPartition(t.name, p.partition_index)),
                     )
                     for p in t.partitions
                 ],

@@ -9,7 +9,12 @@ the same connection's heartbeats and commits are not stuck behind them.
 
 - FindCoordinator: this single node coordinates every group and transactional id; the v4+
   batched form answers each key. A group lookup creates `__consumer_offsets` on first use, as
-  Kafka does. Key types other than 0 (group) and 1 (transaction) -> INVALID_REQUEST; during
+  Kafka does. In cluster mode the coordinator is the leader of the key's partition of
+  `__consumer_offsets` / `__transaction_state` (created through the controller by the first
+  lookup; COORDINATOR_NOT_AVAILABLE until it has a leader), with its endpoint for the
+  listener the request came in on.
+- Cluster mode: a group whose partition this broker does not lead answers NOT_COORDINATOR
+  (COORDINATOR_LOAD_IN_PROGRESS while it loads); ListGroups lists the groups led here. Key types other than 0 (group) and 1 (transaction) -> INVALID_REQUEST; during
   shutdown COORDINATOR_NOT_AVAILABLE, so clients retry instead of waiting on a closing broker.
 - JoinGroup: v4+ clients must rejoin with the member id handed out in MEMBER_ID_REQUIRED; v0
   has no rebalance timeout (the session timeout is used, as in Kafka).
@@ -28,7 +33,10 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from kafkapy.coordinator.group import (
+    CONSUMER_OFFSETS_TOPIC,
     PENDING,
+    DescribedGroup,
+    GroupCoordinator,
     JoinGroupResult,
     LeaveGroupResult,
     Result,
@@ -58,6 +66,8 @@ from kafkapy.server.broker import now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.internal_topics import cluster_of, coordinator_node
+from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, txn_driver
 
 __all__ = [
     "handle_delete_groups",
@@ -95,12 +105,16 @@ async def handle_find_coordinator(
     ctx: RequestContext, req: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
     broker = ctx.broker
-    host, port = broker.advertised(ctx.connection.listener_name)
     keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
     if ctx.api_version == 0:
         key_type = GROUP_KEY
     else:
         key_type = req.key_type
+    if cluster_of(broker) is not None and not broker.shutting_down and key_type in (
+        GROUP_KEY, TRANSACTION_KEY
+    ):
+        return await _find_in_cluster(ctx, keys, key_type)
+    host, port = broker.advertised(ctx.connection.listener_name)
     error = ErrorCode.NONE
     if broker.shutting_down:  # send clients elsewhere (or to retry) rather than to us
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -125,6 +139,41 @@ async def handle_find_coordinator(
         )
     return FindCoordinatorResponse(
         error_code=error, error_message=message, node_id=node, host=h, port=p
+    )
+
+
+async def _find_in_cluster(
+    ctx: RequestContext, keys: list[str], key_type: int
+) -> FindCoordinatorResponse:
+    """Cluster mode: each key's coordinator is the leader of its internal-topic partition."""
+    broker = ctx.broker
+    partition_of: Callable[[str], int]
+    if key_type == GROUP_KEY:
+        groups = await group_driver(broker)
+        exists = await groups.ensure_topic()
+        topic, partition_of = CONSUMER_OFFSETS_TOPIC, groups.partition_for
+    else:
+        txns = await txn_driver(broker)
+        exists = await txns.ensure_topic()
+        topic, partition_of = TRANSACTION_STATE_TOPIC, txns.partition_for
+    answers = []
+    for k in keys:
+        if exists:
+            error, node, host, port = coordinator_node(
+                broker, topic, partition_of(k), ctx.connection.listener_name
+            )
+        else:
+            error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        message = None if error is ErrorCode.NONE else f"no leader for the {topic} partition yet"
+        answers.append(FindCoordinatorResponse.Coordinator(
+            key=k, node_id=node, host=host, port=port, error_code=error, error_message=message,
+        ))
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(coordinators=answers)
+    a = answers[0]
+    return FindCoordinatorResponse(
+        error_code=a.error_code, error_message=a.error_message, node_id=a.node_id, host=a.host,
+        port=a.port,
     )
 
 
@@ -162,9 +211,13 @@ async def _settle(
     commits are not stuck behind it. A failed write of the group's metadata answers
     `failed(code)` with the code Kafka gives for it (NOT_COORDINATOR: find us again, rejoin)."""
     try:
-        answer = driver.finish(result)
+        answer = await driver.finish(result)
     except GroupWriteError as exc:
+        driver.forget(request_id)
         return failed(exc.group_error)
+    except BaseException:
+        driver.forget(request_id)
+        raise
     if answer is PENDING:
         ctx.release_turn()
         waited = await driver.wait(request_id)
@@ -176,8 +229,11 @@ async def _settle(
 @handler(ApiKey.JOIN_GROUP, min_version=0, max_version=9)
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     driver = await group_driver(ctx.broker)
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return _join_response(ctx.api_version, JoinGroupResult(coordinator, member_id=req.member_id))
     request_id = driver.next_request_id()
-    result = driver.coordinator.join_group(
+    result = coordinator.join_group(
         request_id=request_id,
         group_id=req.group_id,
         member_id=req.member_id,
@@ -201,9 +257,12 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
 @handler(ApiKey.SYNC_GROUP, min_version=0, max_version=5)
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     driver = await group_driver(ctx.broker)
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return SyncGroupResponse(error_code=coordinator)
     request_id = driver.next_request_id()
     v5 = ctx.api_version >= 5
-    result = driver.coordinator.sync_group(
+    result = coordinator.sync_group(
         request_id=request_id,
         group_id=req.group_id,
         generation_id=req.generation_id,
@@ -229,8 +288,11 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
 @handler(ApiKey.HEARTBEAT, min_version=0, max_version=4)
 async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     driver = await group_driver(ctx.broker)
-    error = driver.finish(
-        driver.coordinator.heartbeat(
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return HeartbeatResponse(error_code=coordinator)
+    error = await driver.finish(
+        coordinator.heartbeat(
             group_id=req.group_id,
             generation_id=req.generation_id,
             member_id=req.member_id,
@@ -251,9 +313,12 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
         if batched
         else [(req.member_id, None)]
     )
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return LeaveGroupResponse(error_code=coordinator)
     try:
-        answer = driver.finish(
-            driver.coordinator.leave_group(group_id=req.group_id, members=members, now_ms=now_ms())
+        answer = await driver.finish(
+            coordinator.leave_group(group_id=req.group_id, members=members, now_ms=now_ms())
         )
     except GroupWriteError as exc:  # reverted: the members stay until their sessions expire
         return LeaveGroupResponse(error_code=exc.group_error)
@@ -279,7 +344,7 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
 async def handle_describe_groups(
     ctx: RequestContext, req: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    coordinator = (await group_driver(ctx.broker)).coordinator
+    driver = await group_driver(ctx.broker)
     operations = (
         GROUP_AUTHORIZED_OPERATIONS
         if ctx.api_version >= 3 and req.include_authorized_operations
@@ -306,19 +371,40 @@ async def handle_describe_groups(
                     for m in g.members
                 ],
             )
-            for g in coordinator.describe_groups(list(req.groups))
+            for g in _describe(driver, list(req.groups))
         ]
     )
 
 
+def _describe(driver: GroupDriver, group_ids: list[str]) -> list[DescribedGroup]:
+    """Each group from its coordinator, in request order; a group led elsewhere (or loading)
+    carries that error."""
+    if not driver.partitioned:
+        return driver.coordinator.describe_groups(group_ids)
+    out: list[DescribedGroup] = []
+    for gid in group_ids:
+        coordinator = driver.coordinator_for(gid)
+        if isinstance(coordinator, ErrorCode):
+            out.append(DescribedGroup(coordinator, gid, ""))
+        else:
+            out.extend(coordinator.describe_groups([gid]))
+    return out
+
+
 @handler(ApiKey.LIST_GROUPS, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
-    coordinator = (await group_driver(ctx.broker)).coordinator
-    listed = coordinator.list_groups(
-        states_filter=list(req.states_filter) if ctx.api_version >= 4 else None,
-        types_filter=list(req.types_filter) if ctx.api_version >= 5 else None,
-    )
+    driver = await group_driver(ctx.broker)
+    listed = [
+        g
+        for coordinator in driver.coordinators()
+        for g in coordinator.list_groups(
+            states_filter=list(req.states_filter) if ctx.api_version >= 4 else None,
+            types_filter=list(req.types_filter) if ctx.api_version >= 5 else None,
+        )
+    ]
+    loading = driver.partitioned and bool(driver.owned.loading())
     return ListGroupsResponse(
+        error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
         groups=[
             ListGroupsResponse.ListedGroup(
                 group_id=g.group_id,
@@ -336,14 +422,27 @@ async def handle_delete_groups(
     ctx: RequestContext, req: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
     driver = await group_driver(ctx.broker)
-    try:
-        results = driver.finish(
-            driver.coordinator.delete_groups(group_ids=list(req.groups_names), now_ms=now_ms())
-        )
-    except GroupWriteError as exc:  # groups in other partitions may have been deleted
-        done = exc.response if isinstance(exc.response, list) else []
-        results = [(g, exc.group_error if g in exc.groups else e) for g, e in done]
-    assert isinstance(results, list)
+    by_coordinator: dict[int, tuple[GroupCoordinator, list[str]]] = {}
+    refused: dict[str, ErrorCode] = {}
+    for gid in req.groups_names:
+        coordinator = driver.coordinator_for(gid)
+        if isinstance(coordinator, ErrorCode):
+            refused[gid] = coordinator
+        else:
+            by_coordinator.setdefault(id(coordinator), (coordinator, []))[1].append(gid)
+    answered: dict[str, ErrorCode] = dict(refused)
+    results: list[tuple[str, ErrorCode]] = []
+    for coordinator, group_ids in by_coordinator.values():
+        try:
+            done = await driver.finish(coordinator.delete_groups(group_ids=group_ids, now_ms=now_ms()))
+        except GroupWriteError as exc:  # groups in other partitions may have been deleted
+            failed = exc.response if isinstance(exc.response, list) else []
+            done = [(g, exc.group_error if g in exc.groups else e) for g, e in failed]
+        assert isinstance(done, list)
+        results.extend(done)
+        answered.update(done)
+    if driver.partitioned:  # several coordinators: answer in request order
+        results = [(g, answered[g]) for g in req.groups_names if g in answered]
     return DeleteGroupsResponse(
         results=[
             DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e) for g, e in results

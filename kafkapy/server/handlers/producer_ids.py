@@ -24,6 +24,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.internal_topics import ensure_producer_ids
 
 __all__ = ["handle_describe_producers", "handle_init_producer_id"]
 
@@ -32,6 +33,9 @@ __all__ = ["handle_describe_producers", "handle_init_producer_id"]
 async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id is not None:
         return InitProducerIdResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
+    unavailable = await ensure_producer_ids(ctx.broker)  # cluster mode: a controller block
+    if unavailable is not ErrorCode.NONE:
+        return InitProducerIdResponse(error_code=unavailable, producer_id=-1, producer_epoch=-1)
     return InitProducerIdResponse(
         error_code=ErrorCode.NONE, producer_id=ctx.broker.producer_ids.allocate(), producer_epoch=0
     )

@@ -23,13 +23,24 @@ Behaviour:
   per partition. The coordinator here uses the same path internally.
 - DescribeTransactions / ListTransactions: read-only views of the coordinator.
 
+Cluster mode: a transactional id whose `__transaction_state` partition this broker does not
+lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); partitions are known
+from the metadata image; producer ids come from controller blocks (COORDINATOR_LOAD_IN_PROGRESS
+while none can be had); markers go to each partition's leader (`txn_driver.send_marker`).
+
 Errors a failed `__transaction_state` write causes: the operation's `error_on_write_failure`
 (COORDINATOR_NOT_AVAILABLE, so the client looks the coordinator up again and retries).
 """
 
 from __future__ import annotations
 
-from kafkapy.coordinator.txn import AddPartitionsTxn, TopicPartition
+from kafkapy.coordinator.txn import (
+    AddPartitionsTxn,
+    TopicPartition,
+    TransactionCoordinator,
+    TransactionDescription,
+    TxnState,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -57,7 +68,8 @@ from kafkapy.protocol.messages.add_partitions_to_txn import (
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.txn_driver import txn_driver, write_marker
+from kafkapy.server.internal_topics import ensure_producer_ids, partition_exists
+from kafkapy.server.txn_driver import TxnDriver, txn_driver, write_marker
 
 __all__ = [
     "handle_add_offsets_to_txn",
@@ -78,17 +90,23 @@ async def handle_init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     broker = ctx.broker
+    unavailable = await ensure_producer_ids(broker)
+    if unavailable is not ErrorCode.NONE:
+        return InitProducerIdResponse(error_code=unavailable, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None:
         return InitProducerIdResponse(
             error_code=ErrorCode.NONE, producer_id=broker.producer_ids.allocate(), producer_epoch=0
         )
     driver = await txn_driver(broker)
+    coordinator = driver.coordinator_for(req.transactional_id)
+    if isinstance(coordinator, ErrorCode):
+        return InitProducerIdResponse(error_code=coordinator, producer_id=-1, producer_epoch=-1)
     v3 = ctx.api_version >= 3
-    outcome = await driver.run(driver.coordinator.init_producer_id(
+    outcome = await driver.run(coordinator.init_producer_id(
         req.transactional_id, req.transaction_timeout_ms, now_ms(),
         producer_id=req.producer_id if v3 else -1,
         producer_epoch=req.producer_epoch if v3 else -1,
-    ))
+    ), coordinator)
     if not outcome.written:
         return InitProducerIdResponse(error_code=outcome.error, producer_id=-1, producer_epoch=-1)
     r = outcome.response
@@ -104,7 +122,7 @@ def _partitions(topics: list[TxnTopic]) -> list[TopicPartition]:
 def _unknown(broker: Broker, parts: list[TopicPartition]) -> PartitionErrors | None:
     """Kafka's rule: any unknown partition -> it UNKNOWN_TOPIC_OR_PARTITION, the rest
     OPERATION_NOT_ATTEMPTED, nothing added."""
-    missing = {tp for tp in parts if broker.partition_log(tp.topic, tp.partition) is None}
+    missing = {tp for tp in parts if not partition_exists(broker, tp.topic, tp.partition)}
     if not missing:
         return None
     return {
@@ -146,12 +164,17 @@ async def handle_add_partitions_to_txn(
     driver = await txn_driver(broker)
     if ctx.api_version < 4:
         parts = _partitions(req.v3_and_below_topics)
-        errors = _unknown(broker, parts)
+        coordinator = driver.coordinator_for(req.v3_and_below_transactional_id)
+        if isinstance(coordinator, ErrorCode):
+            errors: PartitionErrors | None = dict.fromkeys(parts, coordinator)
+        else:
+            errors = _unknown(broker, parts)
         if errors is None:
-            added = await driver.run(driver.coordinator.add_partitions(
+            assert not isinstance(coordinator, ErrorCode)
+            added = await driver.run(coordinator.add_partitions(
                 req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                 req.v3_and_below_producer_epoch, parts, now_ms(),
-            ))
+            ), coordinator)
             errors = added.response if added.written else dict.fromkeys(parts, added.error)
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_topic_results(parts, errors))
     txns: list[AddPartitionsTxn] = []
@@ -160,6 +183,10 @@ async def handle_add_partitions_to_txn(
     for t in req.transactions:
         parts = _partitions(t.topics)
         wanted[t.transactional_id] = parts
+        elsewhere = driver.coordinator_for(t.transactional_id) if driver.partitioned else None
+        if isinstance(elsewhere, ErrorCode):
+            refused[t.transactional_id] = dict.fromkeys(parts, elsewhere)
+            continue
         unknown = _unknown(broker, parts)
         if unknown is not None:
             refused[t.transactional_id] = unknown
@@ -167,10 +194,13 @@ async def handle_add_partitions_to_txn(
         txns.append(AddPartitionsTxn(
             t.transactional_id, t.producer_id, t.producer_epoch, tuple(parts), t.verify_only,
         ))
-    outcome = await driver.run(driver.coordinator.add_partitions_batch(txns, now_ms()))
-    if not outcome.written:
-        return AddPartitionsToTxnResponse(error_code=outcome.error)
-    results = dict(outcome.response) | refused
+    if driver.partitioned:
+        results = await _add_batch_partitioned(driver, txns, wanted) | refused
+    else:
+        outcome = await driver.run(driver.coordinator.add_partitions_batch(txns, now_ms()))
+        if not outcome.written:
+            return AddPartitionsToTxnResponse(error_code=outcome.error)
+        results = dict(outcome.response) | refused
     return AddPartitionsToTxnResponse(results_by_transaction=[
         APT.AddPartitionsToTxnResult(
             transactional_id=tid, topic_results=_topic_results(parts, results.get(tid, {})),
@@ -179,24 +209,51 @@ async def handle_add_partitions_to_txn(
     ])
 
 
+async def _add_batch_partitioned(
+    driver: TxnDriver, txns: list[AddPartitionsTxn], wanted: dict[str, list[TopicPartition]]
+) -> dict[str, PartitionErrors]:
+    """The v4+ batch split by coordinator (each id's partition may have its own); a failed
+    write answers its error for every partition of the ids it carried."""
+    by_coordinator: dict[int, tuple[TransactionCoordinator, list[AddPartitionsTxn]]] = {}
+    for t in txns:
+        coordinator = driver.coordinator_for(t.transactional_id)
+        assert not isinstance(coordinator, ErrorCode)  # checked by the caller, no await since
+        by_coordinator.setdefault(id(coordinator), (coordinator, []))[1].append(t)
+    results: dict[str, PartitionErrors] = {}
+    for coordinator, batch in by_coordinator.values():
+        outcome = await driver.run(coordinator.add_partitions_batch(batch, now_ms()), coordinator)
+        if outcome.written:
+            results.update(outcome.response)
+        else:
+            results.update({t.transactional_id: dict.fromkeys(wanted[t.transactional_id],
+                                                              outcome.error) for t in batch})
+    return results
+
+
 @handler(ApiKey.ADD_OFFSETS_TO_TXN, min_version=0, max_version=4)
 async def handle_add_offsets_to_txn(
     ctx: RequestContext, req: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
     driver = await txn_driver(ctx.broker)
-    outcome = await driver.run(driver.coordinator.add_offsets(
+    coordinator = driver.coordinator_for(req.transactional_id)
+    if isinstance(coordinator, ErrorCode):
+        return AddOffsetsToTxnResponse(error_code=coordinator)
+    outcome = await driver.run(coordinator.add_offsets(
         req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, now_ms(),
-    ))
+    ), coordinator)
     return AddOffsetsToTxnResponse(error_code=outcome.response if outcome.written else outcome.error)
 
 
 @handler(ApiKey.END_TXN, min_version=0, max_version=5)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     driver = await txn_driver(ctx.broker)
-    outcome = await driver.run(driver.coordinator.end_txn(
+    coordinator = driver.coordinator_for(req.transactional_id)
+    if isinstance(coordinator, ErrorCode):
+        return EndTxnResponse(error_code=coordinator)
+    outcome = await driver.run(coordinator.end_txn(
         req.transactional_id, req.producer_id, req.producer_epoch, req.committed, now_ms(),
         transaction_version=2 if ctx.api_version >= 5 else 1,
-    ))
+    ), coordinator)
     if not outcome.written:
         return EndTxnResponse(error_code=outcome.error)
     r = outcome.response
@@ -231,7 +288,7 @@ async def handle_describe_transactions(
     D = DescribeTransactionsResponse
     driver = await txn_driver(ctx.broker)
     response = D()
-    for d in driver.coordinator.describe_transactions(req.transactional_ids):
+    for d in _describe(driver, req.transactional_ids):
         topics: dict[str, list[int]] = {}
         for tp in d.partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
@@ -250,17 +307,44 @@ async def handle_list_transactions(
 ) -> ListTransactionsResponse:
     L = ListTransactionsResponse
     driver = await txn_driver(ctx.broker)
-    result = driver.coordinator.list_transactions(
-        now_ms(), state_filters=req.state_filters, producer_id_filters=req.producer_id_filters,
-        duration_filter_ms=req.duration_filter if ctx.api_version >= 1 else -1,
+    now = now_ms()
+    results = [
+        coordinator.list_transactions(
+            now, state_filters=req.state_filters, producer_id_filters=req.producer_id_filters,
+            duration_filter_ms=req.duration_filter if ctx.api_version >= 1 else -1,
+        )
+        for coordinator in driver.coordinators()
+    ]
+    unknown = results[0].unknown_state_filters if results else tuple(
+        s for s in req.state_filters if s not in _TXN_STATE_NAMES
     )
+    loading = driver.partitioned and bool(driver.owned.loading())
     return L(
-        unknown_state_filters=list(result.unknown_state_filters),
+        error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
+        unknown_state_filters=list(unknown),
         transaction_states=[
             L.TransactionState(
                 transactional_id=t.transactional_id, producer_id=t.producer_id,
                 transaction_state=t.state,
             )
+            for result in results
             for t in result.transactions
         ],
     )
+
+
+_TXN_STATE_NAMES = frozenset(s.value for s in TxnState)
+
+
+def _describe(driver: TxnDriver, transactional_ids: list[str]) -> list[TransactionDescription]:
+    """Each id from its coordinator, in request order (an id led elsewhere carries that)."""
+    if not driver.partitioned:
+        return driver.coordinator.describe_transactions(transactional_ids)
+    out: list[TransactionDescription] = []
+    for tid in transactional_ids:
+        coordinator = driver.coordinator_for(tid)
+        if isinstance(coordinator, ErrorCode):
+            out.append(TransactionDescription(tid, coordinator))
+        else:
+            out.extend(coordinator.describe_transactions([tid]))
+    return out
