@@ -188,18 +188,26 @@ class ClusterNode:
             await trio.sleep(_READY_POLL_S)
 
     async def shutdown(self, timeout_s: float) -> None:
-        """Before the tasks are cancelled: let the lifecycle hand partitions over (controlled
-        shutdown) if it offers that, bounded by `timeout_s`."""
+        """At SIGTERM, before the tasks are cancelled: the lifecycle's `controlled_shutdown()`
+        (hand partitions over), then every part's optional `async shutdown()` in reverse start
+        order (fetchers, lifecycle, controller, publisher, raft - Raft resigns last), all within
+        `timeout_s`. A failing step is logged and the rest still run."""
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = []
         controlled = getattr(self.lifecycle, "controlled_shutdown", None)
-        if controlled is None:
-            return
+        if controlled is not None:
+            steps.append(("lifecycle controlled shutdown", controlled))
+        for name, part in reversed(self.parts().items()):
+            hook = getattr(part, "shutdown", None)
+            if hook is not None:
+                steps.append((f"{name} shutdown", hook))
         with trio.move_on_after(timeout_s) as scope:
-            try:
-                await controlled()
-            except Exception:
-                log.exception("controlled shutdown failed")
+            for what, step in steps:
+                try:
+                    await step()
+                except Exception:
+                    log.exception("%s failed", what)
         if scope.cancelled_caught:
-            log.warning("controlled shutdown did not finish within %.1f s", timeout_s)
+            log.warning("cluster shutdown steps did not finish within %.1f s", timeout_s)
 
     async def aclose(self) -> None:
         await self.controller_peers.aclose()
