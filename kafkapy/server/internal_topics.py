@@ -170,12 +170,22 @@ def cluster_of(broker: Broker) -> ClusterView | None:
     return cast("ClusterView | None", getattr(broker, "cluster", None))
 
 
+def _image(cluster: ClusterView) -> ImageView | None:
+    """The published image (None before the first one, or before the controller part exists)."""
+    return cast("ImageView | None", getattr(cluster, "image", None))
+
+
+def _topic(cluster: ClusterView, name: str) -> TopicView | None:
+    image = _image(cluster)
+    return None if image is None else image.topics.get(name)
+
+
 def partition_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
     """(leader id, leader epoch) of a partition in the image; None if it does not exist."""
     cluster = cluster_of(broker)
     if cluster is None:
         return (broker.node_id, 0) if broker.partition_log(topic, partition) is not None else None
-    t = cluster.image.topics.get(topic)
+    t = _topic(cluster, topic)
     p = None if t is None else t.partitions.get(partition)
     return None if p is None else (p.leader, p.leader_epoch)
 
@@ -185,7 +195,7 @@ def partition_count(broker: Broker, topic: str) -> int | None:
     if cluster is None:
         info = broker.topics.get(topic)
         return None if info is None else info.partitions
-    t = cluster.image.topics.get(topic)
+    t = _topic(cluster, topic)
     return None if t is None else len(t.partitions)
 
 
@@ -207,7 +217,8 @@ def broker_endpoint(broker: Broker, node_id: int, listener: str) -> tuple[str, i
     cluster = cluster_of(broker)
     if cluster is None:
         return broker.advertised(listener) if node_id == broker.node_id else None
-    reg = cluster.image.brokers.get(node_id)
+    image = _image(cluster)
+    reg = None if image is None else image.brokers.get(node_id)
     if reg is None or getattr(reg, "fenced", False):
         return None
     eps = _endpoints(reg)
@@ -248,12 +259,15 @@ async def ensure_cluster_topic(
     so a two-node cluster still gets its coordinators."""
     cluster = cluster_of(broker)
     assert cluster is not None
-    if name in cluster.image.topics:
+    image = _image(cluster)
+    if image is None:
+        return False
+    if name in image.topics:
         return True
     key = (id(broker), name)
     if key in _CREATING:
         return False
-    live = sum(1 for b in cluster.image.brokers.values() if not getattr(b, "fenced", False))
+    live = sum(1 for b in image.brokers.values() if not getattr(b, "fenced", False))
     wanted = broker.config.get(rf_key)
     rf = max(1, min(int(wanted) if wanted else 3, live))
     request = CreateTopicsRequest(
@@ -277,7 +291,7 @@ async def ensure_cluster_topic(
     finally:
         del _CREATING[key]
         done.set()
-    return name in cluster.image.topics
+    return _topic(cluster, name) is not None
 
 
 def register_role_listener(broker: Broker, listener: RoleListener, topic: str) -> None:
@@ -291,7 +305,7 @@ def register_role_listener(broker: Broker, listener: RoleListener, topic: str) -
         log.error("the broker has no role_listeners: %s partitions are never loaded", topic)
         return
     listeners.append(listener)
-    t = cluster.image.topics.get(topic)
+    t = _topic(cluster, topic)
     if t is None:
         return
     for p, part in sorted(t.partitions.items()):
