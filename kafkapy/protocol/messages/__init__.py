@@ -8,6 +8,7 @@ from __future__ import annotations
 from kafkapy.protocol.schema import ApiDef
 from kafkapy.protocol.messages.add_offsets_to_txn import SCHEMA as _add_offsets_to_txn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kafkapy.protocol.messages.add_partitions_to_txn import SCHEMA as _add_partitions_to_txn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from kafkapy.protocol.messages.allocate_producer_ids import SCHEMA as _allocate_producer_ids, AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from kafkapy.protocol.messages.alter_configs import SCHEMA as _alter_configs, AlterConfigsRequest, AlterConfigsResponse
 from kafkapy.protocol.messages.alter_partition import SCHEMA as _alter_partition, AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.protocol.messages.alter_user_scram_credentials import SCHEMA as _alter_user_scram_credentials, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
@@ -115,6 +116,7 @@ SCHEMAS: dict[int, ApiDef] = {
     64: _unregister_broker,
     65: _describe_transactions,
     66: _list_transactions,
+    67: _allocate_producer_ids,
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
     75: _describe_topic_partitions,
@@ -125,6 +127,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionRequest",
