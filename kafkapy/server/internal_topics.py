@@ -255,8 +255,9 @@ async def ensure_cluster_topic(
     it (one request at a time per topic; TOPIC_ALREADY_EXISTS is fine) and answer False - the
     caller answers COORDINATOR_NOT_AVAILABLE and the client retries, as with Kafka.
 
-    Replication factor: `rf_key` (3 by default) capped at the number of unfenced brokers,
-    so a two-node cluster still gets its coordinators."""
+    Replication factor: `rf_key` (3 by default) capped at the number of registered brokers,
+    so a two-node cluster still gets its coordinators (while a registered broker is fenced the
+    controller refuses and the lookup is retried, as Kafka waits for enough live brokers)."""
     cluster = cluster_of(broker)
     assert cluster is not None
     image = _image(cluster)
@@ -267,9 +268,9 @@ async def ensure_cluster_topic(
     key = (id(broker), name)
     if key in _CREATING:
         return False
-    live = sum(1 for b in image.brokers.values() if not getattr(b, "fenced", False))
+    registered = len(image.brokers)
     wanted = broker.config.get(rf_key)
-    rf = max(1, min(int(wanted) if wanted else 3, live))
+    rf = max(1, min(int(wanted) if wanted else 3, registered))
     request = CreateTopicsRequest(
         topics=[CreateTopicsRequest.CreatableTopic(
             name=name, num_partitions=partitions, replication_factor=rf,
