@@ -25,6 +25,16 @@ server's timer task (transaction timeouts, transactional-id expiry, marker retri
 it stops it. Producer ids come from `broker.producer_ids`, which idempotent producers share, so
 the two kinds never collide.
 
+Partitioned mode (cluster mode, docs/cluster.md; also selectable on one node for tests): one
+`TransactionCoordinator` per `__transaction_state` partition this broker leads (`owned`), its
+coordinator epoch the partition's leader epoch, loaded in a worker thread when the leadership
+arrives (COORDINATOR_LOAD_IN_PROGRESS meanwhile; Prepare* states found are finished by writing
+their markers) and dropped when it leaves (NOT_COORDINATOR). Operations still append and replay
+without an await in between; `run` then waits until the records are replicated (a failure puts
+the touched ids back to the log below the high watermark and answers the write-failure error).
+Markers go to each data partition's leader (`send_marker`: WriteTxnMarkers through the node's
+peer pool, retried by the timer task while the leader moves or cannot be reached).
+
 Error handling: an unreadable record while loading is logged and skipped; a failing
 `__transaction_state` append answers the operation's `error_on_write_failure` and replays
 nothing; a marker a partition refuses (fenced epoch) is logged and counts as written, since
