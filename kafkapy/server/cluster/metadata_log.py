@@ -1,0 +1,207 @@
+"""The Raft log of the metadata quorum on disk: a `RaftLog` over the `__cluster_metadata-0`
+`PartitionLog`, plus the persisted quorum state (`quorum-state`) beside it.
+
+Why a PartitionLog: the metadata log is a Kafka partition like any other - record batches
+whose partition leader epoch is the Raft epoch, one record per entry (value = the entry's
+bytes) - so it gets crash recovery, the leader-epoch cache (which answers
+`end_offset_for_epoch`) and the on-disk format for free, and tools reading Kafka logs read it.
+
+Why it is shared with the `LogManager`: the manager opens every partition directory at start,
+this one included; two `PartitionLog`s over one directory would each keep their own idea of the
+log end. So this module takes the manager's instance (docs/cluster.md); the broker's topic-log
+reconciliation leaves it alone. Retention is off: Raft offsets start at 0 and there are no
+snapshots yet.
+
+`quorum-state` is JSON written atomically (temp file, fsync, rename, fsync of the directory)
+before the driver sends anything that depends on it - a vote is only granted once it is durable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkapy.raft import Entry, QuorumState
+from kafkapy.storage import LogConfig, PartitionLog
+from kafkapy.storage.checkpoint import write_atomic
+
+if TYPE_CHECKING:
+    from kafkapy.storage import LogManager
+
+__all__ = [
+    "METADATA_PARTITION",
+    "METADATA_TOPIC",
+    "METADATA_TOPIC_ID",
+    "QUORUM_STATE_FILE",
+    "MetadataLog",
+    "entries_from_batches",
+    "entries_to_batches",
+    "read_quorum_state",
+    "write_quorum_state",
+]
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+#: Kafka's fixed topic id of the metadata topic
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+QUORUM_STATE_FILE = "quorum-state"
+_READ_BYTES = 1024 * 1024
+_NO_RETENTION = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+
+
+def entries_to_batches(entries: Sequence[Entry], *, timestamp_ms: int | None = None) -> bytes:
+    """Entries as record batches: one batch per run of one epoch (partition leader epoch =
+    that epoch), one record per entry with the entry's bytes as its value."""
+    if not entries:
+        return b""
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    out = bytearray()
+    start = 0
+    for i in range(1, len(entries) + 1):
+        if i == len(entries) or entries[i].epoch != entries[start].epoch:
+            run = entries[start:i]
+            records = [Record(offset_delta=j, timestamp_delta=0, key=None, value=e.data, headers=[])
+                       for j, e in enumerate(run)]
+            out += build_batch(records, base_offset=run[0].offset, base_timestamp=ts,
+                               partition_leader_epoch=run[0].epoch)
+            start = i
+    return bytes(out)
+
+
+def entries_from_batches(data: bytes | bytearray | memoryview, *, first_offset: int = 0) -> list[Entry]:
+    """The entries in `data` (whole record batches) at or above `first_offset`, in order.
+
+    Raises ProtocolError (CorruptRecordError / InvalidRecordError) on malformed batches."""
+    buf = bytes(data)
+    entries: list[Entry] = []
+    for pos, header in iter_batches(buf):
+        for record in decode_records(buf, pos, header):
+            offset = header.base_offset + record.offset_delta
+            if offset >= first_offset:
+                entries.append(Entry(offset, header.partition_leader_epoch, bytes(record.value or b"")))
+    return entries
+
+
+def read_quorum_state(directory: Path) -> QuorumState:
+    """The persisted quorum state, or epoch 0 with no vote and no leader when there is none."""
+    path = directory / QUORUM_STATE_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return QuorumState(0)
+    except (OSError, ValueError) as exc:
+        # the file is replaced atomically, so a bad one was not written by us: refuse to guess
+        raise RuntimeError(f"unreadable {path}: {exc}") from exc
+    voted = int(raw.get("votedId", -1))
+    leader = int(raw.get("leaderId", -1))
+    return QuorumState(int(raw["leaderEpoch"]), voted if voted >= 0 else None,
+                       leader if leader >= 0 else None)
+
+
+def write_quorum_state(directory: Path, state: QuorumState) -> None:
+    """Persist `state` durably (fsync of the file and of the directory) before it is used."""
+    data = {
+        "leaderEpoch": state.epoch,
+        "votedId": -1 if state.voted_for is None else state.voted_for,
+        "leaderId": -1 if state.leader_id is None else state.leader_id,
+        "data_version": 0,
+    }
+    write_atomic(directory / QUORUM_STATE_FILE, json.dumps(data).encode(), fsync=True)
+
+
+class MetadataLog:
+    """`RaftLog` over a `PartitionLog` (see the module doc). Not thread-safe: the driver calls
+    it from the trio thread, except `flush()`, which it runs in a worker thread while nothing
+    else touches the log."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self.plog = plog
+
+    @classmethod
+    def open(cls, logs: LogManager) -> MetadataLog:
+        """The manager's `__cluster_metadata-0` log (created when absent), retention off."""
+        config = LogConfig.from_topic_configs(_NO_RETENTION, logs.default_config)
+        plog = logs.get(METADATA_TOPIC, METADATA_PARTITION)
+        if plog is None:
+            plog = logs.get_or_create(METADATA_TOPIC, METADATA_PARTITION, config, METADATA_TOPIC_ID)
+        else:
+            plog.set_config(config, logs.default_config)
+        if plog.log_start_offset != 0:
+            raise RuntimeError(f"{plog.directory}: log start {plog.log_start_offset}, expected 0")
+        return cls(plog)
+
+    @property
+    def directory(self) -> Path:
+        return self.plog.directory
+
+    def end_offset(self) -> int:
+        return self.plog.log_end_offset
+
+    def last_epoch(self) -> int:
+        end = self.plog.log_end_offset
+        return (self.epoch_at(end - 1) or 0) if end > 0 else 0
+
+    def epoch_at(self, offset: int) -> int | None:
+        if not 0 <= offset < self.plog.log_end_offset:
+            return None
+        entries = self.plog.leader_epochs.entries
+        starts = [start for _, start in entries]
+        i = bisect.bisect_right(starts, offset)
+        return entries[i - 1][0] if i > 0 else None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        entries = self.plog.leader_epochs.entries
+        end = self.plog.log_end_offset
+        i = bisect.bisect_right([e for e, _ in entries], epoch)
+        next_start = entries[i][1] if i < len(entries) else end
+        if i == 0:
+            return (0, next_start if entries else end)
+        return (entries[i - 1][0], next_start)
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        if not entries:
+            return
+        if entries[0].offset != self.plog.log_end_offset:
+            raise ValueError(f"append at {entries[0].offset}, log end is {self.plog.log_end_offset}")
+        self.plog.append_as_follower(entries_to_batches(entries))
+        self.plog.high_watermark = self.plog.log_end_offset  # retention is off; keeps reads simple
+
+    def read(self, offset: int, max_entries: int) -> list[Entry]:
+        out: list[Entry] = []
+        end = self.plog.log_end_offset
+        while offset < end and len(out) < max_entries:
+            data = self.plog.read_bytes(offset, _READ_BYTES)
+            got = entries_from_batches(data, first_offset=offset)
+            if not got:
+                break
+            out += got[: max_entries - len(out)]
+            offset = got[-1].offset + 1
+        return out
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries at or above `offset`. The PartitionLog drops a straddling batch whole,
+        so the entries of that batch below `offset` are written back."""
+        end = self.plog.log_end_offset
+        if offset >= end:
+            return
+        keep: list[Entry] = []
+        if offset > 0:
+            batch = entries_from_batches(self.plog.read_bytes(offset - 1, _READ_BYTES))
+            keep = [e for e in batch if e.offset < offset]
+        self.plog.truncate_to(offset)
+        keep = [e for e in keep if e.offset >= self.plog.log_end_offset]
+        if keep:
+            self.append(keep)
+        log.info("metadata log truncated to %d (was %d)", self.plog.log_end_offset, end)
+
+    def flush(self) -> None:
+        self.plog.flush()

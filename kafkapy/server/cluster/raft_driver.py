@@ -1,0 +1,301 @@
+"""`RaftDriver`: runs the sans-IO `RaftCore` for the metadata quorum on trio and real sockets.
+
+The core decides, the driver does: every input (a peer's request via the quorum handlers, a
+peer's response, a failed request, a timer, a proposal) goes into the core under one lock,
+then the driver acts on the core's `Ready` in the order the core requires - persist the quorum
+state (fsync, worker thread), flush the log (fsync, worker thread), start sending the requests,
+hand the committed entries to the subscribers - and only then may a handler send its response.
+
+Requests go to the voters' controller listeners through the node's `PeerPool`, one task per
+request (a Fetch long-polls at the leader, so it must not hold anything up). A failed or
+undecodable exchange is reported to the core as `request_failed`.
+
+Waiting: `propose()` appends at once and returns the offset; `wait_committed(offset)` returns
+once that offset is committed (or raises `NotLeaderError` when the entry was lost with a change
+of leader). `leader_changed` is a trio.Event replaced after it fires (take the current one, then
+wait on it); `log_changed` likewise, for the long-polling Fetch handler.
+
+Error handling: storage errors while persisting propagate out of `run()` (the node's supervisor
+restarts the part - a Raft replica that cannot persist must not keep voting). A subscriber that
+raises is logged and skipped; it does not stop delivery to the others.
+
+Resource handling: `run()` owns the send tasks (its nursery); at cancellation a leader resigns
+(EndQuorumEpoch to the voters, bounded by 0.5 s, shielded) so the next leader is elected at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.raft import (
+    Entry,
+    FetchRequest,
+    FetchResponse,
+    NotLeaderError,
+    QuorumState,
+    RaftCore,
+    RaftRequest,
+    RaftResponse,
+    Ready,
+    ReplicaProgress,
+    Role,
+)
+from kafkapy.server.cluster.metadata_log import MetadataLog, read_quorum_state, write_quorum_state
+from kafkapy.server.cluster.peer import PeerError
+from kafkapy.server.cluster.raft_wire import request_to_wire, response_from_wire
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+
+__all__ = ["NotLeaderError", "RaftDriver"]
+
+log = logging.getLogger(__name__)
+
+FETCH_INTERVAL_MS = 50
+#: the longest a Fetch waits at the leader for news (well under the fetch timeout)
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+RESIGN_TIMEOUT_S = 0.5
+
+Subscriber = Callable[[list[Entry]], None]
+
+
+def now_ms() -> int:
+    """The driver's clock: trio's (monotonic; the autojump clock in tests)."""
+    return int(trio.current_time() * 1000)
+
+
+class RaftDriver:
+    """One node's Raft replica of `__cluster_metadata-0` (see the module doc)."""
+
+    def __init__(self, broker: Broker, node: Any) -> None:
+        config = node.config
+        self.broker = broker
+        self.node = node
+        self.node_id: int = config.node_id
+        self.voters = frozenset(int(v) for v in config.voters)
+        self.log = MetadataLog.open(broker.logs)
+        self.request_timeout_s = max(0.1, config.request_timeout_ms / 1000)
+        state = read_quorum_state(self.log.directory)
+        self._fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, max(10, config.fetch_timeout_ms // 4))
+        self.core = RaftCore(
+            self.node_id, self.voters, self.log, state, now_ms=now_ms(), rng=random.Random(),
+            election_timeout_ms=config.election_timeout_ms,
+            fetch_timeout_ms=config.fetch_timeout_ms, fetch_interval_ms=FETCH_INTERVAL_MS,
+        )
+        self._persisted = state
+        self._lock = trio.Lock()
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._unsent: list[tuple[int, RaftRequest]] = []
+        self._subscribers: list[Subscriber] = []
+        self._committed_end = 0  # offsets below this were handed to the subscribers
+        self.leader_changed = trio.Event()
+        self.log_changed = trio.Event()
+        self._committed_changed = trio.Event()
+        self._last_seen = (self.core.leader_id, self.core.epoch, self.log.end_offset(), 0)
+
+    # ------------------------------------------------------------------ read-only view
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.core.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch
+
+    @property
+    def is_leader(self) -> bool:
+        return self.core.is_leader
+
+    @property
+    def role(self) -> Role:
+        return self.core.role
+
+    @property
+    def high_watermark(self) -> int:
+        return self.core.high_watermark
+
+    @property
+    def quorum_state(self) -> QuorumState:
+        return self.core.quorum_state
+
+    @property
+    def committed_offset(self) -> int:
+        """The end of what the subscribers have been given (offsets below it are applied)."""
+        return self._committed_end
+
+    def replica_progress(self) -> dict[int, ReplicaProgress]:
+        return self.core.replica_progress()
+
+    # ------------------------------------------------------------------ API for other parts
+
+    def subscribe(self, callback: Subscriber) -> None:
+        """Call `callback(entries)` with every committed entry, in order, exactly once per
+        process; a late subscriber first gets everything committed so far (read back)."""
+        if self._committed_end:
+            self._deliver_to(callback, self.log.read(0, self._committed_end))
+        self._subscribers.append(callback)
+
+    async def propose(self, records: Sequence[bytes]) -> int:
+        """Append `records` as entries of this leader's epoch; the offset of the last one.
+        Raises NotLeaderError on a non-leader."""
+        async with self._lock:
+            offset = self.core.propose(list(records), now_ms())
+            await self._process()
+        return offset
+
+    async def wait_committed(self, offset: int) -> None:
+        """Return once `offset` is committed and applied; raises NotLeaderError when the entry
+        proposed there was lost (a new leader overwrote it). Bounded by the caller's scope."""
+        epoch = self.log.epoch_at(offset)
+        while self._committed_end <= offset:
+            if epoch is None or self.log.epoch_at(offset) != epoch:
+                raise NotLeaderError(self.leader_id, self.epoch)
+            event = self._committed_changed
+            await event.wait()
+
+    async def handle_request(self, src: int, request: RaftRequest) -> RaftResponse:
+        """A peer's request, answered by the core once what it relies on is durable."""
+        async with self._lock:
+            response = self.core.handle_request(src, request, now_ms())
+            await self._process()
+        return response
+
+    async def fetch(self, src: int, request: FetchRequest, max_wait_ms: int) -> RaftResponse:
+        """A Fetch, long-polled: an answer with nothing new waits up to `max_wait_ms` for the
+        log or the high watermark to change, then is answered again."""
+        changed = self.log_changed
+        response = await self.handle_request(src, request)
+        if (not isinstance(response, FetchResponse) or response.entries
+                or response.diverging_epoch is not None or response.error != ErrorCode.NONE
+                or max_wait_ms <= 0):
+            return response
+        with trio.move_on_after(max_wait_ms / 1000):
+            await changed.wait()
+        return await self.handle_request(src, request)
+
+    # ------------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        """Drive the core until cancelled (see the module doc for errors and resources)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                async with self._lock:
+                    await self._process()
+                while True:
+                    deadline = self.core.next_deadline_ms()
+                    with trio.move_on_at(deadline / 1000):
+                        await self._wake.wait()
+                    self._wake = trio.Event()
+                    async with self._lock:
+                        self.core.tick(now_ms())
+                        await self._process()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self._resign()
+
+    async def _resign(self) -> None:
+        """Clean shutdown of a leader: EndQuorumEpoch names the successors (bounded, best
+        effort; the voters elect after a fetch timeout anyway)."""
+        if not self.core.is_leader:
+            return
+        self.core.resign(now_ms())
+        ready = self.core.poll()
+        if ready.state is not None:
+            await self._persist(ready.state)
+        with trio.move_on_after(RESIGN_TIMEOUT_S):
+            async with trio.open_nursery() as nursery:
+                for dst, req in ready.requests:
+                    nursery.start_soon(self._exchange, dst, req, False)
+        self._notify_leader()
+
+    async def _process(self) -> None:
+        """Act on the core's Ready (caller holds the lock): persist, flush, send, apply.
+
+        Shielded: a Ready is handed out once, so a caller cancelled half-way (a connection
+        closing) must not leave a state unpersisted or committed entries undelivered."""
+        with trio.CancelScope(shield=True):
+            await self._act(self.core.poll())
+
+    async def _act(self, ready: Ready) -> None:
+        if ready.state is not None:
+            await self._persist(ready.state)
+        if ready.flush_log:
+            await trio.to_thread.run_sync(self.log.flush)
+        if ready.requests:
+            self._unsent.extend(ready.requests)
+        if self._nursery is not None:
+            for dst, req in self._unsent:
+                self._nursery.start_soon(self._exchange, dst, req, True)
+            self._unsent.clear()
+        if ready.committed:
+            for callback in list(self._subscribers):
+                self._deliver_to(callback, ready.committed)
+            self._committed_end = ready.committed[-1].offset + 1
+            self._committed_changed.set()
+            self._committed_changed = trio.Event()
+        if ready.leader_changed:
+            self._notify_leader()
+            # a waiter for an entry the new leader overwrote must look again
+            self._committed_changed.set()
+            self._committed_changed = trio.Event()
+        seen = (self.core.leader_id, self.core.epoch, self.log.end_offset(), self.core.high_watermark)
+        if seen != self._last_seen:
+            self._last_seen = seen
+            self.log_changed.set()
+            self.log_changed = trio.Event()
+        self._wake.set()
+
+    async def _persist(self, state: QuorumState) -> None:
+        if state != self._persisted:
+            await trio.to_thread.run_sync(write_quorum_state, self.log.directory, state)
+            self._persisted = state
+
+    def _notify_leader(self) -> None:
+        log.info("node %d: raft epoch %d, leader %s (%s)", self.node_id, self.core.epoch,
+                 self.core.leader_id, self.core.role.value)
+        self.leader_changed.set()
+        self.leader_changed = trio.Event()
+
+    def _deliver_to(self, callback: Subscriber, entries: list[Entry]) -> None:
+        try:
+            callback(entries)
+        except Exception:
+            log.exception("metadata subscriber %r failed on offsets %d-%d", callback,
+                          entries[0].offset, entries[-1].offset)
+
+    async def _exchange(self, dst: int, req: RaftRequest, report: bool) -> None:
+        """Send one request and step its answer (or its failure) into the core."""
+        wire = request_to_wire(req, cluster_id=self.broker.cluster_id, dst=dst,
+                               max_wait_ms=self._fetch_max_wait_ms, max_bytes=FETCH_MAX_BYTES)
+        timeout = self.request_timeout_s
+        if isinstance(req, FetchRequest):
+            timeout += self._fetch_max_wait_ms / 1000
+        response: RaftResponse | None = None
+        try:
+            body = await self.node.controller_peers.request(
+                dst, wire.api_key, wire.version, wire.body, timeout_s=timeout)
+            response = response_from_wire(req, body)
+        except (PeerError, ProtocolError, KeyError, ValueError) as exc:
+            log.debug("raft %s to node %d failed: %s", type(req).__name__, dst, exc)
+        if not report:
+            return
+        if response is None:
+            # do not hammer a node that is down: the core retries after its backoff anyway
+            async with self._lock:
+                self.core.request_failed(dst, req, now_ms())
+                await self._process()
+            return
+        async with self._lock:
+            self.core.handle_response(dst, req, response, now_ms())
+            await self._process()

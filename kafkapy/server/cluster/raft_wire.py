@@ -1,0 +1,274 @@
+"""Raft messages <-> Kafka wire messages (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch).
+
+Why a module of its own: the driver (sending requests, reading responses) and the quorum
+handlers (reading requests, sending responses) both need both directions, and the mapping is
+1:1 field work best kept in one place. The wire messages carry one topic (`__cluster_metadata`,
+by name in the quorum APIs, by topic id in Fetch) with one partition (0) and the cluster id;
+anything else is a request for a partition we do not have.
+
+Versions sent: Vote v0, BeginQuorumEpoch v0, EndQuorumEpoch v0 (its preferred successors are a
+plain id list), Fetch v13 (topic ids, replica id in the top level). Requests of any version the
+codec speaks are accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol import messages as m
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.raft import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    RaftRequest,
+    RaftResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from kafkapy.server.cluster.metadata_log import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    entries_from_batches,
+    entries_to_batches,
+)
+
+__all__ = [
+    "FETCH_VERSION",
+    "WireRequest",
+    "request_from_wire",
+    "request_to_wire",
+    "response_from_wire",
+    "response_to_wire",
+]
+
+FETCH_VERSION = 13
+_VERSIONS = {
+    ApiKey.VOTE: 0,
+    ApiKey.BEGIN_QUORUM_EPOCH: 0,
+    ApiKey.END_QUORUM_EPOCH: 0,
+    ApiKey.FETCH: FETCH_VERSION,
+}
+
+
+class WrongPartitionError(ProtocolError):
+    """A quorum request for something other than `__cluster_metadata-0` (or another cluster)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    api_key: ApiKey
+    version: int
+    body: object
+
+
+def _leader(leader_id: int | None) -> int:
+    return -1 if leader_id is None else leader_id
+
+
+def _maybe(leader_id: int) -> int | None:
+    return None if leader_id < 0 else leader_id
+
+
+def _error(code: int) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# ---------------------------------------------------------------- requests
+
+
+def request_to_wire(
+    req: RaftRequest, *, cluster_id: str, dst: int, max_wait_ms: int, max_bytes: int
+) -> WireRequest:
+    """The wire request for `req` to voter `dst`."""
+    match req:
+        case VoteRequest():
+            body: object = m.VoteRequest(cluster_id=cluster_id, voter_id=dst, topics=[
+                m.VoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
+                    m.VoteRequest.PartitionData(
+                        partition_index=METADATA_PARTITION, candidate_epoch=req.candidate_epoch,
+                        candidate_id=req.candidate_id, last_offset_epoch=req.last_offset_epoch,
+                        last_offset=req.last_offset)])])
+        case BeginQuorumEpochRequest():
+            body = m.BeginQuorumEpochRequest(cluster_id=cluster_id, voter_id=dst, topics=[
+                m.BeginQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
+                    m.BeginQuorumEpochRequest.PartitionData(
+                        partition_index=METADATA_PARTITION, leader_id=req.leader_id,
+                        leader_epoch=req.leader_epoch)])])
+        case EndQuorumEpochRequest():
+            body = m.EndQuorumEpochRequest(cluster_id=cluster_id, topics=[
+                m.EndQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
+                    m.EndQuorumEpochRequest.PartitionData(
+                        partition_index=METADATA_PARTITION, leader_id=req.leader_id,
+                        leader_epoch=req.leader_epoch,
+                        preferred_successors=list(req.preferred_successors))])])
+        case FetchRequest():
+            body = m.FetchRequest(
+                cluster_id=cluster_id, replica_id=req.replica_id,
+                replica_state=m.FetchRequest.ReplicaState(replica_id=req.replica_id),
+                max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, topics=[
+                    m.FetchRequest.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
+                        m.FetchRequest.FetchPartition(
+                            partition=METADATA_PARTITION,
+                            current_leader_epoch=req.current_leader_epoch,
+                            fetch_offset=req.fetch_offset,
+                            last_fetched_epoch=req.last_fetched_epoch,
+                            partition_max_bytes=max_bytes)])])
+    key = _KEYS[type(req)]
+    return WireRequest(key, _VERSIONS[key], body)
+
+
+_KEYS: dict[type, ApiKey] = {
+    VoteRequest: ApiKey.VOTE,
+    BeginQuorumEpochRequest: ApiKey.BEGIN_QUORUM_EPOCH,
+    EndQuorumEpochRequest: ApiKey.END_QUORUM_EPOCH,
+    FetchRequest: ApiKey.FETCH,
+}
+
+
+def _one(parts: list[object] | None, what: str) -> object:
+    if not parts or len(parts) != 1:
+        raise WrongPartitionError(f"{what}: expected exactly one partition of {METADATA_TOPIC}")
+    return parts[0]
+
+
+def _check_cluster(cluster_id: str | None, ours: str) -> None:
+    if cluster_id is not None and cluster_id != "" and cluster_id != ours:
+        err = WrongPartitionError(f"cluster id {cluster_id!r} is not ours ({ours!r})")
+        err.error_code = ErrorCode.INCONSISTENT_CLUSTER_ID
+        raise err
+
+
+def request_from_wire(api_key: ApiKey, version: int, body: object, *, cluster_id: str) -> tuple[int, RaftRequest]:
+    """(source replica id or -1, Raft request) from a wire request; raises WrongPartitionError."""
+    if isinstance(body, m.VoteRequest):
+        _check_cluster(body.cluster_id, cluster_id)
+        topic = _one(list(body.topics), "Vote")
+        assert isinstance(topic, m.VoteRequest.TopicData)
+        p = _one(list(topic.partitions), "Vote")
+        assert isinstance(p, m.VoteRequest.PartitionData)
+        _check_partition(topic.topic_name, p.partition_index)
+        return p.candidate_id, VoteRequest(p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset)
+    if isinstance(body, m.BeginQuorumEpochRequest):
+        _check_cluster(body.cluster_id, cluster_id)
+        topic = _one(list(body.topics), "BeginQuorumEpoch")
+        assert isinstance(topic, m.BeginQuorumEpochRequest.TopicData)
+        p = _one(list(topic.partitions), "BeginQuorumEpoch")
+        assert isinstance(p, m.BeginQuorumEpochRequest.PartitionData)
+        _check_partition(topic.topic_name, p.partition_index)
+        return p.leader_id, BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+    if isinstance(body, m.EndQuorumEpochRequest):
+        _check_cluster(body.cluster_id, cluster_id)
+        topic = _one(list(body.topics), "EndQuorumEpoch")
+        assert isinstance(topic, m.EndQuorumEpochRequest.TopicData)
+        p = _one(list(topic.partitions), "EndQuorumEpoch")
+        assert isinstance(p, m.EndQuorumEpochRequest.PartitionData)
+        _check_partition(topic.topic_name, p.partition_index)
+        successors = tuple(p.preferred_successors) or tuple(c.candidate_id for c in p.preferred_candidates)
+        return p.leader_id, EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)
+    if isinstance(body, m.FetchRequest):
+        _check_cluster(body.cluster_id, cluster_id)
+        topic = _one(list(body.topics), "Fetch")
+        assert isinstance(topic, m.FetchRequest.FetchTopic)
+        if version >= 13 and topic.topic_id != METADATA_TOPIC_ID:
+            raise WrongPartitionError(f"Fetch: topic id {topic.topic_id} is not {METADATA_TOPIC}")
+        p = _one(list(topic.partitions), "Fetch")
+        assert isinstance(p, m.FetchRequest.FetchPartition)
+        _check_partition(METADATA_TOPIC if version >= 13 else topic.topic, p.partition)
+        replica = body.replica_state.replica_id if version >= 15 else body.replica_id
+        if p.fetch_offset < 0 or p.last_fetched_epoch < 0:
+            raise WrongPartitionError("Fetch: negative fetch offset or last fetched epoch")
+        return replica, FetchRequest(replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch)
+    raise WrongPartitionError(f"not a quorum request: {api_key.name}")
+
+
+def _check_partition(topic: str, partition: int) -> None:
+    if topic != METADATA_TOPIC or partition != METADATA_PARTITION:
+        err = WrongPartitionError(f"{topic}-{partition} is not the metadata partition")
+        err.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        raise err
+
+
+# ---------------------------------------------------------------- responses
+
+
+def response_to_wire(resp: RaftResponse) -> object:
+    """The wire response body for a Raft response (Fetch v13+ shape for Fetch)."""
+    match resp:
+        case VoteResponse():
+            return m.VoteResponse(topics=[m.VoteResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[
+                m.VoteResponse.PartitionData(
+                    partition_index=METADATA_PARTITION, error_code=int(resp.error),
+                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch,
+                    vote_granted=resp.vote_granted)])])
+        case BeginQuorumEpochResponse():
+            return m.BeginQuorumEpochResponse(topics=[m.BeginQuorumEpochResponse.TopicData(
+                topic_name=METADATA_TOPIC, partitions=[m.BeginQuorumEpochResponse.PartitionData(
+                    partition_index=METADATA_PARTITION, error_code=int(resp.error),
+                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch)])])
+        case EndQuorumEpochResponse():
+            return m.EndQuorumEpochResponse(topics=[m.EndQuorumEpochResponse.TopicData(
+                topic_name=METADATA_TOPIC, partitions=[m.EndQuorumEpochResponse.PartitionData(
+                    partition_index=METADATA_PARTITION, error_code=int(resp.error),
+                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch)])])
+        case FetchResponse():
+            part = m.FetchResponse.PartitionData(
+                partition_index=METADATA_PARTITION, error_code=int(resp.error),
+                high_watermark=resp.high_watermark, log_start_offset=0,
+                current_leader=m.FetchResponse.LeaderIdAndEpoch(
+                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch),
+                records=entries_to_batches(resp.entries))
+            if resp.diverging_epoch is not None:
+                part.diverging_epoch = m.FetchResponse.EpochEndOffset(
+                    epoch=resp.diverging_epoch[0], end_offset=resp.diverging_epoch[1])
+            return m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(
+                topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
+    raise TypeError(f"not a Raft response: {resp!r}")
+
+
+def response_from_wire(req: RaftRequest, body: object) -> RaftResponse:
+    """The Raft response to `req` from the peer's wire response; raises ProtocolError when the
+    answer does not fit (the driver treats that as a failed request)."""
+    if isinstance(body, m.VoteResponse):
+        p = _response_partition(body.error_code, body.topics, "Vote")
+        assert isinstance(p, m.VoteResponse.PartitionData)
+        return VoteResponse(_error(p.error_code), _maybe(p.leader_id), p.leader_epoch, p.vote_granted)
+    if isinstance(body, m.BeginQuorumEpochResponse):
+        p = _response_partition(body.error_code, body.topics, "BeginQuorumEpoch")
+        assert isinstance(p, m.BeginQuorumEpochResponse.PartitionData)
+        return BeginQuorumEpochResponse(_error(p.error_code), _maybe(p.leader_id), p.leader_epoch)
+    if isinstance(body, m.EndQuorumEpochResponse):
+        p = _response_partition(body.error_code, body.topics, "EndQuorumEpoch")
+        assert isinstance(p, m.EndQuorumEpochResponse.PartitionData)
+        return EndQuorumEpochResponse(_error(p.error_code), _maybe(p.leader_id), p.leader_epoch)
+    if isinstance(body, m.FetchResponse):
+        assert isinstance(req, FetchRequest)
+        if body.error_code:
+            raise ProtocolError(f"Fetch failed: {_error(body.error_code).name}")
+        topic = _one(list(body.responses), "Fetch response")
+        assert isinstance(topic, m.FetchResponse.FetchableTopicResponse)
+        p = _one(list(topic.partitions), "Fetch response")
+        assert isinstance(p, m.FetchResponse.PartitionData)
+        diverging = None
+        if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
+            diverging = (p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+        entries = entries_from_batches(p.records or b"", first_offset=req.fetch_offset)
+        return FetchResponse(_error(p.error_code), _maybe(p.current_leader.leader_id),
+                             p.current_leader.leader_epoch, p.high_watermark, diverging, entries)
+    raise ProtocolError(f"unexpected response {type(body).__name__}")
+
+
+def _response_partition(error_code: int, topics: Sequence[object], what: str) -> object:
+    if error_code:
+        raise ProtocolError(f"{what} failed: {_error(error_code).name}")
+    topic = _one(list(topics), f"{what} response")
+    return _one(list(getattr(topic, "partitions", [])), f"{what} response")
