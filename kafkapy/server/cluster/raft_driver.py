@@ -100,6 +100,8 @@ class RaftDriver:
         self.log_changed = trio.Event()
         self._committed_changed = trio.Event()
         self._last_seen = (self.core.leader_id, self.core.epoch, self.log.end_offset(), 0)
+        #: resign (EndQuorumEpoch) when `run()` is cancelled; off = behave like a crash (tests)
+        self.resign_on_stop = True
 
     # ------------------------------------------------------------------ read-only view
 
@@ -207,7 +209,7 @@ class RaftDriver:
     async def _resign(self) -> None:
         """Clean shutdown of a leader: EndQuorumEpoch names the successors (bounded, best
         effort; the voters elect after a fetch timeout anyway)."""
-        if not self.core.is_leader:
+        if not self.core.is_leader or not self.resign_on_stop:
             return
         self.core.resign(now_ms())
         ready = self.core.poll()

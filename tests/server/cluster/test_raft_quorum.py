@@ -70,18 +70,26 @@ class Member:
         return self.node.applied
 
 
+OBSERVER_ID = 100
+
+
 class Quorum:
+    """Voters 1..size (combined broker+controller nodes) and one broker-only observer."""
+
     def __init__(self, tmp: Path, size: int = 3) -> None:
         ports = free_ports(size)
         self.voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
         self.members = {i + 1: Member(i + 1, p, tmp / f"node{i + 1}") for i, p in enumerate(ports)}
+        self.members[OBSERVER_ID] = Member(OBSERVER_ID, 0, tmp / "observer")
 
     async def start(self, nursery: trio.Nursery, node_id: int) -> None:
         member = self.members[node_id]
+        observer = node_id == OBSERVER_ID
         config = BrokerConfig({
             "node.id": str(node_id),
+            "process.roles": "broker" if observer else "broker,controller",
             "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{member.port}",
+            "listeners": "PLAINTEXT://127.0.0.1:0" + ("" if observer else f",CONTROLLER://127.0.0.1:{member.port}"),
             "log.dirs": str(member.data_dir),
             "controller.quorum.election.timeout.ms": "300",
             "controller.quorum.fetch.timeout.ms": "900",
@@ -97,7 +105,7 @@ class Quorum:
         node.raft = RaftDriver(broker, node)
         node.raft.subscribe(node.applied.extend)
         member.broker, member.node, member.stopped = broker, node, trio.Event()
-        listeners = await trio.open_tcp_listeners(member.port, host="127.0.0.1")
+        listeners = [] if observer else await trio.open_tcp_listeners(member.port, host="127.0.0.1")
         member.scope = await nursery.start(self._serve, member, listeners)
 
     async def _serve(self, member: Member, listeners: list[trio.SocketListener],
@@ -147,6 +155,9 @@ class Quorum:
             await trio.sleep(STEP_S)
         raise AssertionError(f"timed out waiting for {what}")
 
+    def voters_live(self) -> list[Member]:
+        return [mb for mb in self.live() if mb.node_id != OBSERVER_ID]
+
     async def leader(self, timeout_s: float = 15) -> Member:
         def one_leader() -> bool:
             leaders = [mb for mb in self.live() if mb.raft.is_leader]
@@ -192,8 +203,9 @@ async def test_three_nodes_elect_commit_fail_over_and_restart(tmp_path: Path) ->
     async with quorum(tmp_path) as q:
         first = await q.leader()
         assert all(mb.raft.epoch == first.raft.epoch for mb in q.live())
-        followers = [mb for mb in q.live() if mb is not first]
+        followers = [mb for mb in q.voters_live() if mb is not first]
         assert {mb.raft.role for mb in followers} == {Role.FOLLOWER}
+        assert q.members[OBSERVER_ID].raft.role is Role.OBSERVER
 
         last = 0
         for i in range(10):
@@ -218,6 +230,8 @@ async def test_three_nodes_elect_commit_fail_over_and_restart(tmp_path: Path) ->
         assert part.leader_id == first.node_id
         assert part.high_watermark > last
         assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
+        assert [o.replica_id for o in part.observers] == [OBSERVER_ID]
+        assert all(v.log_end_offset > last for v in part.current_voters)
 
         # a clean stop of the leader: it resigns, another takes over well within a fetch timeout
         started = trio.current_time()
@@ -228,7 +242,8 @@ async def test_three_nodes_elect_commit_fail_over_and_restart(tmp_path: Path) ->
         took = trio.current_time() - started
         assert took < 5, f"fail-over took {took:.1f} s"
         after = await _propose(q, [b"after-failover"])
-        await q.wait_for("both live nodes applied", lambda: all(len(mb.applied) > after for mb in q.live()))
+        await q.wait_for("live nodes applied", lambda: all(len(mb.applied) > after for mb in q.live()))
+        assert len(q.live()) == 3  # two voters and the observer
 
         # the old leader restarts on its data: its log and quorum state are still there
         old_log_end = first.raft.log.end_offset()
@@ -270,3 +285,20 @@ async def test_quorum_requests_with_bad_input_get_error_codes(tmp_path: Path) ->
         finally:
             await client.aclose()
         assert leader.raft.is_leader  # the foreign vote did not disturb the quorum
+
+
+async def test_leader_crash_without_resigning_elects_another(tmp_path: Path) -> None:
+    """A leader that vanishes without EndQuorumEpoch (a crash): the followers notice after the
+    fetch timeout and elect a new leader; the committed entries stay committed."""
+    async with quorum(tmp_path) as q:
+        offset = await _propose(q, [b"before-crash"])
+        first = await q.leader()
+        first.raft.resign_on_stop = False
+        await q.stop(first.node_id)
+        second = await q.leader(timeout_s=10)
+        assert second.node_id != first.node_id
+        after = await _propose(q, [b"after-crash"])
+        assert after > offset
+        await q.wait_for("live nodes applied", lambda: all(len(mb.applied) > after for mb in q.live()))
+        for mb in q.live():
+            assert _records(mb.applied) == [b"before-crash", b"after-crash"]
