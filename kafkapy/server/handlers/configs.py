@@ -14,8 +14,15 @@ Behaviour:
   (INVALID_CONFIG), changes take effect on the partition logs at once (retention, segment size,
   cleanup policy, max message bytes, timestamp type) and are persisted. `validate_only` checks.
 
-Not yet: dynamic broker configs (altering a BROKER resource -> INVALID_REQUEST), sensitive
-configs, client quotas.
+Cluster mode (`broker.cluster is not None`): both alter APIs go to the active controller as
+IncrementalAlterConfigs (AlterConfigs becomes SET for every given name and DELETE for every
+current override not given); the controller validates and commits them, every broker applies
+them from the metadata image, and the answer comes once this broker's image has them. There
+BROKER resources ("" or a broker id) accept the dynamic configs the controller acts on
+(`unclean.leader.election.enable`, `min.insync.replicas`).
+
+Not yet: dynamic broker configs on a single node (altering a BROKER resource ->
+INVALID_REQUEST), sensitive configs, client quotas.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest_AlterableConfig as AlterableConfig,
 )
 from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
@@ -175,6 +183,8 @@ async def _alter(broker: Broker, resource_type: int, resource_name: str, new: di
 
 @handler(ApiKey.ALTER_CONFIGS, min_version=0, max_version=2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    if ctx.broker.cluster is not None:
+        return await _cluster_alter_configs(ctx, req)
     response = AlterConfigsResponse()
     for res in req.resources:
         new: dict[str, str | None] = {c.name: c.value for c in res.configs}
@@ -224,6 +234,8 @@ def _incremental(info: TopicInfo | None, broker: Broker, configs: list[Alterable
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    if ctx.broker.cluster is not None:
+        return await _forward_incremental(ctx, req)
     broker = ctx.broker
     response = IncrementalAlterConfigsResponse()
     for res in req.resources:
@@ -238,6 +250,73 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
         else:
             code, message = await _alter(broker, res.resource_type, res.resource_name, None, req.validate_only)
         response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message,
+            resource_type=res.resource_type, resource_name=res.resource_name,
+        ))
+    return response
+
+
+# -- cluster mode: forwarded to the active controller ---------------------------------------------
+
+
+async def _forward_incremental(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    ctx.release_turn()
+    try:
+        response: IncrementalAlterConfigsResponse = await cluster.channel.incremental_alter_configs(req)
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        return IncrementalAlterConfigsResponse(responses=[
+            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=str(exc),
+                resource_type=r.resource_type, resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ])
+    return response
+
+
+def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> dict[str, str]:
+    cluster = ctx.broker.cluster
+    image = getattr(cluster, "image", None)
+    if resource_type == TOPIC:
+        topic = getattr(image, "topics", {}).get(name)
+        return dict(topic.configs) if topic is not None else {}
+    if resource_type == BROKER:
+        return dict(getattr(image, "broker_configs", {}).get(name, {}))
+    return {}
+
+
+async def _cluster_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    """AlterConfigs (replace the whole override set) as an IncrementalAlterConfigs."""
+    forward = IncrementalAlterConfigsRequest(validate_only=req.validate_only)
+    duplicates: set[int] = set()
+    for i, res in enumerate(req.resources):
+        given = {c.name: c.value for c in res.configs}
+        if len(given) != len(res.configs):
+            duplicates.add(i)
+            continue
+        ops = [AlterableConfig(name=k, config_operation=SET if v is not None else DELETE, value=v) for k, v in given.items()]
+        ops += [
+            AlterableConfig(name=k, config_operation=DELETE, value=None)
+            for k in sorted(_current_overrides(ctx, res.resource_type, res.resource_name))
+            if k not in given
+        ]
+        forward.resources.append(IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=res.resource_type, resource_name=res.resource_name, configs=ops,
+        ))
+    answers = iter((await _forward_incremental(ctx, forward)).responses) if forward.resources else iter(())
+    response = AlterConfigsResponse()
+    for i, res in enumerate(req.resources):
+        code: ErrorCode
+        message: str | None
+        if i in duplicates:
+            code, message = ErrorCode.INVALID_REQUEST, "Duplicate config name"
+        else:
+            answer = next(answers)
+            code, message = ErrorCode(answer.error_code), answer.error_message
+        response.responses.append(AlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,
         ))

@@ -16,6 +16,12 @@ Behaviour:
 - DeleteRecords: moves the log start offset; -1 means the high watermark; beyond it ->
   OFFSET_OUT_OF_RANGE. Answers the new low watermark.
 
+Cluster mode (`broker.cluster is not None`): CreateTopics, DeleteTopics and CreatePartitions are
+forwarded as they are to the active controller (`ControllerChannel`), which decides (placement
+over the registered brokers, validation, internal-topic and `delete.topic.enable` rules); the
+answer comes back once this broker's own image holds the result, so a Metadata request right
+after sees it. No active controller within the request timeout -> NOT_CONTROLLER (retriable).
+
 Not yet: topic creation policies, quota throttling (THROTTLING_QUOTA_EXCEEDED).
 """
 
@@ -43,6 +49,7 @@ from kafkapy.protocol.messages.create_topics import (
     CreateTopicsResponse_CreatableTopicResult as TopicResult,
 )
 from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.configs import topic_config_entries
 from kafkapy.server.handlers.registry import handler
@@ -119,6 +126,8 @@ async def _create_one(broker: Broker, topic: CreatableTopic, version: int, valid
 
 @handler(ApiKey.CREATE_TOPICS, min_version=2, max_version=7)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    if ctx.broker.cluster is not None:
+        return await _cluster_create_topics(ctx, req)
     counts = Counter(t.name for t in req.topics)
     response = CreateTopicsResponse()
     for topic in req.topics:
@@ -134,6 +143,8 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
 
 @handler(ApiKey.DELETE_TOPICS, min_version=1, max_version=6)
 async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    if ctx.broker.cluster is not None:
+        return await _cluster_delete_topics(ctx, req)
     broker = ctx.broker
     response = DeleteTopicsResponse()
     wanted: list[tuple[str | None, uuid.UUID | None]]
@@ -163,6 +174,8 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
 
 @handler(ApiKey.CREATE_PARTITIONS, min_version=0, max_version=3)
 async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    if ctx.broker.cluster is not None:
+        return await _cluster_create_partitions(ctx, req)
     broker = ctx.broker
     response = CreatePartitionsResponse()
     counts = Counter(t.name for t in req.topics)
@@ -204,4 +217,74 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
                 result.error_code = e.error_code
                 continue
             broker.waiters.notify((topic.name, p.partition_index))
+    return response
+
+
+# -- cluster mode: forwarded to the active controller ---------------------------------------------
+
+
+def _controller_error(exc: Exception) -> ErrorCode:
+    return ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+
+
+async def _cluster_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    broker = ctx.broker
+    assert broker.cluster is not None
+    ctx.release_turn()
+    try:
+        response: CreateTopicsResponse = await broker.cluster.channel.create_topics(req)
+    except PeerError as exc:
+        return CreateTopicsResponse(topics=[
+            TopicResult(name=t.name, error_code=_controller_error(exc), error_message=str(exc))
+            for t in req.topics
+        ])
+    if ctx.api_version >= 5:
+        for result in response.topics:
+            info = broker.topics.get(result.name)
+            if result.error_code == ErrorCode.NONE and info is not None and not req.validate_only:
+                result.configs = [
+                    CreateTopicsResponse.CreatableTopicConfigs(
+                        name=e.name, value=e.value, read_only=e.read_only,
+                        config_source=e.config_source, is_sensitive=False,
+                    )
+                    for e in topic_config_entries(broker, info, include_synonyms=False)
+                ]
+    return response
+
+
+async def _cluster_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    broker = ctx.broker
+    assert broker.cluster is not None
+    if ctx.api_version < 6:
+        # The channel speaks v6, where topics are named in `topics` (name or id).
+        req.topics = [DeleteTopicsRequest.DeleteTopicState(name=n) for n in req.topic_names]
+    ctx.release_turn()
+    try:
+        response: DeleteTopicsResponse = await broker.cluster.channel.delete_topics(req)
+    except PeerError as exc:
+        return DeleteTopicsResponse(responses=[
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=t.name, topic_id=t.topic_id, error_code=_controller_error(exc),
+                error_message=str(exc),
+            )
+            for t in req.topics
+        ])
+    return response
+
+
+async def _cluster_create_partitions(
+    ctx: RequestContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    broker = ctx.broker
+    assert broker.cluster is not None
+    ctx.release_turn()
+    try:
+        response: CreatePartitionsResponse = await broker.cluster.channel.create_partitions(req)
+    except PeerError as exc:
+        return CreatePartitionsResponse(results=[
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=_controller_error(exc), error_message=str(exc)
+            )
+            for t in req.topics
+        ])
     return response

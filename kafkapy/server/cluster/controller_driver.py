@@ -1,0 +1,219 @@
+"""ControllerDriver: runs the QuorumController on the node that leads the metadata quorum.
+
+Why this shape (Kafka's QuorumController event loop, in trio):
+- Activation: when this node becomes Raft leader of epoch E it waits until the publisher has
+  applied an entry of epoch E (the leader's epoch-start no-op). Everything before it is then
+  committed and in the image, and nothing after it has been proposed yet, so a controller built
+  from that image predicts the offsets of its own records exactly (a broker epoch is the offset
+  of its registration record). The controller is dropped the moment leadership is lost.
+- Operations run one at a time (`submit`): the operation runs on the controller (which applies
+  its records to its own uncommitted image at once), its records are proposed to Raft in the
+  same critical section, and the answer is given once they are committed - outside the lock,
+  so later operations pipeline behind it. An operation that emits nothing answers at once.
+- A proposal whose offset differs from the prediction (should not happen) drops the controller;
+  it is rebuilt once the publisher has applied everything proposed so far.
+- Timer: broker session expiry (`tick`) runs when the controller's next deadline passes.
+
+Error handling: losing leadership or a commit that does not come within the request timeout
+raises `NotControllerError`, which handlers answer as NOT_CONTROLLER (brokers retry against the
+new leader). Errors inside an operation propagate to the handler (a bug, logged by the
+connection layer).
+
+Resource handling: `run()` is one task (the activation watch and the session timer); it owns no
+sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+
+from kafkapy.controller.controller import ControllerConfig, ControllerResult, QuorumController
+from kafkapy.controller.records import encode_record
+from kafkapy.raft import NotLeaderError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.node import ClusterNode
+
+__all__ = [
+    "METADATA_OFFSET_TAG",
+    "ControllerDriver",
+    "NotControllerError",
+    "monotonic_ms",
+    "pop_metadata_offset",
+    "set_metadata_offset",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_POLL_S = 0.02
+
+#: Tagged field the controller adds to its answers: the metadata offset the change committed at
+#: (int64, big-endian). The ControllerChannel removes it and waits until the local image has
+#: applied that offset, so a broker that forwarded CreateTopics sees the topic in its own
+#: Metadata right away. Only nodes of this cluster see it: the channel strips it before a
+#: response is forwarded to a client.
+METADATA_OFFSET_TAG = 0x6B70
+
+
+def set_metadata_offset(message: Any, offset: int) -> None:
+    if offset >= 0:
+        message.unknown_tagged_fields[METADATA_OFFSET_TAG] = offset.to_bytes(8, "big", signed=True)
+
+
+def pop_metadata_offset(message: Any) -> int:
+    """The offset set by `set_metadata_offset` (removed from the message), or -1."""
+    raw = message.unknown_tagged_fields.pop(METADATA_OFFSET_TAG, None)
+    if raw is None or len(raw) != 8:
+        return -1
+    return int.from_bytes(raw, "big", signed=True)
+
+
+class NotControllerError(Exception):
+    """This node is not (or no longer) the active controller: answer NOT_CONTROLLER."""
+
+
+def monotonic_ms() -> int:
+    """The controller's clock for broker sessions (trio's monotonic clock, in ms)."""
+    return int(trio.current_time() * 1000)
+
+
+def controller_config(broker: Broker, node: ClusterNode) -> ControllerConfig:
+    cfg = node.config
+    return ControllerConfig(
+        session_timeout_ms=cfg.session_timeout_ms,
+        default_partitions=broker.config.get_int("num.partitions"),
+        default_replication_factor=cfg.default_replication_factor,
+        min_insync_replicas=cfg.min_insync_replicas,
+        unclean_leader_election_enable=cfg.unclean_leader_election,
+        cluster_id=broker.cluster_id,
+        delete_topic_enable=broker.config.get_bool("delete.topic.enable"),
+    )
+
+
+class ControllerDriver:
+    """See the module docstring."""
+
+    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+        self.broker = broker
+        self.node = node
+        self.config = controller_config(broker, node)
+        self._controller: QuorumController | None = None
+        self._epoch = -1
+        self._last_proposed = -1
+        self._lock = trio.Lock()
+        self.request_timeout_s = max(node.config.request_timeout_ms, 1000) / 1000
+
+    # -- state ----------------------------------------------------------------------------------
+
+    def _raft(self) -> Any:
+        return self.node.raft
+
+    def active(self) -> QuorumController | None:
+        """The controller if this node is the active controller now, else None."""
+        raft = self._raft()
+        if self._controller is None or raft is None:
+            return None
+        if not raft.is_leader or raft.epoch != self._epoch:
+            self._controller = None
+            return None
+        return self._controller
+
+    def _maybe_activate(self) -> None:
+        raft = self._raft()
+        publisher = self.node.publisher
+        if raft is None or publisher is None:
+            return
+        if not raft.is_leader:
+            if self._controller is not None:
+                log.info("node %d is no longer the active controller", self.node.node_id)
+            self._controller = None
+            return
+        if self._controller is not None and self._epoch == raft.epoch:
+            return
+        # Wait for this epoch's first entry, and for everything proposed before a resync.
+        if publisher.applied_epoch != raft.epoch or publisher.applied_offset < self._last_proposed:
+            return
+        image = publisher.image
+        self._controller = QuorumController(
+            self.config, image, now_ms=monotonic_ms(), next_offset=image.offset + 1
+        )
+        self._epoch = raft.epoch
+        log.info(
+            "node %d is the active controller (epoch %d, metadata offset %d, %d brokers)",
+            self.node.node_id,
+            raft.epoch,
+            image.offset,
+            len(image.brokers),
+        )
+
+    # -- operations -----------------------------------------------------------------------------
+
+    async def submit(self, op: Callable[[QuorumController], ControllerResult[T]]) -> T:
+        """Run `op` on the active controller, commit its records, return its response."""
+        response, _ = await self.submit_with_offset(op)
+        return response
+
+    async def submit_with_offset(
+        self, op: Callable[[QuorumController], ControllerResult[T]]
+    ) -> tuple[T, int]:
+        """`submit`, also returning the metadata offset a reader must have applied to see the
+        result (the last offset proposed so far; -1 when nothing was ever proposed)."""
+        async with self._lock:
+            self._maybe_activate()
+            controller = self.active()
+            if controller is None:
+                raise NotControllerError("not the active controller")
+            result = op(controller)
+            if not result.records:
+                return result.response, self._last_proposed
+            expected = controller.next_offset - 1
+            data = [encode_record(r) for r in result.records]
+            try:
+                last = await self._raft().propose(data)
+            except NotLeaderError as exc:
+                self._controller = None
+                raise NotControllerError("lost leadership while proposing") from exc
+            self._last_proposed = max(self._last_proposed, last)
+            if last != expected:
+                log.warning(
+                    "metadata offsets drifted (predicted %d, got %d): rebuilding the controller",
+                    expected,
+                    last,
+                )
+                self._controller = None
+        with trio.move_on_after(self.request_timeout_s):
+            try:
+                await self._raft().wait_committed(last)
+            except NotLeaderError as exc:
+                raise NotControllerError(f"metadata offset {last} was lost") from exc
+            return result.response, last
+        raise NotControllerError(f"metadata offset {last} not committed in time")
+
+    @property
+    def last_proposed_offset(self) -> int:
+        return self._last_proposed
+
+    # -- task -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Watch for leadership (activation) and expire broker sessions; runs until cancelled."""
+        while True:
+            self._maybe_activate()
+            controller = self.active()
+            if controller is not None:
+                deadline = controller.next_deadline_ms()
+                if deadline is not None and monotonic_ms() >= deadline:
+                    try:
+                        fenced = await self.submit(lambda c: c.tick(monotonic_ms()))
+                    except NotControllerError:
+                        fenced = []
+                    if fenced:
+                        log.warning("fenced brokers %s: their sessions expired", fenced)
+            await trio.sleep(_POLL_S)

@@ -1,0 +1,319 @@
+"""Broker side of the controller: registration, heartbeats, controlled shutdown, and the
+ControllerChannel that carries a broker's requests to the active controller.
+
+Why (Kafka's BrokerLifecycleManager): a broker may lead or follow partitions only while the
+controller considers it alive. It registers with a fresh incarnation id (answer: its broker
+epoch, the offset of its registration record), then heartbeats every
+`broker.heartbeat.interval.ms` with the metadata offset it has applied; the controller unfences
+it once that offset reached its registration, i.e. once its image knows its own registration
+and everything before it. A heartbeat answered STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED
+(the controller no longer knows this incarnation) registers again.
+
+Controlled shutdown (SIGTERM): heartbeats with `want_shutdown` until the controller, having
+moved every leadership away and seen this broker apply that, answers `should_shut_down`.
+`ClusterNode.shutdown` bounds it (`kafkapy.shutdown.grace.ms`).
+
+The active controller is the Raft leader: its controller listener is `controller.quorum.voters`
+[leader id]. Every call retries NOT_CONTROLLER and network errors (a new leader is being
+elected or activated) with a short backoff until its timeout, then raises
+`ControllerUnavailableError`.
+
+Resource handling: the connections are the node's `controller_peers` pool (closed by the node);
+`BrokerLifecycle.run()` is one task.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequest_Listener
+from kafkapy.server.cluster.controller_driver import pop_metadata_offset
+from kafkapy.server.cluster.peer import PeerError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.node import ClusterNode
+
+__all__ = ["BrokerLifecycle", "ControllerChannel", "ControllerUnavailableError"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_S = 0.05
+_RETRY_MAX_S = 0.5
+#: how long an admin call waits for its result to reach the local image
+_IMAGE_WAIT_S = 5.0
+_SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class ControllerUnavailableError(PeerError):
+    """No active controller answered within the call's timeout."""
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.NOT_CONTROLLER) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def _top_error(response: Any) -> ErrorCode:
+    """NOT_CONTROLLER when the answer says so at the top or in its first item."""
+    code = getattr(response, "error_code", None)
+    if code is not None:
+        return ErrorCode(code)
+    for attr in ("topics", "responses", "results"):
+        items = getattr(response, attr, None)
+        if items:
+            return ErrorCode(items[0].error_code)
+    return ErrorCode.NONE
+
+
+class ControllerChannel:
+    """Broker -> active controller requests (see the module docstring)."""
+
+    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+        self.broker = broker
+        self.node = node
+        self.timeout_s = max(node.config.request_timeout_ms, 1000) / 1000 * 3
+
+    async def call(
+        self,
+        api_key: ApiKey,
+        version: int,
+        body: Any,
+        *,
+        timeout_s: float | None = None,
+        retry_on: Callable[[Any], bool] | None = None,
+    ) -> Any:
+        """Send to the active controller, retrying NOT_CONTROLLER / network errors."""
+        total = self.timeout_s if timeout_s is None else timeout_s
+        deadline = trio.current_time() + total
+        per_try = max(self.node.config.request_timeout_ms, 1000) / 1000
+        pause = _RETRY_S
+        last_error = "no controller leader known"
+        while trio.current_time() < deadline:
+            leader = getattr(self.node.raft, "leader_id", None)
+            if leader is not None and leader in self.node.config.voters:
+                try:
+                    timeout = min(per_try, max(0.05, deadline - trio.current_time()))
+                    response = await self.node.controller_peers.request(
+                        leader, api_key, version, body, timeout_s=timeout
+                    )
+                except PeerError as exc:
+                    last_error = f"controller {leader}: {exc}"
+                else:
+                    if _top_error(response) != ErrorCode.NOT_CONTROLLER and not (
+                        retry_on is not None and retry_on(response)
+                    ):
+                        return response
+                    last_error = f"node {leader} is not the active controller yet"
+            await trio.sleep(pause)
+            pause = min(_RETRY_MAX_S, pause * 2)
+        raise ControllerUnavailableError(f"{api_key.name}: {last_error}")
+
+    async def _after_write(self, response: Any) -> Any:
+        """Strip the controller's metadata offset and wait until the local image has it."""
+        offset = pop_metadata_offset(response)
+        publisher = self.node.publisher
+        if (
+            offset >= 0
+            and publisher is not None
+            and not await publisher.wait_applied(offset, _IMAGE_WAIT_S)
+        ):
+            log.warning("metadata offset %d not applied locally within %.0f s", offset, _IMAGE_WAIT_S)
+        return response
+
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        response: CreateTopicsResponse = await self.call(ApiKey.CREATE_TOPICS, 7, request)
+        return await self._after_write(response)  # type: ignore[no-any-return]
+
+    async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        response: DeleteTopicsResponse = await self.call(ApiKey.DELETE_TOPICS, 6, request)
+        return await self._after_write(response)  # type: ignore[no-any-return]
+
+    async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+        response: CreatePartitionsResponse = await self.call(ApiKey.CREATE_PARTITIONS, 3, request)
+        return await self._after_write(response)  # type: ignore[no-any-return]
+
+    async def incremental_alter_configs(
+        self, request: IncrementalAlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        response: IncrementalAlterConfigsResponse = await self.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request
+        )
+        return await self._after_write(response)  # type: ignore[no-any-return]
+
+    def _broker_epoch(self) -> int:
+        lifecycle = self.node.lifecycle
+        return int(getattr(lifecycle, "broker_epoch", -1))
+
+    async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        """AlterPartition v3; `broker_id` / `broker_epoch` filled in when left at 0 / -1."""
+        if request.broker_id == 0:
+            request.broker_id = self.node.node_id
+        if request.broker_epoch == -1:
+            request.broker_epoch = self._broker_epoch()
+        response: AlterPartitionResponse = await self.call(ApiKey.ALTER_PARTITION, 3, request)
+        pop_metadata_offset(response)
+        return response
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids: (first id, count). Raises when none can be had."""
+        request = AllocateProducerIdsRequest(
+            broker_id=self.node.node_id, broker_epoch=self._broker_epoch()
+        )
+        response: AllocateProducerIdsResponse = await self.call(
+            ApiKey.ALLOCATE_PRODUCER_IDS, 0, request
+        )
+        pop_metadata_offset(response)
+        if response.error_code != ErrorCode.NONE:
+            raise ControllerUnavailableError(
+                f"AllocateProducerIds: {ErrorCode(response.error_code).name}",
+                ErrorCode(response.error_code),
+            )
+        return response.producer_id_start, response.producer_id_len
+
+
+class BrokerLifecycle:
+    """Registration and heartbeats of this broker (see the module docstring)."""
+
+    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+        self.broker = broker
+        self.node = node
+        self.incarnation_id = uuid.uuid4()
+        #: -1 until the controller accepted a registration of this incarnation
+        self.broker_epoch = -1
+        self.fenced = True
+        self.want_shutdown = False
+        self.shut_down_ok = trio.Event()
+        self.heartbeat_interval_s = max(node.config.heartbeat_interval_ms, 10) / 1000
+        self._wake = trio.Event()
+
+    def _channel(self) -> ControllerChannel:
+        channel = self.node.channel
+        if not isinstance(channel, ControllerChannel):
+            channel = ControllerChannel(self.broker, self.node)
+        return channel
+
+    def _applied_offset(self) -> int:
+        return int(getattr(self.node.publisher, "applied_offset", -1))
+
+    def _listeners(self) -> list[BrokerRegistrationRequest_Listener]:
+        config = self.broker.config
+        names = {listener.name: listener for listener in config.listeners}
+        out = []
+        for name, (host, port) in self.broker.endpoints.items():
+            if name in config.controller_listener_names or name not in names:
+                continue
+            proto = _SECURITY_PROTOCOLS.get(names[name].security_protocol.upper(), 0)
+            out.append(
+                BrokerRegistrationRequest_Listener(
+                    name=name, host=host, port=port, security_protocol=proto
+                )
+            )
+        return out
+
+    async def register(self) -> bool:
+        """One registration attempt; True when accepted."""
+        request = BrokerRegistrationRequest(
+            broker_id=self.node.node_id,
+            cluster_id=self.broker.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=self._listeners(),
+            rack=self.broker.config.get("broker.rack") or None,
+        )
+        try:
+            response: BrokerRegistrationResponse = await self._channel().call(
+                ApiKey.BROKER_REGISTRATION, 3, request
+            )
+        except PeerError as exc:
+            log.info("broker %d: registration not possible yet: %s", self.node.node_id, exc)
+            return False
+        pop_metadata_offset(response)
+        code = ErrorCode(response.error_code)
+        if code != ErrorCode.NONE:
+            log.warning("broker %d: registration refused: %s", self.node.node_id, code.name)
+            return False
+        self.broker_epoch = response.broker_epoch
+        self.fenced = True
+        log.info("broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
+        return True
+
+    async def heartbeat(self) -> BrokerHeartbeatResponse | None:
+        """One heartbeat (None when no controller answered)."""
+        request = BrokerHeartbeatRequest(
+            broker_id=self.node.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self._applied_offset(),
+            want_fence=False,
+            want_shut_down=self.want_shutdown,
+        )
+        try:
+            response: BrokerHeartbeatResponse = await self._channel().call(
+                ApiKey.BROKER_HEARTBEAT, 1, request, timeout_s=self.heartbeat_interval_s * 2
+            )
+        except PeerError as exc:
+            log.debug("broker %d heartbeat failed: %s", self.node.node_id, exc)
+            return None
+        pop_metadata_offset(response)
+        code = ErrorCode(response.error_code)
+        if code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
+            log.warning("broker %d: controller answered %s, registering again", self.node.node_id, code.name)
+            self.broker_epoch = -1
+            return response
+        if code != ErrorCode.NONE:
+            log.warning("broker %d heartbeat: %s", self.node.node_id, code.name)
+            return response
+        if self.fenced != response.is_fenced:
+            log.info(
+                "broker %d is %s", self.node.node_id, "fenced" if response.is_fenced else "unfenced"
+            )
+        self.fenced = response.is_fenced
+        if response.should_shut_down:
+            self.shut_down_ok.set()
+        return response
+
+    async def run(self) -> None:
+        """Register, then heartbeat until cancelled (faster while fenced, to join quickly)."""
+        while True:
+            if self.broker_epoch < 0 and not await self.register():
+                await trio.sleep(min(self.heartbeat_interval_s, 0.2))
+                continue
+            await self.heartbeat()
+            interval = self.heartbeat_interval_s
+            if self.fenced or self.want_shutdown:
+                interval = min(interval, 0.05)
+            with trio.move_on_after(interval):
+                await self._wake.wait()
+            self._wake = trio.Event()
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away; returns once it says we may stop."""
+        if self.broker_epoch < 0:
+            return
+        self.want_shutdown = True
+        self._wake.set()
+        await self.shut_down_ok.wait()
+        log.info("broker %d: controlled shutdown complete", self.node.node_id)

@@ -1,0 +1,114 @@
+"""MetadataPublisher: committed metadata-log entries -> `node.image` -> the broker.
+
+Why every node replays the log itself: the image is a pure function of the committed records,
+so brokers, the active controller and standby controllers agree on topics, leaders and ISRs
+without any other channel, and a restarted node rebuilds its image by replaying its log.
+
+Each run of committed entries from Raft (in offset order, each once) is applied to a *copy* of
+the current image, which then replaces `node.image`: an image object is never mutated after it
+was published, so code that holds one across an `await` sees one consistent state. After the
+swap `broker.apply_metadata(image, delta)` (the data plane, when it exists) adjusts partition
+roles for what changed, and waiters (`wait_for`) are woken.
+
+Error handling: a record that does not decode, or does not fit the image, is logged and
+skipped (the image stays as it was for that record): a bad record must not stop a node from
+following the rest of the log. An exception from `apply_metadata` is logged, never raised into
+Raft's commit path.
+
+Resource handling: no task of its own; it runs inside Raft's commit callback on the trio thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import trio
+
+from kafkapy.controller.image import MetadataApplyError, MetadataDelta, MetadataImage
+from kafkapy.controller.records import decode_record
+from kafkapy.protocol.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from kafkapy.raft import Entry
+    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.node import ClusterNode
+
+__all__ = ["MetadataPublisher"]
+
+log = logging.getLogger(__name__)
+
+
+class MetadataPublisher:
+    """See the module docstring."""
+
+    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+        self.broker = broker
+        self.node = node
+        image = node.image if isinstance(node.image, MetadataImage) else MetadataImage()
+        self.image: MetadataImage = image
+        node.image = image
+        #: offset / Raft epoch of the last committed entry applied (-1 / 0: none yet)
+        self.applied_offset = -1
+        self.applied_epoch = 0
+        self._changed = trio.Event()
+        subscribe = getattr(node.raft, "subscribe", None)
+        if subscribe is not None:
+            subscribe(self.on_committed)
+        else:
+            log.warning("raft driver has no subscribe(): the metadata image will stay empty")
+
+    def on_committed(self, entries: Sequence[Entry]) -> None:
+        """Apply a run of committed entries and publish the result (Raft's callback)."""
+        if not entries:
+            return
+        image = self.image.copy()
+        delta = MetadataDelta()
+        for entry in entries:
+            if entry.offset <= self.applied_offset:
+                continue  # already applied (a callback must not apply an entry twice)
+            if entry.data:
+                self._apply(image, entry, delta)
+            image.offset = entry.offset
+            self.applied_offset = entry.offset
+            self.applied_epoch = entry.epoch
+        self.image = image
+        self.node.image = image
+        if not delta.is_empty():
+            apply = getattr(self.broker, "apply_metadata", None)
+            if apply is not None:
+                try:
+                    apply(image, delta)
+                except Exception:
+                    log.exception("broker.apply_metadata failed at offset %d", image.offset)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    @staticmethod
+    def _apply(image: MetadataImage, entry: Entry, delta: MetadataDelta) -> None:
+        try:
+            record = decode_record(entry.data)
+        except ProtocolError as exc:
+            log.error("skipping undecodable metadata record at offset %d: %s", entry.offset, exc)
+            return
+        try:
+            image.apply(record, entry.offset, delta)
+        except MetadataApplyError as exc:
+            log.error("skipping metadata record at offset %d (%r): %s", entry.offset, record, exc)
+
+    async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """True once the published image satisfies `predicate`; False after `timeout_s`."""
+        with trio.move_on_after(timeout_s):
+            while not predicate(self.image):
+                await self._changed.wait()
+            return True
+        return False
+
+    async def wait_applied(self, offset: int, timeout_s: float) -> bool:
+        """True once the entry at `offset` has been applied; False after `timeout_s`."""
+        with trio.move_on_after(timeout_s):
+            while self.applied_offset < offset:
+                await self._changed.wait()
+            return True
+        return False
