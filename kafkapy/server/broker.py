@@ -12,6 +12,12 @@ replicas = ISR = [node id], and the high watermark is the log end offset after e
 
 Handlers call domain methods here (`create_topic`, `append`, ...) that raise `BrokerError` with a
 Kafka error code; storage never sees wire types.
+
+Cluster mode (docs/cluster.md): `cluster` is the `ClusterNode` (set by it) and `replicas` the
+`ReplicaManager` holding each local partition's role; topics come from the metadata image
+(`apply_metadata`), the topic table stays in memory and the high watermark follows the ISR
+instead of the log end. Every cluster branch is behind `replicas is not None`, so the
+single-node paths above are unchanged.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from kafkapy import __version__
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import (
     BrokerConfig,
     ConfigError,
@@ -50,6 +58,9 @@ from kafkapy.server.metadata_store import (
 from kafkapy.server.notify import PartitionWaiters
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms"]
 
@@ -136,10 +147,22 @@ class Broker:
             self._release_locks()
             raise
         self.cluster_id = self.meta.cluster_id
-        self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
+        #: the ClusterNode in cluster mode (it sets this), None on a single node
+        self.cluster: ClusterNode | None = None
+        #: partition roles in cluster mode (see kafkapy.server.cluster.partition_roles)
+        self.replicas: ReplicaManager | None = None
+        #: `on_become_leader` / `on_become_follower(topic, partition, leader_epoch)` callbacks
+        self.role_listeners: list[Any] = []
         # names whose log files are being created or deleted in a worker thread
         self._creating: dict[str, trio.Event] = {}
-        self._reconcile_logs()
+        if config.cluster_mode:
+            # the metadata log is the topic table: memory only, filled by apply_metadata; the
+            # logs on disk keep their checkpointed high watermarks (not everything is committed)
+            self.topics = TopicStore(None)
+            self.replicas = ReplicaManager(self)
+        else:
+            self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
+            self._reconcile_logs()
         self.waiters = PartitionWaiters()
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
@@ -492,10 +515,32 @@ class Broker:
     def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None:
         """Single node: the leader alone is the ISR, so the append is committed at once. The last
         stable offset follows the partition's open transactions (if its producer state is
-        loaded; see `ProducerStates.on_append`)."""
-        plog.high_watermark = plog.log_end_offset
+        loaded; see `ProducerStates.on_append`). Cluster mode: the HW moves when the ISR has the
+        data (at once when the leader is the whole ISR)."""
+        if self.replicas is not None:
+            self.replicas.on_leader_append(topic, partition, plog)
+        else:
+            plog.high_watermark = plog.log_end_offset
         self.producer_states.on_append((topic, partition), plog)
         self.waiters.notify((topic, partition))
+
+    # -- cluster mode -----------------------------------------------------------------------------
+    def apply_metadata(self, image: Any, delta: Any) -> None:
+        """A new MetadataImage was published (`delta`: what changed, None = look at everything):
+        topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles)."""
+        if self.replicas is not None:
+            self.replicas.apply(image, delta)
+
+    def partition_role(self, topic: str, partition: int) -> PartitionRole | None:
+        """Cluster mode: this node's role for the partition (None: no replica here / single node)."""
+        return self.replicas.role(topic, partition) if self.replicas is not None else None
+
+    async def wait_replicated(self, topic: str, partition: int, end_offset: int, timeout_ms: int) -> ErrorCode:
+        """NONE once the partition's HW reached `end_offset` (at once on a single node); else
+        NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT."""
+        if self.replicas is None:
+            return ErrorCode.NONE
+        return await self.replicas.wait_replicated(topic, partition, end_offset, timeout_ms)
 
     # -- maintenance ------------------------------------------------------------------------------
     async def run_maintenance(self, kind: str) -> None:

@@ -43,6 +43,8 @@ class PartitionPart:
     # None: null aborted list (read_uncommitted); list of (producer_id, first_offset) otherwise
     aborted: list[tuple[int, int]] | None = None
     records: list[FileRegion | bytes] | None = field(default_factory=list)
+    # (epoch, end offset) for a follower whose log diverged (KIP-279, tagged field 0 in v12+)
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def records_size(self) -> int:
@@ -117,7 +119,11 @@ def encode_fetch_response(
                     head = bytearray()
                     segments.extend(part.records)
             if flexible:
-                head += b"\x00"  # partition tagged fields
+                if part.diverging_epoch is None:
+                    head += b"\x00"  # partition tagged fields: none
+                else:  # one tagged field, tag 0: EpochEndOffset (13 bytes with its own tags)
+                    epoch, end_offset = part.diverging_epoch
+                    head += b"\x01\x00\x0d" + _I32.pack(epoch) + _I64.pack(end_offset) + b"\x00"
         if flexible:
             head += b"\x00"  # topic tagged fields
     if flexible:

@@ -23,7 +23,15 @@ are returned like any batch, as Kafka does; clients skip them.
 Inside a session, partitions that returned data move to the back of the order, so one busy
 partition cannot starve the others of the response budget.
 
-Not yet: preferred read replicas, diverging-epoch checks.
+Cluster mode (docs/cluster.md; single-node behaviour is unchanged): only the partition's leader
+answers (else NOT_LEADER_OR_FOLLOWER); a current_leader_epoch (v9+) behind / ahead of the
+leader's -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. A follower's fetch (replica_id >= 0, or
+ReplicaState from v15) reads up to the log end instead of the HW, reports the follower's
+progress to the partition's LeaderState (which may move the HW, waking acks=all producers and
+long polls) and, from v12, gets `diverging_epoch` instead of data when its last fetched epoch
+ends earlier on the leader than its fetch offset (KIP-279), so it truncates first.
+
+Not yet: preferred read replicas (KIP-392).
 """
 
 from __future__ import annotations
@@ -38,12 +46,14 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.server.broker import Broker
+from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.context import RequestContext
 from kafkapy.server.fetch_encoder import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.server.fetch_session import FetchSession, SessionPartition, TopicRef
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.zerocopy import FileRegion, RawResponse
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
+from kafkapy.storage.log import PartitionLog
 
 __all__ = ["handle_fetch"]
 
@@ -60,6 +70,9 @@ class _Wanted:
     fetch_offset: int
     max_bytes: int
     state: SessionPartition | None = None  # set when part of a session
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    follower_reported: bool = False
 
 
 def _requested(req: FetchRequest, by_id: bool) -> list[_Wanted]:
@@ -67,7 +80,9 @@ def _requested(req: FetchRequest, by_id: bool) -> list[_Wanted]:
     for topic in req.topics:
         ref: TopicRef = topic.topic_id if by_id else topic.topic
         for p in topic.partitions:
-            wanted.append(_Wanted(ref, p.partition, p.fetch_offset, p.partition_max_bytes))
+            wanted.append(_Wanted(ref, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                  current_leader_epoch=p.current_leader_epoch,
+                                  last_fetched_epoch=p.last_fetched_epoch))
     return wanted
 
 
@@ -85,6 +100,34 @@ class _Reader:
         self.read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
         self.max_bytes = req.max_bytes if req.max_bytes > 0 else 0
         self.wanted = wanted
+        # cluster mode only: partition roles, and the fetching follower's id (-1: a consumer)
+        self.replicas: ReplicaManager | None = broker.replicas
+        self.replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+
+    def _cluster_check(self, w: _Wanted, name: str, plog: PartitionLog, part: PartitionPart) -> bool:
+        """Cluster mode: leader and epoch checks, follower progress and divergence; True when
+        `part` is answered already (an error or a diverging epoch)."""
+        assert self.replicas is not None
+        role: PartitionRole | None = self.replicas.leader_role(name, w.partition)
+        if role is None:
+            part.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return True
+        if w.current_leader_epoch >= 0 and w.current_leader_epoch != role.leader_epoch:
+            part.error_code = (ErrorCode.FENCED_LEADER_EPOCH if w.current_leader_epoch < role.leader_epoch
+                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            return True
+        if self.replica_id < 0:
+            return False
+        if self.version >= 12 and w.last_fetched_epoch >= 0:
+            epoch, end = plog.leader_epochs.end_offset_for(w.last_fetched_epoch, plog.log_end_offset)
+            if epoch < w.last_fetched_epoch or end < w.fetch_offset:
+                part.diverging_epoch = (epoch, end)
+                part.high_watermark = plog.high_watermark
+                return True
+        if not w.follower_reported:  # once per request, not per long-poll wake-up
+            w.follower_reported = True
+            self.replicas.on_follower_fetch(role, self.replica_id, w.fetch_offset, plog)
+        return False
 
     def _resolve(self, ref: TopicRef) -> tuple[str, uuid.UUID, ErrorCode]:
         if isinstance(ref, uuid.UUID):
@@ -115,15 +158,18 @@ class _Reader:
             part.log_start_offset = plog.log_start_offset
             part.high_watermark = plog.high_watermark
             part.last_stable_offset = plog.last_stable_offset
+            if self.replicas is not None and self._cluster_check(w, name, plog, part):
+                any_error = True
+                continue
             limit = min(w.max_bytes, budget)
             if limit <= 0 and total > 0:
                 continue
+            if self.replicas is not None and self.replica_id >= 0:
+                max_offset = plog.log_end_offset  # followers replicate beyond the HW
+            else:
+                max_offset = rr_limit(plog.high_watermark, plog.last_stable_offset, self.read_committed)
             try:
-                rr = plog.read(
-                    w.fetch_offset,
-                    max(limit, 1),
-                    max_offset=rr_limit(plog.high_watermark, plog.last_stable_offset, self.read_committed),
-                )
+                rr = plog.read(w.fetch_offset, max(limit, 1), max_offset=max_offset)
             except OffsetOutOfRangeError:
                 part.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 any_error = True

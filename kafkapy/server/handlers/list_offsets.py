@@ -11,6 +11,10 @@ Offsets at or past the visible limit are not returned. The leader epoch is this 
 Errors: UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the client's
 current_leader_epoch (v4+) is behind / ahead of ours.
 
+Cluster mode (docs/cluster.md; single-node behaviour is unchanged): only the leader answers
+(else NOT_LEADER_OR_FOLLOWER), epochs are checked against the partition's leader epoch, which is
+also the one returned; LATEST is the HW the ISR reached.
+
 Not yet: v0 (old_style_offsets, multiple offsets per partition).
 """
 
@@ -19,13 +23,13 @@ from __future__ import annotations
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
-from kafkapy.server.broker import LEADER_EPOCH
+from kafkapy.server.broker import LEADER_EPOCH, Broker
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.log import PartitionLog
 
-__all__ = ["epoch_error", "handle_list_offsets"]
+__all__ = ["cluster_epoch_error", "epoch_error", "handle_list_offsets"]
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -38,6 +42,20 @@ def epoch_error(current_leader_epoch: int) -> ErrorCode | None:
     if current_leader_epoch < LEADER_EPOCH:
         return ErrorCode.FENCED_LEADER_EPOCH
     return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def cluster_epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch: int) -> tuple[ErrorCode | None, int]:
+    """Cluster mode: (error, leader epoch) - NOT_LEADER_OR_FOLLOWER off the leader, else the
+    client's epoch checked against the partition's."""
+    assert broker.replicas is not None
+    role = broker.replicas.leader_role(topic, partition)
+    if role is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+    if current_leader_epoch < 0 or current_leader_epoch == role.leader_epoch:
+        return None, role.leader_epoch
+    if current_leader_epoch < role.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH, role.leader_epoch
+    return ErrorCode.UNKNOWN_LEADER_EPOCH, role.leader_epoch
 
 
 def _lookup(plog: PartitionLog, timestamp: int, read_committed: bool, version: int) -> tuple[int, int]:
@@ -73,7 +91,13 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
             if plog is None:
                 part.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            fenced = epoch_error(p.current_leader_epoch) if version >= 4 else None
+            leader_epoch = LEADER_EPOCH
+            if broker.replicas is not None:
+                fenced, leader_epoch = cluster_epoch_error(
+                    broker, topic.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1
+                )
+            else:
+                fenced = epoch_error(p.current_leader_epoch) if version >= 4 else None
             if fenced is not None:
                 part.error_code = fenced
                 continue
@@ -87,5 +111,5 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
             except StorageError as e:
                 part.error_code = e.error_code
                 continue
-            part.leader_epoch = LEADER_EPOCH if part.offset >= 0 else -1
+            part.leader_epoch = leader_epoch if part.offset >= 0 else -1
     return response

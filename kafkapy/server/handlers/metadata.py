@@ -8,26 +8,41 @@ it (v4+ flag; always in v0-3) and answered with their metadata at once - a singl
 leader election to wait for. Illegal names -> INVALID_TOPIC_EXCEPTION; unknown topic ids (v10+)
 -> UNKNOWN_TOPIC_ID.
 
+Cluster mode (docs/cluster.md; single-node behaviour is unchanged): everything comes from the
+published MetadataImage - the unfenced brokers with their endpoint for the request's listener,
+controller id = the Raft leader when it is such a broker (else the lowest one: clients cannot
+reach controller-only nodes), each partition's leader, leader epoch, replicas, ISR and offline
+replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-creation goes
+through the controller channel; the answer waits briefly for the new topic to reach the image
+(LEADER_NOT_AVAILABLE if it has not yet, and the client retries).
+
 Not yet: authorized-operations bitfields (reported as "not requested"), racks, internal topic
 auto-creation (the coordinators create those).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
+from typing import Any
+
+import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import MetadataRequest, MetadataResponse
+from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo
+from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_error
 
-__all__ = ["handle_metadata", "topic_metadata"]
+__all__ = ["auto_create_in_cluster", "handle_metadata", "topic_metadata"]
+
+log = logging.getLogger(__name__)
 
 _ZERO_ID = uuid.UUID(int=0)
+_CREATE_WAIT_S = 2.0  # how long an auto-creating Metadata request waits for the new topic
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> TopicEntry:
@@ -58,9 +73,108 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = _ZERO_
     )
 
 
+async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
+    """Cluster mode: ask the active controller for `name` with the default partition count and
+    replication factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
+    if topic_name_error(name) is not None:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    channel = getattr(broker.cluster, "channel", None)
+    create = getattr(channel, "create_topics", None)
+    if create is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    request = CreateTopicsRequest(
+        topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)],
+        timeout_ms=30000,
+    )
+    try:
+        response = await create(request)
+    except Exception as exc:  # no controller yet, ...: the client retries
+        log.info("auto-creating %s through the controller failed: %s", name, exc)
+        return ErrorCode.LEADER_NOT_AVAILABLE
+    code = ErrorCode(response.topics[0].error_code) if response.topics else ErrorCode.UNKNOWN_SERVER_ERROR
+    return ErrorCode.NONE if code is ErrorCode.TOPIC_ALREADY_EXISTS else code
+
+
+def _alive(image: Any, broker_id: int) -> bool:
+    reg = image.brokers.get(broker_id)
+    return reg is not None and not reg.fenced
+
+
+def _cluster_topic(image: Any, t: Any) -> TopicEntry:
+    partitions = []
+    for p, part in sorted(t.partitions.items()):
+        leader = part.leader if part.leader >= 0 and _alive(image, part.leader) else -1
+        partitions.append(MetadataResponse.MetadataResponsePartition(
+            error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p,
+            leader_id=leader,
+            leader_epoch=part.leader_epoch,
+            replica_nodes=list(part.replicas),
+            isr_nodes=list(part.isr),
+            offline_replicas=[r for r in part.replicas if not _alive(image, r)],
+        ))
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=t.name, topic_id=t.topic_id,
+        is_internal=t.name in INTERNAL_TOPICS, partitions=partitions,
+    )
+
+
+async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    cluster: Any = broker.cluster
+    replicas = broker.replicas
+    assert replicas is not None
+    version = ctx.api_version
+    image = cluster.image
+    listener = ctx.connection.listener_name
+    response = MetadataResponse(cluster_id=broker.cluster_id, controller_id=-1)
+    for b in sorted(image.brokers.values(), key=lambda b: b.id):
+        ep = b.endpoint(listener) if not b.fenced else None
+        if ep is not None:
+            response.brokers.append(
+                MetadataResponse.MetadataResponseBroker(node_id=b.id, host=ep.host, port=ep.port, rack=b.rack)
+            )
+    listed = [b.node_id for b in response.brokers]
+    raft_leader = getattr(getattr(cluster, "raft", None), "leader_id", None)
+    response.controller_id = raft_leader if raft_leader in listed else (listed[0] if listed else -1)
+    if req.topics is None or (version == 0 and not req.topics):
+        response.topics = [_cluster_topic(image, t) for _, t in sorted(image.topics.items())]
+        return response
+    allow_create = broker.auto_create_allowed() and (version < 4 or req.allow_auto_topic_creation)
+    for wanted in req.topics:
+        if wanted.name is None:
+            t = image.topic_by_id(wanted.topic_id)
+            response.topics.append(
+                _cluster_topic(image, t) if t is not None
+                else _error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
+            )
+            continue
+        name = wanted.name
+        t = image.topics.get(name)
+        if t is None and allow_create and name not in INTERNAL_TOPICS:
+            code = await auto_create_in_cluster(broker, name)
+            if code is not ErrorCode.NONE:
+                response.topics.append(_error_topic(name, code))
+                continue
+            with trio.move_on_after(_CREATE_WAIT_S):
+                while (t := cluster.image.topics.get(name)) is None:
+                    await replicas.next_apply()
+            if t is None:
+                response.topics.append(_error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE))
+                continue
+            image = cluster.image
+        if t is None:
+            response.topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        else:
+            response.topics.append(_cluster_topic(image, t))
+    return response
+
+
 @handler(ApiKey.METADATA, min_version=0, max_version=12)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
+    if broker.replicas is not None and broker.cluster is not None:
+        return await _cluster_metadata(ctx, req)
     version = ctx.api_version
     host, port = broker.advertised(ctx.connection.listener_name)
     response = MetadataResponse(

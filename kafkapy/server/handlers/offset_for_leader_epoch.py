@@ -7,7 +7,10 @@ is unknown -> (-1, -1) as Kafka answers for epochs past the leader's. The client
 current_leader_epoch (v2+) is checked like everywhere else (FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH); unknown partitions -> UNKNOWN_TOPIC_OR_PARTITION.
 
-Not yet: per-epoch end offsets from the leader-epoch cache (needed once leadership can move).
+Cluster mode (docs/cluster.md; single-node behaviour is unchanged): only the leader answers
+(else NOT_LEADER_OR_FOLLOWER), and the answer comes from the log's leader-epoch cache: the
+largest epoch <= the requested one and where it ended (the start of the next epoch, or the log
+end for the latest); (-1, -1) for an epoch older than everything known.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from kafkapy.server.broker import LEADER_EPOCH
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.list_offsets import epoch_error
+from kafkapy.server.handlers.list_offsets import cluster_epoch_error, epoch_error
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_offset_for_leader_epoch"]
@@ -40,6 +43,17 @@ async def handle_offset_for_leader_epoch(
             plog = broker.partition_log(topic.topic, p.partition)
             if plog is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if broker.replicas is not None:
+                fenced, _ = cluster_epoch_error(
+                    broker, topic.topic, p.partition, p.current_leader_epoch if ctx.api_version >= 2 else -1
+                )
+                if fenced is not None:
+                    result.error_code = fenced
+                    continue
+                result.leader_epoch, result.end_offset = plog.leader_epochs.end_offset_for(
+                    p.leader_epoch, plog.log_end_offset
+                )
                 continue
             fenced = epoch_error(p.current_leader_epoch) if ctx.api_version >= 2 else None
             if fenced is not None:

@@ -30,6 +30,15 @@ transactional write; the coordinator is local, so it costs a lookup); otherwise
 INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH (fenced) and nothing is
 written. This is what keeps a delayed write of a finished transaction out of a later one.
 
+Cluster mode (docs/cluster.md; single-node behaviour is unchanged): only the partition's leader
+takes writes (else NOT_LEADER_OR_FOLLOWER) and stamps its leader epoch on the batches. acks=-1
+first checks the committed ISR against `min.insync.replicas` (NOT_ENOUGH_REPLICAS, nothing
+written), appends, then waits - turn released - until the HW passes the batches or `timeout_ms`
+(REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank under the minimum,
+NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile); acks=1 answers after the local append.
+Unknown topics are auto-created through the controller and answered UNKNOWN_TOPIC_OR_PARTITION
+this time (the client retries once its metadata shows the leader).
+
 Not yet: quotas, record-level error details (`record_errors`), Produce v12 (transactions v2's
 implicit add).
 """
@@ -51,6 +60,7 @@ from kafkapy.protocol.messages.produce import (
 from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms
 from kafkapy.server.context import CloseConnection, RequestContext
+from kafkapy.server.handlers.metadata import auto_create_in_cluster
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
 from kafkapy.server.txn_driver import txn_driver
@@ -80,6 +90,12 @@ def produce_error_response(req: ProduceRequest, version: int, code: ErrorCode) -
 async def _topic_error(broker: Broker, name: str) -> ErrorCode | None:
     if name in INTERNAL_TOPICS:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if broker.replicas is not None:
+        if broker.topics.get(name) is not None:
+            return None
+        if broker.auto_create_allowed():
+            await auto_create_in_cluster(broker, name)
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if await broker.wait_until_created(name) is not None:
         return None
     if broker.auto_create_allowed():
@@ -103,6 +119,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         return produce_error_response(req, ctx.api_version, ErrorCode.UNSUPPORTED_VERSION)
     flush: list[tuple[str, int]] = []
     drop = False
+    replicated: list[tuple[str, PartitionResponse, int]] = []  # cluster acks=-1: wait for the HW
     for topic in req.topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
@@ -118,6 +135,13 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             if part.records is None or len(part.records) == 0:
                 out.partition_responses.append(_error(part.index, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
                 continue
+            leader_epoch = LEADER_EPOCH
+            if broker.replicas is not None:
+                code = _leader_check(broker, topic.name, part.index, req.acks)
+                if isinstance(code, ErrorCode):
+                    out.partition_responses.append(_error(part.index, code))
+                    continue
+                leader_epoch = code
             try:
                 idempotent = _producer_batches(part.records)
                 if idempotent:
@@ -149,10 +173,10 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                         ))
                         continue
                     # no await from validation to commit: nothing else can append in between
-                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=LEADER_EPOCH)
+                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=leader_epoch)
                     mgr.complete_append(pending)
                 else:
-                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=LEADER_EPOCH)
+                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=leader_epoch)
             except (ProtocolError, StorageError) as e:
                 out.partition_responses.append(_error(part.index, e.error_code, str(e)))
                 continue
@@ -160,18 +184,22 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             if result.flush_needed:
                 flush.append((topic.name, part.index))
             drop = drop or broker.faults.should_drop_after_append()
-            out.partition_responses.append(
-                PartitionResponse(
-                    index=part.index,
-                    error_code=ErrorCode.NONE,
-                    base_offset=result.base_offset,
-                    log_append_time_ms=result.log_append_time_ms,
-                    log_start_offset=result.log_start_offset,
-                )
+            answer = PartitionResponse(
+                index=part.index,
+                error_code=ErrorCode.NONE,
+                base_offset=result.base_offset,
+                log_append_time_ms=result.log_append_time_ms,
+                log_start_offset=result.log_start_offset,
             )
+            out.partition_responses.append(answer)
+            if broker.replicas is not None and req.acks == -1:
+                replicated.append((topic.name, answer, result.last_offset + 1))
     if flush:
         ctx.release_turn()
         await _flush(broker, flush)
+    if replicated:
+        ctx.release_turn()
+        await _wait_replicated(broker, replicated, req.timeout_ms)
     if drop:
         raise CloseConnection("test fault: drop after produce append")
     if req.acks == 0:
@@ -180,6 +208,28 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
     return response
+
+
+def _leader_check(broker: Broker, topic: str, partition: int, acks: int) -> ErrorCode | int:
+    """Cluster mode: the leader epoch to stamp, or the error to answer with."""
+    assert broker.replicas is not None
+    role = broker.replicas.leader_role(topic, partition)
+    if role is None or role.leader_state is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if acks == -1 and not role.leader_state.enough_replicas(broker.replicas.min_insync_replicas(topic)):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return role.leader_epoch
+
+
+async def _wait_replicated(broker: Broker, waits: list[tuple[str, PartitionResponse, int]], timeout_ms: int) -> None:
+    """acks=-1 in cluster mode: every appended partition waits for its HW, all within one
+    `timeout_ms` (as Kafka's delayed produce); failures replace that partition's error code."""
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    for topic, answer, end in waits:
+        left_ms = max(int((deadline - trio.current_time()) * 1000), 0)
+        code = await broker.wait_replicated(topic, answer.index, end, left_ms)
+        if code is not ErrorCode.NONE:
+            answer.error_code = code
 
 
 def _producer_batches(records: bytes | memoryview) -> list[BatchHeader]:

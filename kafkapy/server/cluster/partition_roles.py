@@ -1,0 +1,431 @@
+"""Cluster mode data plane: each local partition's role (leader / follower) and its bookkeeping.
+
+Why a module of its own beside `Broker`: the single-node broker must stay byte-for-byte what it
+was, so everything cluster-specific lives here and the broker only delegates when
+`broker.cluster is not None` (`broker.replicas` is this object then, None otherwise).
+
+What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode):
+- `apply(image, delta)`: topics come from the metadata image (the TopicStore stays in memory,
+  no topics file); logs are opened for partitions with a replica here and deleted for removed
+  topics; a partition whose leader is this node becomes leader (a `LeaderState` with the leader
+  epoch of the image; the HW keeps its checkpointed value and moves on as followers report),
+  any other becomes follower (the replica fetchers take it; truncation happens there on a
+  diverging epoch, KIP-279). Role listeners hear about every role or epoch change.
+- Leader events: `on_leader_append` (after a produce append), `on_follower_fetch` (a follower's
+  fetch offset moves the HW); every HW move sets the log's HW and wakes long polls and acks=all
+  waiters (`wait_replicated`).
+- ISR changes: `run_isr_maintenance()` (started by the replica fetcher manager's `run`) proposes
+  shrinks of lagging followers every half `replica.lag.time.max.ms` and expansions as soon as a
+  follower catches up, one AlterPartition in flight per partition, through the controller
+  channel.
+
+Error handling: a log that cannot be opened or deleted is logged and the partition left without
+a role (produce/fetch answer NOT_LEADER_OR_FOLLOWER); an AlterPartition that fails is forgotten
+and tried again at the next check. Resource handling: no tasks of its own except the ISR loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import AlterPartitionRequest
+from kafkapy.replication.partition import IsrProposal, LeaderState
+from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo
+from kafkapy.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+    from kafkapy.storage import PartitionLog
+
+__all__ = ["PartitionRole", "ReplicaManager", "monotonic_ms"]
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+NO_LEADER = -1
+
+
+def monotonic_ms() -> int:
+    """The clock LeaderState runs on (lag times are intervals, so monotonic)."""
+    return int(trio.current_time() * 1000)
+
+
+@dataclass(slots=True)
+class PartitionRole:
+    """One local replica's role as of the latest image."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_state: LeaderState | None = None  # set while this node leads
+    alter_in_flight: bool = False
+    # set (and replaced) at every HW move or role change: what acks=all waiters wait on
+    changed: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_state is not None
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.roles: dict[Key, PartitionRole] = {}
+        self._isr_wakeup = trio.Event()
+        self._applied_once = False
+        self._applied = trio.Event()
+
+    # -- reading ----------------------------------------------------------------------------------
+    def role(self, topic: str, partition: int) -> PartitionRole | None:
+        return self.roles.get((topic, partition))
+
+    def leader_role(self, topic: str, partition: int) -> PartitionRole | None:
+        role = self.roles.get((topic, partition))
+        return role if role is not None and role.is_leader else None
+
+    # -- metadata ---------------------------------------------------------------------------------
+    async def next_apply(self) -> None:
+        """Return after the next `apply` (an auto-create waiting for its topic)."""
+        await self._applied.wait()
+
+    def apply(self, image: Any, delta: Any) -> None:
+        """React to a newly published image (see the module doc)."""
+        try:
+            self._apply(image, delta)
+        finally:
+            self._applied.set()
+            self._applied = trio.Event()
+
+    def _apply(self, image: Any, delta: Any) -> None:
+        broker = self.broker
+        first = not self._applied_once or delta is None
+        if first:
+            changed = set(image.topics)
+            deleted = [t for t in broker.topics.all() if t.name not in image.topics]
+            self._applied_once = True
+        else:
+            changed = set(delta.changed_topics)
+            deleted = [
+                info for t in delta.deleted_topics.values()
+                if (info := broker.topics.get(t.name)) is not None and info.topic_id == t.topic_id
+            ]
+        for info in deleted:
+            # absent from a first image: forget it, but only a RemoveTopicRecord deletes data
+            self._remove_topic(info, delete_logs=not first)
+        for name in sorted(changed):
+            t = image.topics.get(name)
+            if t is not None:
+                self._apply_topic(image, t)
+
+    def _remove_topic(self, info: TopicInfo, *, delete_logs: bool) -> None:
+        broker = self.broker
+        broker.topics.remove(info.name)
+        broker.producer_states.forget_topic(info.name)
+        for p in range(info.partitions):
+            self._drop_role((info.name, p))
+            if delete_logs:
+                broker.logs.delete_log(info.name, p)
+            broker.waiters.notify((info.name, p))
+        log.info("removed topic %s", info.name)
+
+    def _apply_topic(self, image: Any, t: Any) -> None:
+        broker = self.broker
+        count = max(t.partitions) + 1 if t.partitions else 0
+        old = broker.topics.get(t.name)
+        if old is not None and old.topic_id != t.topic_id:
+            self._remove_topic(old, delete_logs=True)  # deleted and re-created meanwhile
+            old = None
+        info = TopicInfo(t.name, t.topic_id, count, dict(t.configs), t.name in INTERNAL_TOPICS)
+        broker.topics.put(info)
+        configs_changed = old is not None and old.configs != info.configs
+        for p, part in sorted(t.partitions.items()):
+            self._apply_partition(image, info, p, part, configs_changed)
+
+    def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
+        logs = self.broker.logs
+        try:
+            plog = logs.get(info.name, p)
+            if plog is not None and plog.topic_id.int and plog.topic_id != info.topic_id:
+                log.warning("%s-%d on disk belongs to an older topic id: removing it", info.name, p)
+                logs.delete_log(info.name, p)
+            return logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
+        except StorageError:
+            log.exception("cannot open the log of %s-%d", info.name, p)
+            return None
+
+    def _apply_partition(self, image: Any, info: TopicInfo, p: int, part: Any, configs_changed: bool) -> None:
+        broker = self.broker
+        node_id = broker.node_id
+        key = (info.name, p)
+        role = self.roles.get(key)
+        if node_id not in part.replicas:
+            if role is not None:
+                self._drop_role(key)
+            if broker.logs.get(info.name, p) is not None:
+                log.info("%s-%d moved away from this broker: deleting its log", info.name, p)
+                broker.logs.delete_log(info.name, p)
+            return
+        plog = self._open_log(info, p)
+        if plog is None:
+            self._drop_role(key)
+            return
+        if configs_changed:
+            plog.set_config(broker.log_config(info), broker.default_log_config)
+        now = monotonic_ms()
+        if part.leader == node_id:
+            if role is not None and role.is_leader and role.leader_epoch == part.leader_epoch:
+                assert role.leader_state is not None
+                hw = role.leader_state.on_metadata(part.replicas, part.isr, part.partition_epoch,
+                                                   plog.log_end_offset, now)
+                self._update(role, part)
+                if hw is not None:
+                    self._hw_moved(role, plog, hw)
+                return
+            self._become_leader(info, p, part, plog, now)
+            return
+        if (
+            role is not None and not role.is_leader
+            and role.leader_epoch == part.leader_epoch and role.leader == part.leader
+        ):
+            self._update(role, part)
+            return
+        self._become_follower(info, p, part)
+
+    def _update(self, role: PartitionRole, part: Any) -> None:
+        role.replicas = tuple(part.replicas)
+        role.isr = tuple(part.isr)
+        role.partition_epoch = part.partition_epoch
+        if role.leader_state is not None:
+            role.isr = role.leader_state.isr
+            role.partition_epoch = role.leader_state.partition_epoch
+        self._signal(role)
+
+    def _become_leader(self, info: TopicInfo, p: int, part: Any, plog: PartitionLog, now: int) -> None:
+        key = (info.name, p)
+        self._stop_fetching(key)
+        old = self.roles.get(key)
+        state = LeaderState(
+            part.replicas, part.isr, part.leader_epoch, part.partition_epoch, self.broker.node_id,
+            high_watermark=plog.high_watermark, epoch_start_offset=plog.log_end_offset, now_ms=now,
+        )
+        role = PartitionRole(info.name, p, info.topic_id, part.leader, part.leader_epoch,
+                             part.partition_epoch, tuple(part.replicas), tuple(part.isr), state)
+        self.roles[key] = role
+        if old is not None:
+            self._signal(old)
+        hw = state.on_leader_append(plog.log_end_offset)
+        if hw is not None:
+            self._hw_moved(role, plog, hw)
+        log.info("%s-%d: leader in epoch %d (ISR %s, LEO %d, HW %d)", info.name, p, part.leader_epoch,
+                 list(part.isr), plog.log_end_offset, plog.high_watermark)
+        self.broker.waiters.notify(key)
+        self._isr_wakeup.set()
+        for listener in list(self.broker.role_listeners):
+            try:
+                listener.on_become_leader(info.name, p, part.leader_epoch)
+            except Exception:
+                log.exception("role listener failed on %s-%d", info.name, p)
+
+    def _become_follower(self, info: TopicInfo, p: int, part: Any) -> None:
+        key = (info.name, p)
+        old = self.roles.get(key)
+        role = PartitionRole(info.name, p, info.topic_id, part.leader, part.leader_epoch,
+                             part.partition_epoch, tuple(part.replicas), tuple(part.isr))
+        self.roles[key] = role
+        if old is not None:
+            self._signal(old)
+        fetchers = self._fetchers()
+        if fetchers is not None:
+            if part.leader >= 0:
+                fetchers.add_partition(info.name, p, info.topic_id, part.leader, part.leader_epoch)
+            else:
+                fetchers.remove_partition(info.name, p)
+        log.info("%s-%d: follower of %d in epoch %d", info.name, p, part.leader, part.leader_epoch)
+        self.broker.waiters.notify(key)
+        for listener in list(self.broker.role_listeners):
+            try:
+                listener.on_become_follower(info.name, p, part.leader_epoch)
+            except Exception:
+                log.exception("role listener failed on %s-%d", info.name, p)
+
+    def _drop_role(self, key: Key) -> None:
+        role = self.roles.pop(key, None)
+        self._stop_fetching(key)
+        if role is not None:
+            self._signal(role)
+
+    def _fetchers(self) -> Any:
+        cluster = self.broker.cluster
+        return getattr(cluster, "fetchers", None) if cluster is not None else None
+
+    def _stop_fetching(self, key: Key) -> None:
+        fetchers = self._fetchers()
+        if fetchers is not None:
+            fetchers.remove_partition(*key)
+
+    # -- leader events ----------------------------------------------------------------------------
+    def _signal(self, role: PartitionRole) -> None:
+        role.changed.set()
+        role.changed = trio.Event()
+
+    def _hw_moved(self, role: PartitionRole, plog: PartitionLog, hw: int) -> None:
+        plog.high_watermark = hw
+        self.broker.producer_states.on_append((role.topic, role.partition), plog)
+        self.broker.waiters.notify((role.topic, role.partition))
+        self._signal(role)
+
+    def on_leader_append(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        role = self.leader_role(topic, partition)
+        if role is None or role.leader_state is None:
+            return
+        hw = role.leader_state.on_leader_append(plog.log_end_offset)
+        if hw is not None:
+            self._hw_moved(role, plog, hw)
+
+    def on_follower_fetch(self, role: PartitionRole, replica_id: int, fetch_offset: int, plog: PartitionLog) -> None:
+        """A follower fetched (handlers call this once per partition per Fetch request)."""
+        state = role.leader_state
+        if state is None:
+            return
+        leo = plog.log_end_offset
+        was_in_isr = replica_id in state.isr
+        hw = state.on_follower_fetch(replica_id, fetch_offset, leo, monotonic_ms())
+        if hw is not None:
+            self._hw_moved(role, plog, hw)
+        if not was_in_isr and state.pending is None and fetch_offset >= state.high_watermark:
+            self._isr_wakeup.set()  # may be ready to join the ISR
+
+    def min_insync_replicas(self, topic: str) -> int:
+        info = self.broker.topics.get(topic)
+        if info is None:
+            return 1
+        try:
+            return int(self.broker.topic_config_value(info, "min.insync.replicas"))
+        except ValueError:
+            return 1
+
+    async def wait_replicated(self, topic: str, partition: int, end_offset: int, timeout_ms: int) -> ErrorCode:
+        """acks=all: NONE once the HW reached `end_offset` with enough ISR members (see
+        docs/cluster.md for the other answers)."""
+        key = (topic, partition)
+        deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+        min_isr = self.min_insync_replicas(topic)
+        for _ in range(1_000_000):
+            role = self.roles.get(key)
+            plog = self.broker.logs.get(topic, partition)
+            if role is None or role.leader_state is None or plog is None:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if plog.high_watermark >= end_offset:
+                if not role.leader_state.enough_replicas(min_isr):
+                    return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                return ErrorCode.NONE
+            if trio.current_time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT
+            with trio.move_on_at(deadline):
+                await role.changed.wait()
+        return ErrorCode.REQUEST_TIMED_OUT
+
+    # -- ISR changes ------------------------------------------------------------------------------
+    async def run_isr_maintenance(self) -> None:
+        """Propose ISR changes: every half lag time, and at once when a follower may join."""
+        lag_ms = self.broker.config.get_int("replica.lag.time.max.ms")
+        async with trio.open_nursery() as nursery:
+            while True:
+                with trio.move_on_after(max(lag_ms, 2) / 2000):
+                    await self._isr_wakeup.wait()
+                self._isr_wakeup = trio.Event()
+                self.check_isr(nursery, lag_ms)
+
+    def check_isr(self, nursery: trio.Nursery, lag_ms: int) -> None:
+        image = getattr(self.broker.cluster, "image", None)
+        now = monotonic_ms()
+        for role in list(self.roles.values()):
+            state = role.leader_state
+            if state is None or role.alter_in_flight:
+                continue
+            plog = self.broker.logs.get(role.topic, role.partition)
+            if plog is None:
+                continue
+            ineligible = [r for r in role.replicas if image is not None and not image.is_active(r)]
+            proposal = state.propose_isr_change(plog.log_end_offset, now, lag_ms, ineligible=ineligible)
+            if proposal is not None:
+                role.alter_in_flight = True
+                nursery.start_soon(self._alter_partition, role, proposal)
+
+    def _alter_request(self, role: PartitionRole, proposal: IsrProposal) -> AlterPartitionRequest:
+        image = getattr(self.broker.cluster, "image", None)
+        brokers = getattr(image, "brokers", {}) or {}
+
+        def epoch_of(r: int) -> int:
+            reg = brokers.get(r)
+            return int(reg.epoch) if reg is not None else -1
+
+        own = brokers.get(self.broker.node_id)
+        return AlterPartitionRequest(
+            broker_id=self.broker.node_id,
+            broker_epoch=int(own.epoch) if own is not None else -1,
+            topics=[AlterPartitionRequest.TopicData(
+                topic_name=role.topic,
+                topic_id=role.topic_id,
+                partitions=[AlterPartitionRequest.PartitionData(
+                    partition_index=role.partition,
+                    leader_epoch=proposal.leader_epoch,
+                    new_isr=list(proposal.new_isr),
+                    new_isr_with_epochs=[
+                        AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
+                        for r in proposal.new_isr
+                    ],
+                    partition_epoch=proposal.partition_epoch,
+                )],
+            )],
+        )
+
+    async def _alter_partition(self, role: PartitionRole, proposal: IsrProposal) -> None:
+        """Send one ISR change and apply the controller's answer (one in flight per partition)."""
+        state = role.leader_state
+        assert state is not None
+        channel = getattr(self.broker.cluster, "channel", None)
+        try:
+            send = getattr(channel, "alter_partition", None)
+            if send is None:
+                raise RuntimeError("no controller channel with alter_partition")
+            response = await send(self._alter_request(role, proposal))
+            code = ErrorCode(response.error_code)
+            result = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
+            if code is ErrorCode.NONE and result is not None:
+                code = ErrorCode(result.error_code)
+        except Exception as exc:
+            log.warning("%s-%d: AlterPartition %s failed: %s", role.topic, role.partition,
+                        list(proposal.new_isr), exc)
+            code, result = ErrorCode.UNKNOWN_SERVER_ERROR, None
+        finally:
+            role.alter_in_flight = False
+        plog = self.broker.logs.get(role.topic, role.partition)
+        leo = plog.log_end_offset if plog is not None else 0
+        if code is ErrorCode.NONE and result is not None:
+            hw = state.isr_change_committed(proposal, result.isr, result.partition_epoch, leo)
+            if self.roles.get((role.topic, role.partition)) is role:
+                role.isr = state.isr
+                role.partition_epoch = state.partition_epoch
+            log.info("%s-%d: ISR now %s (partition epoch %d)", role.topic, role.partition,
+                     list(state.isr), state.partition_epoch)
+        else:
+            hw = state.isr_change_failed(proposal, leo)
+            if code is not ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.info("%s-%d: AlterPartition %s refused: %s", role.topic, role.partition,
+                         list(proposal.new_isr), code.name)
+        if plog is not None and hw is not None and self.roles.get((role.topic, role.partition)) is role:
+            self._hw_moved(role, plog, hw)
+        else:
+            self._signal(role)

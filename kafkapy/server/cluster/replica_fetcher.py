@@ -1,0 +1,266 @@
+"""Replica fetchers: followers pull their partitions from the leaders (Kafka's ReplicaFetcherThread).
+
+Why one task per source broker: a follower of many partitions led by the same broker sends one
+Fetch for all of them (as Kafka does), so the cost is per batch of partitions, not per partition;
+a slow or dead leader only stalls its own partitions.
+
+Protocol (Fetch v15, KIP-903 `ReplicaState` carrying our id and broker epoch; topic ids): for each
+partition the fetch offset is the local log end offset and `last_fetched_epoch` the latest epoch
+in the local leader-epoch cache, with `current_leader_epoch` the epoch the image gave us. The
+leader answers with data read up to its log end, its high watermark and, when our log diverged
+from its own (KIP-279), `diverging_epoch` = (epoch, end offset): we truncate to the smaller of
+that end offset and our own end of that epoch and fetch again. No fetch sessions: every request
+is a full fetch, which keeps the follower state trivially consistent across leader changes.
+
+Per partition answers:
+- NONE: append the batches as they are (`append_as_follower`, offsets and epochs kept), then take
+  the leader's high watermark (capped at our log end) and log start offset.
+- OFFSET_OUT_OF_RANGE: below the leader's log start -> restart our log empty at it; above its end
+  -> truncate to its high watermark (everything there is committed on the leader).
+- NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_*: metadata is moving; the
+  partition backs off (`replica.fetch.backoff.ms`) until the image says something new.
+A failed request (connection, timeout) backs the whole source off.
+
+Resource handling: `run()` owns the fetcher tasks and the ISR maintenance loop of the
+ReplicaManager; cancelling it stops them. `add_partition` / `remove_partition` (called on role
+changes) take effect at the next request; a response for a partition whose leader or epoch
+changed meanwhile is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.messages import FetchRequest
+from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
+from kafkapy.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+    from kafkapy.storage import PartitionLog
+
+__all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager"]
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 15
+Key = tuple[str, int]
+
+
+@dataclass(slots=True)
+class FetchState:
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    leader: int
+    leader_epoch: int
+    delayed_until: float = 0.0  # trio time; back-off after an error
+
+
+class ReplicaFetcherManager:
+    """`ReplicaFetcherManager(broker, node)`; see the module doc."""
+
+    def __init__(self, broker: Broker, node: Any) -> None:
+        self.broker = broker
+        self.node = node
+        self.partitions: dict[Key, FetchState] = {}
+        self._running: set[int] = set()
+        self._changed = trio.Event()
+        cfg = getattr(node, "config", None)
+        self.max_wait_ms = int(getattr(cfg, "replica_fetch_wait_max_ms", 500))
+        self.min_bytes = int(getattr(cfg, "replica_fetch_min_bytes", 1))
+        self.max_bytes = int(getattr(cfg, "replica_fetch_max_bytes", 1 << 20))
+        self.response_max_bytes = int(getattr(cfg, "replica_fetch_response_max_bytes", 10 << 20))
+        self.backoff_s = int(getattr(cfg, "replica_fetch_backoff_ms", 1000)) / 1000
+        self.request_timeout_s = int(getattr(cfg, "request_timeout_ms", 30000)) / 1000
+        self.fetches = 0  # requests answered (introspection for tests and logs)
+
+    # -- role changes -----------------------------------------------------------------------------
+    def add_partition(self, topic: str, partition: int, topic_id: uuid.UUID, leader: int, leader_epoch: int) -> None:
+        self.partitions[(topic, partition)] = FetchState(topic, partition, topic_id, leader, leader_epoch)
+        self._wake()
+
+    def remove_partition(self, topic: str, partition: int) -> None:
+        if self.partitions.pop((topic, partition), None) is not None:
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # -- running ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run the fetcher tasks (one per source broker) and the ISR maintenance loop."""
+        async with trio.open_nursery() as nursery:
+            replicas = self.broker.replicas
+            if replicas is not None:
+                nursery.start_soon(replicas.run_isr_maintenance)
+            while True:
+                for leader in {s.leader for s in self.partitions.values()} - self._running:
+                    self._running.add(leader)
+                    nursery.start_soon(self._fetcher, leader, name=f"replica-fetcher-{leader}")
+                changed = self._changed
+                await changed.wait()
+
+    async def _fetcher(self, leader: int) -> None:
+        try:
+            for _ in range(2**62):
+                mine = [s for s in self.partitions.values() if s.leader == leader]
+                if not mine:
+                    return
+                now = trio.current_time()
+                ready = [s for s in mine if s.delayed_until <= now]
+                if not ready:
+                    changed = self._changed
+                    with trio.move_on_at(min(s.delayed_until for s in mine)):
+                        await changed.wait()
+                    continue
+                await self.fetch_once(leader, ready)
+        finally:
+            self._running.discard(leader)
+            self._wake()  # a partition may have come back for this leader meanwhile
+
+    async def fetch_once(self, leader: int, states: list[FetchState]) -> None:
+        """One Fetch to `leader` for `states` and the processing of its answer."""
+        request, sent = self._request(states)
+        if not sent:
+            await trio.sleep(self.backoff_s)
+            return
+        try:
+            response = await self.node.broker_peers.request(
+                leader, ApiKey.FETCH, FETCH_VERSION, request,
+                timeout_s=self.max_wait_ms / 1000 + self.request_timeout_s,
+            )
+        except Exception as exc:  # PeerError, unknown address, ...: back off, retry
+            log.debug("fetch from broker %d failed: %s", leader, exc)
+            await trio.sleep(self.backoff_s)
+            return
+        self.fetches += 1
+        if response.error_code:
+            log.info("fetch from broker %d: %s", leader, ErrorCode(response.error_code).name)
+            await trio.sleep(self.backoff_s)
+            return
+        for topic in response.responses:
+            for part in topic.partitions:
+                state = sent.get((topic.topic_id, part.partition_index))
+                if state is None or self.partitions.get((state.topic, state.partition)) is not state:
+                    continue  # role changed while the request was out
+                await self._process(state, part)
+
+    def _request(self, states: list[FetchState]) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState]]:
+        broker_epoch = -1
+        image = getattr(self.node, "image", None)
+        reg = getattr(image, "brokers", {}).get(self.broker.node_id) if image is not None else None
+        if reg is not None:
+            broker_epoch = int(reg.epoch)
+        topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}
+        sent: dict[tuple[uuid.UUID, int], FetchState] = {}
+        for s in states:
+            plog = self.broker.logs.get(s.topic, s.partition)
+            if plog is None:
+                continue
+            ft = topics.get(s.topic_id)
+            if ft is None:
+                ft = topics[s.topic_id] = FetchRequest.FetchTopic(topic=s.topic, topic_id=s.topic_id)
+            ft.partitions.append(FetchRequest.FetchPartition(
+                partition=s.partition,
+                current_leader_epoch=s.leader_epoch,
+                fetch_offset=plog.log_end_offset,
+                last_fetched_epoch=plog.leader_epochs.latest_epoch,
+                log_start_offset=plog.log_start_offset,
+                partition_max_bytes=self.max_bytes,
+            ))
+            sent[(s.topic_id, s.partition)] = s
+        request = FetchRequest(
+            replica_id=self.broker.node_id,
+            replica_state=FetchRequest.ReplicaState(replica_id=self.broker.node_id, replica_epoch=broker_epoch),
+            max_wait_ms=self.max_wait_ms,
+            min_bytes=self.min_bytes,
+            max_bytes=self.response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=list(topics.values()),
+        )
+        return request, sent
+
+    async def _process(self, state: FetchState, part: Any) -> None:
+        plog = self.broker.logs.get(state.topic, state.partition)
+        if plog is None:
+            return
+        code = ErrorCode(part.error_code)
+        try:
+            if code is ErrorCode.NONE:
+                diverging = part.diverging_epoch
+                if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+                    await self._truncate_diverged(plog, diverging.epoch, diverging.end_offset)
+                    return
+                records = part.records
+                if records is not None and len(records) > 0:
+                    self._append(state, plog, records)
+                plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
+                if part.log_start_offset > plog.log_start_offset:
+                    plog.follow_log_start(part.log_start_offset)
+                return
+            if code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                await self._out_of_range(state, plog, part)
+                return
+        except (ProtocolError, StorageError) as exc:
+            log.warning("%s-%d: replication failed: %s", state.topic, state.partition, exc)
+            state.delayed_until = trio.current_time() + self.backoff_s
+            return
+        log.info("%s-%d: fetch from %d: %s", state.topic, state.partition, state.leader, code.name)
+        state.delayed_until = trio.current_time() + self.backoff_s
+
+    def _append(self, state: FetchState, plog: PartitionLog, records: bytes | memoryview) -> None:
+        """Whole batches from the leader; a partial tail batch (a size limit) is left for the next
+        fetch, which starts at our new end."""
+        data = _whole_batches(records)
+        if len(data) == 0:
+            log.warning("%s-%d: the leader sent a partial batch only", state.topic, state.partition)
+            return
+        plog.append_as_follower(data)
+
+    async def _truncate_diverged(self, plog: PartitionLog, epoch: int, end_offset: int) -> None:
+        """KIP-279: our log diverged from the leader's after `end_offset` of `epoch`."""
+        leo = plog.log_end_offset
+        if epoch < 0 or end_offset < 0:
+            target = plog.high_watermark
+        else:
+            own_epoch, own_end = plog.leader_epochs.end_offset_for(epoch, leo)
+            target = min(end_offset, own_end) if own_epoch >= 0 else end_offset
+        target = max(min(target, leo), 0)
+        log.info("%s: diverged from the leader at epoch %d (end %d): truncating %d -> %d",
+                 plog.directory.name, epoch, end_offset, leo, target)
+        await trio.to_thread.run_sync(plog.truncate_to, target)
+
+    async def _out_of_range(self, state: FetchState, plog: PartitionLog, part: Any) -> None:
+        leader_start = int(part.log_start_offset)
+        if leader_start >= 0 and plog.log_end_offset < leader_start:
+            log.info("%s-%d: behind the leader's log start %d: restarting there",
+                     state.topic, state.partition, leader_start)
+            await trio.to_thread.run_sync(plog.truncate_fully, leader_start)
+            return
+        target = max(int(part.high_watermark), plog.log_start_offset)
+        log.info("%s-%d: past the leader's end: truncating to its HW %d", state.topic, state.partition, target)
+        await trio.to_thread.run_sync(plog.truncate_to, target)
+
+
+def _whole_batches(records: bytes | memoryview) -> bytes | memoryview:
+    """`records` without a trailing partial batch (cut at a size limit by some leaders)."""
+    view = memoryview(records)
+    pos = 0
+    n = len(view)
+    while n - pos >= 12:
+        size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True) + 12
+        if size < 12 or pos + size > n:
+            break
+        pos += size
+    return view[:pos] if pos < n else records
