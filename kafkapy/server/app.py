@@ -69,8 +69,6 @@ class Server:
             from kafkapy.server.cluster.node import ClusterNode
 
             self.cluster = ClusterNode(broker)
-        elif getattr(broker, "cluster", None) is None:
-            setattr(broker, "cluster", None)  # noqa: B010  (until Broker declares `cluster`)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()

@@ -103,7 +103,7 @@ class ClusterNode:
         self.broker = broker
         self.config: ClusterConfig = config
         self.node_id = config.node_id
-        setattr(broker, "cluster", self)  # noqa: B010  (until Broker declares `cluster`)
+        broker.cluster = self
         broker.cluster_id = cluster_id_for(config)
         client_id = f"kafkapy-node-{config.node_id}"
         #: the voters' controller listeners (Raft, broker -> controller RPCs)

@@ -116,6 +116,6 @@ async def test_single_node_never_binds_the_controller_listener() -> None:
     async with serving(settings) as (broker, server, bound):
         assert [b.listener.name for b in bound] == ["PLAINTEXT"]
         assert server.cluster is None
-        assert broker.cluster is None  # type: ignore[attr-defined]
+        assert broker.cluster is None
         assert await server.wait_ready()
         assert ApiKey.PRODUCE in await _api_keys(bound[0].port)
