@@ -1,0 +1,197 @@
+"""Broker lifecycle against the active controller in a 3-node cluster (real sockets).
+
+What the cluster relies on: only the active controller answers the controller RPCs (others say
+NOT_CONTROLLER so brokers retry elsewhere); stale or foreign brokers are refused; producer id
+blocks never overlap; a broker stopping cleanly hands its leaderships over before it goes
+(controlled shutdown); a broker that stops heartbeating is fenced after its session and its
+partitions get new leaders; when the active controller stops, another voter takes over and
+serves requests.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    CreateTopicsRequest,
+)
+from kafkapy.server.cluster.peer import PeerClient
+from kafkapy.testing.cluster import missing_cluster_parts
+from kafkapy.testing.local import LocalNode, open_cluster
+
+pytestmark = [
+    pytest.mark.timeout(150),
+    pytest.mark.skipif(
+        bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"
+    ),
+]
+
+
+async def call(port: int, api: ApiKey, version: int, body: Any) -> Any:
+    client = PeerClient("127.0.0.1", port, client_id="controller-test")
+    try:
+        return await client.request(api, version, body, timeout_s=30)
+    finally:
+        await client.aclose()
+
+
+def active_controller(nodes: list[LocalNode]) -> LocalNode:
+    active = [n for n in nodes if n.broker.cluster is not None and n.broker.cluster.controller.active()]
+    assert len(active) == 1, [n.node_id for n in active]
+    return active[0]
+
+
+async def wait_until(what: str, check: Any, timeout_s: float = 30) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        if check():
+            return
+        await trio.sleep(0.05)
+    raise AssertionError(f"never: {what}")
+
+
+async def create_replicated(port: int, name: str, partitions: int) -> None:
+    request = CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=3
+            )
+        ],
+        timeout_ms=20_000,
+    )
+    response = await call(port, ApiKey.CREATE_TOPICS, 7, request)
+    assert response.topics[0].error_code == ErrorCode.NONE, response.topics[0].error_message
+
+
+def image_of(node: LocalNode) -> Any:
+    assert node.broker.cluster is not None
+    return node.broker.cluster.image
+
+
+async def test_controller_rpcs_are_answered_by_the_active_controller_only(tmp_path: Path) -> None:
+    with trio.fail_after(120):
+        async with open_cluster(tmp_path, 3) as nodes:
+            await wait_until("an active controller", lambda: any(
+                n.broker.cluster.controller.active() for n in nodes  # type: ignore[union-attr]
+            ))
+            leader = active_controller(nodes)
+            follower = next(n for n in nodes if n is not leader)
+            epoch = follower.broker.cluster.lifecycle.broker_epoch  # type: ignore[union-attr]
+            heartbeat = BrokerHeartbeatRequest(
+                broker_id=follower.node_id, broker_epoch=epoch, current_metadata_offset=0
+            )
+            answer = await call(follower.controller_port, ApiKey.BROKER_HEARTBEAT, 1, heartbeat)
+            assert answer.error_code == ErrorCode.NOT_CONTROLLER
+            answer = await call(leader.controller_port, ApiKey.BROKER_HEARTBEAT, 1, heartbeat)
+            assert answer.error_code == ErrorCode.NONE
+            assert not answer.is_fenced
+
+            stale = BrokerHeartbeatRequest(
+                broker_id=follower.node_id, broker_epoch=epoch + 10_000, current_metadata_offset=0
+            )
+            answer = await call(leader.controller_port, ApiKey.BROKER_HEARTBEAT, 1, stale)
+            assert answer.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+            foreign = BrokerRegistrationRequest(
+                broker_id=9, cluster_id="someone-else", incarnation_id=uuid.uuid4()
+            )
+            answer = await call(leader.controller_port, ApiKey.BROKER_REGISTRATION, 3, foreign)
+            assert answer.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+            duplicate = BrokerRegistrationRequest(
+                broker_id=follower.node_id,
+                cluster_id=follower.broker.cluster_id,
+                incarnation_id=uuid.uuid4(),
+            )
+            answer = await call(leader.controller_port, ApiKey.BROKER_REGISTRATION, 3, duplicate)
+            assert answer.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+            blocks = [
+                await n.broker.cluster.channel.allocate_producer_ids()  # type: ignore[union-attr]
+                for n in (nodes[0], nodes[1], nodes[0])
+            ]
+            starts = sorted(start for start, _ in blocks)
+            assert all(length == 1000 for _, length in blocks)
+            assert starts[1] >= starts[0] + 1000
+            assert starts[2] >= starts[1] + 1000
+
+
+async def test_controlled_shutdown_and_session_expiry_move_leadership(tmp_path: Path) -> None:
+    with trio.fail_after(140):
+        async with open_cluster(tmp_path, 3) as nodes:
+            await create_replicated(nodes[0].broker_port, "spread", 6)
+            leader = active_controller(nodes)
+            others = [n for n in nodes if n is not leader]
+            leaving, silent = others
+            assert any(
+                p.leader == leaving.node_id
+                for p in image_of(leader).topics["spread"].partitions.values()
+            )
+
+            # Clean stop: the controller moves every leadership away before the broker goes.
+            leaving.server.request_shutdown()
+            with trio.fail_after(20):
+                await leaving.server.stopped.wait()
+            image = image_of(leader)
+            assert image.brokers[leaving.node_id].fenced
+            for part in image.topics["spread"].partitions.values():
+                assert part.leader not in (leaving.node_id, -1)
+                assert leaving.node_id not in part.isr
+
+            # A broker that stops heartbeating (its Raft replica keeps the quorum alive) is
+            # fenced once its session expires.
+            lifecycle = silent.broker.cluster.lifecycle  # type: ignore[union-attr]
+            lifecycle.heartbeat_interval_s = 3600.0
+
+            def silent_fenced() -> bool:
+                reg = image_of(leader).brokers[silent.node_id]
+                return bool(reg.fenced)
+
+            await wait_until("the silent broker is fenced", silent_fenced, timeout_s=30)
+            for part in image_of(leader).topics["spread"].partitions.values():
+                assert part.leader == leader.node_id
+                assert part.isr == (leader.node_id,)
+
+
+async def test_a_new_active_controller_takes_over(tmp_path: Path) -> None:
+    with trio.fail_after(140):
+        async with open_cluster(tmp_path, 3) as nodes:
+            old = active_controller(nodes)
+            survivors = [n for n in nodes if n is not old]
+            old.server.request_shutdown()
+            with trio.fail_after(20):
+                await old.server.stopped.wait()
+
+            def taken_over() -> bool:
+                return any(
+                    n.broker.cluster.controller.active() is not None  # type: ignore[union-attr]
+                    for n in survivors
+                )
+
+            await wait_until("a new active controller", taken_over)
+            new = active_controller(survivors)
+            assert new.node_id != old.node_id
+            # The old controller's broker left cleanly: fenced in the new controller's image.
+            assert image_of(new).brokers[old.node_id].fenced
+            request = CreateTopicsRequest(
+                topics=[
+                    CreateTopicsRequest.CreatableTopic(
+                        name="after-failover", num_partitions=2, replication_factor=2
+                    )
+                ],
+                timeout_ms=20_000,
+            )
+            for node in survivors:
+                answer = await call(node.broker_port, ApiKey.CREATE_TOPICS, 7, request)
+                code = answer.topics[0].error_code
+                assert code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+                assert "after-failover" in image_of(node).topics
+            parts = image_of(new).topics["after-failover"].partitions.values()
+            assert all(set(p.replicas) == {n.node_id for n in survivors} for p in parts)
