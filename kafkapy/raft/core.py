@@ -229,8 +229,8 @@ class RaftCore:
         st = self._role_state
         if isinstance(st, FetchingState) and st.inflight is request:
             st.fetch_done(self._now + self._fetch_interval_ms)
-            if isinstance(st, ObserverState) and st.leader_id is None:
-                st.next_voter += 1
+            if isinstance(st, ObserverState):
+                self._observer_ask_around(st)
         elif isinstance(st, CandidateState) and st.inflight.get(dst) is request:
             del st.inflight[dst]
             st.retry_at_ms[dst] = self._now + self._fetch_interval_ms
@@ -258,12 +258,7 @@ class RaftCore:
             self._maybe_fetch(st)
         elif isinstance(st, ObserverState):
             if st.leader_id is not None and now_ms >= st.fetch_deadline_ms:
-                # the leader went silent: forget it and ask the voters around
-                self._transition(ObserverState(st.epoch, None, now_ms + self._fetch_timeout_ms,
-                                               now_ms, next_voter=st.next_voter + 1),
-                                 QuorumState(st.epoch, self._quorum.voted_for, None))
-                st = self._role_state
-                assert isinstance(st, ObserverState)
+                st = self._observer_ask_around(st)
             self._maybe_fetch(st)
         else:
             self._leader_tick(st)
@@ -315,7 +310,10 @@ class RaftCore:
             leader = state.leader_id if state.leader_id != self.node_id else None
             return ObserverState(state.epoch, leader, now_ms + self._fetch_timeout_ms, now_ms)
         if state.leader_id == self.node_id:
-            return ResignedState(state.epoch, self._election_deadline())
+            # A newer leader re-announces itself to silent voters every fetch timeout / 2:
+            # waiting a fetch timeout first lets that reach us instead of our candidacy
+            # deposing it (a restarted ex-leader's log is usually behind anyway).
+            return ResignedState(state.epoch, self._election_deadline() + self._fetch_timeout_ms)
         if state.leader_id is not None:
             return FollowerState(state.epoch, state.leader_id, now_ms + self._fetch_timeout_ms,
                                  now_ms, voted_for=state.voted_for)
@@ -501,8 +499,8 @@ class RaftCore:
             return
         if resp.error != ErrorCode.NONE or dst != st.leader_id or resp.leader_epoch != st.epoch:
             st.next_fetch_ms = self._now + self._fetch_interval_ms
-            if isinstance(st, ObserverState) and st.leader_id is None:
-                st.next_voter += 1
+            if isinstance(st, ObserverState):
+                self._observer_ask_around(st)
             return
         st.fetch_deadline_ms = self._now + self._fetch_timeout_ms
         if req.fetch_offset != self.log.end_offset():
@@ -553,6 +551,20 @@ class RaftCore:
         req = FetchRequest(self.node_id, self.log.end_offset(), self.log.last_epoch(), st.epoch)
         st.fetch_sent(dst, req, self._now)
         self._outbox.append((dst, req))
+
+    def _observer_ask_around(self, st: ObserverState) -> ObserverState:
+        """An observer whose fetch failed or went unanswered forgets the leader and asks the
+        voters in turn: no EndQuorumEpoch tells an observer about a new leader, and any voter
+        names it."""
+        if st.leader_id is None:
+            st.next_voter += 1
+            return st
+        ordered = sorted(self.voters)
+        after = ordered.index(st.leader_id) + 1 if st.leader_id in self.voters else st.next_voter + 1
+        new = ObserverState(st.epoch, None, self._now + self._fetch_timeout_ms, st.next_fetch_ms,
+                            next_voter=after)  # starting after the leader that failed
+        self._transition(new, QuorumState(st.epoch, self._quorum.voted_for, None))
+        return new
 
     def _leader_tick(self, st: LeaderState) -> None:
         now = self._now

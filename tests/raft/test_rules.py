@@ -389,8 +389,10 @@ def test_follower_fetches_again_after_interval_when_idle() -> None:
 
 def test_leader_restarts_resigned_then_stands() -> None:
     """KIP-595: a leader's volatile state does not survive a restart; it comes back resigned
-    (no fetches served in its old epoch) and stands in the next epoch."""
+    (no fetches served in its old epoch) and stands in the next epoch - after a fetch timeout,
+    so a newer leader's BeginQuorumEpoch usually reaches it before it disrupts that leader."""
     core = make(state=QuorumState(4, 1, 1), epochs=[4])
+    assert core.next_deadline_ms() >= FETCH_TIMEOUT_MS + ELECTION_MS  # a newer leader may call first
     assert core.role is Role.RESIGNED
     assert not core.is_leader
     resp = core.handle_request(2, FetchRequest(2, 1, 4, 4), 0)
@@ -475,3 +477,20 @@ def test_observer_discovers_leader_and_never_stands() -> None:
     core.tick(100_000)
     assert core.role is Role.OBSERVER
     assert core.leader_id is None
+
+
+def test_observer_asks_voters_when_its_leader_fails() -> None:
+    """KIP-595: no EndQuorumEpoch reaches observers, so an observer whose fetch to the leader
+    fails asks the voters again (one of them names the new leader)."""
+    core = make(node_id=9, state=QuorumState(4, None, 2))
+    (dst, req), = sent(core.poll(), FetchRequest)
+    assert dst == 2
+    core.request_failed(dst, req, 10)
+    assert core.leader_id is None
+    assert core.poll().state == QuorumState(4, None, None)
+    core.tick(10 + FETCH_INTERVAL_MS)
+    (dst, req), = sent(core.poll(), FetchRequest)
+    assert dst != 2
+    core.handle_response(dst, req, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 3, 5, 0), 70)
+    assert core.leader_id == 3
+    assert core.epoch == 5
