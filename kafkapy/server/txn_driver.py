@@ -78,6 +78,7 @@ from kafkapy.protocol.records import (
     parse_batch_header,
 )
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
+from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.group_driver import group_driver
 from kafkapy.server.internal_topics import (
     OwnedPartitions,
@@ -545,6 +546,31 @@ _RETRY_CODES_CLUSTER = _RETRY_CODES | {
 _MARKER_TIMEOUT_S = 10.0
 
 
+_MARKER_PEERS: weakref.WeakKeyDictionary[Broker, PeerPool] = weakref.WeakKeyDictionary()
+
+
+def _marker_peers(broker: Broker) -> PeerPool | None:
+    """The connections markers travel on: their own, as Kafka's marker channel is, never the
+    replica fetchers' (a marker waits for replication, which needs the fetchers' requests to
+    flow - queued behind the marker on one pipelined connection they would wait for each
+    other until a timeout)."""
+    pool = _MARKER_PEERS.get(broker)
+    if pool is None:
+        resolve = getattr(cluster_of(broker), "broker_address", None)
+        if resolve is None:
+            return None
+        pool = _MARKER_PEERS[broker] = PeerPool(
+            resolve, client_id=f"kafkapy-txn-markers-{broker.node_id}"
+        )
+    return pool
+
+
+async def close_marker_peers(broker: Broker) -> None:
+    pool = _MARKER_PEERS.pop(broker, None)
+    if pool is not None:
+        await pool.aclose()
+
+
 async def send_marker(
     broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
     coordinator_epoch: int, commit: bool,
@@ -570,7 +596,7 @@ async def send_marker(
         coordinator_epoch=coordinator_epoch,
         topics=[W.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
     )])
-    peers = getattr(cluster, "broker_peers", None)
+    peers = _marker_peers(broker)
     if peers is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     try:
@@ -685,12 +711,16 @@ async def run_txn_driver(broker: Broker) -> None:
     # partitioned mode starts at once: leaderships arrive whether or not anyone asked yet
     if not driver.partitioned and broker.topics.get(TRANSACTION_STATE_TOPIC) is None:
         await driver.loaded_event.wait()
-    while True:  # a failure here must not take the server down
-        try:
-            await driver.run_timers()
-        except Exception:
-            log.exception("transaction coordinator runtime failed; retrying")
-            await trio.sleep(_RETRY_S)
+    try:
+        while True:  # a failure here must not take the server down
+            try:
+                await driver.run_timers()
+            except Exception:
+                log.exception("transaction coordinator runtime failed; retrying")
+                await trio.sleep(_RETRY_S)
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await close_marker_peers(broker)
 
 
 def install_txn_driver(broker: Broker, driver: TxnDriver) -> None:

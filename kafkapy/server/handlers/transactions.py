@@ -68,7 +68,7 @@ from kafkapy.protocol.messages.add_partitions_to_txn import (
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import ensure_producer_ids, partition_exists
+from kafkapy.server.internal_topics import cluster_of, ensure_producer_ids, partition_exists
 from kafkapy.server.txn_driver import TxnDriver, txn_driver, write_marker
 
 __all__ = [
@@ -265,6 +265,8 @@ async def handle_write_txn_markers(
     ctx: RequestContext, req: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     W = WriteTxnMarkersResponse
+    if cluster_of(ctx.broker) is not None:  # a marker waits for replication: let the
+        ctx.release_turn()  # connection's next requests in meanwhile
     response = W()
     for marker in req.markers:
         out = W.WritableTxnMarkerResult(producer_id=marker.producer_id)
