@@ -522,11 +522,13 @@ class RaftCore:
                 return
             self.log.append(resp.entries)
             self._unflushed = True
-        else:
-            st.next_fetch_ms = self._now + self._fetch_interval_ms
         hw = min(resp.high_watermark, self.log.end_offset())
         if hw > self._hw:
             self._hw = hw
+        elif not resp.entries:
+            # nothing new at all: pause before asking again (a long-polling leader already
+            # waited; one answering at once must not be asked in a busy loop)
+            st.next_fetch_ms = self._now + self._fetch_interval_ms
 
     # ------------------------------------------------------------------ helpers
 

@@ -151,7 +151,8 @@ class RaftDriver:
         Raises NotLeaderError on a non-leader."""
         async with self._lock:
             offset = self.core.propose(list(records), now_ms())
-            await self._process()
+        # the run loop flushes and publishes: proposals arriving meanwhile share one fsync
+        self._wake.set()
         return offset
 
     async def wait_committed(self, offset: int) -> None:
@@ -237,9 +238,13 @@ class RaftDriver:
         if ready.requests:
             self._unsent.extend(ready.requests)
         if self._nursery is not None:
-            for dst, req in self._unsent:
-                self._nursery.start_soon(self._exchange, dst, req, True)
-            self._unsent.clear()
+            try:
+                while self._unsent:
+                    dst, req = self._unsent[0]
+                    self._nursery.start_soon(self._exchange, dst, req, True)
+                    del self._unsent[0]
+            except RuntimeError:
+                pass  # run() is stopping (its nursery takes no new tasks): they stay unsent
         if ready.committed:
             for callback in list(self._subscribers):
                 self._deliver_to(callback, ready.committed)
