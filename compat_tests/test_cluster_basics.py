@@ -161,3 +161,37 @@ def test_rf3_topic_is_replicated_in_sync_and_spread(cluster: ClusterProcesses) -
         consumer.close()
     for p in range(6):
         assert got[p] == [f"v{i}".encode() for i in range(p, 600, 6)], f"partition {p}"
+
+
+def test_sigterm_hands_leadership_over_and_the_node_rejoins(cluster: ClusterProcesses) -> None:
+    """Runs last in this module: a rolling restart of one node, as an operator does it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("rolling")
+    create_topic(admin, topic, 3, 3)
+    parts = wait_until(
+        "3 partitions led and in sync",
+        lambda: (p := partitions(admin, topic)) and all(len(isr) == 3 and leader > 0 for leader, _, isr in p.values()) and p,
+        cluster,
+    )
+    node = next(leader for leader, _, _ in parts.values())
+    started = time.monotonic()
+    assert cluster.terminate(node) == 0, cluster.logs()
+    assert time.monotonic() - started < 8, "SIGTERM took too long"
+    others = [i for i in cluster.nodes if i != node]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(*others)})
+    wait_until(
+        f"every partition led by a live node after node {node} stopped",
+        lambda: all(leader in others for leader, _, _ in partitions(admin, topic).values()),
+        cluster,
+        timeout_s=30,
+    )
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_of(*others), "acks": "all"})
+    for p in range(3):
+        producer.produce(topic, value=b"while one node is down", partition=p)
+    assert producer.flush(30) == 0, cluster.logs()
+    cluster.restart(node)
+    wait_until(
+        f"node {node} back in every ISR",
+        lambda: all(node in isr for _, _, isr in partitions(admin, topic).values()),
+        cluster,
+    )
