@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
@@ -283,7 +284,6 @@ _SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
     ),
     NoOpRecord: (RecordType.NO_OP, ()),
 }
-_BY_TYPE: dict[int, type[Any]] = {int(t): cls for cls, (t, _) in _SCHEMAS.items()}
 
 # Ten 7-bit groups cover a 64-bit zigzag value; longer varints are garbage.
 _MAX_VARINT_BYTES = 10
@@ -390,6 +390,10 @@ class _Reader:
         return data
 
     def uvarint(self) -> int:
+        pos = self.pos
+        if pos < len(self.buf) and self.buf[pos] < 0x80:  # the common one-byte case
+            self.pos = pos + 1
+            return self.buf[pos]
         value = shift = 0
         for _ in range(_MAX_VARINT_BYTES):
             b = self.byte()
@@ -446,45 +450,54 @@ def _bad(message: str) -> ProtocolError:
     return ProtocolError(f"bad metadata record: {message}", ErrorCode.CORRUPT_MESSAGE)
 
 
-def _read(r: _Reader, kind: _Kind) -> Any:
-    match kind:
-        case _K.INT8 | _K.INT32 | _K.INT64:
-            return r.varint(kind)
-        case _K.BOOL:
-            return r.flag(False)
-        case _K.OPT_BOOL:
-            return r.flag(True)
-        case _K.OPT_INT32:
-            present = r.flag(False)
-            return r.varint(kind) if present else None
-        case _K.UUID:
-            return uuid.UUID(bytes=r.take(16))
-        case _K.STRING:
-            return r.text()
-        case _K.OPT_STRING:
-            return r.string(True)
-        case _K.INT32S | _K.OPT_INT32S:
-            n = r.count(1)
-            if n is None:
-                if kind is _K.INT32S:
-                    raise _bad("null list in a non-nullable field")
-                return None
-            return tuple(r.varint(kind) for _ in range(n))
-        case _K.ENDPOINTS:
-            n = r.count(4)
-            if n is None:
-                raise _bad("null endpoint list")
-            endpoints = []
-            for _ in range(n):
-                name = r.text()
-                host = r.text()
-                port = r.varint(_K.INT32)
-                if not 0 <= port <= 0xFFFF:
-                    raise _bad(f"port {port} is out of range")
-                proto = r.varint(_K.INT32)
-                endpoints.append(Endpoint(name, host, port, proto))
-            return tuple(endpoints)
-    raise AssertionError(kind)  # pragma: no cover - the match is exhaustive
+def _read_list(r: _Reader, kind: _Kind) -> tuple[int, ...] | None:
+    n = r.count(1)
+    if n is None:
+        if kind is _K.INT32S:
+            raise _bad("null list in a non-nullable field")
+        return None
+    return tuple([r.varint(kind) for _ in range(n)])
+
+
+def _read_endpoints(r: _Reader) -> tuple[Endpoint, ...]:
+    n = r.count(4)
+    if n is None:
+        raise _bad("null endpoint list")
+    endpoints = []
+    for _ in range(n):
+        name = r.text()
+        host = r.text()
+        port = r.varint(_K.INT32)
+        if not 0 <= port <= 0xFFFF:
+            raise _bad(f"port {port} is out of range")
+        proto = r.varint(_K.INT32)
+        endpoints.append(Endpoint(name, host, port, proto))
+    return tuple(endpoints)
+
+
+def _read_opt_int32(r: _Reader) -> int | None:
+    return r.varint(_K.OPT_INT32) if r.flag(False) else None
+
+
+# One reader per kind (a table lookup is cheaper than matching on every field of every record).
+_READERS: dict[_Kind, Callable[[_Reader], Any]] = {
+    _K.INT8: lambda r: r.varint(_K.INT8),
+    _K.INT32: lambda r: r.varint(_K.INT32),
+    _K.INT64: lambda r: r.varint(_K.INT64),
+    _K.BOOL: lambda r: r.flag(False),
+    _K.OPT_BOOL: lambda r: r.flag(True),
+    _K.OPT_INT32: _read_opt_int32,
+    _K.UUID: lambda r: uuid.UUID(bytes=r.take(16)),
+    _K.STRING: lambda r: r.text(),
+    _K.OPT_STRING: lambda r: r.string(True),
+    _K.INT32S: lambda r: _read_list(r, _K.INT32S),
+    _K.OPT_INT32S: lambda r: _read_list(r, _K.OPT_INT32S),
+    _K.ENDPOINTS: _read_endpoints,
+}
+_DECODERS: dict[int, tuple[type[Any], tuple[tuple[str, Callable[[_Reader], Any]], ...]]] = {
+    int(t): (cls, tuple((name, _READERS[kind]) for name, kind in fields))
+    for cls, (t, fields) in _SCHEMAS.items()
+}
 
 
 def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
@@ -494,13 +507,14 @@ def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
     if frame_version != FRAME_VERSION:
         raise _bad(f"unknown frame version {frame_version}")
     rtype = r.uvarint()
-    cls = _BY_TYPE.get(rtype)
-    if cls is None:
+    decoder = _DECODERS.get(rtype)
+    if decoder is None:
         raise _bad(f"unknown record type {rtype}")
     version = r.uvarint()
     if version != 0:
         raise _bad(f"unknown version {version} of record type {rtype}")
-    values = {name: _read(r, kind) for name, kind in _SCHEMAS[cls][1]}
+    cls, readers = decoder
+    values = {name: read(r) for name, read in readers}
     if r.left():
         raise _bad(f"{r.left()} bytes after the record")
     record: MetadataRecord = cls(**values)
