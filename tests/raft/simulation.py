@@ -59,8 +59,10 @@ class _Event:
 class Simulation:
     """The cluster, the router and the invariant checks; all randomness from one seed."""
 
-    def __init__(self, seed: int, voters: int, observers: int = 1, *, loss: float = 0.05) -> None:
+    def __init__(self, seed: int, voters: int, observers: int = 1, *, loss: float = 0.05,
+                 honour_flush: bool = True) -> None:
         self.seed = seed
+        self.honour_flush = honour_flush  # False: a broken driver that never fsyncs
         self.rng = random.Random(seed)
         self.voter_ids = frozenset(range(1, voters + 1))
         self.observer_ids = frozenset(range(100, 100 + observers))
@@ -113,7 +115,7 @@ class Simulation:
         ready = node.core.poll()
         if ready.state is not None:
             node.persisted = ready.state
-        if ready.flush_log:
+        if ready.flush_log and self.honour_flush:
             node.log.flush()
         for dst, request in ready.requests:
             self._send(node, dst, request)

@@ -78,3 +78,17 @@ def test_heavy_loss_keeps_raft_safe_and_heals(seed: int) -> None:
     sim = Simulation(seed, 5, observers=1, loss=0.2)
     sim.chaos(until_ms=10_000)
     _heal_and_commit(sim)
+
+
+def test_checker_catches_a_driver_that_ignores_flush_log() -> None:
+    """The crash model matters: with `flush_log` ignored, a crash loses acknowledged entries
+    and some seed ends with a leader missing a committed entry (or a committed entry changed)."""
+    found = []
+    for seed in range(20):
+        sim = Simulation(seed, 3, observers=1, honour_flush=False)
+        try:
+            sim.chaos(until_ms=12_000)
+        except (InvariantViolation, RuntimeError) as exc:
+            found.append(exc)
+            break
+    assert found, "no seed exposed the lost writes"
