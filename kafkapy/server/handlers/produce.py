@@ -152,6 +152,12 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                     mgr = await broker.producer_states.get((topic.name, part.index), plog)
                     if broker.partition_log(topic.name, part.index) is not plog:
                         raise KafkaStorageError("the partition was deleted meanwhile")
+                    if broker.replicas is not None:  # leadership may have moved during the awaits
+                        again = _leader_check(broker, topic.name, part.index, 0)
+                        if isinstance(again, ErrorCode):
+                            out.partition_responses.append(_error(part.index, again))
+                            continue
+                        leader_epoch = again
                     if txn is not None:
                         # KIP-890 part 1, checked after the last await so no marker can land
                         # between the check and the append
@@ -167,10 +173,13 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                             continue
                     pending = mgr.validate_append(_with_offsets(idempotent, plog.log_end_offset), now_ms())
                     if isinstance(pending, BatchMetadata):  # a retry of a written batch
-                        out.partition_responses.append(PartitionResponse(
+                        retried = PartitionResponse(
                             index=part.index, error_code=ErrorCode.NONE, base_offset=pending.first_offset,
                             log_start_offset=plog.log_start_offset,
-                        ))
+                        )
+                        out.partition_responses.append(retried)
+                        if broker.replicas is not None and req.acks == -1:
+                            replicated.append((topic.name, retried, pending.last_offset + 1))
                         continue
                     # no await from validation to commit: nothing else can append in between
                     result = plog.append(part.records, now_ms=now_ms(), leader_epoch=leader_epoch)
