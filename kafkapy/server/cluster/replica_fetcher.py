@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
     from kafkapy.storage import PartitionLog
 
-__all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager"]
+__all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager", "whole_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class ReplicaFetcherManager:
     def _append(self, state: FetchState, plog: PartitionLog, records: bytes | memoryview) -> None:
         """Whole batches from the leader; a partial tail batch (a size limit) is left for the next
         fetch, which starts at our new end."""
-        data = _whole_batches(records)
+        data = whole_batches(records)
         if len(data) == 0:
             log.warning("%s-%d: the leader sent a partial batch only", state.topic, state.partition)
             return
@@ -253,7 +253,7 @@ class ReplicaFetcherManager:
         await trio.to_thread.run_sync(plog.truncate_to, target)
 
 
-def _whole_batches(records: bytes | memoryview) -> bytes | memoryview:
+def whole_batches(records: bytes | memoryview) -> bytes | memoryview:
     """`records` without a trailing partial batch (cut at a size limit by some leaders)."""
     view = memoryview(records)
     pos = 0
