@@ -27,6 +27,9 @@ Error handling: a part whose `run()` raises is logged with its traceback and res
 pause (doubling to 5 s), so one failing part does not take the node's other duties down;
 cancellation (shutdown) stops them all.
 
+Construct it inside `trio.run` (the Server does, in its constructor): the parts read trio's clock
+when they are built.
+
 Resource handling: `run(nursery)` starts the tasks in the server's nursery, which cancels them at
 shutdown; `aclose()` closes the peer connections.
 """

@@ -1,0 +1,138 @@
+"""ClusterNode's duties towards the parts it runs (docs/cluster.md, node.py).
+
+What the cluster relies on: the parts are built in contract order on the right roles; a part
+whose run() raises is restarted (one bug must not silently stop, say, heartbeats for good) with a
+growing pause; at SIGTERM the lifecycle's controlled shutdown comes first and Raft resigns last;
+a failing shutdown step does not skip the others; readiness means "registered and unfenced".
+The parts' own behaviour is tested by their owners; here small stand-ins record what the node
+asks of them, on a real cluster-mode Broker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from kafkapy.server.broker import Broker
+from kafkapy.server.cluster.node import ClusterNode
+from kafkapy.server.config import BrokerConfig
+
+SETTINGS = {
+    "node.id": "1",
+    "controller.quorum.voters": "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3",
+    "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+}
+
+
+class Part:
+    """Records run/shutdown calls; run() raises `failures` times before it settles."""
+
+    def __init__(self, name: str, log: list[tuple[str, str, float]], failures: int = 0) -> None:
+        self.name, self.log, self.failures = name, log, failures
+
+    async def run(self) -> None:
+        self.log.append(("run", self.name, trio.current_time()))
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError(f"{self.name} broke")
+        await trio.sleep_forever()
+
+    async def shutdown(self) -> None:
+        self.log.append(("shutdown", self.name, trio.current_time()))
+        if self.name == "controller":
+            raise RuntimeError("a failing step must not stop the others")
+
+
+class Lifecycle(Part):
+    async def controlled_shutdown(self) -> None:
+        self.log.append(("controlled", self.name, trio.current_time()))
+
+
+def broker_and_node(tmp_path: Path, **extra: str) -> tuple[Broker, ClusterNode]:
+    broker = Broker(BrokerConfig({**SETTINGS, "log.dirs": str(tmp_path), **extra}))
+    return broker, ClusterNode(broker)
+
+
+async def test_parts_follow_the_roles(tmp_path: Path) -> None:
+    broker, node = broker_and_node(tmp_path / "combined")
+    try:
+        assert broker.cluster is node
+        assert list(node.parts()) == ["raft", "publisher", "controller", "lifecycle", "fetchers"]
+        assert node.channel is not None
+    finally:
+        broker.close()
+    broker, node = broker_and_node(
+        tmp_path / "broker-only", **{"node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0"}
+    )
+    try:
+        assert node.controller is None
+        assert list(node.parts()) == ["raft", "publisher", "lifecycle", "fetchers"]
+        # the voters' controller listeners are known from the config, brokers' from the image
+        assert node.controller_peers.get(2).address == ("127.0.0.1", 2)
+        assert node.broker_address(2) is None
+    finally:
+        broker.close()
+
+
+async def test_failing_part_restarts_and_shutdown_order(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    broker, node = broker_and_node(tmp_path)
+    log: list[tuple[str, str, float]] = []
+    node.raft = Part("raft", log)
+    node.publisher = Part("publisher", log)
+    node.controller = Part("controller", log)
+    node.lifecycle = Lifecycle("lifecycle", log)
+    node.fetchers = Part("fetchers", log, failures=3)
+    try:
+        async with trio.open_nursery() as nursery:
+            node.run(nursery)
+            await trio.sleep(30)
+            runs = [t for kind, name, t in log if kind == "run" and name == "fetchers"]
+            assert len(runs) == 4, "a part that raised is run again until it stays up"
+            pauses = [b - a for a, b in itertools.pairwise(runs)]
+            assert pauses == sorted(pauses)
+            assert pauses[0] > 0
+            assert pauses[-1] > pauses[0], "the pause grows"
+            assert [name for kind, name, _ in log if kind == "run"].count("raft") == 1
+            log.clear()
+            await node.shutdown(5)
+            nursery.cancel_scope.cancel()
+        assert [(kind, name) for kind, name, _ in log] == [
+            ("controlled", "lifecycle"),
+            ("shutdown", "fetchers"),
+            ("shutdown", "lifecycle"),
+            ("shutdown", "controller"),
+            ("shutdown", "publisher"),
+            ("shutdown", "raft"),
+        ]
+    finally:
+        broker.close()
+
+
+async def test_ready_means_registered_and_unfenced(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    from kafkapy.controller.image import MetadataImage
+    from kafkapy.controller.records import Endpoint, RegisterBrokerRecord, UnfenceBrokerRecord
+
+    broker, node = broker_and_node(tmp_path)
+    try:
+        image = MetadataImage()
+        node.image = image
+        assert not node.is_ready()
+        image.apply(RegisterBrokerRecord(
+            broker_id=1, incarnation_id=uuid.uuid4(), broker_epoch=7,
+            endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9092),), rack=None, fenced=True,
+        ), 1)
+        assert not node.is_ready(), "a fenced registration is not ready"
+        assert node.broker_address(1) == ("127.0.0.1", 9092)
+        with trio.move_on_after(1) as scope:
+            await node.wait_ready()
+        assert scope.cancelled_caught
+        image.apply(UnfenceBrokerRecord(id=1, epoch=7), 2)
+        with trio.fail_after(1):
+            await node.wait_ready()
+        assert node.is_ready()
+    finally:
+        broker.close()
