@@ -122,6 +122,18 @@ async def test_controller_rpcs_are_answered_by_the_active_controller_only(tmp_pa
             assert starts[1] >= starts[0] + 1000
             assert starts[2] >= starts[1] + 1000
 
+            # An undecodable entry in the metadata log is skipped by every node, and the
+            # controller, whose offset predictions it breaks, resynchronises and carries on.
+            garbage = await leader.broker.cluster.raft.propose([b"\xff\xfe not a record"])  # type: ignore[union-attr]
+            await create_replicated(nodes[0].broker_port, "after-garbage", 1)
+            await create_replicated(nodes[1].broker_port, "after-resync", 1)
+            for node in nodes:
+                publisher = node.broker.cluster.publisher  # type: ignore[union-attr]
+                assert await publisher.wait_for(
+                    lambda image: {"after-garbage", "after-resync"} <= set(image.topics), 10
+                )
+                assert publisher.applied_offset > garbage
+
 
 async def test_controlled_shutdown_and_session_expiry_move_leadership(tmp_path: Path) -> None:
     with trio.fail_after(140):
