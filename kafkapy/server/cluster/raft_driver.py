@@ -93,7 +93,11 @@ class RaftDriver:
         self._lock = trio.Lock()
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
+        # what a Ready asked for and is not done yet (kept across a failed fsync)
         self._unsent: list[tuple[int, RaftRequest]] = []
+        self._undelivered: list[Entry] = []
+        self._flush_pending = False
+        self._leader_note_pending = False
         self._subscribers: list[Subscriber] = []
         self._committed_end = 0  # offsets below this were handed to the subscribers
         self.leader_changed = trio.Event()
@@ -214,8 +218,7 @@ class RaftDriver:
             return
         self.core.resign(now_ms())
         ready = self.core.poll()
-        if ready.state is not None:
-            await self._persist(ready.state)
+        await self._persist(self.core.quorum_state)
         with trio.move_on_after(RESIGN_TIMEOUT_S):
             async with trio.open_nursery() as nursery:
                 for dst, req in ready.requests:
@@ -231,12 +234,18 @@ class RaftDriver:
             await self._act(self.core.poll())
 
     async def _act(self, ready: Ready) -> None:
-        if ready.state is not None:
-            await self._persist(ready.state)
-        if ready.flush_log:
+        """Everything the Ready asks for is queued first, so a failing fsync (raised to the
+        caller) loses nothing: the next call persists/flushes again before sending or applying."""
+        self._unsent.extend(ready.requests)
+        self._undelivered.extend(ready.committed)
+        self._flush_pending |= ready.flush_log
+        self._leader_note_pending |= ready.leader_changed
+        # the core's current state: at least as new as the Ready's, and a state whose write
+        # failed last time is written now
+        await self._persist(self.core.quorum_state)
+        if self._flush_pending:
             await trio.to_thread.run_sync(self.log.flush)
-        if ready.requests:
-            self._unsent.extend(ready.requests)
+            self._flush_pending = False
         if self._nursery is not None:
             try:
                 while self._unsent:
@@ -245,13 +254,15 @@ class RaftDriver:
                     del self._unsent[0]
             except RuntimeError:
                 pass  # run() is stopping (its nursery takes no new tasks): they stay unsent
-        if ready.committed:
+        if self._undelivered:
+            committed, self._undelivered = self._undelivered, []
             for callback in list(self._subscribers):
-                self._deliver_to(callback, ready.committed)
-            self._committed_end = ready.committed[-1].offset + 1
+                self._deliver_to(callback, committed)
+            self._committed_end = committed[-1].offset + 1
             self._committed_changed.set()
             self._committed_changed = trio.Event()
-        if ready.leader_changed:
+        if self._leader_note_pending:
+            self._leader_note_pending = False
             self._notify_leader()
             # a waiter for an entry the new leader overwrote must look again
             self._committed_changed.set()
