@@ -4,7 +4,8 @@ What users rely on (issue: cluster mode): a consumer group's committed offsets l
 replicated `__consumer_offsets` partition, so when the broker coordinating the group is killed
 (SIGKILL) the group moves to the new leader of that partition and a consumer resumes exactly at
 the committed offsets - nothing committed is delivered again, nothing after the commit is lost;
-commits keep working at the new coordinator. A transactional producer whose partitions are led
+a member that stays subscribed through the kill carries on with the new coordinator; commits
+keep working there. A transactional producer whose partitions are led
 by different brokers commits and aborts, and read_committed consumers see exactly the committed
 data (markers reach every partition leader).
 
@@ -17,12 +18,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from compat_tests.conftest import unique_topic
 from compat_tests.test_cluster_basics import create_topic, partitions, start_cluster, wait_until
-from kafkapy.testing.cluster import ClusterProcesses
+from kafkapy.coordinator.group import offsets_partition_for
+from kafkapy.testing.cluster import TEST_OVERRIDES, ClusterProcesses
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -30,6 +32,7 @@ N_PARTITIONS = 3
 N_MESSAGES = 300
 COMMITTED = 150  # consumed and committed before the kill
 TAIL = 30  # consumed after the commit but never committed
+OFFSETS_PARTITIONS = int(TEST_OVERRIDES["offsets.topic.num.partitions"])
 
 
 @pytest.fixture
@@ -111,6 +114,12 @@ def test_group_resumes_at_its_commits_after_the_coordinator_is_killed(
     assert sum(max(tp.offset, 0) for tp in stored) == COMMITTED  # one member, every partition
     tail = take(first, TAIL)  # delivered, never committed
     first.close()
+    # a second group on the same coordinator keeps its member through the kill
+    live_group = same_partition_group(group)
+    live = consumer(cluster.bootstrap, live_group)
+    live.subscribe([topic])
+    live_committed = take(live, COMMITTED)
+    live.commit(asynchronous=False)
 
     wait_until("__consumer_offsets fully in sync", lambda: all(
         len(isr) == 3 for _, _, isr in partitions(admin, "__consumer_offsets").values()
@@ -135,6 +144,32 @@ def test_group_resumes_at_its_commits_after_the_coordinator_is_killed(
     done = second.committed([TopicPartition(topic, p) for p in range(N_PARTITIONS)], timeout=20)
     assert sum(tp.offset for tp in done) == N_MESSAGES
     second.close()
+
+    # the live member carries on at the new coordinator: the rest, nothing committed again
+    after = drain(live)
+    assert not set(live_committed) & set(after), "committed messages were delivered again"
+    assert set(live_committed) | set(after) == set(values)
+    wait_until("a commit at the new coordinator", lambda: commit_ok(live), cluster)
+    done = live.committed([TopicPartition(topic, p) for p in range(N_PARTITIONS)], timeout=20)
+    assert sum(tp.offset for tp in done) == N_MESSAGES
+    live.close()
+
+
+def same_partition_group(group: str) -> str:
+    """Another group id in the same `__consumer_offsets` partition (so the same coordinator)."""
+    wanted = offsets_partition_for(group, OFFSETS_PARTITIONS)
+    return next(f"{group}-live{i}" for i in range(10_000)
+                if offsets_partition_for(f"{group}-live{i}", OFFSETS_PARTITIONS) == wanted)
+
+
+def commit_ok(c: Consumer) -> bool:
+    """A synchronous commit of the consumer's positions; False if it failed (e.g. while the
+    client still looks for the coordinator), so the caller retries as applications do."""
+    try:
+        c.commit(asynchronous=False)
+    except KafkaException:
+        return False
+    return True
 
 
 def test_transactions_across_partition_leaders_show_only_committed_data(
