@@ -27,7 +27,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkapy.protocol.records import (
+    Record,
+    build_batch,
+    decode_records,
+    iter_batches,
+    validate_batch,
+)
 from kafkapy.raft import Entry, QuorumState
 from kafkapy.storage import LogConfig, PartitionLog
 from kafkapy.storage.checkpoint import write_atomic
@@ -84,6 +90,7 @@ def entries_from_batches(data: bytes | bytearray | memoryview, *, first_offset: 
     buf = bytes(data)
     entries: list[Entry] = []
     for pos, header in iter_batches(buf):
+        validate_batch(buf, pos, header, allow_compacted=True)  # CRC: peers' bytes are untrusted
         for record in decode_records(buf, pos, header):
             offset = header.base_offset + record.offset_delta
             if offset >= first_offset:
