@@ -3,11 +3,14 @@
 Usage:
     perf/cluster_bench.py [--runs N] [--messages N] [--partitions N] [--json out.json]
 
-It launches both targets itself on 127.0.0.1 - one `kafkapy serve` (perf/bench.py's launcher)
+It launches the targets itself on 127.0.0.1 - one `kafkapy serve` (perf/bench.py's launcher)
 and a three-node cluster (kafkapy.testing.cluster, every node a combined broker + controller)
-- creates a topic on each (replication factor 1, and 3 with min.insync.replicas=2) and runs
-perf/bench.py's librdkafka produce phase (1 KiB values, linger.ms=5, batch.size=1 MiB) on them
-alternately, A then B per run, so drift of a shared machine hits both sides alike.
+- creates a topic (replication factor 1, and 3 with min.insync.replicas=2) and runs
+perf/bench.py's librdkafka produce phase (1 KiB values, linger.ms=5, batch.size=1 MiB), A then
+B per run, so drift of a shared machine hits both sides alike. Only the target under test runs:
+each is started fresh for its phase and stopped after it, because an idle cluster is not free
+(Raft and replica fetch long polls, heartbeats) and would slow the single node it shares the
+cores with. The idle cluster's CPU share is reported too.
 
 Figures (median over runs, min-max spread): produce msgs/s and MiB/s per target, client CPU
 share (% of one core: near 100 means librdkafka, not the broker, may be the limit), broker CPU
@@ -40,6 +43,7 @@ import bench  # noqa: E402  (perf/bench.py: launcher, produce phase, CPU meters)
 from kafkapy.testing.cluster import ClusterProcesses, missing_cluster_parts  # noqa: E402
 
 GOAL_RATIO = 0.6
+IDLE_SECONDS = 3.0
 
 
 def create_topic(bootstrap: str, partitions: int, rf: int) -> str:
@@ -71,6 +75,15 @@ def produce(bootstrap: str, topic: str, acks: str, pids: list[int], p: bench.Par
     return result
 
 
+def idle_cpu_pct(pids: list[int], seconds: float) -> float:
+    """CPU share (% of one core, all processes summed) of a cluster doing nothing for `seconds`."""
+    cpu0 = [bench._proc_cpu_seconds(pid) for pid in pids]
+    wall0 = time.perf_counter()
+    time.sleep(seconds)
+    used = sum(bench._proc_cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True))
+    return 100.0 * used / (time.perf_counter() - wall0)
+
+
 def summarise(runs: list[dict[str, float]]) -> dict[str, Any]:
     return {
         "median": {k: statistics.median(r[k] for r in runs) for k in runs[0]},
@@ -93,32 +106,35 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     p = bench.Params(args.messages, 0.0, args.partitions, args.max_seconds)
 
+    labels = {"A": "single node, RF=1, acks=1", "B": "3 nodes, RF=3, acks=all"}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in labels}
+    idle: list[float] = []
     with tempfile.TemporaryDirectory(prefix="kafkapy-cbench-") as tmp:
-        single = bench.LaunchedBroker(Path(tmp) / "single")
-        cluster = ClusterProcesses(
-            Path(tmp) / "cluster", 3, log_level="WARNING",
-            # production-like failure detection: the benchmark kills nothing
-            overrides={"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000",
-                       "replica.lag.time.max.ms": "30000"},
-        )
-        try:
-            cluster.start()
-            targets = {
-                "A": ("single node, RF=1, acks=1", single.bootstrap, "1", [single.proc.pid], 1),
-                "B": ("3 nodes, RF=3, acks=all", cluster.bootstrap, "all",
-                      [n.proc.pid for n in cluster.nodes.values() if n.proc is not None], 3),
-            }
-            topics = {name: create_topic(t[1], args.partitions, t[4]) for name, t in targets.items()}
-            runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
-            for i in range(args.runs):
-                for name, (label, bootstrap, acks, pids, _) in targets.items():
-                    print(f"run {i + 1}/{args.runs}: {name} {label} ...", file=sys.stderr, flush=True)
-                    runs[name].append(produce(bootstrap, topics[name], acks, pids, p))
-        finally:
-            cluster.stop()
-            single.stop()
+        for i in range(args.runs):
+            print(f"run {i + 1}/{args.runs}: A {labels['A']} ...", file=sys.stderr, flush=True)
+            single = bench.LaunchedBroker(Path(tmp) / f"single{i}")
+            try:
+                topic = create_topic(single.bootstrap, args.partitions, 1)
+                runs["A"].append(produce(single.bootstrap, topic, "1", [single.proc.pid], p))
+            finally:
+                single.stop()
+            print(f"run {i + 1}/{args.runs}: B {labels['B']} ...", file=sys.stderr, flush=True)
+            cluster = ClusterProcesses(
+                Path(tmp) / f"cluster{i}", 3, log_level="WARNING",
+                # production-like failure detection: the benchmark kills nothing
+                overrides={"broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000",
+                           "replica.lag.time.max.ms": "30000"},
+            )
+            try:
+                cluster.start()
+                pids = [n.proc.pid for n in cluster.nodes.values() if n.proc is not None]
+                topic = create_topic(cluster.bootstrap, args.partitions, 3)
+                idle.append(idle_cpu_pct(pids, IDLE_SECONDS))
+                runs["B"].append(produce(cluster.bootstrap, topic, "all", pids, p))
+            finally:
+                cluster.stop()
 
-    summary = {name: {"label": targets[name][0], **summarise(r)} for name, r in runs.items()}
+    summary = {name: {"label": labels[name], **summarise(r)} for name, r in runs.items()}
     ratio = summary["B"]["median"]["msgs_per_s"] / summary["A"]["median"]["msgs_per_s"]
     print(f"{'target':28}{'msgs/s':>10}{'min-max':>19}{'MiB/s':>8}{'cli%':>6}{'brk%':>6}{'errors':>7}")
     for s in summary.values():
@@ -126,11 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{s['label']:28}{med['msgs_per_s']:>10.0f}{f'{lo:.0f}-{hi:.0f}':>19}{med['mib_per_s']:>8.1f}"
               f"{med['client_cpu_pct']:>6.0f}{med['broker_cpu_pct']:>6.0f}{med['errors']:>7.0f}")  # fmt: skip
     print(f"ratio B/A (produce msgs/s, medians): {ratio:.2f}  (goal >= {GOAL_RATIO})")
+    print(f"idle 3-node cluster CPU (all nodes, % of one core, {IDLE_SECONDS:.0f} s): median {statistics.median(idle):.0f}")
     print("cli% / brk% = client / broker CPU time over wall time (100 = one core; brk% of B sums 3 nodes)")
     report = {
         "params": {**vars(p), "value_bytes": bench.VALUE_BYTES, "linger_ms": 5, "runs": args.runs},
         "targets": summary,
         "ratio_b_over_a": ratio,
+        "idle_cluster_cpu_pct": {"median": statistics.median(idle), "runs": idle},
         "goal_ratio": GOAL_RATIO,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
