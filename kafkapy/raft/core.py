@@ -445,7 +445,10 @@ class RaftCore:
             # unnamed ones after a normal election timeout
             if self.node_id in req.preferred_successors:
                 pos = req.preferred_successors.index(self.node_id)
-                delay = pos * self._election_timeout_ms // max(1, len(req.preferred_successors))
+                # the next ones only stand if the first failed: a full election timeout apart,
+                # so a slow network does not split the votes between them
+                delay = 0 if pos == 0 else pos * self._election_timeout_ms + self._rng.randrange(
+                    max(1, self._election_timeout_ms))
                 st.fetch_deadline_ms = min(st.fetch_deadline_ms, self._now + delay)
             else:
                 st.fetch_deadline_ms = min(st.fetch_deadline_ms, self._election_deadline())
