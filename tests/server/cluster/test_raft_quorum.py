@@ -50,7 +50,10 @@ async def test_three_nodes_elect_commit_fail_over_and_restart(tmp_path: Path) ->
             assert [e.offset for e in mb.applied] == list(range(len(mb.applied)))  # once, in order
         assert read_quorum_state(first.raft.log.directory).leader_id == first.node_id
 
-        # DescribeQuorum from the leader's controller listener
+        # DescribeQuorum from the leader's controller listener (once every replica's next
+        # fetch told the leader how far it got)
+        await q.wait_for("leader saw every replica's progress", lambda: len(first.raft.replica_progress()) == 4
+                         and all(p.end_offset > last for p in first.raft.replica_progress().values()))
         client = PeerClient("127.0.0.1", first.port, client_id="describe")
         try:
             req = m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
