@@ -7,7 +7,8 @@ the committed offsets - nothing committed is delivered again, nothing after the 
 a member that stays subscribed through the kill carries on with the new coordinator; commits
 keep working there. A transactional producer whose partitions are led
 by different brokers commits and aborts, and read_committed consumers see exactly the committed
-data (markers reach every partition leader).
+data (markers reach every partition leader); when its transaction coordinator's broker is
+killed it carries on with the new leader of its `__transaction_state` partition.
 
 Skips (naming what is missing) only while a part of cluster mode is not in the tree at all.
 """
@@ -23,7 +24,10 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from compat_tests.conftest import unique_topic
 from compat_tests.test_cluster_basics import create_topic, partitions, start_cluster, wait_until
+from kafkapy.cli.groups import KafkaWireClient
 from kafkapy.coordinator.group import offsets_partition_for
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.messages import FindCoordinatorRequest
 from kafkapy.testing.cluster import TEST_OVERRIDES, ClusterProcesses
 
 pytestmark = pytest.mark.timeout(300)
@@ -183,8 +187,9 @@ def test_transactions_across_partition_leaders_show_only_committed_data(
         return set(found) if all(leader > 0 for leader in found) else None
 
     leaders = wait_until("the topic's partitions led", led_by, cluster)
+    tid = unique_topic("tx")
     producer = Producer({
-        "bootstrap.servers": cluster.bootstrap, "transactional.id": unique_topic("tx"),
+        "bootstrap.servers": cluster.bootstrap, "transactional.id": tid,
         "transaction.timeout.ms": 60_000,
     })
     producer.init_transactions(60)
@@ -213,3 +218,48 @@ def test_transactions_across_partition_leaders_show_only_committed_data(
     raw = drain(everything)
     everything.close()
     assert len(raw) == 100  # the aborted round is in the log, hidden only from read_committed
+
+    # the transaction coordinator's broker dies: the producer carries on with the new leader
+    # of its __transaction_state partition, which loaded the id's state from its replica
+    victim = txn_coordinator(cluster, tid)
+    cluster.kill(victim)
+    survivors = cluster.bootstrap_of(*[i for i in cluster.nodes if i != victim])
+    wait_until("a new transaction coordinator",
+               lambda: txn_coordinator(cluster, tid, survivors) not in (victim, -1), cluster)
+    producer.begin_transaction()
+    last = [f"r3-{i}".encode() for i in range(15)]
+    for i, v in enumerate(last):
+        producer.produce(topic, v, partition=i % N_PARTITIONS)
+    wait_until("the commit at the new coordinator", lambda: txn_commit_ok(producer), cluster,
+               timeout_s=120)
+    reader = consumer(survivors, unique_topic("rc2"), **{"isolation.level": "read_committed"})
+    reader.assign([TopicPartition(topic, p, 0) for p in range(N_PARTITIONS)])
+    seen = drain(reader)
+    reader.close()
+    assert sorted(seen) == sorted(expected + last)
+
+
+def txn_coordinator(cluster: ClusterProcesses, tid: str, bootstrap: str | None = None) -> int:
+    """FindCoordinator (transaction key) through any live broker; -1 while there is none."""
+    for address in (bootstrap or cluster.bootstrap).split(","):
+        try:
+            with KafkaWireClient(address, timeout_s=10) as client:
+                r = client.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(
+                    key_type=1, coordinator_keys=[tid]), cap=4)
+        except Exception:  # that broker is down: ask the next
+            continue
+        found = r.coordinators[0]
+        return int(found.node_id) if found.error_code == 0 else -1
+    return -1
+
+
+def txn_commit_ok(producer: Producer) -> bool:
+    """commit_transaction, retried on the retriable errors librdkafka reports while it finds
+    the new coordinator (what its documentation asks applications to do)."""
+    try:
+        producer.commit_transaction(30)
+    except KafkaException as exc:
+        if exc.args[0].retriable():
+            return False
+        raise
+    return True
