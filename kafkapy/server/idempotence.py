@@ -101,16 +101,17 @@ class ProducerIds:
     def _left(self) -> int:
         return self._reserved_until - self._next
 
-    async def ensure_available(self) -> None:
-        """Cluster mode: make sure `allocate` has an id (waits for the controller when the block
-        is used up; raises what the controller channel raised). Single node: returns at once."""
+    async def ensure_available(self, count: int = 1) -> None:
+        """Cluster mode: make sure `allocate` has `count` ids without another await (waits for
+        the controller when the block runs out - the rest of a block too short is skipped;
+        raises what the controller channel raised). Single node: returns at once."""
         if self._source is None:
             return
         for _ in range(3):  # a concurrent caller may use up the block we waited for
-            if self._left() > 0 or self._take_spare():
+            if self._left() >= count or self._take_spare():
                 return
             await self._fetch()
-        if self._left() <= 0 and not self._take_spare():
+        if self._left() < count and not self._take_spare():
             raise ProducerIdsUnavailable("no producer id block from the controller")
 
     def _take_spare(self) -> bool:

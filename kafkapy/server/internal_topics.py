@@ -406,11 +406,12 @@ class OwnedPartitions(Generic[C]):
 _WARNED_LOCAL_IDS: weakref.WeakSet[Broker] = weakref.WeakSet()
 
 
-async def ensure_producer_ids(broker: Broker) -> ErrorCode:
-    """Make `broker.producer_ids.allocate()` safe to call now. Cluster mode draws the ids from
-    controller blocks (AllocateProducerIds, unique across the cluster); while no block can be
-    had the answer is COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A node whose
-    controller channel is not built keeps the local file's ids (logged once)."""
+async def ensure_producer_ids(broker: Broker, count: int = 1) -> ErrorCode:
+    """Make `count` calls of `broker.producer_ids.allocate()` safe now. Cluster mode draws the
+    ids from controller blocks (AllocateProducerIds, unique across the cluster; the next block
+    is fetched when 90% of the current one is used); while no block can be had the answer is
+    COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A node whose controller channel is not
+    built keeps the local file's ids (logged once)."""
     cluster = cluster_of(broker)
     ids = broker.producer_ids
     if cluster is None:
@@ -423,8 +424,9 @@ async def ensure_producer_ids(broker: Broker) -> ErrorCode:
                 _WARNED_LOCAL_IDS.add(broker)
             return ErrorCode.NONE
         ids.use_blocks_from(channel.allocate_producer_ids)
+    await ids.prefetch()  # first: nothing may await between `ensure_available` and the use
     try:
-        await ids.ensure_available()
+        await ids.ensure_available(count)
     except Exception as exc:
         log.warning("no producer id block from the controller: %s", exc)
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS

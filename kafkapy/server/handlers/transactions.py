@@ -90,7 +90,8 @@ async def handle_init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     broker = ctx.broker
-    unavailable = await ensure_producer_ids(broker)
+    # a transactional id may need two ids (a new one when its epoch is used up)
+    unavailable = await ensure_producer_ids(broker, 1 if req.transactional_id is None else 2)
     if unavailable is not ErrorCode.NONE:
         return InitProducerIdResponse(error_code=unavailable, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None:

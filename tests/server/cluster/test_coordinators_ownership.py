@@ -148,3 +148,14 @@ async def test_a_failing_controller_is_reported_and_retried(tmp_path: Path) -> N
         await ids.ensure_available()
     await ids.ensure_available()
     assert ids.allocate() == 100
+
+
+async def test_ensure_available_covers_the_ids_asked_for(tmp_path: Path) -> None:
+    """A transactional InitProducerId may need two ids: a block with one left is skipped."""
+    ids = ProducerIds(tmp_path)
+    controller = Controller(size=3)
+    ids.use_blocks_from(controller.allocate)
+    await ids.ensure_available()
+    assert [ids.allocate(), ids.allocate()] == [5000, 5001]
+    await ids.ensure_available(2)  # one left in the block: not enough
+    assert [ids.allocate(), ids.allocate()] == [5003, 5004]
