@@ -110,7 +110,9 @@ class ControllerChannel:
         """Send to the active controller, retrying NOT_CONTROLLER / network errors."""
         total = self.timeout_s if timeout_s is None else timeout_s
         deadline = trio.current_time() + total
-        per_try = max(self.node.config.request_timeout_ms, 1000) / 1000
+        # A little longer than the controller's own wait for the commit, so its NOT_CONTROLLER
+        # answer arrives instead of a timeout (which would close the shared connection).
+        per_try = max(self.node.config.request_timeout_ms, 1000) / 1000 + 1.0
         pause = _RETRY_S
         last_error = "no controller leader known"
         while trio.current_time() < deadline:
@@ -145,16 +147,26 @@ class ControllerChannel:
             log.warning("metadata offset %d not applied locally within %.0f s", offset, _IMAGE_WAIT_S)
         return response
 
+    def _admin_timeout_s(self, request_timeout_ms: int) -> float:
+        """The client's request timeout (bounded to [channel timeout, 60 s])."""
+        return max(self.timeout_s, min(request_timeout_ms, 60_000) / 1000)
+
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        response: CreateTopicsResponse = await self.call(ApiKey.CREATE_TOPICS, 7, request)
+        response: CreateTopicsResponse = await self.call(
+            ApiKey.CREATE_TOPICS, 7, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
+        )
         return await self._after_write(response)  # type: ignore[no-any-return]
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        response: DeleteTopicsResponse = await self.call(ApiKey.DELETE_TOPICS, 6, request)
+        response: DeleteTopicsResponse = await self.call(
+            ApiKey.DELETE_TOPICS, 6, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
+        )
         return await self._after_write(response)  # type: ignore[no-any-return]
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        response: CreatePartitionsResponse = await self.call(ApiKey.CREATE_PARTITIONS, 3, request)
+        response: CreatePartitionsResponse = await self.call(
+            ApiKey.CREATE_PARTITIONS, 3, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
+        )
         return await self._after_write(response)  # type: ignore[no-any-return]
 
     async def incremental_alter_configs(
