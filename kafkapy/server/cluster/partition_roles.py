@@ -150,7 +150,11 @@ class ReplicaManager:
         broker.topics.put(info)
         configs_changed = old is not None and old.configs != info.configs
         for p, part in sorted(t.partitions.items()):
-            self._apply_partition(image, info, p, part, configs_changed)
+            try:
+                self._apply_partition(image, info, p, part, configs_changed)
+            except Exception:  # one bad partition must not stop the others from following
+                log.exception("%s-%d: applying its metadata failed", t.name, p)
+                self._drop_role((t.name, p))
 
     def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
         logs = self.broker.logs
