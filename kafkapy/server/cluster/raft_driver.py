@@ -174,6 +174,7 @@ class RaftDriver:
         async with self._lock:
             response = self.core.handle_request(src, request, now_ms())
             await self._process()
+        self._wake.set()  # the core's next deadline may have moved
         return response
 
     async def fetch(self, src: int, request: FetchRequest, max_wait_ms: int) -> RaftResponse:
@@ -272,7 +273,6 @@ class RaftDriver:
             self._last_seen = seen
             self.log_changed.set()
             self.log_changed = trio.Event()
-        self._wake.set()
 
     async def _persist(self, state: QuorumState) -> None:
         if state != self._persisted:
@@ -313,7 +313,8 @@ class RaftDriver:
             async with self._lock:
                 self.core.request_failed(dst, req, now_ms())
                 await self._process()
-            return
-        async with self._lock:
-            self.core.handle_response(dst, req, response, now_ms())
-            await self._process()
+        else:
+            async with self._lock:
+                self.core.handle_response(dst, req, response, now_ms())
+                await self._process()
+        self._wake.set()  # the core's next deadline may have moved
