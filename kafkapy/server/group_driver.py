@@ -169,6 +169,17 @@ class _FailedWrite:
     records: list[GroupRecord] = field(default_factory=list)
     partitions: set[int] = field(default_factory=set)
     cause: ErrorCode = ErrorCode.NONE
+    #: partitioned mode: where the unreplicated records start in each partition's log
+    revert_to: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Appended:
+    """What one `finish` appended to a partition (partitioned mode waits for it)."""
+
+    start: int  # the log end before the first batch
+    end: int  # the log end after the last batch
+    records: list[GroupRecord] = field(default_factory=list)
 
 
 def _error_code_of(exc: Exception) -> ErrorCode:
@@ -418,14 +429,15 @@ class GroupDriver:
         here awaits; in partitioned mode the answers wait until the records are replicated.
         """
         failed, appended = self._append(result.records)
-        for partition, (end, group_records) in appended.items():
-            code = await wait_replicated(self.broker, CONSUMER_OFFSETS_TOPIC, partition, end)
+        for partition, done in appended.items():
+            code = await wait_replicated(self.broker, CONSUMER_OFFSETS_TOPIC, partition, done.end)
             if code is not ErrorCode.NONE:
                 log.warning("%s-%d did not replicate (%s): reverting %d group records",
-                            CONSUMER_OFFSETS_TOPIC, partition, code.name, len(group_records))
+                            CONSUMER_OFFSETS_TOPIC, partition, code.name, len(done.records))
                 failed = failed or _FailedWrite(cause=code)
-                failed.records.extend(group_records)
+                failed.records.extend(done.records)
                 failed.partitions.add(partition)
+                failed.revert_to[partition] = done.start
         completions = result.completions
         if failed is not None:
             completions = self._revert(failed, completions)
@@ -472,14 +484,14 @@ class GroupDriver:
 
     def _append(
         self, records: list[GroupRecord]
-    ) -> tuple[_FailedWrite | None, dict[int, tuple[int, list[GroupRecord]]]]:
+    ) -> tuple[_FailedWrite | None, dict[int, _Appended]]:
         """One batch per `__consumer_offsets` partition through the normal append path.
 
         Every batch is tried (a partition that works keeps its records); returns what failed,
         for `_revert` (None when everything was written), and in partitioned mode the end
         offset and records of each appended partition, to wait for their replication.
         """
-        appended: dict[int, tuple[int, list[GroupRecord]]] = {}
+        appended: dict[int, _Appended] = {}
         if not records:
             return None, appended
         batches: dict[tuple[int, int, int], list[GroupRecord]] = {}
@@ -500,6 +512,7 @@ class GroupDriver:
                     producer_epoch=producer_epoch, is_transactional=producer_id >= 0,
                 )
                 epoch = self.owned.leader_epoch(partition) if self.partitioned else None
+                before = plog.log_end_offset
                 plog.append(data, now_ms=now, leader_epoch=LEADER_EPOCH if epoch is None else epoch)
             except Exception as exc:  # the state must follow the log whatever broke
                 code = (
@@ -517,15 +530,16 @@ class GroupDriver:
                 continue
             self.broker.after_append(CONSUMER_OFFSETS_TOPIC, partition, plog)
             if self.partitioned:
-                _, done = appended.get(partition, (0, []))
-                appended[partition] = (plog.log_end_offset, done + group_records)
+                done = appended.setdefault(partition, _Appended(before, before))
+                done.end = plog.log_end_offset
+                done.records.extend(group_records)
         return failed, appended
 
     def _revert(self, failed: _FailedWrite, completions: list[Completion]) -> list[Completion]:
         """Bring the coordinator back to what the log of the failed partitions holds (replayed
-        by the start-up load path; below the high watermark in partitioned mode, since there
-        the failed records may be in the log but not replicated); returns the completions to
-        deliver instead."""
+        by the start-up load path; in partitioned mode the log below the failed records and
+        below the high watermark, since there the failed records are in the log, replicated too
+        few times or not at all); returns the completions to deliver instead."""
         error = GroupWriteError(failed.cause, frozenset(), None).group_error
         if not self.partitioned:
             log_state = GroupCoordinator(self.coordinator.config)
@@ -549,7 +563,9 @@ class GroupDriver:
             plog = self._plog(partition)
             try:
                 if plog is not None:
-                    self._replay_log(plog, log_state, None, plog.high_watermark)
+                    # the log as it was before the failed records (and never above the HW)
+                    end = min(plog.high_watermark, failed.revert_to.get(partition, plog.high_watermark))
+                    self._replay_log(plog, log_state, None, end)
             except Exception:
                 log.exception("cannot re-read %s-%d", CONSUMER_OFFSETS_TOPIC, partition)
             completions = coordinator.revert(

@@ -350,19 +350,26 @@ class TxnDriver:
         """`commit`, then (partitioned mode) wait until the records are replicated, then write
         the operation's markers (before the caller answers)."""
         target = self.coordinator if coordinator is None else coordinator
+        starts: dict[int, int] = {}
+        if self.partitioned:  # where the records will start, for a revert
+            for r in result.records:
+                plog = self._plog(r.partition)
+                if plog is not None:
+                    starts.setdefault(r.partition, plog.log_end_offset)
         outcome = self.commit(result, target)
         if outcome.written and self.partitioned and result.records:
-            outcome = await self._replicated(result, target, outcome)
+            outcome = await self._replicated(result, target, outcome, starts)
         if outcome.written and result.markers:
             await self.write_markers(result.markers, target)
         return outcome
 
     async def _replicated(
-        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator, outcome: Outcome[T]
+        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator,
+        outcome: Outcome[T], starts: dict[int, int],
     ) -> Outcome[T]:
         """Wait for the appended partitions' HW; on failure put the touched ids back to what
-        the log holds below the HW (the records may stay in the log unreplicated) and answer
-        the operation's write-failure error."""
+        the log holds before the records (and below the HW; the records stay in the log,
+        replicated too few times or not at all) and answer the write-failure error."""
         failed: set[int] = set()
         for partition in sorted({r.partition for r in result.records}):
             plog = self._plog(partition)
@@ -381,7 +388,8 @@ class TxnDriver:
             plog = self._plog(partition)
             committed: dict[bytes, bytes | None] = {}
             if plog is not None:
-                committed = dict(_read_partition(plog, TRANSACTION_STATE_TOPIC, plog.high_watermark))
+                end = min(plog.high_watermark, starts.get(partition, plog.high_watermark))
+                committed = dict(_read_partition(plog, TRANSACTION_STATE_TOPIC, end))
             for r in result.records:
                 if r.partition == partition:
                     try:

@@ -140,3 +140,39 @@ async def test_group_coordinator_is_the_partition_leader_and_survives_its_broker
             assert await until("the offsets at the new coordinator", reloaded) == (E.NONE, 42)
             for i in others:
                 await clients[i].aclose()
+
+
+async def test_a_commit_that_cannot_be_replicated_is_reverted(tmp_path: Path) -> None:
+    """min.insync.replicas=3 and a follower of the group's partition stopped: the commit is in
+    the coordinator's log but not acknowledged by enough replicas, so the client is told it
+    failed and OffsetFetch keeps answering the last replicated commit."""
+    with trio.fail_after(150):
+        async with open_cluster(tmp_path, 3, overrides={"min.insync.replicas": "3"}) as nodes:
+            by_id = {n.node_id: n for n in nodes}
+            c = await Client.connect(nodes[0].broker_port)
+            r = await c.request(ApiKey.CREATE_TOPICS, 5, CreateTopicsRequest(
+                topics=[CreateTopicsRequest.CreatableTopic(
+                    name="t", num_partitions=1, replication_factor=3)], timeout_ms=20_000))
+            assert r.topics[0].error_code in (E.NONE, E.TOPIC_ALREADY_EXISTS)
+            group = "unreplicated"
+
+            async def found() -> Any:
+                answer = await find(c, group)
+                return answer if answer.error_code == E.NONE else None
+
+            leader = (await until("a coordinator", found)).node_id
+            coordinator = await Client.connect(by_id[leader].broker_port)
+
+            async def committed() -> bool:
+                return await commit(coordinator, group, 10) == E.NONE
+
+            await until("a replicated commit", committed)
+            follower = next(i for i in by_id if i != leader)
+            by_id[follower].server.request_shutdown()
+            with trio.fail_after(30):
+                await by_id[follower].server.stopped.wait()
+            code = await commit(coordinator, group, 20)
+            assert code in (E.COORDINATOR_NOT_AVAILABLE, E.REQUEST_TIMED_OUT)
+            assert await fetched(coordinator, group) == (E.NONE, 10)
+            await coordinator.aclose()
+            await c.aclose()
