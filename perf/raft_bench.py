@@ -9,6 +9,8 @@ Figures (printed, and written to perf/results/raft_bench.json or --json PATH):
   over 127.0.0.1 sockets with fsync (tests/server/cluster/raft_harness.py): one proposer,
   `propose` + `wait_committed` of one record at a time.
 - `concurrent_commits_per_s`: 16 proposers at once (entries share fsyncs and fetches).
+- `idle_cpu_pct`: CPU the idle quorum (3 voters + observer in this one process) uses while
+  nothing is proposed (long-polling fetches only), in percent of one core.
 - `failover_clean_ms` / `failover_crash_ms`: a leader stopped cleanly (EndQuorumEpoch) or
   without resigning (a crash), until the other voters agree on a new leader; with Kafka's default
   timeouts (election 1000 ms, fetch 2000 ms).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import resource
 import statistics
 import sys
 import tempfile
@@ -63,6 +66,10 @@ def bench_core(proposals: int) -> dict[str, float]:
 async def bench_quorum(base: Path, commits: int) -> dict[str, float]:
     async with quorum(base / "q1") as q:
         await propose(q, [b"warm-up"])
+        before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        await trio.sleep(3)
+        after, idle_s = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - t0
+        idle_cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / idle_s
         latencies = []
         started = time.perf_counter()
         for i in range(commits):
@@ -92,6 +99,7 @@ async def bench_quorum(base: Path, commits: int) -> dict[str, float]:
         "commit_latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1], 2),
         "sequential_commits_per_s": round(sequential),
         "concurrent_commits_per_s": round(concurrent),
+        "idle_cpu_pct": round(idle_cpu * 100, 1),
     }
 
 
