@@ -14,7 +14,10 @@ on the same addresses. Node `i` keeps its data in `<base>/node<i>/` and its outp
 stderr together) in `<base>/node<i>.log`.
 
 Readiness: a node is ready when it prints its ready line, which in cluster mode means its broker
-registration is unfenced (docs/cluster.md). Every wait is bounded; a node that exits or stays
+registration is unfenced (docs/cluster.md). A node's metadata may still lag the others' joins by
+a publish, so `start()` and `restart()` also wait until every live node's Metadata lists every
+live broker (`wait_settled`) - a test's first Metadata then sees the whole cluster. Every wait
+is bounded; a node that exits or stays
 silent raises `ClusterStartError` carrying the tail of every node's log, so a failing test shows
 what the cluster said.
 
@@ -29,6 +32,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -38,11 +42,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
+from kafkapy.protocol.messages import MetadataRequest
+
 __all__ = [
     "CLUSTER_PARTS",
     "ClusterNodeProcess",
     "ClusterProcesses",
     "ClusterStartError",
+    "broker_ids",
     "free_ports",
     "missing_cluster_parts",
 ]
@@ -99,6 +107,24 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def broker_ids(host: str, port: int, timeout_s: float = 5.0) -> set[int]:
+    """The broker ids one node's Metadata (v9, no topics) lists; OSError/ValueError on failure."""
+    request = encode_request(RequestHeader(ApiKey.METADATA, 9, 1, "cluster-harness"), MetadataRequest(topics=[]))
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(struct.pack(">i", len(request)) + request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ValueError("connection closed before the Metadata answer")
+            data += chunk
+    try:
+        _, response = decode_response(ApiKey.METADATA, 9, data[4:])
+    except Exception as e:  # ProtocolError: a broken answer counts as "not settled yet"
+        raise ValueError(str(e)) from e
+    return {b.node_id for b in response.brokers}
 
 
 @dataclass
@@ -221,6 +247,7 @@ class ClusterProcesses:
         for node_id in self.nodes:
             self.spawn(node_id)
         self.wait_ready(*self.nodes)
+        self.wait_settled()
         return self
 
     def spawn(self, node_id: int) -> None:
@@ -285,6 +312,26 @@ class ClusterProcesses:
         self.spawn(node_id)
         if wait:
             self.wait_ready(node_id)
+            self.wait_settled()
+
+    def wait_settled(self, timeout_s: float | None = None) -> None:
+        """Block until every live node's Metadata lists exactly the live brokers."""
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.ready_timeout_s)
+        live = set(self.live())
+        pending = set(live)
+        while pending:
+            for node_id in sorted(pending):
+                try:
+                    seen = broker_ids(self.nodes[node_id].host, self.nodes[node_id].broker_port)
+                except (OSError, ValueError):
+                    continue
+                if seen == live:
+                    pending.discard(node_id)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterStartError(f"nodes {sorted(pending)} never listed brokers {sorted(live)}\n{self.logs()}")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """SIGTERM every live node, then SIGKILL whatever is left after the timeout."""

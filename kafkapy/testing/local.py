@@ -7,7 +7,8 @@ Crash behaviour (SIGKILL, restart from disk) stays with the subprocess harness.
 
 Each node is a real `Broker` + `Server` on 127.0.0.1 with its own data dir under `base_dir`; the
 controller ports are picked up front so every node gets the full voter list; broker listeners
-use port 0. Nodes stop cleanly (SIGTERM path: `request_shutdown`) when the block exits.
+use port 0. The block starts once every node is ready and every node's image holds all brokers
+unfenced (an image may lag the others' joins by a publish). Nodes stop cleanly (SIGTERM path: `request_shutdown`) when the block exits.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ class LocalNode:
         return next(b.port for b in self.bound if b.listener.name == "CONTROLLER")
 
 
+def _sees_all(node: LocalNode, count: int) -> bool:
+    cluster = node.broker.cluster
+    brokers = getattr(cluster.image, "brokers", {}) if cluster is not None else {}
+    return len(brokers) == count and not any(getattr(b, "fenced", True) for b in brokers.values())
+
+
 @asynccontextmanager
 async def open_cluster(
     base_dir: Path,
@@ -78,6 +85,11 @@ async def open_cluster(
                 for node in started:
                     if not await node.server.wait_ready():
                         raise RuntimeError(f"node {node.node_id} stopped before it was ready")
+                # a node's image may lag the others' registrations by a publish
+                while True:
+                    if all(_sees_all(node, nodes) for node in started):
+                        break
+                    await trio.sleep(0.05)
             yield started
         finally:
             for node in started:
