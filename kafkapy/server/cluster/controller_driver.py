@@ -12,7 +12,9 @@ Why this shape (Kafka's QuorumController event loop, in trio):
   so later operations pipeline behind it. An operation that emits nothing answers at once.
 - A proposal whose offset differs from the prediction (should not happen) drops the controller;
   it is rebuilt once the publisher has applied everything proposed so far.
-- Timer: broker session expiry (`tick`) runs when the controller's next deadline passes.
+- Timers: broker session expiry (`tick`) runs when the controller's next deadline passes;
+  every `rebalance_interval_s` (Kafka's leader.imbalance.check.interval.seconds, 300 s) a
+  preferred leader election moves leadership back to first replicas that are in their ISR.
 
 Error handling: losing leadership or a commit that does not come within the request timeout
 raises `NotControllerError`, which handlers answer as NOT_CONTROLLER (brokers retry against the
@@ -33,6 +35,7 @@ import trio
 
 from kafkapy.controller.controller import ControllerConfig, ControllerResult, QuorumController
 from kafkapy.controller.records import encode_record
+from kafkapy.controller.topics import PREFERRED
 from kafkapy.raft import NotLeaderError
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _POLL_S = 0.02
+_REBALANCE_INTERVAL_S = 300.0
 
 #: Tagged field the controller adds to its answers: the metadata offset the change committed at
 #: (int64, big-endian). The ControllerChannel removes it and waits until the local image has
@@ -109,6 +113,10 @@ class ControllerDriver:
         self._last_proposed = -1
         self._lock = trio.Lock()
         self.request_timeout_s = max(node.config.request_timeout_ms, 1000) / 1000
+        #: Kafka's `leader.imbalance.check.interval.seconds` (auto.leader.rebalance.enable): how
+        #: often the active controller moves leadership back to preferred replicas (0 = never)
+        self.rebalance_interval_s = _REBALANCE_INTERVAL_S
+        self._last_rebalance: float | None = None
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -203,7 +211,8 @@ class ControllerDriver:
     # -- task -----------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Watch for leadership (activation) and expire broker sessions; runs until cancelled."""
+        """Watch for leadership (activation), expire broker sessions and rebalance leaders
+        periodically; runs until cancelled."""
         while True:
             self._maybe_activate()
             controller = self.active()
@@ -216,4 +225,21 @@ class ControllerDriver:
                         fenced = []
                     if fenced:
                         log.warning("fenced brokers %s: their sessions expired", fenced)
+                await self._maybe_rebalance()
             await trio.sleep(_POLL_S)
+
+    async def _maybe_rebalance(self) -> None:
+        """Preferred leader election for every partition whose first replica is back in its ISR
+        (after a broker restart leadership stays where it moved until this runs)."""
+        now = trio.current_time()
+        if self._last_rebalance is None:
+            self._last_rebalance = now
+        if self.rebalance_interval_s <= 0 or now - self._last_rebalance < self.rebalance_interval_s:
+            return
+        self._last_rebalance = now
+        try:
+            moved = await self.submit(lambda c: c.elect_leaders(PREFERRED, None))
+        except NotControllerError:
+            return
+        if moved:
+            log.info("moved %d partition leaders back to their preferred replicas", len(moved))

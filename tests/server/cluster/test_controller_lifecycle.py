@@ -207,3 +207,36 @@ async def test_a_new_active_controller_takes_over(tmp_path: Path) -> None:
                 assert "after-failover" in image_of(node).topics
             parts = image_of(new).topics["after-failover"].partitions.values()
             assert all(set(p.replicas) == {n.node_id for n in survivors} for p in parts)
+
+
+async def test_a_returning_broker_gets_its_preferred_leaderships_back(tmp_path: Path) -> None:
+    with trio.fail_after(140):
+        async with open_cluster(tmp_path, 3) as nodes:
+            for node in nodes:
+                node.broker.cluster.controller.rebalance_interval_s = 0.3  # type: ignore[union-attr]
+            await create_replicated(nodes[0].broker_port, "preferred", 3)
+            leader = active_controller(nodes)
+            away = next(n for n in nodes if n is not leader)
+            publisher = leader.broker.cluster.publisher  # type: ignore[union-attr]
+
+            def leads(image: Any, broker_id: int) -> bool:
+                return any(p.leader == broker_id for p in image.topics["preferred"].partitions.values())
+
+            assert leads(publisher.image, away.node_id)
+            lifecycle = away.broker.cluster.lifecycle  # type: ignore[union-attr]
+            lifecycle.heartbeat_interval_s = 3600.0
+            assert await publisher.wait_for(lambda image: image.brokers[away.node_id].fenced, 30)
+            assert not leads(publisher.image, away.node_id)
+
+            # Heartbeats resume: unfenced, back in the ISRs, then preferred leader again.
+            lifecycle.heartbeat_interval_s = 0.5
+            lifecycle._wake.set()
+
+            def balanced(image: Any) -> bool:
+                parts = image.topics["preferred"].partitions.values()
+                return not image.brokers[away.node_id].fenced and all(
+                    p.leader == p.replicas[0] and away.node_id in p.isr for p in parts
+                )
+
+            assert await publisher.wait_for(balanced, 60)
+            assert leads(publisher.image, away.node_id)
