@@ -321,11 +321,15 @@ class BrokerLifecycle:
                 await self._wake.wait()
             self._wake = trio.Event()
 
+    def wake(self) -> None:
+        """Send the next heartbeat now instead of after the interval."""
+        self._wake.set()
+
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away; returns once it says we may stop."""
         if self.broker_epoch < 0:
             return
         self.want_shutdown = True
-        self._wake.set()
+        self.wake()
         await self.shut_down_ok.wait()
         log.info("broker %d: controlled shutdown complete", self.node.node_id)

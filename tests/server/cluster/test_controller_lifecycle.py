@@ -230,7 +230,7 @@ async def test_a_returning_broker_gets_its_preferred_leaderships_back(tmp_path: 
 
             # Heartbeats resume: unfenced, back in the ISRs, then preferred leader again.
             lifecycle.heartbeat_interval_s = 0.5
-            lifecycle._wake.set()
+            lifecycle.wake()
 
             def balanced(image: Any) -> bool:
                 parts = image.topics["preferred"].partitions.values()
