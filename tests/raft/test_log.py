@@ -40,6 +40,7 @@ def test_end_offset_for_epoch_matches_a_scan(epochs: list[int], counts: list[int
 @given(epoch_runs, st.lists(st.integers(min_value=1, max_value=4), min_size=5, max_size=5),
        st.integers(min_value=0, max_value=25))
 def test_truncate_keeps_prefix_and_epoch_table(epochs: list[int], counts: list[int], cut: int) -> None:
+    """Truncation keeps exactly the prefix, and the epoch table answers as if rebuilt."""
     log = _build(epochs, counts)
     before = log.entries
     log.truncate_to(cut)
@@ -62,6 +63,7 @@ def test_crash_keeps_only_what_was_flushed() -> None:
 
 
 def test_append_rejects_gaps_and_epoch_regressions() -> None:
+    """A gap or an older epoch is a driver bug: refused, the log unchanged."""
     log = MemoryRaftLog([Entry(0, 2, b"")])
     with pytest.raises(ValueError, match="log end"):
         log.append([Entry(2, 2, b"")])

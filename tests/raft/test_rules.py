@@ -363,6 +363,7 @@ def test_committed_entries_delivered_once_in_order() -> None:
 
 
 def test_propose_on_non_leader_raises() -> None:
+    """5.1: only the leader takes writes; a follower says which leader to go to."""
     core = make(node_id=2, state=QuorumState(3, None, 1))
     with pytest.raises(NotLeaderError) as err:
         core.propose([b"x"], 0)

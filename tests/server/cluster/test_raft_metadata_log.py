@@ -103,6 +103,7 @@ def test_metadata_log_matches_the_memory_model(tmp_path_factory: pytest.TempPath
 
 
 def test_entries_are_record_batches_with_the_epoch_as_leader_epoch() -> None:
+    """The on-disk and wire format: one batch per epoch run, leader epoch = Raft epoch."""
     entries = [Entry(5, 2, b"a"), Entry(6, 2, b""), Entry(7, 3, b"c")]
     data = entries_to_batches(entries, timestamp_ms=1000)
     from kafkapy.protocol.records import iter_batches
@@ -116,6 +117,8 @@ def test_entries_are_record_batches_with_the_epoch_as_leader_epoch() -> None:
 
 
 def test_quorum_state_round_trips_and_refuses_garbage(tmp_path: Path) -> None:
+    """What a restart reads is what was written (no temp file left); a damaged file stops
+    the node rather than letting it forget a vote."""
     assert read_quorum_state(tmp_path) == QuorumState(0)
     for state in (QuorumState(3, 2, None), QuorumState(4, None, 1), QuorumState(5, 5, 5)):
         write_quorum_state(tmp_path, state)
@@ -159,6 +162,7 @@ RAFT_RESPONSES = [
 
 @pytest.mark.parametrize(("request_", "response"), RAFT_RESPONSES, ids=lambda r: type(r).__name__)
 def test_responses_map_to_wire_and_back(request_: object, response: object) -> None:
+    """Through the real codec: encode the wire response, decode it, map it back."""
     from kafkapy.protocol import decode_response, encode_response
 
     wire = request_to_wire(request_, cluster_id="c1", dst=1, max_wait_ms=0, max_bytes=1 << 20)  # type: ignore[arg-type]
@@ -168,6 +172,7 @@ def test_responses_map_to_wire_and_back(request_: object, response: object) -> N
 
 
 def test_bad_quorum_requests_get_error_codes() -> None:
+    """Another cluster, another partition, a malformed body: error codes, not crashes."""
     wire = request_to_wire(VoteRequest(1, 1, 0, 0), cluster_id="other", dst=2, max_wait_ms=0, max_bytes=1)
     with pytest.raises(ProtocolError) as err:
         request_from_wire(ApiKey.VOTE, 0, wire.body, cluster_id="ours")

@@ -33,6 +33,8 @@ def _records(entries: list[Entry]) -> list[bytes]:
 
 
 async def test_three_nodes_elect_commit_fail_over_and_restart(tmp_path: Path) -> None:
+    """Elect, commit on every node in order and once, DescribeQuorum, clean fail-over, and a
+    restart that keeps the log and quorum state and catches up."""
     async with quorum(tmp_path) as q:
         first = await q.leader()
         assert all(mb.raft.epoch == first.raft.epoch for mb in q.live())
@@ -94,6 +96,8 @@ async def test_three_nodes_elect_commit_fail_over_and_restart(tmp_path: Path) ->
 
 
 async def test_quorum_requests_with_bad_input_get_error_codes(tmp_path: Path) -> None:
+    """Over the wire: a foreign cluster id and a wrong partition get error codes and do not
+    disturb the quorum; an observer-style fetch from 0 gets the log."""
     async with quorum(tmp_path) as q:
         leader = await q.leader()
         client = PeerClient("127.0.0.1", leader.port, client_id="bad")
