@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _POLL_S = 0.02
+_IDLE_S = 0.25
 _REBALANCE_INTERVAL_S = 300.0
 
 #: Tagged field the controller adds to its answers: the metadata offset the change committed at
@@ -216,6 +217,8 @@ class ControllerDriver:
         while True:
             self._maybe_activate()
             controller = self.active()
+            raft = self._raft()
+            timeout = _IDLE_S
             if controller is not None:
                 deadline = controller.next_deadline_ms()
                 if deadline is not None and monotonic_ms() >= deadline:
@@ -226,7 +229,18 @@ class ControllerDriver:
                     if fenced:
                         log.warning("fenced brokers %s: their sessions expired", fenced)
                 await self._maybe_rebalance()
-            await trio.sleep(_POLL_S)
+                deadline = controller.next_deadline_ms()
+                if deadline is not None:
+                    timeout = min(timeout, max(0.0, (deadline - monotonic_ms()) / 1000))
+            elif raft is not None and raft.is_leader:
+                timeout = _POLL_S  # leader, waiting for its epoch's first entry to be applied
+            # Sleep until the next timer, or until Raft's leadership changes.
+            changed = getattr(raft, "leader_changed", None)
+            with trio.move_on_after(timeout):
+                if changed is not None:
+                    await changed.wait()
+                else:
+                    await trio.sleep(timeout)
 
     async def _maybe_rebalance(self) -> None:
         """Preferred leader election for every partition whose first replica is back in its ISR
