@@ -232,11 +232,16 @@ class LeaderEpochCache:
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, the offset where it ended): OffsetForLeaderEpoch.
 
-        Returns (-1, -1) when `epoch` is older than anything known, as Kafka does.
+        As Kafka's LeaderEpochFileCache: an empty cache answers (-1, -1); an epoch older than
+        anything known answers (`epoch`, start offset of the first known epoch) - that data is
+        gone from this log, so a follower asking must truncate to where this log's history
+        begins (answering (-1, -1) there would leave it no truncation point at all).
         """
+        if not self._epochs:
+            return (-1, -1)
         i = bisect.bisect_right(self._epochs, epoch)
         if i == 0:
-            return (-1, -1)
+            return (epoch, self._offsets[0])
         if i == len(self._epochs):
             return (self._epochs[-1], log_end_offset)
         return (self._epochs[i - 1], self._offsets[i])

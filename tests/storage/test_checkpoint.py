@@ -39,7 +39,8 @@ def test_leader_epoch_cache_queries(tmp_path: Path) -> None:
     assert cache.assign(1, 0)
     assert cache.assign(3, 10)
     assert not cache.assign(2, 20)  # older epochs never open an entry
-    assert cache.end_offset_for(0, 50) == (-1, -1)
+    # older than anything known: that epoch's data is not here, its end is where history begins
+    assert cache.end_offset_for(0, 50) == (0, 0)
     assert cache.end_offset_for(1, 50) == (1, 10)
     assert cache.end_offset_for(2, 50) == (1, 10)
     assert cache.end_offset_for(3, 50) == (3, 50)

@@ -73,7 +73,7 @@ def test_follower_keeps_offsets_and_epochs(tmp_path: Path) -> None:
     assert follower.leader_epochs.end_offset_for(1, follower.log_end_offset) == (1, 9)
     assert follower.leader_epochs.end_offset_for(3, follower.log_end_offset) == (1, 9)
     assert follower.leader_epochs.end_offset_for(9, follower.log_end_offset) == (4, 15)
-    assert follower.leader_epochs.end_offset_for(0, follower.log_end_offset) == (-1, -1)
+    assert follower.leader_epochs.end_offset_for(0, follower.log_end_offset) == (0, 0)  # before history
     epochs = [h.partition_leader_epoch for _, h in iter_batches(_everything(follower))]
     assert epochs == [1, 1, 1, 4, 4]
     follower.close()

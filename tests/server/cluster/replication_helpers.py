@@ -229,7 +229,7 @@ async def produce(client: Client, topic: str, batch: bytes, *, acks: int = -1, t
     return response.responses[0].partition_responses[0]
 
 
-async def wait_for(predicate: Any, *, timeout_s: float = 10, what: str = "condition") -> None:
+async def wait_for(predicate: Any, *, timeout_s: float = 10, what: str = "condition", detail: Any = None) -> None:
     """Poll `predicate()` (bounded by `timeout_s`)."""
     deadline = trio.current_time() + timeout_s
     for _ in range(int(timeout_s / 0.02) + 1):
@@ -238,4 +238,4 @@ async def wait_for(predicate: Any, *, timeout_s: float = 10, what: str = "condit
         if trio.current_time() > deadline:
             break
         await trio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail is not None else ""))
