@@ -177,6 +177,10 @@ class Simulation:
                     self._after(src)
             case "propose":
                 self.propose_to_leaders()
+            case "crash":
+                node_id, inc = ev.args
+                if self.nodes[node_id].incarnation == inc:  # type: ignore[index]
+                    self.crash(node_id)  # type: ignore[arg-type]
         return True
 
     def run_until(self, until_ms: int, max_events: int = 400_000) -> None:
@@ -223,7 +227,8 @@ class Simulation:
         self.partition = {}
 
     def chaos(self, until_ms: int) -> None:
-        """Run with loss, random partitions and crash/restarts until `until_ms`."""
+        """Run with loss, random partitions, crashes (any node, or the leader), clean leader
+        shutdowns (resign, then stop) and restarts until `until_ms`, proposing all along."""
         while self.now < until_ms:
             step_end = min(until_ms, self.now + self.rng.randint(150, 900))
             roll = self.rng.random()
@@ -242,6 +247,15 @@ class Simulation:
                 down = sum(not n.alive for n in self.nodes.values())
                 if leaders and down < 2:
                     self.crash(self.rng.choice(leaders))
+            elif roll < 0.65:
+                # a clean shutdown: the leader resigns (EndQuorumEpoch), then stops a moment later
+                leaders = self.leaders()
+                down = sum(not n.alive for n in self.nodes.values())
+                if leaders and down < 2:
+                    node = self.nodes[self.rng.choice(leaders)]
+                    node.core.resign(self.now)
+                    self._after(node)
+                    self._push(self.now + self.rng.randint(1, 30), "crash", node.node_id, node.incarnation)
             elif roll < 0.75:
                 for n in sorted(self.nodes):
                     self.restart(n)
