@@ -200,7 +200,8 @@ class ReplicaFetcherManager:
             if code is ErrorCode.NONE:
                 diverging = part.diverging_epoch
                 if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                    await self._truncate_diverged(plog, diverging.epoch, diverging.end_offset)
+                    await self._truncate_diverged(plog, diverging.epoch, diverging.end_offset,
+                                                  int(part.log_start_offset))
                     return
                 records = part.records
                 if records is not None and len(records) > 0:
@@ -228,11 +229,13 @@ class ReplicaFetcherManager:
             return
         plog.append_as_follower(data)
 
-    async def _truncate_diverged(self, plog: PartitionLog, epoch: int, end_offset: int) -> None:
-        """KIP-279: our log diverged from the leader's after `end_offset` of `epoch`."""
+    async def _truncate_diverged(self, plog: PartitionLog, epoch: int, end_offset: int, leader_start: int) -> None:
+        """KIP-279: our log diverged from the leader's after `end_offset` of `epoch`. (-1, -1)
+        means the leader has no epoch history at all (an empty log): keep nothing past its
+        log start."""
         leo = plog.log_end_offset
         if epoch < 0 or end_offset < 0:
-            target = plog.high_watermark
+            target = max(leader_start, 0)
         else:
             own_epoch, own_end = plog.leader_epochs.end_offset_for(epoch, leo)
             target = min(end_offset, own_end) if own_epoch >= 0 else end_offset
