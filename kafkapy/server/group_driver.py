@@ -32,7 +32,7 @@ group's requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and dropped when
 (`on_become_follower`: NOT_COORDINATOR, and so for waiting Join/SyncGroups, so clients look the
 coordinator up again). `coordinator_for(group_id)` is how handlers reach the right one. Appends
 are answered only once the partition's high watermark passed them (`wait_replicated`); a failed
-wait reverts the coordinator to the log below the high watermark, as a failed append does.
+wait reverts the coordinator to the log before those records, as a failed append does.
 Single-node mode keeps the one coordinator of every partition, loaded at once, as before.
 """
 
