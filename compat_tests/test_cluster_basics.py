@@ -163,6 +163,42 @@ def test_rf3_topic_is_replicated_in_sync_and_spread(cluster: ClusterProcesses) -
         assert got[p] == [f"v{i}".encode() for i in range(p, 600, 6)], f"partition {p}"
 
 
+def test_kafka_python_finds_leaders_on_other_nodes(cluster: ClusterProcesses) -> None:
+    """kafka-python bootstrapped from one node must route each partition to its leader."""
+    from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
+    from kafka import TopicPartition as KpTopicPartition
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("kafka-python")
+    create_topic(admin, topic, 3, 3)
+    wait_until(
+        "3 partitions led and in sync",
+        lambda: all(len(isr) == 3 and leader > 0 for leader, _, isr in partitions(admin, topic).values()),
+        cluster,
+    )
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_of(3), acks="all", request_timeout_ms=20_000)
+    try:
+        for i in range(300):
+            producer.send(topic, key=b"k", value=f"{i}".encode(), partition=i % 3)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_of(3), auto_offset_reset="earliest",
+        enable_auto_commit=False, consumer_timeout_ms=20_000,
+    )
+    try:
+        consumer.assign([KpTopicPartition(topic, p) for p in range(3)])
+        got: dict[int, list[int]] = {p: [] for p in range(3)}
+        for msg in consumer:
+            got[msg.partition].append(int(msg.value))
+            if sum(map(len, got.values())) == 300:
+                break
+    finally:
+        consumer.close()
+    assert got == {p: list(range(p, 300, 3)) for p in range(3)}
+
+
 def test_sigterm_hands_leadership_over_and_the_node_rejoins(cluster: ClusterProcesses) -> None:
     """Runs last in this module: a rolling restart of one node, as an operator does it."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
