@@ -73,6 +73,43 @@ async def test_unanswered_request_times_out_and_the_next_one_works() -> None:
         await client.aclose()
 
 
+async def test_a_timeout_fails_the_requests_in_flight_with_it() -> None:
+    """Contract (docs/cluster.md): a timed-out request closes its connection, so another long
+    poll in flight on it fails at once instead of hanging; the next request reconnects."""
+    async with running_broker(None) as (broker, _server, port):
+        broker.create_topic("quiet2", 1)
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+
+        def fetch(wait_ms: int) -> FetchRequest:
+            return FetchRequest(
+                replica_id=-1, max_wait_ms=wait_ms, min_bytes=1, max_bytes=1 << 20,
+                topics=[FetchRequest.FetchTopic(topic="quiet2", partitions=[
+                    FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+            )
+
+        outcome: list[str] = []
+
+        async def patient() -> None:
+            try:
+                await client.request(ApiKey.FETCH, 11, fetch(8000), timeout_s=20)
+                outcome.append("answered")
+            except PeerError:
+                outcome.append(f"failed at {trio.current_time() - started:.1f}")
+
+        started = trio.current_time()
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(patient)
+                await trio.sleep(0.1)
+                with pytest.raises(PeerError, match="timed out"):
+                    await client.request(ApiKey.FETCH, 11, fetch(8000), timeout_s=0.3)
+        assert len(outcome) == 1
+        assert outcome[0].startswith("failed"), outcome
+        assert float(outcome[0].split()[-1]) < 3
+        assert (await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)).error_code == 0
+        await client.aclose()
+
+
 async def test_long_poll_is_answered_when_data_arrives_while_others_pipeline() -> None:
     async with running_broker(None) as (broker, _server, port):
         broker.create_topic("poll", 1)
