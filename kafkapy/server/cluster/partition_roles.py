@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 NO_LEADER = -1
+ALTER_RETRY_S = 0.5  # pause after a failed AlterPartition, so a refused change is not re-sent per fetch
 
 
 def monotonic_ms() -> int:
@@ -70,6 +71,7 @@ class PartitionRole:
     isr: tuple[int, ...]
     leader_state: LeaderState | None = None  # set while this node leads
     alter_in_flight: bool = False
+    alter_retry_at: float = 0.0  # trio time: no new AlterPartition before (after a failure)
     # set (and replaced) at every HW move or role change: what acks=all waiters wait on
     changed: trio.Event = field(default_factory=trio.Event)
 
@@ -83,6 +85,7 @@ class ReplicaManager:
         self.broker = broker
         self.roles: dict[Key, PartitionRole] = {}
         self._isr_wakeup = trio.Event()
+        self._isr_to_check: set[Key] = set()  # partitions a follower fetch made worth a look
         self._applied_once = False
         self._applied = trio.Event()
 
@@ -234,6 +237,7 @@ class ReplicaManager:
         log.info("%s-%d: leader in epoch %d (ISR %s, LEO %d, HW %d)", info.name, p, part.leader_epoch,
                  list(part.isr), plog.log_end_offset, plog.high_watermark)
         self.broker.waiters.notify(key)
+        self._isr_to_check.add(key)
         self._isr_wakeup.set()
         for listener in list(self.broker.role_listeners):
             try:
@@ -321,8 +325,12 @@ class ReplicaManager:
         hw = state.on_follower_fetch(replica_id, fetch_offset, leo, monotonic_ms())
         if hw is not None:
             self._hw_moved(role, plog, hw)
-        if not was_in_isr and state.pending is None and fetch_offset >= state.high_watermark:
-            self._isr_wakeup.set()  # may be ready to join the ISR
+        if (
+            not was_in_isr and state.pending is None and replica_id in state.progress
+            and fetch_offset >= state.high_watermark and fetch_offset >= state.epoch_start_offset
+        ):
+            self._isr_to_check.add((role.topic, role.partition))  # may be ready to join the ISR
+            self._isr_wakeup.set()
 
     def min_insync_replicas(self, topic: str) -> int:
         info = self.broker.topics.get(topic)
@@ -356,21 +364,31 @@ class ReplicaManager:
 
     # -- ISR changes ------------------------------------------------------------------------------
     async def run_isr_maintenance(self) -> None:
-        """Propose ISR changes: every half lag time, and at once when a follower may join."""
+        """Propose ISR changes: for every led partition each half lag time (shrinks), and at
+        once for a partition whose follower may join (expansions)."""
         lag_ms = self.broker.config.get_int("replica.lag.time.max.ms")
+        period = max(lag_ms, 2) / 2000
+        next_full = trio.current_time() + period
         async with trio.open_nursery() as nursery:
             while True:
-                with trio.move_on_after(max(lag_ms, 2) / 2000):
+                with trio.move_on_at(next_full):
                     await self._isr_wakeup.wait()
                 self._isr_wakeup = trio.Event()
-                self.check_isr(nursery, lag_ms)
+                keys: set[Key] | None = self._isr_to_check
+                self._isr_to_check = set()
+                if trio.current_time() >= next_full:
+                    keys = None
+                    next_full = trio.current_time() + period
+                self.check_isr(nursery, lag_ms, keys)
 
-    def check_isr(self, nursery: trio.Nursery, lag_ms: int) -> None:
+    def check_isr(self, nursery: trio.Nursery, lag_ms: int, keys: set[Key] | None = None) -> None:
+        """Propose the ISR changes due for `keys` (None: every led partition)."""
         image = getattr(self.broker.cluster, "image", None)
         now = monotonic_ms()
-        for role in list(self.roles.values()):
+        roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
+        for role in roles:
             state = role.leader_state
-            if state is None or role.alter_in_flight:
+            if state is None or role.alter_in_flight or role.alter_retry_at > trio.current_time():
                 continue
             plog = self.broker.logs.get(role.topic, role.partition)
             if plog is None:
@@ -440,6 +458,7 @@ class ReplicaManager:
                      list(state.isr), state.partition_epoch)
         else:
             hw = state.isr_change_failed(proposal, leo)
+            role.alter_retry_at = trio.current_time() + ALTER_RETRY_S
             if code is not ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.info("%s-%d: AlterPartition %s refused: %s", role.topic, role.partition,
                          list(proposal.new_isr), code.name)
