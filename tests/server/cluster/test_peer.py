@@ -7,11 +7,15 @@ restarted peer is reached again without a new client; every failure is a PeerErr
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import socket
 from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -192,3 +196,30 @@ async def test_pool_follows_address_changes() -> None:
         assert (await pool.request(1, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=10)).error_code == 0
         assert not first.connected  # the replaced client was closed
         await pool.aclose()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(answer=st.one_of(
+    st.binary(max_size=64),
+    st.binary(max_size=48).map(lambda b: (len(b) + 4).to_bytes(4, "big") + (1).to_bytes(4, "big") + b),
+    st.integers(-(2**31), 2**31 - 1).map(lambda n: n.to_bytes(4, "big", signed=True)),
+))
+async def test_a_hostile_peer_only_ever_causes_peer_error(answer: bytes) -> None:
+    """Whatever bytes come back (garbage, a bad size, a truncated or undecodable body with the
+    right correlation id), the caller gets an answer or PeerError - never another exception."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        with trio.move_on_after(5):
+            await stream.receive_some(65536)
+            await stream.send_all(answer)
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, serve, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        client = PeerClient("127.0.0.1", port, client_id="peer-test")
+        with trio.fail_after(10):
+            with contextlib.suppress(PeerError):
+                await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=5)
+        await client.aclose()
+        nursery.cancel_scope.cancel()
