@@ -63,6 +63,7 @@ class Simulation:
                  honour_flush: bool = True) -> None:
         self.seed = seed
         self.honour_flush = honour_flush  # False: a broken driver that never fsyncs
+        self.faults_on = True  # False: scheduled crashes are called off (healing)
         self.rng = random.Random(seed)
         self.voter_ids = frozenset(range(1, voters + 1))
         self.observer_ids = frozenset(range(100, 100 + observers))
@@ -179,7 +180,7 @@ class Simulation:
                 self.propose_to_leaders()
             case "crash":
                 node_id, inc = ev.args
-                if self.nodes[node_id].incarnation == inc:  # type: ignore[index]
+                if self.faults_on and self.nodes[node_id].incarnation == inc:  # type: ignore[index]
                     self.crash(node_id)  # type: ignore[arg-type]
         return True
 

@@ -16,6 +16,7 @@ def _heal_and_commit(sim: Simulation) -> None:
     is deposed right after healing may lose its proposal: then the next leader gets one)."""
     sim.heal()
     sim.loss = 0.0
+    sim.faults_on = False
     for node_id in sorted(sim.nodes):
         sim.restart(node_id)
     deadline = sim.now + 15_000
