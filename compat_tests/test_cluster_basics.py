@@ -82,6 +82,16 @@ def create_topic(admin: AdminClient, topic: str, partitions_: int, rf: int, conf
     futures[topic].result(timeout=ADMIN_TIMEOUT_S)
 
 
+@pytest.fixture(autouse=True)
+def _cluster_logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Print every node's log tail after each test that used a cluster: pytest shows a test's
+    captured output only when it failed, so a failure always comes with what the nodes said."""
+    yield
+    cluster = getattr(request.node, "funcargs", {}).get("cluster")
+    if isinstance(cluster, ClusterProcesses):
+        print(cluster.logs())
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
     c = start_cluster(tmp_path_factory.mktemp("cluster"), 3)

@@ -21,7 +21,13 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from compat_tests.conftest import unique_topic
-from compat_tests.test_cluster_basics import create_topic, partitions, start_cluster, wait_until
+from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixture)
+    _cluster_logs_on_failure,
+    create_topic,
+    partitions,
+    start_cluster,
+    wait_until,
+)
 from kafkapy.testing.cluster import ClusterProcesses
 
 pytestmark = pytest.mark.timeout(300)
