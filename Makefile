@@ -31,7 +31,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 
-# `make bench`: every benchmark with a quick setting, about a minute and a half in all. The
+# `make bench`: every benchmark with a quick setting, about two minutes in all. The
 # micro-benchmarks and groups_bench run as they are (short already) and write perf/results/;
 # the others run shortened and write their JSON under $(BENCH_OUT), so the full-length figures
 # in perf/results/ (perf/README.md says how each was run) are not replaced by quick ones.
