@@ -148,8 +148,15 @@ def _check_cluster(cluster_id: str | None, ours: str) -> None:
         raise err
 
 
-def request_from_wire(api_key: ApiKey, version: int, body: object, *, cluster_id: str) -> tuple[int, RaftRequest]:
-    """(source replica id or -1, Raft request) from a wire request; raises WrongPartitionError."""
+def request_from_wire(
+    api_key: ApiKey, version: int, body: object, *, cluster_id: str, local_id: int | None = None
+) -> tuple[int, RaftRequest]:
+    """(source replica id or -1, Raft request) from a wire request; raises WrongPartitionError.
+
+    `local_id`: Vote / BeginQuorumEpoch v1+ name the voter they are meant for; one meant for
+    another node (an address that moved) gets INVALID_VOTER_KEY instead of being acted on."""
+    if isinstance(body, m.VoteRequest | m.BeginQuorumEpochRequest) and version >= 1:
+        _check_voter(body.voter_id, local_id)
     if isinstance(body, m.VoteRequest):
         _check_cluster(body.cluster_id, cluster_id)
         topic = _one(list(body.topics), "Vote")
@@ -189,6 +196,13 @@ def request_from_wire(api_key: ApiKey, version: int, body: object, *, cluster_id
             raise WrongPartitionError("Fetch: negative fetch offset or last fetched epoch")
         return replica, FetchRequest(replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch)
     raise WrongPartitionError(f"not a quorum request: {api_key.name}")
+
+
+def _check_voter(voter_id: int, local_id: int | None) -> None:
+    if local_id is not None and voter_id >= 0 and voter_id != local_id:
+        err = WrongPartitionError(f"request meant for voter {voter_id}, this is node {local_id}")
+        err.error_code = ErrorCode.INVALID_VOTER_KEY
+        raise err
 
 
 def _check_partition(topic: str, partition: int) -> None:

@@ -60,7 +60,8 @@ async def _answer(ctx: RequestContext, api_key: ApiKey, req: object) -> tuple[Er
     if driver is None:
         return ErrorCode.BROKER_NOT_AVAILABLE, None
     try:
-        src, raft_req = request_from_wire(api_key, ctx.api_version, req, cluster_id=ctx.broker.cluster_id)
+        src, raft_req = request_from_wire(api_key, ctx.api_version, req, cluster_id=ctx.broker.cluster_id,
+                                          local_id=ctx.broker.node_id)
     except ProtocolError as exc:
         return exc.error_code, None
     if isinstance(raft_req, RaftFetchRequest):

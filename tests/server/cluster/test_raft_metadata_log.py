@@ -220,3 +220,14 @@ def test_corrupted_batches_raise_protocol_error_only(values: list[bytes], data: 
     else:
         with contextlib.suppress(ProtocolError):
             entries_from_batches(bytes(good))
+
+
+def test_a_vote_meant_for_another_voter_is_refused() -> None:
+    """Vote v1 names its voter: a request that reached the wrong node (an address that moved)
+    gets INVALID_VOTER_KEY instead of a vote."""
+    wire = request_to_wire(VoteRequest(3, 1, 0, 0), cluster_id="c", dst=2, max_wait_ms=0, max_bytes=1)
+    with pytest.raises(ProtocolError) as err:
+        request_from_wire(ApiKey.VOTE, 1, wire.body, cluster_id="c", local_id=3)
+    assert err.value.error_code == ErrorCode.INVALID_VOTER_KEY
+    src, req = request_from_wire(ApiKey.VOTE, 1, wire.body, cluster_id="c", local_id=2)
+    assert (src, req) == (1, VoteRequest(3, 1, 0, 0))
