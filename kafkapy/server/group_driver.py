@@ -251,8 +251,11 @@ class GroupDriver:
         groups answer COORDINATOR_LOAD_IN_PROGRESS)."""
         if topic != CONSUMER_OFFSETS_TOPIC or not self.partitioned:
             return
+        previous = self.owned.lookup(partition)
         if not self.owned.begin_load(partition, leader_epoch):
             return
+        if not isinstance(previous, ErrorCode):  # led again in a newer epoch: reload
+            self._release(previous)
         if self._nursery is None:
             self._queued_loads.append((partition, leader_epoch))
         else:
@@ -266,6 +269,12 @@ class GroupDriver:
         coordinator = self.owned.drop(partition)
         if coordinator is None:
             return
+        self._release(coordinator)
+        log.info("%s-%d moved away (leader epoch %d): unloaded %d groups",
+                 CONSUMER_OFFSETS_TOPIC, partition, leader_epoch, len(coordinator.groups))
+
+    def _release(self, coordinator: GroupCoordinator) -> None:
+        """A coordinator is dropped: the Join/SyncGroups waiting in it get NOT_COORDINATOR."""
         moved = ErrorCode.NOT_COORDINATOR
         for group in coordinator.groups.values():
             for m in group.members.values():
@@ -273,8 +282,6 @@ class GroupDriver:
                     self._deliver(m.awaiting_join, JoinGroupResult(moved, member_id=m.member_id))
                 if m.awaiting_sync is not None:
                     self._deliver(m.awaiting_sync, SyncGroupResult(moved))
-        log.info("%s-%d moved away (leader epoch %d): unloaded %d groups",
-                 CONSUMER_OFFSETS_TOPIC, partition, leader_epoch, len(coordinator.groups))
 
     def _plog(self, partition: int) -> PartitionLog | None:
         if cluster_of(self.broker) is None:

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC, offsets_partition_for
@@ -143,9 +144,12 @@ async def test_groups_answer_only_for_partitions_led_and_reload_from_the_log(
             await c.aclose()
 
 
+@pytest.mark.parametrize("change", ["follower", "newer-epoch"])
 async def test_a_rebalance_waiting_on_a_partition_that_moves_is_answered_not_coordinator(
-    tmp_path: Path,
+    tmp_path: Path, change: str
 ) -> None:
+    """The partition moves away, or this broker leads it again in a newer epoch (a reload):
+    either way the waiting JoinGroup is answered, so the client looks the coordinator up."""
     with trio.fail_after(60):
         async with partitioned_broker(
             tmp_path, **{"group.initial.rebalance.delay.ms": "30000"}
@@ -170,8 +174,18 @@ async def test_a_rebalance_waiting_on_a_partition_that_moves_is_answered_not_coo
                         break
                     await trio.sleep(0.01)
                 assert desc.groups[0].group_state == "PreparingRebalance"
-                groups.on_become_follower(CONSUMER_OFFSETS_TOPIC, 0, 1)
+                if change == "follower":
+                    groups.on_become_follower(CONSUMER_OFFSETS_TOPIC, 0, 1)
+                else:
+                    await lead(groups, CONSUMER_OFFSETS_TOPIC, 0, 2)
             assert answer[0].error_code == E.NOT_COORDINATOR
+            if change == "newer-epoch":  # reloaded from the log: the unformed group is gone
+                desc = await d.request(ApiKey.DESCRIBE_GROUPS, 5,
+                                       DescribeGroupsRequest(groups=[g]))
+                assert (desc.groups[0].error_code, desc.groups[0].group_state) == (E.NONE, "Dead")
+                await c.aclose()
+                await d.aclose()
+                return
             hb = await d.request(ApiKey.HEARTBEAT, 3, HeartbeatRequest(
                 group_id=g, generation_id=0, member_id=first.member_id))
             assert hb.error_code == E.NOT_COORDINATOR
