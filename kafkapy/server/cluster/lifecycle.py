@@ -64,7 +64,7 @@ __all__ = ["BrokerLifecycle", "ControllerChannel", "ControllerUnavailableError"]
 log = logging.getLogger(__name__)
 
 _RETRY_S = 0.05
-_RETRY_MAX_S = 0.5
+_RETRY_MAX_S = 0.25
 #: how long an admin call waits for its result to reach the local image
 _IMAGE_WAIT_S = 5.0
 _SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -222,6 +222,7 @@ class BrokerLifecycle:
         self.shut_down_ok = trio.Event()
         self.heartbeat_interval_s = max(node.config.heartbeat_interval_ms, 10) / 1000
         self._wake = trio.Event()
+        self._last_refusal = ErrorCode.NONE
 
     def _channel(self) -> ControllerChannel:
         channel = self.node.channel
@@ -266,9 +267,12 @@ class BrokerLifecycle:
         pop_metadata_offset(response)
         code = ErrorCode(response.error_code)
         if code != ErrorCode.NONE:
-            log.warning("broker %d: registration refused: %s", self.node.node_id, code.name)
+            if code != self._last_refusal:  # once per reason: a duplicate lasts a session
+                log.warning("broker %d: registration refused: %s", self.node.node_id, code.name)
+            self._last_refusal = code
             return False
         self.broker_epoch = response.broker_epoch
+        self._last_refusal = ErrorCode.NONE
         self.fenced = True
         log.info("broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
         return True
