@@ -151,7 +151,7 @@ class ReplicaManager:
             old = None
         info = TopicInfo(t.name, t.topic_id, count, dict(t.configs), t.name in INTERNAL_TOPICS)
         broker.topics.put(info)
-        configs_changed = old is not None and old.configs != info.configs
+        configs_changed = old is None or old.configs != info.configs  # first sight: the disk may be stale
         for p, part in sorted(t.partitions.items()):
             try:
                 self._apply_partition(image, info, p, part, configs_changed)
@@ -163,7 +163,9 @@ class ReplicaManager:
         logs = self.broker.logs
         try:
             plog = logs.get(info.name, p)
-            if plog is not None and plog.topic_id.int and plog.topic_id != info.topic_id:
+            if plog is not None and plog.topic_id == info.topic_id:
+                return plog  # the common case: configs follow through `configs_changed`
+            if plog is not None and plog.topic_id.int:
                 log.warning("%s-%d on disk belongs to an older topic id: removing it", info.name, p)
                 logs.delete_log(info.name, p)
             return logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
