@@ -36,6 +36,10 @@ pytestmark = [
 ]
 
 
+#: room for the controlled shutdown on a loaded machine (it normally takes a few heartbeats)
+GENEROUS_GRACE = {"kafkapy.shutdown.grace.ms": "10000"}
+
+
 async def call(port: int, api: ApiKey, version: int, body: Any) -> Any:
     client = PeerClient("127.0.0.1", port, client_id="controller-test")
     try:
@@ -137,7 +141,7 @@ async def test_controller_rpcs_are_answered_by_the_active_controller_only(tmp_pa
 
 async def test_controlled_shutdown_and_session_expiry_move_leadership(tmp_path: Path) -> None:
     with trio.fail_after(140):
-        async with open_cluster(tmp_path, 3) as nodes:
+        async with open_cluster(tmp_path, 3, overrides=GENEROUS_GRACE) as nodes:
             await create_replicated(nodes[0].broker_port, "spread", 6)
             leader = active_controller(nodes)
             others = [n for n in nodes if n is not leader]
@@ -174,7 +178,7 @@ async def test_controlled_shutdown_and_session_expiry_move_leadership(tmp_path: 
 
 async def test_a_new_active_controller_takes_over(tmp_path: Path) -> None:
     with trio.fail_after(140):
-        async with open_cluster(tmp_path, 3) as nodes:
+        async with open_cluster(tmp_path, 3, overrides=GENEROUS_GRACE) as nodes:
             old = active_controller(nodes)
             survivors = [n for n in nodes if n is not old]
             old.server.request_shutdown()
