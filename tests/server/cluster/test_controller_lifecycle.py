@@ -20,6 +20,7 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    AlterPartitionRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreateTopicsRequest,
@@ -125,6 +126,37 @@ async def test_controller_rpcs_are_answered_by_the_active_controller_only(tmp_pa
             assert all(length == 1000 for _, length in blocks)
             assert starts[1] >= starts[0] + 1000
             assert starts[2] >= starts[1] + 1000
+
+            # AlterPartition by topic name (v1) and by topic id (v2+) is checked against the
+            # partition's leader epoch; unknown ids are UNKNOWN_TOPIC_ID.
+            await create_replicated(nodes[0].broker_port, "isr-checks", 1)
+            part = image_of(leader).topics["isr-checks"].partitions[0]
+            owner = next(n for n in nodes if n.node_id == part.leader)
+            owner_epoch = owner.broker.cluster.lifecycle.broker_epoch  # type: ignore[union-attr]
+            stale = AlterPartitionRequest(
+                broker_id=owner.node_id,
+                broker_epoch=owner_epoch,
+                topics=[
+                    AlterPartitionRequest.TopicData(
+                        topic_name="isr-checks",
+                        partitions=[
+                            AlterPartitionRequest.PartitionData(
+                                partition_index=0,
+                                leader_epoch=part.leader_epoch - 1,
+                                new_isr=[owner.node_id],
+                                partition_epoch=part.partition_epoch,
+                            )
+                        ],
+                    )
+                ],
+            )
+            answer = await call(leader.controller_port, ApiKey.ALTER_PARTITION, 1, stale)
+            assert answer.error_code == ErrorCode.NONE
+            assert answer.topics[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+            stale.topics[0].topic_id = uuid.uuid4()
+            answer = await call(leader.controller_port, ApiKey.ALTER_PARTITION, 2, stale)
+            assert answer.topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+            assert image_of(leader).topics["isr-checks"].partitions[0] == part
 
             # An undecodable entry in the metadata log is skipped by every node, and the
             # controller, whose offset predictions it breaks, resynchronises and carries on.
