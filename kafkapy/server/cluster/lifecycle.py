@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -105,7 +104,6 @@ class ControllerChannel:
         body: Any,
         *,
         timeout_s: float | None = None,
-        retry_on: Callable[[Any], bool] | None = None,
     ) -> Any:
         """Send to the active controller, retrying NOT_CONTROLLER / network errors."""
         total = self.timeout_s if timeout_s is None else timeout_s
@@ -126,9 +124,7 @@ class ControllerChannel:
                 except PeerError as exc:
                     last_error = f"controller {leader}: {exc}"
                 else:
-                    if _top_error(response) != ErrorCode.NOT_CONTROLLER and not (
-                        retry_on is not None and retry_on(response)
-                    ):
+                    if _top_error(response) != ErrorCode.NOT_CONTROLLER:
                         return response
                     last_error = f"node {leader} is not the active controller yet"
             await trio.sleep(pause)
