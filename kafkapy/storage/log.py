@@ -266,7 +266,8 @@ class PartitionLog(LogRecovery, LogQueries):
         batch (the leader's log start was moved into a batch by DeleteRecords, and the follower
         restarted its log there) restarts at that batch's base offset, keeping its log start.
         """
-        data = bytearray(batches)
+        # nothing is patched on this path, so the bytes are validated and written as they are
+        data = batches if isinstance(batches, (bytearray, memoryview)) else memoryview(batches)
         headers = parse_append_input(data, self.config.max_message_bytes,
                                       allow_compacted=True)
         with self._lock:
