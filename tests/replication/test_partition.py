@@ -59,7 +59,7 @@ def test_pending_expansion_counts_in_the_hw_and_failure_releases_it() -> None:
     s.on_follower_fetch(2, 12, 12, 1)
     assert s.high_watermark == 10  # 3 (pending) holds it at 10
     assert s.isr_change_failed(proposal, 12) == 12
-    assert s.maximal_isr == (1, 2)
+    assert list(s.maximal_isr) == [1, 2]
 
 
 def test_stale_answers_are_ignored() -> None:

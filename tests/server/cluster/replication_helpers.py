@@ -38,6 +38,7 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafkapy.protocol.messages.produce import ProduceResponse_PartitionProduceResponse
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
@@ -220,7 +221,7 @@ async def running_cluster(tmp_path: Path, count: int = 3, *, min_isr: int = 1,
 
 
 async def produce(client: Client, topic: str, batch: bytes, *, acks: int = -1, timeout_ms: int = 10_000,
-                  partition: int = 0) -> ProduceResponse.PartitionProduceResponse:
+                  partition: int = 0) -> ProduceResponse_PartitionProduceResponse:
     req = ProduceRequest(acks=acks, timeout_ms=timeout_ms, topic_data=[ProduceRequest.TopicProduceData(
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)]
     )])
