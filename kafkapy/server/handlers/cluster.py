@@ -10,12 +10,19 @@ Behaviour:
 - DescribeTopicPartitions: like Metadata for the named topics (or all, when none are named),
   sorted by name, paginated by `response_partition_limit` with a cursor.
 
-Not yet: authorized operations, racks, fenced brokers.
+Cluster mode (docs/cluster.md; single-node behaviour is unchanged): DescribeCluster lists the
+unfenced brokers of the metadata image with their endpoint for the request's listener and the
+same controller id as Metadata (a broker listener answers the BROKERS endpoint type only, as
+Kafka's brokers do); DescribeTopicPartitions reports each partition's leader, leader epoch,
+replicas, ISR and offline replicas from the image.
+
+Not yet: authorized operations, racks in single-node mode.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -35,6 +42,7 @@ from kafkapy.protocol.messages.describe_topic_partitions import (
 )
 from kafkapy.server.broker import LEADER_EPOCH
 from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.metadata import alive_brokers, controller_id_for_clients
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import TopicInfo
 
@@ -46,6 +54,8 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 @handler(ApiKey.DESCRIBE_CLUSTER, min_version=0, max_version=1)
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
+    if broker.replicas is not None and broker.cluster is not None:
+        return _describe_cluster_from_image(ctx, req)
     host, port = broker.advertised(ctx.connection.listener_name)
     response = DescribeClusterResponse(
         cluster_id=broker.cluster_id,
@@ -56,6 +66,26 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
     if ctx.api_version >= 1 and req.endpoint_type not in (BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT):
         response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         response.error_message = f"Unsupported endpoint type {req.endpoint_type}"
+        response.brokers = []
+    return response
+
+
+def _describe_cluster_from_image(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    cluster: Any = broker.cluster
+    listed = alive_brokers(cluster.image, ctx.connection.listener_name)
+    response = DescribeClusterResponse(
+        cluster_id=broker.cluster_id,
+        controller_id=controller_id_for_clients(cluster, [b[0] for b in listed]),
+        endpoint_type=req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=host, port=port, rack=rack)
+            for i, host, port, rack in listed
+        ],
+    )
+    if ctx.api_version >= 1 and req.endpoint_type != BROKERS_ENDPOINT:
+        response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        response.error_message = "The broker listeners serve the BROKERS endpoint type only"
         response.brokers = []
     return response
 
@@ -106,12 +136,34 @@ def _partition(node: int, index: int) -> PartitionEntry:
     )
 
 
+def _image_partition(image: Any, topic: str, index: int) -> PartitionEntry:
+    """Cluster mode: the partition as the metadata image has it."""
+    part = image.partition(topic, index)
+    if part is None:
+        return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
+            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition_index=index, leader_id=-1,
+        )
+
+    def alive(b: int) -> bool:
+        reg = image.brokers.get(b)
+        return reg is not None and not reg.fenced
+
+    leader = part.leader if part.leader >= 0 and alive(part.leader) else -1
+    return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
+        error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index, leader_id=leader, leader_epoch=part.leader_epoch,
+        replica_nodes=list(part.replicas), isr_nodes=list(part.isr), eligible_leader_replicas=[],
+        last_known_elr=[], offline_replicas=[r for r in part.replicas if not alive(r)],
+    )
+
+
 @handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS, min_version=0, max_version=0)
 async def handle_describe_topic_partitions(
     ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
     broker = ctx.broker
     node = broker.node_id
+    image: Any = broker.cluster.image if broker.replicas is not None and broker.cluster is not None else None
     names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
     cursor = req.cursor
     if cursor is not None:
@@ -134,6 +186,6 @@ async def handle_describe_topic_partitions(
             if budget == 0:
                 response.next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=p)
                 return response
-            topic.partitions.append(_partition(node, p))
+            topic.partitions.append(_partition(node, p) if image is None else _image_partition(image, name, p))
             budget -= 1
     return response

@@ -37,7 +37,7 @@ from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_error
 
-__all__ = ["auto_create_in_cluster", "handle_metadata", "topic_metadata"]
+__all__ = ["alive_brokers", "auto_create_in_cluster", "controller_id_for_clients", "handle_metadata", "topic_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,23 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
     return ErrorCode.NONE if code is ErrorCode.TOPIC_ALREADY_EXISTS else code
 
 
+def alive_brokers(image: Any, listener: str) -> list[tuple[int, str, int, str | None]]:
+    """Cluster mode: (id, host, port, rack) of the unfenced brokers advertising `listener`."""
+    out = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.id):
+        ep = b.endpoint(listener) if not b.fenced else None
+        if ep is not None:
+            out.append((b.id, ep.host, ep.port, b.rack))
+    return out
+
+
+def controller_id_for_clients(cluster: Any, listed: list[int]) -> int:
+    """The Raft leader when clients can reach it as a broker, else the lowest listed broker
+    (clients cannot talk to controller-only nodes; brokers forward admin requests)."""
+    raft_leader = getattr(getattr(cluster, "raft", None), "leader_id", None)
+    return raft_leader if raft_leader in listed else (listed[0] if listed else -1)
+
+
 def _alive(image: Any, broker_id: int) -> bool:
     reg = image.brokers.get(broker_id)
     return reg is not None and not reg.fenced
@@ -128,15 +145,11 @@ async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> Metada
     image = cluster.image
     listener = ctx.connection.listener_name
     response = MetadataResponse(cluster_id=broker.cluster_id, controller_id=-1)
-    for b in sorted(image.brokers.values(), key=lambda b: b.id):
-        ep = b.endpoint(listener) if not b.fenced else None
-        if ep is not None:
-            response.brokers.append(
-                MetadataResponse.MetadataResponseBroker(node_id=b.id, host=ep.host, port=ep.port, rack=b.rack)
-            )
-    listed = [b.node_id for b in response.brokers]
-    raft_leader = getattr(getattr(cluster, "raft", None), "leader_id", None)
-    response.controller_id = raft_leader if raft_leader in listed else (listed[0] if listed else -1)
+    for node_id, host, port, rack in alive_brokers(image, listener):
+        response.brokers.append(
+            MetadataResponse.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+        )
+    response.controller_id = controller_id_for_clients(cluster, [b.node_id for b in response.brokers])
     if req.topics is None or (version == 0 and not req.topics):
         response.topics = [_cluster_topic(image, t) for _, t in sorted(image.topics.items())]
         return response

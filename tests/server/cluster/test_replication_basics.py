@@ -10,6 +10,8 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    DescribeClusterRequest,
+    DescribeTopicPartitionsRequest,
     FetchRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -139,4 +141,28 @@ async def test_metadata_from_the_image(tmp_path: Path) -> None:
             assert created.topics[0].error_code == ErrorCode.NONE
             assert created.topics[0].partitions[0].leader_id in nodes
             assert "auto" in controller.image.topics
+            await client.aclose()
+
+
+async def test_describe_cluster_and_topic_partitions_from_the_image(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_cluster(tmp_path) as (controller, nodes):
+            controller.create_topic("t", partitions=2, rf=3)
+            client = await nodes[3].client()
+            described = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest(endpoint_type=1))
+            assert described.error_code == ErrorCode.NONE
+            assert sorted((b.broker_id, b.port) for b in described.brokers) == sorted(
+                (i, n.port) for i, n in nodes.items()
+            )
+            assert described.controller_id in nodes
+            controllers = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest(endpoint_type=2))
+            assert controllers.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            req = DescribeTopicPartitionsRequest(
+                topics=[DescribeTopicPartitionsRequest.TopicRequest(name="t")], response_partition_limit=100
+            )
+            [topic] = (await client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, req)).topics
+            for p in topic.partitions:
+                image = controller.image.topics["t"].partitions[p.partition_index]
+                assert (p.leader_id, p.leader_epoch) == (image.leader, image.leader_epoch)
+                assert (p.replica_nodes, p.isr_nodes) == (list(image.replicas), list(image.isr))
             await client.aclose()
