@@ -104,6 +104,8 @@ class RaftDriver:
         self.log_changed = trio.Event()
         self._committed_changed = trio.Event()
         self._last_seen = (self.core.leader_id, self.core.epoch, self.log.end_offset(), 0)
+        #: per fetcher: (leader epoch, high watermark) of the last Fetch answer it was sent
+        self._sent_hw: dict[int, tuple[int, int]] = {}
         #: resign (EndQuorumEpoch) when `run()` is cancelled; off = behave like a crash (tests)
         self.resign_on_stop = True
 
@@ -179,16 +181,30 @@ class RaftDriver:
 
     async def fetch(self, src: int, request: FetchRequest, max_wait_ms: int) -> RaftResponse:
         """A Fetch, long-polled: an answer with nothing new waits up to `max_wait_ms` for the
-        log or the high watermark to change, then is answered again."""
+        log or the high watermark to change, then is answered again.
+
+        An answer without entries but with a high watermark newer than the last one this
+        fetcher was sent goes out at once (as Kafka's leader does): the HW may have moved while
+        the fetcher's previous answer was on its way (another voter's fetch committed it), and
+        holding the news back for a whole long poll would delay every metadata change on that
+        node by `max_wait_ms`. Kafka's Fetch v18 carries the fetcher's HW; v17 does not, so
+        the driver remembers what it last answered each fetcher (per epoch)."""
         changed = self.log_changed
         response = await self.handle_request(src, request)
-        if (not isinstance(response, FetchResponse) or response.entries
-                or response.diverging_epoch is not None or response.error != ErrorCode.NONE
-                or max_wait_ms <= 0):
-            return response
-        with trio.move_on_after(max_wait_ms / 1000):
-            await changed.wait()
-        return await self.handle_request(src, request)
+        if (isinstance(response, FetchResponse) and not response.entries
+                and response.diverging_epoch is None and response.error == ErrorCode.NONE
+                and max_wait_ms > 0 and not self._hw_is_news(src, response)):
+            with trio.move_on_after(max_wait_ms / 1000):
+                await changed.wait()
+            response = await self.handle_request(src, request)
+        if isinstance(response, FetchResponse) and response.error == ErrorCode.NONE:
+            self._sent_hw[src] = (response.leader_epoch, response.high_watermark)
+        return response
+
+    def _hw_is_news(self, src: int, response: FetchResponse) -> bool:
+        """True when `src` has not been sent `response`'s high watermark in this epoch yet."""
+        epoch, hw = self._sent_hw.get(src, (-1, -1))
+        return epoch != response.leader_epoch or response.high_watermark > hw
 
     # ------------------------------------------------------------------ the loop
 
