@@ -26,6 +26,9 @@ Thread-safety contract
   in `append`.
 - `flush`, `delete_old_segments`, `truncate_*`, the cleaner and `close` may run in a worker
   thread. `flush` fsyncs *outside* the lock, so appends continue while the disk syncs.
+  `offsets.checkpoint` is written outside it too (snapshot under the lock, write under a
+  second lock that only serialises checkpoint files): behind a large writeback its rename
+  took 144 ms, and the appends on the event loop waited that long for the lock.
 - Readers get `FileSlice(fd, position, length)`. A segment leaving the log (retention,
   truncate-fully, compaction swap) is unlinked at once but its fd is *not* closed: it is parked
   and closed by a later maintenance call once `file.delete.delay.ms` (default 60 s, like
@@ -80,6 +83,7 @@ from kafkapy.storage.segment import (
 from kafkapy.storage.txn_index import (
     delete_snapshots,
 )
+from kafkapy.storage.writeback import PAGE_SIZE, WRITEBACK_SUPPORTED, start_writeback
 
 __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
 
@@ -116,6 +120,7 @@ class PartitionLog(LogRecovery, LogQueries):
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms if now_ms is not None else _now_ms()
         self._last_hw_checkpoint_ms = 0
+        self._last_writeback_ms = 0
         self._dir_dirty = True  # new segment files whose directory entries need an fsync
         self._meta_unsynced = False
         self._epochs_unsynced = False
@@ -126,6 +131,9 @@ class PartitionLog(LogRecovery, LogQueries):
         self._checkpointed = OffsetsCheckpoint()
         self._checkpoint_on_disk = False
         self._checkpoint_synced = False
+        self._checkpoint_file_lock = threading.Lock()
+        self._checkpoint_version = 0
+        self._checkpoint_written_version = 0
         self.directory.mkdir(parents=True, exist_ok=True)
         self._metadata = self._load_metadata(topic_id)
         if config is None and self._metadata.config_overrides:
@@ -648,15 +656,57 @@ class PartitionLog(LogRecovery, LogQueries):
             if generation == self._generation:
                 self._recovery_point = max(self._recovery_point, leo)
             self._last_flush_ms = _now_ms()
+            snapshot = None
             if self._checkpoint_changed() or not self._checkpoint_on_disk:
-                self._write_checkpoint(fsync=True)
-            elif not self._checkpoint_synced:
-                # written unsynced since (e.g. a high watermark checkpoint): same content, so
-                # an fsync makes it durable without rewriting it
-                fsync_file(self.directory / OFFSETS_FILE)
-                self._checkpoint_synced = True
+                snapshot = self._snapshot_checkpoint()
             if epochs_unsynced:
                 self.leader_epochs.write(fsync=True)
+        # The checkpoint's write and fsync happen outside the log's lock, like the data's.
+        if snapshot is not None:
+            self._write_checkpoint_snapshot(*snapshot, fsync=True)
+            return
+        with self._checkpoint_file_lock:
+            if not self._checkpoint_synced and not self._closed:
+                # written unsynced since (e.g. a high watermark checkpoint): the same
+                # content, so an fsync makes it durable without rewriting it
+                fsync_file(self.directory / OFFSETS_FILE)
+                self._checkpoint_synced = True
+
+    def start_writeback(self, now_ms: int, *, min_bytes: int, max_delay_ms: int) -> int:
+        """Start the kernel's writeback of bytes appended since the last call (see
+        `kafkapy.storage.writeback`): when at least `min_bytes` are waiting, or any are and
+        the last start was `max_delay_ms` ago. Returns the bytes handed to the kernel.
+
+        For a worker thread: the log's lock only covers picking the ranges. The active
+        segment's last partial page is left for later, so an append never writes into a page
+        the disk may be reading.
+        """
+        ranges: list[tuple[int, int, int]] = []
+        with self._lock:
+            if self._closed or self._offline is not None or not WRITEBACK_SUPPORTED:
+                return 0
+            pending = 0
+            first = len(self.segments)
+            while first > 0:
+                seg = self.segments[first - 1]
+                if seg.written_back >= seg.size or not seg.is_open:
+                    seg.written_back = min(seg.written_back, seg.size)  # truncated meanwhile
+                    break
+                first -= 1
+                pending += seg.size - seg.written_back
+            if pending == 0 or (pending < min_bytes
+                                and now_ms - self._last_writeback_ms < max_delay_ms):
+                return 0
+            active = self.segments[-1]
+            for seg in self.segments[first:]:
+                end = seg.size if seg is not active else seg.size - seg.size % PAGE_SIZE
+                if end > seg.written_back:
+                    ranges.append((seg.fd, seg.written_back, end - seg.written_back))
+                    seg.written_back = end
+            self._last_writeback_ms = now_ms
+        for fd, position, length in ranges:
+            start_writeback(fd, position, length)
+        return sum(length for _, _, length in ranges)
 
     def needs_flush(self, now_ms: int) -> bool:
         """`flush.messages` or `flush.ms` says an fsync is due (LogManager.flush_dirty)."""
@@ -678,7 +728,9 @@ class PartitionLog(LogRecovery, LogQueries):
                 if now_ms - self._last_hw_checkpoint_ms < HW_CHECKPOINT_INTERVAL_MS:
                     return
                 self._last_hw_checkpoint_ms = now_ms
-            self._write_checkpoint(fsync=False)
+            version, state = self._snapshot_checkpoint()
+        # The file is written outside the log's lock: appends and reads go on meanwhile.
+        self._write_checkpoint_snapshot(version, state, fsync=False)
 
     def close(self, *, fsync: bool = True) -> None:
         """Flush everything and release fds; the log must not be used afterwards.
@@ -724,7 +776,8 @@ class PartitionLog(LogRecovery, LogQueries):
             for seg in self.segments:
                 seg.close()
             self.reap_retired(force=True)
-            shutil.rmtree(self.directory, ignore_errors=True)
+            with self._checkpoint_file_lock:  # no checkpoint write half way through
+                shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _now_ms() -> int:

@@ -53,6 +53,10 @@ TopicPartition = tuple[str, int]
 # What one log's maintenance may raise; logged, never allowed to stop the other logs' turn
 # (damaged bytes in an old segment, a failing disk).
 _MAINTENANCE_ERRORS = (OSError, StorageError, ProtocolError)
+# Writeback pacing: a partition's new bytes go to the kernel once 1 MiB has gathered, and
+# whatever is left after 5 s (well before the kernel's own 30 s expiry).
+WRITEBACK_MIN_BYTES = 1 << 20
+WRITEBACK_MAX_DELAY_MS = 5_000
 
 
 class LogManager:
@@ -258,6 +262,20 @@ class LogManager:
             except _MAINTENANCE_ERRORS as exc:
                 log.error("flushing %s failed: %s", plog.directory.name, exc)
         return flushed
+
+    def start_writeback(self, now_ms: int, *, min_bytes: int = WRITEBACK_MIN_BYTES,
+                        max_delay_ms: int = WRITEBACK_MAX_DELAY_MS) -> int:
+        """Pace the kernel's writeback of new log bytes (see `kafkapy.storage.writeback`):
+        every log with `min_bytes` waiting, or with any waiting for `max_delay_ms`. For a
+        worker thread, every fraction of a second; returns the bytes handed to the kernel."""
+        started = 0
+        for plog in self.logs().values():
+            try:
+                started += plog.start_writeback(now_ms, min_bytes=min_bytes,
+                                                max_delay_ms=max_delay_ms)
+            except _MAINTENANCE_ERRORS as exc:
+                log.error("writeback of %s failed: %s", plog.directory.name, exc)
+        return started
 
     def close(self, clean: bool = True) -> None:
         """Flush and close every log; with `clean`, mark the directories cleanly shut down."""

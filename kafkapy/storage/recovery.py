@@ -57,6 +57,10 @@ class LogRecovery:
     _checkpointed: OffsetsCheckpoint
     _checkpoint_on_disk: bool
     _checkpoint_synced: bool
+    _closed: bool
+    _checkpoint_file_lock: threading.Lock
+    _checkpoint_version: int
+    _checkpoint_written_version: int
 
     def _load_metadata(self, topic_id: uuid.UUID | None) -> PartitionMetadata:
         meta = PartitionMetadata.read(self.directory)
@@ -208,11 +212,36 @@ class LogRecovery:
         return self._checkpoint_state() != self._checkpointed
 
     def _write_checkpoint(self, *, fsync: bool) -> None:
-        state = self._checkpoint_state()
-        state.write(self.directory, fsync=fsync)
-        self._checkpointed = state
-        self._checkpoint_on_disk = True
-        self._checkpoint_synced = fsync
+        """Write the current offsets now (caller holds the log's lock)."""
+        version, state = self._snapshot_checkpoint()
+        self._write_checkpoint_snapshot(version, state, fsync=fsync, even_if_closed=True)
+
+    def _snapshot_checkpoint(self) -> tuple[int, OffsetsCheckpoint]:
+        """Under the log's lock: the offsets to write and their place in the order of
+        snapshots, so a write that lost a race never replaces a newer file."""
+        self._checkpoint_version += 1
+        return self._checkpoint_version, self._checkpoint_state()
+
+    def _write_checkpoint_snapshot(self, version: int, state: OffsetsCheckpoint, *,
+                                   fsync: bool, even_if_closed: bool = False) -> bool:
+        """Write a snapshot unless a newer one is already on disk; False when skipped.
+
+        Callable without the log's lock (the periodic checkpoint does so): a rename stalls
+        for 100+ ms while the kernel writes back a large file on the same disk, and the
+        appends on the event loop must not wait for that. Writes are serialised by their
+        own lock, taken after the log's lock where both are held (never the other way).
+        """
+        with self._checkpoint_file_lock:
+            if version <= self._checkpoint_written_version:
+                return False
+            if self._closed and not even_if_closed:
+                return False  # closed or deleted meanwhile: its directory may be gone
+            state.write(self.directory, fsync=fsync)
+            self._checkpoint_written_version = version
+            self._checkpointed = state
+            self._checkpoint_on_disk = True
+            self._checkpoint_synced = fsync
+        return True
 
     def _write_epochs(self) -> None:
         """Mark the leader-epoch cache for the next flush() (recovery rebuilds it from the

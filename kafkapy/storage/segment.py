@@ -101,6 +101,7 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None
         self.created_ms: int | None = None
         self.dirty = False  # bytes written since the last fsync
+        self.written_back = 0  # file position up to which writeback was started (pacing)
         self._bytes_since_index = 0
         self._tail_end = 0
         self._fd: int | None = None
@@ -128,6 +129,11 @@ class LogSegment:
         if self._fd is None:
             self._fd = os.open(self.log_path, os.O_RDWR)
         return self._fd
+
+    @property
+    def is_open(self) -> bool:
+        """The fd is open (every segment written since the log was opened has one)."""
+        return self._fd is not None
 
     def close(self) -> None:
         if self._fd is not None:
@@ -277,6 +283,7 @@ class LogSegment:
     def load_state(self, size: int) -> None:
         """Adopt an on-disk segment known to be good: trust its size; indexes load lazily."""
         self.size = size
+        self.written_back = size  # on disk already, or the kernel's to write back
 
     # --- writing --------------------------------------------------------------------------
     def append(self, data: memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
@@ -405,6 +412,7 @@ class LogSegment:
         self._bytes_since_index = 0
         file_size = os.fstat(self.fd).st_size
         self.size = file_size
+        self.written_back = self.size
         valid_end = 0
         next_offset = max(self.base_offset, expected_start)
         reason: str | None = None
@@ -435,6 +443,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid_end)
         self.size = valid_end
+        self.written_back = self.size
         self._next_offset = next_offset if valid_end else self.base_offset
         # Index files are written by the next flush (reset() made them start afresh): a
         # segment being recovered is rescanned after any crash before that anyway.
