@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -63,15 +64,47 @@ def create_topic(bootstrap: str, partitions: int, rf: int) -> str:
     raise SystemExit(f"topic {name} never got leaders and a full ISR")
 
 
+def _sys_seconds(pid: int) -> float:
+    """Kernel CPU time (stime) of `pid`; 0 when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return int(fields[12]) / bench._CLK_TCK
+
+
+def _machine_ticks() -> tuple[int, int, int]:
+    """(busy, steal, total) clock ticks of the whole machine, all cores, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = values[3] + values[4]  # idle + iowait
+    steal = values[7]
+    total = sum(values)
+    return total - idle - steal, steal, total
+
+
 def produce(bootstrap: str, topic: str, acks: str, pids: list[int], p: bench.Params) -> dict[str, float]:
-    """bench.py's produce phase, with the CPU of every broker process summed."""
+    """bench.py's produce phase, with the CPU of every broker process summed.
+
+    Also the CPU accounting that says whether a figure is CPU-bound: the brokers' kernel share,
+    and the whole machine's busy and stolen share over the phase (% of one core, so 200 = both
+    cores of this machine; it includes other processes' load, which the per-process figures
+    miss)."""
     cpu0 = [bench._proc_cpu_seconds(pid) for pid in pids]
+    sys0 = [_sys_seconds(pid) for pid in pids]
+    busy0, steal0, total0 = _machine_ticks()
     wall0 = time.perf_counter()
     bench.BROKER_PID = pids[0]
     result = bench.produce_throughput(bootstrap, topic, acks, p)
     wall = time.perf_counter() - wall0
     used = sum(bench._proc_cpu_seconds(pid) - c for pid, c in zip(pids, cpu0, strict=True))
+    kernel = sum(_sys_seconds(pid) - c for pid, c in zip(pids, sys0, strict=True))
+    busy1, steal1, total1 = _machine_ticks()
+    cores = os.cpu_count() or 1
+    ticks = max(total1 - total0, 1)
     result["broker_cpu_pct"] = 100.0 * used / wall if wall > 0 else 0.0
+    result["broker_sys_pct"] = 100.0 * kernel / wall if wall > 0 else 0.0
+    result["machine_busy_pct"] = 100.0 * cores * (busy1 - busy0) / ticks
+    result["machine_steal_pct"] = 100.0 * cores * (steal1 - steal0) / ticks
     return result
 
 
@@ -136,14 +169,18 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = {name: {"label": labels[name], **summarise(r)} for name, r in runs.items()}
     ratio = summary["B"]["median"]["msgs_per_s"] / summary["A"]["median"]["msgs_per_s"]
-    print(f"{'target':28}{'msgs/s':>10}{'min-max':>19}{'MiB/s':>8}{'cli%':>6}{'brk%':>6}{'errors':>7}")
+    print(f"{'target':28}{'msgs/s':>10}{'min-max':>19}{'MiB/s':>8}{'cli%':>6}{'brk%':>6}{'sys%':>6}"
+          f"{'box%':>6}{'st%':>5}{'errors':>7}")  # fmt: skip
     for s in summary.values():
         med, (lo, hi) = s["median"], s["spread"]["msgs_per_s"]
         print(f"{s['label']:28}{med['msgs_per_s']:>10.0f}{f'{lo:.0f}-{hi:.0f}':>19}{med['mib_per_s']:>8.1f}"
-              f"{med['client_cpu_pct']:>6.0f}{med['broker_cpu_pct']:>6.0f}{med['errors']:>7.0f}")  # fmt: skip
+              f"{med['client_cpu_pct']:>6.0f}{med['broker_cpu_pct']:>6.0f}{med['broker_sys_pct']:>6.0f}"
+              f"{med['machine_busy_pct']:>6.0f}{med['machine_steal_pct']:>5.0f}{med['errors']:>7.0f}")  # fmt: skip
     print(f"ratio B/A (produce msgs/s, medians): {ratio:.2f}  (goal >= {GOAL_RATIO})")
     print(f"idle 3-node cluster CPU (all nodes, % of one core, {IDLE_SECONDS:.0f} s): median {statistics.median(idle):.0f}")
-    print("cli% / brk% = client / broker CPU time over wall time (100 = one core; brk% of B sums 3 nodes)")
+    print("cli% / brk% = client / broker CPU time over wall time (100 = one core; brk% of B sums 3 nodes);")
+    print(f"sys% = the brokers' kernel part of brk%; box% / st% = whole machine busy / stolen ({os.cpu_count()} cores"
+          f" = {100 * (os.cpu_count() or 1)}%, other processes included)")
     report = {
         "params": {**vars(p), "value_bytes": bench.VALUE_BYTES, "linger_ms": 5, "runs": args.runs},
         "targets": summary,

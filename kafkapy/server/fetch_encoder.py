@@ -14,9 +14,12 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+from kafkapy.protocol.errors import ProtocolError
 from kafkapy.server.zerocopy import FileRegion, RawResponse, Segment
 
-__all__ = ["PartitionPart", "TopicPart", "encode_fetch_response", "uvarint"]
+__all__ = [
+    "FetchedPartition", "PartitionPart", "TopicPart", "encode_fetch_response", "parse_fetch_response", "uvarint",
+]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -130,3 +133,107 @@ def encode_fetch_response(
         head += b"\x00"  # top-level tagged fields
     segments.append(bytes(head))
     return RawResponse(segments=segments, flexible=flexible)
+
+
+# -- the follower's side: a slim FetchResponse parser -----------------------------------------------
+
+_ERROR_PART = struct.Struct(">ihqqq")  # partition, error, high watermark, last stable, log start
+_EPOCH_END = struct.Struct(">iq")  # diverging epoch: epoch, end offset
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    """One partition of a replica fetch answer; `records` is a view of the response frame."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: memoryview | None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate first (KIP-279)
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    for _ in range(5):
+        if pos >= len(buf):
+            raise ProtocolError("fetch response: truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    raise ProtocolError("fetch response: varint longer than 5 bytes")
+
+
+def _need(buf: memoryview, pos: int, n: int) -> None:
+    if n < 0 or pos + n > len(buf):
+        raise ProtocolError(f"fetch response: {n} bytes wanted at {pos}, frame is {len(buf)}")
+
+
+def _skip_tags(buf: memoryview, pos: int, part: FetchedPartition | None = None) -> int:
+    """Skip a tagged-field section; a partition's tag 0 (diverging epoch) is kept."""
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        _need(buf, pos, size)
+        if part is not None and tag == 0:
+            _need(buf, pos, _EPOCH_END.size)
+            part.diverging_epoch = _EPOCH_END.unpack_from(buf, pos)
+        pos += size
+    return pos
+
+
+def parse_fetch_response(version: int, body: bytes | bytearray | memoryview) -> tuple[int, list[tuple[uuid.UUID, list[FetchedPartition]]]]:
+    """(top-level error code, [(topic id, partitions)]) of a FetchResponse v13+ body (after the
+    response header).
+
+    Why beside the encoder and not the generic codec: a follower's Fetch answer is megabytes of
+    record batches, and the generic decoder first copies a received bytearray whole (BytesIO)
+    and builds a message object per partition; this walks the framing once and slices
+    `records` out of `body` as views, which the log appends as they are. Only what a follower
+    reads is kept (aborted transactions and other tagged fields are skipped). Bad input raises
+    ProtocolError, never anything else."""
+    if version < 13:
+        raise ProtocolError(f"parse_fetch_response: v{version} has no topic ids")
+    buf = memoryview(body)
+    try:
+        _need(buf, 0, 10)
+        error_code = _I16.unpack_from(buf, 4)[0]
+        pos = 10
+        n_topics, pos = _read_uvarint(buf, pos)
+        topics: list[tuple[uuid.UUID, list[FetchedPartition]]] = []
+        for _ in range(n_topics - 1):
+            _need(buf, pos, 16)
+            topic_id = uuid.UUID(bytes=bytes(buf[pos : pos + 16]))
+            pos += 16
+            n_parts, pos = _read_uvarint(buf, pos)
+            parts: list[FetchedPartition] = []
+            for _ in range(n_parts - 1):
+                _need(buf, pos, _ERROR_PART.size)
+                index, code, hw, lso, start = _ERROR_PART.unpack_from(buf, pos)
+                pos += _ERROR_PART.size
+                n_aborted, pos = _read_uvarint(buf, pos)  # nullable compact array
+                for _ in range(n_aborted - 1):
+                    _need(buf, pos, 16)
+                    pos = _skip_tags(buf, pos + 16)
+                _need(buf, pos, 4)  # preferred read replica
+                pos += 4
+                size, pos = _read_uvarint(buf, pos)
+                records = None
+                if size:
+                    _need(buf, pos, size - 1)
+                    records = buf[pos : pos + size - 1]
+                    pos += size - 1
+                part = FetchedPartition(index, code, hw, lso, start, records)
+                pos = _skip_tags(buf, pos, part)
+                parts.append(part)
+            pos = _skip_tags(buf, pos)
+            topics.append((topic_id, parts))
+        _skip_tags(buf, pos)
+    except struct.error as e:
+        raise ProtocolError(f"fetch response: {e}") from None
+    return error_code, topics

@@ -26,6 +26,8 @@ and tried again at the next check. Resource handling: no tasks of its own except
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 Key = tuple[str, int]
 NO_LEADER = -1
 ALTER_RETRY_S = 0.5  # pause after a failed AlterPartition, so a refused change is not re-sent per fetch
+_WAITER_SEQ = itertools.count()  # tie-break of equal end offsets in a waiter heap
 
 
 def monotonic_ms() -> int:
@@ -72,8 +75,11 @@ class PartitionRole:
     leader_state: LeaderState | None = None  # set while this node leads
     alter_in_flight: bool = False
     alter_retry_at: float = 0.0  # trio time: no new AlterPartition before (after a failure)
-    # set (and replaced) at every HW move or role change: what acks=all waiters wait on
+    # set (and replaced) at every role change, and by every HW move for `wait_replicated`
+    # callers that do not wait on their own event
     changed: trio.Event = field(default_factory=trio.Event)
+    # acks=all waiters: heap of (end offset, seq, event); a HW move wakes only those it reached
+    hw_waiters: list[tuple[int, int, trio.Event]] = field(default_factory=list)
 
     @property
     def is_leader(self) -> bool:
@@ -300,14 +306,25 @@ class ReplicaManager:
 
     # -- leader events ----------------------------------------------------------------------------
     def _signal(self, role: PartitionRole) -> None:
+        """The role changed (leadership, epoch, ISR): every waiter looks again."""
         role.changed.set()
         role.changed = trio.Event()
+        waiters, role.hw_waiters = role.hw_waiters, []
+        for _, _, event in waiters:
+            event.set()
 
     def _hw_moved(self, role: PartitionRole, plog: PartitionLog, hw: int) -> None:
+        """Why a heap of waiters: with many acks=all produces in flight on a partition, each
+        HW step completes a few of them; waking all of them on every step (to find out and
+        sleep again) cost a share of the leader's CPU growing with the requests in flight."""
         plog.high_watermark = hw
         self.broker.producer_states.on_append((role.topic, role.partition), plog)
         self.broker.waiters.notify((role.topic, role.partition))
-        self._signal(role)
+        role.changed.set()
+        role.changed = trio.Event()
+        waiters = role.hw_waiters
+        while waiters and waiters[0][0] <= hw:
+            heapq.heappop(waiters)[2].set()
 
     def on_leader_append(self, topic: str, partition: int, plog: PartitionLog) -> None:
         role = self.leader_role(topic, partition)
@@ -360,8 +377,15 @@ class ReplicaManager:
                 return ErrorCode.NONE
             if trio.current_time() >= deadline:
                 return ErrorCode.REQUEST_TIMED_OUT
-            with trio.move_on_at(deadline):
-                await role.changed.wait()
+            entry = (end_offset, next(_WAITER_SEQ), trio.Event())
+            heapq.heappush(role.hw_waiters, entry)
+            try:
+                with trio.move_on_at(deadline):
+                    await entry[2].wait()
+            finally:
+                if not entry[2].is_set() and entry in role.hw_waiters:  # timed out or cancelled
+                    role.hw_waiters.remove(entry)
+                    heapq.heapify(role.hw_waiters)
         return ErrorCode.REQUEST_TIMED_OUT
 
     # -- ISR changes ------------------------------------------------------------------------------

@@ -36,8 +36,15 @@ from typing import Any
 
 import trio
 
-from kafkapy.protocol import ApiKey, FrameDecoder, RequestHeader, decode_response, encode_request
+from kafkapy.protocol import (
+    ApiKey,
+    RequestHeader,
+    decode_response,
+    encode_request,
+    response_header_version,
+)
 from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.primitives import Frame, r_int32, r_tags
 
 __all__ = ["PeerClient", "PeerError", "PeerPool"]
 
@@ -46,6 +53,8 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 RECEIVE_BYTES = 256 * 1024
+#: response frames at least this big are received into a buffer of their own (never copied again)
+OWN_BUFFER_BYTES = 64 * 1024
 #: responses larger than this are a broken peer (replica fetches are bounded far below it)
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 CONNECT_TIMEOUT_S = 5.0
@@ -61,6 +70,7 @@ class PeerError(Exception):
 class _Waiter:
     api_key: ApiKey
     version: int
+    raw: bool = False
     done: trio.Event = field(default_factory=trio.Event)
     response: Any = None
     error: PeerError | None = None
@@ -71,12 +81,93 @@ class _Waiter:
             self.done.set()
 
 
+def _body_of(api_key: ApiKey, version: int, frame: bytes | bytearray) -> memoryview:
+    """The response body after its header (correlation id, and tagged fields in header v1)."""
+    if not response_header_version(api_key, version):
+        return memoryview(frame)[4:]
+    if len(frame) > 4 and frame[4] == 0:  # no header tags: the usual case, read in place
+        return memoryview(frame)[5:]
+    io = Frame(bytes(frame))
+    r_int32(io)
+    r_tags(io)
+    return memoryview(frame)[io.tell() :]
+
+
+class _ResponseFrames:
+    """Size-prefixed response frames received with `recv_into`.
+
+    Why not `receive_some` + `FrameDecoder`: a replica fetch answer is megabytes of record
+    batches, and the decoder's path copies each byte three times (the received chunk, its
+    buffer, the frame) in 256 KiB steps - the largest single cost of a follower in the RF=3
+    profile. Here small frames are cut from one reused buffer, and a frame of at least
+    `OWN_BUFFER_BYTES` is received straight into a bytearray of its exact size, one copy from
+    the kernel; its `records` then decode as views of it, appended to the log as they are.
+
+    Cancellation-safe like `receive_some`: a `recv_into` either took bytes or did not, and every
+    partial frame stays in this object for the next call."""
+
+    __slots__ = ("_buf", "_end", "_got", "_pending", "_start", "_view", "sock")
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self._buf = bytearray(RECEIVE_BYTES)
+        self._view = memoryview(self._buf)
+        self._start = 0  # unparsed bytes are _buf[_start:_end]
+        self._end = 0
+        self._pending: bytearray | None = None  # a large frame being received into its own buffer
+        self._got = 0
+
+    async def receive(self) -> list[bytes | bytearray] | None:
+        """Whatever frames one `recv_into` completes (maybe none); None when the peer closed.
+        Raises ProtocolError on a negative or oversized length, before buffering the body."""
+        if self._pending is not None:
+            with memoryview(self._pending) as target:
+                n = await self.sock.recv_into(target[self._got :])
+            if n == 0:
+                return None
+            self._got += n
+            if self._got < len(self._pending):
+                return []
+            frame, self._pending = self._pending, None
+            return [frame]
+        view = self._view
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._end == len(self._buf):  # a partial small frame at the very end: move it down
+            rest = self._end - self._start
+            view[:rest] = view[self._start : self._end]
+            self._start, self._end = 0, rest
+        n = await self.sock.recv_into(view[self._end :])
+        if n == 0:
+            return None
+        self._end += n
+        frames: list[bytes | bytearray] = []
+        while self._end - self._start >= 4:
+            start = self._start
+            (size,) = _SIZE.unpack_from(self._buf, start)
+            if size < 0 or size > MAX_RESPONSE_BYTES:
+                raise ProtocolError(f"response size {size} outside 0..{MAX_RESPONSE_BYTES}")
+            have = self._end - start - 4
+            if size >= OWN_BUFFER_BYTES and have < size:
+                frame = bytearray(size)
+                frame[:have] = view[start + 4 : self._end]
+                self._pending, self._got = frame, have
+                self._start = self._end
+                break
+            if have < size:
+                break
+            body = view[start + 4 : start + 4 + size]
+            frames.append(bytearray(body) if size >= OWN_BUFFER_BYTES else bytes(body))
+            self._start = start + 4 + size
+        return frames
+
+
 class _Connection:
     """One TCP connection with its in-flight table; replaced as a whole when it breaks."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
-        self.decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+        self.frames = _ResponseFrames(stream.socket)
         self.pending: dict[int, _Waiter] = {}
         self.send_lock = trio.Lock()
         self.read_lock = trio.Lock()
@@ -115,26 +206,30 @@ class PeerClient:
     def __repr__(self) -> str:
         return f"PeerClient({self.host}:{self.port})"
 
-    async def request(self, api_key: ApiKey, version: int, body: Any, *, timeout_s: float) -> Any:
-        """Send `body` as `api_key` v`version`; the decoded response body. Raises PeerError."""
+    async def request(self, api_key: ApiKey, version: int, body: Any, *, timeout_s: float, raw: bool = False) -> Any:
+        """Send `body` as `api_key` v`version`; the decoded response body. Raises PeerError.
+
+        `raw=True` returns the response body undecoded instead (a memoryview after the
+        response header, of a frame owned by the caller): the replica fetcher parses Fetch
+        answers itself so their record batches are never copied (fetch_encoder)."""
         conn: _Connection | None = None
         try:
             with trio.fail_after(timeout_s):
                 conn = await self._connection()
-                return await self._exchange(conn, api_key, version, body)
+                return await self._exchange(conn, api_key, version, body, raw)
         except trio.TooSlowError:
             error = PeerError(f"{api_key.name} v{version} to {self.host}:{self.port} timed out after {timeout_s:.3g} s")
             if conn is not None:
                 await self._drop(conn, error)
             raise error from None
 
-    async def _exchange(self, conn: _Connection, api_key: ApiKey, version: int, body: Any) -> Any:
+    async def _exchange(self, conn: _Connection, api_key: ApiKey, version: int, body: Any, raw: bool) -> Any:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         try:
             frame = encode_request(RequestHeader(int(api_key), version, correlation_id, self.client_id), body)
         except ProtocolError as e:
             raise PeerError(f"cannot encode {api_key.name} v{version}: {e}") from e
-        waiter = _Waiter(api_key, version)
+        waiter = _Waiter(api_key, version, raw)
         conn.pending[correlation_id] = waiter
         try:
             async with conn.send_lock:
@@ -164,13 +259,9 @@ class PeerClient:
     async def _read_some(self, conn: _Connection) -> None:
         """Receive what the socket has and deliver every complete response frame."""
         try:
-            data = await conn.stream.receive_some(RECEIVE_BYTES)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            raise await self._drop(conn, PeerError(f"connection to {self.host}:{self.port} failed: {e}")) from e
-        if not data:
-            raise await self._drop(conn, PeerError(f"{self.host}:{self.port} closed the connection"))
-        try:
-            frames = conn.decoder.feed(data)
+            frames = await conn.frames.receive()
+            if frames is None:
+                raise await self._drop(conn, PeerError(f"{self.host}:{self.port} closed the connection"))
             for frame in frames:
                 if len(frame) < 4:
                     raise ProtocolError("response frame shorter than its header")
@@ -178,8 +269,13 @@ class PeerClient:
                 waiter = conn.pending.pop(correlation_id, None)
                 if waiter is None:
                     continue  # its caller gave up (cancelled); nothing waits for it
-                _, response = decode_response(waiter.api_key, waiter.version, frame)
-                waiter.finish(response)
+                if waiter.raw:
+                    waiter.finish(_body_of(waiter.api_key, waiter.version, frame))
+                else:
+                    _, response = decode_response(waiter.api_key, waiter.version, frame)
+                    waiter.finish(response)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            raise await self._drop(conn, PeerError(f"connection to {self.host}:{self.port} failed: {e}")) from e
         except ProtocolError as e:
             raise await self._drop(conn, PeerError(f"bad response from {self.host}:{self.port}: {e}")) from e
 
@@ -250,13 +346,15 @@ class PeerPool:
         client = self._clients[node_id] = PeerClient(address[0], address[1], client_id=self.client_id)
         return client
 
-    async def request(self, node_id: int, api_key: ApiKey, version: int, body: Any, *, timeout_s: float) -> Any:
+    async def request(
+        self, node_id: int, api_key: ApiKey, version: int, body: Any, *, timeout_s: float, raw: bool = False
+    ) -> Any:
         """`get(node_id).request(...)`; raises PeerError."""
         if self._stale:
             stale, self._stale = self._stale, []
             for old in stale:
                 await old.aclose()
-        return await self.get(node_id).request(api_key, version, body, timeout_s=timeout_s)
+        return await self.get(node_id).request(api_key, version, body, timeout_s=timeout_s, raw=raw)
 
     async def aclose(self) -> None:
         clients = [*self._clients.values(), *self._stale]

@@ -40,6 +40,7 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
+from kafkapy.server.fetch_encoder import FetchedPartition, parse_fetch_response
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -134,22 +135,23 @@ class ReplicaFetcherManager:
             await trio.sleep(self.backoff_s)
             return
         try:
-            response = await self.node.broker_peers.request(
+            body = await self.node.broker_peers.request(
                 leader, ApiKey.FETCH, FETCH_VERSION, request,
-                timeout_s=self.max_wait_ms / 1000 + self.request_timeout_s,
+                timeout_s=self.max_wait_ms / 1000 + self.request_timeout_s, raw=True,
             )
-        except Exception as exc:  # PeerError, unknown address, ...: back off, retry
+            error_code, topics = parse_fetch_response(FETCH_VERSION, body)
+        except Exception as exc:  # PeerError, unknown address, undecodable, ...: back off, retry
             log.debug("fetch from broker %d failed: %s", leader, exc)
             await trio.sleep(self.backoff_s)
             return
         self.fetches += 1
-        if response.error_code:
-            log.info("fetch from broker %d: %s", leader, ErrorCode(response.error_code).name)
+        if error_code:
+            log.info("fetch from broker %d: %s", leader, ErrorCode(error_code).name)
             await trio.sleep(self.backoff_s)
             return
-        for topic in response.responses:
-            for part in topic.partitions:
-                state = sent.get((topic.topic_id, part.partition_index))
+        for topic_id, parts in topics:
+            for part in parts:
+                state = sent.get((topic_id, part.partition_index))
                 if state is None or self.partitions.get((state.topic, state.partition)) is not state:
                     continue  # role changed while the request was out
                 await self._process(state, part)
@@ -191,7 +193,7 @@ class ReplicaFetcherManager:
         )
         return request, sent
 
-    async def _process(self, state: FetchState, part: Any) -> None:
+    async def _process(self, state: FetchState, part: FetchedPartition) -> None:
         plog = self.broker.logs.get(state.topic, state.partition)
         if plog is None:
             return
@@ -199,9 +201,8 @@ class ReplicaFetcherManager:
         try:
             if code is ErrorCode.NONE:
                 diverging = part.diverging_epoch
-                if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                    await self._truncate_diverged(plog, diverging.epoch, diverging.end_offset,
-                                                  int(part.log_start_offset))
+                if diverging is not None and (diverging[0] >= 0 or diverging[1] >= 0):
+                    await self._truncate_diverged(plog, diverging[0], diverging[1], part.log_start_offset)
                     return
                 records = part.records
                 if records is not None and len(records) > 0:
@@ -244,7 +245,7 @@ class ReplicaFetcherManager:
                  plog.directory.name, epoch, end_offset, leo, target)
         await trio.to_thread.run_sync(plog.truncate_to, target)
 
-    async def _out_of_range(self, state: FetchState, plog: PartitionLog, part: Any) -> None:
+    async def _out_of_range(self, state: FetchState, plog: PartitionLog, part: FetchedPartition) -> None:
         leader_start = int(part.log_start_offset)
         if leader_start >= 0 and plog.log_end_offset < leader_start:
             log.info("%s-%d: behind the leader's log start %d: restarting there",
