@@ -17,6 +17,10 @@ share (% of one core: near 100 means librdkafka, not the broker, may be the limi
 share (all three node processes summed for the cluster), and the ratio B/A of the medians - the
 cluster-mode goal is >= 0.6. All processes share this machine's cores, so the cluster's three
 brokers compete with each other and with the client; the ratio is a floor for separate machines.
+Because the machine may be shared, each phase also records the brokers' kernel CPU, the whole
+machine's busy and stolen shares (a phase with box% near 200 and cli% + brk% well below it
+competed with other work) and messages per CPU-second of client + brokers, a cost figure that
+other load disturbs much less than the rate.
 
 Every loop stops by count and by time (--max-seconds per phase).
 """
@@ -105,6 +109,9 @@ def produce(bootstrap: str, topic: str, acks: str, pids: list[int], p: bench.Par
     result["broker_sys_pct"] = 100.0 * kernel / wall if wall > 0 else 0.0
     result["machine_busy_pct"] = 100.0 * cores * (busy1 - busy0) / ticks
     result["machine_steal_pct"] = 100.0 * cores * (steal1 - steal0) / ticks
+    # messages per CPU-second of client + brokers: what a figure costs, whatever else ran
+    spent = (result["client_cpu_pct"] + result["broker_cpu_pct"]) / 100.0
+    result["msgs_per_cpu_s"] = result["msgs_per_s"] / spent if spent > 0 else 0.0
     return result
 
 
@@ -170,21 +177,25 @@ def main(argv: list[str] | None = None) -> int:
     summary = {name: {"label": labels[name], **summarise(r)} for name, r in runs.items()}
     ratio = summary["B"]["median"]["msgs_per_s"] / summary["A"]["median"]["msgs_per_s"]
     print(f"{'target':28}{'msgs/s':>10}{'min-max':>19}{'MiB/s':>8}{'cli%':>6}{'brk%':>6}{'sys%':>6}"
-          f"{'box%':>6}{'st%':>5}{'errors':>7}")  # fmt: skip
+          f"{'box%':>6}{'st%':>5}{'msg/cpu-s':>10}{'errors':>7}")  # fmt: skip
     for s in summary.values():
         med, (lo, hi) = s["median"], s["spread"]["msgs_per_s"]
         print(f"{s['label']:28}{med['msgs_per_s']:>10.0f}{f'{lo:.0f}-{hi:.0f}':>19}{med['mib_per_s']:>8.1f}"
               f"{med['client_cpu_pct']:>6.0f}{med['broker_cpu_pct']:>6.0f}{med['broker_sys_pct']:>6.0f}"
-              f"{med['machine_busy_pct']:>6.0f}{med['machine_steal_pct']:>5.0f}{med['errors']:>7.0f}")  # fmt: skip
+              f"{med['machine_busy_pct']:>6.0f}{med['machine_steal_pct']:>5.0f}{med['msgs_per_cpu_s']:>10.0f}"
+              f"{med['errors']:>7.0f}")  # fmt: skip
     print(f"ratio B/A (produce msgs/s, medians): {ratio:.2f}  (goal >= {GOAL_RATIO})")
+    cost = summary["B"]["median"]["msgs_per_cpu_s"] / summary["A"]["median"]["msgs_per_cpu_s"]
+    print(f"ratio B/A of messages per CPU-second (client + brokers, medians): {cost:.2f}")
     print(f"idle 3-node cluster CPU (all nodes, % of one core, {IDLE_SECONDS:.0f} s): median {statistics.median(idle):.0f}")
     print("cli% / brk% = client / broker CPU time over wall time (100 = one core; brk% of B sums 3 nodes);")
     print(f"sys% = the brokers' kernel part of brk%; box% / st% = whole machine busy / stolen ({os.cpu_count()} cores"
-          f" = {100 * (os.cpu_count() or 1)}%, other processes included)")
+          f" = {100 * (os.cpu_count() or 1)}%, other processes included); msg/cpu-s = msgs/s per (cli% + brk%)")
     report = {
         "params": {**vars(p), "value_bytes": bench.VALUE_BYTES, "linger_ms": 5, "runs": args.runs},
         "targets": summary,
         "ratio_b_over_a": ratio,
+        "cpu_cost_ratio_b_over_a": cost,
         "idle_cluster_cpu_pct": {"median": statistics.median(idle), "runs": idle},
         "goal_ratio": GOAL_RATIO,
     }
