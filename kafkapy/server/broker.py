@@ -544,11 +544,13 @@ class Broker:
 
     # -- maintenance ------------------------------------------------------------------------------
     async def run_maintenance(self, kind: str) -> None:
-        """Run `run_retention` / `run_cleaner` / `flush_dirty` in a thread, holding the storage lock."""
+        """Run `run_retention` / `run_cleaner` / `flush_dirty` / `start_writeback` in a thread,
+        holding the storage lock."""
         fn = {
             "retention": self.logs.run_retention,
             "cleaner": self.logs.run_cleaner,
             "flush": self.logs.flush_dirty,
+            "writeback": self.logs.start_writeback,
         }[kind]
         async with self.storage_lock:
             await trio.to_thread.run_sync(fn, now_ms())
