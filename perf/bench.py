@@ -12,7 +12,8 @@ Figures per run (medians over --runs are reported):
 - consume throughput of that topic from the beginning (first to last message; the time from
   assign() to the first message is reported on its own);
 - produce-ack latency p50/p99 and end-to-end latency p50/p99 at a fixed 5,000 msg/s (acks=all,
-  linger.ms=5 as librdkafka defaults, consumer long-polling in the same process);
+  linger.ms=5 as librdkafka defaults, consumer long-polling in its own process), plus the ack
+  p99 of the worst one-second window and the largest Dirty + Writeback page cache meanwhile;
 - client CPU share (process CPU seconds / wall seconds, in % of one core) next to each figure:
   near 100% per librdkafka thread means the client, not the broker, may be the bottleneck;
 - broker CPU share over the same phase (from /proc/PID/stat of the process listening on the
@@ -75,6 +76,8 @@ class Params:
     max_seconds: float
     #: path of perf/cdriver's consume binary: used for the consume phase instead of confluent-kafka
     c_consumer: str | None = None
+    #: producer linger.ms of the throughput phases (scale_bench varies it for 1,000 partitions)
+    linger_ms: int = 5
 
 
 #: pid of the broker under test, set per target before its run (None: unknown, not reported)
@@ -217,7 +220,7 @@ def produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict
         {
             "bootstrap.servers": bootstrap,
             "acks": acks,
-            "linger.ms": 5,
+            "linger.ms": p.linger_ms,
             "batch.size": 1024 * 1024,
             "enable.idempotence": False,
             "queue.buffering.max.kbytes": 256 * 1024,
@@ -366,6 +369,31 @@ def _latency_consumer(bootstrap: str, topic: str, total: int, max_seconds: float
     out.close()
 
 
+def _dirty_mib() -> float:
+    """Dirty + Writeback page cache of the whole machine (MiB): a large value during the latency
+    phase means the kernel is writing a burst back meanwhile (see perf/README.md, latency after
+    heavy writes). 0 where /proc/meminfo is missing."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+        return sum(int(fields[k].split()[0]) for k in (b"Dirty", b"Writeback")) / 1024
+    except (OSError, KeyError, ValueError):
+        return 0.0
+
+
+def _worst_window_p99(sent_ns: list[int], latencies: list[float]) -> float:
+    """p99 of the worst one-second window (by send time, windows with >= 100 acks): a stall of a
+    second or two shows here even when a long phase's overall p99 hides it."""
+    if not sent_ns:
+        return float("nan")
+    first = min(sent_ns)
+    windows: dict[int, list[float]] = {}
+    for ns, lat in zip(sent_ns, latencies, strict=True):
+        windows.setdefault((ns - first) // 1_000_000_000, []).append(lat)
+    full = [w for w in windows.values() if len(w) >= 100] or list(windows.values())
+    return max(_percentile(w, 99) for w in full)
+
+
 def latency(bootstrap: str, p: Params) -> dict[str, float]:
     """Paced producer at LATENCY_RATE msg/s plus a consumer process; values carry the send time.
 
@@ -396,10 +424,13 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
     )
     pad = b"x" * (VALUE_BYTES - 20)
 
+    ack_sent_ns: list[int] = []
+
     def reporter(sent_ns: int) -> Callable[[KafkaError | None, Message], None]:
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is None:
                 ack_ms.append((_now_ns() - sent_ns) / 1e6)
+                ack_sent_ns.append(sent_ns)
 
         return on_delivery
 
@@ -407,10 +438,15 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
     start = time.perf_counter()
     deadline = start + p.latency_seconds + p.max_seconds
     sent = 0
+    dirty_max = _dirty_mib()
+    next_dirty = start + 0.1
     while sent < total:
         now = time.perf_counter()
         if now > deadline:
             break
+        if now >= next_dirty:
+            dirty_max = max(dirty_max, _dirty_mib())
+            next_dirty = now + 0.1
         due = min(total, int((now - start) * LATENCY_RATE) + 1)
         while sent < due:
             sent_ns = _now_ns()
@@ -439,6 +475,8 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
         "consumed": len(e2e_ms),
         "ack_p50_ms": _percentile(ack_ms, 50),
         "ack_p99_ms": _percentile(ack_ms, 99),
+        "ack_worst_1s_p99_ms": _worst_window_p99(ack_sent_ns, ack_ms),
+        "dirty_max_mib": dirty_max,
         "e2e_p50_ms": _percentile(e2e_ms, 50),
         "e2e_p99_ms": _percentile(e2e_ms, 99),
         "client_cpu_pct": cpu,
@@ -470,8 +508,10 @@ FIGURES = [
     ("consume", "first_message_ms", "consume: assign to 1st message (ms)"),
     ("latency_5k", "ack_p50_ms", "produce-ack p50 @5k/s (ms)"),
     ("latency_5k", "ack_p99_ms", "produce-ack p99 @5k/s (ms)"),
+    ("latency_5k", "ack_worst_1s_p99_ms", "produce-ack worst 1 s p99 (ms)"),
     ("latency_5k", "e2e_p50_ms", "end-to-end p50 @5k/s (ms)"),
     ("latency_5k", "e2e_p99_ms", "end-to-end p99 @5k/s (ms)"),
+    ("latency_5k", "dirty_max_mib", "latency: Dirty+Writeback max (MiB)"),
 ]
 
 
