@@ -18,7 +18,13 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from compat_tests.conftest import unique_topic
 from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixture)
@@ -101,7 +107,10 @@ def test_two_brokers_down_refuse_acks_all_but_take_acks_1(cluster: ClusterProces
         assert produce_one(survivors, topic, p, "all") is None, f"partition {p} has 2 in sync but refused acks=all"
 
 
-def test_no_unclean_leader_when_the_whole_isr_is_down(cluster: ClusterProcesses) -> None:
+def _isr_down_with_stale_replica(cluster: ClusterProcesses) -> tuple[AdminClient, str, int, int, int]:
+    """A partition whose last ISR member (`last`) is down while its other replica (`first`) is
+    out of date (it missed a write acknowledged by `last` alone); `first` is still down too.
+    Returns (admin on the live nodes, topic, partition, first, last)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topic = unique_topic("unclean")
     create_topic(admin, topic, 4, 2)
@@ -134,6 +143,11 @@ def test_no_unclean_leader_when_the_whole_isr_is_down(cluster: ClusterProcesses)
         lambda: partitions(admin, topic)[target][0] in (-1, None),
         cluster,
     )
+    return admin, topic, target, first, last
+
+
+def test_no_unclean_leader_when_the_whole_isr_is_down(cluster: ClusterProcesses) -> None:
+    admin, topic, target, first, last = _isr_down_with_stale_replica(cluster)
     cluster.restart(first)  # out of sync: must not become leader
     deadline = time.monotonic() + 8  # well over the session timeout and a few heartbeats
     while time.monotonic() < deadline:
@@ -147,3 +161,23 @@ def test_no_unclean_leader_when_the_whole_isr_is_down(cluster: ClusterProcesses)
         lambda: partitions(admin, topic)[target][0] == last,
         cluster,
     )
+
+
+def test_unclean_leader_election_when_the_topic_enables_it(cluster: ClusterProcesses) -> None:
+    """`unclean.leader.election.enable=true` on the topic trades the write only `last` had for
+    availability: the out-of-date replica leads alone and takes writes again."""
+    admin, topic, target, first, _last = _isr_down_with_stale_replica(cluster)
+    resource = ConfigResource(
+        ResourceType.TOPIC, topic,
+        incremental_configs=[ConfigEntry("unclean.leader.election.enable", "true",
+                                         incremental_operation=AlterConfigOpType.SET)],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    cluster.restart(first)
+    wait_until(
+        f"out-of-date node {first} elected leader of partition {target} (unclean)",
+        lambda: partitions(admin, topic)[target][0] == first and partitions(admin, topic)[target][2] == [first],
+        cluster,
+    )
+    assert produce_one(cluster.bootstrap_of(first), topic, target, "all") is None

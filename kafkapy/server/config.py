@@ -150,7 +150,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("log.message.timestamp.type", _T.STRING, "CreateTime", "Default message.timestamp.type."),
         _B("message.max.bytes", _T.INT, "1048588", "Default max.message.bytes (largest batch accepted)."),
         _B("compression.type", _T.STRING, "producer", "Default compression.type (only 'producer' is applied)."),
-        _B("unclean.leader.election.enable", _T.BOOLEAN, "false", "Cluster: elect a replica outside the ISR when the whole ISR is down (kafkapy: never)."),
+        _B("unclean.leader.election.enable", _T.BOOLEAN, "false", "Cluster: elect a live replica outside the ISR when the whole ISR is down (risks losing acknowledged writes; per topic too)."),
         _B("socket.request.max.bytes", _T.INT, "104857600", "Largest request frame; checked from the size prefix."),
         _B("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
         _B("max.incremental.fetch.session.cache.slots", _T.INT, "1000", "Fetch sessions kept (KIP-227)."),
@@ -196,7 +196,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
         TopicConfigKey("max.compaction.lag.ms", _T.LONG, "9223372036854775807", ("log.cleaner.max.compaction.lag.ms",), "Records older than this get compacted."),
         TopicConfigKey("file.delete.delay.ms", _T.LONG, "60000", ("log.segment.delete.delay.ms",), "Delay before deleting a segment file."),
         TopicConfigKey("compression.type", _T.STRING, "producer", ("compression.type",), "Accepted; batches are stored as produced."),
-        TopicConfigKey("unclean.leader.election.enable", _T.BOOLEAN, "false", ("unclean.leader.election.enable",), "Meaningless on one node."),
+        TopicConfigKey("unclean.leader.election.enable", _T.BOOLEAN, "false", ("unclean.leader.election.enable",), "Cluster: let a live out-of-sync replica lead when the whole ISR is down (meaningless on one node)."),
     ]
 }
 
@@ -513,8 +513,6 @@ class BrokerConfig:
                 inter_broker = names[0] if names else ""
             if inter_broker not in names:
                 raise ConfigError(f"inter.broker.listener.name {inter_broker or '(none)'} is not a broker listener")
-        if self.get_bool("unclean.leader.election.enable"):
-            log.warning("unclean.leader.election.enable=true is not supported; leaders come from the ISR only")
         return ClusterConfig(
             node_id=node_id,
             roles=roles,
