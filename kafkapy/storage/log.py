@@ -685,20 +685,23 @@ class PartitionLog(LogRecovery, LogQueries):
         with self._lock:
             if self._closed or self._offline is not None or not WRITEBACK_SUPPORTED:
                 return 0
-            pending = 0
-            first = len(self.segments)
+            # The active segment, and the sealed ones before it back to the first that is
+            # done (rolled segments are handed over from the oldest pending one on).
+            first = len(self.segments) - 1
             while first > 0:
                 seg = self.segments[first - 1]
                 if seg.written_back >= seg.size or not seg.is_open:
-                    seg.written_back = min(seg.written_back, seg.size)  # truncated meanwhile
                     break
                 first -= 1
-                pending += seg.size - seg.written_back
+            active = self.segments[-1]
+            pending = sum(seg.size - seg.written_back for seg in self.segments[first:]
+                          if seg.is_open and seg.size > seg.written_back)
             if pending == 0 or (pending < min_bytes
                                 and now_ms - self._last_writeback_ms < max_delay_ms):
                 return 0
-            active = self.segments[-1]
             for seg in self.segments[first:]:
+                if not seg.is_open:
+                    continue
                 end = seg.size if seg is not active else seg.size - seg.size % PAGE_SIZE
                 if end > seg.written_back:
                     ranges.append((seg.fd, seg.written_back, end - seg.written_back))

@@ -349,6 +349,7 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        self.written_back = min(self.written_back, position)  # new bytes past the cut
         self.index.truncate_to_position(position)
         self.ensure_indexes()
         self.time_index.truncate_to_offset(found[1].base_offset)

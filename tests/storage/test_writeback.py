@@ -116,6 +116,13 @@ def test_ranges_stay_inside_the_files_whatever_happens(
                 for name, ranges in rec.ranges.items():
                     for start, stop in ranges:
                         assert 0 <= start < stop <= sizes[name]
+        # a last call with no threshold covers every byte but the open page, cuts included
+        plog.start_writeback(BASE_TS, min_bytes=0, max_delay_ms=0)
+        for seg in plog.segments[:-1]:
+            assert seg.written_back == seg.size or not seg.is_open
+        active = plog.segments[-1]
+        if active.is_open:  # (all of it when truncation made a sealed segment active again)
+            assert active.size - active.size % PAGE_SIZE <= active.written_back <= active.size
         expected = plog.log_end_offset - plog.log_start_offset
         assert len(read_all(plog)) == expected
         plog.close()
