@@ -4,8 +4,9 @@ Why: appends only fill the page cache (no fsync by default, as in Kafka). Left a
 writes dirty pages back when they are 30 s old (`vm.dirty_expire_centisecs`) or when a tenth
 of memory is dirty - in one burst of a gigabyte or more after a heavy produce. On ext4 that
 burst stalls unrelated file work of the broker: measured here, `pwrite` appends of a quiet
-partition took 10-28 ms and a checkpoint rename 144 ms while 1 GiB written 30 s earlier went
-to disk, and produce-ack p99 at 5,000 msg/s rose from ~9 ms to ~40 ms for those seconds.
+partition took 10-28 ms (under strace) and a checkpoint rename 144 ms while 1 GiB written 30 s
+earlier went to disk, and the one-second produce-ack p99 at 5,000 msg/s rose from 7-11 ms to
+38-150 ms for those seconds (perf/README.md, "Latency after heavy writes").
 Asking for writeback of each partition's new bytes every fraction of a second (Linux
 `sync_file_range(SYNC_FILE_RANGE_WRITE)`, the same pacing as RocksDB's `bytes_per_sync`)
 turns the burst into a steady trickle the disk absorbs as it comes. It only *starts* the
