@@ -7,7 +7,7 @@ import struct
 
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.protocol import FrameDecoder, decode_request
@@ -16,6 +16,11 @@ from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.server.connection import OWN_BUFFER_BYTES, RECEIVE_BYTES, _SocketFrames
 
 from .helpers import batch
+
+# At most this many sends per stream: a 1 MiB stream in 1-byte pieces is a million sends (over
+# 20 s under load, and hypothesis then spends minutes shrinking it). Small streams still go
+# byte by byte; large ones are split at least every len/MAX_PIECES bytes.
+MAX_PIECES = 4096
 
 SIZES = st.sampled_from([0, 1, 7, 4096, OWN_BUFFER_BYTES - 1, OWN_BUFFER_BYTES, RECEIVE_BYTES - 3, RECEIVE_BYTES + 5])
 
@@ -31,10 +36,12 @@ async def _receive_all(data: bytes, chunks: list[int], max_frame: int = 10 * 2**
     with a, b:
         reader = _SocketFrames(b, max_frame)
 
+        min_piece = -(-len(data) // MAX_PIECES)
+
         async def send() -> None:
             pos, i = 0, 0
             while pos < len(data):
-                n = chunks[i % len(chunks)]
+                n = max(chunks[i % len(chunks)], min_piece)
                 i += 1
                 chunk = data[pos : pos + n]
                 sent = 0
@@ -61,6 +68,8 @@ async def _receive_all(data: bytes, chunks: list[int], max_frame: int = 10 * 2**
     chunks=st.lists(st.integers(1, 300_000), min_size=1, max_size=4),
     seed=st.integers(0, 255),
 )
+@example(sizes=[7, 0, 1, 4096], chunks=[1], seed=3)  # every byte its own send
+@example(sizes=[RECEIVE_BYTES + 5] * 4, chunks=[1], seed=1)  # the largest stream, most pieces
 async def test_frames_match_frame_decoder_for_any_chunking(sizes: list[int], chunks: list[int], seed: int) -> None:
     bodies = [bytes([(seed + i) % 256]) * n for i, n in enumerate(sizes)]
     data = _stream(bodies)
