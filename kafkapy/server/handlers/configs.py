@@ -27,6 +27,7 @@ INVALID_REQUEST), sensitive configs, client quotas.
 
 from __future__ import annotations
 
+from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -288,6 +289,20 @@ def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> di
     return {}
 
 
+def _replaceable(resource_type: int) -> set[str]:
+    """Every name an override of this resource type can have.
+
+    AlterConfigs deletes all of them but the given ones rather than only the overrides in this
+    broker's image: the image may not have a change another broker just committed yet (an
+    IncrementalAlterConfigs answered a moment ago through another broker would survive the
+    replace). Deleting an absent override writes no record."""
+    if resource_type == TOPIC:
+        return set(TOPIC_CONFIGS)
+    if resource_type == BROKER:
+        return set(DYNAMIC_BROKER_CONFIGS)
+    return set()
+
+
 async def _cluster_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     """AlterConfigs (replace the whole override set) as an IncrementalAlterConfigs."""
     forward = IncrementalAlterConfigsRequest(validate_only=req.validate_only)
@@ -300,7 +315,7 @@ async def _cluster_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) 
         ops = [AlterableConfig(name=k, config_operation=SET if v is not None else DELETE, value=v) for k, v in given.items()]
         ops += [
             AlterableConfig(name=k, config_operation=DELETE, value=None)
-            for k in sorted(_current_overrides(ctx, res.resource_type, res.resource_name))
+            for k in sorted(_replaceable(res.resource_type) | _current_overrides(ctx, res.resource_type, res.resource_name).keys())
             if k not in given
         ]
         forward.resources.append(IncrementalAlterConfigsRequest.AlterConfigsResource(
