@@ -197,3 +197,48 @@ async def test_admin_requests_are_decided_by_the_controller_and_visible_at_once(
             publisher = nodes[0].broker.cluster.publisher  # type: ignore[union-attr]
             assert await publisher.wait_for(lambda image: "orders" not in image.topics, 10)
             assert (await metadata(p1, "orders")).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_alter_configs_through_a_lagging_broker_replaces_every_override(tmp_path: Path) -> None:
+    """AlterConfigs replaces the whole override set even when the broker it is sent to has not
+    yet applied a change another broker just committed (its publisher lags by a publish):
+    the replace must not depend on that broker's image."""
+    with trio.fail_after(100):
+        async with open_cluster(tmp_path, 3) as nodes:
+            p1, p2 = nodes[0].broker_port, nodes[1].broker_port
+            [res] = await create(p1, creatable("replaced", 1, 3))
+            assert res.error_code == ErrorCode.NONE, res.error_message
+            lagging = nodes[1].broker.cluster
+            assert lagging is not None
+            assert await lagging.publisher.wait_for(lambda image: "replaced" in image.topics, 10)
+            before = lagging.image
+
+            compact = IncrementalAlterConfigsRequest(resources=[
+                IncrementalAlterConfigsRequest.AlterConfigsResource(
+                    resource_type=TOPIC, resource_name="replaced",
+                    configs=[IncrementalAlterConfigsRequest.AlterableConfig(
+                        name="cleanup.policy", config_operation=0, value="compact")],
+                )
+            ])
+            altered = await call(p1, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, compact)
+            assert altered.responses[0].error_code == ErrorCode.NONE
+            assert await lagging.publisher.wait_for(
+                lambda image: image.topics["replaced"].configs.get("cleanup.policy") == "compact", 10
+            )
+            lagging.image = before  # as if its publisher had not applied that change yet
+
+            replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+                resource_type=TOPIC, resource_name="replaced",
+                configs=[AlterConfigsRequest.AlterableConfig(name="segment.ms", value="60000")],
+            )])
+            replaced = await call(p2, ApiKey.ALTER_CONFIGS, 2, replace)
+            assert replaced.responses[0].error_code == ErrorCode.NONE
+            # the answering broker shows the result at once, the others once they applied it
+            configs = await describe_topic(p2, "replaced")
+            assert configs["segment.ms"][0] == "60000"
+            assert configs["cleanup.policy"][0] == "delete"
+            first = nodes[0].broker.cluster
+            assert first is not None
+            assert await first.publisher.wait_for(
+                lambda image: image.topics["replaced"].configs == {"segment.ms": "60000"}, 10
+            )
