@@ -31,6 +31,7 @@ HANDLER_MODULES: list[str] = [
     "cluster",
     "acls",
     "producer_ids",
+    "elections",
     "groups",
     "group_offsets",
     "transactions",

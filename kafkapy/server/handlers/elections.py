@@ -1,0 +1,111 @@
+"""Leader elections: ElectLeaders (key 43) v0-2.
+
+Behaviour:
+- Cluster mode: the request is forwarded as it is (v2) to the active controller
+  (`ControllerChannel.elect_leaders`), as CreateTopics is, because only the controller may
+  change a partition's leader. The controller answers per partition as Kafka's does (see
+  `kafkapy.controller.topics._elect_one`): NONE (a new leader was elected), ELECTION_NOT_NEEDED
+  (PREFERRED: the first replica leads already; UNCLEAN: an active leader exists),
+  PREFERRED_LEADER_NOT_AVAILABLE (the first replica is not in the ISR or not active),
+  ELIGIBLE_LEADERS_NOT_AVAILABLE (UNCLEAN: no live replica at all),
+  UNKNOWN_TOPIC_OR_PARTITION. The answer comes back once this broker's image holds the new
+  leaders, so a Metadata request right after sees them. No active controller within the request
+  timeout -> NOT_CONTROLLER / REQUEST_TIMED_OUT on every partition (and at the top, v1+).
+- `topic_partitions` null means every partition of every topic; then, as in Kafka, partitions
+  that need no election are left out of the answer (a topic may come back with no results).
+- v0 has no election type: PREFERRED.
+- Single-node mode: every partition has one replica, which leads, so an existing partition is
+  ELECTION_NOT_NEEDED for both types (what Kafka answers for a replication factor of 1).
+
+Not yet: authorization (CLUSTER_AUTHORIZATION_FAILED), Kafka's LeaderRecoveryState after an
+unclean election (the controller does not model it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
+from kafkapy.server.cluster.peer import PeerError
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+
+__all__ = ["election_response", "handle_elect_leaders", "requested_partitions"]
+
+PREFERRED, UNCLEAN = 0, 1
+
+
+def requested_partitions(req: ElectLeadersRequest) -> list[tuple[str, int]] | None:
+    """(topic, partition) pairs in request order, duplicates dropped; None = all partitions."""
+    if req.topic_partitions is None:
+        return None
+    seen: dict[tuple[str, int], None] = {}
+    for t in req.topic_partitions:
+        for p in t.partitions:
+            seen.setdefault((t.topic, p), None)
+    return list(seen)
+
+
+def election_response(
+    results: Iterable[tuple[str, int, ErrorCode, str | None]],
+    topics: Sequence[str] = (),
+) -> ElectLeadersResponse:
+    """Group per-partition results by topic (in first-seen order); `topics` listed first get an
+    entry even without results (Kafka's answer to a null partition list names every topic)."""
+    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {t: [] for t in topics}
+    for topic, partition, error, message in results:
+        by_topic.setdefault(topic, []).append(
+            ElectLeadersResponse.PartitionResult(
+                partition_id=partition, error_code=error, error_message=message
+            )
+        )
+    return ElectLeadersResponse(
+        replica_election_results=[
+            ElectLeadersResponse.ReplicaElectionResult(topic=t, partition_result=parts)
+            for t, parts in by_topic.items()
+        ]
+    )
+
+
+@handler(ApiKey.ELECT_LEADERS, min_version=0, max_version=2)
+async def handle_elect_leaders(
+    ctx: RequestContext, req: ElectLeadersRequest
+) -> ElectLeadersResponse:
+    broker = ctx.broker
+    if ctx.api_version == 0:
+        req.election_type = PREFERRED
+    if broker.cluster is not None:
+        return await _cluster_elect_leaders(ctx, req)
+    wanted = requested_partitions(req)
+    names = [t.name for t in broker.topics.all()]
+    if wanted is None:  # every partition is led by its only replica: nothing to report
+        return election_response((), names)
+    out: list[tuple[str, int, ErrorCode, str | None]] = []
+    for topic, partition in wanted:
+        if req.election_type not in (PREFERRED, UNCLEAN):
+            out.append((topic, partition, ErrorCode.INVALID_REQUEST, "unknown election type"))
+        elif broker.partition_log(topic, partition) is None:
+            message = f"no such partition as {topic}-{partition}"
+            out.append((topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message))
+        else:
+            out.append((topic, partition, ErrorCode.ELECTION_NOT_NEEDED, None))
+    return election_response(out)
+
+
+async def _cluster_elect_leaders(
+    ctx: RequestContext, req: ElectLeadersRequest
+) -> ElectLeadersResponse:
+    cluster: Any = ctx.broker.cluster
+    ctx.release_turn()
+    try:
+        response: ElectLeadersResponse = await cluster.channel.elect_leaders(req)
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        wanted = requested_partitions(req) or []
+        failed = election_response((t, p, code, str(exc)) for t, p in wanted)
+        failed.error_code = code
+        return failed
+    return response
