@@ -80,6 +80,8 @@ class PartitionRole:
     changed: trio.Event = field(default_factory=trio.Event)
     # acks=all waiters: heap of (end offset, seq, event); a HW move wakes only those it reached
     hw_waiters: list[tuple[int, int, trio.Event]] = field(default_factory=list)
+    # each follower's log start as its fetches report it (DeleteRecords waits for them)
+    follower_log_starts: dict[int, int] = field(default_factory=dict)
 
     @property
     def is_leader(self) -> bool:
@@ -334,11 +336,17 @@ class ReplicaManager:
         if hw is not None:
             self._hw_moved(role, plog, hw)
 
-    def on_follower_fetch(self, role: PartitionRole, replica_id: int, fetch_offset: int, plog: PartitionLog) -> None:
+    def on_follower_fetch(
+        self, role: PartitionRole, replica_id: int, fetch_offset: int, plog: PartitionLog, log_start_offset: int = -1
+    ) -> None:
         """A follower fetched (handlers call this once per partition per Fetch request)."""
         state = role.leader_state
         if state is None:
             return
+        if log_start_offset >= 0 and role.follower_log_starts.get(replica_id) != log_start_offset:
+            role.follower_log_starts[replica_id] = log_start_offset  # rare: after a DeleteRecords
+            role.changed.set()
+            role.changed = trio.Event()
         leo = plog.log_end_offset
         was_in_isr = replica_id in state.isr
         hw = state.on_follower_fetch(replica_id, fetch_offset, leo, monotonic_ms())

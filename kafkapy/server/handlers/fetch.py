@@ -73,6 +73,7 @@ class _Wanted:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
     follower_reported: bool = False
+    log_start_offset: int = -1  # a follower's own log start (DeleteRecords waits for it)
 
 
 def _requested(req: FetchRequest, by_id: bool) -> list[_Wanted]:
@@ -82,7 +83,8 @@ def _requested(req: FetchRequest, by_id: bool) -> list[_Wanted]:
         for p in topic.partitions:
             wanted.append(_Wanted(ref, p.partition, p.fetch_offset, p.partition_max_bytes,
                                   current_leader_epoch=p.current_leader_epoch,
-                                  last_fetched_epoch=p.last_fetched_epoch))
+                                  last_fetched_epoch=p.last_fetched_epoch,
+                                  log_start_offset=p.log_start_offset))
     return wanted
 
 
@@ -126,7 +128,7 @@ class _Reader:
                 return True
         if not w.follower_reported:  # once per request, not per long-poll wake-up
             w.follower_reported = True
-            self.replicas.on_follower_fetch(role, self.replica_id, w.fetch_offset, plog)
+            self.replicas.on_follower_fetch(role, self.replica_id, w.fetch_offset, plog, w.log_start_offset)
         return False
 
     def _resolve(self, ref: TopicRef) -> tuple[str, uuid.UUID, ErrorCode]:
