@@ -1,6 +1,7 @@
 """The server: listeners, connection tasks, background maintenance and graceful shutdown.
 
-Resource handling: `Server.run()` binds every configured PLAINTEXT listener (in cluster mode also
+Resource handling: `Server.run()` binds every configured broker listener - PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL (`kafkapy.server.security`) - (in cluster mode also
 the controller listener, on nodes with the controller role), reports the bound addresses through
 `task_status` (broker listeners first), and owns all connection tasks. On `request_shutdown()` it stops
 accepting, tells every connection to stop reading (queued requests still get answers), wakes all
@@ -32,6 +33,7 @@ from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
+from kafkapy.server.security import credentials_of, listener_security
 from kafkapy.server.txn_driver import run_txn_driver
 
 if TYPE_CHECKING:
@@ -62,6 +64,8 @@ class Server:
     def __init__(self, broker: Broker) -> None:
         load_handlers()
         self.broker = broker
+        # TLS contexts and SASL settings per listener; ConfigError here (bad certificate path)
+        self.security = listener_security(broker.config, credentials_of(broker))
         self.bound: list[BoundListener] = []
         self.connections: set[Connection] = set()
         self._shutdown = trio.Event()
@@ -80,7 +84,9 @@ class Server:
     def shutdown_requested(self) -> bool:
         return self._shutdown.is_set()
 
-    async def run(self, *, task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: trio.TaskStatus[list[BoundListener]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         broker = self.broker
         try:
             sockets: list[tuple[Listener, trio.SocketListener]] = []
@@ -91,7 +97,9 @@ class Server:
                     for _, opened in sockets:
                         await opened.aclose()
                     where = f"{listener.bind_host}:{listener.port}"
-                    raise ListenError(f"cannot listen on {listener.name} {where}: {e.strerror or e}") from e
+                    raise ListenError(
+                        f"cannot listen on {listener.name} {where}: {e.strerror or e}"
+                    ) from e
                 sockets.extend((listener, sock_listener) for sock_listener in bound)
             for listener, sock_listener in sockets:
                 host, port = sock_listener.socket.getsockname()[:2]
@@ -100,7 +108,9 @@ class Server:
             async with trio.open_nursery() as conn_nursery:
                 async with trio.open_nursery() as accept_nursery:
                     for listener, sock_listener in sockets:
-                        accept_nursery.start_soon(self._accept_loop, listener, sock_listener, conn_nursery)
+                        accept_nursery.start_soon(
+                            self._accept_loop, listener, sock_listener, conn_nursery
+                        )
                     accept_nursery.start_soon(self._maintenance_loop)
                     accept_nursery.start_soon(run_group_driver, broker)
                     accept_nursery.start_soon(run_txn_driver, broker)
@@ -162,7 +172,9 @@ class Server:
         self.broker.waiters.wake_all()
         conn_nursery.cancel_scope.deadline = trio.current_time() + self._grace_s
 
-    async def _accept_loop(self, listener: Listener, sock_listener: trio.SocketListener, conn_nursery: trio.Nursery) -> None:
+    async def _accept_loop(
+        self, listener: Listener, sock_listener: trio.SocketListener, conn_nursery: trio.Nursery
+    ) -> None:
         while True:
             try:
                 stream = await sock_listener.accept()
@@ -180,7 +192,13 @@ class Server:
             peer = f"{peer_addr[0]}:{peer_addr[1]}"
         except OSError:
             peer = "?"
-        conn = Connection(self.broker, stream, listener.name, peer)
+        security = self.security.get(listener.name)
+        served: trio.abc.Stream = stream
+        if security is not None and security.ssl_context is not None:
+            # TLS: the connection sees an SSLStream, so it receives through FrameDecoder and
+            # sends file regions as bytes (sendfile cannot encrypt) - see connection.py
+            served = trio.SSLStream(stream, security.ssl_context, server_side=True)
+        conn = Connection(self.broker, served, listener.name, peer, security=security)
         self.connections.add(conn)
         if self.broker.shutting_down:
             conn.stop_reading()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 __all__ = [
     "BROKER_CONFIGS",
+    "SECURITY_PROTOCOLS",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ClusterConfig",
@@ -101,31 +102,199 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
     for k in [
         _B("node.id", _T.INT, "1", "This broker's id; a single node is always the leader."),
         _B("broker.id", _T.INT, None, "Legacy synonym of node.id."),
-        _B("process.roles", _T.LIST, "broker,controller", "broker, controller or both; a broker-only node is always a cluster member."),
-        _B("listeners", _T.LIST, "PLAINTEXT://127.0.0.1:9092", "Where to listen (Kafka's default binds all interfaces; ours is loopback)."),
-        _B("advertised.listeners", _T.LIST, None, "Addresses handed to clients in Metadata; defaults to listeners."),
-        _B("listener.security.protocol.map", _T.LIST, "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Listener name to security protocol."),
-        _B("controller.listener.names", _T.LIST, "CONTROLLER", "Listeners the controller quorum is served on (cluster mode only; one node does not bind them)."),
-        _B("inter.broker.listener.name", _T.STRING, None, "Broker listener replicas fetch over (default: the first broker listener)."),
-        _B("controller.quorum.voters", _T.LIST, "", "The controller quorum, id@host:port,...; more than one voter turns cluster mode on."),
-        _B("controller.quorum.bootstrap.servers", _T.LIST, "", "Controller addresses host:port,...; kafkapy still needs controller.quorum.voters for a cluster."),
-        _B("controller.quorum.election.timeout.ms", _T.INT, "1000", "Raft: a candidate's election timeout (randomised up to twice this)."),
-        _B("controller.quorum.fetch.timeout.ms", _T.INT, "2000", "Raft: a voter without a leader's answer this long starts an election."),
-        _B("controller.quorum.request.timeout.ms", _T.INT, "2000", "Timeout of one request between controller quorum members."),
-        _B("broker.session.timeout.ms", _T.LONG, "9000", "A broker without a heartbeat this long is fenced by the controller."),
-        _B("broker.heartbeat.interval.ms", _T.INT, "2000", "How often a broker heartbeats to the active controller."),
-        _B("replica.lag.time.max.ms", _T.LONG, "30000", "A follower not caught up for this long leaves the ISR."),
-        _B("replica.fetch.max.bytes", _T.INT, "1048576", "Bytes a follower asks for per partition per fetch (at least one batch)."),
-        _B("replica.fetch.response.max.bytes", _T.INT, "10485760", "Bytes a follower asks for per fetch in all."),
+        _B(
+            "process.roles",
+            _T.LIST,
+            "broker,controller",
+            "broker, controller or both; a broker-only node is always a cluster member.",
+        ),
+        _B(
+            "listeners",
+            _T.LIST,
+            "PLAINTEXT://127.0.0.1:9092",
+            "Where to listen (Kafka's default binds all interfaces; ours is loopback).",
+        ),
+        _B(
+            "advertised.listeners",
+            _T.LIST,
+            None,
+            "Addresses handed to clients in Metadata; defaults to listeners.",
+        ),
+        _B(
+            "listener.security.protocol.map",
+            _T.LIST,
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "Listener name to security protocol.",
+        ),
+        _B(
+            "controller.listener.names",
+            _T.LIST,
+            "CONTROLLER",
+            "Listeners the controller quorum is served on (cluster mode only; one node does not bind them).",
+        ),
+        _B(
+            "inter.broker.listener.name",
+            _T.STRING,
+            None,
+            "Broker listener replicas fetch over (default: the first broker listener).",
+        ),
+        _B(
+            "sasl.enabled.mechanisms",
+            _T.LIST,
+            "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "SASL mechanisms of SASL_* listeners (Kafka's default is GSSAPI, which kafkapy lacks).",
+        ),
+        _B(
+            "sasl.jaas.config",
+            _T.PASSWORD,
+            None,
+            'JAAS line; its user_NAME="PASSWORD" options are SASL users (also read from listener.name.L.MECH.sasl.jaas.config).',
+        ),
+        _B(
+            "kafkapy.sasl.users",
+            _T.PASSWORD,
+            None,
+            "SASL users NAME:PASSWORD,... for PLAIN and SCRAM-SHA-256/512 (see README, Security).",
+        ),
+        _B(
+            "ssl.keystore.type",
+            _T.STRING,
+            "PEM",
+            "Only PEM: ssl.keystore.location is a PEM file holding the certificate chain and the private key.",
+        ),
+        _B(
+            "ssl.keystore.location",
+            _T.STRING,
+            None,
+            "PEM file with this broker's certificate chain and private key (SSL/SASL_SSL listeners).",
+        ),
+        _B(
+            "ssl.keystore.password",
+            _T.PASSWORD,
+            None,
+            "Password of the private key in ssl.keystore.location (synonym of ssl.key.password).",
+        ),
+        _B(
+            "ssl.key.password",
+            _T.PASSWORD,
+            None,
+            "Password of the private key, if it is encrypted.",
+        ),
+        _B(
+            "ssl.certificate.location",
+            _T.STRING,
+            None,
+            "PEM certificate chain (librdkafka-style name; with ssl.key.location instead of a keystore).",
+        ),
+        _B(
+            "ssl.key.location",
+            _T.STRING,
+            None,
+            "PEM private key belonging to ssl.certificate.location.",
+        ),
+        _B("ssl.truststore.type", _T.STRING, "PEM", "Only PEM."),
+        _B(
+            "ssl.truststore.location",
+            _T.STRING,
+            None,
+            "PEM CA certificates that client certificates must chain to (ssl.client.auth).",
+        ),
+        _B(
+            "ssl.ca.location",
+            _T.STRING,
+            None,
+            "librdkafka-style synonym of ssl.truststore.location.",
+        ),
+        _B(
+            "ssl.client.auth",
+            _T.STRING,
+            "none",
+            "none, requested or required: whether TLS clients must present a certificate.",
+        ),
+        _B(
+            "controller.quorum.voters",
+            _T.LIST,
+            "",
+            "The controller quorum, id@host:port,...; more than one voter turns cluster mode on.",
+        ),
+        _B(
+            "controller.quorum.bootstrap.servers",
+            _T.LIST,
+            "",
+            "Controller addresses host:port,...; kafkapy still needs controller.quorum.voters for a cluster.",
+        ),
+        _B(
+            "controller.quorum.election.timeout.ms",
+            _T.INT,
+            "1000",
+            "Raft: a candidate's election timeout (randomised up to twice this).",
+        ),
+        _B(
+            "controller.quorum.fetch.timeout.ms",
+            _T.INT,
+            "2000",
+            "Raft: a voter without a leader's answer this long starts an election.",
+        ),
+        _B(
+            "controller.quorum.request.timeout.ms",
+            _T.INT,
+            "2000",
+            "Timeout of one request between controller quorum members.",
+        ),
+        _B(
+            "broker.session.timeout.ms",
+            _T.LONG,
+            "9000",
+            "A broker without a heartbeat this long is fenced by the controller.",
+        ),
+        _B(
+            "broker.heartbeat.interval.ms",
+            _T.INT,
+            "2000",
+            "How often a broker heartbeats to the active controller.",
+        ),
+        _B(
+            "replica.lag.time.max.ms",
+            _T.LONG,
+            "30000",
+            "A follower not caught up for this long leaves the ISR.",
+        ),
+        _B(
+            "replica.fetch.max.bytes",
+            _T.INT,
+            "1048576",
+            "Bytes a follower asks for per partition per fetch (at least one batch).",
+        ),
+        _B(
+            "replica.fetch.response.max.bytes",
+            _T.INT,
+            "10485760",
+            "Bytes a follower asks for per fetch in all.",
+        ),
         _B("replica.fetch.wait.max.ms", _T.INT, "500", "Long-poll time of a follower's fetch."),
         _B("replica.fetch.min.bytes", _T.INT, "1", "Bytes a follower's fetch waits for."),
         _B("replica.fetch.backoff.ms", _T.INT, "1000", "Pause after a failed follower fetch."),
         _B("log.dirs", _T.LIST, None, "Data directories; the first also holds topic metadata."),
         _B("log.dir", _T.STRING, "./data", "Data directory when log.dirs is not set."),
-        _B("num.partitions", _T.INT, "1", "Partitions of an auto-created topic or a CreateTopics with -1."),
-        _B("default.replication.factor", _T.SHORT, "1", "Replication factor for -1 (only 1 is possible on one node)."),
+        _B(
+            "num.partitions",
+            _T.INT,
+            "1",
+            "Partitions of an auto-created topic or a CreateTopics with -1.",
+        ),
+        _B(
+            "default.replication.factor",
+            _T.SHORT,
+            "1",
+            "Replication factor for -1 (only 1 is possible on one node).",
+        ),
         _B("min.insync.replicas", _T.INT, "1", "Default min.insync.replicas of topics."),
-        _B("auto.create.topics.enable", _T.BOOLEAN, "true", "Create unknown topics on Metadata and Produce."),
+        _B(
+            "auto.create.topics.enable",
+            _T.BOOLEAN,
+            "true",
+            "Create unknown topics on Metadata and Produce.",
+        ),
         _B("delete.topic.enable", _T.BOOLEAN, "true", "Allow DeleteTopics."),
         _B("log.retention.ms", _T.LONG, None, "Default retention.ms; wins over minutes and hours."),
         _B("log.retention.minutes", _T.INT, None, "Default retention in minutes."),
@@ -137,70 +306,323 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("log.cleanup.policy", _T.LIST, "delete", "Default cleanup.policy."),
         _B("log.cleaner.enable", _T.BOOLEAN, "true", "Run the compaction cleaner."),
         _B("log.cleaner.delete.retention.ms", _T.LONG, "86400000", "Default delete.retention.ms."),
-        _B("log.cleaner.min.cleanable.ratio", _T.DOUBLE, "0.5", "Default min.cleanable.dirty.ratio."),
+        _B(
+            "log.cleaner.min.cleanable.ratio",
+            _T.DOUBLE,
+            "0.5",
+            "Default min.cleanable.dirty.ratio.",
+        ),
         _B("log.cleaner.min.compaction.lag.ms", _T.LONG, "0", "Default min.compaction.lag.ms."),
-        _B("log.cleaner.max.compaction.lag.ms", _T.LONG, "9223372036854775807", "Default max.compaction.lag.ms."),
+        _B(
+            "log.cleaner.max.compaction.lag.ms",
+            _T.LONG,
+            "9223372036854775807",
+            "Default max.compaction.lag.ms.",
+        ),
         _B("log.index.interval.bytes", _T.INT, "4096", "Default index.interval.bytes."),
         _B("log.index.size.max.bytes", _T.INT, "10485760", "Default segment.index.bytes."),
         _B("log.segment.delete.delay.ms", _T.LONG, "60000", "Default file.delete.delay.ms."),
-        _B("log.flush.interval.messages", _T.LONG, "9223372036854775807", "Default flush.messages."),
-        _B("log.flush.interval.ms", _T.LONG, None, "Default flush.ms (unset: rely on the periodic flusher)."),
-        _B("log.flush.scheduler.interval.ms", _T.LONG, "1000", "How often the background flusher looks for dirty logs."),
-        _B("log.retention.check.interval.ms", _T.LONG, "300000", "How often retention and the cleaner run."),
-        _B("log.message.timestamp.type", _T.STRING, "CreateTime", "Default message.timestamp.type."),
-        _B("message.max.bytes", _T.INT, "1048588", "Default max.message.bytes (largest batch accepted)."),
-        _B("compression.type", _T.STRING, "producer", "Default compression.type (only 'producer' is applied)."),
-        _B("unclean.leader.election.enable", _T.BOOLEAN, "false", "Cluster: elect a live replica outside the ISR when the whole ISR is down (risks losing acknowledged writes; per topic too)."),
-        _B("socket.request.max.bytes", _T.INT, "104857600", "Largest request frame; checked from the size prefix."),
+        _B(
+            "log.flush.interval.messages", _T.LONG, "9223372036854775807", "Default flush.messages."
+        ),
+        _B(
+            "log.flush.interval.ms",
+            _T.LONG,
+            None,
+            "Default flush.ms (unset: rely on the periodic flusher).",
+        ),
+        _B(
+            "log.flush.scheduler.interval.ms",
+            _T.LONG,
+            "1000",
+            "How often the background flusher looks for dirty logs.",
+        ),
+        _B(
+            "log.retention.check.interval.ms",
+            _T.LONG,
+            "300000",
+            "How often retention and the cleaner run.",
+        ),
+        _B(
+            "log.message.timestamp.type", _T.STRING, "CreateTime", "Default message.timestamp.type."
+        ),
+        _B(
+            "message.max.bytes",
+            _T.INT,
+            "1048588",
+            "Default max.message.bytes (largest batch accepted).",
+        ),
+        _B(
+            "compression.type",
+            _T.STRING,
+            "producer",
+            "Default compression.type (only 'producer' is applied).",
+        ),
+        _B(
+            "unclean.leader.election.enable",
+            _T.BOOLEAN,
+            "false",
+            "Cluster: elect a live replica outside the ISR when the whole ISR is down (risks losing acknowledged writes; per topic too).",
+        ),
+        _B(
+            "socket.request.max.bytes",
+            _T.INT,
+            "104857600",
+            "Largest request frame; checked from the size prefix.",
+        ),
         _B("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
-        _B("max.incremental.fetch.session.cache.slots", _T.INT, "1000", "Fetch sessions kept (KIP-227)."),
-        _B("group.initial.rebalance.delay.ms", _T.INT, "0", "Kafka's default is 3000; 0 makes a dev broker snappy."),
-        _B("group.min.session.timeout.ms", _T.INT, "6000", "Smallest consumer session timeout accepted."),
-        _B("group.max.session.timeout.ms", _T.INT, "1800000", "Largest consumer session timeout accepted."),
-        _B("group.max.size", _T.INT, "2147483647", "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond)."),
+        _B(
+            "max.incremental.fetch.session.cache.slots",
+            _T.INT,
+            "1000",
+            "Fetch sessions kept (KIP-227).",
+        ),
+        _B(
+            "group.initial.rebalance.delay.ms",
+            _T.INT,
+            "0",
+            "Kafka's default is 3000; 0 makes a dev broker snappy.",
+        ),
+        _B(
+            "group.min.session.timeout.ms",
+            _T.INT,
+            "6000",
+            "Smallest consumer session timeout accepted.",
+        ),
+        _B(
+            "group.max.session.timeout.ms",
+            _T.INT,
+            "1800000",
+            "Largest consumer session timeout accepted.",
+        ),
+        _B(
+            "group.max.size",
+            _T.INT,
+            "2147483647",
+            "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond).",
+        ),
         _B("offsets.topic.num.partitions", _T.INT, "50", "Partitions of __consumer_offsets."),
-        _B("offsets.topic.replication.factor", _T.SHORT, "3", "Replicas of __consumer_offsets in a cluster (capped at the registered brokers); one node ignores it."),
+        _B(
+            "offsets.topic.replication.factor",
+            _T.SHORT,
+            "3",
+            "Replicas of __consumer_offsets in a cluster (capped at the registered brokers); one node ignores it.",
+        ),
         _B("offsets.retention.minutes", _T.INT, "10080", "Committed offset retention."),
-        _B("offsets.retention.check.interval.ms", _T.LONG, "600000", "How often expired committed offsets are removed."),
-        _B("offset.metadata.max.bytes", _T.INT, "4096", "Longest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond)."),
-        _B("transaction.state.log.num.partitions", _T.INT, "50", "Partitions of __transaction_state."),
-        _B("transaction.state.log.replication.factor", _T.SHORT, "3", "Replicas of __transaction_state in a cluster (capped at the registered brokers); one node ignores it."),
+        _B(
+            "offsets.retention.check.interval.ms",
+            _T.LONG,
+            "600000",
+            "How often expired committed offsets are removed.",
+        ),
+        _B(
+            "offset.metadata.max.bytes",
+            _T.INT,
+            "4096",
+            "Longest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond).",
+        ),
+        _B(
+            "transaction.state.log.num.partitions",
+            _T.INT,
+            "50",
+            "Partitions of __transaction_state.",
+        ),
+        _B(
+            "transaction.state.log.replication.factor",
+            _T.SHORT,
+            "3",
+            "Replicas of __transaction_state in a cluster (capped at the registered brokers); one node ignores it.",
+        ),
         _B("transaction.state.log.min.isr", _T.INT, "1", "Accepted; one node."),
         _B("transaction.max.timeout.ms", _T.INT, "900000", "Largest transaction timeout accepted."),
-        _B("transactional.id.expiration.ms", _T.INT, "604800000", "Idle transactional ids expire after this."),
-        _B("producer.id.expiration.ms", _T.INT, "86400000", "Idle idempotent producer state expires after this."),
-        _B("kafkapy.shutdown.grace.ms", _T.LONG, "1500", "How long shutdown waits for in-flight requests."),
-        _B("kafkapy.max.inflight.requests.per.connection", _T.INT, "64", "Pipelined requests read ahead per connection."),
-        _B("kafkapy.test.fault.drop.after.produce.append", _T.INT, "0", "TEST ONLY: drop the connection after this many produce appends instead of answering them (0 = off)."),
+        _B(
+            "transactional.id.expiration.ms",
+            _T.INT,
+            "604800000",
+            "Idle transactional ids expire after this.",
+        ),
+        _B(
+            "producer.id.expiration.ms",
+            _T.INT,
+            "86400000",
+            "Idle idempotent producer state expires after this.",
+        ),
+        _B(
+            "kafkapy.shutdown.grace.ms",
+            _T.LONG,
+            "1500",
+            "How long shutdown waits for in-flight requests.",
+        ),
+        _B(
+            "kafkapy.max.inflight.requests.per.connection",
+            _T.INT,
+            "64",
+            "Pipelined requests read ahead per connection.",
+        ),
+        _B(
+            "kafkapy.test.fault.drop.after.produce.append",
+            _T.INT,
+            "0",
+            "TEST ONLY: drop the connection after this many produce appends instead of answering them (0 = off).",
+        ),
     ]
 }
 
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
     k.name: k
     for k in [
-        TopicConfigKey("cleanup.policy", _T.LIST, "delete", ("log.cleanup.policy",), "delete, compact or both."),
-        TopicConfigKey("retention.ms", _T.LONG, "604800000", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "Age after which segments are deleted; -1 keeps forever."),
-        TopicConfigKey("retention.bytes", _T.LONG, "-1", ("log.retention.bytes",), "Per-partition size bound; -1 unbounded."),
-        TopicConfigKey("segment.bytes", _T.INT, "1073741824", ("log.segment.bytes",), "Segment file size before rolling."),
-        TopicConfigKey("segment.ms", _T.LONG, "604800000", ("log.roll.ms", "log.roll.hours"), "Segment age before rolling."),
-        TopicConfigKey("segment.index.bytes", _T.INT, "10485760", ("log.index.size.max.bytes",), "Index file size."),
-        TopicConfigKey("index.interval.bytes", _T.INT, "4096", ("log.index.interval.bytes",), "Bytes between index entries."),
-        TopicConfigKey("max.message.bytes", _T.INT, "1048588", ("message.max.bytes",), "Largest record batch accepted."),
-        TopicConfigKey("message.timestamp.type", _T.STRING, "CreateTime", ("log.message.timestamp.type",), "CreateTime or LogAppendTime."),
-        TopicConfigKey("min.insync.replicas", _T.INT, "1", ("min.insync.replicas",), "Always satisfied on one node."),
-        TopicConfigKey("flush.messages", _T.LONG, "9223372036854775807", ("log.flush.interval.messages",), "Force fsync after this many messages."),
-        TopicConfigKey("flush.ms", _T.LONG, "9223372036854775807", ("log.flush.interval.ms",), "Force fsync after this long."),
-        TopicConfigKey("delete.retention.ms", _T.LONG, "86400000", ("log.cleaner.delete.retention.ms",), "How long compaction keeps tombstones."),
-        TopicConfigKey("min.cleanable.dirty.ratio", _T.DOUBLE, "0.5", ("log.cleaner.min.cleanable.ratio",), "Dirty ratio that triggers compaction."),
-        TopicConfigKey("min.compaction.lag.ms", _T.LONG, "0", ("log.cleaner.min.compaction.lag.ms",), "Records younger than this stay uncompacted."),
-        TopicConfigKey("max.compaction.lag.ms", _T.LONG, "9223372036854775807", ("log.cleaner.max.compaction.lag.ms",), "Records older than this get compacted."),
-        TopicConfigKey("file.delete.delay.ms", _T.LONG, "60000", ("log.segment.delete.delay.ms",), "Delay before deleting a segment file."),
-        TopicConfigKey("compression.type", _T.STRING, "producer", ("compression.type",), "Accepted; batches are stored as produced."),
-        TopicConfigKey("unclean.leader.election.enable", _T.BOOLEAN, "false", ("unclean.leader.election.enable",), "Cluster: let a live out-of-sync replica lead when the whole ISR is down (meaningless on one node)."),
+        TopicConfigKey(
+            "cleanup.policy", _T.LIST, "delete", ("log.cleanup.policy",), "delete, compact or both."
+        ),
+        TopicConfigKey(
+            "retention.ms",
+            _T.LONG,
+            "604800000",
+            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+            "Age after which segments are deleted; -1 keeps forever.",
+        ),
+        TopicConfigKey(
+            "retention.bytes",
+            _T.LONG,
+            "-1",
+            ("log.retention.bytes",),
+            "Per-partition size bound; -1 unbounded.",
+        ),
+        TopicConfigKey(
+            "segment.bytes",
+            _T.INT,
+            "1073741824",
+            ("log.segment.bytes",),
+            "Segment file size before rolling.",
+        ),
+        TopicConfigKey(
+            "segment.ms",
+            _T.LONG,
+            "604800000",
+            ("log.roll.ms", "log.roll.hours"),
+            "Segment age before rolling.",
+        ),
+        TopicConfigKey(
+            "segment.index.bytes",
+            _T.INT,
+            "10485760",
+            ("log.index.size.max.bytes",),
+            "Index file size.",
+        ),
+        TopicConfigKey(
+            "index.interval.bytes",
+            _T.INT,
+            "4096",
+            ("log.index.interval.bytes",),
+            "Bytes between index entries.",
+        ),
+        TopicConfigKey(
+            "max.message.bytes",
+            _T.INT,
+            "1048588",
+            ("message.max.bytes",),
+            "Largest record batch accepted.",
+        ),
+        TopicConfigKey(
+            "message.timestamp.type",
+            _T.STRING,
+            "CreateTime",
+            ("log.message.timestamp.type",),
+            "CreateTime or LogAppendTime.",
+        ),
+        TopicConfigKey(
+            "min.insync.replicas",
+            _T.INT,
+            "1",
+            ("min.insync.replicas",),
+            "Always satisfied on one node.",
+        ),
+        TopicConfigKey(
+            "flush.messages",
+            _T.LONG,
+            "9223372036854775807",
+            ("log.flush.interval.messages",),
+            "Force fsync after this many messages.",
+        ),
+        TopicConfigKey(
+            "flush.ms",
+            _T.LONG,
+            "9223372036854775807",
+            ("log.flush.interval.ms",),
+            "Force fsync after this long.",
+        ),
+        TopicConfigKey(
+            "delete.retention.ms",
+            _T.LONG,
+            "86400000",
+            ("log.cleaner.delete.retention.ms",),
+            "How long compaction keeps tombstones.",
+        ),
+        TopicConfigKey(
+            "min.cleanable.dirty.ratio",
+            _T.DOUBLE,
+            "0.5",
+            ("log.cleaner.min.cleanable.ratio",),
+            "Dirty ratio that triggers compaction.",
+        ),
+        TopicConfigKey(
+            "min.compaction.lag.ms",
+            _T.LONG,
+            "0",
+            ("log.cleaner.min.compaction.lag.ms",),
+            "Records younger than this stay uncompacted.",
+        ),
+        TopicConfigKey(
+            "max.compaction.lag.ms",
+            _T.LONG,
+            "9223372036854775807",
+            ("log.cleaner.max.compaction.lag.ms",),
+            "Records older than this get compacted.",
+        ),
+        TopicConfigKey(
+            "file.delete.delay.ms",
+            _T.LONG,
+            "60000",
+            ("log.segment.delete.delay.ms",),
+            "Delay before deleting a segment file.",
+        ),
+        TopicConfigKey(
+            "compression.type",
+            _T.STRING,
+            "producer",
+            ("compression.type",),
+            "Accepted; batches are stored as produced.",
+        ),
+        TopicConfigKey(
+            "unclean.leader.election.enable",
+            _T.BOOLEAN,
+            "false",
+            ("unclean.leader.election.enable",),
+            "Cluster: let a live out-of-sync replica lead when the whole ISR is down (meaningless on one node).",
+        ),
     ]
 }
 
-_MS_PER_UNIT = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000}
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_LISTENER_KEY_RE = re.compile(r"^listener\.name\.[A-Za-z0-9_]+\.(.+)$")
+
+
+def _is_listener_security_key(key: str) -> bool:
+    """`listener.name.<listener>.<ssl.* / sasl.* key>` or `...<mechanism>.sasl.jaas.config`."""
+    m = _LISTENER_KEY_RE.match(key)
+    if m is None:
+        return False
+    rest = m.group(1)
+    return rest.endswith(".sasl.jaas.config") or (
+        rest in BROKER_CONFIGS and rest.startswith(("ssl.", "sasl."))
+    )
+
+
+_MS_PER_UNIT = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+}
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP_POLICIES = ("delete", "compact")
 _warned_unknown: set[str] = set()
@@ -236,7 +658,9 @@ def validate_topic_config(name: str, value: str | None) -> None:
         parts = [p.strip() for p in value.split(",") if p.strip()]
         if not parts or any(p not in _CLEANUP_POLICIES for p in parts):
             raise ConfigError(f"{name} must be a list of {', '.join(_CLEANUP_POLICIES)}")
-    if name in ("segment.bytes", "max.message.bytes") and int(value) < (14 if name == "segment.bytes" else 0):
+    if name in ("segment.bytes", "max.message.bytes") and int(value) < (
+        14 if name == "segment.bytes" else 0
+    ):
         raise ConfigError(f"{name} too small: {value}")
 
 
@@ -346,7 +770,9 @@ def parse_listeners(value: str, protocol_map: Mapping[str, str]) -> list[Listene
         name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
         if port > 65535:
             raise ConfigError(f"invalid port in listener {item!r}")
-        protocol = protocol_map.get(name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else "")
+        protocol = protocol_map.get(
+            name, name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else ""
+        )
         if not protocol:
             raise ConfigError(f"listener {name} has no entry in listener.security.protocol.map")
         if any(existing.name == name for existing in listeners):
@@ -368,7 +794,9 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
             continue
         m = _VOTER_RE.match(item)
         if m is None:
-            raise ConfigError(f"invalid controller.quorum.voters entry {item!r} (expected ID@HOST:PORT)")
+            raise ConfigError(
+                f"invalid controller.quorum.voters entry {item!r} (expected ID@HOST:PORT)"
+            )
         node_id, host, port = int(m.group(1)), m.group(2).strip("[]"), int(m.group(3))
         if port > 65535 or node_id > 2**31 - 1:
             raise ConfigError(f"invalid controller.quorum.voters entry {item!r}")
@@ -385,7 +813,9 @@ def _parse_servers(value: str) -> list[tuple[str, int]]:
             continue
         m = _SERVER_RE.match(item)
         if m is None or int(m.group(2)) > 65535:
-            raise ConfigError(f"invalid controller.quorum.bootstrap.servers entry {item!r} (expected HOST:PORT)")
+            raise ConfigError(
+                f"invalid controller.quorum.bootstrap.servers entry {item!r} (expected HOST:PORT)"
+            )
         servers.append((m.group(1).strip("[]"), int(m.group(2))))
     return servers
 
@@ -448,8 +878,14 @@ class BrokerConfig:
     def __init__(self, explicit: Mapping[str, str] | None = None) -> None:
         explicit = dict(explicit or {})
         self._explicit: dict[str, str] = {}
+        self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
         for key, value in explicit.items():
             known = BROKER_CONFIGS.get(key)
+            if known is None and _is_listener_security_key(key):
+                self._listener_explicit[key.lower() if not key.endswith("jaas.config") else key] = (
+                    value
+                )
+                continue
             if known is None:
                 if key not in _warned_unknown:
                     _warned_unknown.add(key)
@@ -459,17 +895,21 @@ class BrokerConfig:
             self._explicit[key] = value.strip() if known.type != ConfigType.STRING else value
         ts = self.get_str("log.message.timestamp.type")
         if ts not in _TIMESTAMP_TYPES:
-            raise ConfigError(f"log.message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}")
+            raise ConfigError(
+                f"log.message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}"
+            )
         self.listeners = self._broker_listeners(self.get_str("listeners"))
         advertised = self.get("advertised.listeners")
         self.advertised_listeners = (
             self._broker_listeners(advertised) if advertised else list(self.listeners)
         )
-        self.controller_listener_names = frozenset(n.upper() for n in self.get_list("controller.listener.names"))
+        self.controller_listener_names = frozenset(
+            n.upper() for n in self.get_list("controller.listener.names")
+        )
         self.controller_listeners = self._controller_listeners(self.get_str("listeners"))
         self.cluster = self._cluster_config()
         if not self.listeners and (self.cluster is None or self.cluster.is_broker):
-            raise ConfigError("no PLAINTEXT listener configured (see 'listeners')")
+            raise ConfigError("no broker listener configured (see 'listeners')")
 
     @property
     def cluster_mode(self) -> bool:
@@ -481,14 +921,19 @@ class BrokerConfig:
         roles_list = [r.lower() for r in self.get_list("process.roles")]
         bad = [r for r in roles_list if r not in _ROLES]
         if bad or not roles_list:
-            raise ConfigError(f"process.roles must be broker, controller or both, got {self.get('process.roles')!r}")
+            raise ConfigError(
+                f"process.roles must be broker, controller or both, got {self.get('process.roles')!r}"
+            )
         roles = frozenset(roles_list)
         voters = parse_voters(self.get_str("controller.quorum.voters"))
         servers = _parse_servers(self.get_str("controller.quorum.bootstrap.servers"))
         node_id = self.node_id
         if len(voters) <= 1 and len(servers) <= 1 and "controller" in roles:
             if voters and node_id not in voters:
-                log.warning("node.id %d is not in controller.quorum.voters; running as a single node", node_id)
+                log.warning(
+                    "node.id %d is not in controller.quorum.voters; running as a single node",
+                    node_id,
+                )
             return None
         if not voters:
             raise ConfigError(
@@ -496,23 +941,33 @@ class BrokerConfig:
                 "discover voter ids from controller.quorum.bootstrap.servers"
             )
         if "controller" in roles and node_id not in voters:
-            raise ConfigError(f"node.id {node_id} has the controller role but is not in controller.quorum.voters")
+            raise ConfigError(
+                f"node.id {node_id} has the controller role but is not in controller.quorum.voters"
+            )
         if "controller" not in roles and node_id in voters:
-            raise ConfigError(f"node.id {node_id} is in controller.quorum.voters but process.roles lacks controller")
+            raise ConfigError(
+                f"node.id {node_id} is in controller.quorum.voters but process.roles lacks controller"
+            )
         controller_names = tuple(n.upper() for n in self.get_list("controller.listener.names"))
         if not controller_names:
             raise ConfigError("cluster mode needs controller.listener.names")
-        if "controller" in roles and not any(lst.name == controller_names[0] for lst in self.controller_listeners):
+        if "controller" in roles and not any(
+            lst.name == controller_names[0] for lst in self.controller_listeners
+        ):
             raise ConfigError(
                 f"the controller listener {controller_names[0]} (controller.listener.names) is missing from listeners"
             )
         inter_broker = (self.get("inter.broker.listener.name") or "").strip().upper()
         if "broker" in roles:
-            names = [lst.name for lst in self.listeners]
+            # Replication and broker-to-broker RPCs speak PLAINTEXT only (see README, Security).
+            names = [lst.name for lst in self.listeners if lst.security_protocol == "PLAINTEXT"]
             if not inter_broker:
                 inter_broker = names[0] if names else ""
             if inter_broker not in names:
-                raise ConfigError(f"inter.broker.listener.name {inter_broker or '(none)'} is not a broker listener")
+                raise ConfigError(
+                    f"inter.broker.listener.name {inter_broker or '(none)'} is not a PLAINTEXT broker "
+                    "listener (kafkapy brokers talk to each other over PLAINTEXT only)"
+                )
         return ClusterConfig(
             node_id=node_id,
             roles=roles,
@@ -538,7 +993,8 @@ class BrokerConfig:
     def _controller_listeners(self, value: str) -> list[Listener]:
         """The listeners named in `controller.listener.names` (bound in cluster mode only)."""
         return [
-            lst for lst in parse_listeners(value, self._protocol_map())
+            lst
+            for lst in parse_listeners(value, self._protocol_map())
             if lst.name in self.controller_listener_names and lst.security_protocol == "PLAINTEXT"
         ]
 
@@ -573,12 +1029,11 @@ class BrokerConfig:
         for listener in parse_listeners(value, self._protocol_map()):
             if listener.name in controller_names:
                 continue
-            if listener.security_protocol != "PLAINTEXT":
-                log.warning(
-                    "listener %s uses %s, which kafkapy does not support yet; not serving it",
-                    listener.name, listener.security_protocol,
+            if listener.security_protocol not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listener {listener.name} has security protocol {listener.security_protocol!r}; "
+                    f"expected one of {', '.join(SECURITY_PROTOCOLS)}"
                 )
-                continue
             result.append(listener)
         return result
 
@@ -588,6 +1043,18 @@ class BrokerConfig:
             return self._explicit[name]
         key = BROKER_CONFIGS.get(name)
         return key.default if key is not None else None
+
+    def listener_get(self, listener_name: str, name: str) -> str | None:
+        """A security key for one listener: `listener.name.<listener>.<key>` if set (Kafka's
+        per-listener override), else the broker-wide value."""
+        value = self._listener_explicit.get(f"listener.name.{listener_name.lower()}.{name}")
+        return value if value is not None else self.get(name)
+
+    def jaas_configs(self) -> list[str]:
+        """Every JAAS line set: `sasl.jaas.config` and the per-listener/mechanism ones."""
+        lines = [v for k, v in self._listener_explicit.items() if k.endswith(".sasl.jaas.config")]
+        jaas = self.get("sasl.jaas.config")
+        return [jaas, *lines] if jaas else lines
 
     def get_str(self, name: str) -> str:
         value = self.get(name)
@@ -606,15 +1073,21 @@ class BrokerConfig:
         return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
     def source(self, name: str) -> ConfigSource:
-        return ConfigSource.STATIC_BROKER_CONFIG if name in self._explicit else ConfigSource.DEFAULT_CONFIG
+        return (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if name in self._explicit
+            else ConfigSource.DEFAULT_CONFIG
+        )
 
     def is_set(self, name: str) -> bool:
         return name in self._explicit
 
     def items(self) -> Iterable[tuple[str, str | None, ConfigSource]]:
         """Every known broker key with its effective value and source (for DescribeConfigs)."""
-        for name in BROKER_CONFIGS:
-            yield name, self.get(name), self.source(name)
+        for name, key in BROKER_CONFIGS.items():
+            # passwords (and user lists) are never handed out, as Kafka hides sensitive values
+            value = None if key.type == ConfigType.PASSWORD else self.get(name)
+            yield name, value, self.source(name)
 
     # -- derived values ---------------------------------------------------------------------------
     @property

@@ -49,6 +49,8 @@ from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
+from kafkapy.server.security.authenticator import authenticate
+from kafkapy.server.security.listener import ListenerSecurity
 from kafkapy.server.zerocopy import RawResponse, Segment, close_fds, send_segments
 
 __all__ = ["Connection"]
@@ -145,10 +147,43 @@ class _Slot:
     close: bool = False
 
 
+class _StreamFrames:
+    """Frames from any other stream (TLS, tests' memory streams) through `FrameDecoder`; same
+    contract as `_SocketFrames.receive` (a cancelled call loses nothing: the decoder keeps it)."""
+
+    __slots__ = ("decoder", "stream")
+
+    def __init__(self, stream: trio.abc.ReceiveStream, max_frame_bytes: int) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder(max_frame_bytes)
+
+    async def receive(self) -> list[bytes | bytearray]:
+        """The next complete frames (at least one); [] when the peer closed the connection."""
+        while True:
+            data = await self.stream.receive_some(RECEIVE_BYTES)
+            if not data:
+                return []
+            frames: list[bytes | bytearray] = [*self.decoder.feed(data)]
+            if frames:
+                return frames
+
+
+FrameSource = _SocketFrames | _StreamFrames
+
+
 class Connection:
-    def __init__(self, broker: Broker, stream: trio.abc.Stream, listener_name: str, peer: str) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        stream: trio.abc.Stream,
+        listener_name: str,
+        peer: str,
+        *,
+        security: ListenerSecurity | None = None,
+    ) -> None:
         self.broker = broker
         self.stream = stream
+        self.security = security
         self.state = ConnectionState(listener_name, peer)
         config = broker.config
         self.controller_listener = listener_name in config.controller_listener_names
@@ -159,16 +194,34 @@ class Connection:
         self._seq = 0
         self._owned_fds: set[int] = set()
         self.reader_scope = trio.CancelScope()
+        self._auth_scope = trio.CancelScope()  # a cancelled scope cannot be re-entered
 
     async def run(self) -> None:
-        """Serve until the peer closes, an error closes us, or the broker stops reading."""
+        """Serve until the peer closes, an error closes us, or the broker stops reading.
+
+        A TLS stream does its handshake first and a SASL listener's connection authenticates
+        (`security.authenticator`) before the reader and writer start; a connection that fails
+        either is closed without serving anything."""
         try:
+            source: FrameSource = (
+                _SocketFrames(self.stream.socket, self.max_request_bytes)
+                if isinstance(self.stream, trio.SocketStream)
+                else _StreamFrames(self.stream, self.max_request_bytes)
+            )
+            early: list[bytes | bytearray] = []
+            security = self.security
+            if security is not None and (security.ssl_context is not None or security.sasl):
+                with self._auth_scope:
+                    authenticated = await authenticate(self, security, source)
+                if authenticated is None or self._auth_scope.cancel_called:
+                    return
+                early = authenticated
             async with trio.open_nursery() as nursery:
                 send, receive = trio.open_memory_channel[_Slot](self.max_inflight)
                 nursery.start_soon(self._writer, receive, nursery.cancel_scope)
                 async with send:
                     with self.reader_scope:
-                        await self._reader(send, nursery)
+                        await self._reader(send, nursery, source, early)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.debug("connection %s closed: %r", self.state.peer, group.exceptions)
         finally:
@@ -186,15 +239,20 @@ class Connection:
     def stop_reading(self) -> None:
         """Graceful shutdown: take no new requests; queued ones still get their responses."""
         self.reader_scope.cancel()
+        self._auth_scope.cancel()
 
     # -- reading ----------------------------------------------------------------------------------
-    async def _reader(self, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> None:
-        decoder = FrameDecoder(self.max_request_bytes)
-        sock_frames = (
-            _SocketFrames(self.stream.socket, self.max_request_bytes)
-            if isinstance(self.stream, trio.SocketStream)
-            else None
-        )
+    async def _reader(
+        self,
+        send: trio.MemorySendChannel[_Slot],
+        nursery: trio.Nursery,
+        source: FrameSource,
+        early: list[bytes | bytearray],
+    ) -> None:
+        """`early`: frames that arrived with the last SASL message (already read, not served)."""
+        for frame in early:
+            if not await self._dispatch(frame, send, nursery):
+                return
         last_activity = trio.current_time()
         while True:
             received = False
@@ -202,12 +260,8 @@ class Connection:
             frames: list[bytes | bytearray] = []
             with trio.move_on_at(last_activity + self.idle_s):
                 try:
-                    if sock_frames is not None:
-                        frames = await sock_frames.receive()
-                    else:
-                        data = await self.stream.receive_some(RECEIVE_BYTES)
-                        frames = [*decoder.feed(data)] if data else []
-                    if not frames and (sock_frames is not None or not data):
+                    frames = await source.receive()
+                    if not frames:
                         log.debug("connection %s: peer closed", self.state.peer)
                         return
                     received = True
@@ -233,7 +287,9 @@ class Connection:
                 if not await self._dispatch(frame, send, nursery):
                     return
 
-    async def _dispatch(self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery) -> bool:
+    async def _dispatch(
+        self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery
+    ) -> bool:
         """Decode one frame and start its handler; False when the connection must close."""
         slot = _Slot()
         try:
@@ -256,7 +312,11 @@ class Connection:
         return True
 
     async def _reject(
-        self, send: trio.MemorySendChannel[_Slot], slot: _Slot, header: RequestHeader | None, reason: str
+        self,
+        send: trio.MemorySendChannel[_Slot],
+        slot: _Slot,
+        header: RequestHeader | None,
+        reason: str,
     ) -> bool:
         """An API or version we do not serve: ApiVersions gets its v0 error answer, the rest a
         logged close (after the responses already queued). False when the connection closes."""
@@ -277,7 +337,9 @@ class Connection:
         return False
 
     # -- handling ---------------------------------------------------------------------------------
-    async def _run_request(self, spec: HandlerSpec, ctx: RequestContext, request: Any, slot: _Slot) -> None:
+    async def _run_request(
+        self, spec: HandlerSpec, ctx: RequestContext, request: Any, slot: _Slot
+    ) -> None:
         header = ctx.header
         try:
             await self.state.sequencer.wait_turn(ctx.seq)
@@ -295,7 +357,10 @@ class Connection:
         except Exception:
             log.exception(
                 "%s v%d handler failed (correlation id %d, client %s)",
-                spec.api_key.name, header.api_version, header.correlation_id, header.client_id,
+                spec.api_key.name,
+                header.api_version,
+                header.correlation_id,
+                header.client_id,
             )
             slot.segments, slot.close = self._error_segments(spec, header, request)
         finally:
@@ -306,18 +371,28 @@ class Connection:
         if response is None:
             return None
         if isinstance(response, RawResponse):
-            head = struct.pack(">i", header.correlation_id) + (b"\x00" if response.flexible else b"")
+            head = struct.pack(">i", header.correlation_id) + (
+                b"\x00" if response.flexible else b""
+            )
             return [_SIZE.pack(len(head) + response.size) + head, *response.segments]
-        return [self._frame(encode_response(header.api_key, header.api_version, header.correlation_id, response))]
+        return [
+            self._frame(
+                encode_response(header.api_key, header.api_version, header.correlation_id, response)
+            )
+        ]
 
     @staticmethod
     def _frame(body: bytes) -> bytes:
         return _SIZE.pack(len(body)) + body
 
-    def _error_segments(self, spec: HandlerSpec, header: RequestHeader, request: Any) -> tuple[list[Segment] | None, bool]:
+    def _error_segments(
+        self, spec: HandlerSpec, header: RequestHeader, request: Any
+    ) -> tuple[list[Segment] | None, bool]:
         try:
             if spec.error_response is not None:
-                response = spec.error_response(request, header.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+                response = spec.error_response(
+                    request, header.api_version, ErrorCode.UNKNOWN_SERVER_ERROR
+                )
             else:
                 response = default_error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
             if response is None:
@@ -328,7 +403,9 @@ class Connection:
             return None, True
 
     # -- writing ----------------------------------------------------------------------------------
-    async def _writer(self, receive: trio.MemoryReceiveChannel[_Slot], scope: trio.CancelScope) -> None:
+    async def _writer(
+        self, receive: trio.MemoryReceiveChannel[_Slot], scope: trio.CancelScope
+    ) -> None:
         zero_copy = isinstance(self.stream, trio.SocketStream)
         try:
             async with receive:

@@ -128,11 +128,13 @@ def test_listener_parsing() -> None:
             parse_listeners(bad, protocols)
 
 
-def test_non_plaintext_listeners_are_skipped_but_one_plaintext_is_required() -> None:
-    config = BrokerConfig({"listeners": "SSL://:9093,PLAINTEXT://127.0.0.1:0"})
-    assert [lst.name for lst in config.listeners] == ["PLAINTEXT"]
-    with pytest.raises(ConfigError, match="PLAINTEXT"):
-        BrokerConfig({"listeners": "SSL://:9093"})
+def test_secured_listeners_are_served_and_unknown_protocols_refused() -> None:
+    config = BrokerConfig({"listeners": "SSL://:9093,PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://:9094"})
+    assert [(lst.name, lst.security_protocol) for lst in config.listeners] == [
+        ("SSL", "SSL"), ("PLAINTEXT", "PLAINTEXT"), ("SASL_PLAINTEXT", "SASL_PLAINTEXT"),
+    ]  # fmt: skip
+    with pytest.raises(ConfigError, match="security protocol"):
+        BrokerConfig({"listeners": "X://:1", "listener.security.protocol.map": "X:KERBEROS"})
 
 
 def test_properties_syntax() -> None:

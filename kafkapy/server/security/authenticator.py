@@ -1,0 +1,168 @@
+"""The trio side of a secured connection: the TLS handshake, then the SASL exchange.
+
+Why a phase of its own before the connection's reader and writer start: until the client has
+authenticated, nothing is pipelined or run concurrently - each frame is answered in turn by
+`kafkapy.protocol.sasl.SaslSession` (which says what may come when) - so the request path of an
+authenticated or plaintext connection carries no SASL check at all: no per-request cost.
+
+Flow: ApiVersions is answered as on any listener; SaslHandshake picks the mechanism;
+SaslAuthenticate requests (or, after SaslHandshake v0, raw size-prefixed tokens: KIP-43's legacy
+flow) carry the mechanism's tokens. Frames the client sent right behind its last SASL message are
+handed back to the connection, which serves them as the first requests.
+
+Error handling (Kafka's behaviour): a request other than those three before authentication, a
+malformed frame or an out-of-order SASL request -> the connection is closed without an answer;
+a failed authentication -> SaslAuthenticate answers SASL_AUTHENTICATION_FAILED with a message,
+then the connection closes (a legacy raw token gets no answer, just the close); an unknown
+mechanism -> UNSUPPORTED_SASL_MECHANISM with the enabled list, then the close. Failures are
+logged at info level with the peer, never the password.
+
+Resource handling: the caller (`Connection.run`) owns the stream and closes it whenever this
+returns None. The whole phase obeys the connection's idle timeout per frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kafkapy.protocol import ApiKey, decode_request, encode_response
+from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kafkapy.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+from kafkapy.protocol.sasl import SaslError, SaslSession, SaslState
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.api_versions import unsupported_version_response
+from kafkapy.server.handlers.registry import lookup
+
+if TYPE_CHECKING:
+    from kafkapy.server.connection import Connection, FrameSource
+    from kafkapy.server.security.listener import ListenerSecurity
+
+__all__ = ["authenticate"]
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+async def authenticate(
+    conn: Connection, security: ListenerSecurity, source: FrameSource
+) -> list[bytes | bytearray] | None:
+    """Handshake TLS and authenticate SASL as the listener requires; the frames already read
+    behind the last SASL message on success, None when the connection must close."""
+    peer = conn.state.peer
+    stream = conn.stream
+    if isinstance(stream, trio.SSLStream):
+        with trio.move_on_after(conn.idle_s) as scope:
+            try:
+                await stream.do_handshake()
+            except trio.BrokenResourceError as e:
+                log.info("TLS handshake with %s failed: %s", peer, e.__cause__ or e)
+                return None
+        if scope.cancelled_caught:
+            log.info("TLS handshake with %s timed out", peer)
+            return None
+    if not security.sasl:
+        return []
+    session = security.new_session()
+    while True:
+        with trio.move_on_after(conn.idle_s) as scope:
+            try:
+                frames = await source.receive()
+            except ProtocolError as e:
+                log.warning("closing connection %s before authentication: %s", peer, e.reason)
+                return None
+        if scope.cancelled_caught:
+            log.info("closing connection %s: not authenticated within %.0f s", peer, conn.idle_s)
+            return None
+        if not frames:
+            return None
+        for i, frame in enumerate(frames):
+            if not await _serve(conn, session, frame):
+                return None
+            if session.state is SaslState.COMPLETE:
+                log.debug(
+                    "connection %s authenticated as %s (%s)",
+                    peer,
+                    session.principal,
+                    session.mechanism_name,
+                )
+                return frames[i + 1 :]
+
+
+async def _send(conn: Connection, body: bytes) -> None:
+    await conn.stream.send_all(_SIZE.pack(len(body)) + body)
+
+
+async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearray) -> bool:
+    """Answer one frame before authentication; False when the connection must close."""
+    peer = conn.state.peer
+    if session.legacy and session.state is SaslState.AUTHENTICATE:
+        try:
+            answer = session.authenticate(bytes(frame))
+        except SaslError as e:
+            log.info("SASL authentication of %s failed: %s", peer, e.reason)
+            return False
+        await _send(conn, answer)
+        return True
+    try:
+        header, request = decode_request(frame)
+    except UnsupportedVersionError as e:
+        if len(frame) >= 8 and struct.unpack_from(">h", frame)[0] == ApiKey.API_VERSIONS:
+            from kafkapy.server.connection import _header_prefix
+
+            header_prefix = _header_prefix(frame)
+            if header_prefix is not None:
+                await _send(conn, unsupported_version_response(header_prefix))
+                return True
+        log.warning("closing connection %s before authentication: %s", peer, e.reason)
+        return False
+    except ProtocolError as e:
+        log.warning(
+            "closing connection %s before authentication: malformed request: %s", peer, e.reason
+        )
+        return False
+    try:
+        session.check_request(header.api_key)
+    except SaslError as e:
+        log.warning("closing connection %s: %s", peer, e.reason)
+        return False
+    spec = lookup(header.api_key)
+    if spec is None or not spec.supports(header.api_version):
+        if header.api_key == ApiKey.API_VERSIONS:
+            await _send(conn, unsupported_version_response(header))
+            return True
+        log.warning(
+            "closing connection %s: no handler for api key %d v%d",
+            peer,
+            header.api_key,
+            header.api_version,
+        )
+        return False
+    response: Any
+    keep = True
+    if header.api_key == ApiKey.API_VERSIONS:
+        response = await spec.func(RequestContext(conn.broker, header, conn.state, -1), request)
+    elif header.api_key == ApiKey.SASL_HANDSHAKE:
+        code = session.handshake(request.mechanism, header.api_version)
+        if code != ErrorCode.NONE:
+            log.info(
+                "closing connection %s: SASL mechanism %r is not enabled", peer, request.mechanism
+            )
+            keep = False
+        response = SaslHandshakeResponse(error_code=code, mechanisms=session.enabled_mechanisms)
+    else:  # SaslAuthenticate: the only other API check_request lets through
+        try:
+            token = session.authenticate(bytes(request.auth_bytes))
+            response = SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=0)
+        except SaslError as e:
+            log.info("SASL authentication of %s failed: %s", peer, e.reason)
+            response = SaslAuthenticateResponse(error_code=e.error_code, error_message=e.reason)
+            keep = False
+    await _send(
+        conn, encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    )
+    return keep

@@ -1,0 +1,107 @@
+"""The SASL user database of one broker: PLAIN passwords and SCRAM credentials.
+
+Where users come from (a dev broker, so the simplest ways a developer can type them):
+- `kafkapy.sasl.users=alice:alice-secret,bob:bob-secret` (properties file, `--override`,
+  `KAFKAPY_SASL_USERS`, or `kafkapy serve --sasl-user alice:alice-secret`): each user may log in
+  with PLAIN and with SCRAM-SHA-256/512 using that password.
+- Kafka's own JAAS form, so an existing `server.properties` works unchanged: every
+  `user_<name>="<password>"` option of a `sasl.jaas.config` value (including the
+  `listener.name.<listener>.<mechanism>.sasl.jaas.config` keys) is a user the same way.
+- AlterUserScramCredentials (kafka-configs --alter --add-config 'SCRAM-SHA-256=[...]') adds,
+  replaces or deletes SCRAM credentials at run time. They live in memory only: a restart goes back
+  to the configured users (Kafka keeps them in its metadata log; kafkapy does not yet).
+
+Why SCRAM credentials are derived once at start-up: the broker stores what RFC 5802 says a
+server stores (salt, StoredKey, ServerKey), never needs the password after that, and one PBKDF2
+per user and mechanism (4096 iterations) is a few milliseconds at start instead of per login.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import weakref
+from typing import TYPE_CHECKING
+
+from kafkapy.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+    from kafkapy.server.config import BrokerConfig
+
+__all__ = ["CredentialStore", "credentials_of", "parse_users"]
+
+_JAAS_USER = re.compile(r'\buser_([^\s="]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def parse_users(value: str) -> dict[str, str]:
+    """`name:password,...` -> {name: password}; ValueError on an entry without ':' or a name."""
+    users: dict[str, str] = {}
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        name, sep, password = item.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"kafkapy.sasl.users entry {item.strip()!r} is not NAME:PASSWORD")
+        users[name.strip()] = password
+    return users
+
+
+def jaas_users(value: str) -> dict[str, str]:
+    """The `user_<name>="<password>"` options of a JAAS login module line."""
+    return {m.group(1): re.sub(r"\\(.)", r"\1", m.group(2)) for m in _JAAS_USER.finditer(value)}
+
+
+class CredentialStore:
+    """PLAIN passwords (config only) and SCRAM credentials per (mechanism, user)."""
+
+    def __init__(self, users: dict[str, str] | None = None) -> None:
+        self._plain: dict[str, bytes] = {}
+        self._scram: dict[tuple[str, str], ScramCredential] = {}
+        for name, password in (users or {}).items():
+            self._plain[name] = password.encode("utf-8")
+            for mechanism in SCRAM_MECHANISMS:
+                self._scram[(mechanism, name)] = ScramCredential.from_password(mechanism, password)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> CredentialStore:
+        users: dict[str, str] = {}
+        for value in config.jaas_configs():
+            users.update(jaas_users(value))
+        users.update(parse_users(config.get("kafkapy.sasl.users") or ""))
+        return cls(users)
+
+    def check_plain(self, user: str, password: str) -> bool:
+        expected = self._plain.get(user)
+        # compare even for an unknown user, so the time taken does not tell which users exist
+        return (
+            hmac.compare_digest(expected or b"\0" * 16, password.encode("utf-8"))
+            and expected is not None
+        )
+
+    def scram(self, mechanism: str, user: str) -> ScramCredential | None:
+        return self._scram.get((mechanism, user))
+
+    def set_scram(self, mechanism: str, user: str, credential: ScramCredential) -> None:
+        self._scram[(mechanism, user)] = credential
+
+    def delete_scram(self, mechanism: str, user: str) -> bool:
+        return self._scram.pop((mechanism, user), None) is not None
+
+    def scram_users(self) -> dict[str, list[tuple[str, int]]]:
+        """{user: [(mechanism, iterations), ...]} for DescribeUserScramCredentials."""
+        out: dict[str, list[tuple[str, int]]] = {}
+        for (mechanism, user), credential in sorted(self._scram.items()):
+            out.setdefault(user, []).append((mechanism, credential.iterations))
+        return out
+
+
+_STORES: weakref.WeakKeyDictionary[Broker, CredentialStore] = weakref.WeakKeyDictionary()
+
+
+def credentials_of(broker: Broker) -> CredentialStore:
+    """The broker's user database, built from its config on first use."""
+    store = _STORES.get(broker)
+    if store is None:
+        store = _STORES[broker] = CredentialStore.from_config(broker.config)
+    return store
