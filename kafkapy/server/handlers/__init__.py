@@ -35,6 +35,7 @@ HANDLER_MODULES: list[str] = [
     "groups",
     "group_offsets",
     "transactions",
+    "sasl",
 ]
 
 CONTROLLER_HANDLER_MODULES: list[str] = [
