@@ -12,8 +12,12 @@ Rules:
   replicas or not the leader itself missing (INVALID_REQUEST), members that are fenced, shutting
   down or of a stale broker epoch (INELIGIBLE_REPLICA). An accepted change bumps the partition
   epoch only.
-- Preferred election makes the first replica leader when it is in the ISR and active; unclean
-  election (type 1) picks any active replica for a leaderless partition.
+- ElectLeaders (`elect_leaders`, see `_elect_one` for the per-partition answers): preferred
+  election (type 0) makes the first replica leader when it is in the ISR and active; unclean
+  election (type 1) gives a leaderless partition an active ISR member, else any active replica.
+  Kafka also marks an unclean leader's partition RECOVERING (LeaderRecoveryState) until that
+  leader confirms; we do not model leader recovery state yet (the ISR becomes the new leader
+  alone, and followers truncate to its log through the leader-epoch check).
 """
 
 from __future__ import annotations
@@ -454,8 +458,10 @@ def elect_leaders(
     election_type: int,
     partitions: Sequence[tuple[str, int]] | None,
 ) -> ControllerResult[list[ElectionResult]]:
-    """Preferred (0) or unclean (1) election; `None` = every partition that needs one, with
-    results only for those that changed."""
+    """Preferred (0) or unclean (1) election, answered per partition as Kafka's controller does.
+
+    `None` = every partition; then, as in Kafka, the partitions that already have the wanted
+    leader (ELECTION_NOT_NEEDED) are left out of the answer, failures are not."""
     records: list[MetadataRecord] = []
     results: list[ElectionResult] = []
     explicit = partitions is not None
@@ -465,41 +471,43 @@ def elect_leaders(
         topic = st.image.topics.get(name)
         part = topic.partitions.get(pid) if topic is not None else None
         if topic is None or part is None:
-            if explicit:
-                results.append(ElectionResult(name, pid, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            unknown = f"no such partition as {name}-{pid}"
+            results.append(ElectionResult(name, pid, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown))
             continue
-        error = _elect_one(st, records, election_type, name, pid)
-        if explicit or error is ErrorCode.NONE:
-            results.append(ElectionResult(name, pid, error))
+        error, message = _elect_one(st, records, election_type, name, pid)
+        if explicit or error is not ErrorCode.ELECTION_NOT_NEEDED:
+            results.append(ElectionResult(name, pid, error, message))
     return ControllerResult(records, results)
 
 
 def _elect_one(
     st: ControllerState, records: list[MetadataRecord], election_type: int, name: str, pid: int
-) -> ErrorCode:
+) -> tuple[ErrorCode, str | None]:
+    """Kafka's rules: PREFERRED is not needed when the first replica leads; otherwise the first
+    replica leads if it is in the ISR and active, else the current leader stays if it can, else
+    another active ISR member takes over (a change: NONE) - no change at all is
+    PREFERRED_LEADER_NOT_AVAILABLE. UNCLEAN is not needed while an active leader exists; an
+    active ISR member is preferred, and only when none is live does an active replica outside
+    the ISR lead (the ISR becomes just it) - none at all is ELIGIBLE_LEADERS_NOT_AVAILABLE."""
     topic = st.image.topics[name]
     part = topic.partitions[pid]
     if election_type == PREFERRED:
         if part.replicas and part.leader == part.replicas[0]:
-            return ErrorCode.ELECTION_NOT_NEEDED
-        st.elect(records, topic, pid, preferred=True)
-        if topic.partitions[pid].leader != part.replicas[0]:
-            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-        return ErrorCode.NONE
+            return ErrorCode.ELECTION_NOT_NEEDED, None
+        record = partition_change(topic.topic_id, pid, part, st.image.is_active, preferred=True)
+        if record is None:
+            first = part.replicas[0] if part.replicas else NO_LEADER
+            why = "is not in the ISR" if first not in part.isr else "is not an active broker"
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, f"preferred replica {first} {why}"
+        st.emit(records, record)
+        return ErrorCode.NONE, None
     if election_type == UNCLEAN:
         if part.leader != NO_LEADER and st.image.is_active(part.leader):
-            return ErrorCode.ELECTION_NOT_NEEDED
-        st.elect(records, topic, pid)
-        if topic.partitions[pid].leader == NO_LEADER:
-            record = _unclean(st, topic.topic_id, pid)
-            if record is None:
-                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-            st.emit(records, record)
-        return ErrorCode.NONE
-    return ErrorCode.INVALID_REQUEST
-
-
-def _unclean(st: ControllerState, topic_id: uuid.UUID, pid: int) -> MetadataRecord | None:
-    topic = st.image.topic_by_id(topic_id)
-    assert topic is not None
-    return partition_change(topic_id, pid, topic.partitions[pid], st.image.is_active, unclean=True)
+            return ErrorCode.ELECTION_NOT_NEEDED, None
+        record = partition_change(topic.topic_id, pid, part, st.image.is_active, unclean=True)
+        if record is None or record.leader in (None, NO_LEADER):
+            alive = [r for r in part.replicas if st.image.is_active(r)]
+            return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"no live replica among {alive}"
+        st.emit(records, record)
+        return ErrorCode.NONE, None
+    return ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}"

@@ -36,6 +36,7 @@ import trio
 from kafkapy.controller.controller import ControllerConfig, ControllerResult, QuorumController
 from kafkapy.controller.records import encode_record
 from kafkapy.controller.topics import PREFERRED
+from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
 
 if TYPE_CHECKING:
@@ -252,8 +253,9 @@ class ControllerDriver:
             return
         self._last_rebalance = now
         try:
-            moved = await self.submit(lambda c: c.elect_leaders(PREFERRED, None))
+            results = await self.submit(lambda c: c.elect_leaders(PREFERRED, None))
         except NotControllerError:
             return
+        moved = [r for r in results if r.error is ErrorCode.NONE]
         if moved:
             log.info("moved %d partition leaders back to their preferred replicas", len(moved))

@@ -47,6 +47,8 @@ from kafkapy.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
@@ -162,6 +164,13 @@ class ControllerChannel:
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
         response: CreatePartitionsResponse = await self.call(
             ApiKey.CREATE_PARTITIONS, 3, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
+        )
+        return await self._after_write(response)  # type: ignore[no-any-return]
+
+    async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
+        """ElectLeaders v2 (the request's own timeout bounds the wait for a controller)."""
+        response: ElectLeadersResponse = await self.call(
+            ApiKey.ELECT_LEADERS, 2, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
         )
         return await self._after_write(response)  # type: ignore[no-any-return]
 

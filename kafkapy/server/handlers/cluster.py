@@ -14,7 +14,8 @@ Cluster mode (docs/cluster.md; single-node behaviour is unchanged): DescribeClus
 unfenced brokers of the metadata image with their endpoint for the request's listener and the
 same controller id as Metadata (a broker listener answers the BROKERS endpoint type only, as
 Kafka's brokers do); DescribeTopicPartitions reports each partition's leader, leader epoch,
-replicas, ISR and offline replicas from the image.
+replicas, ISR and offline replicas from the image; DescribeLogDirs lists only the replicas this
+broker hosts (the image names it as a replica), leader or follower, each with its local size.
 
 Not yet: authorized operations, racks in single-node mode.
 """
@@ -99,9 +100,12 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
     by_dir: dict[str, dict[str, list[LogDirPartition]]] = {
         str(d.resolve()): {} for d in broker.data_dirs
     }
+    image: Any = broker.cluster.image if broker.cluster is not None else None
     for (topic, partition), plog in sorted(broker.logs.logs().items()):
         if topic not in broker.topics:
             continue
+        if image is not None and not _hosted(image, broker.node_id, topic, partition):
+            continue  # a log left behind (the partition moved away, or its metadata failed)
         if wanted is not None and partition not in wanted.get(topic, set()):
             continue
         dir_key = str(plog.directory.parent.resolve())
@@ -126,6 +130,12 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
             usable_bytes=usable,
         ))
     return response
+
+
+def _hosted(image: Any, node_id: int, topic: str, partition: int) -> bool:
+    """Cluster mode: the image lists this broker as a replica of the partition."""
+    part = image.partition(topic, partition)
+    return part is not None and node_id in part.replicas
 
 
 def _partition(node: int, index: int) -> PartitionEntry:

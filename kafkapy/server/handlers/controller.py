@@ -3,7 +3,9 @@ controller (cluster mode only; `@controller_handler`, never on broker listeners)
 
 BrokerRegistration (62) v0-4, BrokerHeartbeat (63) v0-1, AlterPartition (56) v0-3,
 AllocateProducerIds (67) v0, and the admin requests brokers forward: CreateTopics (19) v2-7,
-DeleteTopics (20) v1-6, CreatePartitions (37) v0-3, IncrementalAlterConfigs (44) v0-1.
+DeleteTopics (20) v1-6, CreatePartitions (37) v0-3, IncrementalAlterConfigs (44) v0-1,
+ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
+needed an election, under an entry for every topic, as Kafka does).
 
 Behaviour: each request becomes one QuorumController operation (kafkapy.controller), run by the
 ControllerDriver, which answers once its records are committed. A node that is not the active
@@ -50,6 +52,8 @@ from kafkapy.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
@@ -61,6 +65,7 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.elections import election_response, requested_partitions
 from kafkapy.server.handlers.registry import controller_handler
 
 __all__ = [
@@ -71,6 +76,7 @@ __all__ = [
     "handle_create_partitions",
     "handle_create_topics",
     "handle_delete_topics",
+    "handle_elect_leaders",
     "handle_incremental_alter_configs",
 ]
 
@@ -339,6 +345,27 @@ async def handle_create_partitions(
         )
         for r in results
     ]
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.ELECT_LEADERS, min_version=0, max_version=2)
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    election_type = req.election_type if ctx.api_version >= 1 else 0
+    wanted = requested_partitions(req)
+    outcome = await _run(ctx, lambda c: c.elect_leaders(election_type, wanted))
+    if outcome is None:
+        response = election_response(
+            (t, p, ErrorCode.NOT_CONTROLLER, None) for t, p in wanted or []
+        )
+        response.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    results, offset = outcome
+    names: list[str] = []
+    driver = _driver(ctx)
+    if wanted is None and driver is not None and (c := driver.active()) is not None:
+        names = sorted(c.image.topics)
+    response = election_response(((r.topic, r.partition, r.error, r.message) for r in results), names)
     set_metadata_offset(response, offset)
     return response
 

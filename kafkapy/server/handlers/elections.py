@@ -29,6 +29,7 @@ from typing import Any
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
+from kafkapy.protocol.messages.elect_leaders import ElectLeadersResponse_PartitionResult
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
@@ -55,7 +56,7 @@ def election_response(
 ) -> ElectLeadersResponse:
     """Group per-partition results by topic (in first-seen order); `topics` listed first get an
     entry even without results (Kafka's answer to a null partition list names every topic)."""
-    by_topic: dict[str, list[ElectLeadersResponse.PartitionResult]] = {t: [] for t in topics}
+    by_topic: dict[str, list[ElectLeadersResponse_PartitionResult]] = {t: [] for t in topics}
     for topic, partition, error, message in results:
         by_topic.setdefault(topic, []).append(
             ElectLeadersResponse.PartitionResult(

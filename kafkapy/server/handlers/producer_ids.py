@@ -7,6 +7,10 @@ the epoch of an id it holds (KIP-360), which is what Kafka does for non-transact
 Idempotent producers are the default of kafka-python 3 and the Java client, so this is needed
 for their first send.
 
+Cluster mode: InitProducerId takes its ids from controller blocks; DescribeProducers answers
+NOT_LEADER_OR_FOLLOWER for a partition this broker does not lead (its producer state lives on
+the leader), UNKNOWN_TOPIC_OR_PARTITION for one the metadata image does not have.
+
 Registered as a fallback: `handlers/transactions.py` (the transaction coordinator's handler)
 replaces it and serves transactional ids; this stand-in, answering UNSUPPORTED_VERSION for them,
 only serves if that module is not loaded.
@@ -24,6 +28,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.topics import leader_error
 from kafkapy.server.internal_topics import ensure_producer_ids
 
 __all__ = ["handle_describe_producers", "handle_init_producer_id"]
@@ -44,7 +49,8 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
 @handler(ApiKey.DESCRIBE_PRODUCERS, min_version=0, max_version=0, fallback=True)
 async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
     """DescribeProducers (key 61): v0. The active idempotent producers of each partition, from
-    its producer state (loaded on demand); unknown partitions -> UNKNOWN_TOPIC_OR_PARTITION."""
+    its producer state (loaded on demand); unknown partitions -> UNKNOWN_TOPIC_OR_PARTITION;
+    cluster mode: a partition this broker does not lead -> NOT_LEADER_OR_FOLLOWER (as Kafka)."""
     broker = ctx.broker
     response = DescribeProducersResponse()
     for topic in req.topics:
@@ -53,9 +59,12 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
         for index in topic.partition_indexes:
             part = DescribeProducersResponse.PartitionResponse(partition_index=index)
             out.partitions.append(part)
+            # Kafka answers from the leader only: a follower's producer state is not kept up to
+            # date (it is rebuilt from the log when the follower becomes leader).
+            not_here = leader_error(broker, topic.name, index)
             plog = broker.partition_log(topic.name, index)
-            if plog is None:
-                part.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if not_here is not None or plog is None:
+                part.error_code = not_here or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             mgr = await broker.producer_states.get((topic.name, index), plog)
             part.active_producers = [
