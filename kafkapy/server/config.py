@@ -242,6 +242,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "Timeout of one request between controller quorum members.",
         ),
         _B(
+            "metadata.log.max.record.bytes.between.snapshots",
+            _T.LONG,
+            "20971520",
+            "Cluster mode: a node snapshots its metadata image after this many bytes of new records.",
+        ),
+        _B(
             "broker.session.timeout.ms",
             _T.LONG,
             "9000",
