@@ -151,6 +151,46 @@ class ControllerMachine(RuleBasedStateMachine):
     def preferred_election(self) -> None:
         self.commit(self.ctl.elect_leaders(0, None))
 
+    @rule(name=TOPICS, data=st.data(), unclean=st.booleans())
+    def elect_leaders(self, name: str, data: st.DataObject, unclean: bool) -> None:
+        """ElectLeaders for explicit partitions: each answer matches what happened (Kafka's
+        rules), and an unclean election goes outside the ISR only when no ISR member is live."""
+        topic = self.ctl.image.topics.get(name)
+        if topic is None:
+            return
+        pids = data.draw(st.lists(st.sampled_from(sorted(topic.partitions)), unique=True))
+        before = dict(topic.partitions)
+        active = self.ctl.image.is_active
+        results = self.commit(
+            self.ctl.elect_leaders(1 if unclean else 0, [(name, p) for p in pids])
+        )
+        assert [(r.topic, r.partition) for r in results] == [(name, p) for p in pids]
+        for r in results:
+            old, new = before[r.partition], self.ctl.image.topics[name].partitions[r.partition]
+            event(f"elect_leaders unclean={unclean}: {r.error.name}")
+            if r.error is not ErrorCode.NONE:
+                assert new == old
+            if r.error is ErrorCode.ELECTION_NOT_NEEDED:
+                assert old.leader == old.replicas[0] if not unclean else active(old.leader)
+            elif r.error is ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE:
+                assert not unclean
+                assert old.replicas[0] not in old.isr or not active(old.replicas[0])
+            elif r.error is ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE:
+                assert unclean
+                assert not any(active(b) for b in old.replicas)
+            else:
+                assert r.error is ErrorCode.NONE
+                assert new.leader != -1
+                assert active(new.leader)
+                assert new.leader_epoch > old.leader_epoch
+                first = old.replicas[0]
+                if not unclean and first in old.isr and active(first):
+                    assert new.leader == first
+                if unclean and not any(active(b) for b in old.isr):
+                    assert new.isr == (new.leader,)
+                else:
+                    assert new.leader in old.isr
+
     @rule()
     def failover(self) -> None:
         # A fresh seed per failover: a re-seeded rng would hand out deleted topics' ids again.

@@ -291,6 +291,46 @@ def test_unclean_election_request_picks_a_live_replica() -> None:
     assert (part.leader, part.isr) == (2, (2,))
 
 
+def test_unclean_election_waits_for_a_live_replica_and_says_why() -> None:
+    c = cluster3()
+    c.run(c.ctl.create_topics([NewTopic("t", assignments={0: [1, 2]})]))
+    assert _alter(c, 1, [1]) is ErrorCode.NONE  # 2 fell behind
+    c.heartbeat(2, want_fence=True)
+    c.heartbeat(1, want_fence=True)
+    part = c.ctl.image.topics["t"].partitions[0]
+    assert (part.leader, part.isr) == (-1, (1,))
+    [r] = c.run(c.ctl.elect_leaders(1, [("t", 0)]))
+    assert r.error is ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert r.message
+    # A preferred election never goes outside the ISR.
+    [r] = c.run(c.ctl.elect_leaders(0, [("t", 0)]))
+    assert r.error is ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    assert c.ctl.image.topics["t"].partitions[0] == part
+    c.heartbeat(2)  # back, but not in the ISR: no clean leader
+    assert c.ctl.image.topics["t"].partitions[0].leader == -1
+    [r] = c.run(c.ctl.elect_leaders(1, [("t", 0)]))
+    assert r.error is ErrorCode.NONE
+    now = c.ctl.image.topics["t"].partitions[0]
+    assert (now.leader, now.isr) == (2, (2,))
+    assert now.leader_epoch > part.leader_epoch
+    [r] = c.run(c.ctl.elect_leaders(1, [("t", 0)]))
+    assert r.error is ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_election_for_all_partitions_reports_failures_but_not_the_unneeded() -> None:
+    c = cluster3()
+    c.run(c.ctl.create_topics([NewTopic("t", assignments={0: [1, 2], 1: [2, 3], 2: [3, 1]})]))
+    c.heartbeat(1, want_fence=True)
+    res = c.run(c.ctl.elect_leaders(0, None))
+    assert [(r.topic, r.partition, r.error) for r in res] == [
+        ("t", 0, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
+    ]
+    [r] = c.run(c.ctl.elect_leaders(7, [("t", 0)]))
+    assert r.error is ErrorCode.INVALID_REQUEST
+    [r] = c.run(c.ctl.elect_leaders(0, [("t", 3)]))
+    assert r.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_incremental_alter_configs_topic_and_broker() -> None:
     c = cluster3()
     c.run(c.ctl.create_topics([NewTopic("t", 1, 1, configs={"retention.ms": "5"})]))
