@@ -25,6 +25,8 @@ Spread: the table shows the median and, per figure, min-max over the runs.
 measurement (summarise with perf/profile_summary.py).
 --c-consumer PATH runs the consume phase with perf/cdriver/consume.c (built with
 `make -C perf/cdriver wheel`) instead of the Python client, which is the limit there.
+--c-producer PATH runs both produce phases with perf/cdriver/produce.c (same build, same producer
+settings) instead of the Python produce() loop.
 
 Every loop stops by count and by time (--max-seconds per phase).
 """
@@ -78,6 +80,8 @@ class Params:
     c_consumer: str | None = None
     #: producer linger.ms of the throughput phases (scale_bench varies it for 1,000 partitions)
     linger_ms: int = 5
+    #: path of perf/cdriver's produce binary: used for the produce phases instead of confluent-kafka
+    c_producer: str | None = None
 
 
 #: pid of the broker under test, set per target before its run (None: unknown, not reported)
@@ -146,7 +150,11 @@ def _percentile(values: list[float], pct: float) -> float:
 class LaunchedBroker:
     """`python -m kafkapy serve` on a free port with a temporary data dir, stopped with SIGTERM."""
 
-    def __init__(self, data_dir: Path, timeout_s: float = 30.0, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, timeout_s: float = 30.0, extra_args: list[str] | None = None, root: Path = ROOT
+    ) -> None:
+        """`root`: the source tree whose kafkapy runs (another one, e.g. a `git archive` of an older
+        commit, for A/B runs; `python -m` puts the working directory first on sys.path)."""
         cmd = [
             sys.executable, "-m", "kafkapy", "serve",
             "--listeners", "PLAINTEXT://127.0.0.1:0", "--data-dir", str(data_dir), *(extra_args or []),
@@ -154,7 +162,7 @@ class LaunchedBroker:
         started = time.perf_counter()
         self.proc = subprocess.Popen(
             cmd,
-            cwd=ROOT,
+            cwd=root,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -216,6 +224,8 @@ def create_topic(bootstrap: str, partitions: int) -> str:
 
 
 def produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict[str, float]:
+    if p.c_producer:
+        return c_produce_throughput(bootstrap, topic, acks, p)
     prod = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -255,6 +265,35 @@ def produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict
         "errors": errors,
         "client_cpu_pct": cpu,
         "broker_cpu_pct": meter.broker_pct,
+    }
+
+
+def c_produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict[str, float]:
+    """A produce phase with perf/cdriver/produce.c: the same producer settings, no Python per
+    message. Rate and client CPU are the driver's own, first produce() to the end of flush(); the
+    broker's CPU is taken over the driver's whole life (connection set-up and close included) and
+    divided by that same window, so brk% may read slightly high."""
+    meter = Meter()
+    out = subprocess.run(
+        [p.c_producer or "", bootstrap, topic, str(p.messages), acks, str(p.linger_ms), str(p.max_seconds)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=p.max_seconds + 30,
+    )
+    wall, _ = meter.stop()
+    if not out.stdout.strip():
+        raise RuntimeError(f"C producer failed ({out.returncode}): {out.stderr.strip()}")
+    r = json.loads(out.stdout)
+    secs = float(r["seconds"]) or float("nan")
+    broker_s = meter.broker_pct * wall / 100.0
+    return {
+        "msgs_per_s": r["delivered"] / secs,
+        "mib_per_s": r["delivered"] * VALUE_BYTES / secs / 2**20,
+        "delivered": r["delivered"],
+        "errors": r["errors"],
+        "client_cpu_pct": 100.0 * (r["cpu_user_s"] + r["cpu_sys_s"]) / secs,
+        "broker_cpu_pct": 100.0 * broker_s / secs if meter.broker_pid is not None else float("nan"),
     }
 
 
@@ -603,9 +642,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="extra argument for the launched kafkapy (repeatable), e.g. --broker-arg=--memory")
     parser.add_argument("--c-consumer", metavar="PATH",
                         help="consume phase with this perf/cdriver binary (make -C perf/cdriver wheel)")
+    parser.add_argument("--c-producer", metavar="PATH",
+                        help="produce phases with this perf/cdriver binary (make -C perf/cdriver wheel)")
     args = parser.parse_args(argv)
     global BROKER_PID
-    p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds, args.c_consumer)
+    p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds, args.c_consumer,
+               c_producer=args.c_producer)
 
     launched: LaunchedBroker | None = None
     tmp: tempfile.TemporaryDirectory[str] | None = None

@@ -2,7 +2,8 @@
 
 Usage:
     perf/scale_bench.py [--runs N] [--seconds S] [--json PATH] [--skip-startup]
-                        [--linger-ms MS] [--only partitions|connections]
+                        [--linger-ms MS] [--c-producer PATH] [--vs-tree PATH]
+                        [--only partitions|connections]
 
 Figures (each launches its own `python -m kafkapy serve` on a temporary data dir):
 
@@ -84,29 +85,50 @@ def create_topic(bootstrap: str, partitions: int, timeout_s: float = 300.0) -> s
 # --- 1. many partitions (librdkafka) ---------------------------------------------------------------
 
 
-def partitions_figure(runs: int, messages: int, max_seconds: float, linger_ms: int = 5) -> dict[str, Any]:
-    out: dict[str, list[float]] = {
-        "p1": [], "p1000": [], "client_cpu_p1": [], "client_cpu_p1000": [],
-        "broker_cpu_p1": [], "broker_cpu_p1000": [],
-    }  # fmt: skip
+def partitions_figure(
+    runs: int,
+    messages: int,
+    max_seconds: float,
+    linger_ms: int = 5,
+    c_producer: str | None = None,
+    vs_tree: Path | None = None,
+) -> dict[str, Any]:
+    """Per broker tree ("A" = this one, "B" = `vs_tree`): rates and CPU shares per run; with two
+    trees every run measures A then B, so slow drift of the shared machine hits both alike."""
+    trees = {"A": ROOT} | ({"B": vs_tree} if vs_tree is not None else {})
+    keys = ("p1", "p1000", "client_cpu_p1", "client_cpu_p1000", "broker_cpu_p1", "broker_cpu_p1000")
+    out: dict[str, dict[str, list[float]]] = {name: {k: [] for k in keys} for name in trees}
     with tempfile.TemporaryDirectory(prefix="kafkapy-scale-") as tmp:
-        broker = bench.LaunchedBroker(Path(tmp))
-        bench.BROKER_PID = broker.proc.pid
+        brokers: dict[str, bench.LaunchedBroker] = {}
         try:
-            one = create_topic(broker.bootstrap, 1)
-            many = create_topic(broker.bootstrap, 1000)
+            topics: dict[str, tuple[str, str]] = {}
+            for name, tree in trees.items():
+                (Path(tmp) / name).mkdir()
+                brokers[name] = broker = bench.LaunchedBroker(Path(tmp) / name, root=tree)
+                topics[name] = (create_topic(broker.bootstrap, 1), create_topic(broker.bootstrap, 1000))
             for i in range(runs):
-                for label, topic, n in (("p1", one, 1), ("p1000", many, 1000)):
-                    print(f"partitions run {i + 1}/{runs}: {n} partition(s)", file=sys.stderr, flush=True)
-                    p = bench.Params(messages, 0, n, max_seconds, linger_ms=linger_ms)
-                    res = bench.produce_throughput(broker.bootstrap, topic, "1", p)
-                    out[label].append(res["msgs_per_s"])
-                    out[f"client_cpu_{label}"].append(res["client_cpu_pct"])
-                    out[f"broker_cpu_{label}"].append(res["broker_cpu_pct"])
+                for name, broker in brokers.items():
+                    bench.BROKER_PID = broker.proc.pid
+                    one, many = topics[name]
+                    for label, topic, n in (("p1", one, 1), ("p1000", many, 1000)):
+                        print(f"partitions run {i + 1}/{runs}: broker {name}, {n} partition(s)",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                        p = bench.Params(messages, 0, n, max_seconds, linger_ms=linger_ms, c_producer=c_producer)
+                        res = bench.produce_throughput(broker.bootstrap, topic, "1", p)
+                        out[name][label].append(res["msgs_per_s"])
+                        out[name][f"client_cpu_{label}"].append(res["client_cpu_pct"])
+                        out[name][f"broker_cpu_{label}"].append(res["broker_cpu_pct"])
         finally:
-            broker.stop()
-    return {**out, "linger_ms": linger_ms,
-            "ratio_median": statistics.median(out["p1000"]) / statistics.median(out["p1"])}
+            for broker in brokers.values():
+                broker.stop()
+    return {
+        "linger_ms": linger_ms,
+        "c_producer": c_producer,
+        "trees": {name: str(tree) for name, tree in trees.items()},
+        **out["A"],
+        "ratio_median": statistics.median(out["A"]["p1000"]) / statistics.median(out["A"]["p1"]),
+        "per_tree": out,
+    }
 
 
 # --- 2. many connections (raw client) --------------------------------------------------------------
@@ -261,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-startup", action="store_true")
     parser.add_argument("--linger-ms", type=int, default=5,
                         help="producer linger.ms of the partitions figure (bench.py uses 5)")
+    parser.add_argument("--c-producer", metavar="PATH",
+                        help="partitions figure with perf/cdriver/produce.c (make -C perf/cdriver wheel)")
+    parser.add_argument("--vs-tree", metavar="PATH", type=Path,
+                        help="partitions figure also against the kafkapy in PATH (e.g. a git archive of"
+                             " an older commit), runs alternating")
     parser.add_argument("--only", choices=["partitions", "connections"],
                         help="run just this figure (and no start-up figure)")
     parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "scale_bench.json")
@@ -271,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parts: dict[str, Any] = {}
     conns: dict[str, Any] = {}
     if args.only in (None, "partitions"):
-        report["partitions"] = parts = partitions_figure(args.runs, args.messages, 60.0, args.linger_ms)
+        report["partitions"] = parts = partitions_figure(args.runs, args.messages, 60.0, args.linger_ms,
+                                                          args.c_producer, args.vs_tree)
     if args.only in (None, "connections"):
         report["connections"] = conns = connections_figure(args.runs, args.seconds)
     if args.only is not None:
@@ -281,12 +309,17 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nfd limit {fds}; medians of {args.runs} alternating runs (min-max)")
     if parts:
-        for label, name in (("p1", "1 partition:     "), ("p1000", "1,000 partitions:")):
-            cli = statistics.median(parts[f"client_cpu_{label}"])
-            brk = statistics.median(parts[f"broker_cpu_{label}"])
-            print(f"librdkafka acks=1 linger.ms={parts['linger_ms']}, {name} {_spread(parts[label])} msg/s"
-                  f"  client cpu {cli:.0f}%  broker cpu {brk:.0f}%")  # fmt: skip
-        print(f"  ratio 1000p/1p: {parts['ratio_median']:.2f} (goal >= 0.80)")
+        client = "C producer" if parts["c_producer"] else "librdkafka"
+        for tree, res in parts["per_tree"].items():
+            if len(parts["per_tree"]) > 1:
+                print(f"broker {tree}: {parts['trees'][tree]}")
+            for label, name in (("p1", "1 partition:     "), ("p1000", "1,000 partitions:")):
+                cli = statistics.median(res[f"client_cpu_{label}"])
+                brk = statistics.median(res[f"broker_cpu_{label}"])
+                print(f"{client} acks=1 linger.ms={parts['linger_ms']}, {name} {_spread(res[label])} msg/s"
+                      f"  client cpu {cli:.0f}%  broker cpu {brk:.0f}%")  # fmt: skip
+            ratio = statistics.median(res["p1000"]) / statistics.median(res["p1"])
+            print(f"  ratio 1000p/1p: {ratio:.2f} (goal >= 0.80)")
     for name, rs in conns.get("runs", {}).items():
         rates = [r["msgs_per_s"] for r in rs]
         cpu = statistics.median(r["client_cpu_pct"] for r in rs)
