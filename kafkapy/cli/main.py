@@ -38,15 +38,26 @@ log = logging.getLogger("kafkapy")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkapy", description="A Kafka-compatible broker in Python.")
+    parser = argparse.ArgumentParser(
+        prog="kafkapy", description="A Kafka-compatible broker in Python."
+    )
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run a broker (a single node, or a cluster member)")
     serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
-    serve.add_argument("--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092 (port 0 picks a free port)")
+    serve.add_argument(
+        "--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092 (port 0 picks a free port)"
+    )
     where = serve.add_mutually_exclusive_group()
     where.add_argument("--data-dir", help="data directory (log.dirs)")
     where.add_argument("--memory", action="store_true", help="temporary data dir, removed at exit")
     serve.add_argument("--node-id", type=int, help="node.id")
+    serve.add_argument(
+        "--sasl-user",
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="a SASL user for PLAIN and SCRAM-SHA-256/512 (repeatable; adds to kafkapy.sasl.users)",
+    )
     serve.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="set any config key"
     )
@@ -70,10 +81,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
         result["log.dirs"] = args.data_dir
     if args.node_id is not None:
         result["node.id"] = str(args.node_id)
+    if args.sasl_user:
+        given = result.get("kafkapy.sasl.users", "")
+        result["kafkapy.sasl.users"] = ",".join(filter(None, [given, *args.sasl_user]))
     return result
 
 
-async def _watch_signals(signals: AsyncIterator[int], server: Server, scope: trio.CancelScope) -> None:
+async def _watch_signals(
+    signals: AsyncIterator[int], server: Server, scope: trio.CancelScope
+) -> None:
     async for signum in signals:
         if not server.shutdown_requested:
             log.info("received %s, shutting down", signal.Signals(signum).name)
@@ -89,12 +105,15 @@ def serve(args: argparse.Namespace) -> int:
     from kafkapy.server.app import ListenError, Server
     from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig, ConfigError
+    from kafkapy.server.security import credentials_of, listener_security
     from kafkapy.storage.errors import StorageError
 
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
     try:
         config = BrokerConfig.load(args.config, env, _overrides(args))
         broker = Broker(config, memory=args.memory)
+        # TLS files and SASL settings are checked now, so a bad path is one clear line (exit 2)
+        listener_security(config, credentials_of(broker))
     except (ConfigError, ValueError, OSError, StorageError) as e:
         print(f"kafkapy: {e}", file=sys.stderr)
         return 2

@@ -12,11 +12,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TestCerts", "make_certs"]
+__all__ = ["CertFiles", "make_certs"]
 
 
 @dataclass(frozen=True, slots=True)
-class TestCerts:
+class CertFiles:
     ca: Path  # the CA certificate clients trust
     server_cert: Path
     server_key: Path
@@ -44,7 +44,7 @@ def _signed(directory: Path, name: str, cn: str, san: str | None) -> None:
     )  # fmt: skip
 
 
-def make_certs(directory: Path) -> TestCerts:
+def make_certs(directory: Path) -> CertFiles:
     """A CA, a server certificate for localhost/127.0.0.1 and a client certificate."""
     directory.mkdir(parents=True, exist_ok=True)
     _openssl(
@@ -58,7 +58,7 @@ def make_certs(directory: Path) -> TestCerts:
     combined.write_text(
         (directory / "server.pem").read_text() + (directory / "server.key").read_text()
     )
-    return TestCerts(
+    return CertFiles(
         ca=directory / "ca.pem",
         server_cert=directory / "server.pem",
         server_key=directory / "server.key",

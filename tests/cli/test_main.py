@@ -116,3 +116,20 @@ def test_port_in_use_is_one_clear_error() -> None:
     assert result.returncode == 1
     assert "cannot listen" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_tls_listener_without_certificate_and_sasl_user_flag() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners", "SSL://127.0.0.1:0"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "ssl.keystore.location" in result.stderr
+    assert "Traceback" not in result.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners",
+         "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-user", "no-colon"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "NAME:PASSWORD" in bad.stderr
