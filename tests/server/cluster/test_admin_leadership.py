@@ -282,6 +282,13 @@ async def test_elect_leaders_answers_per_partition(tmp_path: Path) -> None:
                     ("el", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 }
+            # A voter that is not the active controller refuses, so the broker's channel retries.
+            idle = next(n for n in nodes if not n.broker.cluster.raft.is_leader)  # type: ignore[union-attr]
+            refused = await call(
+                idle.controller_port, ApiKey.ELECT_LEADERS, 2, elect(PREFERRED, {"el": [0]})
+            )
+            assert refused.error_code == ErrorCode.NOT_CONTROLLER
+            assert outcome(refused) == {("el", 0): ErrorCode.NOT_CONTROLLER}
             response = await call(p1, ApiKey.ELECT_LEADERS, 2, elect(UNCLEAN, {"el": [0]}))
             assert outcome(response) == {("el", 0): ErrorCode.ELECTION_NOT_NEEDED}
             # All partitions: the ones that needed nothing are left out, every topic is named.
