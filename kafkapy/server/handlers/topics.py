@@ -21,6 +21,11 @@ forwarded as they are to the active controller (`ControllerChannel`), which deci
 over the registered brokers, validation, internal-topic and `delete.topic.enable` rules); the
 answer comes back once this broker's own image holds the result, so a Metadata request right
 after sees it. No active controller within the request timeout -> NOT_CONTROLLER (retriable).
+DeleteRecords is served by the partition's leader only (elsewhere NOT_LEADER_OR_FOLLOWER, so the
+client refreshes its metadata) and answers, as Kafka's DelayedDeleteRecords does, once the low
+watermark - the lowest log start over the leader and every replica on an unfenced broker, as
+their fetches report it - reached the offset; REQUEST_TIMED_OUT at the request's `timeout_ms`
+(the leader's log start has moved; the followers follow it from its Fetch answers).
 
 Not yet: topic creation policies, quota throttling (THROTTLING_QUOTA_EXCEEDED).
 """
