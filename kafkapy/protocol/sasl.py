@@ -213,6 +213,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._gs2_header = ""
+        self._client_nonce = ""
         self._combined_nonce = ""
         self._principal: str | None = None
 
@@ -259,6 +260,7 @@ class ScramServer:
         self._user, self._credential = user, credential
         self._gs2_header = f"{flag},{authzid},"
         self._client_first_bare = bare
+        self._client_nonce = attrs[1][1]
         self._combined_nonce = attrs[1][1] + self._nonce()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._combined_nonce},s={salt},i={credential.iterations}"
@@ -275,7 +277,10 @@ class ScramServer:
             raise SaslError("Invalid base64 in SCRAM client-final message") from None
         if binding != self._gs2_header.encode():
             raise SaslError("SCRAM channel binding does not match the client-first message")
-        if attrs[1][1] != self._combined_nonce:
+        # librdkafka before 2.6.1 (Debian's kcat has 2.0.2) sends the client nonce twice:
+        # cnonce + (cnonce + snonce). Kafka 3.8.1-3.9 accepted that; a dev broker must too. The
+        # server's fresh nonce is still required, so nothing is replayable.
+        if attrs[1][1] not in (self._combined_nonce, self._client_nonce + self._combined_nonce):
             raise SaslError("Invalid SCRAM nonce")
         credential = self._credential
         assert credential is not None  # step 1 set it

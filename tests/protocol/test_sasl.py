@@ -255,3 +255,20 @@ def test_session_only_raises_sasl_error_and_never_completes_without_a_password(
         except SaslError:
             assert session.state is SaslState.FAILED
     assert session.state is not SaslState.COMPLETE  # random tokens never hit alice's password
+
+
+def test_scram_accepts_old_librdkafkas_doubled_client_nonce_only() -> None:
+    """librdkafka < 2.6.1 (librdkafka#4895) echoes cnonce + (cnonce + snonce); Kafka 3.8.1-3.9
+    accepted it and so do we, but the server nonce must still be there."""
+    creds = _creds("SCRAM-SHA-256")
+    server = ScramServer("SCRAM-SHA-256", creds.get, nonce=lambda: "SRV")
+    first = server.evaluate(b"n,,n=alice,r=abc")
+    assert first.startswith(b"r=abcSRV,")
+    with pytest.raises(
+        SaslError, match="Invalid client credentials"
+    ):  # nonce accepted, proof wrong
+        server.evaluate(b"c=biws,r=abcabcSRV,p=" + base64.b64encode(bytes(32)))
+    server = ScramServer("SCRAM-SHA-256", creds.get, nonce=lambda: "SRV")
+    server.evaluate(b"n,,n=alice,r=abc")
+    with pytest.raises(SaslError, match="nonce"):
+        server.evaluate(b"c=biws,r=abcabc,p=" + base64.b64encode(bytes(32)))
