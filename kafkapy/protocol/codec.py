@@ -134,9 +134,7 @@ class StructCodec(Construct):  # type: ignore[misc]
 
     def _packers(self) -> list[struct.Struct]:
         if not hasattr(self, "packers"):
-            self.packers = [
-                struct.Struct(">" + fmt) for fmt, _ in self._runs() if fmt is not None
-            ]
+            self.packers = [struct.Struct(">" + fmt) for fmt, _ in self._runs() if fmt is not None]
         return self.packers
 
     def _emitparse(self, code: Any) -> str:
@@ -405,6 +403,45 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestHeade
     return _read_request_header(Frame(frame))
 
 
+class _ViewFrame:
+    """`Frame`'s reading interface over a bytearray, without copying it.
+
+    Why: `Frame` is a BytesIO, which copies a bytearray whole to read the fixed fields - for a
+    produce request (received into a bytearray of its own, see `Connection`) one more copy of
+    every produced byte, though all but a few dozen bytes are `records`, sliced from `view`
+    anyway. Reading through Python methods costs about as much per field as copying ~10 KiB, so
+    `decode_request` uses this only for frames of at least `VIEW_FRAME_BYTES`."""
+
+    __slots__ = ("_pos", "end", "view")
+
+    def __init__(self, data: bytearray) -> None:
+        self.view = memoryview(data)
+        self.end = len(data)
+        self._pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        pos = self._pos
+        stop = self.end if n is None or n < 0 else min(pos + n, self.end)
+        self._pos = max(stop, pos)
+        return bytes(self.view[pos:stop])
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = 0 if whence == 0 else self._pos if whence == 1 else self.end
+        pos = base + offset
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+
+#: bytearray frames this big are decoded through `_ViewFrame` (no copy); smaller ones through
+#: `Frame`, whose C reads beat Python method calls when the copy is cheap.
+VIEW_FRAME_BYTES = 16 * 1024
+
+
 def decode_request(
     frame: bytes | bytearray | memoryview, *, strict: bool = False
 ) -> tuple[RequestHeader, Message]:
@@ -413,7 +450,11 @@ def decode_request(
     Bytes after the body are ignored unless `strict`, as Kafka's broker ignores them: librdkafka
     (2.16 here) sends flexible Metadata requests for all topics with 3 stray trailing bytes.
     """
-    io = Frame(frame)
+    io: Any = (
+        _ViewFrame(frame)
+        if type(frame) is bytearray and len(frame) >= VIEW_FRAME_BYTES
+        else Frame(frame)
+    )
     if io.end >= 4:  # unsupported key/version wins over a malformed rest of the header
         _message_def(r_int16(io), r_int16(io), True)
         io.seek(0)
