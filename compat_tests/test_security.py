@@ -213,3 +213,31 @@ def test_kcat_over_sasl_ssl(
         capture_output=True,
     )
     assert out.stdout.split() == [b"one", b"two"]
+
+
+@pytest.mark.timeout(60)
+def test_confluent_admin_alters_scram_credentials_then_the_user_logs_in(
+    secure_broker: tuple[BrokerProcess, dict[str, str]], certs: CertFiles
+) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    _, addresses = secure_broker
+    admin = AdminClient(_conf(addresses, certs, "SASL_PLAINTEXT", "SCRAM-SHA-256"))
+    upsert = UserScramCredentialUpsertion(
+        "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"dave-secret"
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=TIMEOUT_S)
+    described = admin.describe_user_scram_credentials(["dave"])["dave"].result(timeout=TIMEOUT_S)
+    infos = described.scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    conf = _conf(addresses, certs, "SASL_PLAINTEXT", "SCRAM-SHA-512")
+    conf.update({"sasl.username": "dave", "sasl.password": "dave-secret"})
+    producer = Producer(conf)
+    producer.produce(unique_topic("dave"), b"hi")
+    assert producer.flush(TIMEOUT_S) == 0
