@@ -36,6 +36,7 @@ HANDLER_MODULES: list[str] = [
     "group_offsets",
     "transactions",
     "sasl",
+    "scram_credentials",
 ]
 
 CONTROLLER_HANDLER_MODULES: list[str] = [
