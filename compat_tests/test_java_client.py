@@ -271,3 +271,61 @@ def test_admin_describe_cluster(admin_run: tuple[str, Events], broker: BrokerPro
     assert cluster["controller"] == 1
     assert cluster["clusterId"]
     assert cluster["clusterId"] in broker.log_text()
+
+
+@pytest.fixture(scope="module")
+def admin_extra_run(java: JavaClient) -> tuple[str, Events]:
+    prefix = unique_topic("java-adminx")
+    return prefix, java.run("admin-extra", prefix)
+
+
+def test_list_offsets_and_offsets_for_times(admin_extra_run: tuple[str, Events]) -> None:
+    """Partition 0 holds 10 records with CreateTime base + 1000*i (see `AdminExtra.java`)."""
+    prefix, events = admin_extra_run
+    found = events.one("listOffsets")["p0"]
+    assert found["earliest"]["offset"] == 0
+    assert found["latest"]["offset"] == 10
+    assert found["maxTimestamp"]["offset"] == 9
+    assert found["forTimestamp"]["offset"] == 5  # first record at or after base + 4500
+    assert found["forTimestamp"]["timestamp"] - found["maxTimestamp"]["timestamp"] == -4000
+    by_time = events.one("offsetsForTimes")["offsets"]
+    assert by_time == {f"{prefix}-t-0": 2, f"{prefix}-t-1": "none"}
+    # partition 1: 3 transactional records and the commit marker
+    assert events.one("endOffsets")["offsets"] == {f"{prefix}-t-0": 10, f"{prefix}-t-1": 4}
+
+
+def test_group_offset_tools(admin_extra_run: tuple[str, Events]) -> None:
+    """What kafka-consumer-groups.sh --reset-offsets, --delete-offsets and --delete do."""
+    prefix, events = admin_extra_run
+    t0, t1 = f"{prefix}-t-0", f"{prefix}-t-1"
+    assert events.one("alterConsumerGroupOffsets")["offsets"] == {t0: 6, t1: 2}
+    assert events.one("deleteConsumerGroupOffsets")["offsets"] == {t0: 6}
+    # a deleted classic group describes as Dead (DescribeGroups below v6 has no not-found error)
+    deleted = events.one("describe-deleted-group")
+    assert deleted.get("state") == "DEAD", deleted
+
+
+def test_create_partitions_and_broker_configs(admin_extra_run: tuple[str, Events]) -> None:
+    _, events = admin_extra_run
+    assert events.one("createPartitions")["partitions"] == 4
+    configs = events.one("describeConfigs-broker")["configs"]
+    assert configs["num.partitions"] == "1"
+    assert configs["default.replication.factor"] == "1"
+    assert configs["log.retention.hours"] == "168"
+
+
+def test_transaction_tools(admin_extra_run: tuple[str, Events]) -> None:
+    """kafka-transactions.sh list / describe / describe-producers after one committed txn."""
+    prefix, events = admin_extra_run
+    txn_id = f"{prefix}-txn"
+    listed = {t["id"]: t for t in events.one("listTransactions")["transactions"]}
+    assert listed[txn_id]["state"] == "CompleteCommit"
+    desc = events.one("describeTransactions")["transaction"]
+    assert desc["state"] == "CompleteCommit"
+    assert desc["producerId"] == listed[txn_id]["producerId"]
+    assert desc["partitions"] == []  # none in flight after the commit
+    assert desc["coordinator"] == 1
+    (producer,) = events.one("describeProducers")["producers"]
+    assert producer["producerId"] == desc["producerId"]
+    assert producer["lastSequence"] == 2
+    assert not producer["open"]

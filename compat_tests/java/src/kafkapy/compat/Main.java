@@ -38,6 +38,7 @@ public final class Main {
         case "admin" -> AdminOps.run(bootstrap, prefix);
         case "replicated" -> AdminOps.replicated(bootstrap, prefix);
         case "api-versions" -> apiVersions();
+        case "admin-extra" -> AdminExtra.run(bootstrap, prefix);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));

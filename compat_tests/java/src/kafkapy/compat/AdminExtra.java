@@ -1,0 +1,134 @@
+package kafkapy.compat;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeProducersResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+
+/**
+ * Admin and consumer calls beyond the basics that Java tooling (kafka-consumer-groups.sh,
+ * kafka-configs.sh, kafka-transactions.sh, Cruise-Control-like tools) relies on. Topic
+ * PREFIX-t (2 partitions) gets 10 records in partition 0 with CreateTime base + 1000*i, and a
+ * committed transaction of 3 records in partition 1 from transactional id PREFIX-txn.
+ */
+final class AdminExtra {
+  private AdminExtra() {}
+
+  static void run(String bootstrap, String prefix) throws Exception {
+    String topic = prefix + "-t";
+    String group = prefix + "-group";
+    TopicPartition p0 = new TopicPartition(topic, 0);
+    TopicPartition p1 = new TopicPartition(topic, 1);
+    long base = System.currentTimeMillis() - 600_000L;
+    try (Admin admin = Clients.admin(bootstrap)) {
+      Clients.createTopic(admin, topic, 2, (short) 1);
+      try (KafkaProducer<String, String> producer = Clients.producer(bootstrap, Map.of())) {
+        for (int i = 0; i < 10; i++) {
+          producer.send(new ProducerRecord<>(topic, 0, base + 1000L * i, "k" + i, "v" + i));
+        }
+        producer.flush();
+      }
+      try (KafkaProducer<String, String> txn =
+          Clients.producer(bootstrap, Map.of("transactional.id", prefix + "-txn"))) {
+        txn.initTransactions();
+        txn.beginTransaction();
+        for (int i = 0; i < 3; i++) txn.send(new ProducerRecord<>(topic, 1, "t" + i, "txn" + i));
+        txn.commitTransaction();
+      }
+
+      Map<String, Object> offsets = new TreeMap<>();
+      Map<String, OffsetSpec> specs = Map.of(
+          "earliest", OffsetSpec.earliest(), "latest", OffsetSpec.latest(),
+          "maxTimestamp", OffsetSpec.maxTimestamp(), "forTimestamp", OffsetSpec.forTimestamp(base + 4500));
+      for (Map.Entry<String, OffsetSpec> spec : specs.entrySet()) {
+        ListOffsetsResult.ListOffsetsResultInfo info =
+            AdminOps.get(admin.listOffsets(Map.of(p0, spec.getValue())).partitionResult(p0));
+        offsets.put(spec.getKey(), Map.of("offset", info.offset(), "timestamp", info.timestamp()));
+      }
+      AdminOps.emit("listOffsets", "p0", offsets);
+
+      try (KafkaConsumer<String, String> consumer = Clients.consumer(bootstrap, Map.of())) {
+        Map<TopicPartition, OffsetAndTimestamp> found =
+            consumer.offsetsForTimes(Map.of(p0, base + 2000, p1, base + 10_000_000L));
+        Map<String, Object> out = new TreeMap<>();
+        found.forEach((tp, ot) -> out.put(tp.toString(), ot == null ? "none" : ot.offset()));
+        AdminOps.emit("offsetsForTimes", "offsets", out);
+        Map<String, Long> ends = new TreeMap<>();
+        consumer.endOffsets(List.of(p0, p1)).forEach((tp, o) -> ends.put(tp.toString(), o));
+        AdminOps.emit("endOffsets", "offsets", ends);
+      }
+
+      // kafka-consumer-groups.sh --reset-offsets / --delete-offsets / --delete on an empty group
+      AdminOps.get(admin.alterConsumerGroupOffsets(group,
+          Map.of(p0, new OffsetAndMetadata(6, "reset"), p1, new OffsetAndMetadata(2))).all());
+      AdminOps.emit("alterConsumerGroupOffsets", "offsets",
+          Clients.offsets(AdminOps.get(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata())));
+      AdminOps.get(admin.deleteConsumerGroupOffsets(group, Set.of(p1)).all());
+      AdminOps.emit("deleteConsumerGroupOffsets", "offsets",
+          Clients.offsets(AdminOps.get(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata())));
+      AdminOps.get(admin.deleteConsumerGroups(List.of(group)).all());
+      try {
+        AdminOps.get(admin.describeConsumerGroups(List.of(group)).all());
+        AdminOps.emit("describe-deleted-group", "state",
+            AdminOps.get(admin.describeConsumerGroups(List.of(group)).all()).get(group).groupState().name());
+      } catch (ExecutionException e) {
+        AdminOps.emit("describe-deleted-group", "error", e.getCause().getClass().getSimpleName());
+      }
+
+      AdminOps.get(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(4))).all());
+      AdminOps.emit("createPartitions", "partitions",
+          AdminOps.get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic).partitions().size());
+
+      ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "1");
+      Config brokerConfig = AdminOps.get(admin.describeConfigs(List.of(brokerRes)).all()).get(brokerRes);
+      Map<String, Object> bc = new TreeMap<>();
+      for (String name : List.of("log.retention.hours", "num.partitions", "default.replication.factor")) {
+        ConfigEntry e = brokerConfig.get(name);
+        bc.put(name, e == null ? null : e.value());
+      }
+      bc.put("_count", brokerConfig.entries().size());
+      AdminOps.emit("describeConfigs-broker", "configs", bc);
+
+      Collection<TransactionListing> txns = AdminOps.get(admin.listTransactions().all());
+      List<Object> listed = new ArrayList<>();
+      for (TransactionListing t : txns) {
+        listed.add(Map.of("id", t.transactionalId(), "state", t.state().toString(), "producerId", t.producerId()));
+      }
+      AdminOps.emit("listTransactions", "transactions", listed);
+      TransactionDescription td =
+          AdminOps.get(admin.describeTransactions(List.of(prefix + "-txn")).all()).get(prefix + "-txn");
+      AdminOps.emit("describeTransactions", "transaction", Map.of(
+          "state", td.state().toString(), "producerId", td.producerId(),
+          "epoch", td.producerEpoch(), "coordinator", td.coordinatorId(),
+          "timeoutMs", td.transactionTimeoutMs(), "partitions", Clients.names(td.topicPartitions())));
+      DescribeProducersResult.PartitionProducerState ps =
+          AdminOps.get(admin.describeProducers(List.of(p1)).partitionResult(p1));
+      List<Object> producers = new ArrayList<>();
+      for (ProducerState s : ps.activeProducers()) {
+        producers.add(Map.of("producerId", s.producerId(), "epoch", s.producerEpoch(),
+            "lastSequence", s.lastSequence(), "open", s.currentTransactionStartOffset().isPresent()));
+      }
+      AdminOps.emit("describeProducers", "producers", producers);
+    }
+  }
+}
