@@ -329,3 +329,29 @@ def test_transaction_tools(admin_extra_run: tuple[str, Events]) -> None:
     assert producer["producerId"] == desc["producerId"]
     assert producer["lastSequence"] == 2
     assert not producer["open"]
+
+
+def test_static_member_restarts_without_rebalance(java: JavaClient) -> None:
+    """KIP-345: closing a static member does not leave the group; the restarted instance gets
+    its partitions back in the same generation; Admin.removeMembersFromConsumerGroup removes it."""
+    prefix = unique_topic("java-static")
+    events = java.run("static-member", prefix)
+    first = events.one("static", round="first")
+    again = events.one("static", round="restart")
+    assert first["assignment"] == again["assignment"] == [f"{prefix}-t-0", f"{prefix}-t-1"]
+    assert again["generation"] == first["generation"], "the restart caused a rebalance"
+    for round_ in (first, again):
+        (member,) = round_["members"]
+        assert member["instance"] == "instance-a"
+    assert first["members"][0]["memberId"] != again["members"][0]["memberId"]
+    assert events.one("after-close")["members"] == 1
+    removed = events.one("removed")
+    assert (removed["members"], removed["state"]) == (0, "EMPTY"), removed
+
+
+def test_transactional_producer_fencing(java: JavaClient) -> None:
+    """A new producer with the same transactional.id fences the old one (its open transaction
+    is aborted, its commit raises ProducerFencedException); read_committed sees only the new."""
+    events = java.run("fencing", unique_topic("java-fence"))
+    assert events.one("zombie-commit")["error"] == "ProducerFencedException"
+    assert events.one("committed-values")["values"] == ["fresh-0", "fresh-1", "fresh-2"]

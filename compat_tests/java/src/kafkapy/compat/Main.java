@@ -39,6 +39,8 @@ public final class Main {
         case "replicated" -> AdminOps.replicated(bootstrap, prefix);
         case "api-versions" -> apiVersions();
         case "admin-extra" -> AdminExtra.run(bootstrap, prefix);
+        case "static-member" -> Membership.staticMember(bootstrap, prefix);
+        case "fencing" -> Membership.fencing(bootstrap, prefix);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));
