@@ -9,7 +9,7 @@ What users rely on:
   PREFERRED_LEADER_NOT_AVAILABLE while it is down); UNCLEAN gives a partition whose whole ISR
   is down a live out-of-sync replica as leader (ELIGIBLE_LEADERS_NOT_AVAILABLE while none is
   live), and the partition takes writes again.
-- kafka-python's `delete_records`: a broker that does not lead the partition refuses
+- kafka-python's `elect_leaders` gets the same per-partition answers; its `delete_records`: a broker that does not lead the partition refuses
   (NotLeaderForPartitionError); on the leader it answers once the followers moved too, so after
   the leader is killed (SIGKILL) the new leader's low watermark is still the deleted-up-to
   offset and a consumer from the earliest offset starts there. `describe_log_dirs` lists on
@@ -163,6 +163,15 @@ def test_delete_records_survives_leader_failover_with_kafka_python(cluster: Clus
 
         dirs = kadmin.describe_log_dirs()
         assert dirs, "no DescribeLogDirs answer"
+
+        # kafka-python's elect_leaders (sent to the controller id from Metadata, forwarded)
+        answer = kadmin.elect_leaders(0, {topic: [0, 3]}, timeout_ms=20_000, raise_errors=False)
+        codes = {
+            p.partition_id: p.error_code
+            for r in answer.replica_election_results
+            for p in r.partition_result
+        }
+        assert codes == {0: KafkaError.ELECTION_NOT_NEEDED, 3: KafkaError.UNKNOWN_TOPIC_OR_PART}
     finally:
         kadmin.close()
     for node_id in (1, 2, 3, 4):
