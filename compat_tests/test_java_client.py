@@ -164,14 +164,21 @@ def test_consumer_group_story(java: JavaClient, assignor: str, protocol: str) ->
         "the new member did not resume from the committed offsets"
     )
     assert set(events.one("committed")["offsets"].values()) == {13}
-    # eager (range) revokes everything on a rebalance; cooperative only what moves
-    before_join = events.lines[: events.lines.index(events.one("phase", phase="joined"))]
-    revoked = [e for e in before_join if e["event"] == "rebalance" and e["kind"] == "revoked"]
-    if assignor in ("range", "default"):  # the default list [range, cooperative-sticky]: eager
-        assert any(len(e["partitions"]) == GROUP_PARTITIONS for e in revoked), revoked
+    # "a" held all 4 partitions when "b" joined: an eager rebalance (range, and the default list
+    # [range, cooperative-sticky]) revokes all of them, a cooperative one only what moves to "b"
+    assert len(events.one("phase", phase="first")["assignment"]["a"]) == GROUP_PARTITIONS
+    lines = events.lines
+    window = lines[
+        lines.index(events.one("phase", phase="first")) : lines.index(
+            events.one("phase", phase="joined")
+        )
+    ]
+    revoked = [e for e in window if e["event"] == "rebalance" and e["kind"] == "revoked"]
+    assert [e["member"] for e in revoked] == ["a"], revoked
+    if assignor in ("range", "default"):
+        assert len(revoked[0]["partitions"]) == GROUP_PARTITIONS, revoked
     else:
-        assert revoked, "the second member joined without any partition moving"
-        assert all(len(e["partitions"]) < GROUP_PARTITIONS for e in revoked), revoked
+        assert revoked[0]["partitions"] == sorted(joined["b"]), revoked
     assert not events.all("rebalance", kind="lost")
 
 

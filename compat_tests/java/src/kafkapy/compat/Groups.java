@@ -20,8 +20,8 @@ import org.apache.kafka.common.TopicPartition;
  * Consumer groups with the classic protocol. Args: ASSIGNOR (range, roundrobin, cooperative or
  * default = the client's default list) and PROTOCOL (classic or default = group.protocol unset).
  *
- * <p>Story: members "a" and "b" join one group on a 4-partition topic and poll until both hold
- * partitions; then 10 records per partition are produced and read between them; both commit; "b" leaves (close), "a" must end up with all
+ * <p>Story: member "a" joins one group on a 4-partition topic and gets every partition, then
+ * "b" joins and both poll until both hold partitions; then 10 records per partition are produced and read between them; both commit; "b" leaves (close), "a" must end up with all
  * 4 partitions; 8 more records are produced and "a" reads exactly those; "a" commits and
  * leaves; 4 more are produced; a fresh member "c" must resume from the committed offsets and
  * read exactly the last 4. Every rebalance callback is printed ("rebalance" events), so the
@@ -118,12 +118,17 @@ final class Groups {
     Map<String, String> cfg = settings(group, assignor, protocol);
     KafkaConsumer<String, String> a = Clients.consumer(bootstrap, cfg);
     KafkaConsumer<String, String> b = Clients.consumer(bootstrap, cfg);
-    a.subscribe(List.of(topic), listener("a"));
-    b.subscribe(List.of(topic), listener("b"));
     Map<String, List<ConsumerRecord<String, String>>> got = new HashMap<>();
     got.put("a", new ArrayList<>());
     got.put("b", new ArrayList<>());
     long deadline = System.currentTimeMillis() + Clients.WAIT_MS;
+    // "a" first holds every partition, so "b" joining is a real rebalance (eager or cooperative)
+    a.subscribe(List.of(topic), listener("a"));
+    while (System.currentTimeMillis() < deadline && a.assignment().size() < PARTITIONS) {
+      a.poll(Duration.ofMillis(100)).forEach(got.get("a")::add);
+    }
+    emitPhase("first", Map.of("a", a));
+    b.subscribe(List.of(topic), listener("b"));
     // first both members must hold partitions (together all 4), then the 40 records are sent
     while (System.currentTimeMillis() < deadline
         && (a.assignment().isEmpty()
