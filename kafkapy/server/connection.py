@@ -24,7 +24,12 @@ Receive path on plain sockets (`_SocketFrames`): `recv_into` a preallocated buff
 frame (a produce request) is received straight into a buffer of its own exact size - one copy
 from the kernel instead of three (recv's bytes, the decoder's buffer, the frame). That buffer is
 a bytearray, so the request's `records` are a writable view the log patches offsets into without
-copying again. Other streams (tests' memory streams, later TLS) use `FrameDecoder`.
+copying again. Other streams (TLS, tests' memory streams) use `FrameDecoder` (`_StreamFrames`),
+and their responses' file regions are copied into the stream (sendfile cannot encrypt).
+
+Secured listeners (`kafkapy.server.security`): a TLS connection does its handshake and a SASL
+listener's connection authenticates in a phase of its own before the reader and writer start
+(`security.authenticator`), so the request path itself has no security check at all.
 """
 
 from __future__ import annotations
