@@ -15,11 +15,18 @@ from __future__ import annotations
 import socket
 import struct
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from compat_tests.conftest import CODEC_IDS, BrokerProcess, stored_codecs, unique_topic
+from compat_tests.conftest import (
+    CODEC_IDS,
+    BrokerFactory,
+    BrokerProcess,
+    stored_codecs,
+    unique_topic,
+)
 from compat_tests.java.harness import Events, JavaClient, java_build
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.protocol.codec import decode_response, encode_request
@@ -39,6 +46,19 @@ JAVA_USES = (
     "InitProducerId", "OffsetForLeaderEpoch", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
     "TxnOffsetCommit", "DescribeConfigs", "IncrementalAlterConfigs", "DescribeCluster",
 )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """This module's broker: as conftest's, but a new group's first rebalance does not wait the
+    default 3 s for more members (seven scenarios form groups; the wait is Kafka's default and
+    changes nothing the tests check, since they wait for assignments, not for time)."""
+    factory = BrokerFactory(tmp_path_factory.mktemp("java-broker"))
+    try:
+        yield factory.start(extra_args=["--override", "group.initial.rebalance.delay.ms=0"])
+    finally:
+        problems = factory.close()
+        assert not problems, problems
 
 
 @pytest.fixture(scope="module")
