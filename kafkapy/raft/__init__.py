@@ -2,11 +2,12 @@
 
 Public facade: the server imports only from here. `RaftCore` is the state machine,
 `RaftLog` what it needs from a log (`MemoryRaftLog` for simulations), `QuorumState` what must
-be persisted, and the messages mirror Kafka's Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch.
+be persisted, and the messages mirror Kafka's Vote / BeginQuorumEpoch / EndQuorumEpoch / Fetch /
+FetchSnapshot.
 """
 
 from kafkapy.raft.core import NotLeaderError, RaftCore, Ready
-from kafkapy.raft.log import Entry, MemoryRaftLog, RaftLog
+from kafkapy.raft.log import Entry, MemoryRaftLog, RaftLog, SnapshotId
 from kafkapy.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -14,6 +15,8 @@ from kafkapy.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftRequest,
     RaftResponse,
     VoteRequest,
@@ -29,6 +32,8 @@ __all__ = [
     "Entry",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "MemoryRaftLog",
     "NotLeaderError",
     "QuorumState",
@@ -39,6 +44,7 @@ __all__ = [
     "Ready",
     "ReplicaProgress",
     "Role",
+    "SnapshotId",
     "VoteRequest",
     "VoteResponse",
 ]

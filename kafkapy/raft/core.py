@@ -13,6 +13,14 @@ fetched epoch); the leader answers with entries and its high watermark, or with 
 epoch so the fetcher truncates. Elections use Vote with randomised timeouts; a new leader
 announces itself with BeginQuorumEpoch and a resigning one names its successors with
 EndQuorumEpoch. The per-role rules live in `kafkapy.raft.state`.
+
+Snapshots (KIP-630): the driver snapshots its applied state, stores it through the log and
+calls `snapshot_written`; the log then starts at the snapshot's end. A leader answers a Fetch
+whose offset is below its log start (or whose last fetched epoch is older than its snapshot's)
+with the snapshot id; the fetcher then pulls the snapshot with FetchSnapshot, chunk by chunk,
+installs it (the log restarts at its end, the HW moves there) and hands it out in `Ready.snapshot`
+for the driver to load before it applies anything after it. A restarted node starts with its
+HW and applied offset at its log start: everything below is in the snapshot it loads.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.raft.log import Entry, RaftLog
+from kafkapy.raft.log import Entry, RaftLog, SnapshotId
 from kafkapy.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -30,6 +38,8 @@ from kafkapy.raft.messages import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftRequest,
     RaftResponse,
     VoteRequest,
@@ -46,6 +56,7 @@ from kafkapy.raft.state import (
     ResignedState,
     Role,
     RoleState,
+    SnapshotFetch,
     UnattachedState,
 )
 
@@ -66,13 +77,16 @@ class NotLeaderError(Exception):
 @dataclass(frozen=True, slots=True)
 class Ready:
     """What the driver must do now, in this order: persist `state` (when not None), flush the
-    log (when `flush_log`), send `requests`, apply `committed` (in order, each exactly once)."""
+    log (when `flush_log`), send `requests`, load `snapshot` (when not None: a snapshot fetched
+    from the leader, now in the log, replacing the applied state), apply `committed` (in order,
+    each exactly once)."""
 
     state: QuorumState | None
     requests: list[tuple[int, RaftRequest]]
     committed: list[Entry]
     flush_log: bool
     leader_changed: bool
+    snapshot: SnapshotId | None = None
 
 
 class RaftCore:
@@ -96,6 +110,7 @@ class RaftCore:
         fetch_timeout_ms: int = 2000,
         fetch_interval_ms: int = 50,
         max_fetch_entries: int = 1000,
+        max_snapshot_chunk_bytes: int = 1 << 20,
     ) -> None:
         if not voters:
             raise ValueError("a quorum needs at least one voter")
@@ -111,10 +126,13 @@ class RaftCore:
         # a leader that a majority has not fetched from for this long resigns (check quorum)
         self._check_quorum_ms = fetch_timeout_ms * 3 // 2
         self._max_fetch_entries = max_fetch_entries
+        self._max_snapshot_chunk_bytes = max(1, max_snapshot_chunk_bytes)
         self._quorum = state
         self._state_dirty = False
-        self._hw = 0
-        self._applied = 0
+        # what the log starts at is in a snapshot: committed, and loaded by the driver first
+        self._hw = log.start_offset()
+        self._applied = log.start_offset()
+        self._installed: SnapshotId | None = None
         self._unflushed = False
         self._flushed_end = log.end_offset()
         self._outbox: list[tuple[int, RaftRequest]] = []
@@ -167,8 +185,10 @@ class RaftCore:
         st = self._role_state
         if not isinstance(st, LeaderState):
             return {}
-        out = {rid: ReplicaProgress(p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
-               for rid, p in st.progress.items()}
+        out = {
+            rid: ReplicaProgress(p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+            for rid, p in st.progress.items()
+        }
         out[self.node_id] = ReplicaProgress(self.log.end_offset(), self._now, self._now)
         return out
 
@@ -180,15 +200,22 @@ class RaftCore:
         if isinstance(st, CandidateState):
             return min([st.election_deadline_ms, *st.retry_at_ms.values()])
         if isinstance(st, FetchingState):
-            fetch = (st.inflight_sent_ms + self._fetch_timeout_ms
-                     if st.inflight is not None else st.next_fetch_ms)
+            fetch = (
+                st.inflight_sent_ms + self._fetch_timeout_ms
+                if st.inflight is not None
+                else st.next_fetch_ms
+            )
             if isinstance(st, ObserverState) and st.leader_id is None:
                 return fetch
             return min(fetch, st.fetch_deadline_ms)
-        deadline = st.quorum_last_seen_ms(self.voters, self.node_id, self._now) + self._check_quorum_ms
+        deadline = (
+            st.quorum_last_seen_ms(self.voters, self.node_id, self._now) + self._check_quorum_ms
+        )
         for v in self.voters - {self.node_id}:
             last = st.progress.get(v, ReplicaProgress()).last_fetch_ms or st.started_ms
-            deadline = min(deadline, max(last, st.begin_sent_ms.get(v, -_NEVER)) + self._begin_timeout_ms)
+            deadline = min(
+                deadline, max(last, st.begin_sent_ms.get(v, -_NEVER)) + self._begin_timeout_ms
+            )
         return deadline
 
     # ------------------------------------------------------------------ inputs
@@ -206,6 +233,8 @@ class RaftCore:
                 response = self._handle_end_epoch(request)
             case FetchRequest():
                 response = self._handle_fetch(src, request)
+            case FetchSnapshotRequest():
+                response = self._handle_fetch_snapshot(src, request)
         self.tick(self._now)
         return response
 
@@ -219,6 +248,8 @@ class RaftCore:
                 self._handle_vote_response(dst, request, response)
             case FetchResponse():
                 self._handle_fetch_response(dst, request, response)
+            case FetchSnapshotResponse():
+                self._handle_fetch_snapshot_response(dst, request, response)
             case BeginQuorumEpochResponse() | EndQuorumEpochResponse():
                 self._observe(response.leader_epoch, response.leader_id)
         self.tick(self._now)
@@ -299,7 +330,21 @@ class RaftCore:
             self._applied += len(committed)
         requests, self._outbox = self._outbox, []
         changed, self._leader_changed = self._leader_changed, False
-        return Ready(state, requests, committed, flush, changed)
+        installed, self._installed = self._installed, None
+        return Ready(state, requests, committed, flush, changed, installed)
+
+    def snapshot_written(self, snapshot_id: SnapshotId) -> None:
+        """The driver stored (`log.store_snapshot`) a snapshot of its applied state at
+        `snapshot_id`: the log now starts there. An older one than the log's is ignored (a
+        snapshot was installed meanwhile); one beyond what was applied is a driver bug."""
+        if snapshot_id.end_offset > self._applied:
+            raise ValueError(f"snapshot {snapshot_id} is beyond the applied offset {self._applied}")
+        latest = self.log.latest_snapshot()
+        if latest is not None and snapshot_id.end_offset <= latest.end_offset:
+            return
+        if self.log.epoch_at(snapshot_id.end_offset - 1) != snapshot_id.epoch:
+            raise ValueError(f"snapshot {snapshot_id} does not match the log")
+        self.log.adopt_snapshot(snapshot_id)
 
     # ------------------------------------------------------------------ transitions
 
@@ -315,8 +360,13 @@ class RaftCore:
             # deposing it (a restarted ex-leader's log is usually behind anyway).
             return ResignedState(state.epoch, self._election_deadline() + self._fetch_timeout_ms)
         if state.leader_id is not None:
-            return FollowerState(state.epoch, state.leader_id, now_ms + self._fetch_timeout_ms,
-                                 now_ms, voted_for=state.voted_for)
+            return FollowerState(
+                state.epoch,
+                state.leader_id,
+                now_ms + self._fetch_timeout_ms,
+                now_ms,
+                voted_for=state.voted_for,
+            )
         return UnattachedState(state.epoch, state.voted_for, self._election_deadline())
 
     def _election_deadline(self) -> int:
@@ -334,21 +384,28 @@ class RaftCore:
 
     def _become_unattached(self, epoch: int) -> None:
         if self.is_voter:
-            self._transition(UnattachedState(epoch, None, self._election_deadline()),
-                             QuorumState(epoch))
+            self._transition(
+                UnattachedState(epoch, None, self._election_deadline()), QuorumState(epoch)
+            )
         else:
-            self._transition(ObserverState(epoch, None, self._now + self._fetch_timeout_ms,
-                                           self._now), QuorumState(epoch))
+            self._transition(
+                ObserverState(epoch, None, self._now + self._fetch_timeout_ms, self._now),
+                QuorumState(epoch),
+            )
 
     def _become_follower(self, epoch: int, leader_id: int) -> None:
         voted = self._quorum.voted_for if epoch == self.epoch else None
         deadline = self._now + self._fetch_timeout_ms
         if self.is_voter:
-            self._transition(FollowerState(epoch, leader_id, deadline, self._now, voted_for=voted),
-                             QuorumState(epoch, voted, leader_id))
+            self._transition(
+                FollowerState(epoch, leader_id, deadline, self._now, voted_for=voted),
+                QuorumState(epoch, voted, leader_id),
+            )
         else:
-            self._transition(ObserverState(epoch, leader_id, deadline, self._now),
-                             QuorumState(epoch, voted, leader_id))
+            self._transition(
+                ObserverState(epoch, leader_id, deadline, self._now),
+                QuorumState(epoch, voted, leader_id),
+            )
 
     def _become_candidate(self) -> None:
         epoch = self.epoch + 1
@@ -372,13 +429,16 @@ class RaftCore:
 
     def _resign(self, st: LeaderState) -> None:
         others = self.voters - {self.node_id}
-        successors = tuple(sorted(
-            others, key=lambda v: (-st.progress.get(v, ReplicaProgress()).end_offset, v)))
-        self._transition(ResignedState(self.epoch, self._election_deadline(), successors),
-                         self._quorum)
+        successors = tuple(
+            sorted(others, key=lambda v: (-st.progress.get(v, ReplicaProgress()).end_offset, v))
+        )
+        self._transition(
+            ResignedState(self.epoch, self._election_deadline(), successors), self._quorum
+        )
         for voter in sorted(others):
             self._outbox.append(
-                (voter, EndQuorumEpochRequest(self.node_id, self.epoch, successors)))
+                (voter, EndQuorumEpochRequest(self.node_id, self.epoch, successors))
+            )
 
     def _observe(self, epoch: int, leader_id: int | None) -> bool:
         """Catch up with an epoch/leader a peer told us about; True when the role changed."""
@@ -414,7 +474,8 @@ class RaftCore:
             if st.voted_for is not None:
                 granted = st.voted_for == req.candidate_id
             elif (req.last_offset_epoch, req.last_offset) >= (
-                self.log.last_epoch(), self.log.end_offset()
+                self.log.last_epoch(),
+                self.log.end_offset(),
             ):
                 granted = True
                 st.voted_for = req.candidate_id
@@ -424,7 +485,9 @@ class RaftCore:
 
     def _handle_begin_epoch(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
         if req.leader_epoch < self.epoch:
-            return BeginQuorumEpochResponse(ErrorCode.FENCED_LEADER_EPOCH, self.leader_id, self.epoch)
+            return BeginQuorumEpochResponse(
+                ErrorCode.FENCED_LEADER_EPOCH, self.leader_id, self.epoch
+            )
         st = self._role_state
         if req.leader_epoch == self.epoch and isinstance(st, LeaderState | ResignedState):
             # two leaders in one epoch cannot happen; refuse rather than follow
@@ -447,8 +510,12 @@ class RaftCore:
                 pos = req.preferred_successors.index(self.node_id)
                 # the next ones only stand if the first failed: a full election timeout apart,
                 # so a slow network does not split the votes between them
-                delay = 0 if pos == 0 else pos * self._election_timeout_ms + self._rng.randrange(
-                    max(1, self._election_timeout_ms))
+                delay = (
+                    0
+                    if pos == 0
+                    else pos * self._election_timeout_ms
+                    + self._rng.randrange(max(1, self._election_timeout_ms))
+                )
                 st.fetch_deadline_ms = min(st.fetch_deadline_ms, self._now + delay)
             else:
                 st.fetch_deadline_ms = min(st.fetch_deadline_ms, self._election_deadline())
@@ -457,23 +524,68 @@ class RaftCore:
     def _handle_fetch(self, src: int, req: FetchRequest) -> FetchResponse:
         st = self._role_state
         if not isinstance(st, LeaderState):
-            return FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._hw)
+            return FetchResponse(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._hw
+            )
         if req.current_leader_epoch >= 0 and req.current_leader_epoch != self.epoch:
-            code = (ErrorCode.FENCED_LEADER_EPOCH if req.current_leader_epoch < self.epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            code = (
+                ErrorCode.FENCED_LEADER_EPOCH
+                if req.current_leader_epoch < self.epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH
+            )
             return FetchResponse(code, self.node_id, self.epoch, self._hw)
         if req.fetch_offset < 0 or req.last_fetched_epoch < 0:
             return FetchResponse(ErrorCode.INVALID_REQUEST, self.node_id, self.epoch, self._hw)
+        snapshot = self.log.latest_snapshot()
+        if snapshot is not None and (
+            req.fetch_offset < self.log.start_offset() or req.last_fetched_epoch < snapshot.epoch
+        ):
+            # what the fetcher needs next is only in the snapshot (or its log diverges below it)
+            st.progress.setdefault(req.replica_id, ReplicaProgress()).last_fetch_ms = self._now
+            return FetchResponse(
+                ErrorCode.NONE, self.node_id, self.epoch, self._hw, snapshot_id=snapshot
+            )
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
             epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or req.fetch_offset > end:
-                return FetchResponse(ErrorCode.NONE, self.node_id, self.epoch, self._hw,
-                                     diverging_epoch=(epoch, end))
+                return FetchResponse(
+                    ErrorCode.NONE, self.node_id, self.epoch, self._hw, diverging_epoch=(epoch, end)
+                )
         st.record_fetch(req.replica_id, req.fetch_offset, self.log.end_offset(), self._now)
         if req.replica_id in self.voters:
             self._advance_leader_hw(st)
         entries = self.log.read(req.fetch_offset, self._max_fetch_entries)
         return FetchResponse(ErrorCode.NONE, self.node_id, self.epoch, self._hw, entries=entries)
+
+    def _handle_fetch_snapshot(self, src: int, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
+        st = self._role_state
+        sid = req.snapshot_id
+        if not isinstance(st, LeaderState):
+            return FetchSnapshotResponse(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, sid
+            )
+        if req.current_leader_epoch >= 0 and req.current_leader_epoch != self.epoch:
+            code = (
+                ErrorCode.FENCED_LEADER_EPOCH
+                if req.current_leader_epoch < self.epoch
+                else ErrorCode.UNKNOWN_LEADER_EPOCH
+            )
+            return FetchSnapshotResponse(code, self.node_id, self.epoch, sid)
+        if req.position < 0:
+            return FetchSnapshotResponse(
+                ErrorCode.POSITION_OUT_OF_RANGE, self.node_id, self.epoch, sid
+            )
+        got = self.log.read_snapshot(sid, req.position, self._max_snapshot_chunk_bytes)
+        if got is None:
+            return FetchSnapshotResponse(
+                ErrorCode.SNAPSHOT_NOT_FOUND, self.node_id, self.epoch, sid
+            )
+        # a voter pulling a snapshot is alive: it counts for the leader's check-quorum
+        st.progress.setdefault(req.replica_id, ReplicaProgress()).last_fetch_ms = self._now
+        data, size = got
+        return FetchSnapshotResponse(
+            ErrorCode.NONE, self.node_id, self.epoch, sid, size, req.position, data
+        )
 
     # ------------------------------------------------------------------ responses
 
@@ -508,6 +620,10 @@ class RaftCore:
         st.fetch_deadline_ms = self._now + self._fetch_timeout_ms
         if req.fetch_offset != self.log.end_offset():
             return  # our log moved since this fetch left; fetch again from where it is
+        if resp.snapshot_id is not None:
+            # below the leader's log start: pull its snapshot (the next fetches, at once)
+            st.snapshot = SnapshotFetch(resp.snapshot_id, dst)
+            return
         if resp.diverging_epoch is not None:
             epoch, end = resp.diverging_epoch
             _, local_end = self.log.end_offset_for_epoch(epoch)
@@ -533,6 +649,54 @@ class RaftCore:
             # waited; one answering at once must not be asked in a busy loop)
             st.next_fetch_ms = self._now + self._fetch_interval_ms
 
+    def _handle_fetch_snapshot_response(
+        self, dst: int, req: RaftRequest, resp: FetchSnapshotResponse
+    ) -> None:
+        st = self._role_state
+        if not isinstance(st, FetchingState) or st.inflight is not req:
+            self._observe(resp.leader_epoch, resp.leader_id)
+            return
+        assert isinstance(req, FetchSnapshotRequest)
+        st.fetch_done(self._now)
+        if self._observe(resp.leader_epoch, resp.leader_id):
+            return
+        snap = st.snapshot
+        if (
+            resp.error != ErrorCode.NONE
+            or dst != st.leader_id
+            or resp.leader_epoch != st.epoch
+            or snap is None
+            or resp.snapshot_id != snap.snapshot_id
+            or resp.position != len(snap.data)
+            or resp.position + len(resp.data) > resp.size
+            or (not resp.data and resp.position < resp.size)
+        ):
+            # start over with a Fetch: the leader names the snapshot to get (maybe a newer one)
+            st.snapshot = None
+            st.next_fetch_ms = self._now + self._fetch_interval_ms
+            if isinstance(st, ObserverState) and resp.error != ErrorCode.NONE:
+                self._observer_ask_around(st)
+            return
+        st.fetch_deadline_ms = self._now + self._fetch_timeout_ms
+        snap.data += resp.data
+        if len(snap.data) < resp.size:
+            return  # the next chunk goes out at once
+        st.snapshot = None
+        self._install_snapshot(snap.snapshot_id, bytes(snap.data))
+
+    def _install_snapshot(self, sid: SnapshotId, data: bytes) -> None:
+        """A complete snapshot from the leader: store it, restart the log at its end and have
+        the driver load it (everything in it is committed)."""
+        if sid.end_offset <= self._applied:
+            return  # nothing new in it (our log moved on meanwhile)
+        self.log.store_snapshot(sid, data)
+        self.log.adopt_snapshot(sid)
+        self._flushed_end = min(self._flushed_end, self.log.end_offset())
+        self._unflushed = True
+        self._hw = max(self._hw, sid.end_offset)
+        self._applied = sid.end_offset
+        self._installed = sid
+
     # ------------------------------------------------------------------ helpers
 
     def _send_vote(self, st: CandidateState, voter: int) -> None:
@@ -553,7 +717,14 @@ class RaftCore:
             assert isinstance(st, ObserverState)
             ordered = sorted(self.voters)
             dst = ordered[st.next_voter % len(ordered)]
-        req = FetchRequest(self.node_id, self.log.end_offset(), self.log.last_epoch(), st.epoch)
+        req: FetchRequest | FetchSnapshotRequest
+        if st.snapshot is not None and st.snapshot.leader_id == dst:
+            req = FetchSnapshotRequest(
+                self.node_id, st.snapshot.snapshot_id, len(st.snapshot.data), st.epoch
+            )
+        else:
+            st.snapshot = None
+            req = FetchRequest(self.node_id, self.log.end_offset(), self.log.last_epoch(), st.epoch)
         st.fetch_sent(dst, req, self._now)
         self._outbox.append((dst, req))
 
@@ -565,9 +736,12 @@ class RaftCore:
             st.next_voter += 1
             return st
         ordered = sorted(self.voters)
-        after = ordered.index(st.leader_id) + 1 if st.leader_id in self.voters else st.next_voter + 1
-        new = ObserverState(st.epoch, None, self._now + self._fetch_timeout_ms, st.next_fetch_ms,
-                            next_voter=after)  # starting after the leader that failed
+        after = (
+            ordered.index(st.leader_id) + 1 if st.leader_id in self.voters else st.next_voter + 1
+        )
+        new = ObserverState(
+            st.epoch, None, self._now + self._fetch_timeout_ms, st.next_fetch_ms, next_voter=after
+        )  # starting after the leader that failed
         self._transition(new, QuorumState(st.epoch, self._quorum.voted_for, None))
         return new
 

@@ -1,7 +1,7 @@
 """Raft messages, one frozen dataclass per Kafka wire message, so the server maps them 1:1.
 
 The fields are the per-partition fields of Kafka's Vote / BeginQuorumEpoch / EndQuorumEpoch /
-Fetch for the single metadata partition; the cluster id, topic name and partition index are the
+Fetch / FetchSnapshot for the single metadata partition; the cluster id, topic name and partition index are the
 server's business. `leader_id` is None where the wire says -1 (no known leader).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.raft.log import Entry
+from kafkapy.raft.log import Entry, SnapshotId
 
 __all__ = [
     "BeginQuorumEpochRequest",
@@ -19,6 +19,8 @@ __all__ = [
     "EndQuorumEpochResponse",
     "FetchRequest",
     "FetchResponse",
+    "FetchSnapshotRequest",
+    "FetchSnapshotResponse",
     "RaftRequest",
     "RaftResponse",
     "VoteRequest",
@@ -90,7 +92,8 @@ class FetchRequest:
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     """Entries from the fetch offset, or `diverging_epoch` = (epoch, end offset) telling the
-    fetcher to truncate to at most `end offset` and fetch again."""
+    fetcher to truncate to at most `end offset` and fetch again, or `snapshot_id` telling it
+    that its fetch offset is below the leader's log start: fetch that snapshot instead."""
 
     error: ErrorCode
     leader_id: int | None
@@ -98,7 +101,43 @@ class FetchResponse:
     high_watermark: int
     diverging_epoch: tuple[int, int] | None = None
     entries: list[Entry] = field(default_factory=list)
+    snapshot_id: SnapshotId | None = None
 
 
-RaftRequest = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-RaftResponse = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """A fetcher asks for the bytes of `snapshot_id` from `position` (KIP-630)."""
+
+    replica_id: int
+    snapshot_id: SnapshotId
+    position: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    """`data` is the part of the snapshot from `position`; `size` its total size."""
+
+    error: ErrorCode
+    leader_id: int | None
+    leader_epoch: int
+    snapshot_id: SnapshotId
+    size: int = 0
+    position: int = 0
+    data: bytes = b""
+
+
+RaftRequest = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | FetchSnapshotRequest
+)
+RaftResponse = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | FetchSnapshotResponse
+)

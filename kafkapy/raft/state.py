@@ -21,7 +21,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from kafkapy.raft.messages import FetchRequest, VoteRequest
+from kafkapy.raft.log import SnapshotId
+from kafkapy.raft.messages import FetchRequest, FetchSnapshotRequest, VoteRequest
 
 __all__ = [
     "CandidateState",
@@ -33,6 +34,7 @@ __all__ = [
     "ResignedState",
     "Role",
     "RoleState",
+    "SnapshotFetch",
     "UnattachedState",
     "majority",
 ]
@@ -82,18 +84,34 @@ class UnattachedState:
 
 
 @dataclass(slots=True)
+class SnapshotFetch:
+    """A snapshot being fetched (FetchSnapshot, chunk by chunk): what arrived so far."""
+
+    snapshot_id: SnapshotId
+    leader_id: int
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(slots=True)
 class FetchingState:
-    """Fetch bookkeeping shared by followers and observers: one fetch in flight at a time."""
+    """Fetch bookkeeping shared by followers and observers: one fetch in flight at a time.
+
+    While `snapshot` is set the fetches are FetchSnapshot requests for its next chunk (the
+    leader said our fetch offset is below its log start); it is dropped on any error and the
+    next Fetch asks again."""
 
     epoch: int
     leader_id: int | None
     fetch_deadline_ms: int
     next_fetch_ms: int
-    inflight: FetchRequest | None = None
+    inflight: FetchRequest | FetchSnapshotRequest | None = None
     inflight_dst: int | None = None
     inflight_sent_ms: int = 0
+    snapshot: SnapshotFetch | None = None
 
-    def fetch_sent(self, dst: int, request: FetchRequest, now_ms: int) -> None:
+    def fetch_sent(
+        self, dst: int, request: FetchRequest | FetchSnapshotRequest, now_ms: int
+    ) -> None:
         self.inflight, self.inflight_dst, self.inflight_sent_ms = request, dst, now_ms
 
     def fetch_done(self, next_fetch_ms: int) -> None:
@@ -178,7 +196,9 @@ class LeaderState:
     begin_sent_ms: dict[int, int] = field(default_factory=dict)
     role: Role = Role.LEADER
 
-    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+    def record_fetch(
+        self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int
+    ) -> None:
         p = self.progress.setdefault(replica_id, ReplicaProgress())
         p.end_offset = fetch_offset
         p.last_fetch_ms = now_ms

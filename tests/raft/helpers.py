@@ -37,9 +37,15 @@ def make(
     seed: int = 0,
 ) -> RaftCore:
     return RaftCore(
-        node_id, frozenset(voters), log_of(epochs), state or QuorumState(0), now_ms=0,
-        rng=random.Random(seed), election_timeout_ms=ELECTION_MS,
-        fetch_timeout_ms=FETCH_TIMEOUT_MS, fetch_interval_ms=FETCH_INTERVAL_MS,
+        node_id,
+        frozenset(voters),
+        log_of(epochs),
+        state or QuorumState(0),
+        now_ms=0,
+        rng=random.Random(seed),
+        election_timeout_ms=ELECTION_MS,
+        fetch_timeout_ms=FETCH_TIMEOUT_MS,
+        fetch_interval_ms=FETCH_INTERVAL_MS,
     )
 
 
@@ -62,7 +68,9 @@ def elect(core: RaftCore) -> Ready:
         assert isinstance(req, VoteRequest)
         if core.is_leader:
             break
-        core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, req.candidate_epoch, True), now)
+        core.handle_response(
+            dst, req, VoteResponse(ErrorCode.NONE, None, req.candidate_epoch, True), now
+        )
     assert core.is_leader
     return core.poll()
 

@@ -7,12 +7,19 @@ Every node is driven exactly as the server drives it: after each input, `poll()`
 state, flush the log when told (modelled by `MemoryRaftLog`: a crash keeps only what was
 flushed), send the requests, apply the committed entries; a request's response leaves only after
 that. The invariants are checked after every event (see `Simulation.check_node`).
+
+Snapshots: a node's state machine is the list of entries it applied; every `snapshot_every`
+applied entries it snapshots that list (stored through the log, then `snapshot_written`, as the
+server does), so logs start above 0 and nodes that fall behind or restart empty catch up by
+FetchSnapshot (in small chunks, to cover the chunking). A loaded snapshot must be exactly the
+committed prefix - the state machine safety check covers snapshots too.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import pickle
 import random
 from dataclasses import dataclass, field
 
@@ -23,12 +30,14 @@ from kafkapy.raft import (
     RaftCore,
     RaftRequest,
     Role,
+    SnapshotId,
 )
 
 ELECTION_TIMEOUT_MS = 300
 FETCH_TIMEOUT_MS = 600
 FETCH_INTERVAL_MS = 40
 REQUEST_TIMEOUT_MS = 200  # when a message is lost the sender hears "failed" after this
+SNAPSHOT_CHUNK_BYTES = 256
 
 
 class InvariantViolation(AssertionError):
@@ -59,9 +68,20 @@ class _Event:
 class Simulation:
     """The cluster, the router and the invariant checks; all randomness from one seed."""
 
-    def __init__(self, seed: int, voters: int, observers: int = 1, *, loss: float = 0.05,
-                 honour_flush: bool = True) -> None:
+    def __init__(
+        self,
+        seed: int,
+        voters: int,
+        observers: int = 1,
+        *,
+        loss: float = 0.05,
+        honour_flush: bool = True,
+        snapshot_every: int | None = 25,
+    ) -> None:
         self.seed = seed
+        self.snapshot_every = snapshot_every
+        self.snapshots_taken = 0
+        self.snapshots_installed = 0
         self.honour_flush = honour_flush  # False: a broken driver that never fsyncs
         self.faults_on = True  # False: scheduled crashes are called off (healing)
         self.rng = random.Random(seed)
@@ -75,7 +95,9 @@ class Simulation:
         self.nodes: dict[int, SimNode] = {}
         # invariant bookkeeping
         self.leaders_by_epoch: dict[int, int] = {}
-        self.entry_table: dict[tuple[int, int], tuple[bytes, int]] = {}  # (offset, epoch) -> (data, prev epoch)
+        self.entry_table: dict[
+            tuple[int, int], tuple[bytes, int]
+        ] = {}  # (offset, epoch) -> (data, prev epoch)
         self.committed: list[Entry] = []
         self.proposed = 0
         self.events = 0
@@ -89,12 +111,21 @@ class Simulation:
 
     # ------------------------------------------------------------------ driving
 
-    def _new_core(self, node_id: int, log: MemoryRaftLog, state: QuorumState, incarnation: int) -> RaftCore:
+    def _new_core(
+        self, node_id: int, log: MemoryRaftLog, state: QuorumState, incarnation: int
+    ) -> RaftCore:
         return RaftCore(
-            node_id, self.voter_ids, log, state, now_ms=self.now,
+            node_id,
+            self.voter_ids,
+            log,
+            state,
+            now_ms=self.now,
             rng=random.Random(self.seed * 7919 + node_id * 131 + incarnation),
-            election_timeout_ms=ELECTION_TIMEOUT_MS, fetch_timeout_ms=FETCH_TIMEOUT_MS,
-            fetch_interval_ms=FETCH_INTERVAL_MS, max_fetch_entries=20,
+            election_timeout_ms=ELECTION_TIMEOUT_MS,
+            fetch_timeout_ms=FETCH_TIMEOUT_MS,
+            fetch_interval_ms=FETCH_INTERVAL_MS,
+            max_fetch_entries=20,
+            max_snapshot_chunk_bytes=SNAPSHOT_CHUNK_BYTES,
         )
 
     def _push(self, at: int, kind: str, *args: object) -> None:
@@ -106,10 +137,20 @@ class Simulation:
     def _send(self, src: SimNode, dst: int, request: RaftRequest) -> None:
         target = self.nodes[dst]
         if not self._connected(src.node_id, dst) or self.rng.random() < self.loss:
-            self._push(self.now + REQUEST_TIMEOUT_MS, "failed", src.node_id, src.incarnation, dst, request)
+            self._push(
+                self.now + REQUEST_TIMEOUT_MS, "failed", src.node_id, src.incarnation, dst, request
+            )
             return
         delay = self.rng.randint(1, 25)
-        self._push(self.now + delay, "request", src.node_id, src.incarnation, dst, target.incarnation, request)
+        self._push(
+            self.now + delay,
+            "request",
+            src.node_id,
+            src.incarnation,
+            dst,
+            target.incarnation,
+            request,
+        )
 
     def _after(self, node: SimNode) -> None:
         """Act on the node's Ready exactly as the server's driver does, then re-arm its timer."""
@@ -120,22 +161,62 @@ class Simulation:
             node.log.flush()
         for dst, request in ready.requests:
             self._send(node, dst, request)
+        if ready.snapshot is not None:
+            self._load_snapshot(node, ready.snapshot)
+            self.snapshots_installed += 1
         for entry in ready.committed:
             self._apply(node, entry)
+        self._maybe_snapshot(node)
         node.tick_token += 1
-        self._push(max(node.core.next_deadline_ms(), self.now), "tick", node.node_id, node.incarnation, node.tick_token)
+        self._push(
+            max(node.core.next_deadline_ms(), self.now),
+            "tick",
+            node.node_id,
+            node.incarnation,
+            node.tick_token,
+        )
         self.check_node(node)
 
     def _apply(self, node: SimNode, entry: Entry) -> None:
         if entry.offset != len(node.applied):
-            raise InvariantViolation(f"node {node.node_id} applied {entry.offset} after {len(node.applied)} entries")
+            raise InvariantViolation(
+                f"node {node.node_id} applied {entry.offset} after {len(node.applied)} entries"
+            )
         node.applied.append(entry)
         if entry.offset < len(self.committed):
             if self.committed[entry.offset] != entry:
                 raise InvariantViolation(
-                    f"node {node.node_id} committed {entry} but {self.committed[entry.offset]} was committed before")
+                    f"node {node.node_id} committed {entry} but {self.committed[entry.offset]} was committed before"
+                )
         else:
             self.committed.append(entry)
+
+    def _load_snapshot(self, node: SimNode, sid: SnapshotId) -> None:
+        """Replace the node's state machine with the snapshot's (what the driver does)."""
+        got = node.log.read_snapshot(sid, 0, 1 << 30)
+        if got is None:
+            raise InvariantViolation(f"node {node.node_id} cannot read its snapshot {sid}")
+        applied: list[Entry] = pickle.loads(got[0])
+        if len(applied) != sid.end_offset or (applied and applied[-1].epoch != sid.epoch):
+            raise InvariantViolation(
+                f"node {node.node_id} snapshot {sid} holds {len(applied)} entries"
+            )
+        if applied != self.committed[: len(applied)] and len(self.committed) >= len(applied):
+            raise InvariantViolation(
+                f"node {node.node_id} loaded a snapshot unlike the committed log"
+            )
+        self.committed.extend(applied[len(self.committed) :])
+        node.applied = list(applied)
+
+    def _maybe_snapshot(self, node: SimNode) -> None:
+        if self.snapshot_every is None or not node.applied:
+            return
+        if len(node.applied) - node.log.start_offset() < self.snapshot_every:
+            return
+        sid = SnapshotId(len(node.applied), node.applied[-1].epoch)
+        node.log.store_snapshot(sid, pickle.dumps(node.applied))
+        node.core.snapshot_written(sid)
+        self.snapshots_taken += 1
 
     def step(self) -> bool:
         if not self._queue:
@@ -154,15 +235,31 @@ class Simulation:
                 src_id, src_inc, dst_id, dst_inc, request = ev.args
                 dst = self.nodes[dst_id]  # type: ignore[index]
                 src = self.nodes[src_id]  # type: ignore[index]
-                if not dst.alive or dst.incarnation != dst_inc or not self._connected(src_id, dst_id):  # type: ignore[arg-type]
-                    self._push(self.now + REQUEST_TIMEOUT_MS, "failed", src_id, src_inc, dst_id, request)
+                if (
+                    not dst.alive
+                    or dst.incarnation != dst_inc
+                    or not self._connected(src_id, dst_id)
+                ):  # type: ignore[arg-type]
+                    self._push(
+                        self.now + REQUEST_TIMEOUT_MS, "failed", src_id, src_inc, dst_id, request
+                    )
                     return True
                 response = dst.core.handle_request(src_id, request, self.now)  # type: ignore[arg-type]
                 self._after(dst)  # persist before the response leaves
                 if self.rng.random() < self.loss or not self._connected(src_id, dst_id):  # type: ignore[arg-type]
-                    self._push(self.now + REQUEST_TIMEOUT_MS, "failed", src_id, src_inc, dst_id, request)
+                    self._push(
+                        self.now + REQUEST_TIMEOUT_MS, "failed", src_id, src_inc, dst_id, request
+                    )
                 else:
-                    self._push(self.now + self.rng.randint(1, 25), "response", src_id, src_inc, dst_id, request, response)
+                    self._push(
+                        self.now + self.rng.randint(1, 25),
+                        "response",
+                        src_id,
+                        src_inc,
+                        dst_id,
+                        request,
+                        response,
+                    )
                 del src
             case "response":
                 src_id, src_inc, dst_id, request, response = ev.args
@@ -187,7 +284,9 @@ class Simulation:
     def run_until(self, until_ms: int, max_events: int = 400_000) -> None:
         while self._queue and self._queue[0].at <= until_ms:
             if self.events >= max_events:
-                raise InvariantViolation(f"more than {max_events} events by {self.now} ms (seed {self.seed})")
+                raise InvariantViolation(
+                    f"more than {max_events} events by {self.now} ms (seed {self.seed})"
+                )
             self.step()
         self.now = max(self.now, until_ms)
 
@@ -217,6 +316,9 @@ class Simulation:
         node.log = node.log.crash()  # the unflushed tail is gone
         node.core = self._new_core(node_id, node.log, node.persisted, node.incarnation)
         node.applied = []
+        snapshot = node.log.latest_snapshot()
+        if snapshot is not None:  # start-up loads the newest snapshot, then replays the tail
+            self._load_snapshot(node, snapshot)
         node.checked_end = 0
         node.alive = True
         self._after(node)
@@ -256,7 +358,9 @@ class Simulation:
                     node = self.nodes[self.rng.choice(leaders)]
                     node.core.resign(self.now)
                     self._after(node)
-                    self._push(self.now + self.rng.randint(1, 30), "crash", node.node_id, node.incarnation)
+                    self._push(
+                        self.now + self.rng.randint(1, 30), "crash", node.node_id, node.incarnation
+                    )
             elif roll < 0.75:
                 for n in sorted(self.nodes):
                     self.restart(n)
@@ -277,10 +381,12 @@ class Simulation:
                 self.leaders_by_epoch[core.epoch] = node.node_id
                 self._check_leader_completeness(node)
             elif known != node.node_id:
-                raise InvariantViolation(f"epoch {core.epoch} has two leaders: {known} and {node.node_id}")
+                raise InvariantViolation(
+                    f"epoch {core.epoch} has two leaders: {known} and {node.node_id}"
+                )
         # Log matching: an (offset, epoch) pair names one entry, with one predecessor epoch.
         end = node.log.end_offset()
-        start = min(node.checked_end, end)
+        start = max(min(node.checked_end, end), node.log.start_offset())
         for entry in node.log.read(start, end - start):
             prev = node.log.epoch_at(entry.offset - 1) if entry.offset else 0
             key = (entry.offset, entry.epoch)
@@ -293,15 +399,19 @@ class Simulation:
         if hw > end:
             raise InvariantViolation(f"node {node.node_id} HW {hw} beyond its log end {end}")
         if len(node.applied) != hw:
-            raise InvariantViolation(f"node {node.node_id} applied {len(node.applied)} entries, HW {hw}")
+            raise InvariantViolation(
+                f"node {node.node_id} applied {len(node.applied)} entries, HW {hw}"
+            )
 
     def _check_leader_completeness(self, node: SimNode) -> None:
         """A leader's log holds every committed entry (Raft paper 5.4.1, Leader Completeness)."""
         n = len(self.committed)
-        mine = node.log.read(0, n)
-        if mine != self.committed[: len(mine)] or len(mine) < n:
+        start = node.log.start_offset()
+        mine = node.log.read(start, max(0, n - start))
+        if mine != self.committed[start : start + len(mine)] or start + len(mine) < n:
             raise InvariantViolation(
-                f"leader {node.node_id} of epoch {node.core.epoch} lacks committed entries")
+                f"leader {node.node_id} of epoch {node.core.epoch} lacks committed entries"
+            )
 
     def leaders(self) -> list[int]:
         return [n.node_id for n in self.nodes.values() if n.alive and n.core.is_leader]

@@ -16,14 +16,21 @@ epoch_runs = st.lists(st.integers(min_value=1, max_value=4), max_size=5).map(
 def _build(epochs: list[int], counts: list[int]) -> MemoryRaftLog:
     entries: list[Entry] = []
     for epoch, count in zip(epochs, counts, strict=False):
-        entries += [Entry(len(entries) + i, epoch, b"%d" % (len(entries) + i)) for i in range(count)]
+        entries += [
+            Entry(len(entries) + i, epoch, b"%d" % (len(entries) + i)) for i in range(count)
+        ]
     return MemoryRaftLog(entries)
 
 
 @settings(max_examples=150)
-@given(epoch_runs, st.lists(st.integers(min_value=1, max_value=4), min_size=5, max_size=5),
-       st.integers(min_value=0, max_value=25))
-def test_end_offset_for_epoch_matches_a_scan(epochs: list[int], counts: list[int], asked: int) -> None:
+@given(
+    epoch_runs,
+    st.lists(st.integers(min_value=1, max_value=4), min_size=5, max_size=5),
+    st.integers(min_value=0, max_value=25),
+)
+def test_end_offset_for_epoch_matches_a_scan(
+    epochs: list[int], counts: list[int], asked: int
+) -> None:
     """(largest epoch <= asked, first offset of a later epoch or the log end), as
     OffsetForLeaderEpoch answers; (0, first offset) when no entry is that old."""
     log = _build(epochs, counts)
@@ -37,9 +44,14 @@ def test_end_offset_for_epoch_matches_a_scan(epochs: list[int], counts: list[int
 
 
 @settings(max_examples=100)
-@given(epoch_runs, st.lists(st.integers(min_value=1, max_value=4), min_size=5, max_size=5),
-       st.integers(min_value=0, max_value=25))
-def test_truncate_keeps_prefix_and_epoch_table(epochs: list[int], counts: list[int], cut: int) -> None:
+@given(
+    epoch_runs,
+    st.lists(st.integers(min_value=1, max_value=4), min_size=5, max_size=5),
+    st.integers(min_value=0, max_value=25),
+)
+def test_truncate_keeps_prefix_and_epoch_table(
+    epochs: list[int], counts: list[int], cut: int
+) -> None:
     """Truncation keeps exactly the prefix, and the epoch table answers as if rebuilt."""
     log = _build(epochs, counts)
     before = log.entries

@@ -66,7 +66,7 @@ def test_follower_stands_when_leader_silent_for_fetch_timeout() -> None:
     assert core.role is Role.FOLLOWER
     assert core.leader_id == 2
     ready = core.poll()
-    (dst, req), = sent(ready, FetchRequest)
+    ((dst, req),) = sent(ready, FetchRequest)
     assert dst == 2
     assert req == FetchRequest(1, 0, 0, 3)
     core.tick(FETCH_TIMEOUT_MS - 1)
@@ -132,7 +132,8 @@ def test_vote_granted_once_per_epoch_and_persisted_first() -> None:
     assert resp == VoteResponse(ErrorCode.NONE, None, 5, True)
     assert core.poll().state == QuorumState(5, 1, None)
     assert core.handle_request(2, VoteRequest(5, 2, 0, 0), 11) == VoteResponse(
-        ErrorCode.NONE, None, 5, False)
+        ErrorCode.NONE, None, 5, False
+    )
     # the same candidate asking again gets the same answer (a retried request)
     assert core.handle_request(1, VoteRequest(5, 1, 0, 0), 12).vote_granted  # type: ignore[union-attr]
 
@@ -220,7 +221,9 @@ def test_stale_vote_response_is_ignored() -> None:
     (dst, old), _ = sent(ready, VoteRequest)
     core.tick(core.next_deadline_ms())  # second candidacy, epoch 2
     assert core.epoch == 2
-    core.handle_response(dst, old, VoteResponse(ErrorCode.NONE, None, 1, True), core.next_deadline_ms() - 1)
+    core.handle_response(
+        dst, old, VoteResponse(ErrorCode.NONE, None, 1, True), core.next_deadline_ms() - 1
+    )
     assert core.role is Role.CANDIDATE
 
 
@@ -297,16 +300,20 @@ def test_diverging_fetch_gets_diverging_epoch() -> None:
 def test_follower_truncates_on_diverging_epoch_then_catches_up() -> None:
     """5.3: a follower deletes its conflicting suffix and takes the leader's entries."""
     core = make(node_id=2, epochs=[1, 1, 2, 2], state=QuorumState(3, None, 1))
-    (dst, req), = sent(core.poll(), FetchRequest)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
     assert req == FetchRequest(2, 4, 2, 3)
-    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 2, diverging_epoch=(1, 2)), 5)
+    core.handle_response(
+        dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 2, diverging_epoch=(1, 2)), 5
+    )
     assert core.log.end_offset() == 2
     ready = core.poll()
     assert ready.flush_log  # the truncation is made durable before the next fetch leaves
-    (dst, req), = sent(ready, FetchRequest)
+    ((dst, req),) = sent(ready, FetchRequest)
     assert req == FetchRequest(2, 2, 1, 3)
     leader_entries = [Entry(2, 3, b"x"), Entry(3, 3, b"y")]
-    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 3, entries=leader_entries), 6)
+    core.handle_response(
+        dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 3, entries=leader_entries), 6
+    )
     assert core.log.read(0, 10)[2:] == leader_entries
     assert core.high_watermark == 3  # min(leader HW, own log end)
     ready = core.poll()
@@ -317,8 +324,10 @@ def test_follower_truncates_on_diverging_epoch_then_catches_up() -> None:
 def test_follower_hw_never_passes_its_log_end() -> None:
     """KIP-595: a follower takes min(leader HW, its log end) as its HW."""
     core = make(node_id=2, state=QuorumState(3, None, 1))
-    (dst, req), = sent(core.poll(), FetchRequest)
-    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 10, entries=[Entry(0, 3, b"")]), 5)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    core.handle_response(
+        dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 10, entries=[Entry(0, 3, b"")]), 5
+    )
     assert core.high_watermark == 1
 
 
@@ -334,7 +343,7 @@ def test_fetch_with_old_epoch_is_fenced_and_follower_catches_up() -> None:
     assert isinstance(resp, FetchResponse)
     assert resp.error == ErrorCode.FENCED_LEADER_EPOCH
     follower = make(node_id=2, state=QuorumState(1, None, 1))
-    (dst, req), = sent(follower.poll(), FetchRequest)
+    ((dst, req),) = sent(follower.poll(), FetchRequest)
     follower.handle_response(dst, req, resp, 10)
     assert follower.epoch == 3
     assert follower.leader_id == 1
@@ -345,7 +354,11 @@ def test_fetch_to_non_leader_names_leader() -> None:
     core = make(node_id=3, state=QuorumState(5, None, 2))
     resp = core.handle_request(9, FetchRequest(9, 0, 0, -1), 0)
     assert isinstance(resp, FetchResponse)
-    assert (resp.error, resp.leader_id, resp.leader_epoch) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 2, 5)
+    assert (resp.error, resp.leader_id, resp.leader_epoch) == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        2,
+        5,
+    )
 
 
 def test_committed_entries_delivered_once_in_order() -> None:
@@ -375,13 +388,15 @@ def test_follower_fetches_again_after_interval_when_idle() -> None:
     """KIP-595: an empty answer means "nothing yet": the next fetch follows after the fetch
     interval; an answer with entries is followed at once."""
     core = make(node_id=2, state=QuorumState(3, None, 1))
-    (dst, req), = sent(core.poll(), FetchRequest)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
     core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 0), 100)
     assert sent(core.poll(), FetchRequest) == []
     assert core.next_deadline_ms() == 100 + FETCH_INTERVAL_MS
     core.tick(100 + FETCH_INTERVAL_MS)
-    (dst, req), = sent(core.poll(), FetchRequest)
-    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 0, entries=[Entry(0, 3, b"")]), 200)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    core.handle_response(
+        dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 0, entries=[Entry(0, 3, b"")]), 200
+    )
     assert len(sent(core.poll(), FetchRequest)) == 1
 
 
@@ -393,7 +408,9 @@ def test_leader_restarts_resigned_then_stands() -> None:
     (no fetches served in its old epoch) and stands in the next epoch - after a fetch timeout,
     so a newer leader's BeginQuorumEpoch usually reaches it before it disrupts that leader."""
     core = make(state=QuorumState(4, 1, 1), epochs=[4])
-    assert core.next_deadline_ms() >= FETCH_TIMEOUT_MS + ELECTION_MS  # a newer leader may call first
+    assert (
+        core.next_deadline_ms() >= FETCH_TIMEOUT_MS + ELECTION_MS
+    )  # a newer leader may call first
     assert core.role is Role.RESIGNED
     assert not core.is_leader
     resp = core.handle_request(2, FetchRequest(2, 1, 4, 4), 0)
@@ -464,16 +481,16 @@ def test_observer_discovers_leader_and_never_stands() -> None:
     core = make(node_id=9)
     assert core.role is Role.OBSERVER
     assert not core.is_voter
-    (dst, req), = sent(core.poll(), FetchRequest)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
     assert dst == 1
     core.request_failed(dst, req, 10)
     core.tick(10 + FETCH_INTERVAL_MS)
-    (dst, req), = sent(core.poll(), FetchRequest)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
     assert dst == 2
     core.handle_response(dst, req, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 3, 6, 0), 70)
     assert core.leader_id == 3
     assert core.epoch == 6
-    (dst, _), = sent(core.poll(), FetchRequest)
+    ((dst, _),) = sent(core.poll(), FetchRequest)
     assert dst == 3
     core.tick(100_000)
     assert core.role is Role.OBSERVER
@@ -484,13 +501,13 @@ def test_observer_asks_voters_when_its_leader_fails() -> None:
     """KIP-595: no EndQuorumEpoch reaches observers, so an observer whose fetch to the leader
     fails asks the voters again (one of them names the new leader)."""
     core = make(node_id=9, state=QuorumState(4, None, 2))
-    (dst, req), = sent(core.poll(), FetchRequest)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
     assert dst == 2
     core.request_failed(dst, req, 10)
     assert core.leader_id is None
     assert core.poll().state == QuorumState(4, None, None)
     core.tick(10 + FETCH_INTERVAL_MS)
-    (dst, req), = sent(core.poll(), FetchRequest)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
     assert dst != 2
     core.handle_response(dst, req, FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, 3, 5, 0), 70)
     assert core.leader_id == 3

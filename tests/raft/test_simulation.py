@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkapy.raft import MemoryRaftLog, QuorumState
 from tests.raft.simulation import InvariantViolation, Simulation
 
 SEEDS = range(30)
@@ -31,10 +32,14 @@ def _heal_and_commit(sim: Simulation) -> None:
         while sim.now < round_end and not all(len(n.applied) > offset for n in sim.nodes.values()):
             sim.run_until(sim.now + 50)
         for _, offset, data in proposals:
-            if all(len(n.applied) > offset and n.applied[offset].data == data
-                   for n in sim.nodes.values()):
+            if all(
+                len(n.applied) > offset and n.applied[offset].data == data
+                for n in sim.nodes.values()
+            ):
                 return
-    raise AssertionError(f"no proposal committed on every node 15 s after healing (seed {sim.seed})")
+    raise AssertionError(
+        f"no proposal committed on every node 15 s after healing (seed {sim.seed})"
+    )
 
 
 @pytest.mark.parametrize("voters", [3, 5])
@@ -93,3 +98,69 @@ def test_checker_catches_a_driver_that_ignores_flush_log() -> None:
             found.append(exc)
             break
     assert found, "no seed exposed the lost writes"
+
+
+def test_chaos_without_snapshots_stays_safe() -> None:
+    """The snapshot-free path (logs from offset 0) still holds the invariants."""
+    for seed in range(5):
+        sim = Simulation(seed, 3, observers=1, loss=0.05, snapshot_every=None)
+        sim.chaos(until_ms=8_000)
+        assert sim.snapshots_taken == 0
+        _heal_and_commit(sim)
+
+
+def test_chaos_catches_up_through_snapshots() -> None:
+    """Under chaos nodes fall behind the leaders' log starts and catch up by FetchSnapshot."""
+    installed = 0
+    for seed in range(6):
+        sim = Simulation(seed, 3, observers=1, loss=0.05)
+        sim.chaos(until_ms=12_000)
+        installed += sim.snapshots_installed
+        _heal_and_commit(sim)
+    assert installed > 0
+
+
+def _commit_entries(sim: Simulation, count: int) -> None:
+    for _ in range(count):
+        sim.propose_to_leaders()
+        sim.run_until(sim.now + 30)
+
+
+def test_voter_cut_off_for_long_catches_up_by_snapshot() -> None:
+    """A voter partitioned while the others commit (and snapshot, moving their log start past
+    its log end) gets the snapshot, installs it and then follows the log tail."""
+    sim = Simulation(seed=5, voters=3, observers=0, loss=0.0, snapshot_every=10)
+    sim.run_until(3_000)
+    (leader,) = sim.leaders()
+    lagging = max(n for n in sim.nodes if n != leader)
+    sim.split({lagging})
+    _commit_entries(sim, 60)
+    assert sim.nodes[leader].log.start_offset() > sim.nodes[lagging].log.end_offset()
+    sim.heal()
+    sim.run_until(sim.now + 3_000)
+    _commit_entries(sim, 3)
+    sim.run_until(sim.now + 1_000)
+    node = sim.nodes[lagging]
+    assert sim.snapshots_installed >= 1
+    assert node.log.start_offset() > 0
+    assert node.applied == sim.committed
+    assert len(node.applied) >= 63
+
+
+def test_observer_restarted_with_an_empty_disk_catches_up_by_snapshot() -> None:
+    """A broker-only node that lost its whole data directory rebuilds from the leader's
+    snapshot plus the tail, ending with exactly the committed entries."""
+    sim = Simulation(seed=9, voters=3, observers=1, loss=0.0, snapshot_every=10)
+    sim.run_until(3_000)
+    _commit_entries(sim, 40)
+    observer = sim.nodes[100]
+    sim.crash(100)
+    observer.log = MemoryRaftLog()  # a brand-new, empty data directory
+    observer.persisted = QuorumState(0)
+    sim.restart(100)
+    sim.run_until(sim.now + 2_000)
+    _commit_entries(sim, 2)
+    sim.run_until(sim.now + 1_000)
+    assert sim.snapshots_installed >= 1
+    assert observer.log.latest_snapshot() is not None
+    assert observer.applied == sim.committed

@@ -9,8 +9,15 @@ bytes) - so it gets crash recovery, the leader-epoch cache (which answers
 Why it is shared with the `LogManager`: the manager opens every partition directory at start,
 this one included; two `PartitionLog`s over one directory would each keep their own idea of the
 log end. So this module takes the manager's instance (docs/cluster.md); the broker's topic-log
-reconciliation leaves it alone. Retention is off: Raft offsets start at 0 and there are no
-snapshots yet.
+reconciliation leaves it alone. Retention is off: only snapshots move the log start.
+
+Snapshots (KIP-630) live beside the segments as `<end offset>-<epoch>.checkpoint` (Kafka's
+names: 20 and 10 digits), written atomically with fsync. Adopting one moves the log start to its
+end offset (`delete_records_before`: whole segments below it go) - or, when the log does not
+hold the snapshot's last entry, restarts the log empty there (`truncate_fully`). `open` adopts the
+newest snapshot again by the same rule, so a crash between writing a snapshot and moving the
+log start changes nothing. The two newest snapshot files are kept (a fetcher part-way through
+the older one can finish it); older ones are deleted.
 
 `quorum-state` is JSON written atomically (temp file, fsync, rename, fsync of the directory)
 before the driver sends anything that depends on it - a vote is only granted once it is durable.
@@ -19,8 +26,11 @@ before the driver sends anything that depends on it - a vote is only granted onc
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import logging
+import os
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -34,7 +44,7 @@ from kafkapy.protocol.records import (
     iter_batches,
     validate_batch,
 )
-from kafkapy.raft import Entry, QuorumState
+from kafkapy.raft import Entry, QuorumState, SnapshotId
 from kafkapy.storage import LogConfig, PartitionLog
 from kafkapy.storage.checkpoint import write_atomic
 
@@ -50,6 +60,7 @@ __all__ = [
     "entries_from_batches",
     "entries_to_batches",
     "read_quorum_state",
+    "snapshot_file_name",
     "write_quorum_state",
 ]
 
@@ -62,6 +73,13 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 QUORUM_STATE_FILE = "quorum-state"
 _READ_BYTES = 1024 * 1024
 _NO_RETENTION = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+_SNAPSHOTS_KEPT = 2
+
+
+def snapshot_file_name(snapshot_id: SnapshotId) -> str:
+    """Kafka's snapshot file name: `<end offset, 20 digits>-<epoch, 10 digits>.checkpoint`."""
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}.checkpoint"
 
 
 def entries_to_batches(entries: Sequence[Entry], *, timestamp_ms: int | None = None) -> bytes:
@@ -75,15 +93,23 @@ def entries_to_batches(entries: Sequence[Entry], *, timestamp_ms: int | None = N
     for i in range(1, len(entries) + 1):
         if i == len(entries) or entries[i].epoch != entries[start].epoch:
             run = entries[start:i]
-            records = [Record(offset_delta=j, timestamp_delta=0, key=None, value=e.data, headers=[])
-                       for j, e in enumerate(run)]
-            out += build_batch(records, base_offset=run[0].offset, base_timestamp=ts,
-                               partition_leader_epoch=run[0].epoch)
+            records = [
+                Record(offset_delta=j, timestamp_delta=0, key=None, value=e.data, headers=[])
+                for j, e in enumerate(run)
+            ]
+            out += build_batch(
+                records,
+                base_offset=run[0].offset,
+                base_timestamp=ts,
+                partition_leader_epoch=run[0].epoch,
+            )
             start = i
     return bytes(out)
 
 
-def entries_from_batches(data: bytes | bytearray | memoryview, *, first_offset: int = 0) -> list[Entry]:
+def entries_from_batches(
+    data: bytes | bytearray | memoryview, *, first_offset: int = 0
+) -> list[Entry]:
     """The entries in `data` (whole record batches) at or above `first_offset`, in order.
 
     Raises ProtocolError (CorruptRecordError / InvalidRecordError) on malformed batches."""
@@ -94,7 +120,9 @@ def entries_from_batches(data: bytes | bytearray | memoryview, *, first_offset: 
         for record in decode_records(buf, pos, header):
             offset = header.base_offset + record.offset_delta
             if offset >= first_offset:
-                entries.append(Entry(offset, header.partition_leader_epoch, bytes(record.value or b"")))
+                entries.append(
+                    Entry(offset, header.partition_leader_epoch, bytes(record.value or b""))
+                )
     return entries
 
 
@@ -110,8 +138,9 @@ def read_quorum_state(directory: Path) -> QuorumState:
         raise RuntimeError(f"unreadable {path}: {exc}") from exc
     voted = int(raw.get("votedId", -1))
     leader = int(raw.get("leaderId", -1))
-    return QuorumState(int(raw["leaderEpoch"]), voted if voted >= 0 else None,
-                       leader if leader >= 0 else None)
+    return QuorumState(
+        int(raw["leaderEpoch"]), voted if voted >= 0 else None, leader if leader >= 0 else None
+    )
 
 
 def write_quorum_state(directory: Path, state: QuorumState) -> None:
@@ -132,6 +161,10 @@ class MetadataLog:
 
     def __init__(self, plog: PartitionLog) -> None:
         self.plog = plog
+        self._snapshot: SnapshotId | None = None
+        snapshots = self.snapshot_ids()
+        if snapshots:
+            self.adopt_snapshot(snapshots[-1])
 
     @classmethod
     def open(cls, logs: LogManager) -> MetadataLog:
@@ -142,13 +175,14 @@ class MetadataLog:
             plog = logs.get_or_create(METADATA_TOPIC, METADATA_PARTITION, config, METADATA_TOPIC_ID)
         else:
             plog.set_config(config, logs.default_config)
-        if plog.log_start_offset != 0:
-            raise RuntimeError(f"{plog.directory}: log start {plog.log_start_offset}, expected 0")
         return cls(plog)
 
     @property
     def directory(self) -> Path:
         return self.plog.directory
+
+    def start_offset(self) -> int:
+        return self.plog.log_start_offset
 
     def end_offset(self) -> int:
         return self.plog.log_end_offset
@@ -158,7 +192,10 @@ class MetadataLog:
         return (self.epoch_at(end - 1) or 0) if end > 0 else 0
 
     def epoch_at(self, offset: int) -> int | None:
-        if not 0 <= offset < self.plog.log_end_offset:
+        start = self.plog.log_start_offset
+        if self._snapshot is not None and offset == start - 1 == self._snapshot.end_offset - 1:
+            return self._snapshot.epoch
+        if not start <= offset < self.plog.log_end_offset:
             return None
         entries = self.plog.leader_epochs.entries
         starts = [start for _, start in entries]
@@ -171,6 +208,8 @@ class MetadataLog:
         i = bisect.bisect_right([e for e, _ in entries], epoch)
         next_start = entries[i][1] if i < len(entries) else end
         if i == 0:
+            if self._snapshot is not None and self._snapshot.epoch <= epoch:
+                return (self._snapshot.epoch, next_start)
             return (0, next_start if entries else end)
         return (entries[i - 1][0], next_start)
 
@@ -178,7 +217,9 @@ class MetadataLog:
         if not entries:
             return
         if entries[0].offset != self.plog.log_end_offset:
-            raise ValueError(f"append at {entries[0].offset}, log end is {self.plog.log_end_offset}")
+            raise ValueError(
+                f"append at {entries[0].offset}, log end is {self.plog.log_end_offset}"
+            )
         self.plog.append_as_follower(entries_to_batches(entries))
         self.plog.high_watermark = self.plog.log_end_offset  # retention is off; keeps reads simple
 
@@ -200,8 +241,10 @@ class MetadataLog:
         end = self.plog.log_end_offset
         if offset >= end:
             return
+        if offset < self.plog.log_start_offset:
+            raise ValueError(f"truncation to {offset}, below the log start")
         keep: list[Entry] = []
-        if offset > 0:
+        if offset > self.plog.log_start_offset:
             batch = entries_from_batches(self.plog.read_bytes(offset - 1, _READ_BYTES))
             keep = [e for e in batch if e.offset < offset]
         self.plog.truncate_to(offset)
@@ -212,3 +255,64 @@ class MetadataLog:
 
     def flush(self) -> None:
         self.plog.flush()
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_ids(self) -> list[SnapshotId]:
+        """The snapshots on disk, oldest first."""
+        out = []
+        for name in os.listdir(self.plog.directory):
+            m = _SNAPSHOT_NAME.match(name)
+            if m:
+                out.append(SnapshotId(int(m.group(1)), int(m.group(2))))
+        return sorted(out)
+
+    def snapshot_path(self, snapshot_id: SnapshotId) -> Path:
+        return self.plog.directory / snapshot_file_name(snapshot_id)
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        return self._snapshot
+
+    def read_snapshot(
+        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> tuple[bytes, int] | None:
+        try:
+            with open(self.snapshot_path(snapshot_id), "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if not 0 <= position <= size:
+                    return None
+                f.seek(position)
+                return f.read(min(max(1, max_bytes), size - position)), size
+        except FileNotFoundError:
+            return None
+
+    def store_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Write the snapshot file durably (temp file, fsync, rename, fsync of the directory);
+        safe to call from a worker thread - it touches no log state."""
+        write_atomic(self.snapshot_path(snapshot_id), data, fsync=True)
+
+    def adopt_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """Start the log at the snapshot's end (the module doc's rule); drop old snapshots."""
+        if not self.snapshot_path(snapshot_id).exists():
+            raise ValueError(f"snapshot {snapshot_id} was never stored")
+        if self._snapshot is not None and snapshot_id <= self._snapshot:
+            return
+        end = snapshot_id.end_offset
+        plog = self.plog
+        start = plog.log_start_offset
+        self._snapshot = None  # epoch_at below must see the log itself
+        keep = end == start or (
+            end <= plog.log_end_offset and self.epoch_at(end - 1) == snapshot_id.epoch
+        )
+        if keep:
+            plog.high_watermark = plog.log_end_offset
+            plog.delete_records_before(end)
+        else:
+            plog.truncate_fully(end)
+        self._snapshot = snapshot_id
+        for old in self.snapshot_ids()[:-_SNAPSHOTS_KEPT]:
+            with contextlib.suppress(FileNotFoundError):
+                self.snapshot_path(old).unlink()
+        log.info(
+            "metadata log starts at snapshot %s (log end %d)", snapshot_id, plog.log_end_offset
+        )

@@ -19,19 +19,31 @@ Error handling: storage errors while persisting propagate out of `run()` (the no
 restarts the part - a Raft replica that cannot persist must not keep voting). A subscriber that
 raises is logged and skipped; it does not stop delivery to the others.
 
-Resource handling: `run()` owns the send tasks (its nursery); at cancellation a leader resigns
-(EndQuorumEpoch to the voters, bounded by 0.5 s, shielded) so the next leader is elected at once.
+Snapshots (KIP-630): once `metadata.log.max.record.bytes.between.snapshots` bytes of records
+were committed since the last snapshot, the driver snapshots the published `MetadataImage` (the
+node's, immutable once published, so it is encoded and written in a worker thread without the
+lock), then tells the core, which moves the log start to it. Every node does this for itself. A
+snapshot reaches the subscribers as an image (`on_snapshot`): at start-up the newest one is
+loaded before the log tail is replayed, and one fetched from the leader (this node was below the
+leader's log start) replaces the image before the entries after it.
+
+Resource handling: `run()` owns the send tasks and the snapshot task (its nursery); at
+cancellation a leader resigns (EndQuorumEpoch to the voters, bounded by 0.5 s, shielded) so the
+next leader is elected at once.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kafkapy.controller.image import MetadataImage
+from kafkapy.controller.snapshot import SnapshotError, decode_snapshot, encode_snapshot
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.raft import (
     Entry,
@@ -45,6 +57,7 @@ from kafkapy.raft import (
     Ready,
     ReplicaProgress,
     Role,
+    SnapshotId,
 )
 from kafkapy.server.cluster.metadata_log import MetadataLog, read_quorum_state, write_quorum_state
 from kafkapy.server.cluster.peer import PeerError
@@ -64,6 +77,9 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 RESIGN_TIMEOUT_S = 0.5
 
 Subscriber = Callable[[list[Entry]], None]
+#: gets the image of a snapshot and the snapshot's epoch; what follows continues from its end
+SnapshotSubscriber = Callable[[MetadataImage, int], None]
+SNAPSHOT_BYTES_CONFIG = "metadata.log.max.record.bytes.between.snapshots"
 
 
 def now_ms() -> int:
@@ -85,9 +101,15 @@ class RaftDriver:
         state = read_quorum_state(self.log.directory)
         self._fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, max(10, config.fetch_timeout_ms // 4))
         self.core = RaftCore(
-            self.node_id, self.voters, self.log, state, now_ms=now_ms(), rng=random.Random(),
+            self.node_id,
+            self.voters,
+            self.log,
+            state,
+            now_ms=now_ms(),
+            rng=random.Random(),
             election_timeout_ms=config.election_timeout_ms,
-            fetch_timeout_ms=config.fetch_timeout_ms, fetch_interval_ms=FETCH_INTERVAL_MS,
+            fetch_timeout_ms=config.fetch_timeout_ms,
+            fetch_interval_ms=FETCH_INTERVAL_MS,
         )
         self._persisted = state
         self._lock = trio.Lock()
@@ -99,7 +121,16 @@ class RaftDriver:
         self._flush_pending = False
         self._leader_note_pending = False
         self._subscribers: list[Subscriber] = []
-        self._committed_end = 0  # offsets below this were handed to the subscribers
+        self._snapshot_subscribers: list[SnapshotSubscriber] = []
+        self._pending_snapshot: SnapshotId | None = None
+        # offsets below this were handed to the subscribers (the log start is in a snapshot)
+        self._committed_end = self.log.start_offset()
+        self.snapshot_bytes: int = broker.config.get_int(SNAPSHOT_BYTES_CONFIG)
+        self._bytes_since_snapshot = 0
+        self._snapshotting = False
+        #: snapshots this process wrote / installed from the leader (tests, DescribeQuorum)
+        self.snapshots_written = 0
+        self.snapshots_installed = 0
         self.leader_changed = trio.Event()
         self.log_changed = trio.Event()
         self._committed_changed = trio.Event()
@@ -145,12 +176,29 @@ class RaftDriver:
 
     # ------------------------------------------------------------------ API for other parts
 
-    def subscribe(self, callback: Subscriber) -> None:
+    def subscribe(
+        self, callback: Subscriber, on_snapshot: SnapshotSubscriber | None = None
+    ) -> None:
         """Call `callback(entries)` with every committed entry, in order, exactly once per
-        process; a late subscriber first gets everything committed so far (read back)."""
-        if self._committed_end:
-            self._deliver_to(callback, self.log.read(0, self._committed_end))
+        process, and `on_snapshot(image, epoch)` with every snapshot to load instead of the
+        entries it stands for; a late subscriber first gets the newest snapshot and everything
+        committed after it (read back). Without `on_snapshot` a snapshot cannot be followed:
+        such a subscriber only gets the entries (used where the whole log is not needed).
+
+        Before `run()` starts (the parts are still being built) the start-up snapshot is only
+        queued: it is handed out with the first Ready, when every part exists."""
+        start = self.log.start_offset()
+        snapshot = self.log.latest_snapshot()
+        if snapshot is not None and on_snapshot is not None:
+            if self._nursery is None and self._committed_end == start:
+                self._pending_snapshot = snapshot
+            else:
+                self._deliver_snapshot_to(on_snapshot, snapshot)
+        if self._committed_end > start:
+            self._deliver_to(callback, self.log.read(start, self._committed_end - start))
         self._subscribers.append(callback)
+        if on_snapshot is not None:
+            self._snapshot_subscribers.append(on_snapshot)
 
     async def propose(self, records: Sequence[bytes]) -> int:
         """Append `records` as entries of this leader's epoch; the offset of the last one.
@@ -191,9 +239,14 @@ class RaftDriver:
         the driver remembers what it last answered each fetcher (per epoch)."""
         changed = self.log_changed
         response = await self.handle_request(src, request)
-        if (isinstance(response, FetchResponse) and not response.entries
-                and response.diverging_epoch is None and response.error == ErrorCode.NONE
-                and max_wait_ms > 0 and not self._hw_is_news(src, response)):
+        if (
+            isinstance(response, FetchResponse)
+            and not response.entries
+            and response.diverging_epoch is None
+            and response.error == ErrorCode.NONE
+            and max_wait_ms > 0
+            and not self._hw_is_news(src, response)
+        ):
             with trio.move_on_after(max_wait_ms / 1000):
                 await changed.wait()
             response = await self.handle_request(src, request)
@@ -254,6 +307,11 @@ class RaftDriver:
         """Everything the Ready asks for is queued first, so a failing fsync (raised to the
         caller) loses nothing: the next call persists/flushes again before sending or applying."""
         self._unsent.extend(ready.requests)
+        if ready.snapshot is not None:
+            # everything not delivered yet is in the snapshot (or was replaced by it)
+            self._pending_snapshot = ready.snapshot
+            self._undelivered = []
+            self.snapshots_installed += 1
         self._undelivered.extend(ready.committed)
         self._flush_pending |= ready.flush_log
         self._leader_note_pending |= ready.leader_changed
@@ -271,6 +329,15 @@ class RaftDriver:
                     del self._unsent[0]
             except RuntimeError:
                 pass  # run() is stopping (its nursery takes no new tasks): they stay unsent
+        if self._pending_snapshot is not None:
+            snapshot = self._pending_snapshot
+            for on_snapshot in list(self._snapshot_subscribers):
+                self._deliver_snapshot_to(on_snapshot, snapshot)
+            self._pending_snapshot = None  # only once delivered: a failure is retried
+            self._committed_end = snapshot.end_offset
+            self._bytes_since_snapshot = 0
+            self._committed_changed.set()
+            self._committed_changed = trio.Event()
         if self._undelivered:
             committed, self._undelivered = self._undelivered, []
             for callback in list(self._subscribers):
@@ -278,13 +345,20 @@ class RaftDriver:
             self._committed_end = committed[-1].offset + 1
             self._committed_changed.set()
             self._committed_changed = trio.Event()
+            self._bytes_since_snapshot += sum(len(e.data) for e in committed)
+            self._maybe_snapshot()
         if self._leader_note_pending:
             self._leader_note_pending = False
             self._notify_leader()
             # a waiter for an entry the new leader overwrote must look again
             self._committed_changed.set()
             self._committed_changed = trio.Event()
-        seen = (self.core.leader_id, self.core.epoch, self.log.end_offset(), self.core.high_watermark)
+        seen = (
+            self.core.leader_id,
+            self.core.epoch,
+            self.log.end_offset(),
+            self.core.high_watermark,
+        )
         if seen != self._last_seen:
             self._last_seen = seen
             self.log_changed.set()
@@ -296,29 +370,113 @@ class RaftDriver:
             self._persisted = state
 
     def _notify_leader(self) -> None:
-        log.info("node %d: raft epoch %d, leader %s (%s)", self.node_id, self.core.epoch,
-                 self.core.leader_id, self.core.role.value)
+        log.info(
+            "node %d: raft epoch %d, leader %s (%s)",
+            self.node_id,
+            self.core.epoch,
+            self.core.leader_id,
+            self.core.role.value,
+        )
         self.leader_changed.set()
         self.leader_changed = trio.Event()
+
+    def _deliver_snapshot_to(self, callback: SnapshotSubscriber, snapshot: SnapshotId) -> None:
+        """Load `snapshot` from the log and hand its image over. A snapshot that cannot be read
+        is a broken data directory: raised (the node must not run on a partial image)."""
+        got = self.log.read_snapshot(snapshot, 0, 1 << 31)
+        if got is None:
+            raise RuntimeError(f"metadata snapshot {snapshot} is missing")
+        try:
+            header, image = decode_snapshot(got[0])
+        except SnapshotError as exc:
+            raise RuntimeError(f"metadata snapshot {snapshot} is unreadable: {exc}") from exc
+        if (header.end_offset, header.epoch) != (snapshot.end_offset, snapshot.epoch):
+            raise RuntimeError(f"metadata snapshot {snapshot} says it is {header}")
+        try:
+            callback(image, snapshot.epoch)
+        except Exception:
+            log.exception("metadata snapshot subscriber %r failed on %s", callback, snapshot)
+
+    def _maybe_snapshot(self) -> None:
+        """Start a snapshot of the published image once enough was committed since the last
+        one (one at a time, only while `run()` is running)."""
+        if (
+            self._snapshotting
+            or self._nursery is None
+            or self._bytes_since_snapshot < self.snapshot_bytes
+        ):
+            return
+        image = getattr(self.node, "image", None)
+        if not isinstance(image, MetadataImage) or image.offset + 1 != self._committed_end:
+            return  # the published image does not match what was committed (no publisher)
+        epoch = self.log.epoch_at(image.offset)
+        if epoch is None or image.offset + 1 <= self.log.start_offset():
+            return
+        self._snapshotting = True
+        self._bytes_since_snapshot = 0
+        try:
+            self._nursery.start_soon(self._snapshot, image, SnapshotId(image.offset + 1, epoch))
+        except RuntimeError:
+            self._snapshotting = False  # run() is stopping
+
+    async def _snapshot(self, image: MetadataImage, snapshot_id: SnapshotId) -> None:
+        """Encode and store the snapshot in a worker thread, then let the core adopt it. A
+        failure is logged, not raised: the log just keeps its start until the next try."""
+        try:
+            started = time.monotonic()
+            data = await trio.to_thread.run_sync(
+                lambda: encode_snapshot(
+                    image,
+                    end_offset=snapshot_id.end_offset,
+                    epoch=snapshot_id.epoch,
+                    timestamp_ms=int(time.time() * 1000),
+                )
+            )
+            await trio.to_thread.run_sync(self.log.store_snapshot, snapshot_id, data)
+            async with self._lock:
+                self.core.snapshot_written(snapshot_id)
+                await self._process()
+            self.snapshots_written += 1
+            log.info(
+                "node %d: metadata snapshot %s written (%d bytes, %.0f ms)",
+                self.node_id,
+                snapshot_id,
+                len(data),
+                (time.monotonic() - started) * 1000,
+            )
+        except Exception:
+            log.exception("node %d: metadata snapshot %s failed", self.node_id, snapshot_id)
+        finally:
+            self._snapshotting = False
 
     def _deliver_to(self, callback: Subscriber, entries: list[Entry]) -> None:
         try:
             callback(entries)
         except Exception:
-            log.exception("metadata subscriber %r failed on offsets %d-%d", callback,
-                          entries[0].offset, entries[-1].offset)
+            log.exception(
+                "metadata subscriber %r failed on offsets %d-%d",
+                callback,
+                entries[0].offset,
+                entries[-1].offset,
+            )
 
     async def _exchange(self, dst: int, req: RaftRequest, report: bool) -> None:
         """Send one request and step its answer (or its failure) into the core."""
-        wire = request_to_wire(req, cluster_id=self.broker.cluster_id, dst=dst,
-                               max_wait_ms=self._fetch_max_wait_ms, max_bytes=FETCH_MAX_BYTES)
+        wire = request_to_wire(
+            req,
+            cluster_id=self.broker.cluster_id,
+            dst=dst,
+            max_wait_ms=self._fetch_max_wait_ms,
+            max_bytes=FETCH_MAX_BYTES,
+        )
         timeout = self.request_timeout_s
         if isinstance(req, FetchRequest):
             timeout += self._fetch_max_wait_ms / 1000
         response: RaftResponse | None = None
         try:
             body = await self.node.controller_peers.request(
-                dst, wire.api_key, wire.version, wire.body, timeout_s=timeout)
+                dst, wire.api_key, wire.version, wire.body, timeout_s=timeout
+            )
             response = response_from_wire(req, body)
         except (PeerError, ProtocolError, KeyError, ValueError) as exc:
             log.debug("raft %s to node %d failed: %s", type(req).__name__, dst, exc)

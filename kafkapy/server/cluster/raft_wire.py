@@ -1,4 +1,5 @@
-"""Raft messages <-> Kafka wire messages (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch).
+"""Raft messages <-> Kafka wire messages (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+FetchSnapshot).
 
 Why a module of its own: the driver (sending requests, reading responses) and the quorum
 handlers (reading requests, sending responses) both need both directions, and the mapping is
@@ -7,8 +8,9 @@ by name in the quorum APIs, by topic id in Fetch) with one partition (0) and the
 anything else is a request for a partition we do not have.
 
 Versions sent: Vote v0, BeginQuorumEpoch v0, EndQuorumEpoch v0 (its preferred successors are a
-plain id list), Fetch v13 (topic ids, replica id in the top level). Requests of any version the
-codec speaks are accepted.
+plain id list), Fetch v13 (topic ids, replica id in the top level; the snapshot id is a tagged
+field), FetchSnapshot v0 (a chunk of at most `max_bytes`). Requests of any version the codec
+speaks are accepted.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from kafkapy.raft import (
     EndQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     RaftRequest,
     RaftResponse,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -54,6 +59,7 @@ _VERSIONS = {
     ApiKey.BEGIN_QUORUM_EPOCH: 0,
     ApiKey.END_QUORUM_EPOCH: 0,
     ApiKey.FETCH: FETCH_VERSION,
+    ApiKey.FETCH_SNAPSHOT: 0,
 }
 
 
@@ -92,37 +98,104 @@ def request_to_wire(
     """The wire request for `req` to voter `dst`."""
     match req:
         case VoteRequest():
-            body: object = m.VoteRequest(cluster_id=cluster_id, voter_id=dst, topics=[
-                m.VoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
-                    m.VoteRequest.PartitionData(
-                        partition_index=METADATA_PARTITION, candidate_epoch=req.candidate_epoch,
-                        candidate_id=req.candidate_id, last_offset_epoch=req.last_offset_epoch,
-                        last_offset=req.last_offset)])])
+            body: object = m.VoteRequest(
+                cluster_id=cluster_id,
+                voter_id=dst,
+                topics=[
+                    m.VoteRequest.TopicData(
+                        topic_name=METADATA_TOPIC,
+                        partitions=[
+                            m.VoteRequest.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                candidate_epoch=req.candidate_epoch,
+                                candidate_id=req.candidate_id,
+                                last_offset_epoch=req.last_offset_epoch,
+                                last_offset=req.last_offset,
+                            )
+                        ],
+                    )
+                ],
+            )
         case BeginQuorumEpochRequest():
-            body = m.BeginQuorumEpochRequest(cluster_id=cluster_id, voter_id=dst, topics=[
-                m.BeginQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
-                    m.BeginQuorumEpochRequest.PartitionData(
-                        partition_index=METADATA_PARTITION, leader_id=req.leader_id,
-                        leader_epoch=req.leader_epoch)])])
+            body = m.BeginQuorumEpochRequest(
+                cluster_id=cluster_id,
+                voter_id=dst,
+                topics=[
+                    m.BeginQuorumEpochRequest.TopicData(
+                        topic_name=METADATA_TOPIC,
+                        partitions=[
+                            m.BeginQuorumEpochRequest.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                leader_id=req.leader_id,
+                                leader_epoch=req.leader_epoch,
+                            )
+                        ],
+                    )
+                ],
+            )
         case EndQuorumEpochRequest():
-            body = m.EndQuorumEpochRequest(cluster_id=cluster_id, topics=[
-                m.EndQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
-                    m.EndQuorumEpochRequest.PartitionData(
-                        partition_index=METADATA_PARTITION, leader_id=req.leader_id,
-                        leader_epoch=req.leader_epoch,
-                        preferred_successors=list(req.preferred_successors))])])
+            body = m.EndQuorumEpochRequest(
+                cluster_id=cluster_id,
+                topics=[
+                    m.EndQuorumEpochRequest.TopicData(
+                        topic_name=METADATA_TOPIC,
+                        partitions=[
+                            m.EndQuorumEpochRequest.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                leader_id=req.leader_id,
+                                leader_epoch=req.leader_epoch,
+                                preferred_successors=list(req.preferred_successors),
+                            )
+                        ],
+                    )
+                ],
+            )
         case FetchRequest():
             body = m.FetchRequest(
-                cluster_id=cluster_id, replica_id=req.replica_id,
+                cluster_id=cluster_id,
+                replica_id=req.replica_id,
                 replica_state=m.FetchRequest.ReplicaState(replica_id=req.replica_id),
-                max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, topics=[
-                    m.FetchRequest.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
-                        m.FetchRequest.FetchPartition(
-                            partition=METADATA_PARTITION,
-                            current_leader_epoch=req.current_leader_epoch,
-                            fetch_offset=req.fetch_offset,
-                            last_fetched_epoch=req.last_fetched_epoch,
-                            partition_max_bytes=max_bytes)])])
+                max_wait_ms=max_wait_ms,
+                min_bytes=1,
+                max_bytes=max_bytes,
+                topics=[
+                    m.FetchRequest.FetchTopic(
+                        topic=METADATA_TOPIC,
+                        topic_id=METADATA_TOPIC_ID,
+                        partitions=[
+                            m.FetchRequest.FetchPartition(
+                                partition=METADATA_PARTITION,
+                                current_leader_epoch=req.current_leader_epoch,
+                                fetch_offset=req.fetch_offset,
+                                last_fetched_epoch=req.last_fetched_epoch,
+                                partition_max_bytes=max_bytes,
+                            )
+                        ],
+                    )
+                ],
+            )
+        case FetchSnapshotRequest():
+            body = m.FetchSnapshotRequest(
+                cluster_id=cluster_id,
+                replica_id=req.replica_id,
+                max_bytes=max_bytes,
+                topics=[
+                    m.FetchSnapshotRequest.TopicSnapshot(
+                        name=METADATA_TOPIC,
+                        partitions=[
+                            m.FetchSnapshotRequest.PartitionSnapshot(
+                                partition=METADATA_PARTITION,
+                                current_leader_epoch=req.current_leader_epoch,
+                                snapshot_id=m.FetchSnapshotRequest.SnapshotId(
+                                    end_offset=req.snapshot_id.end_offset,
+                                    epoch=req.snapshot_id.epoch,
+                                ),
+                                position=req.position,
+                            )
+                        ],
+                    )
+                ],
+            )
     key = _KEYS[type(req)]
     return WireRequest(key, _VERSIONS[key], body)
 
@@ -132,6 +205,7 @@ _KEYS: dict[type, ApiKey] = {
     BeginQuorumEpochRequest: ApiKey.BEGIN_QUORUM_EPOCH,
     EndQuorumEpochRequest: ApiKey.END_QUORUM_EPOCH,
     FetchRequest: ApiKey.FETCH,
+    FetchSnapshotRequest: ApiKey.FETCH_SNAPSHOT,
 }
 
 
@@ -164,7 +238,9 @@ def request_from_wire(
         p = _one(list(topic.partitions), "Vote")
         assert isinstance(p, m.VoteRequest.PartitionData)
         _check_partition(topic.topic_name, p.partition_index)
-        return p.candidate_id, VoteRequest(p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset)
+        return p.candidate_id, VoteRequest(
+            p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset
+        )
     if isinstance(body, m.BeginQuorumEpochRequest):
         _check_cluster(body.cluster_id, cluster_id)
         topic = _one(list(body.topics), "BeginQuorumEpoch")
@@ -180,7 +256,9 @@ def request_from_wire(
         p = _one(list(topic.partitions), "EndQuorumEpoch")
         assert isinstance(p, m.EndQuorumEpochRequest.PartitionData)
         _check_partition(topic.topic_name, p.partition_index)
-        successors = tuple(p.preferred_successors) or tuple(c.candidate_id for c in p.preferred_candidates)
+        successors = tuple(p.preferred_successors) or tuple(
+            c.candidate_id for c in p.preferred_candidates
+        )
         return p.leader_id, EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)
     if isinstance(body, m.FetchRequest):
         _check_cluster(body.cluster_id, cluster_id)
@@ -194,7 +272,25 @@ def request_from_wire(
         replica = body.replica_state.replica_id if version >= 15 else body.replica_id
         if p.fetch_offset < 0 or p.last_fetched_epoch < 0:
             raise WrongPartitionError("Fetch: negative fetch offset or last fetched epoch")
-        return replica, FetchRequest(replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch)
+        return replica, FetchRequest(
+            replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch
+        )
+    if isinstance(body, m.FetchSnapshotRequest):
+        _check_cluster(body.cluster_id, cluster_id)
+        topic = _one(list(body.topics), "FetchSnapshot")
+        assert isinstance(topic, m.FetchSnapshotRequest.TopicSnapshot)
+        p = _one(list(topic.partitions), "FetchSnapshot")
+        assert isinstance(p, m.FetchSnapshotRequest.PartitionSnapshot)
+        _check_partition(topic.name, p.partition)
+        sid = p.snapshot_id
+        if sid.end_offset < 0 or sid.epoch < 0:
+            raise WrongPartitionError("FetchSnapshot: negative snapshot id")
+        return body.replica_id, FetchSnapshotRequest(
+            body.replica_id,
+            SnapshotId(sid.end_offset, sid.epoch),
+            p.position,
+            p.current_leader_epoch,
+        )
     raise WrongPartitionError(f"not a quorum request: {api_key.name}")
 
 
@@ -219,33 +315,105 @@ def response_to_wire(resp: RaftResponse) -> object:
     """The wire response body for a Raft response (Fetch v13+ shape for Fetch)."""
     match resp:
         case VoteResponse():
-            return m.VoteResponse(topics=[m.VoteResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[
-                m.VoteResponse.PartitionData(
-                    partition_index=METADATA_PARTITION, error_code=int(resp.error),
-                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch,
-                    vote_granted=resp.vote_granted)])])
+            return m.VoteResponse(
+                topics=[
+                    m.VoteResponse.TopicData(
+                        topic_name=METADATA_TOPIC,
+                        partitions=[
+                            m.VoteResponse.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=int(resp.error),
+                                leader_id=_leader(resp.leader_id),
+                                leader_epoch=resp.leader_epoch,
+                                vote_granted=resp.vote_granted,
+                            )
+                        ],
+                    )
+                ]
+            )
         case BeginQuorumEpochResponse():
-            return m.BeginQuorumEpochResponse(topics=[m.BeginQuorumEpochResponse.TopicData(
-                topic_name=METADATA_TOPIC, partitions=[m.BeginQuorumEpochResponse.PartitionData(
-                    partition_index=METADATA_PARTITION, error_code=int(resp.error),
-                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch)])])
+            return m.BeginQuorumEpochResponse(
+                topics=[
+                    m.BeginQuorumEpochResponse.TopicData(
+                        topic_name=METADATA_TOPIC,
+                        partitions=[
+                            m.BeginQuorumEpochResponse.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=int(resp.error),
+                                leader_id=_leader(resp.leader_id),
+                                leader_epoch=resp.leader_epoch,
+                            )
+                        ],
+                    )
+                ]
+            )
         case EndQuorumEpochResponse():
-            return m.EndQuorumEpochResponse(topics=[m.EndQuorumEpochResponse.TopicData(
-                topic_name=METADATA_TOPIC, partitions=[m.EndQuorumEpochResponse.PartitionData(
-                    partition_index=METADATA_PARTITION, error_code=int(resp.error),
-                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch)])])
+            return m.EndQuorumEpochResponse(
+                topics=[
+                    m.EndQuorumEpochResponse.TopicData(
+                        topic_name=METADATA_TOPIC,
+                        partitions=[
+                            m.EndQuorumEpochResponse.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=int(resp.error),
+                                leader_id=_leader(resp.leader_id),
+                                leader_epoch=resp.leader_epoch,
+                            )
+                        ],
+                    )
+                ]
+            )
         case FetchResponse():
             part = m.FetchResponse.PartitionData(
-                partition_index=METADATA_PARTITION, error_code=int(resp.error),
-                high_watermark=resp.high_watermark, log_start_offset=0,
+                partition_index=METADATA_PARTITION,
+                error_code=int(resp.error),
+                high_watermark=resp.high_watermark,
+                log_start_offset=0,
                 current_leader=m.FetchResponse.LeaderIdAndEpoch(
-                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch),
-                records=entries_to_batches(resp.entries))
+                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch
+                ),
+                records=entries_to_batches(resp.entries),
+            )
             if resp.diverging_epoch is not None:
                 part.diverging_epoch = m.FetchResponse.EpochEndOffset(
-                    epoch=resp.diverging_epoch[0], end_offset=resp.diverging_epoch[1])
-            return m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(
-                topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
+                    epoch=resp.diverging_epoch[0], end_offset=resp.diverging_epoch[1]
+                )
+            if resp.snapshot_id is not None:
+                part.snapshot_id = m.FetchResponse.SnapshotId(
+                    end_offset=resp.snapshot_id.end_offset, epoch=resp.snapshot_id.epoch
+                )
+            return m.FetchResponse(
+                responses=[
+                    m.FetchResponse.FetchableTopicResponse(
+                        topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part]
+                    )
+                ]
+            )
+        case FetchSnapshotResponse():
+            return m.FetchSnapshotResponse(
+                topics=[
+                    m.FetchSnapshotResponse.TopicSnapshot(
+                        name=METADATA_TOPIC,
+                        partitions=[
+                            m.FetchSnapshotResponse.PartitionSnapshot(
+                                index=METADATA_PARTITION,
+                                error_code=int(resp.error),
+                                snapshot_id=m.FetchSnapshotResponse.SnapshotId(
+                                    end_offset=resp.snapshot_id.end_offset,
+                                    epoch=resp.snapshot_id.epoch,
+                                ),
+                                current_leader=m.FetchSnapshotResponse.LeaderIdAndEpoch(
+                                    leader_id=_leader(resp.leader_id),
+                                    leader_epoch=resp.leader_epoch,
+                                ),
+                                size=resp.size,
+                                position=resp.position,
+                                unaligned_records=resp.data,
+                            )
+                        ],
+                    )
+                ]
+            )
     raise TypeError(f"not a Raft response: {resp!r}")
 
 
@@ -255,7 +423,9 @@ def response_from_wire(req: RaftRequest, body: object) -> RaftResponse:
     if isinstance(body, m.VoteResponse):
         p = _response_partition(body.error_code, body.topics, "Vote")
         assert isinstance(p, m.VoteResponse.PartitionData)
-        return VoteResponse(_error(p.error_code), _maybe(p.leader_id), p.leader_epoch, p.vote_granted)
+        return VoteResponse(
+            _error(p.error_code), _maybe(p.leader_id), p.leader_epoch, p.vote_granted
+        )
     if isinstance(body, m.BeginQuorumEpochResponse):
         p = _response_partition(body.error_code, body.topics, "BeginQuorumEpoch")
         assert isinstance(p, m.BeginQuorumEpochResponse.PartitionData)
@@ -275,9 +445,33 @@ def response_from_wire(req: RaftRequest, body: object) -> RaftResponse:
         diverging = None
         if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
             diverging = (p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+        snapshot = None
+        if p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
+            snapshot = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         entries = entries_from_batches(p.records or b"", first_offset=req.fetch_offset)
-        return FetchResponse(_error(p.error_code), _maybe(p.current_leader.leader_id),
-                             p.current_leader.leader_epoch, p.high_watermark, diverging, entries)
+        return FetchResponse(
+            _error(p.error_code),
+            _maybe(p.current_leader.leader_id),
+            p.current_leader.leader_epoch,
+            p.high_watermark,
+            diverging,
+            entries,
+            snapshot,
+        )
+    if isinstance(body, m.FetchSnapshotResponse):
+        assert isinstance(req, FetchSnapshotRequest)
+        p = _response_partition(body.error_code, body.topics, "FetchSnapshot")
+        assert isinstance(p, m.FetchSnapshotResponse.PartitionSnapshot)
+        sid = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        return FetchSnapshotResponse(
+            _error(p.error_code),
+            _maybe(p.current_leader.leader_id),
+            p.current_leader.leader_epoch,
+            sid,
+            p.size,
+            p.position,
+            bytes(p.unaligned_records),
+        )
     raise ProtocolError(f"unexpected response {type(body).__name__}")
 
 

@@ -26,8 +26,11 @@ from kafkapy.raft import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     MemoryRaftLog,
     QuorumState,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -50,11 +53,13 @@ from kafkapy.server.cluster.raft_wire import (
 from kafkapy.storage import LogManager
 
 # (kind, a, b): ("append", epoch bump 0-2, count 1-4) | ("truncate", offset, _) | ("reopen", _, _)
+# | ("snapshot", offset, epoch 0: the log's own / 1: a later one the log does not match)
 ops = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.integers(0, 2), st.integers(1, 4)),
         st.tuples(st.just("truncate"), st.integers(0, 30), st.just(0)),
         st.tuples(st.just("reopen"), st.just(0), st.just(0)),
+        st.tuples(st.just("snapshot"), st.integers(1, 30), st.integers(0, 1)),
     ),
     max_size=14,
 )
@@ -63,7 +68,9 @@ ops = st.lists(
 def _check_same(disk: MetadataLog, model: MemoryRaftLog) -> None:
     assert disk.end_offset() == model.end_offset()
     assert disk.last_epoch() == model.last_epoch()
-    assert disk.read(0, 1000) == model.read(0, 1000)
+    assert disk.start_offset() == model.start_offset()
+    assert disk.latest_snapshot() == model.latest_snapshot()
+    assert disk.read(model.start_offset(), 1000) == model.read(model.start_offset(), 1000)
     for offset in range(-1, model.end_offset() + 2):
         assert disk.epoch_at(offset) == model.epoch_at(offset)
     for epoch in range(0, model.last_epoch() + 2):
@@ -72,7 +79,9 @@ def _check_same(disk: MetadataLog, model: MemoryRaftLog) -> None:
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops)
-def test_metadata_log_matches_the_memory_model(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, int]]) -> None:
+def test_metadata_log_matches_the_memory_model(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, int]]
+) -> None:
     """Appends of several epochs, truncation (also inside a batch) and reopening: the disk log
     answers every RaftLog question as the in-memory log does."""
     data_dir = tmp_path_factory.mktemp("meta")
@@ -89,9 +98,27 @@ def test_metadata_log_matches_the_memory_model(tmp_path_factory: pytest.TempPath
                 disk.append(batch)
                 model.append(batch)
             elif kind == "truncate":
+                a = max(a, model.start_offset())
                 disk.truncate_to(a)
                 model.truncate_to(a)
                 epoch = max(epoch, model.last_epoch())
+            elif kind == "snapshot":
+                latest = model.latest_snapshot()
+                if latest is not None and a <= latest.end_offset:
+                    continue
+                if b == 0 and a <= model.end_offset():
+                    own = model.epoch_at(a - 1)
+                    assert own is not None
+                    sid = SnapshotId(a, own)  # a snapshot of this log's own prefix
+                else:
+                    epoch += 1  # as installed from a leader whose log differs
+                    sid = SnapshotId(a, epoch)
+                data = b"snapshot %d" % a
+                disk.store_snapshot(sid, data)
+                model.store_snapshot(sid, data)
+                disk.adopt_snapshot(sid)
+                model.adopt_snapshot(sid)
+                assert disk.read_snapshot(sid, 2, 4) == model.read_snapshot(sid, 2, 4)
             else:
                 disk.flush()
                 logs.close()
@@ -109,7 +136,10 @@ def test_entries_are_record_batches_with_the_epoch_as_leader_epoch() -> None:
     from kafkapy.protocol.records import iter_batches
 
     headers = [h for _, h in iter_batches(data)]
-    assert [(h.base_offset, h.partition_leader_epoch, h.records_count) for h in headers] == [(5, 2, 2), (7, 3, 1)]
+    assert [(h.base_offset, h.partition_leader_epoch, h.records_count) for h in headers] == [
+        (5, 2, 2),
+        (7, 3, 1),
+    ]
     assert entries_from_batches(data) == entries
     assert entries_from_batches(data, first_offset=6) == entries[1:]
     with pytest.raises(ProtocolError):
@@ -134,6 +164,7 @@ RAFT_REQUESTS = [
     BeginQuorumEpochRequest(2, 4),
     EndQuorumEpochRequest(2, 4, (3, 1)),
     FetchRequest(3, 17, 3, 4),
+    FetchSnapshotRequest(3, SnapshotId(120, 4), 4096, 5),
 ]
 
 
@@ -154,9 +185,24 @@ RAFT_RESPONSES = [
     (VoteRequest(4, 2, 3, 17), VoteResponse(ErrorCode.NONE, None, 4, True)),
     (BeginQuorumEpochRequest(2, 4), BeginQuorumEpochResponse(ErrorCode.FENCED_LEADER_EPOCH, 3, 5)),
     (EndQuorumEpochRequest(2, 4), EndQuorumEpochResponse(ErrorCode.NONE, 2, 4)),
-    (FetchRequest(3, 1, 1, 4), FetchResponse(ErrorCode.NONE, 2, 4, 2, None, [Entry(1, 1, b"x"), Entry(2, 4, b"")])),
+    (
+        FetchRequest(3, 1, 1, 4),
+        FetchResponse(ErrorCode.NONE, 2, 4, 2, None, [Entry(1, 1, b"x"), Entry(2, 4, b"")]),
+    ),
     (FetchRequest(3, 9, 3, 4), FetchResponse(ErrorCode.NONE, 2, 4, 2, (1, 2), [])),
     (FetchRequest(3, 9, 3, 4), FetchResponse(ErrorCode.NOT_LEADER_OR_FOLLOWER, None, 4, 0)),
+    (
+        FetchRequest(3, 0, 0, 4),
+        FetchResponse(ErrorCode.NONE, 2, 4, 130, None, [], SnapshotId(120, 3)),
+    ),
+    (
+        FetchSnapshotRequest(3, SnapshotId(120, 3), 4, 4),
+        FetchSnapshotResponse(ErrorCode.NONE, 2, 4, SnapshotId(120, 3), 10, 4, b"456789"),
+    ),
+    (
+        FetchSnapshotRequest(3, SnapshotId(120, 3), 0, 4),
+        FetchSnapshotResponse(ErrorCode.SNAPSHOT_NOT_FOUND, 2, 4, SnapshotId(120, 3)),
+    ),
 ]
 
 
@@ -173,23 +219,50 @@ def test_responses_map_to_wire_and_back(request_: object, response: object) -> N
 
 def test_bad_quorum_requests_get_error_codes() -> None:
     """Another cluster, another partition, a malformed body: error codes, not crashes."""
-    wire = request_to_wire(VoteRequest(1, 1, 0, 0), cluster_id="other", dst=2, max_wait_ms=0, max_bytes=1)
+    wire = request_to_wire(
+        VoteRequest(1, 1, 0, 0), cluster_id="other", dst=2, max_wait_ms=0, max_bytes=1
+    )
     with pytest.raises(ProtocolError) as err:
         request_from_wire(ApiKey.VOTE, 0, wire.body, cluster_id="ours")
     assert err.value.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
-    fetch = m.FetchRequest(cluster_id="ours", replica_id=2, topics=[m.FetchRequest.FetchTopic(
-        topic="x", topic_id=METADATA_TOPIC_ID, partitions=[m.FetchRequest.FetchPartition(partition=3)])])
+    fetch = m.FetchRequest(
+        cluster_id="ours",
+        replica_id=2,
+        topics=[
+            m.FetchRequest.FetchTopic(
+                topic="x",
+                topic_id=METADATA_TOPIC_ID,
+                partitions=[m.FetchRequest.FetchPartition(partition=3)],
+            )
+        ],
+    )
     with pytest.raises(ProtocolError) as err:
         request_from_wire(ApiKey.FETCH, 13, fetch, cluster_id="ours")
     assert err.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    vote = m.VoteRequest(cluster_id="ours", topics=[m.VoteRequest.TopicData(topic_name=METADATA_TOPIC)])
+    vote = m.VoteRequest(
+        cluster_id="ours", topics=[m.VoteRequest.TopicData(topic_name=METADATA_TOPIC)]
+    )
     with pytest.raises(ProtocolError):
         request_from_wire(ApiKey.VOTE, 0, vote, cluster_id="ours")
+    snap = m.FetchSnapshotRequest(
+        cluster_id="ours",
+        replica_id=2,
+        topics=[
+            m.FetchSnapshotRequest.TopicSnapshot(
+                name="x", partitions=[m.FetchSnapshotRequest.PartitionSnapshot(partition=0)]
+            )
+        ],
+    )
+    with pytest.raises(ProtocolError) as err:
+        request_from_wire(ApiKey.FETCH_SNAPSHOT, 0, snap, cluster_id="ours")
+    assert err.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    snap.topics[0].name = METADATA_TOPIC
+    snap.topics[0].partitions[0].snapshot_id.end_offset = -5
+    with pytest.raises(ProtocolError):
+        request_from_wire(ApiKey.FETCH_SNAPSHOT, 0, snap, cluster_id="ours")
 
 
-entry_runs = st.lists(
-    st.tuples(st.integers(0, 2), st.binary(max_size=40)), min_size=1, max_size=20
-)
+entry_runs = st.lists(st.tuples(st.integers(0, 2), st.binary(max_size=40)), min_size=1, max_size=20)
 
 
 @settings(max_examples=100)
@@ -205,7 +278,9 @@ def test_entries_survive_the_batch_format(start: int, runs: list[tuple[int, byte
 
 @settings(max_examples=200)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=20), st.data())
-def test_corrupted_batches_raise_protocol_error_only(values: list[bytes], data: st.DataObject) -> None:
+def test_corrupted_batches_raise_protocol_error_only(
+    values: list[bytes], data: st.DataObject
+) -> None:
     """Batch bytes from a peer with any byte changed (or cut short) never crash the reader; a
     change in the CRC-covered part (from the CRC field on) is always caught."""
     good = bytearray(entries_to_batches([Entry(i, 1, v) for i, v in enumerate(values)]))
@@ -225,7 +300,9 @@ def test_corrupted_batches_raise_protocol_error_only(values: list[bytes], data: 
 def test_a_vote_meant_for_another_voter_is_refused() -> None:
     """Vote v1 names its voter: a request that reached the wrong node (an address that moved)
     gets INVALID_VOTER_KEY instead of a vote."""
-    wire = request_to_wire(VoteRequest(3, 1, 0, 0), cluster_id="c", dst=2, max_wait_ms=0, max_bytes=1)
+    wire = request_to_wire(
+        VoteRequest(3, 1, 0, 0), cluster_id="c", dst=2, max_wait_ms=0, max_bytes=1
+    )
     with pytest.raises(ProtocolError) as err:
         request_from_wire(ApiKey.VOTE, 1, wire.body, cluster_id="c", local_id=3)
     assert err.value.error_code == ErrorCode.INVALID_VOTER_KEY
