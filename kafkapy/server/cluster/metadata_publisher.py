@@ -55,7 +55,7 @@ class MetadataPublisher:
         self._changed = trio.Event()
         subscribe = getattr(node.raft, "subscribe", None)
         if subscribe is not None:
-            subscribe(self.on_committed)
+            subscribe(self.on_committed, self.on_snapshot)
         else:
             log.warning("raft driver has no subscribe(): the metadata image will stay empty")
 
@@ -82,6 +82,34 @@ class MetadataPublisher:
                     apply(image, delta)
                 except Exception:
                     log.exception("broker.apply_metadata failed at offset %d", image.offset)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def on_snapshot(self, image: MetadataImage, epoch: int) -> None:
+        """Replace the image with a metadata snapshot's (Raft's snapshot callback: at start-up,
+        or when this node was below the leader's log start) and publish it. The delta names
+        everything in the old or the new image, so the broker re-checks all of it."""
+        old = self.image
+        delta = MetadataDelta()
+        for name, topic in image.topics.items():
+            delta.changed_topics.add(name)
+            delta.changed_partitions[name] = set(topic.partitions)
+        for topic_id, name in old.topics_by_id.items():
+            if image.topics_by_id.get(topic_id) != name:
+                delta.deleted_topics[topic_id] = old.topics[name]
+        delta.changed_brokers.update(old.brokers, image.brokers)
+        delta.changed_broker_configs.update(old.broker_configs, image.broker_configs)
+        delta.producer_ids_changed = True
+        self.applied_offset = image.offset
+        self.applied_epoch = epoch
+        self.image = image
+        self.node.image = image
+        apply = getattr(self.broker, "apply_metadata", None)
+        if apply is not None:
+            try:
+                apply(image, delta)
+            except Exception:
+                log.exception("broker.apply_metadata failed at snapshot offset %d", image.offset)
         self._changed.set()
         self._changed = trio.Event()
 
