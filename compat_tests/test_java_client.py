@@ -382,3 +382,11 @@ def test_transactional_producer_fencing(java: JavaClient) -> None:
     events = java.run("fencing", unique_topic("java-fence"))
     assert events.one("zombie-commit")["error"] == "ProducerFencedException"
     assert events.one("committed-values")["values"] == ["fresh-0", "fresh-1", "fresh-2"]
+
+
+def test_member_waits_for_pending_transactional_offsets(java: JavaClient) -> None:
+    """KIP-447: a read_committed member starting while its group's offsets sit in an open
+    transaction resumes from the transaction's offset once it commits, not from `earliest`."""
+    events = java.run("pending-offsets", unique_topic("java-pending"))
+    assert events.one("commit")["readBefore"] == 0, "the member read before the offsets were stable"
+    assert events.one("resumed")["offsets"] == [3, 4, 5]

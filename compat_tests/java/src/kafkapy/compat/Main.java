@@ -41,6 +41,7 @@ public final class Main {
         case "admin-extra" -> AdminExtra.run(bootstrap, prefix);
         case "static-member" -> Membership.staticMember(bootstrap, prefix);
         case "fencing" -> Membership.fencing(bootstrap, prefix);
+        case "pending-offsets" -> Transactions.pendingOffsets(bootstrap, prefix);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));

@@ -107,4 +107,57 @@ final class Transactions {
       Json.emit(ev);
     }
   }
+
+  /**
+   * A read_committed group member that starts while its group's offsets are still pending in an
+   * open transaction (KIP-447: OffsetFetch with requireStable answers UNSTABLE_OFFSET_COMMIT and
+   * the client retries) must wait for the commit and start from the transaction's offset 3, not
+   * from auto.offset.reset=earliest. Events: "commit" when the transaction committed and
+   * "resumed" with the offsets the member read.
+   */
+  static void pendingOffsets(String bootstrap, String prefix) throws Exception {
+    String in = prefix + "-in";
+    String group = prefix + "-group";
+    try (Admin admin = Clients.admin(bootstrap)) {
+      Clients.createTopic(admin, in, 1, (short) 1);
+    }
+    try (KafkaProducer<String, String> plain = Clients.producer(bootstrap, Map.of())) {
+      for (int i = 0; i < 6; i++) plain.send(new ProducerRecord<>(in, 0, "k", "input-" + i));
+      plain.flush();
+    }
+    try (KafkaProducer<String, String> producer =
+        Clients.producer(bootstrap, Map.of("transactional.id", prefix + "-txn"))) {
+      producer.initTransactions();
+      producer.beginTransaction();
+      producer.sendOffsetsToTransaction(
+          Map.of(new TopicPartition(in, 0), new OffsetAndMetadata(3)),
+          new org.apache.kafka.clients.consumer.ConsumerGroupMetadata(group));
+      List<Long> offsets = java.util.Collections.synchronizedList(new ArrayList<>());
+      java.util.concurrent.atomic.AtomicBoolean assigned = new java.util.concurrent.atomic.AtomicBoolean();
+      Thread member = new Thread(() -> {
+        Map<String, String> cfg = Map.of("group.id", group, "isolation.level", "read_committed");
+        try (KafkaConsumer<String, String> c = Clients.consumer(bootstrap, cfg)) {
+          c.subscribe(List.of(in));
+          long deadline = System.currentTimeMillis() + Clients.WAIT_MS;
+          while (System.currentTimeMillis() < deadline && offsets.size() < 3) {
+            if (!c.assignment().isEmpty()) assigned.set(true);
+            c.poll(Duration.ofMillis(100)).forEach(r -> offsets.add(r.offset()));
+          }
+          offsets.addAll(Clients.drain(c, 300).stream().map(r -> r.offset()).toList());
+        }
+      });
+      member.start();
+      Thread.sleep(2500); // the member joins and asks for its offsets meanwhile
+      // diagnostics: whether the member had joined (and so was asking for offsets) by now
+      Map<String, Object> commit = Json.event("commit");
+      commit.put("memberAssigned", assigned.get());
+      commit.put("readBefore", offsets.size());
+      producer.commitTransaction();
+      Json.emit(commit);
+      member.join(Clients.WAIT_MS + 5000);
+      Map<String, Object> ev = Json.event("resumed");
+      ev.put("offsets", new ArrayList<>(offsets));
+      Json.emit(ev);
+    }
+  }
 }
