@@ -81,7 +81,7 @@ class _Waiter:
             self.done.set()
 
 
-def _body_of(api_key: ApiKey, version: int, frame: bytes | bytearray) -> memoryview:
+def _body_of(api_key: ApiKey, version: int, frame: bytes | bytearray | memoryview) -> memoryview:
     """The response body after its header (correlation id, and tagged fields in header v1)."""
     if not response_header_version(api_key, version):
         return memoryview(frame)[4:]
@@ -104,9 +104,14 @@ class _ResponseFrames:
     the kernel; its `records` then decode as views of it, appended to the log as they are.
 
     Cancellation-safe like `receive_some`: a `recv_into` either took bytes or did not, and every
-    partial frame stays in this object for the next call."""
+    partial frame stays in this object for the next call.
 
-    __slots__ = ("_buf", "_end", "_got", "_pending", "_start", "_view", "sock")
+    Large frames are memoryviews of a buffer kept for the next large frame (`_large_frame`):
+    a fresh `bytearray(size)` zero-fills megabytes per replica fetch, work the kernel's copy
+    then repeats. The buffer is reused only once no view of it is alive - the caller keeps
+    `records` views as long as it needs them, and a buffer still seen is never overwritten."""
+
+    __slots__ = ("_buf", "_end", "_got", "_pending", "_spare", "_start", "_view", "sock")
 
     def __init__(self, sock: trio.socket.SocketType) -> None:
         self.sock = sock
@@ -114,15 +119,30 @@ class _ResponseFrames:
         self._view = memoryview(self._buf)
         self._start = 0  # unparsed bytes are _buf[_start:_end]
         self._end = 0
-        self._pending: bytearray | None = None  # a large frame being received into its own buffer
+        self._pending: memoryview | None = None  # a large frame being received into its own buffer
         self._got = 0
+        self._spare: bytearray | None = None  # the memory of the last large frame
 
-    async def receive(self) -> list[bytes | bytearray] | None:
+    def _large_frame(self, size: int) -> memoryview:
+        """`size` bytes for a large frame: the last large frame's memory when nothing views it
+        any more (its contents are garbage to be overwritten), else a new buffer."""
+        spare = self._spare
+        if spare is not None and len(spare) >= size:
+            try:
+                spare.append(spare.pop())  # a bytearray with live views cannot be resized
+            except BufferError:
+                spare = None
+        else:
+            spare = None
+        if spare is None:
+            spare = self._spare = bytearray(size + size // 4)  # room for somewhat larger ones
+        return memoryview(spare)[:size]
+
+    async def receive(self) -> list[bytes | bytearray | memoryview] | None:
         """Whatever frames one `recv_into` completes (maybe none); None when the peer closed.
         Raises ProtocolError on a negative or oversized length, before buffering the body."""
         if self._pending is not None:
-            with memoryview(self._pending) as target:
-                n = await self.sock.recv_into(target[self._got :])
+            n = await self.sock.recv_into(self._pending[self._got :])
             if n == 0:
                 return None
             self._got += n
@@ -141,7 +161,7 @@ class _ResponseFrames:
         if n == 0:
             return None
         self._end += n
-        frames: list[bytes | bytearray] = []
+        frames: list[bytes | bytearray | memoryview] = []
         while self._end - self._start >= 4:
             start = self._start
             (size,) = _SIZE.unpack_from(self._buf, start)
@@ -149,7 +169,7 @@ class _ResponseFrames:
                 raise ProtocolError(f"response size {size} outside 0..{MAX_RESPONSE_BYTES}")
             have = self._end - start - 4
             if size >= OWN_BUFFER_BYTES and have < size:
-                frame = bytearray(size)
+                frame = self._large_frame(size)
                 frame[:have] = view[start + 4 : self._end]
                 self._pending, self._got = frame, have
                 self._start = self._end
@@ -206,7 +226,9 @@ class PeerClient:
     def __repr__(self) -> str:
         return f"PeerClient({self.host}:{self.port})"
 
-    async def request(self, api_key: ApiKey, version: int, body: Any, *, timeout_s: float, raw: bool = False) -> Any:
+    async def request(
+        self, api_key: ApiKey, version: int, body: Any, *, timeout_s: float, raw: bool = False
+    ) -> Any:
         """Send `body` as `api_key` v`version`; the decoded response body. Raises PeerError.
 
         `raw=True` returns the response body undecoded instead (a memoryview after the
@@ -218,15 +240,21 @@ class PeerClient:
                 conn = await self._connection()
                 return await self._exchange(conn, api_key, version, body, raw)
         except trio.TooSlowError:
-            error = PeerError(f"{api_key.name} v{version} to {self.host}:{self.port} timed out after {timeout_s:.3g} s")
+            error = PeerError(
+                f"{api_key.name} v{version} to {self.host}:{self.port} timed out after {timeout_s:.3g} s"
+            )
             if conn is not None:
                 await self._drop(conn, error)
             raise error from None
 
-    async def _exchange(self, conn: _Connection, api_key: ApiKey, version: int, body: Any, raw: bool) -> Any:
+    async def _exchange(
+        self, conn: _Connection, api_key: ApiKey, version: int, body: Any, raw: bool
+    ) -> Any:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         try:
-            frame = encode_request(RequestHeader(int(api_key), version, correlation_id, self.client_id), body)
+            frame = encode_request(
+                RequestHeader(int(api_key), version, correlation_id, self.client_id), body
+            )
         except ProtocolError as e:
             raise PeerError(f"cannot encode {api_key.name} v{version}: {e}") from e
         waiter = _Waiter(api_key, version, raw)
@@ -240,11 +268,15 @@ class PeerClient:
                     await conn.stream.send_all(_SIZE.pack(len(frame)) + frame)
                     sent = True
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-                    raise await self._drop(conn, PeerError(f"send to {self.host}:{self.port} failed: {e}")) from e
+                    raise await self._drop(
+                        conn, PeerError(f"send to {self.host}:{self.port} failed: {e}")
+                    ) from e
                 finally:
                     if not sent and conn.broken is None:
                         # cancelled part-way through a frame: the stream is unusable
-                        await self._drop(conn, PeerError(f"send to {self.host}:{self.port} interrupted"))
+                        await self._drop(
+                            conn, PeerError(f"send to {self.host}:{self.port} interrupted")
+                        )
             while not waiter.done.is_set():
                 async with conn.read_lock:
                     if waiter.done.is_set():
@@ -261,7 +293,9 @@ class PeerClient:
         try:
             frames = await conn.frames.receive()
             if frames is None:
-                raise await self._drop(conn, PeerError(f"{self.host}:{self.port} closed the connection"))
+                raise await self._drop(
+                    conn, PeerError(f"{self.host}:{self.port} closed the connection")
+                )
             for frame in frames:
                 if len(frame) < 4:
                     raise ProtocolError("response frame shorter than its header")
@@ -275,9 +309,13 @@ class PeerClient:
                     _, response = decode_response(waiter.api_key, waiter.version, frame)
                     waiter.finish(response)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
-            raise await self._drop(conn, PeerError(f"connection to {self.host}:{self.port} failed: {e}")) from e
+            raise await self._drop(
+                conn, PeerError(f"connection to {self.host}:{self.port} failed: {e}")
+            ) from e
         except ProtocolError as e:
-            raise await self._drop(conn, PeerError(f"bad response from {self.host}:{self.port}: {e}")) from e
+            raise await self._drop(
+                conn, PeerError(f"bad response from {self.host}:{self.port}: {e}")
+            ) from e
 
     async def _connection(self) -> _Connection:
         conn = self._conn
@@ -343,11 +381,20 @@ class PeerPool:
             return client
         if client is not None:
             self._stale.append(client)
-        client = self._clients[node_id] = PeerClient(address[0], address[1], client_id=self.client_id)
+        client = self._clients[node_id] = PeerClient(
+            address[0], address[1], client_id=self.client_id
+        )
         return client
 
     async def request(
-        self, node_id: int, api_key: ApiKey, version: int, body: Any, *, timeout_s: float, raw: bool = False
+        self,
+        node_id: int,
+        api_key: ApiKey,
+        version: int,
+        body: Any,
+        *,
+        timeout_s: float,
+        raw: bool = False,
     ) -> Any:
         """`get(node_id).request(...)`; raises PeerError."""
         if self._stale:
