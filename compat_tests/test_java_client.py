@@ -341,6 +341,21 @@ def test_create_partitions_and_broker_configs(admin_extra_run: tuple[str, Events
     assert configs["log.retention.hours"] == "168"
 
 
+def test_list_config_append_subtract_and_synonyms(admin_extra_run: tuple[str, Events]) -> None:
+    """kafka-configs.sh on a list config: APPEND then SUBTRACT on cleanup.policy (default
+    `delete`), and describe with synonyms and documentation (`--describe --all`)."""
+    _, events = admin_extra_run
+    assert events.one("listConfigOps")["cleanup.policy"] == {
+        "append": "delete,compact",
+        "subtract": "compact",
+    }
+    detail = events.one("describeConfigs-synonyms")["cleanup.policy"]
+    assert detail["synonyms"][0] == "cleanup.policy:DYNAMIC_TOPIC_CONFIG"
+    assert "log.cleanup.policy:DEFAULT_CONFIG" in detail["synonyms"]
+    assert detail["documented"]
+    assert detail["type"] == "LIST"
+
+
 def test_transaction_tools(admin_extra_run: tuple[str, Events]) -> None:
     """kafka-transactions.sh list / describe / describe-producers after one committed txn."""
     prefix, events = admin_extra_run

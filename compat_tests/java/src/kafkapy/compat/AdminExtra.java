@@ -8,6 +8,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
@@ -98,6 +99,26 @@ final class AdminExtra {
       AdminOps.get(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(4))).all());
       AdminOps.emit("createPartitions", "partitions",
           AdminOps.get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic).partitions().size());
+
+      // list-valued configs: APPEND / SUBTRACT (kafka-configs.sh --add-config 'k=[a,b]')
+      ConfigResource topicRes = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+      Map<String, Object> listOps = new TreeMap<>();
+      for (Map.Entry<String, AlterConfigOp> step : List.of(
+          Map.entry("append", new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND)),
+          Map.entry("subtract", new AlterConfigOp(new ConfigEntry("cleanup.policy", "delete"), AlterConfigOp.OpType.SUBTRACT)))) {
+        AdminOps.get(admin.incrementalAlterConfigs(Map.of(topicRes, List.of(step.getValue()))).all());
+        Config cfg = AdminOps.get(admin.describeConfigs(List.of(topicRes)).all()).get(topicRes);
+        listOps.put(step.getKey(), cfg.get("cleanup.policy").value());
+      }
+      AdminOps.emit("listConfigOps", "cleanup.policy", listOps);
+      Config detailed = AdminOps.get(admin.describeConfigs(List.of(topicRes),
+          new org.apache.kafka.clients.admin.DescribeConfigsOptions().includeSynonyms(true).includeDocumentation(true)).all()).get(topicRes);
+      ConfigEntry policy = detailed.get("cleanup.policy");
+      Map<String, Object> syn = new TreeMap<>();
+      syn.put("synonyms", policy.synonyms().stream().map(x -> x.name() + ":" + x.source().name()).toList());
+      syn.put("documented", policy.documentation() != null && !policy.documentation().isEmpty());
+      syn.put("type", policy.type().name());
+      AdminOps.emit("describeConfigs-synonyms", "cleanup.policy", syn);
 
       ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "1");
       Config brokerConfig = AdminOps.get(admin.describeConfigs(List.of(brokerRes)).all()).get(brokerRes);
