@@ -1,4 +1,5 @@
-"""SASL and TLS listeners with unmodified clients: confluent-kafka (librdkafka), kafka-python, kcat.
+"""SASL and TLS listeners with unmodified clients: confluent-kafka (librdkafka), kafka-python,
+aiokafka, kcat.
 
 One broker subprocess serves four listeners at once - PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL -
 configured as a user would (`--sasl-user`, `ssl.keystore.location` with a PEM file); certificates
@@ -241,3 +242,40 @@ def test_confluent_admin_alters_scram_credentials_then_the_user_logs_in(
     producer = Producer(conf)
     producer.produce(unique_topic("dave"), b"hi")
     assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_aiokafka_scram_and_ssl(
+    secure_broker: tuple[BrokerProcess, dict[str, str]], certs: CertFiles
+) -> None:
+    import asyncio
+    import ssl
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+
+    _, addresses = secure_broker
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    cases: list[dict[str, Any]] = [
+        {"bootstrap_servers": addresses["SASL_PLAINTEXT"], "security_protocol": "SASL_PLAINTEXT",
+         "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": USER, "sasl_plain_password": PASSWORD},
+        {"bootstrap_servers": addresses["SASL_SSL"], "security_protocol": "SASL_SSL", "ssl_context": context,
+         "sasl_mechanism": "PLAIN", "sasl_plain_username": USER, "sasl_plain_password": PASSWORD},
+    ]  # fmt: skip
+
+    async def round_trip(conf: dict[str, Any]) -> list[bytes]:
+        topic = unique_topic("aio")
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"hi")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, **conf, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            message = await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
+        finally:
+            await consumer.stop()
+        return [message.value]
+
+    for conf in cases:
+        assert asyncio.run(asyncio.wait_for(round_trip(conf), 2 * TIMEOUT_S)) == [b"hi"]
