@@ -9,7 +9,8 @@ Keys kafkapy does not know are logged once as ignored - never fatal - so a full 
 (thread counts, socket buffers, controller quorum settings) starts without edits.
 
 Environment overrides: `KAFKAPY_LOG_RETENTION_MS=1000` sets `log.retention.ms` (upper case,
-`_` for `.`, `__` for a literal `_`); `KAFKAPY_TEST_FAULT_...` maps to `kafkapy.test.fault....`.
+`_` for `.`, `__` for a literal `_`); `KAFKAPY_TEST_FAULT_...` maps to `kafkapy.test.fault....`,
+and a name only known with the `kafkapy.` prefix gets it (`KAFKAPY_SASL_USERS`).
 """
 
 from __future__ import annotations
@@ -741,8 +742,10 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
             continue
         rest = var[len("KAFKAPY_") :].lower()
         key = ".".join(part.replace("\0", "_") for part in rest.replace("__", "\0").split("_"))
-        if key.startswith("test.fault."):
-            key = "kafkapy." + key
+        if key.startswith("test.fault.") or (
+            key not in BROKER_CONFIGS and "kafkapy." + key in BROKER_CONFIGS
+        ):
+            key = "kafkapy." + key  # KAFKAPY_SASL_USERS is kafkapy.sasl.users
         out[key] = value
     return out
 

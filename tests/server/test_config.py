@@ -101,12 +101,14 @@ def test_env_override_names() -> None:
         "KAFKAPY_LOG_RETENTION_MS": "1",
         "KAFKAPY_TEST_FAULT_DROP_AFTER_PRODUCE_APPEND": "2",
         "KAFKAPY_SOME__UNDERSCORE": "3",
+        "KAFKAPY_SASL_USERS": "alice:pw",
         "KAFKA_LOG_DIRS": "ignored",
     })
     assert env == {
         "log.retention.ms": "1",
         "kafkapy.test.fault.drop.after.produce.append": "2",
         "some_underscore": "3",
+        "kafkapy.sasl.users": "alice:pw",
     }
 
 
