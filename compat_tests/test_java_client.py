@@ -151,6 +151,23 @@ def test_codec_is_stored(codec_run: tuple[str, Events], broker: BrokerProcess, c
         assert set(codecs) == {CODEC_IDS[codec]}, codecs
 
 
+def test_record_size_limits(java: JavaClient) -> None:
+    """900 KiB is accepted and a 2 MiB record refused (RecordTooLargeException, the broker's
+    message.max.bytes); a consumer with 1 KiB fetch limits still gets the 900 KiB record whole
+    (KIP-74) and everything after it, in order."""
+    events = java.run("big", unique_topic("java-big"))
+    assert events.one("too-large")["error"] == "RecordTooLargeException"
+    read = events.one("big-read")
+    assert [(r["offset"], r["key"]) for r in read["records"]] == [
+        (0, "small"),
+        (1, "big"),
+        (2, "small"),
+        (3, "small"),
+        (4, "small"),
+    ], "the refused record left a trace, or a record was lost or repeated"
+    assert read["bigIntact"]
+
+
 def _values(records: list[dict[str, Any]]) -> list[str]:
     return sorted(r["value"] for r in records)
 

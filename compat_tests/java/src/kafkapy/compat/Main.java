@@ -32,6 +32,7 @@ public final class Main {
     try {
       switch (scenario) {
         case "produce-consume" -> ProduceConsume.run(bootstrap, prefix, rest);
+        case "big" -> ProduceConsume.big(bootstrap, prefix);
         case "groups" -> Groups.run(bootstrap, prefix, rest);
         case "consumer-protocol" -> Groups.consumerProtocol(bootstrap, prefix);
         case "transactions" -> Transactions.run(bootstrap, prefix);

@@ -73,4 +73,47 @@ final class ProduceConsume {
       }
     }
   }
+
+  /**
+   * Record sizes around the broker's message.max.bytes (1 MiB by default): a 900 KiB record is
+   * accepted; a 2 MiB one (the producer's own max.request.size raised to let it through) is
+   * refused by the broker with RecordTooLargeException; a consumer whose fetch limits (1 KiB) are
+   * far below the big record still receives it (KIP-74: the first batch always comes back whole)
+   * and the small records after it.
+   */
+  static void big(String bootstrap, String prefix) throws Exception {
+    String topic = prefix + "-big";
+    try (Admin admin = Clients.admin(bootstrap)) {
+      Clients.createTopic(admin, topic, 1, (short) 1);
+    }
+    String big = "b".repeat(900 * 1024);
+    Map<String, String> cfg = Map.of("max.request.size", "3145728", "compression.type", "none");
+    try (KafkaProducer<String, String> producer = Clients.producer(bootstrap, cfg)) {
+      producer.send(new ProducerRecord<>(topic, 0, "small", "before")).get();
+      producer.send(new ProducerRecord<>(topic, 0, "big", big)).get();
+      Map<String, Object> ev = Json.event("too-large");
+      try {
+        producer.send(new ProducerRecord<>(topic, 0, "huge", "h".repeat(2 * 1024 * 1024))).get();
+        ev.put("error", null);
+      } catch (java.util.concurrent.ExecutionException e) {
+        ev.put("error", e.getCause().getClass().getSimpleName());
+      }
+      Json.emit(ev);
+      for (int i = 0; i < 3; i++) producer.send(new ProducerRecord<>(topic, 0, "small", "after-" + i));
+      producer.flush();
+    }
+    Map<String, String> small = Map.of("max.partition.fetch.bytes", "1024", "fetch.max.bytes", "2048");
+    try (KafkaConsumer<String, String> consumer = Clients.consumer(bootstrap, small)) {
+      List<ConsumerRecord<String, String>> got = Clients.readAll(consumer, Clients.partitions(topic, 1), 5);
+      got.addAll(Clients.drain(consumer, 300));
+      List<Object> seen = new ArrayList<>();
+      for (ConsumerRecord<String, String> rec : got) {
+        seen.add(Map.of("offset", rec.offset(), "key", rec.key(), "size", rec.value().length()));
+      }
+      Map<String, Object> ev = Json.event("big-read");
+      ev.put("records", seen);
+      ev.put("bigIntact", got.stream().anyMatch(r -> r.value().equals(big)));
+      Json.emit(ev);
+    }
+  }
 }
