@@ -46,6 +46,7 @@ import errno
 import logging
 import os
 import shutil
+import struct
 import threading
 import time
 import uuid
@@ -55,9 +56,7 @@ from pathlib import Path
 from kafkapy.protocol.errors import InvalidRecordError, ProtocolError
 from kafkapy.protocol.records import (
     BatchHeader,
-    set_base_offset,
     set_max_timestamp,
-    set_partition_leader_epoch,
 )
 from kafkapy.storage.checkpoint import (
     METADATA_FILE,
@@ -90,6 +89,11 @@ __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
 log = logging.getLogger(__name__)
 
 HW_CHECKPOINT_INTERVAL_MS = 5000
+# Record batch v2: baseOffset (int64) at byte 0 and partitionLeaderEpoch (int32) at byte 12 of a
+# batch, both outside the CRC - what `append` stamps into the client's bytes.
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+_LEADER_EPOCH_AT = 12
 
 
 class PartitionLog(LogRecovery, LogQueries):
@@ -243,8 +247,10 @@ class PartitionLog(LogRecovery, LogQueries):
             base = next_offset = self._leo
             messages = 0
             for pos, header in headers:
-                set_base_offset(data, pos, next_offset)
-                set_partition_leader_epoch(data, pos, leader_epoch)
+                # `parse_append_input` framed every batch: stamp without re-checking (the
+                # protocol's setters would frame each batch again, twice per batch)
+                _BASE_OFFSET.pack_into(data, pos, next_offset)
+                _LEADER_EPOCH.pack_into(data, pos + _LEADER_EPOCH_AT, leader_epoch)
                 if log_append_time:
                     set_max_timestamp(data, pos, now_ms, True)
                     header.max_timestamp = now_ms

@@ -72,7 +72,17 @@ def parse_append_input(
 
 
 def _write_all(fd: int, data: memoryview, position: int) -> None:
-    """pwrite until done; indirection point for fault-injection tests (full disk)."""
+    """pwrite until done; indirection point for fault-injection tests (full disk).
+
+    The first call usually writes everything: checked before any slicing, since with 1,000
+    partitions per produce request this runs 1,000 times per request."""
+    written = os.pwrite(fd, data, position)
+    if written == len(data):
+        return
+    if written <= 0:
+        raise OSError(errno.EIO, "short write")
+    data = data[written:]
+    position += written
     while data:
         written = os.pwrite(fd, data, position)
         if written <= 0:

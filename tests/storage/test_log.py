@@ -17,7 +17,7 @@ from kafkapy.protocol.errors import (
     InvalidRecordError,
     ProtocolError,
 )
-from kafkapy.protocol.records import build_control_batch, iter_batches
+from kafkapy.protocol.records import build_control_batch, iter_batches, validate_batch
 from kafkapy.storage import (
     KafkaStorageError,
     LogConfig,
@@ -392,6 +392,80 @@ def test_append_of_mangled_bytes_is_all_or_nothing(tmp_path: Path, data: st.Data
     after = plog.read_bytes(1, 1 << 20)
     assert len(after) == len(raw)
     assert next(h.base_offset for _, h in iter_batches(after)) == 1
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    appends=st.lists(st.tuples(st.lists(st.integers(1, 4), min_size=1, max_size=4),
+                               st.integers(0, 2**31 - 1)), min_size=1, max_size=6),
+)
+def test_append_stamps_base_offsets_and_leader_epoch_into_every_batch(
+    tmp_path: Path, appends: list[tuple[list[int], int]]
+) -> None:
+    """What a fetching client and a follower read back: each batch of each append carries the
+    offset the log gave it and the append's leader epoch, and its CRC still holds (both fields
+    are outside it) - whatever the batch count per append."""
+    directory = tmp_path / "stamp-0"
+    shutil.rmtree(directory, ignore_errors=True)
+    plog = PartitionLog(directory, LogConfig())
+    expected: list[tuple[int, int, int]] = []  # (base offset, last offset, leader epoch)
+    next_offset = 0
+    epoch_floor = 0
+    for sizes, epoch_step in appends:
+        epoch = epoch_floor + epoch_step % 3  # epochs never go backwards on one leader
+        epoch_floor = epoch
+        raw = b"".join(batch([b"v%d" % i for i in range(n)]) for n in sizes)
+        result = plog.append(raw, now_ms=BASE_TS, leader_epoch=epoch)
+        assert result.base_offset == next_offset
+        for n in sizes:
+            expected.append((next_offset, next_offset + n - 1, epoch))
+            next_offset += n
+    data = plog.read_bytes(0, 1 << 20)
+    got = []
+    for pos, header in iter_batches(data):
+        validate_batch(data, pos, header)  # CRC intact after the stamping
+        got.append((header.base_offset, header.last_offset, header.partition_leader_epoch))
+    assert got == expected
+    plog.close()
+
+
+def test_short_writes_are_continued_until_the_whole_append_is_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pwrite may write less than asked (signals, some file systems): the append goes on from
+    where it stopped, and what was acknowledged reads back whole after a restart."""
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    real = os.pwrite
+    calls = []
+
+    def at_most_7_bytes(fd: int, data: memoryview, pos: int) -> int:
+        calls.append(len(data))
+        return real(fd, data[:7], pos)
+
+    monkeypatch.setattr(os, "pwrite", at_most_7_bytes)
+    plog.append(batch([b"one", b"two"]), now_ms=BASE_TS)
+    monkeypatch.setattr(os, "pwrite", real)
+    assert len(calls) > 2
+    plog.close()
+    again = PartitionLog(tmp_path / "t-0", SMALL)
+    assert all_values(again) == [b"one", b"two"]
+    again.close()
+
+
+def test_a_write_of_zero_bytes_fails_the_append_and_leaves_the_log_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plog = PartitionLog(tmp_path / "t-0", SMALL)
+    plog.append(batch([b"kept"]), now_ms=BASE_TS)
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, pos: 0)
+    with pytest.raises(KafkaStorageError) as info:
+        plog.append(batch([b"lost"]), now_ms=BASE_TS)
+    monkeypatch.undo()
+    assert info.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert plog.append(batch([b"next"]), now_ms=BASE_TS).base_offset == 1
+    assert all_values(plog) == [b"kept", b"next"]
+    plog.close()
 
 
 def test_bit_rot_in_an_old_segment_is_a_storage_error(tmp_path: Path) -> None:

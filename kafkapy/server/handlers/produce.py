@@ -46,6 +46,7 @@ implicit add).
 from __future__ import annotations
 
 import logging
+import struct
 
 import trio
 
@@ -69,6 +70,17 @@ from kafkapy.storage.errors import KafkaStorageError, StorageError
 __all__ = ["handle_produce"]
 
 log = logging.getLogger(__name__)
+
+# Record batch v2 layout: batchLength (int32) at byte 8, producerId (int64) at byte 43, header
+# 61 bytes, a batch spans batchLength + 12 bytes. Read directly by `_producer_batches`' one-batch
+# fast path (see there).
+_BATCH_LENGTH = struct.Struct(">i")
+_PRODUCER_ID = struct.Struct(">q")
+_BATCH_LENGTH_AT = 8
+_PRODUCER_ID_AT = 43
+_BATCH_HEADER_BYTES = 61
+_LOG_OVERHEAD = 12
+
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
     return PartitionResponse(index=index, error_code=code, base_offset=-1, error_message=message)
@@ -120,6 +132,15 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     flush: list[tuple[str, int]] = []
     drop = False
     replicated: list[tuple[str, PartitionResponse, int]] = []  # cluster acks=-1: wait for the HW
+    # Per request, not per partition: one clock reading stamps every partition's append (what a
+    # LogAppendTime topic records; the requests' partitions arrived together), and the broker's
+    # bound methods are looked up once - a 1,000-partition request runs this loop 1,000 times.
+    clustered = broker.replicas is not None
+    wait_for_hw = clustered and req.acks == -1
+    partition_log = broker.partition_log
+    after_append = broker.after_append
+    faults = broker.faults
+    append_ms = now_ms()
     for topic in req.topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
@@ -128,7 +149,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             if topic_error is not None:
                 out.partition_responses.append(_error(part.index, topic_error))
                 continue
-            plog = broker.partition_log(topic.name, part.index)
+            plog = partition_log(topic.name, part.index)
             if plog is None:
                 out.partition_responses.append(_error(part.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -136,7 +157,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 out.partition_responses.append(_error(part.index, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
                 continue
             leader_epoch = LEADER_EPOCH
-            if broker.replicas is not None:
+            if clustered:
                 code = _leader_check(broker, topic.name, part.index, req.acks)
                 if isinstance(code, ErrorCode):
                     out.partition_responses.append(_error(part.index, code))
@@ -171,28 +192,30 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                                 part.index, code, "partition not in the producer's transaction"
                             ))
                             continue
-                    pending = mgr.validate_append(_with_offsets(idempotent, plog.log_end_offset), now_ms())
+                    # after the awaits above: the clock has moved since the request arrived
+                    append_ms = now_ms()
+                    pending = mgr.validate_append(_with_offsets(idempotent, plog.log_end_offset), append_ms)
                     if isinstance(pending, BatchMetadata):  # a retry of a written batch
                         retried = PartitionResponse(
                             index=part.index, error_code=ErrorCode.NONE, base_offset=pending.first_offset,
                             log_start_offset=plog.log_start_offset,
                         )
                         out.partition_responses.append(retried)
-                        if broker.replicas is not None and req.acks == -1:
+                        if wait_for_hw:
                             replicated.append((topic.name, retried, pending.last_offset + 1))
                         continue
                     # no await from validation to commit: nothing else can append in between
-                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=leader_epoch)
+                    result = plog.append(part.records, now_ms=append_ms, leader_epoch=leader_epoch)
                     mgr.complete_append(pending)
                 else:
-                    result = plog.append(part.records, now_ms=now_ms(), leader_epoch=leader_epoch)
+                    result = plog.append(part.records, now_ms=append_ms, leader_epoch=leader_epoch)
             except (ProtocolError, StorageError) as e:
                 out.partition_responses.append(_error(part.index, e.error_code, str(e)))
                 continue
-            broker.after_append(topic.name, part.index, plog)
+            after_append(topic.name, part.index, plog)
             if result.flush_needed:
                 flush.append((topic.name, part.index))
-            drop = drop or broker.faults.should_drop_after_append()
+            drop = drop or faults.should_drop_after_append()
             answer = PartitionResponse(
                 index=part.index,
                 error_code=ErrorCode.NONE,
@@ -201,7 +224,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 log_start_offset=result.log_start_offset,
             )
             out.partition_responses.append(answer)
-            if broker.replicas is not None and req.acks == -1:
+            if wait_for_hw:
                 replicated.append((topic.name, answer, result.last_offset + 1))
     if flush:
         ctx.release_turn()
@@ -244,7 +267,15 @@ async def _wait_replicated(broker: Broker, waits: list[tuple[str, PartitionRespo
 def _producer_batches(records: bytes | memoryview) -> list[BatchHeader]:
     """The batch headers when the batches carry a producer id (idempotent producer), else [].
 
-    Per batch, never per record; malformed input is left for the log's own validation."""
+    Per batch, never per record; malformed input is left for the log's own validation. Fast path
+    for the common case of one batch without a producer id (what a non-idempotent client sends
+    per partition): one read of its producerId field instead of parsing the header, which the
+    log then parses again (a tenth of the handler's time with 1,000 one-batch partitions)."""
+    size = len(records)
+    if size >= _BATCH_HEADER_BYTES:
+        (length,) = _BATCH_LENGTH.unpack_from(records, _BATCH_LENGTH_AT)
+        if length + _LOG_OVERHEAD == size and _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)[0] < 0:
+            return []
     try:
         headers = [h for _, h in iter_batches(records)]
     except ProtocolError:
