@@ -3,7 +3,7 @@
 Usage:
     perf/scale_bench.py [--runs N] [--seconds S] [--json PATH] [--skip-startup]
                         [--linger-ms MS] [--c-producer PATH] [--vs-tree PATH]
-                        [--only partitions|connections]
+                        [--only partitions|connections|batches]
 
 Figures (each launches its own `python -m kafkapy serve` on a temporary data dir):
 
@@ -19,6 +19,11 @@ Figures (each launches its own `python -m kafkapy serve` on a temporary data dir
    partition. Rows: 1 conn/1 partition, 1,000 conns/1 partition, 1,000 conns/1,000 partitions.
    The client pre-builds its requests and only patches the correlation id, so its own CPU stays
    small; its CPU share is printed next to each figure anyway.
+2b. **broker CPU per batch** (`--only batches`, raw client): one connection, 4 in flight, each
+   request one batch of 1,000 x 1 KiB to 1 partition, or 1,000 batches of 1 or 2 records to
+   1,000 partitions (librdkafka's shape at linger.ms=5); broker CPU-us per batch and per message
+   from /proc (the Python client decoding 1,000-partition responses is slower than the broker,
+   so rates say little; CPU per batch is the figure). `--vs-tree PATH` alternates with another tree's kafkapy (A/B).
 3. **start to ready**: `kafkapy serve` to its readiness line on an empty data dir, and on a data
    dir holding one topic of 10,000 partitions (created through the broker, then a clean stop).
 4. **idle RSS** of the broker process (VmRSS from /proc) 2 s after ready, empty and with 10,000
@@ -134,17 +139,25 @@ def partitions_figure(
 # --- 2. many connections (raw client) --------------------------------------------------------------
 
 
-def _produce_frame(topic: str, partition: int) -> bytearray:
+def _produce_frame(
+    topic: str, partition: int, records_per_batch: int = RECORDS_PER_BATCH, partitions: int = 1
+) -> bytearray:
+    """A pre-encoded Produce v7 request: one batch of `records_per_batch` 1 KiB records to each
+    of `partitions` partitions starting at `partition`."""
     now = int(time.time() * 1000)
     value = os.urandom(bench.VALUE_BYTES // 2).hex().encode()
-    records = [Record(i, 0, str(i).encode(), value, []) for i in range(RECORDS_PER_BATCH)]
+    records = [Record(i, 0, str(i).encode(), value, []) for i in range(records_per_batch)]
     batch = build_batch(records, base_timestamp=now)
     req = ProduceRequest(
         acks=1,
         timeout_ms=30000,
         topic_data=[
             ProduceRequest.TopicProduceData(
-                name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)]
+                name=topic,
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=partition + i, records=batch)
+                    for i in range(partitions)
+                ],
             )
         ],
     )
@@ -153,7 +166,14 @@ def _produce_frame(topic: str, partition: int) -> bytearray:
 
 
 async def _connection(
-    host: str, port: int, frame: bytearray, inflight: int, stop_at: float, counts: list[int], errors: list[int]
+    host: str,
+    port: int,
+    frame: bytearray,
+    inflight: int,
+    stop_at: float,
+    counts: list[int],
+    errors: list[int],
+    per_response: int = RECORDS_PER_BATCH,
 ) -> None:
     stream = await trio.open_tcp_stream(host, port)
     decoder = FrameDecoder()
@@ -178,7 +198,7 @@ async def _connection(
                 if any(p.error_code for t in msg.responses for p in t.partition_responses):
                     errors[0] += 1
                 else:
-                    counts[0] += RECORDS_PER_BATCH
+                    counts[0] += per_response
 
 
 async def _drive(bootstrap: str, topic: str, partitions: int, conns: int, inflight: int, seconds: float) -> dict[str, float]:
@@ -225,6 +245,72 @@ def connections_figure(runs: int, seconds: float) -> dict[str, Any]:
         "ratio_1000conn_1p": med["1000conn_1p"] / med["1conn_1p"],
         "ratio_1000conn_1000p": med["1000conn_1000p"] / med["1conn_1p"],
     }
+
+
+# --- 2b. broker CPU per batch (raw client, 1,000 partitions per request) --------------------------
+
+BATCH_CASES = (
+    # name, partitions per request, records per batch (1 KiB each); one batch per partition
+    ("1p_x1000", 1, 1000),
+    ("1000p_x1", 1000, 1),
+    ("1000p_x2", 1000, 2),
+)
+
+
+async def _drive_batches(
+    bootstrap: str, topic: str, partitions: int, per_batch: int, seconds: float
+) -> dict[str, float]:
+    host, port = bootstrap.rsplit(":", 1)
+    frame = _produce_frame(topic, 0, per_batch, partitions)
+    counts, errors = [0], [0]
+    meter = bench.Meter()
+    stop_at = trio.current_time() + seconds
+    with trio.fail_after(seconds + 60):
+        await _connection(
+            host, int(port), frame, 4, stop_at, counts, errors, per_response=partitions * per_batch
+        )
+    wall, cpu = meter.stop()
+    broker_s = meter.broker_pct * wall / 100
+    msgs = counts[0]
+    return {
+        "msgs_per_s": msgs / wall,
+        "errors": errors[0],
+        "client_cpu_pct": cpu,
+        "broker_cpu_pct": meter.broker_pct,
+        "broker_us_per_msg": 1e6 * broker_s / msgs if msgs else float("nan"),
+        "broker_us_per_batch": 1e6 * broker_s / (msgs / per_batch) if msgs else float("nan"),
+    }
+
+
+def batches_figure(runs: int, seconds: float, vs_tree: Path | None = None) -> dict[str, Any]:
+    """Broker CPU per produced batch: one connection, 4 requests in flight, each request one
+    batch of 1,000 x 1 KiB to one partition, or 1,000 batches of 1 or 2 records to 1,000
+    partitions (what librdkafka sends with 1,000 partitions and linger.ms=5). Broker CPU
+    from /proc, so the figure barely depends on what else the machine runs. With `vs_tree`, the
+    same against that tree's kafkapy, runs alternating."""
+    trees = {"A": ROOT} | ({"B": vs_tree} if vs_tree is not None else {})
+    out: dict[str, dict[str, list[dict[str, float]]]] = {
+        name: {case: [] for case, *_ in BATCH_CASES} for name in trees
+    }
+    with tempfile.TemporaryDirectory(prefix="kafkapy-scale-") as tmp:
+        brokers: dict[str, bench.LaunchedBroker] = {}
+        try:
+            topics = {}
+            for name, tree in trees.items():
+                (Path(tmp) / name).mkdir()
+                brokers[name] = broker = bench.LaunchedBroker(Path(tmp) / name, root=tree)
+                topics[name] = {n: create_topic(broker.bootstrap, n) for n in (1, 1000)}
+            for i in range(runs):
+                for name, broker in brokers.items():
+                    bench.BROKER_PID = broker.proc.pid
+                    for case, parts, per_batch in BATCH_CASES:
+                        print(f"batches run {i + 1}/{runs}: broker {name}, {case}", file=sys.stderr, flush=True)
+                        res = trio.run(_drive_batches, broker.bootstrap, topics[name][parts], parts, per_batch, seconds)
+                        out[name][case].append(res)
+        finally:
+            for broker in brokers.values():
+                broker.stop()
+    return {"trees": {name: str(tree) for name, tree in trees.items()}, "per_tree": out}
 
 
 # --- 3./4. start-up and idle memory ----------------------------------------------------------------
@@ -288,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vs-tree", metavar="PATH", type=Path,
                         help="partitions figure also against the kafkapy in PATH (e.g. a git archive of"
                              " an older commit), runs alternating")
-    parser.add_argument("--only", choices=["partitions", "connections"],
+    parser.add_argument("--only", choices=["partitions", "connections", "batches"],
                         help="run just this figure (and no start-up figure)")
     parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "scale_bench.json")
     args = parser.parse_args(argv)
@@ -302,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                                                           args.c_producer, args.vs_tree)
     if args.only in (None, "connections"):
         report["connections"] = conns = connections_figure(args.runs, args.seconds)
+    batches: dict[str, Any] = {}
+    if args.only in (None, "batches"):
+        report["batches"] = batches = batches_figure(args.runs, args.seconds, args.vs_tree)
     if args.only is not None:
         args.skip_startup = True
     if not args.skip_startup:
@@ -326,6 +415,17 @@ def main(argv: list[str] | None = None) -> int:
         brk = statistics.median(r["broker_cpu_pct"] for r in rs)
         errs = sum(int(r["errors"]) for r in rs)
         print(f"raw client {name:16} {_spread(rates)} msg/s  client cpu {cpu:.0f}%  broker cpu {brk:.0f}%  errors {errs}")
+    for tree, cases in batches.get("per_tree", {}).items():
+        if len(batches["per_tree"]) > 1:
+            print(f"broker {tree}: {batches['trees'][tree]}")
+        for case, rs in cases.items():
+            rates = [r["msgs_per_s"] for r in rs]
+            per_batch = [r["broker_us_per_batch"] for r in rs]
+            per_msg = [r["broker_us_per_msg"] for r in rs]
+            print(f"raw client {case:10} {_spread(rates)} msg/s  broker us/batch {_spread(per_batch)}"
+                  f"  us/msg {statistics.median(per_msg):.2f}"
+                  f"  broker cpu {statistics.median(r['broker_cpu_pct'] for r in rs):.0f}%"
+                  f"  errors {sum(int(r['errors']) for r in rs)}")  # fmt: skip
     if conns:
         print(f"  ratio 1000 conns/1 conn: {conns['ratio_1000conn_1p']:.2f} (1 partition), "
               f"{conns['ratio_1000conn_1000p']:.2f} (1,000 partitions) (goal >= 0.80)")  # fmt: skip
