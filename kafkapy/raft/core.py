@@ -51,6 +51,7 @@ from kafkapy.raft.state import (
     FollowerState,
     LeaderState,
     ObserverState,
+    ProspectiveState,
     QuorumState,
     ReplicaProgress,
     ResignedState,
@@ -111,6 +112,7 @@ class RaftCore:
         fetch_interval_ms: int = 50,
         max_fetch_entries: int = 1000,
         max_snapshot_chunk_bytes: int = 1 << 20,
+        pre_vote: bool = False,
     ) -> None:
         if not voters:
             raise ValueError("a quorum needs at least one voter")
@@ -127,6 +129,8 @@ class RaftCore:
         self._check_quorum_ms = fetch_timeout_ms * 3 // 2
         self._max_fetch_entries = max_fetch_entries
         self._max_snapshot_chunk_bytes = max(1, max_snapshot_chunk_bytes)
+        # KIP-996: stand only after a majority said it would vote (see ProspectiveState)
+        self._pre_vote = pre_vote
         self._quorum = state
         self._state_dirty = False
         # what the log starts at is in a snapshot: committed, and loaded by the driver first
@@ -197,7 +201,7 @@ class RaftCore:
         st = self._role_state
         if isinstance(st, UnattachedState | ResignedState):
             return st.election_deadline_ms
-        if isinstance(st, CandidateState):
+        if isinstance(st, CandidateState | ProspectiveState):
             return min([st.election_deadline_ms, *st.retry_at_ms.values()])
         if isinstance(st, FetchingState):
             fetch = (
@@ -262,7 +266,7 @@ class RaftCore:
             st.fetch_done(self._now + self._fetch_interval_ms)
             if isinstance(st, ObserverState):
                 self._observer_ask_around(st)
-        elif isinstance(st, CandidateState) and st.inflight.get(dst) is request:
+        elif isinstance(st, CandidateState | ProspectiveState) and st.inflight.get(dst) is request:
             del st.inflight[dst]
             st.retry_at_ms[dst] = self._now + self._fetch_interval_ms
         self.tick(self._now)
@@ -273,10 +277,10 @@ class RaftCore:
         st = self._role_state
         if isinstance(st, UnattachedState | ResignedState):
             if now_ms >= st.election_deadline_ms:
-                self._become_candidate()
-        elif isinstance(st, CandidateState):
+                self._stand()
+        elif isinstance(st, CandidateState | ProspectiveState):
             if now_ms >= st.election_deadline_ms:
-                self._become_candidate()
+                self._stand()
                 return
             for voter, at in sorted(st.retry_at_ms.items()):
                 if now_ms >= at:
@@ -284,7 +288,7 @@ class RaftCore:
                     self._send_vote(st, voter)
         elif isinstance(st, FollowerState):
             if now_ms >= st.fetch_deadline_ms:
-                self._become_candidate()
+                self._stand()
                 return
             self._maybe_fetch(st)
         elif isinstance(st, ObserverState):
@@ -407,6 +411,32 @@ class RaftCore:
                 QuorumState(epoch, voted, leader_id),
             )
 
+    def _stand(self) -> None:
+        """An election timeout fired: stand for the next epoch - through a pre-vote round
+        first when pre-vote is on and there is anyone to ask."""
+        if self._pre_vote and len(self.voters) > 1:
+            self._become_prospective()
+        else:
+            self._become_candidate()
+
+    def _become_prospective(self) -> None:
+        # the epoch, the vote and the persisted state stay: nothing here may disrupt anyone
+        previous = self._role_state
+        st = ProspectiveState(
+            self.epoch,
+            self._quorum.voted_for,
+            self._election_deadline(),
+            previous.previous_leader
+            if isinstance(previous, ProspectiveState)
+            else previous.leader_id
+            if isinstance(previous, FollowerState)
+            else None,
+            granted={self.node_id},
+        )
+        self._transition(st, self._quorum)
+        for voter in sorted(self.voters - {self.node_id}):
+            self._send_vote(st, voter)
+
     def _become_candidate(self) -> None:
         epoch = self.epoch + 1
         st = CandidateState(epoch, self._election_deadline(), granted={self.node_id})
@@ -452,7 +482,7 @@ class RaftCore:
             return True
         if epoch == self.epoch and leader_id is not None:
             st = self._role_state
-            if isinstance(st, UnattachedState | CandidateState) or (
+            if isinstance(st, UnattachedState | CandidateState | ProspectiveState) or (
                 isinstance(st, ObserverState) and st.leader_id is None
             ):
                 self._become_follower(epoch, leader_id)
@@ -464,11 +494,18 @@ class RaftCore:
     def _handle_vote(self, req: VoteRequest) -> VoteResponse:
         if not self.is_voter or req.candidate_id not in self.voters:
             return VoteResponse(ErrorCode.INCONSISTENT_VOTER_SET, self.leader_id, self.epoch, False)
+        if req.pre_vote:
+            return self._handle_pre_vote(req)
         if req.candidate_epoch < self.epoch:
             return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, False)
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch)
         st = self._role_state
+        if isinstance(st, ProspectiveState):
+            # a real vote in our epoch: answered as an unattached voter (our pre-vote round
+            # ends; the election timer stands us again if nobody wins)
+            st = UnattachedState(self.epoch, st.voted_for, st.election_deadline_ms)
+            self._transition(st, self._quorum)
         granted = False
         if isinstance(st, UnattachedState):
             if st.voted_for is not None:
@@ -481,6 +518,25 @@ class RaftCore:
                 st.voted_for = req.candidate_id
                 st.election_deadline_ms = self._election_deadline()
                 self._transition(st, QuorumState(self.epoch, req.candidate_id, None))
+        return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, granted)
+
+    def _handle_pre_vote(self, req: VoteRequest) -> VoteResponse:
+        """KIP-996: would we vote for `req`'s candidate in its epoch? Changes nothing here - no
+        epoch bump, no vote recorded - whatever the answer."""
+        if req.candidate_epoch <= self.epoch:
+            return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, False)
+        st = self._role_state
+        log_ok = (req.last_offset_epoch, req.last_offset) >= (
+            self.log.last_epoch(),
+            self.log.end_offset(),
+        )
+        if isinstance(st, LeaderState):
+            granted = False  # we are the live leader
+        elif isinstance(st, FollowerState):
+            # a leader that answered within the fetch timeout is alive: keep it
+            granted = log_ok and (st.leader_resigned or self._now >= st.fetch_deadline_ms)
+        else:
+            granted = log_ok
         return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, granted)
 
     def _handle_begin_epoch(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
@@ -504,6 +560,7 @@ class RaftCore:
         self._observe(req.leader_epoch, req.leader_id)
         st = self._role_state
         if isinstance(st, FollowerState) and st.leader_id == req.leader_id:
+            st.leader_resigned = True  # pre-votes for its successors may be granted now
             # the most caught-up successor stands at once, the others a little later, the
             # unnamed ones after a normal election timeout
             if self.node_id in req.preferred_successors:
@@ -590,9 +647,27 @@ class RaftCore:
     # ------------------------------------------------------------------ responses
 
     def _handle_vote_response(self, dst: int, req: RaftRequest, resp: VoteResponse) -> None:
-        if self._observe(resp.leader_epoch, resp.leader_id):
+        st = self._role_state
+        hearsay = (
+            isinstance(st, ProspectiveState)
+            and resp.leader_epoch == self.epoch
+            and resp.leader_id == st.previous_leader
+        )
+        # a voter naming the leader we timed out on may just not have noticed it is gone yet:
+        # following it again would keep us all waiting on it (its own BeginQuorumEpoch or a
+        # fetch answer still brings us back)
+        if not hearsay and self._observe(resp.leader_epoch, resp.leader_id):
             return
         st = self._role_state
+        if isinstance(st, ProspectiveState) and st.inflight.get(dst) is req:
+            del st.inflight[dst]
+            if resp.error == ErrorCode.NONE and resp.vote_granted:
+                st.granted.add(dst)
+                if st.won(len(self.voters)):
+                    self._become_candidate()
+            else:
+                st.rejected.add(dst)
+            return
         if not isinstance(st, CandidateState) or st.inflight.get(dst) is not req:
             return
         del st.inflight[dst]
@@ -699,8 +774,17 @@ class RaftCore:
 
     # ------------------------------------------------------------------ helpers
 
-    def _send_vote(self, st: CandidateState, voter: int) -> None:
-        req = VoteRequest(st.epoch, self.node_id, self.log.last_epoch(), self.log.end_offset())
+    def _send_vote(self, st: CandidateState | ProspectiveState, voter: int) -> None:
+        if isinstance(st, ProspectiveState):
+            req = VoteRequest(
+                st.epoch + 1,
+                self.node_id,
+                self.log.last_epoch(),
+                self.log.end_offset(),
+                pre_vote=True,
+            )
+        else:
+            req = VoteRequest(st.epoch, self.node_id, self.log.last_epoch(), self.log.end_offset())
         st.inflight[voter] = req
         self._outbox.append((voter, req))
 

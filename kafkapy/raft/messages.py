@@ -30,12 +30,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class VoteRequest:
-    """A candidate asks for a vote in `candidate_epoch`; its log ends at (epoch, offset)."""
+    """A candidate asks for a vote in `candidate_epoch`; its log ends at (epoch, offset).
+    `pre_vote` (KIP-996): only asks whether the vote would be granted - the receiver changes
+    nothing (no epoch bump, no vote recorded)."""
 
     candidate_epoch: int
     candidate_id: int
     last_offset_epoch: int
     last_offset: int
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,10 @@ Transitions (all made by `RaftCore`):
   times out.
 - Leader -> Resigned(E) on `resign()` or when a majority stopped fetching (check quorum);
   Resigned -> Candidate(E + 1) after its election timeout (unless a new leader appears first).
+- With pre-vote (KIP-996) each "-> Candidate(E + 1)" above goes through Prospective(E) first:
+  it asks for pre-votes (no epoch bump, nothing persisted) and becomes Candidate(E + 1) only on
+  a majority of them, so a node cut off from the quorum cannot bump the epoch and depose a
+  working leader when it comes back.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "FollowerState",
     "LeaderState",
     "ObserverState",
+    "ProspectiveState",
     "QuorumState",
     "ReplicaProgress",
     "ResignedState",
@@ -47,6 +52,7 @@ class Role(enum.Enum):
     LEADER = "leader"
     OBSERVER = "observer"
     RESIGNED = "resigned"
+    PROSPECTIVE = "prospective"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,8 @@ class FollowerState(FetchingState):
     """
 
     voted_for: int | None = None
+    #: the leader resigned (EndQuorumEpoch): it no longer counts as alive for pre-votes
+    leader_resigned: bool = False
     role: Role = Role.FOLLOWER
 
 
@@ -243,6 +251,41 @@ class ResignedState:
     role: Role = Role.RESIGNED
 
 
+@dataclass(slots=True)
+class ProspectiveState:
+    """A voter that would stand in `epoch + 1` and first asks for pre-votes (KIP-996).
+
+    Rules: the epoch and the persisted state stay as they were (`voted_for` still binds real
+    votes in `epoch`); asks every other voter once (a failed request is retried after a
+    backoff); a majority of granted pre-votes (its own included) makes it Candidate(epoch + 1);
+    an answer naming a leader of its epoch or a newer epoch ends it; when
+    `election_deadline_ms` passes it asks again. Voters grant a pre-vote when the log is at least
+    as up to date and they know no live leader - a follower whose leader answered within the
+    fetch timeout refuses, which is what keeps a rejoining node from disrupting it.
+    """
+
+    epoch: int
+    voted_for: int | None
+    election_deadline_ms: int
+    #: the leader it timed out on: a pre-vote answer naming it is not followed (the voter may
+    #: not have noticed yet that it is gone); its own BeginQuorumEpoch is
+    previous_leader: int | None = None
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    inflight: dict[int, VoteRequest] = field(default_factory=dict)
+    retry_at_ms: dict[int, int] = field(default_factory=dict)
+    role: Role = Role.PROSPECTIVE
+
+    def won(self, voter_count: int) -> bool:
+        return len(self.granted) >= majority(voter_count)
+
+
 RoleState = (
-    UnattachedState | FollowerState | ObserverState | CandidateState | LeaderState | ResignedState
+    UnattachedState
+    | FollowerState
+    | ObserverState
+    | CandidateState
+    | LeaderState
+    | ResignedState
+    | ProspectiveState
 )

@@ -77,9 +77,11 @@ class Simulation:
         loss: float = 0.05,
         honour_flush: bool = True,
         snapshot_every: int | None = 25,
+        pre_vote: bool = False,
     ) -> None:
         self.seed = seed
         self.snapshot_every = snapshot_every
+        self.pre_vote = pre_vote
         self.snapshots_taken = 0
         self.snapshots_installed = 0
         self.honour_flush = honour_flush  # False: a broken driver that never fsyncs
@@ -126,6 +128,7 @@ class Simulation:
             fetch_interval_ms=FETCH_INTERVAL_MS,
             max_fetch_entries=20,
             max_snapshot_chunk_bytes=SNAPSHOT_CHUNK_BYTES,
+            pre_vote=self.pre_vote,
         )
 
     def _push(self, at: int, kind: str, *args: object) -> None:

@@ -27,6 +27,9 @@ snapshot reaches the subscribers as an image (`on_snapshot`): at start-up the ne
 loaded before the log tail is replayed, and one fetched from the leader (this node was below the
 leader's log start) replaces the image before the entries after it.
 
+Pre-vote (KIP-996) is on: a voter whose election timeout fires asks for pre-votes before it
+bumps the epoch (see `kafkapy.raft.state.ProspectiveState`).
+
 Resource handling: `run()` owns the send tasks and the snapshot task (its nursery); at
 cancellation a leader resigns (EndQuorumEpoch to the voters, bounded by 0.5 s, shielded) so the
 next leader is elected at once.
@@ -110,6 +113,7 @@ class RaftDriver:
             election_timeout_ms=config.election_timeout_ms,
             fetch_timeout_ms=config.fetch_timeout_ms,
             fetch_interval_ms=FETCH_INTERVAL_MS,
+            pre_vote=True,
         )
         self._persisted = state
         self._lock = trio.Lock()

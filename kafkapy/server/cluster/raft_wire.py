@@ -54,6 +54,10 @@ __all__ = [
 ]
 
 FETCH_VERSION = 13
+#: Pre-vote (KIP-996) rides on Vote v0 as a tagged field of the partition (Kafka's Vote v2
+#: PreVote field is not in our codec yet); only kafkapy nodes send or read it. A node without
+#: pre-vote support would take such a request as a real vote: mixed versions are not supported.
+PRE_VOTE_TAG = 0x6B71
 _VERSIONS = {
     ApiKey.VOTE: 0,
     ApiKey.BEGIN_QUORUM_EPOCH: 0,
@@ -98,23 +102,19 @@ def request_to_wire(
     """The wire request for `req` to voter `dst`."""
     match req:
         case VoteRequest():
+            vote_part = m.VoteRequest.PartitionData(
+                partition_index=METADATA_PARTITION,
+                candidate_epoch=req.candidate_epoch,
+                candidate_id=req.candidate_id,
+                last_offset_epoch=req.last_offset_epoch,
+                last_offset=req.last_offset,
+            )
+            if req.pre_vote:
+                vote_part.unknown_tagged_fields[PRE_VOTE_TAG] = b"\x01"
             body: object = m.VoteRequest(
                 cluster_id=cluster_id,
                 voter_id=dst,
-                topics=[
-                    m.VoteRequest.TopicData(
-                        topic_name=METADATA_TOPIC,
-                        partitions=[
-                            m.VoteRequest.PartitionData(
-                                partition_index=METADATA_PARTITION,
-                                candidate_epoch=req.candidate_epoch,
-                                candidate_id=req.candidate_id,
-                                last_offset_epoch=req.last_offset_epoch,
-                                last_offset=req.last_offset,
-                            )
-                        ],
-                    )
-                ],
+                topics=[m.VoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[vote_part])],
             )
         case BeginQuorumEpochRequest():
             body = m.BeginQuorumEpochRequest(
@@ -238,8 +238,9 @@ def request_from_wire(
         p = _one(list(topic.partitions), "Vote")
         assert isinstance(p, m.VoteRequest.PartitionData)
         _check_partition(topic.topic_name, p.partition_index)
+        pre_vote = p.unknown_tagged_fields.get(PRE_VOTE_TAG) == b"\x01"
         return p.candidate_id, VoteRequest(
-            p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset
+            p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset, pre_vote
         )
     if isinstance(body, m.BeginQuorumEpochRequest):
         _check_cluster(body.cluster_id, cluster_id)

@@ -161,6 +161,7 @@ def test_quorum_state_round_trips_and_refuses_garbage(tmp_path: Path) -> None:
 
 RAFT_REQUESTS = [
     VoteRequest(4, 2, 3, 17),
+    VoteRequest(5, 2, 3, 17, pre_vote=True),
     BeginQuorumEpochRequest(2, 4),
     EndQuorumEpochRequest(2, 4, (3, 1)),
     FetchRequest(3, 17, 3, 4),

@@ -1,0 +1,110 @@
+"""Pre-vote (KIP-996): a voter stands in a new epoch only after a majority said it would vote
+for it, so a node cut off from a working quorum cannot depose its leader when it rejoins."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.raft import (
+    FetchRequest,
+    FetchResponse,
+    MemoryRaftLog,
+    QuorumState,
+    RaftCore,
+    Role,
+    VoteRequest,
+    VoteResponse,
+)
+from tests.raft.helpers import ELECTION_MS, FETCH_INTERVAL_MS, FETCH_TIMEOUT_MS, sent
+from tests.raft.simulation import Simulation
+from tests.raft.test_simulation import _heal_and_commit
+
+
+def _core(node_id: int = 1, state: QuorumState | None = None) -> RaftCore:
+    return RaftCore(
+        node_id, frozenset({1, 2, 3}), MemoryRaftLog(), state or QuorumState(0), now_ms=0,
+        rng=random.Random(0), election_timeout_ms=ELECTION_MS, fetch_timeout_ms=FETCH_TIMEOUT_MS,
+        fetch_interval_ms=FETCH_INTERVAL_MS, pre_vote=True,
+    )  # fmt: skip
+
+
+def test_timeout_asks_for_pre_votes_without_bumping_the_epoch() -> None:
+    core = _core(state=QuorumState(4))
+    core.poll()
+    core.tick(core.next_deadline_ms())
+    assert core.role is Role.PROSPECTIVE
+    assert core.epoch == 4
+    ready = core.poll()
+    assert ready.state is None  # nothing persisted: no vote, no epoch
+    reqs = sent(ready, VoteRequest)
+    assert [r for _, r in reqs] == [VoteRequest(5, 1, 0, 0, pre_vote=True)] * 2
+    (dst, req) = reqs[0]
+    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 4, True), core._now)
+    assert core.role is Role.CANDIDATE  # a majority (itself + one): the real election
+    assert core.epoch == 5
+    assert core.poll().state == QuorumState(5, 1, None)
+
+
+def test_a_follower_with_a_live_leader_refuses_pre_votes_and_changes_nothing() -> None:
+    core = _core(node_id=2, state=QuorumState(3, None, 1))
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 0), 10)
+    resp = core.handle_request(3, VoteRequest(4, 3, 0, 0, pre_vote=True), 20)
+    assert resp == VoteResponse(ErrorCode.NONE, 1, 3, False)
+    assert (core.role, core.epoch) == (Role.FOLLOWER, 3)
+    assert core.poll().state is None
+    # once the leader has been silent for the fetch timeout, the same pre-vote is granted
+    late = 10 + FETCH_TIMEOUT_MS
+    resp = core.handle_request(3, VoteRequest(4, 3, 0, 0, pre_vote=True), late)
+    assert isinstance(resp, VoteResponse)
+    assert resp.vote_granted
+
+
+def test_pre_vote_needs_an_up_to_date_log_and_a_newer_epoch() -> None:
+    core = _core(state=QuorumState(3))
+    core.log.append([])
+    assert not core.handle_request(2, VoteRequest(3, 2, 0, 0, pre_vote=True), 1).vote_granted  # type: ignore[union-attr]
+    assert core.handle_request(2, VoteRequest(4, 2, 0, 0, pre_vote=True), 1).vote_granted  # type: ignore[union-attr]
+    assert core.quorum_state == QuorumState(3)  # a granted pre-vote records nothing
+
+
+def _partition_a_follower(pre_vote: bool) -> tuple[int, int, int, int, Simulation]:
+    sim = Simulation(seed=11, voters=3, observers=0, loss=0.0, pre_vote=pre_vote)
+    sim.run_until(3_000)
+    (leader,) = sim.leaders()
+    epoch = sim.nodes[leader].core.epoch
+    cut = max(n for n in sim.nodes if n != leader)
+    sim.split({cut})
+    for _ in range(40):  # the others keep committing while it is away
+        sim.propose_to_leaders()
+        sim.run_until(sim.now + 100)
+    sim.heal()
+    sim.run_until(sim.now + 3_000)
+    return leader, epoch, cut, max(n.core.epoch for n in sim.nodes.values()), sim
+
+
+def test_a_partitioned_voter_rejoining_does_not_disrupt_the_leader() -> None:
+    leader, epoch, cut, epoch_after, sim = _partition_a_follower(pre_vote=True)
+    assert sim.leaders() == [leader]
+    assert epoch_after == epoch
+    assert sim.nodes[cut].core.role is Role.FOLLOWER
+    assert sim.nodes[cut].applied == sim.committed
+
+
+def test_without_pre_vote_the_rejoining_voter_bumps_the_epoch() -> None:
+    """The same scenario without pre-vote: the cut-off node's elections bumped the epoch and
+    its return deposes the leader (what the test above guards against)."""
+    _, epoch, _, epoch_after, _ = _partition_a_follower(pre_vote=False)
+    assert epoch_after > epoch
+
+
+@pytest.mark.parametrize("voters", [3, 5])
+@pytest.mark.parametrize("seed", range(12))
+def test_chaos_with_pre_vote_stays_safe_and_heals(voters: int, seed: int) -> None:
+    sim = Simulation(seed, voters, observers=1, loss=0.05, pre_vote=True)
+    sim.chaos(until_ms=12_000)
+    assert sim.committed
+    _heal_and_commit(sim)
