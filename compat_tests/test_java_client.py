@@ -7,7 +7,7 @@ turns idempotence on by default, and has its own group and transaction state mac
 How: `compat_tests/java/src/` holds small Java programs (`kafkapy.compat.Main SCENARIO ...`)
 that each play one user story with `KafkaProducer`, `KafkaConsumer` and `Admin` and print JSON
 lines; `compat_tests/java/harness.py` fetches the jars, compiles once per session and runs them.
-One JVM per story keeps this module to roughly half a minute.
+One JVM per story, three at a time (`run_all`), all started when the first test asks.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from compat_tests.conftest import (
     stored_codecs,
     unique_topic,
 )
-from compat_tests.java.harness import Events, JavaClient, java_build
+from compat_tests.java.harness import Events, JavaClient, Runs, java_build, run_all
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.protocol.codec import decode_response, encode_request
 from kafkapy.protocol.messages import ApiVersionsRequest
@@ -66,6 +66,32 @@ def java(tmp_path_factory: pytest.TempPathFactory, broker: BrokerProcess) -> Jav
     return JavaClient(java_build(tmp_path_factory), broker.bootstrap)
 
 
+@pytest.fixture(scope="module")
+def runs(java: JavaClient) -> Iterator[Runs]:
+    """Every scenario of this module, started together; tests wait for the one they check."""
+    base: dict[str, tuple[str, ...]] = {
+        "groups-range": ("groups", "java-range", "range", "classic"),
+        "groups-cooperative": ("groups", "java-cooperative", "cooperative", "classic"),
+        "groups-default": ("groups", "java-default", "default", "default"),
+        "pending": ("pending-offsets", "java-pending"),
+        "codec": ("produce-consume", "java-codec", str(N_PER_CODEC), *CODECS),
+        "txn": ("transactions", "java-txn"),
+        "admin": ("admin", "java-admin"),
+        "admin-extra": ("admin-extra", "java-adminx"),
+        "fencing": ("fencing", "java-fence"),
+        "static": ("static-member", "java-static"),
+        "big": ("big", "java-big"),
+        "kip848": ("consumer-protocol", "java-kip848"),
+        "api-versions": ("api-versions", "-"),
+    }
+    scenarios = {k: (v[0], unique_topic(v[1]), *v[2:]) for k, v in base.items()}
+    started = run_all(java, scenarios)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
 def broker_api_versions(broker: BrokerProcess) -> dict[int, tuple[int, int]]:
     """What the broker advertises in ApiVersions v3: api key -> (min, max)."""
     request = encode_request(
@@ -83,10 +109,10 @@ def broker_api_versions(broker: BrokerProcess) -> dict[int, tuple[int, int]]:
     return {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
 
 
-def test_every_api_java_uses_has_a_common_version(java: JavaClient, broker: BrokerProcess) -> None:
+def test_every_api_java_uses_has_a_common_version(runs: Runs, broker: BrokerProcess) -> None:
     """kafka-clients 4.x refuses a broker whose range for an API it needs lies below its own
     minimum (UnsupportedVersionException); each API used here must overlap."""
-    client = {a["name"]: a for a in java.run("api-versions", "-").one("api-versions")["apis"]}
+    client = {a["name"]: a for a in runs.get("api-versions")[1].one("api-versions")["apis"]}
     advertised = broker_api_versions(broker)
     negotiated = {}
     for name in JAVA_USES:
@@ -103,9 +129,8 @@ def test_every_api_java_uses_has_a_common_version(java: JavaClient, broker: Brok
 
 
 @pytest.fixture(scope="module")
-def codec_run(java: JavaClient) -> tuple[str, Events]:
-    prefix = unique_topic("java-codec")
-    return prefix, java.run("produce-consume", prefix, str(N_PER_CODEC), *CODECS)
+def codec_run(runs: Runs) -> tuple[str, Events]:
+    return runs.get("codec")
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -151,11 +176,11 @@ def test_codec_is_stored(codec_run: tuple[str, Events], broker: BrokerProcess, c
         assert set(codecs) == {CODEC_IDS[codec]}, codecs
 
 
-def test_record_size_limits(java: JavaClient) -> None:
+def test_record_size_limits(runs: Runs) -> None:
     """900 KiB is accepted and a 2 MiB record refused (RecordTooLargeException, the broker's
     message.max.bytes); a consumer with 1 KiB fetch limits still gets the 900 KiB record whole
     (KIP-74) and everything after it, in order."""
-    events = java.run("big", unique_topic("java-big"))
+    _, events = runs.get("big")
     assert events.one("too-large")["error"] == "RecordTooLargeException"
     read = events.one("big-read")
     assert [(r["offset"], r["key"]) for r in read["records"]] == [
@@ -180,10 +205,10 @@ def _expected(tag: str, per_partition: int) -> list[str]:
     ("assignor", "protocol"),
     [("range", "classic"), ("cooperative", "classic"), ("default", "default")],
 )
-def test_consumer_group_story(java: JavaClient, assignor: str, protocol: str) -> None:
+def test_consumer_group_story(runs: Runs, assignor: str, protocol: str) -> None:
     """Two members split the partitions, commit, one leaves and the other takes over, and a new
     member resumes exactly from the committed offsets (see `Groups.java`)."""
-    events = java.run("groups", unique_topic(f"java-{assignor}"), assignor, protocol)
+    _, events = runs.get(f"groups-{assignor}")
     joined = events.one("phase", phase="joined")["assignment"]
     a, b = set(joined["a"]), set(joined["b"])
     assert a, joined
@@ -220,20 +245,20 @@ def test_consumer_group_story(java: JavaClient, assignor: str, protocol: str) ->
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="FINDINGS F6")
-def test_consumer_group_protocol_kip848(java: JavaClient) -> None:
+def test_consumer_group_protocol_kip848(runs: Runs) -> None:
     """group.protocol=consumer (KIP-848, opt-in in kafka-clients 4.x) needs
     ConsumerGroupHeartbeat, which kafkapy does not implement yet: the client stops with
     UnsupportedVersionException ("The cluster does not support the new CONSUMER group
     protocol") instead of consuming."""
-    outcome = java.run("consumer-protocol", unique_topic("java-kip848")).one("outcome")
+    outcome = runs.get("kip848")[1].one("outcome")
     assert outcome.get("records") == 1, outcome
 
 
-def test_transactions(java: JavaClient) -> None:
+def test_transactions(runs: Runs) -> None:
     """commit, abort and consume-transform-produce with sendOffsetsToTransaction: read_committed
     sees only committed records, read_uncommitted also the aborted ones, and the input group's
     offsets were committed with the transaction."""
-    events = java.run("transactions", unique_topic("java-txn"))
+    _, events = runs.get("txn")
     assert events.one("inputs")["count"] == 6
     committed = _values(events.all("record", isolation="read_committed"))
     assert committed == sorted(
@@ -250,9 +275,8 @@ def test_transactions(java: JavaClient) -> None:
 
 
 @pytest.fixture(scope="module")
-def admin_run(java: JavaClient) -> tuple[str, Events]:
-    prefix = unique_topic("java-admin")
-    return prefix, java.run("admin", prefix)
+def admin_run(runs: Runs) -> tuple[str, Events]:
+    return runs.get("admin")
 
 
 def test_admin_topics(admin_run: tuple[str, Events]) -> None:
@@ -318,9 +342,8 @@ def test_admin_describe_cluster(admin_run: tuple[str, Events], broker: BrokerPro
 
 
 @pytest.fixture(scope="module")
-def admin_extra_run(java: JavaClient) -> tuple[str, Events]:
-    prefix = unique_topic("java-adminx")
-    return prefix, java.run("admin-extra", prefix)
+def admin_extra_run(runs: Runs) -> tuple[str, Events]:
+    return runs.get("admin-extra")
 
 
 def test_list_offsets_and_offsets_for_times(admin_extra_run: tuple[str, Events]) -> None:
@@ -390,11 +413,10 @@ def test_transaction_tools(admin_extra_run: tuple[str, Events]) -> None:
     assert not producer["open"]
 
 
-def test_static_member_restarts_without_rebalance(java: JavaClient) -> None:
+def test_static_member_restarts_without_rebalance(runs: Runs) -> None:
     """KIP-345: closing a static member does not leave the group; the restarted instance gets
     its partitions back in the same generation; Admin.removeMembersFromConsumerGroup removes it."""
-    prefix = unique_topic("java-static")
-    events = java.run("static-member", prefix)
+    prefix, events = runs.get("static")
     first = events.one("static", round="first")
     again = events.one("static", round="restart")
     assert first["assignment"] == again["assignment"] == [f"{prefix}-t-0", f"{prefix}-t-1"]
@@ -408,17 +430,17 @@ def test_static_member_restarts_without_rebalance(java: JavaClient) -> None:
     assert (removed["members"], removed["state"]) == (0, "EMPTY"), removed
 
 
-def test_transactional_producer_fencing(java: JavaClient) -> None:
+def test_transactional_producer_fencing(runs: Runs) -> None:
     """A new producer with the same transactional.id fences the old one (its open transaction
     is aborted, its commit raises ProducerFencedException); read_committed sees only the new."""
-    events = java.run("fencing", unique_topic("java-fence"))
+    _, events = runs.get("fencing")
     assert events.one("zombie-commit")["error"] == "ProducerFencedException"
     assert events.one("committed-values")["values"] == ["fresh-0", "fresh-1", "fresh-2"]
 
 
-def test_member_waits_for_pending_transactional_offsets(java: JavaClient) -> None:
+def test_member_waits_for_pending_transactional_offsets(runs: Runs) -> None:
     """KIP-447: a read_committed member starting while its group's offsets sit in an open
     transaction resumes from the transaction's offset once it commits, not from `earliest`."""
-    events = java.run("pending-offsets", unique_topic("java-pending"))
+    _, events = runs.get("pending")
     assert events.one("commit")["readBefore"] == 0, "the member read before the offsets were stable"
     assert events.one("resumed")["offsets"] == [3, 4, 5]

@@ -12,7 +12,8 @@ come from `org.apache.kafka:kafka-clients`; the scenarios use only its public AP
 
 The scenario sources (`compat_tests/java/src/kafkapy/compat/*.java`) are compiled with `javac`
 once per pytest session into a temp dir (about 2 s). `JavaClient.run` starts one JVM per
-scenario; every scenario prints JSON lines (see `Main.java`) and carries its own bounded waits,
+scenario (`run_all` runs several at once, each on its own topics and groups: most of a
+scenario's time is spent waiting for joins and commits); every scenario prints JSON lines (see `Main.java`) and carries its own bounded waits,
 and the subprocess has a hard timeout on top.
 
 Without java/javac the Java tests skip with a visible reason, except under CI=true, where that
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -193,3 +196,33 @@ class JavaClient:
         assert client["event"] == "client"
         assert client["version"] == KAFKA_CLIENTS_VERSION
         return Events(lines)
+
+
+#: JVMs at once in `run_all`: the scenarios mostly wait, but the machine has 2 cores
+PARALLEL_JVMS = 3
+
+
+class Runs:
+    """Scenarios started together by `JavaClient.run_all`; `get` waits for one of them."""
+
+    def __init__(self, futures: dict[str, tuple[str, Future[Events]]], pool: ThreadPoolExecutor):
+        self.futures = futures
+        self.pool = pool
+
+    def get(self, key: str) -> tuple[str, Events]:
+        """(topic prefix, events); re-raises the scenario's failure in the calling test."""
+        prefix, future = self.futures[key]
+        return prefix, future.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_all(client: JavaClient, scenarios: Mapping[str, tuple[str, ...]]) -> Runs:
+    """Start every `key: (scenario, prefix, *args)` on a small pool of JVMs, in the given order."""
+    pool = ThreadPoolExecutor(max_workers=PARALLEL_JVMS, thread_name_prefix="java-scenario")
+    futures = {
+        key: (prefix, pool.submit(client.run, scenario, prefix, *args))
+        for key, (scenario, prefix, *args) in scenarios.items()
+    }
+    return Runs(futures, pool)
