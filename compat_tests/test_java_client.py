@@ -381,6 +381,17 @@ def test_create_partitions_and_broker_configs(admin_extra_run: tuple[str, Events
     assert configs["log.retention.hours"] == "168"
 
 
+def test_default_producer_is_idempotent(admin_extra_run: tuple[str, Events]) -> None:
+    """kafka-clients 4.x turns idempotence on by default: the broker tracks the plain
+    producer's id and sequence numbers (10 records: last sequence 9), so retries cannot
+    duplicate."""
+    _, events = admin_extra_run
+    (producer,) = events.one("describeProducers", partition=0)["producers"]
+    assert producer["producerId"] >= 0
+    assert producer["lastSequence"] == 9
+    assert not producer["open"]
+
+
 def test_list_config_append_subtract_and_synonyms(admin_extra_run: tuple[str, Events]) -> None:
     """kafka-configs.sh on a list config: APPEND then SUBTRACT on cleanup.policy (default
     `delete`), and describe with synonyms and documentation (`--describe --all`)."""
@@ -407,7 +418,7 @@ def test_transaction_tools(admin_extra_run: tuple[str, Events]) -> None:
     assert desc["producerId"] == listed[txn_id]["producerId"]
     assert desc["partitions"] == []  # none in flight after the commit
     assert desc["coordinator"] == 1
-    (producer,) = events.one("describeProducers")["producers"]
+    (producer,) = events.one("describeProducers", partition=1)["producers"]
     assert producer["producerId"] == desc["producerId"]
     assert producer["lastSequence"] == 2
     assert not producer["open"]

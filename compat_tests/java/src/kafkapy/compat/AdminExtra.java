@@ -142,14 +142,20 @@ final class AdminExtra {
           "state", td.state().toString(), "producerId", td.producerId(),
           "epoch", td.producerEpoch(), "coordinator", td.coordinatorId(),
           "timeoutMs", td.transactionTimeoutMs(), "partitions", Clients.names(td.topicPartitions())));
-      DescribeProducersResult.PartitionProducerState ps =
-          AdminOps.get(admin.describeProducers(List.of(p1)).partitionResult(p1));
-      List<Object> producers = new ArrayList<>();
-      for (ProducerState s : ps.activeProducers()) {
-        producers.add(Map.of("producerId", s.producerId(), "epoch", s.producerEpoch(),
-            "lastSequence", s.lastSequence(), "open", s.currentTransactionStartOffset().isPresent()));
+      // p0: the plain producer with 4.x defaults (idempotent), p1: the transactional one
+      for (TopicPartition tp : List.of(p0, p1)) {
+        DescribeProducersResult.PartitionProducerState ps =
+            AdminOps.get(admin.describeProducers(List.of(tp)).partitionResult(tp));
+        List<Object> producers = new ArrayList<>();
+        for (ProducerState s : ps.activeProducers()) {
+          producers.add(Map.of("producerId", s.producerId(), "epoch", s.producerEpoch(),
+              "lastSequence", s.lastSequence(), "open", s.currentTransactionStartOffset().isPresent()));
+        }
+        Map<String, Object> ev = Json.event("describeProducers");
+        ev.put("partition", tp.partition());
+        ev.put("producers", producers);
+        Json.emit(ev);
       }
-      AdminOps.emit("describeProducers", "producers", producers);
     }
   }
 }
