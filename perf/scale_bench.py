@@ -405,8 +405,12 @@ def main(argv: list[str] | None = None) -> int:
             for label, name in (("p1", "1 partition:     "), ("p1000", "1,000 partitions:")):
                 cli = statistics.median(res[f"client_cpu_{label}"])
                 brk = statistics.median(res[f"broker_cpu_{label}"])
+                # CPU-us per message of each process: far less sensitive to other load than msg/s
+                brk_us = [b / r * 1e4 for b, r in zip(res[f"broker_cpu_{label}"], res[label], strict=True)]
+                cli_us = [c / r * 1e4 for c, r in zip(res[f"client_cpu_{label}"], res[label], strict=True)]
                 print(f"{client} acks=1 linger.ms={parts['linger_ms']}, {name} {_spread(res[label])} msg/s"
-                      f"  client cpu {cli:.0f}%  broker cpu {brk:.0f}%")  # fmt: skip
+                      f"  client cpu {cli:.0f}%  broker cpu {brk:.0f}%"
+                      f"  us/msg: client {statistics.median(cli_us):.2f}, broker {_spread(brk_us)}")  # fmt: skip
             ratio = statistics.median(res["p1000"]) / statistics.median(res["p1"])
             print(f"  ratio 1000p/1p: {ratio:.2f} (goal >= 0.80)")
     for name, rs in conns.get("runs", {}).items():
