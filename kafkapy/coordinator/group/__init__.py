@@ -1,11 +1,22 @@
-"""The classic consumer-group coordinator (JoinGroup/SyncGroup/offsets) as a state machine.
+"""The group coordinator as a state machine: classic groups (JoinGroup/SyncGroup), KIP-848
+consumer groups (ConsumerGroupHeartbeat) and their committed offsets.
 
 Public facade: the server imports only from here.
 """
 
+from kafkapy.coordinator.group.consumer import (
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    HeartbeatResult,
+)
+from kafkapy.coordinator.group.consumer_state import ConsumerGroup, ConsumerGroupState, MemberState
 from kafkapy.coordinator.group.coordinator import GroupCoordinator
 from kafkapy.coordinator.group.records import (
     CONSUMER_OFFSETS_TOPIC,
+    ConsumerGroupKey,
+    ConsumerGroupValue,
+    ConsumerMemberKey,
+    ConsumerMemberValue,
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecord,
@@ -47,6 +58,14 @@ __all__ = [
     "VALID_PREVIOUS",
     "ClassicGroup",
     "Completion",
+    "ConsumerGroup",
+    "ConsumerGroupKey",
+    "ConsumerGroupState",
+    "ConsumerGroupValue",
+    "ConsumerMemberKey",
+    "ConsumerMemberValue",
+    "DescribedConsumerGroup",
+    "DescribedConsumerMember",
     "DescribedGroup",
     "DescribedMember",
     "FetchedOffset",
@@ -57,6 +76,7 @@ __all__ = [
     "GroupRecord",
     "GroupRecordError",
     "GroupState",
+    "HeartbeatResult",
     "JoinGroupResult",
     "JoinedMember",
     "LeaveGroupResult",
@@ -64,6 +84,7 @@ __all__ = [
     "ListedGroup",
     "Member",
     "MemberMetadataValue",
+    "MemberState",
     "OffsetCommitKey",
     "OffsetCommitValue",
     "OffsetDeleteResult",

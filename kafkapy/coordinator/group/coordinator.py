@@ -25,9 +25,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 
+from kafkapy.coordinator.group.consumer import ConsumerGroupOps
 from kafkapy.coordinator.group.core import GroupCoordinatorCore, TimerKey, TimerKind
-from kafkapy.coordinator.group.offsets import OffsetOps
-from kafkapy.coordinator.group.records import GroupMetadataKey, GroupRecord, OffsetCommitKey
+from kafkapy.coordinator.group.records import (
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+    GroupMetadataKey,
+    GroupRecord,
+    OffsetCommitKey,
+)
 from kafkapy.coordinator.group.results import (
     PENDING,
     Completion,
@@ -53,9 +59,9 @@ def _uuid_member_id(client_id: str) -> str:
     return f"{client_id[:1024]}-{uuid.uuid4()}"
 
 
-class GroupCoordinator(OffsetOps):
-    """All classic groups of this coordinator (one per broker today; one per
-    `__consumer_offsets` partition leader once the cluster issue lands)."""
+class GroupCoordinator(ConsumerGroupOps):
+    """All groups of one `__consumer_offsets` partition leader: classic ones (this module)
+    and KIP-848 consumer-protocol ones (consumer.py)."""
 
     def __init__(
         self,
@@ -91,6 +97,14 @@ class GroupCoordinator(OffsetOps):
         A join that fails leaves no trace: a group it created is dropped again, so bad requests
         cannot fill the group table (ListGroups) with empty groups.
         """
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return self._result(
+                    JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+                )
+            # an empty consumer group gives its id (and offsets) to the classic group
+            self._write(GroupRecord(ConsumerGroupKey(group_id), None))
         existed = group_id in self.groups
         spec = Member(
             member_id=member_id,
@@ -114,9 +128,7 @@ class GroupCoordinator(OffsetOps):
         """Nothing of the group is left to keep: no members (joined or promised) and no
         committed offsets, so dropping it loses nothing the log or a client relies on."""
         return (
-            not group.members
-            and not group.pending_members
-            and group.group_id not in self.offsets
+            not group.members and not group.pending_members and group.group_id not in self.offsets
         )
 
     def _join(
@@ -221,7 +233,8 @@ class GroupCoordinator(OffsetOps):
         if member.awaiting_join is not None and member.awaiting_join != request_id:
             # the client gave up on its earlier JoinGroup and sent a new one
             self._complete(
-                group, member.awaiting_join,
+                group,
+                member.awaiting_join,
                 JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id),
             )
         member.protocols = spec.protocols
@@ -408,7 +421,8 @@ class GroupCoordinator(OffsetOps):
         group.pending_sync.discard(member.member_id)
         self._cancel_member_timers(group.group_id, member.member_id)
         self._complete(
-            group, member.awaiting_join,
+            group,
+            member.awaiting_join,
             JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id),
         )
         self._complete(group, member.awaiting_sync, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -604,6 +618,9 @@ class GroupCoordinator(OffsetOps):
 
     def _fire(self, key: TimerKey, now_ms: int) -> None:
         kind, group_id, member_id = key
+        if kind in (TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REVOCATION):
+            self._fire_consumer(key, now_ms)
+            return
         if kind is TimerKind.OFFSET_EXPIRY:
             self._expire_offsets(now_ms)
             return
@@ -622,7 +639,11 @@ class GroupCoordinator(OffsetOps):
         elif kind is TimerKind.PENDING_MEMBER:
             group.pending_members.discard(member_id)
             self._maybe_complete_join(group, now_ms)
-            if group.state is GroupState.EMPTY and group.generation == 0 and self._forgettable(group):
+            if (
+                group.state is GroupState.EMPTY
+                and group.generation == 0
+                and self._forgettable(group)
+            ):
                 del self.groups[group_id]  # never formed, nothing persisted: forget it
         elif kind is TimerKind.REBALANCE:
             self._on_rebalance_timer(group, now_ms)
@@ -668,6 +689,9 @@ class GroupCoordinator(OffsetOps):
                 self._restore_offset(r.key, r.producer_id, log_state)
         for group_id in rebuilt:
             self._rebuild_group(group_id, log_state, error, now_ms)
+        consumer_keys = (ConsumerGroupKey, ConsumerMemberKey)
+        for group_id in {r.group_id for r in records if isinstance(r.key, consumer_keys)}:
+            self._rebuild_consumer_group(group_id, log_state, now_ms)
         for group_id in {r.group_id for r in records} - rebuilt:
             group = self.groups.get(group_id)
             if (
@@ -688,6 +712,28 @@ class GroupCoordinator(OffsetOps):
         result = self._result(None)
         assert not result.records, "reverting must not write"
         return result
+
+    def _rebuild_consumer_group(
+        self, group_id: str, log_state: GroupCoordinatorCore, now_ms: int
+    ) -> None:
+        """The log's version of a consumer group; its members heartbeat again from there
+        (a member whose epoch the log never saw is fenced on its next heartbeat)."""
+        old = self.consumer_groups.pop(group_id, None)
+        for member_id in old.members if old is not None else ():
+            self._cancel_consumer_timers(group_id, member_id)
+        group = log_state.consumer_groups.get(group_id)
+        if group is None:
+            return
+        self.consumer_groups[group_id] = group
+        for member_id in group.members:
+            self._schedule(
+                (TimerKind.CONSUMER_SESSION, group_id, member_id),
+                now_ms + self.config.consumer_session_timeout_ms,
+            )
+
+    def load_complete(self, now_ms: int) -> None:
+        super().load_complete(now_ms)
+        self._start_consumer_timers(now_ms)
 
     def _restore_offset(
         self, key: OffsetCommitKey, producer_id: int, log_state: GroupCoordinatorCore

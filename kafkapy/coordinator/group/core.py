@@ -17,7 +17,10 @@ import heapq
 from collections.abc import Iterable
 from typing import TypeVar
 
+from kafkapy.coordinator.group.consumer_state import ConsumerGroup, apply_consumer_record
 from kafkapy.coordinator.group.records import (
+    ConsumerGroupKey,
+    ConsumerMemberKey,
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecord,
@@ -49,6 +52,8 @@ class TimerKind(enum.Enum):
     REBALANCE = "rebalance"  # initial delay / rebalance timeout of PreparingRebalance
     SYNC = "sync"  # members that never sent SyncGroup after a join completed
     OFFSET_EXPIRY = "offset-expiry"  # periodic offsets.retention check
+    CONSUMER_SESSION = "consumer-session"  # a consumer-protocol member's session timeout
+    CONSUMER_REVOCATION = "consumer-revocation"  # its rebalance timeout while revoking
 
 
 TimerKey = tuple[TimerKind, str, str]
@@ -60,6 +65,9 @@ class GroupCoordinatorCore:
     def __init__(self, config: GroupConfig | None = None) -> None:
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 consumer-protocol groups; a group id is in at most one of the two tables
+        # (an offsets-only classic placeholder is dropped when a consumer group takes the id)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         # producer id -> group -> partition -> offset, until the transaction's marker
         self.pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
@@ -146,13 +154,24 @@ class GroupCoordinatorCore:
 
     def replay(self, record: GroupRecord) -> None:
         key, value = record.key, record.value
+        if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
+            apply_consumer_record(self.consumer_groups, record)
+            placeholder = self.groups.get(key.group_id)
+            if (
+                key.group_id in self.consumer_groups
+                and placeholder is not None
+                and not placeholder.members
+                and not placeholder.pending_members
+            ):
+                del self.groups[key.group_id]
+            return
         if isinstance(key, OffsetCommitKey) and record.producer_id >= 0:
             if isinstance(value, OffsetCommitValue):
                 by_group = self.pending_txn_offsets.setdefault(record.producer_id, {})
                 by_group.setdefault(key.group_id, {})[TopicPartition(key.topic, key.partition)] = (
                     value
                 )
-                if key.group_id not in self.groups:
+                if key.group_id not in self.groups and key.group_id not in self.consumer_groups:
                     self.groups[key.group_id] = ClassicGroup(
                         key.group_id, state_timestamp_ms=value.commit_timestamp_ms
                     )
@@ -168,7 +187,7 @@ class GroupCoordinatorCore:
                 return
             assert isinstance(value, OffsetCommitValue)
             self.offsets.setdefault(key.group_id, {})[tp] = value
-            if key.group_id not in self.groups:
+            if key.group_id not in self.groups and key.group_id not in self.consumer_groups:
                 self.groups[key.group_id] = ClassicGroup(
                     key.group_id, state_timestamp_ms=value.commit_timestamp_ms
                 )

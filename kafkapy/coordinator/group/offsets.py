@@ -14,12 +14,20 @@ Rules for OffsetCommit, in Kafka's order:
    CompletingRebalance, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION; a valid commit also counts as a
    heartbeat. Commits during PreparingRebalance are allowed so eager members can commit before
    rejoining.
+5. A KIP-848 consumer group (consumer.py): the member epoch is the generation - an unknown
+   member is UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH; a commit without member and
+   generation needs the group to be empty.
 """
 
 from __future__ import annotations
 
 from kafkapy.coordinator.group.core import GroupCoordinatorCore, TimerKind
-from kafkapy.coordinator.group.records import GroupRecord, OffsetCommitKey, OffsetCommitValue
+from kafkapy.coordinator.group.records import (
+    ConsumerGroupKey,
+    GroupRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from kafkapy.coordinator.group.results import (
     DescribedGroup,
     DescribedMember,
@@ -50,6 +58,8 @@ class OffsetOps(GroupCoordinatorCore):
     ) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if group_id in self.consumer_groups:
+            return self._validate_consumer_commit(group_id, member_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -73,6 +83,17 @@ class OffsetOps(GroupCoordinatorCore):
         if generation_id != group.generation:
             return ErrorCode.ILLEGAL_GENERATION
         self._reschedule_heartbeat(group, member, now_ms)
+        return ErrorCode.NONE
+
+    def _validate_consumer_commit(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
+        group = self.consumer_groups[group_id]
+        if epoch < 0 and not member_id:
+            return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def commit_offsets(
@@ -145,6 +166,9 @@ class OffsetOps(GroupCoordinatorCore):
         group = self.groups.get(group_id)
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
+        elif group_id in self.consumer_groups:
+            if member_id or generation_id >= 0:
+                error = self._validate_consumer_commit(group_id, member_id, generation_id)
         elif group is None:
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now_ms)
         elif group.state is GroupState.DEAD:
@@ -200,10 +224,13 @@ class OffsetOps(GroupCoordinatorCore):
         """OffsetDelete: allowed for Empty groups, or for topics a consumer group no longer uses."""
         del now_ms
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return self._result(OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND))
+        consumer = self.consumer_groups.get(group_id)
         subscribed: set[str] = set()
-        if group.state is not GroupState.EMPTY:
+        if consumer is not None:
+            subscribed = consumer.subscribed_topics()
+        elif group is None or group.state is GroupState.DEAD:
+            return self._result(OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND))
+        elif group.state is not GroupState.EMPTY:
             topics = group.subscribed_topics()
             if topics is None:
                 return self._result(OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP))
@@ -226,8 +253,15 @@ class OffsetOps(GroupCoordinatorCore):
         out: list[tuple[str, ErrorCode]] = []
         for gid in group_ids:
             group = self.groups.get(gid)
+            consumer = self.consumer_groups.get(gid)
             if not gid:
                 out.append((gid, ErrorCode.INVALID_GROUP_ID))
+            elif consumer is not None:
+                if consumer.members:
+                    out.append((gid, ErrorCode.NON_EMPTY_GROUP))
+                else:
+                    self._delete_consumer_group(gid)
+                    out.append((gid, ErrorCode.NONE))
             elif group is None or group.state is GroupState.DEAD:
                 out.append((gid, ErrorCode.GROUP_ID_NOT_FOUND))
             elif group.state is not GroupState.EMPTY or group.pending_members:
@@ -286,7 +320,20 @@ class OffsetOps(GroupCoordinatorCore):
             if types and "classic" not in types:
                 continue
             out.append(ListedGroup(group.group_id, group.protocol_type, group.state.value))
+        for cg in self.consumer_groups.values():
+            state = cg.state.value
+            if states and state.lower() not in states:
+                continue
+            if types and "consumer" not in types:
+                continue
+            out.append(ListedGroup(cg.group_id, "consumer", state, "consumer"))
         return out
+
+    def _delete_consumer_group(self, group_id: str) -> None:
+        """Tombstones for an empty consumer group's offsets and the group itself."""
+        for tp in list(self.offsets.get(group_id, {})):
+            self._write(GroupRecord(OffsetCommitKey(group_id, tp.topic, tp.partition), None))
+        self._write(GroupRecord(ConsumerGroupKey(group_id), None))
 
     # -- expiry --------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ Keys (big-endian, Kafka string = int16 length + UTF-8, -1 for null):
 
 - key version 1, offset commit: `int16 1, string group, string topic, int32 partition`
 - key version 2, group metadata: `int16 2, string group`
+- key version 3, consumer group (KIP-848): `int16 3, string group`
+- key version 4, consumer group member (KIP-848): `int16 4, string group, string member_id`
 
 Values start with their own int16 version (0 today). A `None` value is a tombstone: the offset
 was deleted or expired, or the group was deleted.
@@ -19,6 +21,18 @@ was deleted or expired, or the group was deleted.
   `string member_id, nullable string group_instance_id, string client_id, string client_host,
   int32 rebalance_timeout_ms, int32 session_timeout_ms, bytes subscription, bytes assignment`
   (bytes = int32 length + data).
+
+- consumer group value v0: `int32 group_epoch, int32 assignment_epoch, int32 topic count`,
+  then per subscribed topic `string topic, int32 partition count` (the metadata the target
+  assignment was computed from: a change bumps the group epoch)
+- consumer member value v0: `nullable string instance_id, nullable string rack_id,
+  string client_id, string client_host, int32 rebalance_timeout_ms, nullable string
+  server_assignor, int32 topic count + strings (subscribed topic names), int32 member_epoch,
+  int32 previous_member_epoch, int16 state`, then three partition sets (assigned, pending
+  revocation, target), each `int32 topic count` + per topic `string topic, int32 count, int32...`.
+  Why one record per member where Kafka writes three (metadata, current and target
+  assignment): a heartbeat rarely changes only one of them here, and one key per member keeps
+  compaction and replay trivially consistent.
 
 Decoding never trusts lengths: anything short, oversized or trailing raises `GroupRecordError`.
 """
@@ -33,6 +47,10 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
+    "ConsumerGroupKey",
+    "ConsumerGroupValue",
+    "ConsumerMemberKey",
+    "ConsumerMemberValue",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "GroupRecord",
@@ -41,6 +59,7 @@ __all__ = [
     "MemberMetadataValue",
     "OffsetCommitKey",
     "OffsetCommitValue",
+    "PartitionSet",
     "decode_key",
     "decode_value",
     "encode_key",
@@ -68,6 +87,8 @@ class KeyVersion(enum.IntEnum):
 
     OFFSET_COMMIT = 1
     GROUP_METADATA = 2
+    CONSUMER_GROUP = 3
+    CONSUMER_MEMBER = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +134,49 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...] = field(default_factory=tuple)
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+# topic -> sorted partitions, sorted by topic; empty topics left out (one spelling per set,
+# so equal assignments compare equal)
+PartitionSet = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberKey:
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupValue:
+    group_epoch: int
+    assignment_epoch: int
+    # subscribed topic -> partition count when the target assignment was last computed
+    topics: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    subscribed_topics: tuple[str, ...]
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # consumer.MemberState
+    assigned: PartitionSet = ()
+    pending_revocation: PartitionSet = ()
+    target: PartitionSet = ()
+
+
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | ConsumerMemberKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | ConsumerMemberValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +230,47 @@ def _bytes(b: bytes) -> bytes:
     return _I32.pack(len(b)) + b
 
 
+def _partition_set(ps: PartitionSet) -> bytes:
+    parts = [_I32.pack(len(ps))]
+    for topic, partitions in ps:
+        parts.append(_str(topic) + _I32.pack(len(partitions)))
+        parts += [_I32.pack(p) for p in partitions]
+    return b"".join(parts)
+
+
+def _encode_consumer(value: ConsumerGroupValue | ConsumerMemberValue) -> bytes:
+    if isinstance(value, ConsumerGroupValue):
+        parts = [_I16.pack(0), _I32.pack(value.group_epoch), _I32.pack(value.assignment_epoch)]
+        parts.append(_I32.pack(len(value.topics)))
+        parts += [_str(t) + _I32.pack(n) for t, n in value.topics]
+        return b"".join(parts)
+    parts = [
+        _I16.pack(0),
+        _str(value.instance_id),
+        _str(value.rack_id),
+        _str(value.client_id),
+        _str(value.client_host),
+        _I32.pack(value.rebalance_timeout_ms),
+        _str(value.server_assignor),
+        _I32.pack(len(value.subscribed_topics)),
+    ]
+    parts += [_str(t) for t in value.subscribed_topics]
+    parts += [
+        _I32.pack(value.member_epoch),
+        _I32.pack(value.previous_member_epoch),
+        _I16.pack(value.state),
+        _partition_set(value.assigned),
+        _partition_set(value.pending_revocation),
+        _partition_set(value.target),
+    ]
+    return b"".join(parts)
+
+
 def encode_key(key: Key) -> bytes:
+    if isinstance(key, ConsumerGroupKey):
+        return _I16.pack(KeyVersion.CONSUMER_GROUP) + _str(key.group_id)
+    if isinstance(key, ConsumerMemberKey):
+        return _I16.pack(KeyVersion.CONSUMER_MEMBER) + _str(key.group_id) + _str(key.member_id)
     if isinstance(key, OffsetCommitKey):
         return (
             _I16.pack(KeyVersion.OFFSET_COMMIT)
@@ -182,6 +284,8 @@ def encode_key(key: Key) -> bytes:
 def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
+    if isinstance(value, ConsumerGroupValue | ConsumerMemberValue):
+        return _encode_consumer(value)
     if isinstance(value, OffsetCommitValue):
         return (
             _OFFSET_VALUE_HEAD.pack(0, value.offset, value.leader_epoch)
@@ -279,10 +383,30 @@ def decode_key(data: bytes) -> Key:
         key = OffsetCommitKey(r.str(), r.str(), r.i32())
     elif version == KeyVersion.GROUP_METADATA:
         key = GroupMetadataKey(r.str())
+    elif version == KeyVersion.CONSUMER_GROUP:
+        key = ConsumerGroupKey(r.str())
+    elif version == KeyVersion.CONSUMER_MEMBER:
+        key = ConsumerMemberKey(r.str(), r.str())
     else:
         raise GroupRecordError(f"unknown __consumer_offsets key version {version}")
     r.done()
     return key
+
+
+def _count(r: _Reader, min_item_size: int) -> int:
+    """An item count that the remaining bytes can hold, so a corrupt count allocates nothing."""
+    n = r.i32()
+    if n < 0 or n * min_item_size > len(r.buf) - r.pos:
+        raise GroupRecordError(f"bad item count {n}")
+    return n
+
+
+def _read_partition_set(r: _Reader) -> PartitionSet:
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for _ in range(_count(r, 6)):
+        topic = r.str()
+        out.append((topic, tuple(r.i32() for _ in range(_count(r, 4)))))
+    return tuple(out)
 
 
 def decode_value(key: Key, data: bytes | None) -> Value | None:
@@ -296,6 +420,16 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
     value: Value
     if isinstance(key, OffsetCommitKey):
         value = OffsetCommitValue(r.i64(), r.i32(), r.nullable_str(), r.i64(), r.i64())
+    elif isinstance(key, ConsumerGroupKey):
+        epoch, assignment_epoch = r.i32(), r.i32()
+        topics = tuple((r.str(), r.i32()) for _ in range(_count(r, 6)))
+        value = ConsumerGroupValue(epoch, assignment_epoch, topics)
+    elif isinstance(key, ConsumerMemberKey):
+        head = (r.nullable_str(), r.nullable_str(), r.str(), r.str(), r.i32(), r.nullable_str())
+        subscribed = tuple(r.str() for _ in range(_count(r, 2)))
+        epoch, previous, state = r.i32(), r.i32(), r.i16()
+        sets = (_read_partition_set(r), _read_partition_set(r), _read_partition_set(r))
+        value = ConsumerMemberValue(*head, subscribed, epoch, previous, state, *sets)
     else:
         protocol_type = r.str()
         generation = r.i32()
