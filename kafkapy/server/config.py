@@ -408,6 +408,30 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "2147483647",
             "Most members a classic group admits (GROUP_MAX_SIZE_REACHED beyond).",
         ),
+        _B(
+            "group.consumer.heartbeat.interval.ms",
+            _T.INT,
+            "5000",
+            "Heartbeat interval the coordinator gives KIP-848 consumer group members.",
+        ),
+        _B(
+            "group.consumer.session.timeout.ms",
+            _T.INT,
+            "45000",
+            "A KIP-848 consumer group member silent this long is removed from its group.",
+        ),
+        _B(
+            "group.consumer.assignors",
+            _T.LIST,
+            "uniform,range",
+            "Server-side assignors of KIP-848 consumer groups; the first is the default.",
+        ),
+        _B(
+            "group.consumer.max.size",
+            _T.INT,
+            "2147483647",
+            "Most members a KIP-848 consumer group admits (GROUP_MAX_SIZE_REACHED beyond).",
+        ),
         _B("offsets.topic.num.partitions", _T.INT, "50", "Partitions of __consumer_offsets."),
         _B(
             "offsets.topic.replication.factor",
