@@ -632,7 +632,8 @@ class RaftCore:
             return FetchSnapshotResponse(
                 ErrorCode.POSITION_OUT_OF_RANGE, self.node_id, self.epoch, sid
             )
-        got = self.log.read_snapshot(sid, req.position, self._max_snapshot_chunk_bytes)
+        chunk = min(self._max_snapshot_chunk_bytes, max(1, req.max_bytes))
+        got = self.log.read_snapshot(sid, req.position, chunk)
         if got is None:
             return FetchSnapshotResponse(
                 ErrorCode.SNAPSHOT_NOT_FOUND, self.node_id, self.epoch, sid

@@ -115,6 +115,7 @@ class FetchSnapshotRequest:
     snapshot_id: SnapshotId
     position: int
     current_leader_epoch: int = -1
+    max_bytes: int = 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)

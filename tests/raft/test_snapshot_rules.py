@@ -127,6 +127,8 @@ def test_fetch_snapshot_serves_chunks_and_refuses_bad_positions() -> None:
     sid = SnapshotId(4, 1)
     resp = core.handle_request(3, FetchSnapshotRequest(3, sid, 8, core.epoch), 20)
     assert resp == FetchSnapshotResponse(ErrorCode.NONE, 1, core.epoch, sid, 10, 8, b"89")
+    resp = core.handle_request(3, FetchSnapshotRequest(3, sid, 2, core.epoch, max_bytes=3), 20)
+    assert resp == FetchSnapshotResponse(ErrorCode.NONE, 1, core.epoch, sid, 10, 2, b"234")
     resp = core.handle_request(3, FetchSnapshotRequest(3, sid, 11, core.epoch), 20)
     assert isinstance(resp, FetchSnapshotResponse)
     assert resp.error == ErrorCode.SNAPSHOT_NOT_FOUND

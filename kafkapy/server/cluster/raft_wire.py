@@ -178,7 +178,7 @@ def request_to_wire(
             body = m.FetchSnapshotRequest(
                 cluster_id=cluster_id,
                 replica_id=req.replica_id,
-                max_bytes=max_bytes,
+                max_bytes=min(max_bytes, req.max_bytes),
                 topics=[
                     m.FetchSnapshotRequest.TopicSnapshot(
                         name=METADATA_TOPIC,
@@ -291,6 +291,7 @@ def request_from_wire(
             SnapshotId(sid.end_offset, sid.epoch),
             p.position,
             p.current_leader_epoch,
+            body.max_bytes,
         )
     raise WrongPartitionError(f"not a quorum request: {api_key.name}")
 

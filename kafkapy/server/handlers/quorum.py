@@ -8,9 +8,8 @@ maps the answer back. Fetch long-polls: an answer with nothing new waits up to t
 `max_wait_ms` for the log or the high watermark to move; it releases the connection's turn
 first, so a Vote or BeginQuorumEpoch behind it on the same connection is not held up.
 
-FetchSnapshot serves chunks of the leader's snapshot files (KIP-630) of at most the core's chunk
-size (1 MiB); it does not yet honour a smaller `max_bytes` of the request, nor fill in v1's node
-endpoints.
+FetchSnapshot serves chunks of the leader's snapshot files (KIP-630) of at most the request's
+`max_bytes` and the core's chunk size (1 MiB); it does not fill in v1's node endpoints yet.
 
 Bad input - another cluster's id, a topic or partition other than the metadata partition, a
 node that is not in cluster mode - gets an error code, never a crash.

@@ -165,7 +165,7 @@ RAFT_REQUESTS = [
     BeginQuorumEpochRequest(2, 4),
     EndQuorumEpochRequest(2, 4, (3, 1)),
     FetchRequest(3, 17, 3, 4),
-    FetchSnapshotRequest(3, SnapshotId(120, 4), 4096, 5),
+    FetchSnapshotRequest(3, SnapshotId(120, 4), 4096, 5, max_bytes=65536),
 ]
 
 
