@@ -232,8 +232,9 @@ class PeerClient:
         """Send `body` as `api_key` v`version`; the decoded response body. Raises PeerError.
 
         `raw=True` returns the response body undecoded instead (a memoryview after the
-        response header, of a frame owned by the caller): the replica fetcher parses Fetch
-        answers itself so their record batches are never copied (fetch_encoder)."""
+        response header; its bytes stay as they are while any view of them is alive, and the
+        memory is reused for a later large answer only after that): the replica fetcher parses
+        Fetch answers itself so their record batches are never copied (fetch_encoder)."""
         conn: _Connection | None = None
         try:
             with trio.fail_after(timeout_s):
