@@ -11,6 +11,7 @@ from kafkapy.protocol.messages.add_partitions_to_txn import SCHEMA as _add_parti
 from kafkapy.protocol.messages.allocate_producer_ids import SCHEMA as _allocate_producer_ids, AllocateProducerIdsRequest, AllocateProducerIdsResponse
 from kafkapy.protocol.messages.alter_configs import SCHEMA as _alter_configs, AlterConfigsRequest, AlterConfigsResponse
 from kafkapy.protocol.messages.alter_partition import SCHEMA as _alter_partition, AlterPartitionRequest, AlterPartitionResponse
+from kafkapy.protocol.messages.alter_partition_reassignments import SCHEMA as _alter_partition_reassignments, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 from kafkapy.protocol.messages.alter_user_scram_credentials import SCHEMA as _alter_user_scram_credentials, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from kafkapy.protocol.messages.api_versions import SCHEMA as _api_versions, ApiVersionsRequest, ApiVersionsResponse
 from kafkapy.protocol.messages.begin_quorum_epoch import SCHEMA as _begin_quorum_epoch, BeginQuorumEpochRequest, BeginQuorumEpochResponse
@@ -48,6 +49,7 @@ from kafkapy.protocol.messages.join_group import SCHEMA as _join_group, JoinGrou
 from kafkapy.protocol.messages.leave_group import SCHEMA as _leave_group, LeaveGroupRequest, LeaveGroupResponse
 from kafkapy.protocol.messages.list_groups import SCHEMA as _list_groups, ListGroupsRequest, ListGroupsResponse
 from kafkapy.protocol.messages.list_offsets import SCHEMA as _list_offsets, ListOffsetsRequest, ListOffsetsResponse
+from kafkapy.protocol.messages.list_partition_reassignments import SCHEMA as _list_partition_reassignments, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 from kafkapy.protocol.messages.list_transactions import SCHEMA as _list_transactions, ListTransactionsRequest, ListTransactionsResponse
 from kafkapy.protocol.messages.metadata import SCHEMA as _metadata, MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.offset_commit import SCHEMA as _offset_commit, OffsetCommitRequest, OffsetCommitResponse
@@ -100,6 +102,8 @@ SCHEMAS: dict[int, ApiDef] = {
     42: _delete_groups,
     43: _elect_leaders,
     44: _incremental_alter_configs,
+    45: _alter_partition_reassignments,
+    46: _list_partition_reassignments,
     47: _offset_delete,
     50: _describe_user_scram_credentials,
     51: _alter_user_scram_credentials,
@@ -131,6 +135,8 @@ __all__ = [
     "AllocateProducerIdsResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "AlterUserScramCredentialsRequest",
@@ -207,6 +213,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "ListTransactionsRequest",
     "ListTransactionsResponse",
     "MetadataRequest",
