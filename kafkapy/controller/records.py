@@ -138,6 +138,10 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # an ongoing reassignment (Kafka's AddingReplicas / RemovingReplicas): written as record
+    # version 1, only when not empty, so every other record keeps its version 0 bytes
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,6 +157,8 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     leader: int | None = None
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None  # record version 1 when set (see above)
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,6 +291,16 @@ _SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
     NoOpRecord: (RecordType.NO_OP, ()),
 }
 
+# Fields a record type gained in version 1, written after the version 0 fields, with the value
+# that means "absent": a record whose extra fields all hold it is written as version 0.
+_V1_FIELDS: dict[type[Any], tuple[tuple[str, _Kind, Any], ...]] = {
+    PartitionRecord: (("adding_replicas", _K.INT32S, ()), ("removing_replicas", _K.INT32S, ())),
+    PartitionChangeRecord: (
+        ("adding_replicas", _K.OPT_INT32S, None),
+        ("removing_replicas", _K.OPT_INT32S, None),
+    ),
+}
+
 # Ten 7-bit groups cover a 64-bit zigzag value; longer varints are garbage.
 _MAX_VARINT_BYTES = 10
 _RANGES = {
@@ -354,12 +370,17 @@ def _write(out: bytearray, kind: _Kind, value: Any) -> None:
 def encode_record(record: MetadataRecord) -> bytes:
     """The bytes of one record, as stored in one Kafka record value of the metadata log."""
     rtype, fields = _SCHEMAS[type(record)]
+    extra = _V1_FIELDS.get(type(record), ())
+    v1 = any(getattr(record, name) != absent for name, _, absent in extra)
     out = bytearray()
     _uvarint(out, FRAME_VERSION)
     _uvarint(out, int(rtype))
-    _uvarint(out, 0)
+    _uvarint(out, 1 if v1 else 0)
     for name, kind in fields:
         _write(out, kind, getattr(record, name))
+    if v1:
+        for name, kind, _ in extra:
+            _write(out, kind, getattr(record, name))
     return bytes(out)
 
 
@@ -494,8 +515,15 @@ _READERS: dict[_Kind, Callable[[_Reader], Any]] = {
     _K.OPT_INT32S: lambda r: _read_list(r, _K.OPT_INT32S),
     _K.ENDPOINTS: _read_endpoints,
 }
-_DECODERS: dict[int, tuple[type[Any], tuple[tuple[str, Callable[[_Reader], Any]], ...]]] = {
-    int(t): (cls, tuple((name, _READERS[kind]) for name, kind in fields))
+_Readers = tuple[tuple[str, Callable[[_Reader], Any]], ...]
+_DECODERS: dict[int, tuple[type[Any], _Readers, _Readers | None]] = {
+    int(t): (
+        cls,
+        tuple((name, _READERS[kind]) for name, kind in fields),
+        tuple((name, _READERS[kind]) for name, kind, _ in _V1_FIELDS[cls])
+        if cls in _V1_FIELDS
+        else None,
+    )
     for cls, (t, fields) in _SCHEMAS.items()
 }
 
@@ -511,10 +539,12 @@ def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
     if decoder is None:
         raise _bad(f"unknown record type {rtype}")
     version = r.uvarint()
-    if version != 0:
+    cls, readers, v1_readers = decoder
+    if version != 0 and (version != 1 or v1_readers is None):
         raise _bad(f"unknown version {version} of record type {rtype}")
-    cls, readers = decoder
     values = {name: read(r) for name, read in readers}
+    if version == 1 and v1_readers is not None:
+        values.update((name, read(r)) for name, read in v1_readers)
     if r.left():
         raise _bad(f"{r.left()} bytes after the record")
     record: MetadataRecord = cls(**values)

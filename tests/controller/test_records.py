@@ -53,9 +53,16 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(UnfenceBrokerRecord, i32, i64),
     st.builds(BrokerRegistrationChangeRecord, i32, i64, opt_bool, opt_bool),
     st.builds(TopicRecord, text, uuids),
-    st.builds(PartitionRecord, i32, uuids, i32s, i32s, i32, i32, i32),
+    st.builds(PartitionRecord, i32, uuids, i32s, i32s, i32, i32, i32, i32s, i32s),
     st.builds(
-        PartitionChangeRecord, i32, uuids, st.none() | i32s, st.none() | i32, st.none() | i32s
+        PartitionChangeRecord,
+        i32,
+        uuids,
+        st.none() | i32s,
+        st.none() | i32,
+        st.none() | i32s,
+        st.none() | i32s,
+        st.none() | i32s,
     ),
     st.builds(RemoveTopicRecord, uuids),
     st.builds(ConfigRecord, i8, text, text, st.none() | text),
@@ -142,3 +149,21 @@ def test_port_out_of_range_is_rejected() -> None:
 
 def test_no_op_is_three_bytes_with_kafkas_type_id() -> None:
     assert encode_record(NoOpRecord()) == b"\x00\x14\x00"
+
+
+def test_reassignment_fields_make_version_1_and_only_then() -> None:
+    """Records without an ongoing reassignment keep their version 0 bytes, so metadata logs and
+    snapshots written before reassignments existed read back unchanged."""
+    tid = uuid.UUID(int=7)
+    plain = encode_record(PartitionRecord(0, tid, (1, 2), (1, 2), 1))
+    assert plain[2] == 0
+    moving = PartitionRecord(0, tid, (3, 1, 2), (1, 2), 1, 0, 0, (3,), (2,))
+    raw = encode_record(moving)
+    assert raw[2] == 1
+    assert raw.startswith(plain[:2])
+    assert decode_record(raw) == moving
+    change = PartitionChangeRecord(0, tid, adding_replicas=(), removing_replicas=())
+    assert encode_record(change)[2] == 1
+    assert encode_record(PartitionChangeRecord(0, tid, isr=(1,)))[2] == 0
+    with pytest.raises(ProtocolError, match="unknown version"):
+        decode_record(b"\x00\x02\x01" + encode_record(TopicRecord("t", tid))[3:])
