@@ -77,6 +77,9 @@ class PartitionImage:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # an ongoing reassignment: `replicas` is the target followed by `removing_replicas`
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(slots=True)
@@ -207,6 +210,8 @@ class MetadataImage:
                     record.leader,
                     record.leader_epoch,
                     record.partition_epoch,
+                    record.adding_replicas,
+                    record.removing_replicas,
                 )
                 d._partition(t.name, record.partition_id)
             case PartitionChangeRecord():
@@ -222,6 +227,10 @@ class MetadataImage:
                     record.leader if record.leader is not None else p.leader,
                     p.leader_epoch + (1 if record.leader is not None else 0),
                     p.partition_epoch + 1,
+                    p.adding_replicas if record.adding_replicas is None else record.adding_replicas,
+                    p.removing_replicas
+                    if record.removing_replicas is None
+                    else record.removing_replicas,
                 )
                 d._partition(t.name, record.partition_id)
             case RemoveTopicRecord():

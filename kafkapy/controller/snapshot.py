@@ -94,7 +94,15 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         yield TopicRecord(t.name, t.topic_id)
         for pid, p in t.partitions.items():
             yield PartitionRecord(
-                pid, t.topic_id, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch
+                pid,
+                t.topic_id,
+                p.replicas,
+                p.isr,
+                p.leader,
+                p.leader_epoch,
+                p.partition_epoch,
+                p.adding_replicas,
+                p.removing_replicas,
             )
         for name, value in t.configs.items():
             yield ConfigRecord(ConfigResourceType.TOPIC, t.name, name, value)
