@@ -69,6 +69,8 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.integers(-1, 3),
         st.integers(0, 5),
         st.integers(0, 5),
+        replica_lists,  # adding / removing replicas of a reassignment
+        replica_lists,
     ),
     st.builds(
         PartitionChangeRecord,
@@ -76,6 +78,8 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         topic_ids,
         st.none() | replica_lists,
         st.none() | st.integers(-1, 3),
+        st.none() | replica_lists,
+        st.none() | replica_lists,
         st.none() | replica_lists,
     ),
     st.builds(RemoveTopicRecord, topic_ids),
