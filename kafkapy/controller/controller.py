@@ -8,7 +8,8 @@ throws the controller away and builds a new one from the committed image: nothin
 to survive a failover except what the records say (broker sessions restart, as in Kafka).
 
 The decisions live in `brokers.py` (registration, heartbeats, fencing, controlled shutdown,
-producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections)
+producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
+reassignments)
 and `configs.py`; this class is their one entry point.
 """
 
@@ -34,6 +35,8 @@ from kafkapy.controller.topics import (
     ElectionResult,
     NewPartitions,
     NewTopic,
+    Reassignment,
+    ReassignmentResult,
 )
 
 __all__ = [
@@ -54,6 +57,8 @@ __all__ = [
     "NewTopic",
     "ProducerIdsReply",
     "QuorumController",
+    "Reassignment",
+    "ReassignmentResult",
     "RegistrationReply",
 ]
 
@@ -173,6 +178,11 @@ class QuorumController:
         partitions: Sequence[tuple[str, int]] | None = None,
     ) -> ControllerResult[list[ElectionResult]]:
         return topics.elect_leaders(self._st, election_type, partitions)
+
+    def alter_partition_reassignments(
+        self, items: Sequence[Reassignment]
+    ) -> ControllerResult[list[ReassignmentResult]]:
+        return topics.alter_partition_reassignments(self._st, items)
 
     # -- configs ---------------------------------------------------------------------------
 

@@ -159,7 +159,9 @@ def partition_change(
     - the current leader stays while it is active and in the ISR (unless `preferred`);
     - otherwise the first replica, in replica order, that is in the ISR and active leads;
     - with none, `unclean` lets the first active replica outside the ISR lead (ISR = just it);
-      without it the leader is -1.
+      without it the leader is -1;
+    - a reassignment whose target replicas are all in the new ISR completes (replicas = the
+      target, ISR within it, a target replica leads), as Kafka's builder does on every change.
     """
     target_isr = part.isr if isr is None or not isr else isr
     leader = part.leader
@@ -173,8 +175,27 @@ def partition_change(
             leader = next((r for r in part.replicas if is_active(r)), NO_LEADER)
             if leader != NO_LEADER:
                 target_isr = (leader,)
+    replicas = part.replicas
+    if part.adding_replicas or part.removing_replicas:
+        # the change that puts every target replica in the ISR completes a reassignment
+        target = tuple(r for r in replicas if r not in part.removing_replicas)
+        if all(r in target_isr for r in target):
+            replicas = target
+            target_isr = tuple(r for r in target_isr if r in target)
+            if leader not in target:
+                leader = next((r for r in target if r in target_isr and is_active(r)), NO_LEADER)
     new_isr = target_isr if target_isr != part.isr else None
     new_leader = leader if leader != part.leader else None
-    if new_isr is None and new_leader is None:
+    if new_isr is None and new_leader is None and replicas == part.replicas:
         return None
-    return PartitionChangeRecord(partition_id, topic_id, isr=new_isr, leader=new_leader)
+    if replicas == part.replicas:
+        return PartitionChangeRecord(partition_id, topic_id, isr=new_isr, leader=new_leader)
+    return PartitionChangeRecord(
+        partition_id,
+        topic_id,
+        isr=new_isr,
+        leader=new_leader,
+        replicas=replicas,
+        adding_replicas=(),
+        removing_replicas=(),
+    )

@@ -18,6 +18,15 @@ Rules:
   Kafka also marks an unclean leader's partition RECOVERING (LeaderRecoveryState) until that
   leader confirms; we do not model leader recovery state yet (the ISR becomes the new leader
   alone, and followers truncate to its log through the leader-epoch check).
+- Reassignment (`alter_partition_reassignments`, Kafka's rules): a target replica list makes
+  the partition's replicas target + removing (the current replicas not in the target), with
+  `adding_replicas` (target replicas not yet replicas) and `removing_replicas` in the record;
+  the added replicas start fetching and join the ISR through the leader's AlterPartition. The
+  reassignment completes - replicas = target, ISR = ISR within the target, a new leader from
+  the target if the old one left - in the record of the change that makes every target replica
+  an ISR member (at once if they all are). `None` cancels: back to the replicas before the
+  adding ones (NO_REASSIGNMENT_IN_PROGRESS when none is ongoing). A target with unregistered
+  brokers, duplicates or no replicas is INVALID_REPLICA_ASSIGNMENT.
 """
 
 from __future__ import annotations
@@ -28,10 +37,12 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from kafkapy.controller.image import PartitionImage
 from kafkapy.controller.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -56,7 +67,10 @@ __all__ = [
     "ElectionResult",
     "NewPartitions",
     "NewTopic",
+    "Reassignment",
+    "ReassignmentResult",
     "alter_partition",
+    "alter_partition_reassignments",
     "create_partitions",
     "create_topics",
     "delete_topics",
@@ -156,6 +170,23 @@ class AlterPartitionReply:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ElectionResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reassignment:
+    """One partition of an AlterPartitionReassignments request; `replicas` None = cancel."""
+
+    topic: str
+    partition: int
+    replicas: Sequence[int] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReassignmentResult:
     topic: str
     partition: int
     error: ErrorCode
@@ -438,7 +469,11 @@ def _alter_one(
             return fail(ErrorCode.INELIGIBLE_REPLICA)
         if epoch != -1 and reg.epoch != epoch:
             return fail(ErrorCode.INELIGIBLE_REPLICA)
-    if new_isr != part.isr:
+    if part.adding_replicas or part.removing_replicas:
+        change = _reassignment_change(st, topic.topic_id, item.partition, part, isr=new_isr)
+        if change is not None:
+            st.emit(records, change)
+    elif new_isr != part.isr:
         st.elect(records, topic, item.partition, isr=new_isr)
     now = topic.partitions[item.partition]
     return AlterPartitionResult(
@@ -511,3 +546,116 @@ def _elect_one(
         st.emit(records, record)
         return ErrorCode.NONE, None
     return ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}"
+
+
+def alter_partition_reassignments(
+    st: ControllerState, items: Sequence[Reassignment]
+) -> ControllerResult[list[ReassignmentResult]]:
+    """Start, change or cancel reassignments (see the module rules)."""
+    records: list[MetadataRecord] = []
+    results: list[ReassignmentResult] = []
+    for item in items:
+        topic = st.image.topics.get(item.topic)
+        part = topic.partitions.get(item.partition) if topic is not None else None
+        if topic is None or part is None:
+            results.append(
+                ReassignmentResult(
+                    item.topic,
+                    item.partition,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"no such partition as {item.topic}-{item.partition}",
+                )
+            )
+            continue
+        if item.replicas is None:
+            error, message, change = _cancel(st, topic.topic_id, item.partition, part)
+        else:
+            error, message, change = _reassign(
+                st, topic.topic_id, item.partition, part, item.replicas
+            )
+        if change is not None:
+            st.emit(records, change)
+        results.append(ReassignmentResult(item.topic, item.partition, error, message))
+    return ControllerResult(records, results)
+
+
+_Planned = tuple[ErrorCode, str | None, PartitionChangeRecord | None]
+
+
+def _reassign(
+    st: ControllerState,
+    topic_id: uuid.UUID,
+    pid: int,
+    part: PartitionImage,
+    target: Sequence[int],
+) -> _Planned:
+    reason = _check_replicas(st, target)
+    if reason is not None:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason, None
+    removing = tuple(r for r in part.replicas if r not in target)
+    adding = tuple(r for r in target if r not in part.replicas)
+    change = _reassignment_change(
+        st,
+        topic_id,
+        pid,
+        part,
+        replicas=tuple(target) + removing,
+        adding=adding,
+        removing=removing,
+    )
+    return ErrorCode.NONE, None, change
+
+
+def _cancel(st: ControllerState, topic_id: uuid.UUID, pid: int, part: PartitionImage) -> _Planned:
+    if not part.adding_replicas and not part.removing_replicas:
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None, None
+    replicas = tuple(r for r in part.replicas if r not in part.adding_replicas)
+    isr = tuple(r for r in part.isr if r not in part.adding_replicas)
+    if not isr:
+        message = "no replica of the original assignment is in the ISR"
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, message, None
+    change = _reassignment_change(
+        st, topic_id, pid, part, replicas=replicas, isr=isr, adding=(), removing=()
+    )
+    return ErrorCode.NONE, None, change
+
+
+def _reassignment_change(
+    st: ControllerState,
+    topic_id: uuid.UUID,
+    pid: int,
+    part: PartitionImage,
+    *,
+    replicas: tuple[int, ...] | None = None,
+    isr: tuple[int, ...] | None = None,
+    adding: tuple[int, ...] | None = None,
+    removing: tuple[int, ...] | None = None,
+) -> PartitionChangeRecord | None:
+    """The change to a partition's replicas / ISR / reassignment (unchanged where None), with
+    the reassignment completed if every target replica is in the ISR, and a leader that is an
+    active ISR member among the replicas (the current one if it still qualifies)."""
+    new_replicas = part.replicas if replicas is None else replicas
+    new_isr = part.isr if isr is None else isr
+    new_adding = part.adding_replicas if adding is None else adding
+    new_removing = part.removing_replicas if removing is None else removing
+    target = tuple(r for r in new_replicas if r not in new_removing)
+    if (new_adding or new_removing) and all(r in new_isr for r in target):
+        new_replicas, new_adding, new_removing = target, (), ()
+    new_isr = tuple(r for r in new_isr if r in new_replicas) or new_isr
+    leader = part.leader
+    if leader not in new_isr or leader not in new_replicas or not st.image.is_active(leader):
+        leader = next(
+            (r for r in new_replicas if r in new_isr and st.image.is_active(r)), NO_LEADER
+        )
+    record = PartitionChangeRecord(
+        pid,
+        topic_id,
+        isr=new_isr if new_isr != part.isr else None,
+        leader=leader if leader != part.leader else None,
+        replicas=new_replicas if new_replicas != part.replicas else None,
+        adding_replicas=new_adding if new_adding != part.adding_replicas else None,
+        removing_replicas=new_removing if new_removing != part.removing_replicas else None,
+    )
+    if record == PartitionChangeRecord(pid, topic_id):
+        return None
+    return record

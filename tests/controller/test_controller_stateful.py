@@ -26,6 +26,7 @@ from kafkapy.controller.controller import (
     NewPartitions,
     NewTopic,
     QuorumController,
+    Reassignment,
 )
 from kafkapy.controller.image import MetadataImage, PartitionImage
 from kafkapy.controller.records import ConfigResourceType, Endpoint, decode_record, encode_record
@@ -191,6 +192,35 @@ class ControllerMachine(RuleBasedStateMachine):
                 else:
                     assert new.leader in old.isr
 
+    @rule(name=TOPICS, data=st.data(), cancel=st.booleans())
+    def reassign(self, name: str, data: st.DataObject, cancel: bool) -> None:
+        """Start, change or cancel a reassignment: the answer matches what happened."""
+        topic = self.ctl.image.topics.get(name)
+        if topic is None:
+            return
+        pid = data.draw(st.sampled_from(sorted(topic.partitions)))
+        old = topic.partitions[pid]
+        target = None if cancel else data.draw(st.lists(BROKERS, min_size=1, max_size=3))
+        [r] = self.commit(self.ctl.alter_partition_reassignments([Reassignment(name, pid, target)]))
+        event(f"reassign cancel={cancel}: {r.error.name}")
+        new = self.ctl.image.topics[name].partitions[pid]
+        if r.error is not ErrorCode.NONE:
+            assert new == old
+            if r.error is ErrorCode.NO_REASSIGNMENT_IN_PROGRESS:
+                assert cancel
+                assert not old.adding_replicas
+                assert not old.removing_replicas
+            return
+        if target is not None:
+            moving = new.adding_replicas or new.removing_replicas
+            # the target replicas, first and in order; the ones leaving after them
+            assert new.replicas[: len(target)] == tuple(target)
+            assert set(new.replicas) == set(target) | (set(old.replicas) if moving else set())
+        else:
+            assert not new.adding_replicas
+            assert not new.removing_replicas
+            assert set(new.replicas) == set(old.replicas) - set(old.adding_replicas)
+
     @rule()
     def failover(self) -> None:
         # A fresh seed per failover: a re-seeded rng would hand out deleted topics' ids again.
@@ -207,6 +237,12 @@ class ControllerMachine(RuleBasedStateMachine):
             for pid, part in topic.partitions.items():
                 assert part.isr
                 assert set(part.isr) <= set(part.replicas)
+                assert set(part.adding_replicas) <= set(part.replicas)
+                assert set(part.removing_replicas) <= set(part.replicas)
+                assert not set(part.adding_replicas) & set(part.removing_replicas)
+                target = [r for r in part.replicas if r not in part.removing_replicas]
+                if part.adding_replicas or part.removing_replicas:
+                    assert not set(target) <= set(part.isr)  # else it would have completed
                 if part.leader != -1:
                     assert part.leader in part.isr
                     assert all(image.is_active(r) for r in part.isr)

@@ -15,6 +15,7 @@ from kafkapy.controller.controller import (
     ControllerConfig,
     NewPartitions,
     NewTopic,
+    Reassignment,
 )
 from kafkapy.controller.records import ConfigResourceType
 from kafkapy.protocol.errors import ErrorCode
@@ -329,6 +330,71 @@ def test_election_for_all_partitions_reports_failures_but_not_the_unneeded() -> 
     assert r.error is ErrorCode.INVALID_REQUEST
     [r] = c.run(c.ctl.elect_leaders(0, [("t", 3)]))
     assert r.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _isr_add(c: Cluster, leader: int, isr: list[int]) -> ErrorCode:
+    part = c.ctl.image.topics["t"].partitions[0]
+    item = AlterPartitionItem(
+        "t", None, 0, part.leader_epoch, [(r, -1) for r in isr], part.partition_epoch
+    )
+    return c.run(c.ctl.alter_partition(leader, c.epochs[leader], [item])).partitions[0].error
+
+
+def test_reassignment_adds_then_completes_when_the_target_is_in_sync() -> None:
+    c = cluster3()
+    c.register(4)
+    c.heartbeat(4)
+    c.run(c.ctl.create_topics([NewTopic("t", assignments={0: [1, 2, 3]})]))
+    [r] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, [4, 2, 3])]))
+    assert r.error is ErrorCode.NONE
+    part = c.ctl.image.topics["t"].partitions[0]
+    assert (part.replicas, part.isr, part.leader) == ((4, 2, 3, 1), (1, 2, 3), 1)
+    assert (part.adding_replicas, part.removing_replicas) == ((4,), (1,))
+    # 4 caught up: the leader's ISR expansion completes the move in the same change; 1 leaves
+    # and the first target replica in the ISR leads.
+    assert _isr_add(c, 1, [1, 2, 3, 4]) is ErrorCode.NONE
+    part = c.ctl.image.topics["t"].partitions[0]
+    assert (part.replicas, part.isr, part.leader) == ((4, 2, 3), (2, 3, 4), 4)
+    assert (part.adding_replicas, part.removing_replicas) == ((), ())
+    [r] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, None)]))
+    assert r.error is ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_reassignment_within_the_isr_completes_at_once_and_cancel_reverts() -> None:
+    c = cluster3()
+    c.register(4)
+    c.heartbeat(4)
+    c.run(c.ctl.create_topics([NewTopic("t", assignments={0: [1, 2, 3]})]))
+    [r] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, [2, 3])]))
+    assert r.error is ErrorCode.NONE
+    part = c.ctl.image.topics["t"].partitions[0]
+    assert (part.replicas, part.isr, part.leader) == ((2, 3), (2, 3), 2)
+    res = c.run(
+        c.ctl.alter_partition_reassignments(
+            [
+                Reassignment("t", 0, [2, 3, 4]),
+                Reassignment("t", 5, [1]),
+                Reassignment("nope", 0, [1]),
+            ]
+        )
+    )
+    assert [x.error for x in res] == [
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
+    assert c.ctl.image.topics["t"].partitions[0].adding_replicas == (4,)
+    [r] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, None)]))
+    assert r.error is ErrorCode.NONE
+    part = c.ctl.image.topics["t"].partitions[0]
+    assert (part.replicas, part.isr, part.leader) == ((2, 3), (2, 3), 2)
+    assert (part.adding_replicas, part.removing_replicas) == ((), ())
+    for bad in ([], [2, 2], [2, 9]):
+        [r] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, bad)]))
+        assert r.error is ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        assert r.message
+    [r] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, [2, 3])]))
+    assert r.error is ErrorCode.NONE  # already there: nothing to do
 
 
 def test_incremental_alter_configs_topic_and_broker() -> None:
