@@ -195,6 +195,23 @@ async def test_describe_broker_configs_and_cluster(tmp_path: Path) -> None:
         assert (dtp.next_cursor.topic_name, dtp.next_cursor.partition_index) == ("d", 1)
 
 
+
+async def test_describe_broker_configs_hides_passwords_and_flags_them_sensitive(tmp_path: Path) -> None:
+    """Admin tools (kafka-configs --describe --all) show a password key as sensitive with no value,
+    as Kafka does: the SASL user list set at start must never come back over the wire."""
+    async with running_broker(tmp_path, **{"kafkapy.sasl.users": "alice:s3cret"}) as (_, _, port):
+        client = await Client.connect(port)
+        resp = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=None)],
+            include_synonyms=True))
+        by_name = {e.name: e for e in resp.results[0].configs}
+        users = by_name["kafkapy.sasl.users"]
+        assert (users.value, users.is_sensitive, users.config_source) == (None, True, ConfigSource.STATIC_BROKER_CONFIG)
+        assert all(s.value is None for s in users.synonyms)
+        assert by_name["sasl.jaas.config"].is_sensitive
+        assert not by_name["num.partitions"].is_sensitive
+        assert "s3cret" not in repr(resp)
+
 async def test_metadata_auto_create_and_unknown_topics() -> None:
     async with running_broker(None, **{"num.partitions": "2"}) as (broker, _, port):
         client = await Client.connect(port)

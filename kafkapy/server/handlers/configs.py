@@ -21,8 +21,11 @@ them from the metadata image, and the answer comes once this broker's image has 
 BROKER resources ("" or a broker id) accept the dynamic configs the controller acts on
 (`unclean.leader.election.enable`, `min.insync.replicas`).
 
+Password-typed broker keys (SASL users, JAAS) are described with no value and
+`is_sensitive=True`, as Kafka does.
+
 Not yet: dynamic broker configs on a single node (altering a BROKER resource ->
-INVALID_REQUEST), sensitive configs, client quotas.
+INVALID_REQUEST), client quotas.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ def _broker_entries(broker: Broker, keys: list[str] | None, include_synonyms: bo
                 read_only=True,
                 is_default=source == ConfigSource.DEFAULT_CONFIG,
                 config_source=source,
-                is_sensitive=False,
+                # Kafka flags password-typed keys as sensitive; their value is already None
+                is_sensitive=key.type == ConfigType.PASSWORD,
                 synonyms=[Synonym(name=name, value=value, source=source)] if include_synonyms else [],
                 config_type=key.type,
                 documentation=key.doc if include_doc else None,
