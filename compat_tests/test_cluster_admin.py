@@ -1,4 +1,5 @@
-"""Cluster admin by real clients against a subprocess cluster: leader elections and DeleteRecords.
+"""Cluster admin by real clients against a subprocess cluster: leader elections, DeleteRecords,
+partition reassignment.
 
 Four nodes, three of them Raft voters (node 4 is broker-only), so two brokers can be down at
 once while the controller quorum stays up - which an unclean election needs.
@@ -14,6 +15,9 @@ What users rely on:
   the leader is killed (SIGKILL) the new leader's low watermark is still the deleted-up-to
   offset and a consumer from the earliest offset starts there. `describe_log_dirs` lists on
   each broker only the replicas it hosts.
+- kafka-python's `alter_partition_reassignments` / `list_partition_reassignments`: replacing a
+  partition's replicas copies every acknowledged record to the new ones before the old ones
+  leave; a move that cannot finish is listed until it is cancelled.
 """
 
 from __future__ import annotations
@@ -232,3 +236,60 @@ def _partitions_in(answer: Any, topic: str) -> set[int]:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return out
+
+
+def test_partition_reassignment_with_kafka_python(cluster: ClusterProcesses) -> None:
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.errors import NoReassignmentInProgressError
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("moved")
+    create_assigned(admin, topic, [[1, 2]])
+    wait_until("in sync", lambda: sorted(partitions(admin, topic)[0][2]) == [1, 2], cluster)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce(topic, b"m%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30_000)
+    try:
+        tp = KTopicPartition(topic, 0)
+        # The leader (1) is replaced by 3: 3 copies the data and joins the ISR, then 1 leaves.
+        assert kadmin.alter_partition_reassignments({tp: [2, 3]}) == {tp: None}
+        wait_until(
+            "the move to [2, 3] done",
+            lambda: partitions(admin, topic)[0][1:] == ([2, 3], [2, 3])
+            and partitions(admin, topic)[0][0] in (2, 3)
+            and kadmin.list_partition_reassignments() == {},
+            cluster,
+        )
+        # A target on a crashed broker (4, not a controller voter) stays in progress until
+        # cancelled.
+        cluster.kill(4)
+        assert kadmin.alter_partition_reassignments({tp: [2, 3, 4]}) == {tp: None}
+        ongoing = kadmin.list_partition_reassignments()
+        assert ongoing == {tp: {"replicas": [2, 3, 4], "adding_replicas": [4], "removing_replicas": []}}
+        assert kadmin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert kadmin.list_partition_reassignments() == {}
+        assert kadmin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+    finally:
+        kadmin.close()
+    wait_until("back to [2, 3]", lambda: partitions(admin, topic)[0][1] == [2, 3], cluster)
+
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap_of(1, 2, 3), "group.id": unique_topic("g"),
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[tuple[int, bytes]] = []
+        for _ in range(200):
+            if len(got) == 30:
+                break
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), msg.value() or b""))
+        assert got == [(i, b"m%d" % i) for i in range(30)], cluster.logs()
+    finally:
+        consumer.close()

@@ -171,10 +171,19 @@ class ControllerDriver:
         return response
 
     async def submit_with_offset(
-        self, op: Callable[[QuorumController], ControllerResult[T]]
+        self,
+        op: Callable[[QuorumController], ControllerResult[T]],
+        *,
+        commit_timeout_s: float | None = None,
     ) -> tuple[T, int]:
         """`submit`, also returning the metadata offset a reader must have applied to see the
-        result (the last offset proposed so far; -1 when nothing was ever proposed)."""
+        result (the last offset proposed so far; -1 when nothing was ever proposed).
+
+        `commit_timeout_s` (default `controller.quorum.request.timeout.ms`) bounds the wait for
+        the commit. Admin requests pass the client's own timeout: once their records are
+        proposed, answering NOT_CONTROLLER early makes the broker retry an operation that will
+        still commit, and the retry then answers as if it had not happened (a cancelled
+        reassignment: NO_REASSIGNMENT_IN_PROGRESS)."""
         async with self._lock:
             self._maybe_activate()
             controller = self.active()
@@ -198,7 +207,8 @@ class ControllerDriver:
                     last,
                 )
                 self._controller = None
-        with trio.move_on_after(self.request_timeout_s):
+        wait_s = self.request_timeout_s if commit_timeout_s is None else commit_timeout_s
+        with trio.move_on_after(max(wait_s, self.request_timeout_s)):
             try:
                 await self._raft().wait_committed(last)
             except NotLeaderError as exc:

@@ -18,8 +18,14 @@ The active controller is the Raft leader: its controller listener is `controller
 elected or activated) with a short backoff until its timeout, then raises
 `ControllerUnavailableError`.
 
-Resource handling: the connections are the node's `controller_peers` pool (closed by the node);
-`BrokerLifecycle.run()` is one task.
+Admin writes (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
+AlterPartitionReassignments) wait for the controller's commit as long as the client's own
+`timeout_ms` allows in one try: retrying an operation that was applied answers as if it had not
+been (TOPIC_ALREADY_EXISTS, NO_REASSIGNMENT_IN_PROGRESS).
+
+Resource handling: the channel and the heartbeats have peer pools of their own (not the node's
+`controller_peers`, which Raft uses: a timed-out request closes its connection and fails the
+others in flight on it); `BrokerLifecycle.run()` is one task and closes both when it ends.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -54,7 +62,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequest_Listener
 from kafkapy.server.cluster.controller_driver import pop_metadata_offset
-from kafkapy.server.cluster.peer import PeerError
+from kafkapy.server.cluster.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
@@ -98,6 +106,18 @@ class ControllerChannel:
         self.broker = broker
         self.node = node
         self.timeout_s = max(node.config.request_timeout_ms, 1000) / 1000 * 3
+        # Connections of its own, not the node's `controller_peers`: a request that times out
+        # closes its connection and fails the others in flight on it, and Raft's long-poll
+        # Fetch (or a heartbeat) timing out must not fail an admin request the controller is
+        # applying - the channel would retry it, and the retry of an applied operation answers
+        # as if it had not been (TOPIC_ALREADY_EXISTS, NO_REASSIGNMENT_IN_PROGRESS).
+        self.peers = PeerPool(
+            lambda node_id: node.config.voters.get(node_id),
+            client_id=f"kafkapy-channel-{node.config.node_id}",
+        )
+
+    async def aclose(self) -> None:
+        await self.peers.aclose()
 
     async def call(
         self,
@@ -106,13 +126,19 @@ class ControllerChannel:
         body: Any,
         *,
         timeout_s: float | None = None,
+        peers: PeerPool | None = None,
+        per_try_s: float | None = None,
     ) -> Any:
-        """Send to the active controller, retrying NOT_CONTROLLER / network errors."""
+        """Send to the active controller, retrying NOT_CONTROLLER / network errors (on the
+        channel's own connections unless `peers` is given)."""
+        pool = self.peers if peers is None else peers
         total = self.timeout_s if timeout_s is None else timeout_s
         deadline = trio.current_time() + total
         # A little longer than the controller's own wait for the commit, so its NOT_CONTROLLER
         # answer arrives instead of a timeout (which would close the shared connection).
         per_try = max(self.node.config.request_timeout_ms, 1000) / 1000 + 1.0
+        if per_try_s is not None:
+            per_try = max(per_try, per_try_s)
         pause = _RETRY_S
         last_error = "no controller leader known"
         while trio.current_time() < deadline:
@@ -120,7 +146,7 @@ class ControllerChannel:
             if leader is not None and leader in self.node.config.voters:
                 try:
                     timeout = min(per_try, max(0.05, deadline - trio.current_time()))
-                    response = await self.node.controller_peers.request(
+                    response = await pool.request(
                         leader, api_key, version, body, timeout_s=timeout
                     )
                 except PeerError as exc:
@@ -149,30 +175,39 @@ class ControllerChannel:
         """The client's request timeout (bounded to [channel timeout, 60 s])."""
         return max(self.timeout_s, min(request_timeout_ms, 60_000) / 1000)
 
-    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        response: CreateTopicsResponse = await self.call(
-            ApiKey.CREATE_TOPICS, 7, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
+    async def _admin_call(self, api_key: ApiKey, version: int, request: Any) -> Any:
+        """An admin write: one try may take as long as the controller's commit wait for it
+        (the client's `timeout_ms`, see `handlers/controller.py`), so a slow commit is waited
+        for rather than retried - a retry of an applied operation answers as if it had not
+        been (TOPIC_ALREADY_EXISTS, NO_REASSIGNMENT_IN_PROGRESS)."""
+        commit_wait_s = min(max(request.timeout_ms, 0), 60_000) / 1000
+        response = await self.call(
+            api_key,
+            version,
+            request,
+            timeout_s=self._admin_timeout_s(request.timeout_ms) + 1.0,
+            per_try_s=commit_wait_s + 1.0,
         )
-        return await self._after_write(response)  # type: ignore[no-any-return]
+        return await self._after_write(response)
+
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        return await self._admin_call(ApiKey.CREATE_TOPICS, 7, request)  # type: ignore[no-any-return]
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        response: DeleteTopicsResponse = await self.call(
-            ApiKey.DELETE_TOPICS, 6, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
-        )
-        return await self._after_write(response)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.DELETE_TOPICS, 6, request)  # type: ignore[no-any-return]
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        response: CreatePartitionsResponse = await self.call(
-            ApiKey.CREATE_PARTITIONS, 3, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
-        )
-        return await self._after_write(response)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.CREATE_PARTITIONS, 3, request)  # type: ignore[no-any-return]
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        """AlterPartitionReassignments v0 (bounded by the request's own timeout)."""
+        return await self._admin_call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request)  # type: ignore[no-any-return]
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         """ElectLeaders v2 (the request's own timeout bounds the wait for a controller)."""
-        response: ElectLeadersResponse = await self.call(
-            ApiKey.ELECT_LEADERS, 2, request, timeout_s=self._admin_timeout_s(request.timeout_ms)
-        )
-        return await self._after_write(response)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.ELECT_LEADERS, 2, request)  # type: ignore[no-any-return]
 
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest
@@ -228,6 +263,13 @@ class BrokerLifecycle:
         self.heartbeat_interval_s = max(node.config.heartbeat_interval_ms, 10) / 1000
         self._wake = trio.Event()
         self._last_refusal = ErrorCode.NONE
+        # Heartbeats go on a connection of their own: their short timeout (two intervals) closes
+        # the connection it hits, which would fail the channel's admin and AlterPartition
+        # requests in flight on a shared one (see `ControllerChannel.peers`).
+        self._heartbeat_peers = PeerPool(
+            lambda node_id: node.config.voters.get(node_id),
+            client_id=f"kafkapy-heartbeat-{node.config.node_id}",
+        )
 
     def _channel(self) -> ControllerChannel:
         channel = self.node.channel
@@ -293,7 +335,11 @@ class BrokerLifecycle:
         )
         try:
             response: BrokerHeartbeatResponse = await self._channel().call(
-                ApiKey.BROKER_HEARTBEAT, 1, request, timeout_s=self.heartbeat_interval_s * 2
+                ApiKey.BROKER_HEARTBEAT,
+                1,
+                request,
+                timeout_s=self.heartbeat_interval_s * 2,
+                peers=self._heartbeat_peers,
             )
         except PeerError as exc:
             log.debug("broker %d heartbeat failed: %s", self.node.node_id, exc)
@@ -318,6 +364,16 @@ class BrokerLifecycle:
 
     async def run(self) -> None:
         """Register, then heartbeat until cancelled (faster while fenced, to join quickly)."""
+        try:
+            await self._run()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._heartbeat_peers.aclose()
+                channel = self.node.channel
+                if isinstance(channel, ControllerChannel):
+                    await channel.aclose()
+
+    async def _run(self) -> None:
         while True:
             if self.broker_epoch < 0 and not await self.register():
                 await trio.sleep(min(self.heartbeat_interval_s, 0.2))

@@ -4,7 +4,7 @@ controller (cluster mode only; `@controller_handler`, never on broker listeners)
 BrokerRegistration (62) v0-4, BrokerHeartbeat (63) v0-1, AlterPartition (56) v0-3,
 AllocateProducerIds (67) v0, and the admin requests brokers forward: CreateTopics (19) v2-7,
 DeleteTopics (20) v1-6, CreatePartitions (37) v0-3, IncrementalAlterConfigs (44) v0-1,
-ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
+AlterPartitionReassignments (45) v0, ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
 needed an election, under an entry for every topic, as Kafka does).
 
 Behaviour: each request becomes one QuorumController operation (kafkapy.controller), run by the
@@ -33,6 +33,7 @@ from kafkapy.controller.controller import (
     NewPartitions,
     NewTopic,
     QuorumController,
+    Reassignment,
 )
 from kafkapy.controller.records import Endpoint
 from kafkapy.protocol import ApiKey
@@ -40,6 +41,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -66,11 +69,13 @@ from kafkapy.server.cluster.controller_driver import (
 )
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.elections import election_response, requested_partitions
+from kafkapy.server.handlers.reassignments import alter_reassignments_response
 from kafkapy.server.handlers.registry import controller_handler
 
 __all__ = [
     "handle_allocate_producer_ids",
     "handle_alter_partition",
+    "handle_alter_partition_reassignments",
     "handle_broker_heartbeat",
     "handle_broker_registration",
     "handle_create_partitions",
@@ -90,16 +95,26 @@ def _driver(ctx: RequestContext) -> ControllerDriver | None:
     return driver if isinstance(driver, ControllerDriver) else None
 
 
+#: the longest commit wait an admin request's `timeout_ms` may ask for
+MAX_ADMIN_COMMIT_WAIT_S = 60.0
+
+
 async def _run(
-    ctx: RequestContext, op: Callable[[QuorumController], ControllerResult[T]]
+    ctx: RequestContext,
+    op: Callable[[QuorumController], ControllerResult[T]],
+    *,
+    timeout_ms: int | None = None,
 ) -> tuple[T, int] | None:
-    """(response, committed offset), or None when this node is not the active controller."""
+    """(response, committed offset), or None when this node is not the active controller.
+    `timeout_ms`: an admin request's own timeout, which bounds the wait for the commit (see
+    `ControllerDriver.submit_with_offset`)."""
     driver = _driver(ctx)
     if driver is None:
         return None
     ctx.release_turn()
+    wait_s = None if timeout_ms is None else min(max(timeout_ms, 0) / 1000, MAX_ADMIN_COMMIT_WAIT_S)
     try:
-        return await driver.submit_with_offset(op)
+        return await driver.submit_with_offset(op, commit_timeout_s=wait_s)
     except NotControllerError:
         return None
 
@@ -243,7 +258,9 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
             bad[i] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition was assigned twice")
         topics.append(NewTopic(t.name, t.num_partitions, t.replication_factor, assignments, configs))
     good = [t for i, t in enumerate(topics) if i not in bad]
-    outcome = await _run(ctx, lambda c: c.create_topics(good, validate_only=req.validate_only))
+    outcome = await _run(
+        ctx, lambda c: c.create_topics(good, validate_only=req.validate_only), timeout_ms=req.timeout_ms
+    )
     response = CreateTopicsResponse()
     if outcome is None:
         response.topics = [
@@ -291,7 +308,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
         wanted = [(name, None) for name in req.topic_names]
     names = [n for n, _ in wanted if n is not None]
     ids = [i for n, i in wanted if n is None and i is not None]
-    outcome = await _run(ctx, lambda c: c.delete_topics(names, ids))
+    outcome = await _run(ctx, lambda c: c.delete_topics(names, ids), timeout_ms=req.timeout_ms)
     response = DeleteTopicsResponse()
     if outcome is None:
         response.responses = [
@@ -328,7 +345,11 @@ async def handle_create_partitions(
         )
         for t in req.topics
     ]
-    outcome = await _run(ctx, lambda c: c.create_partitions(items, validate_only=req.validate_only))
+    outcome = await _run(
+        ctx,
+        lambda c: c.create_partitions(items, validate_only=req.validate_only),
+        timeout_ms=req.timeout_ms,
+    )
     response = CreatePartitionsResponse()
     if outcome is None:
         response.results = [
@@ -353,7 +374,9 @@ async def handle_create_partitions(
 async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
     election_type = req.election_type if ctx.api_version >= 1 else 0
     wanted = requested_partitions(req)
-    outcome = await _run(ctx, lambda c: c.elect_leaders(election_type, wanted))
+    outcome = await _run(
+        ctx, lambda c: c.elect_leaders(election_type, wanted), timeout_ms=req.timeout_ms
+    )
     if outcome is None:
         response = election_response(
             (t, p, ErrorCode.NOT_CONTROLLER, None) for t, p in wanted or []
@@ -366,6 +389,32 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest) ->
     if wanted is None and driver is not None and (c := driver.active()) is not None:
         names = sorted(c.image.topics)
     response = election_response(((r.topic, r.partition, r.error, r.message) for r in results), names)
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, min_version=0, max_version=0)
+async def handle_alter_partition_reassignments(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    items = [
+        Reassignment(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+        for t in req.topics
+        for p in t.partitions
+    ]
+    outcome = await _run(
+        ctx, lambda c: c.alter_partition_reassignments(items), timeout_ms=req.timeout_ms
+    )
+    if outcome is None:
+        response = alter_reassignments_response(
+            [(i.topic, i.partition, ErrorCode.NOT_CONTROLLER, None) for i in items]
+        )
+        response.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    results, offset = outcome
+    response = alter_reassignments_response(
+        [(r.topic, r.partition, r.error, r.message) for r in results]
+    )
     set_metadata_offset(response, offset)
     return response
 

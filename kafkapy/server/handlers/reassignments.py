@@ -1,0 +1,154 @@
+"""Partition reassignment: AlterPartitionReassignments (key 45) v0, ListPartitionReassignments
+(key 46) v0.
+
+Behaviour:
+- Cluster mode: AlterPartitionReassignments is forwarded as it is to the active controller
+  (`ControllerChannel.alter_partition_reassignments`), which decides per partition
+  (`kafkapy.controller.topics.alter_partition_reassignments`): a target replica list adds the
+  new replicas (they start fetching at once), they join the ISR through the leader once caught
+  up, and the same ISR change completes the move - the replicas not in the target are removed
+  (and delete their logs), a target replica takes over if the leader left. Null replicas cancel
+  an ongoing reassignment (NO_REASSIGNMENT_IN_PROGRESS when there is none); unknown partitions
+  -> UNKNOWN_TOPIC_OR_PARTITION; a target with unregistered brokers, duplicates or no replicas
+  -> INVALID_REPLICA_ASSIGNMENT. The answer comes once this broker's image holds the change
+  (the reassignment started or finished, not the data copied). No active controller within the
+  request timeout -> NOT_CONTROLLER / REQUEST_TIMED_OUT at the top and on every partition.
+- ListPartitionReassignments answers from this broker's metadata image: every partition with
+  an ongoing reassignment (its replicas, adding and removing replicas); a null topic list means
+  all topics, unknown topics are left out (as Kafka's controller does).
+- Single-node mode: the only broker holds every partition, so a target of just this broker is
+  NONE (nothing to move), any other broker INVALID_REPLICA_ASSIGNMENT, a cancel
+  NO_REASSIGNMENT_IN_PROGRESS; nothing is ever listed.
+
+Not yet: KIP-860's AllowReplicationFactorChange (v1), replication throttles during the copy,
+authorization.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+from kafkapy.server.broker import Broker
+from kafkapy.server.cluster.peer import PeerError
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+
+__all__ = [
+    "alter_reassignments_response",
+    "handle_alter_partition_reassignments",
+    "handle_list_partition_reassignments",
+]
+
+
+def alter_reassignments_response(
+    results: list[tuple[str, int, ErrorCode, str | None]],
+) -> AlterPartitionReassignmentsResponse:
+    """Group per-partition results by topic, in first-seen order."""
+    by_topic: dict[str, list[Any]] = {}
+    for topic, partition, error, message in results:
+        by_topic.setdefault(topic, []).append(
+            AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                partition_index=partition, error_code=error, error_message=message
+            )
+        )
+    return AlterPartitionReassignmentsResponse(
+        responses=[
+            AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t, partitions=parts)
+            for t, parts in by_topic.items()
+        ]
+    )
+
+
+def _requested(req: AlterPartitionReassignmentsRequest) -> list[tuple[str, int, list[int] | None]]:
+    return [
+        (t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+        for t in req.topics
+        for p in t.partitions
+    ]
+
+
+def _single_node(
+    broker: Broker, topic: str, partition: int, replicas: list[int] | None
+) -> tuple[str, int, ErrorCode, str | None]:
+    if broker.partition_log(topic, partition) is None:
+        return (
+            topic,
+            partition,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"no such partition as {topic}-{partition}",
+        )
+    if replicas is None:
+        return topic, partition, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+    if replicas != [broker.node_id]:
+        message = f"replicas {replicas}: the only broker is {broker.node_id}"
+        return topic, partition, ErrorCode.INVALID_REPLICA_ASSIGNMENT, message
+    return topic, partition, ErrorCode.NONE, None
+
+
+@handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, min_version=0, max_version=0)
+async def handle_alter_partition_reassignments(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    broker = ctx.broker
+    if broker.cluster is None:
+        return alter_reassignments_response(
+            [_single_node(broker, t, p, r) for t, p, r in _requested(req)]
+        )
+    cluster: Any = broker.cluster
+    ctx.release_turn()
+    try:
+        response: AlterPartitionReassignmentsResponse = (
+            await cluster.channel.alter_partition_reassignments(req)
+        )
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        failed = alter_reassignments_response(
+            [(t, p, code, str(exc)) for t, p, _ in _requested(req)]
+        )
+        failed.error_code = code
+        failed.error_message = str(exc)
+        return failed
+    return response
+
+
+@handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, min_version=0, max_version=0)
+async def handle_list_partition_reassignments(
+    ctx: RequestContext, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
+    response = ListPartitionReassignmentsResponse()
+    cluster: Any = ctx.broker.cluster
+    if cluster is None:
+        return response
+    image = cluster.image
+    if req.topics is None:
+        wanted = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
+    else:
+        wanted = [(t.name, list(t.partition_indexes)) for t in req.topics if t.name in image.topics]
+    for name, indexes in wanted:
+        topic = image.topics[name]
+        ongoing = [
+            ListPartitionReassignmentsResponse.OngoingPartitionReassignment(
+                partition_index=p,
+                replicas=list(part.replicas),
+                adding_replicas=list(part.adding_replicas),
+                removing_replicas=list(part.removing_replicas),
+            )
+            for p in indexes
+            if (part := topic.partitions.get(p)) is not None
+            and (part.adding_replicas or part.removing_replicas)
+        ]
+        if ongoing:
+            response.topics.append(
+                ListPartitionReassignmentsResponse.OngoingTopicReassignment(
+                    name=name, partitions=ongoing
+                )
+            )
+    return response
