@@ -32,6 +32,7 @@ HANDLER_MODULES: list[str] = [
     "acls",
     "producer_ids",
     "elections",
+    "reassignments",
     "groups",
     "group_offsets",
     "transactions",
