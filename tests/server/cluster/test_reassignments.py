@@ -135,6 +135,16 @@ async def test_reassignment_moves_data_and_leadership(tmp_path: Path) -> None:
                     await trio.sleep(0.1)
             assert latest.offset == 20  # every acknowledged record is on the new replicas
             assert await listed(port) == {}
+            # A voter that is not the active controller refuses, so the broker's channel retries.
+            idle = next(n for n in nodes if not n.broker.cluster.raft.is_leader)  # type: ignore[union-attr]
+            refused = await call(
+                idle.controller_port,
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                0,
+                reassign(("mv", 0, [c])),
+            )
+            assert refused.error_code == ErrorCode.NOT_CONTROLLER
+            assert answers(refused) == [("mv", 0, ErrorCode.NOT_CONTROLLER)]
 
             # A target on a broker that is down stays in progress; cancel goes back.
             by_id[a].server.request_shutdown()
