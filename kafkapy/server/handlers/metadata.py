@@ -10,8 +10,9 @@ leader election to wait for. Illegal names -> INVALID_TOPIC_EXCEPTION; unknown t
 
 Cluster mode (docs/cluster.md; single-node behaviour is unchanged): everything comes from the
 published MetadataImage - the unfenced brokers with their endpoint for the request's listener,
-controller id = the Raft leader when it is such a broker (else the lowest one: clients cannot
-reach controller-only nodes), each partition's leader, leader epoch, replicas, ISR and offline
+controller id = the Raft leader when it is such a broker and this node still reaches it (else
+this broker, which forwards admin requests to whichever controller becomes active; see
+`controller_id_for_clients`), each partition's leader, leader epoch, replicas, ISR and offline
 replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-creation goes
 through the controller channel; the answer waits briefly for the new topic to reach the image
 (LEADER_NOT_AVAILABLE if it has not yet, and the client retries).
@@ -33,11 +34,18 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
+from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_error
 
-__all__ = ["alive_brokers", "auto_create_in_cluster", "controller_id_for_clients", "handle_metadata", "topic_metadata"]
+__all__ = [
+    "alive_brokers",
+    "auto_create_in_cluster",
+    "controller_id_for_clients",
+    "handle_metadata",
+    "topic_metadata",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +91,9 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
     if create is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     request = CreateTopicsRequest(
-        topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)],
+        topics=[
+            CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)
+        ],
         timeout_ms=30000,
     )
     try:
@@ -91,7 +101,11 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
     except Exception as exc:  # no controller yet, ...: the client retries
         log.info("auto-creating %s through the controller failed: %s", name, exc)
         return ErrorCode.LEADER_NOT_AVAILABLE
-    code = ErrorCode(response.topics[0].error_code) if response.topics else ErrorCode.UNKNOWN_SERVER_ERROR
+    code = (
+        ErrorCode(response.topics[0].error_code)
+        if response.topics
+        else ErrorCode.UNKNOWN_SERVER_ERROR
+    )
     return ErrorCode.NONE if code is ErrorCode.TOPIC_ALREADY_EXISTS else code
 
 
@@ -106,10 +120,40 @@ def alive_brokers(image: Any, listener: str) -> list[tuple[int, str, int, str | 
 
 
 def controller_id_for_clients(cluster: Any, listed: list[int]) -> int:
-    """The Raft leader when clients can reach it as a broker, else the lowest listed broker
-    (clients cannot talk to controller-only nodes; brokers forward admin requests)."""
+    """The controller id clients are told (Metadata, DescribeCluster): where they send admin
+    requests (CreateTopics, DeleteTopics, CreatePartitions, configs, ...).
+
+    The Raft leader when it is a listed broker and this node is it or still connected to it;
+    otherwise this broker when listed (it forwards to whichever controller is active, as KRaft
+    brokers do - Kafka names a random live broker), else the lowest listed one (clients cannot
+    talk to controller-only nodes).
+
+    Why not simply the Raft leader: right after the active controller dies, every node still
+    names it for an election timeout, yet the broker unfencing lasts a session timeout longer,
+    so it stays listed. librdkafka sends admin requests only to the controller of its last
+    Metadata answer and refreshes Metadata on a new connection, not on the controller's
+    failures - told the dead node once, its CreateTopics waited for that node to come back
+    (over 100 s). A node whose Raft connection to the leader broke names itself instead: it
+    is alive, since it is answering."""
+    me = getattr(cluster, "node_id", None)
     raft_leader = getattr(getattr(cluster, "raft", None), "leader_id", None)
-    return raft_leader if raft_leader in listed else (listed[0] if listed else -1)
+    if raft_leader in listed and (raft_leader == me or _reaches(cluster, raft_leader)):
+        return int(raft_leader)
+    if me in listed:
+        return int(me)
+    return listed[0] if listed else -1
+
+
+def _reaches(cluster: Any, node_id: int) -> bool:
+    """True while this node's Raft connection to `node_id` is up (followers and observers keep
+    a Fetch long-poll in flight on it, so a dead leader's closed socket is seen at once)."""
+    peers = getattr(cluster, "controller_peers", None)
+    if peers is None:
+        return True  # nothing to judge by: keep naming the leader
+    try:
+        return bool(peers.get(node_id).connected)
+    except PeerError:
+        return False
 
 
 def _alive(image: Any, broker_id: int) -> bool:
@@ -121,18 +165,23 @@ def _cluster_topic(image: Any, t: Any) -> TopicEntry:
     partitions = []
     for p, part in sorted(t.partitions.items()):
         leader = part.leader if part.leader >= 0 and _alive(image, part.leader) else -1
-        partitions.append(MetadataResponse.MetadataResponsePartition(
-            error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=p,
-            leader_id=leader,
-            leader_epoch=part.leader_epoch,
-            replica_nodes=list(part.replicas),
-            isr_nodes=list(part.isr),
-            offline_replicas=[r for r in part.replicas if not _alive(image, r)],
-        ))
+        partitions.append(
+            MetadataResponse.MetadataResponsePartition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=p,
+                leader_id=leader,
+                leader_epoch=part.leader_epoch,
+                replica_nodes=list(part.replicas),
+                isr_nodes=list(part.isr),
+                offline_replicas=[r for r in part.replicas if not _alive(image, r)],
+            )
+        )
     return MetadataResponse.MetadataResponseTopic(
-        error_code=ErrorCode.NONE, name=t.name, topic_id=t.topic_id,
-        is_internal=t.name in INTERNAL_TOPICS, partitions=partitions,
+        error_code=ErrorCode.NONE,
+        name=t.name,
+        topic_id=t.topic_id,
+        is_internal=t.name in INTERNAL_TOPICS,
+        partitions=partitions,
     )
 
 
@@ -147,9 +196,13 @@ async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> Metada
     response = MetadataResponse(cluster_id=broker.cluster_id, controller_id=-1)
     for node_id, host, port, rack in alive_brokers(image, listener):
         response.brokers.append(
-            MetadataResponse.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+            MetadataResponse.MetadataResponseBroker(
+                node_id=node_id, host=host, port=port, rack=rack
+            )
         )
-    response.controller_id = controller_id_for_clients(cluster, [b.node_id for b in response.brokers])
+    response.controller_id = controller_id_for_clients(
+        cluster, [b.node_id for b in response.brokers]
+    )
     if req.topics is None or (version == 0 and not req.topics):
         response.topics = [_cluster_topic(image, t) for _, t in sorted(image.topics.items())]
         return response
@@ -158,7 +211,8 @@ async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> Metada
         if wanted.name is None:
             t = image.topic_by_id(wanted.topic_id)
             response.topics.append(
-                _cluster_topic(image, t) if t is not None
+                _cluster_topic(image, t)
+                if t is not None
                 else _error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
             )
             continue
@@ -191,7 +245,11 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     version = ctx.api_version
     host, port = broker.advertised(ctx.connection.listener_name)
     response = MetadataResponse(
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(
+                node_id=broker.node_id, host=host, port=port, rack=None
+            )
+        ],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
     )
@@ -205,7 +263,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         if wanted.name is None:
             info = broker.topics.by_id(wanted.topic_id)
             response.topics.append(
-                topic_metadata(broker, info) if info is not None
+                topic_metadata(broker, info)
+                if info is not None
                 else _error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
             )
             continue
