@@ -1,0 +1,203 @@
+"""Fixed cost of one small produce request, in-process: decode -> handler -> encode.
+
+Why: librdkafka with 1,000 partitions sends ~one ~80-record partition batch per Produce request
+(perf/README.md, "1,000 partitions, second round"), so the broker's *per-request* cost decides
+that figure. This loop runs exactly the broker's request path minus the socket and trio's task
+scheduling - `decode_request(frame)`, `handle_produce(ctx, req)`, `encode_response(...)` - on a
+real on-disk broker (pwrite included), and prints CPU-us per request plus a per-phase split.
+
+Load-insensitive figure: run it under callgrind twice, with `--requests N` and `--requests 0`,
+and divide the instruction difference by N (the `--callgrind` flag does both and prints it):
+
+    perf/request_cost.py                                  # CPU-us per request, phases
+    perf/request_cost.py --callgrind                      # instructions per request (slow)
+    perf/request_cost.py --profile | head -40             # cProfile of the loop
+    PYTHONPATH=/tmp/old perf/request_cost.py --callgrind  # an older tree, for A/B
+
+Options: `--partitions P` (batches per request, default 1), `--records R` per batch (default
+80), `--value-bytes` (default 1024), `--version` of Produce (default 9), `--json PATH`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import os
+import pstats
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
+from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.records import Record, build_batch
+from kafkapy.server.broker import Broker
+from kafkapy.server.config import BrokerConfig
+from kafkapy.server.context import ConnectionState, RequestContext
+from kafkapy.server.handlers.produce import handle_produce
+
+TOPIC = "cost"
+
+
+def build_frame(version: int, partitions: int, records: int, value_bytes: int) -> bytes:
+    """One Produce request as the broker receives it (size prefix stripped)."""
+    value = b"x" * value_bytes
+    batch = build_batch(
+        [Record(i, 0, b"k%d" % i, value, []) for i in range(records)],
+        base_timestamp=int(time.time() * 1000),
+    )
+    req = ProduceRequest(
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=TOPIC,
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=p, records=batch)
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
+    return encode_request(RequestHeader(ApiKey.PRODUCE, version, 1, "request-cost"), req)
+
+
+async def _loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
+    broker = Broker(
+        BrokerConfig({"log.dirs": data_dir, "log.retention.check.interval.ms": "600000"})
+    )
+    broker.create_topic(TOPIC, args.partitions)
+    frame = build_frame(args.version, args.partitions, args.records, args.value_bytes)
+    state = ConnectionState("PLAINTEXT", "request-cost")
+    phases = {"decode": 0.0, "handle": 0.0, "encode": 0.0}
+
+    async def one(seq: int, timed: bool) -> None:
+        buf = bytearray(frame)  # the connection hands in a bytearray of its own (>= 64 KiB)
+        t0 = time.process_time()
+        header, req = decode_request(buf)
+        t1 = time.process_time()
+        ctx = RequestContext(broker, header, state, seq)
+        resp = await handle_produce(ctx, req)
+        t2 = time.process_time()
+        assert resp is not None
+        encode_response(header.api_key, header.api_version, header.correlation_id, resp)
+        t3 = time.process_time()
+        if timed:
+            phases["decode"] += t1 - t0
+            phases["handle"] += t2 - t1
+            phases["encode"] += t3 - t2
+
+    for i in range(3):  # warm: codec compile, log files open
+        await one(i, False)
+    gc.disable()
+    profiler = cProfile.Profile() if args.profile else None
+    start = time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    for i in range(args.requests):
+        await one(i + 3, True)
+    if profiler is not None:
+        profiler.disable()
+    cpu = time.process_time() - start
+    gc.enable()
+    broker.close()
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
+    n = max(args.requests, 1)
+    return {
+        "cpu_us_per_request": cpu / n * 1e6,
+        **{f"{k}_us": v / n * 1e6 for k, v in phases.items()},
+    }
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
+        return trio.run(_loop, args, d)
+
+
+def _callgrind(args: argparse.Namespace) -> dict[str, Any]:
+    """Instructions per request: (N requests - 0 requests) / N, each under callgrind."""
+    counts = []
+    for n in (args.requests, 0):
+        with tempfile.TemporaryDirectory(prefix="request-cost-cg-") as d:
+            out = Path(d) / "callgrind.out"
+            cmd = [
+                "valgrind",
+                "--tool=callgrind",
+                "--dump-instr=no",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                __file__,
+                "--requests",
+                str(n),
+                "--partitions",
+                str(args.partitions),
+                "--records",
+                str(args.records),
+                "--value-bytes",
+                str(args.value_bytes),
+                "--version",
+                str(args.version),
+                "--inner",
+            ]
+            env = dict(os.environ, PYTHONHASHSEED="0")
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+            m = re.search(r"Collected : (\d+)", proc.stderr)
+            assert m is not None, proc.stderr[-2000:]
+            counts.append(int(m.group(1)))
+    per = (counts[0] - counts[1]) / max(args.requests, 1)
+    return {"instructions_per_request": per, "instructions_total": counts}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--requests", type=int, default=2000)
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--records", type=int, default=80)
+    p.add_argument("--value-bytes", type=int, default=1024)
+    p.add_argument("--version", type=int, default=9)
+    p.add_argument("--runs", type=int, default=5, help="CPU mode: median of this many loops")
+    p.add_argument("--callgrind", action="store_true")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    if args.inner or args.profile:
+        print(_run(args))
+        return
+    if args.callgrind:
+        if args.requests == 2000:
+            args.requests = 200
+        result = _callgrind(args)
+    else:
+        runs = [_run(args) for _ in range(args.runs)]
+        result = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        result["runs"] = runs
+    result["shape"] = {
+        "partitions": args.partitions,
+        "records": args.records,
+        "value_bytes": args.value_bytes,
+        "version": args.version,
+        "requests": args.requests,
+    }
+    summary = {
+        k: (round(v, 1) if isinstance(v, float) else v) for k, v in result.items() if k != "runs"
+    }
+    print(json.dumps(summary))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

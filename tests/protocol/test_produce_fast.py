@@ -1,0 +1,147 @@
+"""Produce request fast path (`codec.decode_produce_request`) against the generic codec.
+
+What users rely on: a Produce request decodes to exactly what the generic codec makes of it -
+same header, same fields, `records` a view of the caller's buffer - and malformed input still
+ends in ProtocolError (the fast path gives up, never answers differently). Both are checked on
+valid requests of every version it reads and on those requests cut, bit-flipped or padded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkapy.protocol import ApiKey, RequestHeader, codec, decode_request, encode_request
+from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.messages import ProduceRequest
+
+
+@contextmanager
+def _generic_only() -> Iterator[None]:
+    saved = codec._FAST_FRAME_TYPES
+    codec._FAST_FRAME_TYPES = ()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        codec._FAST_FRAME_TYPES = saved
+
+
+def _generic(frame: bytes | bytearray) -> tuple[RequestHeader, object] | ProtocolError:
+    with _generic_only():
+        try:
+            return decode_request(frame)
+        except ProtocolError as e:
+            return e
+
+
+_text = st.text(st.characters(codec="utf-8"), max_size=140)
+_records = st.one_of(st.none(), st.binary(max_size=300))
+_partition = st.builds(
+    ProduceRequest.PartitionProduceData, index=st.integers(-(2**31), 2**31 - 1), records=_records
+)
+_topic = st.builds(
+    ProduceRequest.TopicProduceData,
+    name=_text,
+    partition_data=st.lists(_partition, max_size=4),
+)
+_request = st.builds(
+    ProduceRequest,
+    transactional_id=st.one_of(st.none(), _text),
+    acks=st.sampled_from([-1, 0, 1, 2, -32768]),
+    timeout_ms=st.integers(-(2**31), 2**31 - 1),
+    topic_data=st.lists(_topic, max_size=3),
+)
+
+
+def _frame(version: int, req: ProduceRequest, client_id: str | None) -> bytes:
+    return encode_request(RequestHeader(ApiKey.PRODUCE, version, 7, client_id), req)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(3, 11),
+    req=_request,
+    client_id=st.one_of(st.none(), _text),
+    as_bytearray=st.booleans(),
+)
+def test_valid_requests_decode_as_the_generic_codec(
+    version: int, req: ProduceRequest, client_id: str | None, as_bytearray: bool
+) -> None:
+    raw = _frame(version, req, client_id)
+    frame = bytearray(raw) if as_bytearray else raw
+    fast = codec.decode_produce_request(frame)
+    assert fast is not None  # a well-formed request of v3-v11 takes the fast path
+    assert fast == _generic(frame)
+    assert fast[1] == req
+    if as_bytearray:  # the log patches offsets into these views: they must be the frame itself
+        for topic in fast[1].topic_data:
+            for part in topic.partition_data:
+                if part.records is not None:
+                    assert isinstance(part.records, memoryview)
+                    assert part.records.obj is frame
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    version=st.integers(0, 12),
+    req=_request,
+    mangle=st.sampled_from(["cut", "flip", "junk", "tag"]),
+    where=st.integers(0, 10_000),
+    junk=st.binary(min_size=1, max_size=8),
+    as_bytearray=st.booleans(),
+)
+def test_malformed_requests_answer_as_the_generic_codec(
+    version: int, req: ProduceRequest, mangle: str, where: int, junk: bytes, as_bytearray: bool
+) -> None:
+    with _generic_only():  # versions the codec does not know still need a frame to mangle
+        try:
+            raw = bytearray(_frame(version, req, "c"))
+        except ProtocolError:
+            raw = bytearray(_frame(9, req, "c"))
+    at = where % len(raw)
+    if mangle == "cut":
+        del raw[at:]
+    elif mangle == "flip":
+        raw[at] ^= junk[0]
+    elif mangle == "junk":
+        raw[at:at] = junk
+    else:  # a byte where a tagged section (or a length) is expected
+        raw[at] = junk[0]
+    frame = raw if as_bytearray else bytes(raw)
+    expected = _generic(frame)
+    fast = codec.decode_produce_request(frame)
+    if isinstance(expected, ProtocolError):
+        assert fast is None
+    elif fast is not None:
+        assert fast == expected
+    # and through the public entry point: the generic answer, ProtocolError or a message
+    try:
+        got: object = decode_request(frame)
+    except ProtocolError as e:
+        got = e
+    if isinstance(expected, ProtocolError):
+        assert isinstance(got, ProtocolError)
+        assert type(got) is type(expected)
+    else:
+        assert got == expected
+
+
+def test_tagged_fields_take_the_generic_path() -> None:
+    """A tagged field the fast path does not read must not be dropped: the generic codec keeps
+    it in `unknown_tagged_fields`."""
+    req = ProduceRequest(acks=1, timeout_ms=5, unknown_tagged_fields={7: b"xy"})
+    frame = _frame(9, req, "c")
+    assert codec.decode_produce_request(frame) is None
+    assert decode_request(frame)[1].unknown_tagged_fields == {7: b"xy"}
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+def test_strict_decoding_still_refuses_trailing_bytes(version: int) -> None:
+    frame = _frame(version, ProduceRequest(acks=1, timeout_ms=5), "c") + b"\x00"
+    assert decode_request(frame)[1] == ProduceRequest(acks=1, timeout_ms=5)
+    with pytest.raises(ProtocolError):
+        decode_request(frame, strict=True)
