@@ -45,6 +45,7 @@ JAVA_USES = (
     "ListGroups", "ApiVersions", "CreateTopics", "DeleteTopics", "DeleteRecords",
     "InitProducerId", "OffsetForLeaderEpoch", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn",
     "TxnOffsetCommit", "DescribeConfigs", "IncrementalAlterConfigs", "DescribeCluster",
+    "ConsumerGroupHeartbeat",
 )  # fmt: skip
 
 
@@ -52,10 +53,18 @@ JAVA_USES = (
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """This module's broker: as conftest's, but a new group's first rebalance does not wait the
     default 3 s for more members (seven scenarios form groups; the wait is Kafka's default and
-    changes nothing the tests check, since they wait for assignments, not for time)."""
+    changes nothing the tests check, since they wait for assignments, not for time), and
+    consumer-protocol members heartbeat every 0.5 s."""
     factory = BrokerFactory(tmp_path_factory.mktemp("java-broker"))
     try:
-        yield factory.start(extra_args=["--override", "group.initial.rebalance.delay.ms=0"])
+        yield factory.start(
+            extra_args=[
+                "--override", "group.initial.rebalance.delay.ms=0",
+                # KIP-848 members learn of a new assignment at their next heartbeat (Kafka's
+                # default interval is 5 s); 0.5 s keeps the two consumer-protocol stories short
+                "--override", "group.consumer.heartbeat.interval.ms=500",
+            ]
+        )  # fmt: skip
     finally:
         problems = factory.close()
         assert not problems, problems
@@ -81,7 +90,8 @@ def runs(java: JavaClient) -> Iterator[Runs]:
         "fencing": ("fencing", "java-fence"),
         "static": ("static-member", "java-static"),
         "big": ("big", "java-big"),
-        "kip848": ("consumer-protocol", "java-kip848"),
+        "groups-kip848": ("groups", "java-kip848", "default", "consumer"),
+        "groups-kip848-range": ("groups", "java-kip848r", "range", "consumer"),
         "api-versions": ("api-versions", "-"),
     }
     scenarios = {k: (v[0], unique_topic(v[1]), *v[2:]) for k, v in base.items()}
@@ -201,15 +211,11 @@ def _expected(tag: str, per_partition: int) -> list[str]:
     return sorted(f"{tag}-{p}-{i}" for p in range(GROUP_PARTITIONS) for i in range(per_partition))
 
 
-@pytest.mark.parametrize(
-    ("assignor", "protocol"),
-    [("range", "classic"), ("cooperative", "classic"), ("default", "default")],
-)
-def test_consumer_group_story(runs: Runs, assignor: str, protocol: str) -> None:
-    """Two members split the partitions, commit, one leaves and the other takes over, and a new
-    member resumes exactly from the committed offsets (see `Groups.java`)."""
-    _, events = runs.get(f"groups-{assignor}")
-    joined = events.one("phase", phase="joined")["assignment"]
+def _check_story(events: Events) -> dict[str, list[str]]:
+    """What `Groups.java`'s story promises whatever the protocol: the two members split the
+    partitions, every record is read once by its owner, the survivor takes over after a leave,
+    and a new member resumes exactly from the committed offsets. Returns the joined split."""
+    joined: dict[str, list[str]] = events.one("phase", phase="joined")["assignment"]
     a, b = set(joined["a"]), set(joined["b"])
     assert a, joined
     assert b, joined
@@ -226,32 +232,54 @@ def test_consumer_group_story(runs: Runs, assignor: str, protocol: str) -> None:
         "the new member did not resume from the committed offsets"
     )
     assert set(events.one("committed")["offsets"].values()) == {13}
-    # "a" held all 4 partitions when "b" joined: an eager rebalance (range, and the default list
-    # [range, cooperative-sticky]) revokes all of them, a cooperative one only what moves to "b"
     assert len(events.one("phase", phase="first")["assignment"]["a"]) == GROUP_PARTITIONS
+    assert not events.all("rebalance", kind="lost")
+    return joined
+
+
+def _revoked_while_b_joined(events: Events) -> list[dict[str, Any]]:
     lines = events.lines
     window = lines[
         lines.index(events.one("phase", phase="first")) : lines.index(
             events.one("phase", phase="joined")
         )
     ]
-    revoked = [e for e in window if e["event"] == "rebalance" and e["kind"] == "revoked"]
+    return [e for e in window if e["event"] == "rebalance" and e["kind"] == "revoked"]
+
+
+@pytest.mark.parametrize(
+    ("assignor", "protocol"),
+    [("range", "classic"), ("cooperative", "classic"), ("default", "default")],
+)
+def test_consumer_group_story(runs: Runs, assignor: str, protocol: str) -> None:
+    """Two members split the partitions, commit, one leaves and the other takes over, and a new
+    member resumes exactly from the committed offsets (see `Groups.java`)."""
+    _, events = runs.get(f"groups-{assignor}")
+    joined = _check_story(events)
+    # "a" held all 4 partitions when "b" joined: an eager rebalance (range, and the default list
+    # [range, cooperative-sticky]) revokes all of them, a cooperative one only what moves to "b"
+    revoked = _revoked_while_b_joined(events)
     assert [e["member"] for e in revoked] == ["a"], revoked
     if assignor in ("range", "default"):
         assert len(revoked[0]["partitions"]) == GROUP_PARTITIONS, revoked
     else:
         assert revoked[0]["partitions"] == sorted(joined["b"]), revoked
-    assert not events.all("rebalance", kind="lost")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="FINDINGS F6")
-def test_consumer_group_protocol_kip848(runs: Runs) -> None:
-    """group.protocol=consumer (KIP-848, opt-in in kafka-clients 4.x) needs
-    ConsumerGroupHeartbeat, which kafkapy does not implement yet: the client stops with
-    UnsupportedVersionException ("The cluster does not support the new CONSUMER group
-    protocol") instead of consuming."""
-    outcome = runs.get("kip848")[1].one("outcome")
-    assert outcome.get("records") == 1, outcome
+@pytest.mark.parametrize("scenario", ["groups-kip848", "groups-kip848-range"])
+def test_consumer_group_protocol_kip848(runs: Runs, scenario: str) -> None:
+    """group.protocol=consumer (KIP-848): the same story through ConsumerGroupHeartbeat with
+    the broker's assignor (uniform by default, range when the client asks with
+    group.remote.assignor). Reconciliation is incremental: when "b" joins, "a" revokes only
+    the partitions that move to "b", and "b" gets them only after "a" let them go."""
+    _, events = runs.get(scenario)
+    joined = _check_story(events)
+    revoked = [e for e in _revoked_while_b_joined(events) if e["partitions"]]
+    assert [e["member"] for e in revoked] == ["a"], revoked
+    assert revoked[0]["partitions"] == sorted(joined["b"]), revoked
+    if scenario.endswith("range"):
+        ranges = sorted(sorted(int(tp.rsplit("-", 1)[1]) for tp in joined[m]) for m in "ab")
+        assert ranges == [[0, 1], [2, 3]], joined
 
 
 def test_transactions(runs: Runs) -> None:

@@ -115,6 +115,10 @@ def group_config_from(config: BrokerConfig) -> GroupConfig:
         offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+        consumer_heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        consumer_session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        consumer_assignors=tuple(config.get_list("group.consumer.assignors")) or ("uniform",),
+        consumer_max_size=config.get_int("group.consumer.max.size"),
     )
 
 
@@ -129,7 +133,9 @@ _WRITE_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
 }
 _TOO_LARGE = (
-    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.INVALID_FETCH_SIZE,
 )
 
 
@@ -270,8 +276,13 @@ class GroupDriver:
         if coordinator is None:
             return
         self._release(coordinator)
-        log.info("%s-%d moved away (leader epoch %d): unloaded %d groups",
-                 CONSUMER_OFFSETS_TOPIC, partition, leader_epoch, len(coordinator.groups))
+        log.info(
+            "%s-%d moved away (leader epoch %d): unloaded %d groups",
+            CONSUMER_OFFSETS_TOPIC,
+            partition,
+            leader_epoch,
+            len(coordinator.groups),
+        )
 
     def _release(self, coordinator: GroupCoordinator) -> None:
         """A coordinator is dropped: the Join/SyncGroups waiting in it get NOT_COORDINATOR."""
@@ -286,8 +297,9 @@ class GroupDriver:
     def _plog(self, partition: int) -> PartitionLog | None:
         if cluster_of(self.broker) is None:
             return internal_partition_log(self.broker, CONSUMER_OFFSETS_TOPIC, partition)
-        return (self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
-                or self.broker.logs.get(CONSUMER_OFFSETS_TOPIC, partition))
+        return self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition) or self.broker.logs.get(
+            CONSUMER_OFFSETS_TOPIC, partition
+        )
 
     async def _load_partition(self, partition: int, leader_epoch: int) -> None:
         """Replay the partition's log into a new coordinator (the bulk in a worker thread, the
@@ -311,9 +323,15 @@ class GroupDriver:
             return
         coordinator.load_complete(now_ms())
         if self.owned.finish_load(partition, leader_epoch, coordinator):
-            log.info("loaded %s-%d (leader epoch %d): %d records, %d groups in %d ms",
-                     CONSUMER_OFFSETS_TOPIC, partition, leader_epoch, loaded,
-                     len(coordinator.groups), now_ms() - started)
+            log.info(
+                "loaded %s-%d (leader epoch %d): %d records, %d groups in %d ms",
+                CONSUMER_OFFSETS_TOPIC,
+                partition,
+                leader_epoch,
+                loaded,
+                len(coordinator.groups),
+                now_ms() - started,
+            )
             self._changed.set()
 
     # -- start-up ------------------------------------------------------------------------
@@ -369,7 +387,10 @@ class GroupDriver:
         if cluster_of(self.broker) is None:
             return True
         return await ensure_cluster_topic(
-            self.broker, CONSUMER_OFFSETS_TOPIC, self.num_partitions, self._topic_configs(),
+            self.broker,
+            CONSUMER_OFFSETS_TOPIC,
+            self.num_partitions,
+            self._topic_configs(),
             "offsets.topic.replication.factor",
         )
 
@@ -397,8 +418,11 @@ class GroupDriver:
     ) -> int:
         """Replay one `__consumer_offsets` partition's log into `into`; returns the number of
         records read. Used at start-up and to revert the state after a failed append."""
-        plog = (self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
-                if cluster_of(self.broker) is None else self._plog(partition))
+        plog = (
+            self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
+            if cluster_of(self.broker) is None
+            else self._plog(partition)
+        )
         if plog is None:
             return 0
         return self._replay_log(plog, into, None, end)
@@ -439,8 +463,13 @@ class GroupDriver:
         for partition, done in appended.items():
             code = await wait_replicated(self.broker, CONSUMER_OFFSETS_TOPIC, partition, done.end)
             if code is not ErrorCode.NONE:
-                log.warning("%s-%d did not replicate (%s): reverting %d group records",
-                            CONSUMER_OFFSETS_TOPIC, partition, code.name, len(done.records))
+                log.warning(
+                    "%s-%d did not replicate (%s): reverting %d group records",
+                    CONSUMER_OFFSETS_TOPIC,
+                    partition,
+                    code.name,
+                    len(done.records),
+                )
                 failed = failed or _FailedWrite(cause=code)
                 failed.records.extend(done.records)
                 failed.partitions.add(partition)
@@ -515,8 +544,10 @@ class GroupDriver:
                         Record(i, 0, encode_key(r.key), encode_value(r.value))
                         for i, r in enumerate(group_records)
                     ],
-                    base_timestamp=now, producer_id=producer_id,
-                    producer_epoch=producer_epoch, is_transactional=producer_id >= 0,
+                    base_timestamp=now,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    is_transactional=producer_id >= 0,
                 )
                 epoch = self.owned.leader_epoch(partition) if self.partitioned else None
                 before = plog.log_end_offset
@@ -524,11 +555,15 @@ class GroupDriver:
             except Exception as exc:  # the state must follow the log whatever broke
                 code = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    if isinstance(exc, _MissingPartition) else _error_code_of(exc)
+                    if isinstance(exc, _MissingPartition)
+                    else _error_code_of(exc)
                 )
                 log.warning(
                     "append to %s-%d failed (%s): reverting %d group records to the log",
-                    CONSUMER_OFFSETS_TOPIC, partition, exc, len(group_records),
+                    CONSUMER_OFFSETS_TOPIC,
+                    partition,
+                    exc,
+                    len(group_records),
                     exc_info=code is ErrorCode.UNKNOWN_SERVER_ERROR,
                 )
                 failed = failed or _FailedWrite(cause=code)
@@ -563,15 +598,18 @@ class GroupDriver:
             coordinator = self._coordinator_of_partition(partition)
             if coordinator is None:  # moved away meanwhile: its answers become the error
                 groups = {r.group_id for r in records}
-                completions = [_as_error(c, error) if c.group_id in groups else c
-                               for c in completions]
+                completions = [
+                    _as_error(c, error) if c.group_id in groups else c for c in completions
+                ]
                 continue
             log_state = GroupCoordinator(self.config)
             plog = self._plog(partition)
             try:
                 if plog is not None:
                     # the log as it was before the failed records (and never above the HW)
-                    end = min(plog.high_watermark, failed.revert_to.get(partition, plog.high_watermark))
+                    end = min(
+                        plog.high_watermark, failed.revert_to.get(partition, plog.high_watermark)
+                    )
                     self._replay_log(plog, log_state, None, end)
             except Exception:
                 log.exception("cannot re-read %s-%d", CONSUMER_OFFSETS_TOPIC, partition)
@@ -600,8 +638,9 @@ class GroupDriver:
     def _next_deadline(self) -> int | None:
         if not self.partitioned:
             return self.coordinator.next_deadline()
-        deadlines = [d for c in self.owned.loaded().values()
-                     if (d := c.next_deadline()) is not None]
+        deadlines = [
+            d for c in self.owned.loaded().values() if (d := c.next_deadline()) is not None
+        ]
         return min(deadlines, default=None)
 
     async def run(self) -> None:
@@ -643,8 +682,11 @@ class GroupDriver:
 def _as_error(c: Completion, error: ErrorCode) -> Completion:
     """A completion answered `error` instead (its group's coordinator moved away)."""
     r = c.response
-    answer: Answer = (JoinGroupResult(error, member_id=r.member_id)
-                      if isinstance(r, JoinGroupResult) else SyncGroupResult(error))
+    answer: Answer = (
+        JoinGroupResult(error, member_id=r.member_id)
+        if isinstance(r, JoinGroupResult)
+        else SyncGroupResult(error)
+    )
     return Completion(c.request_id, answer, c.group_id)
 
 

@@ -238,6 +238,9 @@ def test_bad_requests_get_clear_errors() -> None:
     assert h.beat(Consumer(), topics=None).error is ErrorCode.INVALID_REQUEST
     assert h.beat(Consumer(), topics=["t"], group="").error is ErrorCode.INVALID_REQUEST
     assert h.beat(Consumer(), topics=["t"], regex="t.*").error is ErrorCode.INVALID_REQUEST
+    assert h.beat(Consumer(), topics=["t"], regex="").error is ErrorCode.NONE  # librdkafka's
+    h.records.clear()
+    del h.coordinator.consumer_groups["g"]
     r = h.beat(Consumer(), topics=["t"], assignor="sticky")
     assert r.error is ErrorCode.UNSUPPORTED_ASSIGNOR
     assert h.beat(Consumer("", 3), topics=["t"]).error is ErrorCode.INVALID_REQUEST

@@ -176,7 +176,7 @@ class ConsumerGroupOps(OffsetOps):
 
         if not group_id:
             return fail(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        if subscribed_regex is not None:
+        if subscribed_regex:  # librdkafka sends "" for "no regex"
             return fail(ErrorCode.INVALID_REQUEST, "regex subscriptions are not supported yet")
         if server_assignor is not None and server_assignor not in self.config.consumer_assignors:
             return fail(ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {server_assignor} not enabled")

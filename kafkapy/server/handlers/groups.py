@@ -25,7 +25,13 @@ the same connection's heartbeats and commits are not stuck behind them.
 - A failed write to `__consumer_offsets` (see group_driver) answers the code Kafka gives for the
   API: NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE for a missing partition.
 
-Not yet: KIP-848 consumer groups.
+KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are in
+consumer_groups.py; this module imports it so they register with the group APIs. ListGroups
+shows them with type `consumer`, DeleteGroups deletes empty ones; DescribeGroups (the classic
+API) reports them as Dead, since their members have no classic metadata.
+
+Not yet: upgrading a classic group with members to the consumer protocol (refused with
+INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).
 """
 
 from __future__ import annotations
@@ -111,8 +117,10 @@ async def handle_find_coordinator(
         key_type = GROUP_KEY
     else:
         key_type = req.key_type
-    if cluster_of(broker) is not None and not broker.shutting_down and key_type in (
-        GROUP_KEY, TRANSACTION_KEY
+    if (
+        cluster_of(broker) is not None
+        and not broker.shutting_down
+        and key_type in (GROUP_KEY, TRANSACTION_KEY)
     ):
         return await _find_in_cluster(ctx, keys, key_type)
     host, port = broker.advertised(ctx.connection.listener_name)
@@ -125,9 +133,14 @@ async def handle_find_coordinator(
         error = ErrorCode.INVALID_REQUEST
     found = error is ErrorCode.NONE
     node, h, p = (broker.node_id, host, port) if found else (-1, "", -1)
-    message = None if found else (
-        "the broker is shutting down" if broker.shutting_down
-        else f"unknown coordinator key type {key_type}"
+    message = (
+        None
+        if found
+        else (
+            "the broker is shutting down"
+            if broker.shutting_down
+            else f"unknown coordinator key type {key_type}"
+        )
     )
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(
@@ -166,14 +179,24 @@ async def _find_in_cluster(
         else:
             error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         message = None if error is ErrorCode.NONE else f"no leader for the {topic} partition yet"
-        answers.append(FindCoordinatorResponse.Coordinator(
-            key=k, node_id=node, host=host, port=port, error_code=error, error_message=message,
-        ))
+        answers.append(
+            FindCoordinatorResponse.Coordinator(
+                key=k,
+                node_id=node,
+                host=host,
+                port=port,
+                error_code=error,
+                error_message=message,
+            )
+        )
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(coordinators=answers)
     a = answers[0]
     return FindCoordinatorResponse(
-        error_code=a.error_code, error_message=a.error_message, node_id=a.node_id, host=a.host,
+        error_code=a.error_code,
+        error_message=a.error_message,
+        node_id=a.node_id,
+        host=a.host,
         port=a.port,
     )
 
@@ -232,7 +255,9 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
     driver = await group_driver(ctx.broker)
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
-        return _join_response(ctx.api_version, JoinGroupResult(coordinator, member_id=req.member_id))
+        return _join_response(
+            ctx.api_version, JoinGroupResult(coordinator, member_id=req.member_id)
+        )
     request_id = driver.next_request_id()
     result = coordinator.join_group(
         request_id=request_id,
@@ -249,7 +274,11 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
         now_ms=now_ms(),
     )
     answer = await _settle(
-        ctx, driver, request_id, result, JoinGroupResult,
+        ctx,
+        driver,
+        request_id,
+        result,
+        JoinGroupResult,
         lambda code: JoinGroupResult(code, member_id=req.member_id),
     )
     return _join_response(ctx.api_version, answer)
@@ -414,7 +443,7 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
                 group_type=g.group_type,
             )
             for g in listed
-        ]
+        ],
     )
 
 
@@ -435,7 +464,9 @@ async def handle_delete_groups(
     results: list[tuple[str, ErrorCode]] = []
     for coordinator, group_ids in by_coordinator.values():
         try:
-            done = await driver.finish(coordinator.delete_groups(group_ids=group_ids, now_ms=now_ms()))
+            done = await driver.finish(
+                coordinator.delete_groups(group_ids=group_ids, now_ms=now_ms())
+            )
         except GroupWriteError as exc:  # groups in other partitions may have been deleted
             failed = exc.response if isinstance(exc.response, list) else []
             done = [(g, exc.group_error if g in exc.groups else e) for g, e in failed]
@@ -449,3 +480,7 @@ async def handle_delete_groups(
             DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e) for g, e in results
         ]
     )
+
+
+# KIP-848's handlers register when this module loads (they share the group driver and codes)
+import kafkapy.server.handlers.consumer_groups  # noqa: E402, F401

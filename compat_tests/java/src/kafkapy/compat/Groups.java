@@ -17,8 +17,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 
 /**
- * Consumer groups with the classic protocol. Args: ASSIGNOR (range, roundrobin, cooperative or
- * default = the client's default list) and PROTOCOL (classic or default = group.protocol unset).
+ * Consumer groups. Args: ASSIGNOR (range, roundrobin, cooperative or default = the client's
+ * default list; with PROTOCOL consumer: the server-side assignor, uniform or range, or default)
+ * and PROTOCOL (classic, consumer = KIP-848, or default = group.protocol unset).
  *
  * <p>Story: member "a" joins one group on a 4-partition topic and gets every partition, then
  * "b" joins and both poll until both hold partitions; then 10 records per partition are produced and read between them; both commit; "b" leaves (close), "a" must end up with all
@@ -35,9 +36,15 @@ final class Groups {
   static Map<String, String> settings(String group, String assignor, String protocol) {
     Map<String, String> cfg = new HashMap<>();
     cfg.put("group.id", group);
+    if (!protocol.equals("default")) cfg.put("group.protocol", protocol);
+    if (protocol.equals("consumer")) {
+      // KIP-848: session, heartbeat and assignment are the broker's (group.consumer.*); the
+      // client refuses these settings with group.protocol=consumer
+      if (!assignor.equals("default")) cfg.put("group.remote.assignor", assignor);
+      return cfg;
+    }
     cfg.put("session.timeout.ms", "10000");
     cfg.put("heartbeat.interval.ms", "500");
-    if (!protocol.equals("default")) cfg.put("group.protocol", protocol);
     String cls =
         switch (assignor) {
           case "range" -> "org.apache.kafka.clients.consumer.RangeAssignor";
@@ -182,42 +189,5 @@ final class Groups {
       ev.put("offsets", Clients.offsets(c.committed(Set.copyOf(Clients.partitions(topic, PARTITIONS)))));
       Json.emit(ev);
     }
-  }
-
-  /**
-   * group.protocol=consumer (KIP-848) against a broker without ConsumerGroupHeartbeat: what the
-   * user sees. Emits "outcome" with either the records count or the exception.
-   */
-  static void consumerProtocol(String bootstrap, String prefix) throws Exception {
-    String topic = prefix + "-topic";
-    try (Admin admin = Clients.admin(bootstrap)) {
-      Clients.createTopic(admin, topic, PARTITIONS, (short) 1);
-    }
-    produce(bootstrap, topic, "kip848", 1);
-    Map<String, String> cfg = new HashMap<>();
-    cfg.put("group.id", prefix + "-group");
-    cfg.put("group.protocol", "consumer");
-    Map<String, Object> ev = Json.event("outcome");
-    long start = System.currentTimeMillis();
-    KafkaConsumer<String, String> c = Clients.consumer(bootstrap, cfg);
-    try {
-      c.subscribe(List.of(topic));
-      int n = 0;
-      long deadline = System.currentTimeMillis() + 10_000;
-      while (System.currentTimeMillis() < deadline && n < 1) {
-        n += c.poll(Duration.ofMillis(200)).count();
-      }
-      ev.put("records", n);
-    } catch (Exception e) {
-      ev.put("exception", e.getClass().getName());
-      ev.put("message", String.valueOf(e.getMessage()));
-    }
-    ev.put("elapsedMs", System.currentTimeMillis() - start);
-    Json.emit(ev);
-    start = System.currentTimeMillis();
-    c.close(org.apache.kafka.clients.consumer.CloseOptions.timeout(Duration.ofSeconds(1)));
-    Map<String, Object> closed = Json.event("closed");
-    closed.put("elapsedMs", System.currentTimeMillis() - start);
-    Json.emit(closed);
   }
 }

@@ -34,7 +34,6 @@ public final class Main {
         case "produce-consume" -> ProduceConsume.run(bootstrap, prefix, rest);
         case "big" -> ProduceConsume.big(bootstrap, prefix);
         case "groups" -> Groups.run(bootstrap, prefix, rest);
-        case "consumer-protocol" -> Groups.consumerProtocol(bootstrap, prefix);
         case "transactions" -> Transactions.run(bootstrap, prefix);
         case "admin" -> AdminOps.run(bootstrap, prefix);
         case "replicated" -> AdminOps.replicated(bootstrap, prefix);

@@ -1,0 +1,197 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat (68) v0-1, ConsumerGroupDescribe (69) v0.
+
+Behaviour: the handlers translate between the wire (topic ids) and the group coordinator's
+consumer-group operations (topic names, see `kafkapy.coordinator.group.consumer`), through the
+broker's `GroupDriver`, which persists the records before the answer goes out. The partition
+counts the server-side assignor uses are the broker's current topic table, read on every
+heartbeat, so created topics and added partitions bump the group epoch at the next heartbeat.
+
+- Heartbeat v0: a joining member (epoch 0) with an empty member id gets one from the
+  coordinator; v1 (KIP-1082): the client names itself, an empty member id is INVALID_REQUEST.
+- Owned partitions of deleted topics (unknown topic ids) are ignored; an assignment names
+  only topics that still exist.
+- Cluster mode: the group's `__consumer_offsets` partition leader answers, as for classic
+  groups (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS elsewhere).
+- Describe: `authorized_operations` as DescribeGroups reports them; a classic group or an
+  unknown id is GROUP_ID_NOT_FOUND, as in Kafka.
+
+Not yet: SubscribedTopicRegex (INVALID_REQUEST), rack-aware assignment, client-side assignors,
+ShareGroup/StreamsGroup APIs, upgrading a classic group that has members.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kafkapy.coordinator.group import DescribedConsumerGroup, HeartbeatResult
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from kafkapy.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeResponse_Assignment,
+    ConsumerGroupDescribeResponse_DescribedGroup,
+)
+from kafkapy.server.broker import Broker, now_ms
+from kafkapy.server.context import RequestContext
+from kafkapy.server.group_driver import GroupWriteError, group_driver
+from kafkapy.server.handlers.registry import handler
+
+__all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
+
+# as DescribeGroups (groups.py): without an authorizer every group operation (READ 3, DELETE 6,
+# DESCRIBE 8) is allowed; a client that did not ask gets the "not requested" sentinel
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _client_host(ctx: RequestContext) -> str:
+    """Kafka reports the client's address as "/ip"."""
+    return "/" + ctx.connection.peer.rsplit(":", 1)[0]
+
+
+def _partition_count(broker: Broker, topic: str) -> int | None:
+    info = broker.topics.get(topic)
+    return info.partitions if info is not None else None
+
+
+def _heartbeat_response(broker: Broker, r: HeartbeatResult) -> ConsumerGroupHeartbeatResponse:
+    assignment = None
+    if r.assignment is not None:
+        parts = []
+        for topic, partitions in sorted(r.assignment.items()):
+            info = broker.topics.get(topic)
+            if info is not None:
+                parts.append(
+                    ConsumerGroupHeartbeatResponse.TopicPartitions(
+                        topic_id=info.topic_id, partitions=partitions
+                    )
+                )
+        assignment = ConsumerGroupHeartbeatResponse.Assignment(topic_partitions=parts)
+    return ConsumerGroupHeartbeatResponse(
+        error_code=r.error,
+        error_message=r.message,
+        member_id=r.member_id,
+        member_epoch=r.member_epoch,
+        heartbeat_interval_ms=r.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+@handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, min_version=0, max_version=1)
+async def handle_consumer_group_heartbeat(
+    ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
+) -> ConsumerGroupHeartbeatResponse:
+    broker = ctx.broker
+
+    def fail(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+        return ConsumerGroupHeartbeatResponse(
+            error_code=code, error_message=message, member_id=req.member_id or None
+        )
+
+    if ctx.api_version >= 1 and not req.member_id:
+        return fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    driver = await group_driver(broker)
+    coordinator = driver.coordinator_for(req.group_id)
+    if isinstance(coordinator, ErrorCode):
+        return fail(coordinator)
+    owned: dict[str, list[int]] | None = None
+    if req.topic_partitions is not None:
+        owned = {}
+        for tp in req.topic_partitions:
+            info = broker.topics.by_id(tp.topic_id)
+            if info is not None:
+                owned.setdefault(info.name, []).extend(tp.partitions)
+    result = coordinator.consumer_group_heartbeat(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        subscribed_topics=req.subscribed_topic_names,
+        subscribed_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.header.client_id or "",
+        client_host=_client_host(ctx),
+        partitions_of=lambda topic: _partition_count(broker, topic),
+        now_ms=now_ms(),
+    )
+    try:
+        answer = await driver.finish(result)
+    except GroupWriteError as exc:  # reverted to the log: the member retries or rejoins
+        return fail(exc.group_error)
+    assert isinstance(answer, HeartbeatResult)
+    return _heartbeat_response(broker, answer)
+
+
+def _assignment(
+    broker: Broker, assignment: dict[str, list[int]]
+) -> ConsumerGroupDescribeResponse_Assignment:
+    parts = []
+    for topic, partitions in sorted(assignment.items()):
+        info = broker.topics.get(topic)
+        parts.append(
+            ConsumerGroupDescribeResponse.TopicPartitions(
+                topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
+                topic_name=topic,
+                partitions=partitions,
+            )
+        )
+    return ConsumerGroupDescribeResponse.Assignment(topic_partitions=parts)
+
+
+def _described(
+    broker: Broker, g: DescribedConsumerGroup, operations: int
+) -> ConsumerGroupDescribeResponse_DescribedGroup:
+    return ConsumerGroupDescribeResponse.DescribedGroup(
+        error_code=g.error,
+        error_message=g.message,
+        group_id=g.group_id,
+        group_state=g.state,
+        group_epoch=g.group_epoch,
+        assignment_epoch=g.assignment_epoch,
+        assignor_name=g.assignor,
+        members=[
+            ConsumerGroupDescribeResponse.Member(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.subscribed_topics),
+                assignment=_assignment(broker, m.assignment),
+                target_assignment=_assignment(broker, m.target_assignment),
+            )
+            for m in g.members
+        ],
+        authorized_operations=operations,
+    )
+
+
+@handler(ApiKey.CONSUMER_GROUP_DESCRIBE, min_version=0, max_version=0)
+async def handle_consumer_group_describe(
+    ctx: RequestContext, req: ConsumerGroupDescribeRequest
+) -> ConsumerGroupDescribeResponse:
+    broker = ctx.broker
+    driver = await group_driver(broker)
+    operations = (
+        GROUP_AUTHORIZED_OPERATIONS
+        if req.include_authorized_operations
+        else AUTHORIZED_OPERATIONS_OMITTED
+    )
+    groups = []
+    for group_id in req.group_ids:
+        coordinator = driver.coordinator_for(group_id)
+        if isinstance(coordinator, ErrorCode):
+            described = DescribedConsumerGroup(coordinator, group_id)
+        else:
+            described = coordinator.describe_consumer_groups([group_id])[0]
+        groups.append(_described(broker, described, operations))
+    return ConsumerGroupDescribeResponse(groups=groups)

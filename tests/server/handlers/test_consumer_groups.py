@@ -1,0 +1,204 @@
+"""ConsumerGroupHeartbeat / ConsumerGroupDescribe (KIP-848) through a running broker.
+
+Real sockets on 127.0.0.1:0 and our own codec: what a consumer-protocol client sees on the wire
+(topic ids in assignments, member ids, epochs, error codes), ListGroups' `consumer` type, and
+that a restarted broker reloads the group from `__consumer_offsets`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kafkapy.protocol import ApiKey, ErrorCode
+from kafkapy.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    CreateTopicsRequest,
+    JoinGroupRequest,
+    ListGroupsRequest,
+    MetadataRequest,
+)
+from tests.server.helpers import Client, running_broker
+
+E = ErrorCode
+TP = ConsumerGroupHeartbeatRequest.TopicPartitions
+
+
+async def make_topic(c: Client, name: str, partitions: int) -> uuid.UUID:
+    r = await c.request(
+        ApiKey.CREATE_TOPICS,
+        5,
+        CreateTopicsRequest(
+            topics=[
+                CreateTopicsRequest.CreatableTopic(
+                    name=name, num_partitions=partitions, replication_factor=1
+                )
+            ],
+            timeout_ms=5000,
+        ),
+    )
+    assert r.topics[0].error_code == E.NONE
+    m = await c.request(
+        ApiKey.METADATA,
+        12,
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]),
+    )
+    topic_id: uuid.UUID = m.topics[0].topic_id
+    return topic_id
+
+
+async def beat(c: Client, version: int = 1, **fields: Any) -> Any:
+    fields.setdefault("group_id", "g")
+    fields.setdefault("rebalance_timeout_ms", 30_000)
+    return await c.request(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT, version, ConsumerGroupHeartbeatRequest(**fields)
+    )
+
+
+def assigned(r: Any) -> dict[uuid.UUID, list[int]]:
+    assert r.assignment is not None
+    return {tp.topic_id: sorted(tp.partitions) for tp in r.assignment.topic_partitions}
+
+
+async def test_two_members_split_then_one_leaves(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_broker(tmp_path) as (_, _, port):
+            c = await Client.connect(port)
+            tid = await make_topic(c, "t", 4)
+            a = await beat(
+                c, member_id="a", member_epoch=0, subscribed_topic_names=["t"], topic_partitions=[]
+            )
+            assert (a.error_code, a.member_id, a.member_epoch) == (E.NONE, "a", 1)
+            assert a.heartbeat_interval_ms == 5000
+            assert assigned(a) == {tid: [0, 1, 2, 3]}
+            b = await beat(
+                c, member_id="b", member_epoch=0, subscribed_topic_names=["t"], topic_partitions=[]
+            )
+            assert (b.error_code, b.member_epoch, assigned(b)) == (E.NONE, 2, {})
+            a = await beat(c, member_id="a", member_epoch=1)  # learns what to revoke
+            assert a.member_epoch == 1
+            keep = assigned(a)[tid]
+            assert len(keep) == 2
+            a = await beat(
+                c,
+                member_id="a",
+                member_epoch=1,
+                topic_partitions=[TP(topic_id=tid, partitions=keep)],
+            )
+            assert a.member_epoch == 2
+            b = await beat(c, member_id="b", member_epoch=2)
+            assert sorted(assigned(b)[tid] + keep) == [0, 1, 2, 3]
+            d = await c.request(
+                ApiKey.CONSUMER_GROUP_DESCRIBE,
+                0,
+                ConsumerGroupDescribeRequest(group_ids=["g", "nope"]),
+            )
+            g, nope = d.groups
+            assert (g.error_code, g.group_state, g.group_epoch, g.assignor_name) == (
+                E.NONE,
+                "Stable",
+                2,
+                "uniform",
+            )
+            assert sorted(m.member_id for m in g.members) == ["a", "b"]
+            assert {
+                m.member_id: m.assignment.topic_partitions[0].topic_name for m in g.members
+            } == {"a": "t", "b": "t"}
+            assert nope.error_code == E.GROUP_ID_NOT_FOUND
+            left = await beat(c, member_id="b", member_epoch=-1)
+            assert (left.error_code, left.member_epoch) == (E.NONE, -1)
+            a = await beat(
+                c,
+                member_id="a",
+                member_epoch=2,
+                topic_partitions=[TP(topic_id=tid, partitions=keep)],
+            )
+            assert (a.member_epoch, assigned(a)) == (3, {tid: [0, 1, 2, 3]})
+            listed = await c.request(ApiKey.LIST_GROUPS, 5, ListGroupsRequest())
+            assert [
+                (x.group_id, x.protocol_type, x.group_state, x.group_type) for x in listed.groups
+            ] == [("g", "consumer", "Stable", "consumer")]
+            await c.aclose()
+
+
+async def test_group_survives_a_restart(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with running_broker(tmp_path) as (_, _, port):
+            c = await Client.connect(port)
+            tid = await make_topic(c, "t", 2)
+            a = await beat(
+                c,
+                version=0,
+                member_id="",
+                member_epoch=0,
+                subscribed_topic_names=["t"],
+                topic_partitions=[],
+            )
+            member_id = a.member_id
+            assert member_id, "v0: the coordinator names a joining member"
+            await c.aclose()
+        async with running_broker(tmp_path) as (_, _, port):
+            c = await Client.connect(port)
+            again = await beat(
+                c,
+                version=0,
+                member_id=member_id,
+                member_epoch=1,
+                topic_partitions=[TP(topic_id=tid, partitions=[0, 1])],
+            )
+            assert (again.error_code, again.member_epoch) == (E.NONE, 1)
+            assert assigned(again) == {tid: [0, 1]}
+            stale = await beat(c, member_id=member_id, member_epoch=5)
+            assert stale.error_code == E.FENCED_MEMBER_EPOCH
+            await c.aclose()
+
+
+async def test_bad_heartbeats_get_error_codes() -> None:
+    with trio.fail_after(60):
+        async with running_broker(None) as (_, _, port):
+            c = await Client.connect(port)
+            await make_topic(c, "t", 1)
+            r = await beat(c, member_id="", member_epoch=0, subscribed_topic_names=["t"])
+            assert r.error_code == E.INVALID_REQUEST  # v1: the client names itself
+            r = await beat(c, member_id="m", member_epoch=0, subscribed_topic_regex="t.*")
+            assert r.error_code == E.INVALID_REQUEST
+            r = await beat(
+                c,
+                member_id="m",
+                member_epoch=0,
+                subscribed_topic_names=["t"],
+                server_assignor="sticky",
+            )
+            assert r.error_code == E.UNSUPPORTED_ASSIGNOR
+            r = await beat(c, member_id="ghost", member_epoch=3)
+            assert r.error_code == E.GROUP_ID_NOT_FOUND
+            # owned partitions of an unknown topic id are ignored, not an error
+            r = await beat(
+                c,
+                member_id="m",
+                member_epoch=0,
+                subscribed_topic_names=["t"],
+                topic_partitions=[TP(topic_id=uuid.uuid4(), partitions=[7])],
+            )
+            assert (r.error_code, r.member_epoch) == (E.NONE, 1)
+            # a classic JoinGroup for the consumer group is refused clearly
+            j = await c.request(
+                ApiKey.JOIN_GROUP,
+                9,
+                JoinGroupRequest(
+                    group_id="g",
+                    session_timeout_ms=10_000,
+                    rebalance_timeout_ms=10_000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=[
+                        JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+                    ],
+                ),
+            )
+            assert j.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+            await c.aclose()
