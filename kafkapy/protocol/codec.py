@@ -22,7 +22,7 @@ from construct import Construct  # type: ignore[import-untyped,unused-ignore]
 
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ProtocolError, UnsupportedVersionError
-from kafkapy.protocol.messages import SCHEMAS, ProduceRequest
+from kafkapy.protocol.messages import SCHEMAS, ProduceRequest, ProduceResponse
 from kafkapy.protocol.primitives import (
     FIXED_FORMATS,
     PRIMITIVES,
@@ -35,6 +35,7 @@ from kafkapy.protocol.primitives import (
     r_nstring,
     r_tags,
     tag_value,
+    uvarint_bytes,
     w_int16,
     w_int32,
     w_nstring,
@@ -450,7 +451,7 @@ def decode_request(
     Bytes after the body are ignored unless `strict`, as Kafka's broker ignores them: librdkafka
     (2.16 here) sends flexible Metadata requests for all topics with 3 stray trailing bytes.
     """
-    if not strict and type(frame) in _FAST_FRAME_TYPES and frame[:2] == b"\x00\x00":
+    if FAST_PATHS and not strict and type(frame) in _FAST_FRAME_TYPES and frame[:2] == b"\x00\x00":
         fast = decode_produce_request(frame)  # type: ignore[arg-type]
         if fast is not None:
             return fast
@@ -477,6 +478,8 @@ def decode_request(
 # None and the generic codec decodes (or rejects) the frame, so its answers are the generic
 # codec's by construction (and by property test, tests/protocol/test_produce_fast.py).
 
+#: Off only in tests (the generic codec as the reference) and A/B measurements.
+FAST_PATHS = True
 _FAST_FRAME_TYPES = (bytes, bytearray)
 _P_HHI = struct.Struct(">hhi")
 _P_H = struct.Struct(">h")
@@ -618,6 +621,102 @@ def _fast_count(buf: bytes | bytearray, pos: int, flexible: bool) -> tuple[int, 
     return n, pos
 
 
+#: Per partition, by version: index, error_code, base_offset, log_append_time_ms (v2+),
+#: log_start_offset (v5+).
+_P_PART_V3 = struct.Struct(">ihqq")
+_P_PART_V5 = struct.Struct(">ihqqq")
+
+
+def encode_produce_response(version: int, correlation_id: int, msg: Message) -> bytes | None:
+    """`encode_response(PRODUCE, version, ...)` for the usual Produce v3-v11 answer, or None for
+    the generic codec: record errors, a current leader, node endpoints or tagged fields, a
+    value out of its type's range or a string too long (the generic codec's error)."""
+    try:
+        return _encode_produce(version, correlation_id, msg)
+    except (_Fallback, struct.error, UnicodeEncodeError, AttributeError, TypeError):
+        return None
+
+
+def _encode_produce(version: int, correlation_id: int, msg: Message) -> bytes:
+    if (
+        type(msg) is not ProduceResponse
+        or version not in PRODUCE_FAST_VERSIONS
+        or msg.unknown_tagged_fields
+        or msg.node_endpoints
+    ):
+        raise _Fallback
+    flexible = version >= 9
+    part_struct = _P_PART_V5 if version >= 5 else _P_PART_V3
+    with_errors = version >= 8
+    no_record_errors = b"\x01" if flexible else b"\x00\x00\x00\x00"
+    out = [_P_I.pack(correlation_id)]
+    if flexible:
+        out.append(b"\x00")
+    out.append(_fast_len(len(msg.responses), flexible))
+    for topic in msg.responses:
+        if topic.unknown_tagged_fields:
+            raise _Fallback
+        out.append(_fast_string(topic.name, flexible))
+        out.append(_fast_len(len(topic.partition_responses), flexible))
+        for part in topic.partition_responses:
+            leader = part.current_leader
+            if (
+                part.record_errors
+                or part.unknown_tagged_fields
+                or leader.leader_id != -1
+                or leader.leader_epoch != -1
+                or leader.unknown_tagged_fields
+            ):
+                raise _Fallback
+            if version >= 5:
+                out.append(
+                    part_struct.pack(
+                        part.index,
+                        part.error_code,
+                        part.base_offset,
+                        part.log_append_time_ms,
+                        part.log_start_offset,
+                    )
+                )
+            else:
+                out.append(
+                    part_struct.pack(
+                        part.index, part.error_code, part.base_offset, part.log_append_time_ms
+                    )
+                )
+            if with_errors:
+                out.append(no_record_errors)
+                message = part.error_message
+                if message is None:
+                    out.append(b"\x00" if flexible else b"\xff\xff")
+                else:
+                    out.append(_fast_string(message, flexible))
+            if flexible:
+                out.append(b"\x00")
+        if flexible:
+            out.append(b"\x00")
+    out.append(_P_I.pack(msg.throttle_time_ms))
+    if flexible:
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+def _fast_len(n: int, flexible: bool) -> bytes:
+    return uvarint_bytes(n + 1) if flexible else _P_I.pack(n)
+
+
+def _fast_string(value: str, flexible: bool) -> bytes:
+    """A non-null (compact) string; a non-str or one too long for int16 falls back."""
+    if type(value) is not str:
+        raise _Fallback
+    data = value.encode("utf-8")
+    if flexible:
+        return uvarint_bytes(len(data) + 1) + data
+    if len(data) > 0x7FFF:
+        raise _Fallback
+    return _P_H.pack(len(data)) + data
+
+
 def encode_request(header: RequestHeader, msg: Message) -> bytes:
     """Header (v1/v2 as the version requires) plus body, without the size prefix."""
     codec = message_codec(header.api_key, header.api_version, True)
@@ -635,6 +734,10 @@ def encode_request(header: RequestHeader, msg: Message) -> bytes:
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Message) -> bytes:
     """Response header (v0, or v1 when flexible; ApiVersions always v0) plus body."""
+    if FAST_PATHS and api_key == ApiKey.PRODUCE:
+        fast = encode_produce_response(api_version, correlation_id, msg)
+        if fast is not None:
+            return fast
     codec = message_codec(api_key, api_version, False)
     _check_type(api_key, False, msg)
     out = _io.BytesIO()

@@ -15,19 +15,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.protocol import ApiKey, RequestHeader, codec, decode_request, encode_request
+from kafkapy.protocol import (
+    ApiKey,
+    RequestHeader,
+    codec,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from kafkapy.protocol.errors import ProtocolError
-from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 
 
 @contextmanager
 def _generic_only() -> Iterator[None]:
-    saved = codec._FAST_FRAME_TYPES
-    codec._FAST_FRAME_TYPES = ()  # type: ignore[assignment]
+    codec.FAST_PATHS = False
     try:
         yield
     finally:
-        codec._FAST_FRAME_TYPES = saved
+        codec.FAST_PATHS = True
 
 
 def _generic(frame: bytes | bytearray) -> tuple[RequestHeader, object] | ProtocolError:
@@ -145,3 +152,122 @@ def test_strict_decoding_still_refuses_trailing_bytes(version: int) -> None:
     assert decode_request(frame)[1] == ProduceRequest(acks=1, timeout_ms=5)
     with pytest.raises(ProtocolError):
         decode_request(frame, strict=True)
+
+
+def _generic_response(version: int, resp: ProduceResponse) -> bytes | ProtocolError:
+    with _generic_only():
+        try:
+            return encode_response(ApiKey.PRODUCE, version, 7, resp)
+        except ProtocolError as e:
+            return e
+
+
+_int16 = st.integers(-(2**15), 2**15 - 1)
+_int32 = st.integers(-(2**31), 2**31 - 1)
+_int64 = st.integers(-(2**63), 2**63 - 1)
+_part_response = st.builds(
+    ProduceResponse.PartitionProduceResponse,
+    index=_int32,
+    error_code=_int16,
+    base_offset=_int64,
+    log_append_time_ms=_int64,
+    log_start_offset=_int64,
+    error_message=st.one_of(st.none(), _text),
+)
+_response = st.builds(
+    ProduceResponse,
+    responses=st.lists(
+        st.builds(
+            ProduceResponse.TopicProduceResponse,
+            name=_text,
+            partition_responses=st.lists(_part_response, max_size=4),
+        ),
+        max_size=3,
+    ),
+    throttle_time_ms=_int32,
+)
+#: One departure from the usual answer per example, so that each is seen on its own.
+_BREAKERS = [
+    "none",
+    "int16",
+    "int32",
+    "int64",
+    "long_message",
+    "record_errors",
+    "leader",
+    "partition_tags",
+    "topic_tags",
+    "tags",
+    "endpoints",
+    "throttle",
+]
+
+
+def _break(resp: ProduceResponse, breaker: str) -> None:
+    parts = [p for t in resp.responses for p in t.partition_responses]
+    part = parts[-1] if parts else None
+    if breaker == "tags":
+        resp.unknown_tagged_fields = {9: b"z"}
+    elif breaker == "endpoints":
+        resp.node_endpoints = [ProduceResponse.NodeEndpoint(node_id=1, host="h", port=9092)]
+    elif breaker == "throttle":
+        resp.throttle_time_ms = 2**31
+    elif breaker == "topic_tags" and resp.responses:
+        resp.responses[0].unknown_tagged_fields = {3: b""}
+    elif part is None:
+        return
+    elif breaker == "int16":
+        part.error_code = 2**15
+    elif breaker == "int32":
+        part.index = -(2**31) - 1
+    elif breaker == "int64":
+        part.log_start_offset = 2**63
+    elif breaker == "long_message":
+        part.error_message = "m" * 40_000
+    elif breaker == "record_errors":
+        part.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(batch_index=1)]
+    elif breaker == "leader":
+        part.current_leader = ProduceResponse.LeaderIdAndEpoch(leader_id=2, leader_epoch=5)
+    elif breaker == "partition_tags":
+        part.unknown_tagged_fields = {1: b"x"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(version=st.integers(0, 12), resp=_response, breaker=st.sampled_from(_BREAKERS))
+def test_responses_encode_as_the_generic_codec(
+    version: int, resp: ProduceResponse, breaker: str
+) -> None:
+    """Same bytes as the generic codec, or None (then the generic codec encodes or refuses);
+    never an answer where the generic codec refuses (a value out of range, a long string)."""
+    _break(resp, breaker)
+    expected = _generic_response(version, resp)
+    fast = codec.encode_produce_response(version, 7, resp)
+    if isinstance(expected, ProtocolError):
+        assert fast is None
+        with pytest.raises(ProtocolError):
+            encode_response(ApiKey.PRODUCE, version, 7, resp)
+        return
+    if fast is not None:
+        assert fast == expected
+    assert encode_response(ApiKey.PRODUCE, version, 7, resp) == expected
+
+
+@pytest.mark.parametrize("version", [3, 5, 8, 9, 11])
+def test_the_usual_answer_takes_the_fast_path(version: int) -> None:
+    resp = ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    ProduceResponse.PartitionProduceResponse(
+                        index=0, base_offset=42, log_start_offset=0 if version >= 5 else -1
+                    ),
+                    ProduceResponse.PartitionProduceResponse(index=1, error_code=3, base_offset=-1),
+                ],
+            )
+        ]
+    )
+    fast = codec.encode_produce_response(version, 7, resp)
+    assert fast is not None
+    assert fast == _generic_response(version, resp)
+    assert decode_response(ApiKey.PRODUCE, version, fast) == (7, resp)
