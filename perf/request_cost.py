@@ -12,6 +12,7 @@ and divide the instruction difference by N (the `--callgrind` flag does both and
     perf/request_cost.py                                  # CPU-us per request, phases
     perf/request_cost.py --callgrind                      # instructions per request (slow)
     perf/request_cost.py --profile | head -40             # cProfile of the loop
+    perf/request_cost.py --socket                         # + the connection (socket pair)
     PYTHONPATH=/tmp/old perf/request_cost.py --callgrind  # an older tree, for A/B
 
 Options: `--partitions P` (batches per request, default 1), `--records R` per batch (default
@@ -27,10 +28,13 @@ import json
 import os
 import pstats
 import re
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,7 @@ from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.connection import Connection
 from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.handlers.produce import handle_produce
 
@@ -119,7 +124,56 @@ async def _loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
     }
 
 
+def _client(sock: socket.socket, frame: bytes, requests: int, inflight: int) -> None:
+    """Pipelined producer: up to `inflight` requests outstanding, as librdkafka's default 5."""
+    data = struct.pack(">i", len(frame)) + frame
+    buf = bytearray()
+    sent = answered = 0
+    with sock:
+        while answered < requests:
+            while sent < requests and sent - answered < inflight:
+                sock.sendall(data)
+                sent += 1
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("broker closed the connection")
+            buf += chunk
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                del buf[: 4 + struct.unpack_from(">i", buf)[0]]
+                answered += 1
+
+
+async def _socket_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
+    """The whole per-request path of a connection (receive, decode, handler task, encode, send)
+    over a loopback socket pair; the broker's own thread CPU per request (the client runs in a
+    thread of its own, so its CPU is not counted)."""
+    broker = Broker(
+        BrokerConfig({"log.dirs": data_dir, "log.retention.check.interval.ms": "600000"})
+    )
+    broker.create_topic(TOPIC, args.partitions)
+    frame = build_frame(args.version, args.partitions, args.records, args.value_bytes)
+    ours, theirs = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+    conn = Connection(broker, stream, "PLAINTEXT", "request-cost")
+    client = threading.Thread(
+        target=_client, args=(theirs, frame, args.requests + 3, args.inflight), daemon=True
+    )
+    gc.disable()
+    start = time.thread_time()
+    client.start()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run)
+        await trio.to_thread.run_sync(client.join)
+    cpu = time.thread_time() - start
+    gc.enable()
+    broker.close()
+    return {"broker_cpu_us_per_request": cpu / max(args.requests, 1) * 1e6}
+
+
 def _run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.socket:
+        with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
+            return trio.run(_socket_loop, args, d)
     with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
         return trio.run(_loop, args, d)
 
@@ -148,6 +202,7 @@ def _callgrind(args: argparse.Namespace) -> dict[str, Any]:
                 "--version",
                 str(args.version),
                 "--inner",
+                *(["--socket"] if args.socket else []),
             ]
             env = dict(os.environ, PYTHONHASHSEED="0")
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
@@ -170,6 +225,8 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=5, help="CPU mode: median of this many loops")
     p.add_argument("--callgrind", action="store_true")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--socket", action="store_true", help="through a Connection on a socket pair")
+    p.add_argument("--inflight", type=int, default=5, help="--socket: requests in flight")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
