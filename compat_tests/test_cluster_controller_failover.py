@@ -9,18 +9,26 @@ and their results show in Metadata / DescribeConfigs. Clients send these request
 NOT_CONTROLLER), so a Metadata answer given while the dead node is still the Raft leader must
 not name it: it names a live broker, which forwards to whichever controller becomes active.
 
-One cluster of four nodes (three voters and a broker-only node, as in the report); clients are
-created right after the kill, inside the window before a new leader is elected.
+A broker forwarding an admin request to a controller that hangs instead of dying (SIGSTOP)
+moves on to the new controller once Raft elects one, instead of holding the request until the
+client's own timeout.
+
+Each test has one cluster of four nodes (three voters and a broker-only node, as in the
+report); clients are created right after the kill, inside the window before a new leader is
+elected.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
+import trio
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
@@ -42,6 +50,10 @@ from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixtu
     start_cluster,
     wait_until,
 )
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import CreateTopicsRequest
+from kafkapy.server.cluster.peer import PeerClient
 from kafkapy.testing.cluster import ClusterProcesses
 
 pytestmark = pytest.mark.timeout(180)
@@ -210,3 +222,52 @@ def _shows_results(
         and len(topics[created].partitions) == 2
         and by_kafka_python in topics
     )
+
+
+def test_a_forwarded_create_topics_moves_on_from_a_frozen_controller(
+    cluster: ClusterProcesses,
+) -> None:
+    """A controller that hangs without closing its connections (SIGSTOP: a frozen process, a
+    lost host) loses its leadership after Raft's fetch timeout; a CreateTopics the broker was
+    forwarding to it then goes to the new controller instead of waiting out its own timeout
+    (which answered NOT_CONTROLLER although a new controller had taken over seconds before).
+    The request is sent with a raw protocol client so it surely reaches the forwarding broker:
+    a client library would send it to the frozen node, which it was told is the controller."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    controller = admin.describe_cluster().result(timeout=ADMIN_TIMEOUT_S).controller.id
+    assert controller in (1, 2, 3)
+    forwarder = 4  # the broker-only node
+    topic = unique_topic("thawed")
+    frozen = cluster.nodes[controller].proc
+    assert frozen is not None
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        request = CreateTopicsRequest(
+            timeout_ms=20_000,
+            topics=[
+                CreateTopicsRequest.CreatableTopic(
+                    name=topic, num_partitions=1, replication_factor=2
+                )
+            ],
+        )
+
+        async def create() -> Any:
+            client = PeerClient(
+                "127.0.0.1", cluster.nodes[forwarder].broker_port, client_id="failover-test"
+            )
+            try:
+                return await client.request(ApiKey.CREATE_TOPICS, 5, request, timeout_s=60)
+            finally:
+                await client.aclose()
+
+        answer = trio.run(create).topics[0]
+        assert (answer.name, answer.error_code) == (topic, ErrorCode.NONE), answer.error_message
+        view = AdminClient({"bootstrap.servers": cluster.bootstrap_of(forwarder)})
+        wait_until(
+            f"{topic} in node {forwarder}'s Metadata",
+            lambda: topic in view.list_topics(timeout=ADMIN_TIMEOUT_S).topics,
+            cluster,
+            timeout_s=FAILOVER_DEADLINE_S,
+        )
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)

@@ -16,7 +16,11 @@ moved every leadership away and seen this broker apply that, answers `should_shu
 The active controller is the Raft leader: its controller listener is `controller.quorum.voters`
 [leader id]. Every call retries NOT_CONTROLLER and network errors (a new leader is being
 elected or activated) with a short backoff until its timeout, then raises
-`ControllerUnavailableError`.
+`ControllerUnavailableError`. A try still in flight when Raft names another leader is abandoned
+and sent to the new one: an old controller that hangs instead of closing its connections (a
+frozen process, a lost host) would otherwise hold it for the whole per-try timeout - up to the
+client's own timeout for admin writes, so the client's CreateTopics failed although a new
+controller had taken over seconds before.
 
 Admin writes (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
 AlterPartitionReassignments) wait for the controller's commit as long as the client's own
@@ -146,8 +150,8 @@ class ControllerChannel:
             if leader is not None and leader in self.node.config.voters:
                 try:
                     timeout = min(per_try, max(0.05, deadline - trio.current_time()))
-                    response = await pool.request(
-                        leader, api_key, version, body, timeout_s=timeout
+                    response = await self._request_while_leader(
+                        pool, leader, api_key, version, body, timeout
                     )
                 except PeerError as exc:
                     last_error = f"controller {leader}: {exc}"
@@ -159,6 +163,44 @@ class ControllerChannel:
             pause = min(_RETRY_MAX_S, pause * 2)
         raise ControllerUnavailableError(f"{api_key.name}: {last_error}")
 
+    async def _request_while_leader(
+        self,
+        pool: PeerPool,
+        leader: int,
+        api_key: ApiKey,
+        version: int,
+        body: Any,
+        timeout_s: float,
+    ) -> Any:
+        """`pool.request` to `leader`, abandoned with PeerError once Raft names another leader
+        (see the module docstring)."""
+        raft = self.node.raft
+        if getattr(raft, "leader_changed", None) is None:
+            return await pool.request(leader, api_key, version, body, timeout_s=timeout_s)
+        answers: list[Any] = []
+        errors: list[PeerError] = []
+
+        async def watch_leader() -> None:
+            while raft.leader_id == leader:
+                await raft.leader_changed.wait()  # replaced by a fresh event after each change
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch_leader)
+            try:
+                answers.append(
+                    await pool.request(leader, api_key, version, body, timeout_s=timeout_s)
+                )
+            except PeerError as exc:  # raised outside the nursery: no exception group
+                errors.append(exc)
+            finally:
+                nursery.cancel_scope.cancel()
+        if answers:
+            return answers[0]
+        if errors:
+            raise errors[0]
+        raise PeerError(f"node {leader} is no longer the Raft leader (now {raft.leader_id})")
+
     async def _after_write(self, response: Any) -> Any:
         """Strip the controller's metadata offset and wait until the local image has it."""
         offset = pop_metadata_offset(response)
@@ -168,7 +210,9 @@ class ControllerChannel:
             and publisher is not None
             and not await publisher.wait_applied(offset, _IMAGE_WAIT_S)
         ):
-            log.warning("metadata offset %d not applied locally within %.0f s", offset, _IMAGE_WAIT_S)
+            log.warning(
+                "metadata offset %d not applied locally within %.0f s", offset, _IMAGE_WAIT_S
+            )
         return response
 
     def _admin_timeout_s(self, request_timeout_ms: int) -> float:
@@ -347,7 +391,9 @@ class BrokerLifecycle:
         pop_metadata_offset(response)
         code = ErrorCode(response.error_code)
         if code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
-            log.warning("broker %d: controller answered %s, registering again", self.node.node_id, code.name)
+            log.warning(
+                "broker %d: controller answered %s, registering again", self.node.node_id, code.name
+            )
             self.broker_epoch = -1
             return response
         if code != ErrorCode.NONE:
