@@ -232,6 +232,9 @@ def _check_story(events: Events) -> dict[str, list[str]]:
         "the new member did not resume from the committed offsets"
     )
     assert set(events.one("committed")["offsets"].values()) == {13}
+    described = events.one("described")
+    assert (described["state"], described["members"]) == ("STABLE", 1), described
+    assert len(described["assigned"]) == GROUP_PARTITIONS, described
     assert len(events.one("phase", phase="first")["assignment"]["a"]) == GROUP_PARTITIONS
     assert not events.all("rebalance", kind="lost")
     return joined
@@ -258,6 +261,7 @@ def test_consumer_group_story(runs: Runs, assignor: str, protocol: str) -> None:
     joined = _check_story(events)
     # "a" held all 4 partitions when "b" joined: an eager rebalance (range, and the default list
     # [range, cooperative-sticky]) revokes all of them, a cooperative one only what moves to "b"
+    assert events.one("described")["type"] == "CLASSIC"
     revoked = _revoked_while_b_joined(events)
     assert [e["member"] for e in revoked] == ["a"], revoked
     if assignor in ("range", "default"):
@@ -274,6 +278,9 @@ def test_consumer_group_protocol_kip848(runs: Runs, scenario: str) -> None:
     the partitions that move to "b", and "b" gets them only after "a" let them go."""
     _, events = runs.get(scenario)
     joined = _check_story(events)
+    described = events.one("described")  # through ConsumerGroupDescribe
+    assert described["type"] == "CONSUMER", described
+    assert described["assignor"] == ("range" if scenario.endswith("range") else "uniform")
     revoked = [e for e in _revoked_while_b_joined(events) if e["partitions"]]
     assert [e["member"] for e in revoked] == ["a"], revoked
     assert revoked[0]["partitions"] == sorted(joined["b"]), revoked

@@ -365,6 +365,8 @@ def test_list_describe_and_delete() -> None:
     assert d[0].assignor == "uniform"
     assert d[0].members[0].assignment == {"t": [0, 1, 2, 3, 4, 5]}
     assert d[1].error is ErrorCode.GROUP_ID_NOT_FOUND
+    classic = h.coordinator.describe_groups(["g"])[0]
+    assert (classic.error, classic.state) == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
     deleted = h.coordinator.delete_groups(group_ids=["g"], now_ms=0)
     assert deleted.response == [("g", ErrorCode.NON_EMPTY_GROUP)]
     h.beat(a, epoch=-1)

@@ -279,6 +279,10 @@ class OffsetOps(GroupCoordinatorCore):
             if not gid:
                 out.append(DescribedGroup(ErrorCode.INVALID_GROUP_ID, gid, GroupState.DEAD.value))
                 continue
+            if gid in self.consumer_groups:
+                # Kafka 4.x: a KIP-848 group is described by ConsumerGroupDescribe only
+                out.append(DescribedGroup(ErrorCode.GROUP_ID_NOT_FOUND, gid, GroupState.DEAD.value))
+                continue
             if group is None:
                 out.append(DescribedGroup(ErrorCode.NONE, gid, GroupState.DEAD.value))
                 continue

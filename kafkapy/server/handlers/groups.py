@@ -28,7 +28,8 @@ the same connection's heartbeats and commits are not stuck behind them.
 KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are in
 consumer_groups.py; this module imports it so they register with the group APIs. ListGroups
 shows them with type `consumer`, DeleteGroups deletes empty ones; DescribeGroups (the classic
-API) reports them as Dead, since their members have no classic metadata.
+API) answers GROUP_ID_NOT_FOUND (state Dead) for them, as Kafka 4.x does, so admin clients fall
+back to ConsumerGroupDescribe.
 
 Not yet: upgrading a classic group with members to the consumer protocol (refused with
 INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).

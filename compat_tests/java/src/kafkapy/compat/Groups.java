@@ -188,6 +188,21 @@ final class Groups {
       Map<String, Object> ev = Json.event("committed");
       ev.put("offsets", Clients.offsets(c.committed(Set.copyOf(Clients.partitions(topic, PARTITIONS)))));
       Json.emit(ev);
+      // what an admin sees of the live group (ConsumerGroupDescribe first, DescribeGroups for
+      // a classic group)
+      try (Admin admin = Clients.admin(bootstrap)) {
+        org.apache.kafka.clients.admin.ConsumerGroupDescription desc =
+            admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+        Map<String, Object> d = Json.event("described");
+        d.put("type", desc.type().name());
+        d.put("state", desc.groupState().name());
+        d.put("assignor", desc.partitionAssignor());
+        List<String> owned = new ArrayList<>();
+        desc.members().forEach(m -> owned.addAll(Clients.names(m.assignment().topicPartitions())));
+        d.put("members", desc.members().size());
+        d.put("assigned", owned);
+        Json.emit(d);
+      }
     }
   }
 }
