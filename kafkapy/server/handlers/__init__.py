@@ -35,6 +35,7 @@ HANDLER_MODULES: list[str] = [
     "reassignments",
     "groups",
     "group_offsets",
+    "consumer_groups",
     "transactions",
     "sasl",
     "scram_credentials",
