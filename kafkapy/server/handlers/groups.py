@@ -26,7 +26,7 @@ the same connection's heartbeats and commits are not stuck behind them.
   API: NOT_COORDINATOR for a storage error, COORDINATOR_NOT_AVAILABLE for a missing partition.
 
 KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe) are in
-consumer_groups.py; this module imports it so they register with the group APIs. ListGroups
+consumer_groups.py, which shares the group driver with this module. ListGroups
 shows them with type `consumer`, DeleteGroups deletes empty ones; DescribeGroups (the classic
 API) answers GROUP_ID_NOT_FOUND (state Dead) for them, as Kafka 4.x does, so admin clients fall
 back to ConsumerGroupDescribe.
@@ -481,7 +481,3 @@ async def handle_delete_groups(
             DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e) for g, e in results
         ]
     )
-
-
-# KIP-848's handlers register when this module loads (they share the group driver and codes)
-import kafkapy.server.handlers.consumer_groups  # noqa: E402, F401

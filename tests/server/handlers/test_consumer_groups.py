@@ -23,6 +23,7 @@ from kafkapy.protocol.messages import (
     MetadataRequest,
 )
 from tests.server.helpers import Client, running_broker
+from tests.server.test_group_write_failures import read_only_disk
 
 E = ErrorCode
 TP = ConsumerGroupHeartbeatRequest.TopicPartitions
@@ -201,4 +202,36 @@ async def test_bad_heartbeats_get_error_codes() -> None:
                 ),
             )
             assert j.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+            await c.aclose()
+
+
+async def test_failed_write_answers_not_coordinator_and_keeps_the_log_state(
+    tmp_path: Path,
+) -> None:
+    """A heartbeat whose records cannot be appended: the member is told NOT_COORDINATOR (find
+    the coordinator again), and the group stays as the log has it - the join never happened."""
+    with trio.fail_after(60):
+        async with running_broker(tmp_path) as (broker, _, port):
+            c = await Client.connect(port)
+            tid = await make_topic(c, "t", 2)
+            a = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"])
+            assert a.error_code == E.NONE
+            with read_only_disk(broker):
+                b = await beat(c, member_id="b", member_epoch=0, subscribed_topic_names=["t"])
+                assert b.error_code == E.NOT_COORDINATOR
+            d = await c.request(
+                ApiKey.CONSUMER_GROUP_DESCRIBE, 0, ConsumerGroupDescribeRequest(group_ids=["g"])
+            )
+            assert [m.member_id for m in d.groups[0].members] == ["a"]
+            assert d.groups[0].group_epoch == 1
+            # the disk is back: the same join now works and splits the partitions
+            b = await beat(c, member_id="b", member_epoch=0, subscribed_topic_names=["t"])
+            assert (b.error_code, b.member_epoch) == (E.NONE, 2)
+            a = await beat(
+                c,
+                member_id="a",
+                member_epoch=1,
+                topic_partitions=[TP(topic_id=tid, partitions=[0, 1])],
+            )
+            assert len(assigned(a)[tid]) == 1
             await c.aclose()
