@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
     ConsumerGroupDescribeRequest,
@@ -22,6 +23,7 @@ from kafkapy.protocol.messages import (
     ListGroupsRequest,
     MetadataRequest,
 )
+from tests.server.cluster.test_coordinators_partitioned import lead, partitioned_broker
 from tests.server.helpers import Client, running_broker
 from tests.server.test_group_write_failures import read_only_disk
 
@@ -234,4 +236,32 @@ async def test_failed_write_answers_not_coordinator_and_keeps_the_log_state(
                 topic_partitions=[TP(topic_id=tid, partitions=[0, 1])],
             )
             assert len(assigned(a)[tid]) == 1
+            await c.aclose()
+
+
+async def test_partitioned_coordinator_moves_and_reloads_the_group(tmp_path: Path) -> None:
+    """Cluster mode's per-partition coordinators: a consumer group is answered only where its
+    `__consumer_offsets` partition is led, and a partition whose leadership comes back is
+    reloaded from its log, members, epochs and assignments included."""
+    partition = offsets_partition_for("g", 3)
+    with trio.fail_after(60):
+        async with partitioned_broker(tmp_path) as (_, groups, _, port):
+            c = await Client.connect(port)
+            tid = await make_topic(c, "t", 2)
+            r = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"])
+            assert r.error_code == E.NOT_COORDINATOR
+            await lead(groups, CONSUMER_OFFSETS_TOPIC, partition, 1)
+            r = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"])
+            assert (r.error_code, r.member_epoch, assigned(r)) == (E.NONE, 1, {tid: [0, 1]})
+            groups.on_become_follower(CONSUMER_OFFSETS_TOPIC, partition, 2)
+            r = await beat(c, member_id="a", member_epoch=1)
+            assert r.error_code == E.NOT_COORDINATOR
+            await lead(groups, CONSUMER_OFFSETS_TOPIC, partition, 3)
+            r = await beat(
+                c,
+                member_id="a",
+                member_epoch=1,
+                topic_partitions=[TP(topic_id=tid, partitions=[0, 1])],
+            )
+            assert (r.error_code, r.member_epoch, assigned(r)) == (E.NONE, 1, {tid: [0, 1]})
             await c.aclose()
