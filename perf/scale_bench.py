@@ -97,29 +97,42 @@ def partitions_figure(
     linger_ms: int = 5,
     c_producer: str | None = None,
     vs_tree: Path | None = None,
+    vs_bootstrap: str | None = None,
 ) -> dict[str, Any]:
-    """Per broker tree ("A" = this one, "B" = `vs_tree`): rates and CPU shares per run; with two
-    trees every run measures A then B, so slow drift of the shared machine hits both alike."""
-    trees = {"A": ROOT} | ({"B": vs_tree} if vs_tree is not None else {})
+    """Per broker ("A" = this tree, "B" = `vs_tree` or an already running broker at
+    `vs_bootstrap`, e.g. the native reference): rates and CPU shares per run; with two brokers
+    every run measures A then B, so slow drift of the shared machine hits both alike. The same
+    client against a native broker tells how much of the 1,000-partition drop is the client's."""
+    trees: dict[str, Path | str] = {"A": ROOT}
+    if vs_tree is not None:
+        trees["B"] = vs_tree
+    elif vs_bootstrap is not None:
+        trees["B"] = vs_bootstrap
     keys = ("p1", "p1000", "client_cpu_p1", "client_cpu_p1000", "broker_cpu_p1", "broker_cpu_p1000")
     out: dict[str, dict[str, list[float]]] = {name: {k: [] for k in keys} for name in trees}
     with tempfile.TemporaryDirectory(prefix="kafkapy-scale-") as tmp:
         brokers: dict[str, bench.LaunchedBroker] = {}
+        bootstraps: dict[str, str] = {}
+        pids: dict[str, int | None] = {}
         try:
             topics: dict[str, tuple[str, str]] = {}
             for name, tree in trees.items():
-                (Path(tmp) / name).mkdir()
-                brokers[name] = broker = bench.LaunchedBroker(Path(tmp) / name, root=tree)
-                topics[name] = (create_topic(broker.bootstrap, 1), create_topic(broker.bootstrap, 1000))
+                if isinstance(tree, str):  # a running broker of someone else's
+                    bootstraps[name], pids[name] = tree, bench.listener_pid(tree)
+                else:
+                    (Path(tmp) / name).mkdir()
+                    brokers[name] = broker = bench.LaunchedBroker(Path(tmp) / name, root=tree)
+                    bootstraps[name], pids[name] = broker.bootstrap, broker.proc.pid
+                topics[name] = (create_topic(bootstraps[name], 1), create_topic(bootstraps[name], 1000))
             for i in range(runs):
-                for name, broker in brokers.items():
-                    bench.BROKER_PID = broker.proc.pid
+                for name, bootstrap in bootstraps.items():
+                    bench.BROKER_PID = pids[name]
                     one, many = topics[name]
                     for label, topic, n in (("p1", one, 1), ("p1000", many, 1000)):
                         print(f"partitions run {i + 1}/{runs}: broker {name}, {n} partition(s)",
                               file=sys.stderr, flush=True)  # fmt: skip
                         p = bench.Params(messages, 0, n, max_seconds, linger_ms=linger_ms, c_producer=c_producer)
-                        res = bench.produce_throughput(broker.bootstrap, topic, "1", p)
+                        res = bench.produce_throughput(bootstrap, topic, "1", p)
                         out[name][label].append(res["msgs_per_s"])
                         out[name][f"client_cpu_{label}"].append(res["client_cpu_pct"])
                         out[name][f"broker_cpu_{label}"].append(res["broker_cpu_pct"])
@@ -374,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vs-tree", metavar="PATH", type=Path,
                         help="partitions figure also against the kafkapy in PATH (e.g. a git archive of"
                              " an older commit), runs alternating")
+    parser.add_argument("--vs", metavar="BOOTSTRAP",
+                        help="partitions figure: also measure this running broker (e.g. Tansu), alternating")
     parser.add_argument("--only", choices=["partitions", "connections", "batches"],
                         help="run just this figure (and no start-up figure)")
     parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "scale_bench.json")
@@ -385,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     conns: dict[str, Any] = {}
     if args.only in (None, "partitions"):
         report["partitions"] = parts = partitions_figure(args.runs, args.messages, 60.0, args.linger_ms,
-                                                          args.c_producer, args.vs_tree)
+                                                          args.c_producer, args.vs_tree, args.vs)
     if args.only in (None, "connections"):
         report["connections"] = conns = connections_figure(args.runs, args.seconds)
     batches: dict[str, Any] = {}
