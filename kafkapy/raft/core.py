@@ -211,6 +211,8 @@ class RaftCore:
             )
             if isinstance(st, ObserverState) and st.leader_id is None:
                 return fetch
+            if isinstance(st, FollowerState):
+                return min(fetch, st.stand_at_ms())
             return min(fetch, st.fetch_deadline_ms)
         deadline = (
             st.quorum_last_seen_ms(self.voters, self.node_id, self._now) + self._check_quorum_ms
@@ -287,7 +289,7 @@ class RaftCore:
                     del st.retry_at_ms[voter]
                     self._send_vote(st, voter)
         elif isinstance(st, FollowerState):
-            if now_ms >= st.fetch_deadline_ms:
+            if now_ms >= st.stand_at_ms():
                 self._stand()
                 return
             self._maybe_fetch(st)
@@ -402,7 +404,14 @@ class RaftCore:
         deadline = self._now + self._fetch_timeout_ms
         if self.is_voter:
             self._transition(
-                FollowerState(epoch, leader_id, deadline, self._now, voted_for=voted),
+                FollowerState(
+                    epoch,
+                    leader_id,
+                    deadline,
+                    self._now,
+                    voted_for=voted,
+                    stand_jitter_ms=self._rng.randrange(max(1, self._election_timeout_ms // 2)),
+                ),
                 QuorumState(epoch, voted, leader_id),
             )
         else:

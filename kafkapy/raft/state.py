@@ -132,13 +132,23 @@ class FollowerState(FetchingState):
     back, truncates on `diverging_epoch`, takes the HW as min(leader HW, own log end); grants no
     vote in its epoch (it has a leader); starts an election when no successful fetch answer came
     within the fetch timeout (`fetch_deadline_ms`), or sooner when the leader resigned and named
-    it a preferred successor.
+    it a preferred successor. It stands `stand_jitter_ms` after the fetch timeout (drawn once
+    per leader, below an election timeout) but grants pre-votes from the fetch timeout on: the
+    voters' fetch timers are all reset by the same leader answers, so without the jitter they
+    stand within a round trip of each other after a crash, each votes for itself and the split
+    vote costs a whole extra election timeout; with it the first to stand wins at once.
     """
 
     voted_for: int | None = None
     #: the leader resigned (EndQuorumEpoch): it no longer counts as alive for pre-votes
     leader_resigned: bool = False
+    stand_jitter_ms: int = 0
     role: Role = Role.FOLLOWER
+
+    def stand_at_ms(self) -> int:
+        """When the fetch timeout makes this voter stand (a resigned leader's successors stand
+        at their `fetch_deadline_ms`: the leader already spaced them)."""
+        return self.fetch_deadline_ms + (0 if self.leader_resigned else self.stand_jitter_ms)
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ import pytest
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import (
+    BeginQuorumEpochRequest,
     FetchRequest,
     FetchResponse,
     MemoryRaftLog,
@@ -108,3 +109,64 @@ def test_chaos_with_pre_vote_stays_safe_and_heals(voters: int, seed: int) -> Non
     sim.chaos(until_ms=12_000)
     assert sim.committed
     _heal_and_commit(sim)
+
+
+def _follower_of_1(node_id: int, seed: int) -> RaftCore:
+    """Voter `node_id` following leader 1 in epoch 3 after its BeginQuorumEpoch at t=0 (the
+    way every voter learns of a new leader at nearly the same instant)."""
+    core = RaftCore(
+        node_id, frozenset({1, 2, 3}), MemoryRaftLog(), QuorumState(2), now_ms=0,
+        rng=random.Random(seed), election_timeout_ms=ELECTION_MS,
+        fetch_timeout_ms=FETCH_TIMEOUT_MS, fetch_interval_ms=FETCH_INTERVAL_MS, pre_vote=True,
+    )  # fmt: skip
+    core.handle_request(1, BeginQuorumEpochRequest(1, 3), 0)
+    assert (core.role, core.leader_id) == (Role.FOLLOWER, 1)
+    core.poll()
+    return core
+
+
+def _stands_at(core: RaftCore) -> int:
+    """Tick a follower whose leader stays silent until it stands; when that happened."""
+    for _ in range(100):
+        at = core.next_deadline_ms()
+        core.tick(at)
+        if core.role is not Role.FOLLOWER:
+            return at
+        core.poll()
+    raise AssertionError("the follower never stood")
+
+
+def test_followers_of_one_leader_stand_at_different_times_after_the_fetch_timeout() -> None:
+    """After the leader dies, followers whose fetch timers were reset by the same answers must
+    not stand within a round trip of each other: each would vote for itself, and the split vote
+    costs another whole election timeout of metadata stall. Each stands at a random point of
+    the half election timeout after the fetch timeout."""
+    stand_at = [_stands_at(_follower_of_1(2, seed)) for seed in range(20)]
+    assert all(FETCH_TIMEOUT_MS <= at < FETCH_TIMEOUT_MS + ELECTION_MS // 2 for at in stand_at)
+    assert len(set(stand_at)) >= 10
+
+
+def test_first_voter_to_stand_after_a_leader_crash_wins_in_one_round() -> None:
+    """The later follower grants the pre-vote and the vote from the fetch timeout on (the
+    leader counts as dead then), before its own jittered stand: one election, no split."""
+    seeds = sorted(range(20), key=lambda seed: _stands_at(_follower_of_1(2, seed)))
+    early, late = _follower_of_1(2, seeds[0]), _follower_of_1(3, seeds[-1])
+    first = _stands_at(early)
+    assert first < _stands_at(_follower_of_1(3, seeds[-1]))
+    assert early.role is Role.PROSPECTIVE
+    late.tick(first)
+    assert late.role is Role.FOLLOWER  # it has not stood itself
+    late.poll()
+    ((dst, pre),) = [(d, r) for d, r in sent(early.poll(), VoteRequest) if d == 3]
+    resp = late.handle_request(2, pre, first)
+    assert isinstance(resp, VoteResponse)
+    assert resp.vote_granted
+    assert late.role is Role.FOLLOWER  # granting a pre-vote changes nothing
+    early.handle_response(dst, pre, resp, first + 1)
+    assert (early.role, early.epoch) == (Role.CANDIDATE, 4)
+    ((dst, vote),) = [(d, r) for d, r in sent(early.poll(), VoteRequest) if d == 3]
+    resp = late.handle_request(2, vote, first + 2)
+    assert isinstance(resp, VoteResponse)
+    assert resp.vote_granted
+    early.handle_response(dst, vote, resp, first + 3)
+    assert (early.role, early.epoch) == (Role.LEADER, 4)
