@@ -273,28 +273,38 @@ def c_produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> di
     message. Rate and client CPU are the driver's own, first produce() to the end of flush(); the
     broker's CPU is taken over the driver's whole life (connection set-up and close included) and
     divided by that same window, so brk% may read slightly high."""
-    meter = Meter()
-    out = subprocess.run(
-        [p.c_producer or "", bootstrap, topic, str(p.messages), acks, str(p.linger_ms), str(p.max_seconds)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=p.max_seconds + 30,
-    )
-    wall, _ = meter.stop()
-    if not out.stdout.strip():
-        raise RuntimeError(f"C producer failed ({out.returncode}): {out.stderr.strip()}")
-    r = json.loads(out.stdout)
-    secs = float(r["seconds"]) or float("nan")
-    broker_s = meter.broker_pct * wall / 100.0
+    argv = [bootstrap, topic, str(p.messages), acks, str(p.linger_ms), str(p.max_seconds)]
+    r, secs, cpu = _run_c_driver("C producer", p.c_producer, argv, p.max_seconds)
     return {
         "msgs_per_s": r["delivered"] / secs,
         "mib_per_s": r["delivered"] * VALUE_BYTES / secs / 2**20,
         "delivered": r["delivered"],
         "errors": r["errors"],
+        **cpu,
+    }
+
+
+def _run_c_driver(
+    what: str, path: str | None, argv: list[str], max_seconds: float
+) -> tuple[dict[str, Any], float, dict[str, float]]:
+    """Run one perf/cdriver binary and read its JSON line: (result, its own measured seconds,
+    client and broker CPU % over those seconds). The broker's CPU is taken over the driver's
+    whole life (set-up and close included), so brk% may read slightly high."""
+    meter = Meter()
+    out = subprocess.run(
+        [path or "", *argv], capture_output=True, text=True, check=False, timeout=max_seconds + 30
+    )
+    wall, _ = meter.stop()
+    if not out.stdout.strip():
+        raise RuntimeError(f"{what} failed ({out.returncode}): {out.stderr.strip()}")
+    r = json.loads(out.stdout)
+    secs = float(r["seconds"]) or float("nan")
+    broker_s = meter.broker_pct * wall / 100.0
+    cpu = {
         "client_cpu_pct": 100.0 * (r["cpu_user_s"] + r["cpu_sys_s"]) / secs,
         "broker_cpu_pct": 100.0 * broker_s / secs if meter.broker_pid is not None else float("nan"),
     }
+    return r, secs, cpu
 
 
 def consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -> dict[str, float]:
@@ -346,27 +356,14 @@ def c_consume_throughput(bootstrap: str, topic: str, expected: int, p: Params) -
     message). Rate and client CPU are the driver's own, first message to last; the broker's CPU is
     taken over the driver's whole life (it idles during connect and close) and divided by the same
     first-to-last time, so brk% may read slightly high."""
-    meter = Meter()
-    out = subprocess.run(
-        [p.c_consumer or "", bootstrap, topic, str(expected), str(p.max_seconds)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=p.max_seconds + 30,
-    )
-    wall, _ = meter.stop()
-    if not out.stdout.strip():
-        raise RuntimeError(f"C consumer failed ({out.returncode}): {out.stderr.strip()}")
-    r = json.loads(out.stdout)
-    secs = float(r["seconds"]) or float("nan")
-    broker_s = meter.broker_pct * wall / 100.0
+    argv = [bootstrap, topic, str(expected), str(p.max_seconds)]
+    r, secs, cpu = _run_c_driver("C consumer", p.c_consumer, argv, p.max_seconds)
     return {
         "msgs_per_s": r["msgs"] / secs,
         "mib_per_s": r["bytes"] / secs / 2**20,
         "consumed": r["msgs"],
         "first_message_ms": r["first_message_ms"],
-        "client_cpu_pct": 100.0 * (r["cpu_user_s"] + r["cpu_sys_s"]) / secs,
-        "broker_cpu_pct": 100.0 * broker_s / secs if meter.broker_pid is not None else float("nan"),
+        **cpu,
     }
 
 
