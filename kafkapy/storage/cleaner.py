@@ -23,7 +23,7 @@ Crash safety (the log is left as before or as after, never mixed): the cleaned c
 written as `<base>.log.cleaned` and fsynced; then, under the log lock, a `cleaner.swap`
 marker naming the replaced and the new base offsets is written atomically - the commit point.
 The swap (rename `.cleaned` over `.log`, unlink replaced segments, rebuild indexes) is
-idempotent, so `finish_interrupted_swap` at open simply redoes it when the marker exists and
+idempotent, so `swap.finish_interrupted_swap` at open simply redoes it when the marker exists and
 otherwise deletes stray `.cleaned` files.
 """
 
@@ -33,7 +33,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkapy.protocol.errors import ProtocolError
@@ -44,23 +43,16 @@ from kafkapy.protocol.records import (
     decode_records,
     parse_control_record,
 )
+from kafkapy.storage import swap
 from kafkapy.storage.checkpoint import fsync_dir, write_atomic
 from kafkapy.storage.segment import LogSegment, segment_name
-from kafkapy.storage.txn_index import AbortedTxnEntry, TransactionIndex
 
 if TYPE_CHECKING:
     from kafkapy.storage.log import PartitionLog
 
-__all__ = ["CleanResult", "clean_log", "dirty_ratio", "finish_interrupted_swap"]
+__all__ = ["CleanResult", "clean_log", "dirty_ratio"]
 
 log = logging.getLogger(__name__)
-
-SWAP_MARKER = "cleaner.swap"
-_RECOVERY_INTERVAL = 4096
-
-
-def _crash_point(step: str) -> None:
-    """No-op; tests replace it to simulate a crash between the steps of a clean."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,88 +65,6 @@ class CleanResult:
     bytes_out: int
     records_removed: int
     end_offset: int  # first offset not cleaned: the new cleaner offset
-
-
-# --- swap, shared by the cleaner and log opening --------------------------------------------
-def _complete_swap(directory: Path, old_bases: list[int], new_bases: list[int]) -> None:
-    """Make the directory hold `new_bases` instead of `old_bases` (idempotent)."""
-    # Aborted-transaction entries of the merged segments move to the output segment first
-    # (as a set, so a redo after a crash cannot duplicate them).
-    bounds = [*new_bases[1:], None]
-    for base, bound in zip(new_bases, bounds, strict=True):
-        group = [o for o in old_bases if o >= base and (bound is None or o < bound)]
-        merged: set[AbortedTxnEntry] = set()
-        for old in group:
-            merged.update(TransactionIndex(directory / f"{segment_name(old)}.txnindex").entries)
-        if merged:
-            TransactionIndex(directory / f"{segment_name(base)}.txnindex").rewrite(sorted(merged))
-    for base in new_bases:
-        stem = segment_name(base)
-        cleaned = directory / f"{stem}.log.cleaned"
-        if cleaned.exists():
-            os.replace(cleaned, directory / f"{stem}.log")
-            _crash_point("renaming")
-    keep = set(new_bases)
-    for base in old_bases:
-        stem = segment_name(base)
-        suffixes = ((".index", ".timeindex") if base in keep
-                    else (".log", ".index", ".timeindex", ".txnindex"))
-        for suffix in suffixes:
-            with contextlib.suppress(FileNotFoundError):
-                (directory / f"{stem}{suffix}").unlink()
-    fsync_dir(directory)
-
-
-def _rebuild_indexes(directory: Path, bases: list[int]) -> list[LogSegment]:
-    segments = []
-    for base in bases:
-        seg = LogSegment(directory, base, index_interval_bytes=_RECOVERY_INTERVAL)
-        seg.recover(base, 1 << 62)
-        seg.seal()
-        seg.flush(fsync=True)
-        segments.append(seg)
-    return segments
-
-
-def finish_interrupted_swap(directory: Path) -> None:
-    """At open: redo a committed swap, or discard an uncommitted clean's `.cleaned` files."""
-    marker = directory / SWAP_MARKER
-    try:
-        text = marker.read_text("ascii")
-    except FileNotFoundError:
-        text = None
-    if text is not None:
-        parsed = _parse_marker(text)
-        if parsed is not None:
-            old_bases, new_bases = parsed
-            log.warning("%s: completing an interrupted log-cleaner swap", directory.name)
-            _complete_swap(directory, old_bases, new_bases)
-            for seg in _rebuild_indexes(directory, new_bases):
-                seg.close()
-        marker.unlink()
-        fsync_dir(directory)
-    for path in directory.glob("*.cleaned"):
-        path.unlink()
-
-
-def _marker_text(old_bases: list[int], new_bases: list[int]) -> str:
-    return (
-        "version 0\n"
-        f"replace {' '.join(map(str, old_bases))}\n"
-        f"with {' '.join(map(str, new_bases))}\n"
-    )
-
-
-def _parse_marker(text: str) -> tuple[list[int], list[int]] | None:
-    lines = text.splitlines()
-    if len(lines) != 3 or lines[0] != "version 0":
-        return None
-    try:
-        old = [int(x) for x in lines[1].removeprefix("replace ").split()]
-        new = [int(x) for x in lines[2].removeprefix("with ").split()]
-    except ValueError:
-        return None
-    return old, new
 
 
 # --- planning -------------------------------------------------------------------------------
@@ -328,14 +238,14 @@ def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanR
                     pending.append(bytes(data))
                     if len(pending) >= 256:
                         bytes_out += _write_chunks(fd, pending)
-                _crash_point("writing")
+                swap.crash_point("writing")
             bytes_out += _write_chunks(fd, pending)
             os.fsync(fd)
         finally:
             os.close(fd)
         new_bases.append(base)
     fsync_dir(directory)
-    _crash_point("cleaned")
+    swap.crash_point("cleaned")
     old_bases = [s.base_offset for s in segments]
     with plog._lock:
         current = plog.segments[: len(segments)]
@@ -345,16 +255,16 @@ def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanR
                     (directory / f"{segment_name(base)}.log.cleaned").unlink()
             log.info("%s: segments changed during cleaning; clean abandoned", directory.name)
             return None
-        write_atomic(directory / SWAP_MARKER, _marker_text(old_bases, new_bases).encode(),
+        write_atomic(directory / swap.SWAP_MARKER, swap.marker_text(old_bases, new_bases).encode(),
                      fsync=True)
-        _crash_point("committed")
-        _complete_swap(directory, old_bases, new_bases)
-        _crash_point("swapped")
-        fresh = _rebuild_indexes(directory, new_bases)
+        swap.crash_point("committed")
+        swap.complete_swap(directory, old_bases, new_bases)
+        swap.crash_point("swapped")
+        fresh = swap.rebuild_indexes(directory, new_bases)
         for seg in fresh:
             seg.index_interval_bytes = cfg.index_interval_bytes
         plog.replace_segments(segments, fresh)
-        (directory / SWAP_MARKER).unlink()
+        (directory / swap.SWAP_MARKER).unlink()
         fsync_dir(directory)
         plog.cleaner_offset = max(plog.cleaner_offset, end_offset)
         plog.checkpoint_offsets(force=True)

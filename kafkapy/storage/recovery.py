@@ -24,10 +24,10 @@ import uuid
 from pathlib import Path
 
 from kafkapy.storage.checkpoint import LeaderEpochCache, OffsetsCheckpoint, PartitionMetadata
-from kafkapy.storage.cleaner import SWAP_MARKER, finish_interrupted_swap
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import InconsistentTopicIdError
 from kafkapy.storage.segment import LogSegment
+from kafkapy.storage.swap import SWAP_MARKER, finish_interrupted_swap
 
 __all__ = ["LogRecovery"]
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import Record, build_batch, build_control_batch, iter_batches
 from kafkapy.storage import LogConfig, PartitionLog, clean_log
-from kafkapy.storage import cleaner as cleaner_module
+from kafkapy.storage import swap as swap_module
 from tests.storage.helpers import BASE_TS, batch, batch_offsets, read_all
 
 pytestmark = pytest.mark.timeout(60)
@@ -161,7 +161,7 @@ def test_crash_mid_clean_leaves_before_or_after(tmp_path: Path, step: str,
         if at == step:
             raise Crash(at)
 
-    monkeypatch.setattr(cleaner_module, "_crash_point", crash)
+    monkeypatch.setattr(swap_module, "crash_point", crash)
     with pytest.raises(Crash):
         clean_log(plog, NOW, force=True)
     monkeypatch.undo()
