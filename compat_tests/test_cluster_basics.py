@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from compat_tests.conftest import in_ci, unique_topic
-from kafkapy.testing.cluster import ClusterProcesses, ClusterStartError, missing_cluster_parts
+from kafkapy.testing.cluster import ClusterProcesses, ClusterStartError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,9 +35,6 @@ T = TypeVar("T")
 
 def start_cluster(base: Path, nodes: int = 3, **kwargs: object) -> ClusterProcesses:
     """A started cluster, or a skip naming the cluster parts missing from the tree."""
-    missing = missing_cluster_parts()
-    if missing:
-        pytest.skip(f"cluster mode parts not in the tree yet: {', '.join(missing)}")
     cluster = ClusterProcesses(base, nodes, **kwargs)  # type: ignore[arg-type]
     try:
         cluster.start()

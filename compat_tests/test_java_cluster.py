@@ -15,7 +15,7 @@ import pytest
 
 from compat_tests.conftest import unique_topic
 from compat_tests.java.harness import JavaClient, java_build
-from kafkapy.testing.cluster import ClusterProcesses, ClusterStartError, missing_cluster_parts
+from kafkapy.testing.cluster import ClusterProcesses, ClusterStartError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,9 +24,6 @@ N_NODES = 3
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    missing = missing_cluster_parts()
-    if missing:
-        pytest.skip(f"cluster mode parts not in the tree yet: {', '.join(missing)}")
     cluster = ClusterProcesses(tmp_path / "cluster", N_NODES)
     try:
         cluster.start()

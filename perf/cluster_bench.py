@@ -45,7 +45,7 @@ sys.path.insert(0, str(PERF.parent))
 
 import bench  # noqa: E402  (perf/bench.py: launcher, produce phase, CPU meters)
 
-from kafkapy.testing.cluster import ClusterProcesses, missing_cluster_parts  # noqa: E402
+from kafkapy.testing.cluster import ClusterProcesses  # noqa: E402
 
 GOAL_RATIO = 0.6
 IDLE_SECONDS = 3.0
@@ -140,10 +140,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=60.0, help="cap per phase")
     parser.add_argument("--json", type=Path, default=PERF / "results" / "cluster_bench.json")
     args = parser.parse_args(argv)
-    missing = missing_cluster_parts()
-    if missing:
-        print(f"cluster_bench: skipped, cluster mode parts missing: {', '.join(missing)}")
-        return 0
     p = bench.Params(args.messages, 0.0, args.partitions, args.max_seconds)
 
     labels = {"A": "single node, RF=1, acks=1", "B": "3 nodes, RF=3, acks=all"}

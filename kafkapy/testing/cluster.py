@@ -46,13 +46,11 @@ from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_requ
 from kafkapy.protocol.messages import MetadataRequest
 
 __all__ = [
-    "CLUSTER_PARTS",
     "ClusterNodeProcess",
     "ClusterProcesses",
     "ClusterStartError",
     "broker_ids",
     "free_ports",
-    "missing_cluster_parts",
 ]
 
 READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:,]+|\[[^\]]+\]):(?P<port>\d+)")
@@ -69,25 +67,6 @@ TEST_OVERRIDES: dict[str, str] = {
     "transaction.state.log.num.partitions": "3",
     "group.initial.rebalance.delay.ms": "0",
 }
-
-
-#: the modules cluster mode needs (docs/cluster.md); all must exist for a cluster to form
-CLUSTER_PARTS = (
-    "kafkapy.server.cluster.raft_driver",
-    "kafkapy.server.cluster.metadata_publisher",
-    "kafkapy.server.cluster.controller_driver",
-    "kafkapy.server.cluster.lifecycle",
-    "kafkapy.server.cluster.replica_fetcher",
-    "kafkapy.server.handlers.quorum",
-    "kafkapy.server.handlers.controller",
-)
-
-
-def missing_cluster_parts() -> list[str]:
-    """The modules of `CLUSTER_PARTS` not present in this tree (tests skip naming them)."""
-    import importlib.util
-
-    return [name for name in CLUSTER_PARTS if importlib.util.find_spec(name) is None]
 
 
 class ClusterStartError(RuntimeError):

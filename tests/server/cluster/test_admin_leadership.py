@@ -28,17 +28,11 @@ from kafkapy.protocol.messages import (
     ListOffsetsRequest,
 )
 from kafkapy.server.cluster.peer import PeerClient
-from kafkapy.testing.cluster import missing_cluster_parts
 from kafkapy.testing.local import LocalNode, open_cluster
 from tests.server.cluster.replication_helpers import produce
 from tests.server.helpers import Client, batch
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"
-    ),
-]
+pytestmark = pytest.mark.timeout(120)
 
 PREFERRED, UNCLEAN = 0, 1
 

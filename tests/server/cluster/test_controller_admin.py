@@ -27,15 +27,9 @@ from kafkapy.protocol.messages import (
     MetadataRequest,
 )
 from kafkapy.server.cluster.peer import PeerClient
-from kafkapy.testing.cluster import missing_cluster_parts
 from kafkapy.testing.local import open_cluster
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"
-    ),
-]
+pytestmark = pytest.mark.timeout(120)
 
 TOPIC = 2
 

@@ -26,15 +26,9 @@ from kafkapy.protocol.messages import (
     CreateTopicsRequest,
 )
 from kafkapy.server.cluster.peer import PeerClient
-from kafkapy.testing.cluster import missing_cluster_parts
 from kafkapy.testing.local import LocalNode, open_cluster
 
-pytestmark = [
-    pytest.mark.timeout(150),
-    pytest.mark.skipif(
-        bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"
-    ),
-]
+pytestmark = pytest.mark.timeout(150)
 
 
 #: room for the controlled shutdown on a loaded machine (it normally takes a few heartbeats)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
 from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC, offsets_partition_for
@@ -25,17 +24,11 @@ from kafkapy.protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
-from kafkapy.testing.cluster import missing_cluster_parts
 from kafkapy.testing.local import LocalNode, open_cluster
 from tests.server.helpers import Client
 
 E = ErrorCode
 PARTITIONS = 3  # TEST_OVERRIDES: offsets.topic.num.partitions
-
-pytestmark = pytest.mark.skipif(
-    bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"
-)
-
 
 async def find(c: Client, group: str) -> Any:
     r = await c.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(

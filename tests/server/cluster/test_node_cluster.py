@@ -18,13 +18,9 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest
 from kafkapy.server.cluster.peer import PeerClient
-from kafkapy.testing.cluster import missing_cluster_parts
 from kafkapy.testing.local import open_cluster
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    pytest.mark.skipif(bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 
 async def metadata(port: int, topics: list[str] | None) -> object:

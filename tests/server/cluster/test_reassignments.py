@@ -22,18 +22,12 @@ from kafkapy.protocol.messages import (
     ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
 )
-from kafkapy.testing.cluster import missing_cluster_parts
 from kafkapy.testing.local import open_cluster
 from tests.server.cluster.replication_helpers import produce
 from tests.server.cluster.test_admin_leadership import call, create, image, wait_image, wait_in_sync
 from tests.server.helpers import Client, batch
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        bool(missing_cluster_parts()), reason=f"cluster parts missing: {missing_cluster_parts()}"
-    ),
-]
+pytestmark = pytest.mark.timeout(120)
 
 
 def reassign(*moves: tuple[str, int, list[int] | None]) -> AlterPartitionReassignmentsRequest:
