@@ -54,3 +54,23 @@ def test_kafka_python_retry_after_dropped_ack_is_not_duplicated(faulty_broker: B
     assert _dropped(faulty_broker)
     assert offsets == list(range(N))  # each message acknowledged at its one and only offset
     assert read_all(faulty_broker.bootstrap, topic_name, "read_uncommitted", expect=N) == [b"k%04d" % i for i in range(N)]
+
+
+def test_kafka_python_records_with_create_time_1970_keep_producer_state(
+    broker: BrokerProcess, topic_name: str
+) -> None:
+    """kafka-python's own suite sends timestamp_ms=9999999 (1970) and then records stamped now:
+    every batch after the first must still be accepted (expiration goes by the broker's clock,
+    never by record timestamps)."""
+    kafka = pytest.importorskip("kafka")
+    p = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all")
+    try:
+        offsets = []
+        for i in range(5):  # one batch each: get() waits for the acknowledgement
+            stamp = 9_999_999 if i % 2 == 0 else None  # None: the client's clock
+            future = p.send(topic_name, b"v%d" % i, partition=0, timestamp_ms=stamp)
+            offsets.append(future.get(timeout=30).offset)
+    finally:
+        p.close(timeout=5)
+    assert offsets == [0, 1, 2, 3, 4]
+    assert read_all(broker.bootstrap, topic_name, "read_uncommitted", expect=5) == [b"v%d" % i for i in range(5)]

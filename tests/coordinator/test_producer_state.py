@@ -214,15 +214,41 @@ def test_expired_producer_is_unknown() -> None:
     p.produce(7, 0, 0)
 
 
-def test_batch_after_expiration_interval_is_judged_as_unknown_before_the_sweep() -> None:
+def test_idle_producer_keeps_its_state_until_the_sweep_runs() -> None:
     p = Partition()
     p.produce(7, 0, 0, 2)
-    p.now += EXPIRY
-    assert p.error(p.batch(7, 0, 2)) is ErrorCode.UNKNOWN_PRODUCER_ID
-    p.produce(7, 0, 0)  # the producer reset its sequence: a fresh entry
-    entry = p.mgr.entry(7)
-    assert entry is not None
-    assert [b.first_offset for b in entry.batches] == [2]
+    p.now += 3 * EXPIRY  # longer than the expiration, but no sweep ran: Kafka keeps the entry
+    p.produce(7, 0, 2)
+    assert p.error(p.batch(7, 0, 0, 1)) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert p.mgr.remove_expired_producers(p.now + EXPIRY - 1) == []
+
+
+@pytest.mark.parametrize("create_time", [9_999_999, 0, -1])
+def test_record_timestamps_never_expire_a_producer(create_time: int) -> None:
+    """A producer whose records carry CreateTime 1970 (kafka-python's suite sends 9999999)
+    keeps its state: expiration goes by the broker's clock, not by record timestamps."""
+    mgr = ProducerStateManager(producer_id_expiration_ms=EXPIRY)
+    broker_now = 1_700_000_000_000
+    for seq in (0, 1, 2, 3):
+        stamp = create_time if seq % 2 == 0 else broker_now  # 1970, then the client's clock
+        batch = ProducerBatch(producer_id=7, producer_epoch=0, base_sequence=seq,
+                              last_offset_delta=0, base_offset=seq, max_timestamp=stamp)
+        assert mgr.check_and_update(batch, broker_now).duplicate is None
+        broker_now += 10
+    assert mgr.remove_expired_producers(broker_now) == []
+    assert mgr.remove_expired_producers(broker_now + EXPIRY) == [7]
+
+
+def test_rebuilt_state_expires_from_the_batch_timestamps() -> None:
+    """A snapshot keeps Kafka's format (no broker clock): a rebuilt entry counts from its last
+    batch timestamp."""
+    p = Partition()
+    p.produce(7, 0, 0)
+    rebuilt = ProducerStateManager.from_snapshot(
+        decode_snapshot(encode_snapshot(p.mgr.export_snapshot())), producer_id_expiration_ms=EXPIRY
+    )
+    assert rebuilt.remove_expired_producers(p.now + EXPIRY - 1) == []
+    assert rebuilt.remove_expired_producers(p.now + EXPIRY) == [7]
 
 
 def test_producer_with_open_transaction_never_expires() -> None:

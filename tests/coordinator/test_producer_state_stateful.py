@@ -74,7 +74,8 @@ class ProducerStateMachine(RuleBasedStateMachine):
         return p.known and p.open_first is None and self.now - p.last_ts >= EXPIRY
 
     def live(self, p: Producer) -> bool:
-        return p.known and not self.expired(p)
+        # only the sweep forgets a producer: an idle one keeps its state until it runs
+        return p.known
 
     def batch(self, pid: int, epoch: int, seq: int, n: int, txn: bool) -> ProducerBatch:
         return ProducerBatch(

@@ -29,11 +29,13 @@ Rules (everything that decides an append lives in `_validate_data` / `_validate_
 9. Trusted origins (`LOG` rebuild, `REPLICATION`) skip the client checks but go through the very
    same update code, which is why a snapshot plus replay of the later batch headers reproduces the
    live state exactly.
-10. Expiration: an entry untouched for `producer_id_expiration_ms` (by batch timestamp, as Kafka
-    does) and with no open transaction is removed by `remove_expired_producers(now_ms)`; a batch
-    that arrives after that long is judged as if the sweep had already run (so replaying the log
-    expires exactly as the live partition did). Retention and compaction never remove producer
-    state.
+10. Expiration: only the periodic sweep `remove_expired_producers(now_ms)` removes an entry: one
+    the broker has not seen for `producer_id_expiration_ms` (`last_seen_ms`, the broker's clock at
+    its last append) and with no open transaction. Nothing inside an append expires state, and
+    record timestamps never do: a producer whose records carry CreateTime 1970 keeps its state
+    between batches, as on Kafka. State rebuilt from a snapshot or the log has no broker clock
+    for the past and takes the batch timestamp instead. Retention and compaction never remove
+    producer state.
 
 An append is two steps so a failed disk write leaves the state untouched: `validate_append`
 checks every batch of the request against a staged copy and returns a `PendingAppend` (or the
@@ -225,6 +227,9 @@ class ProducerStateEntry:
     coordinator_epoch: int = -1
     last_timestamp: int = -1
     current_txn_first_offset: int | None = None
+    #: Broker time of the last append (what expiration goes by); not part of snapshots, which
+    #: keep Kafka's format: a rebuilt entry starts from `last_timestamp`.
+    last_seen_ms: int = field(default=-1, compare=False)
 
     @property
     def last_seq(self) -> int:
@@ -242,6 +247,7 @@ class ProducerStateEntry:
             self.coordinator_epoch,
             self.last_timestamp,
             self.current_txn_first_offset,
+            self.last_seen_ms,
         )
 
     def find_duplicate(self, batch: ProducerBatch) -> BatchMetadata | None:
@@ -419,8 +425,6 @@ class ProducerStateManager:
                 continue
             staged = pending.entries.get(batch.producer_id)
             current = staged if staged is not None else self._producers.get(batch.producer_id)
-            if staged is None and current is not None and self._expired_before(current, batch):
-                current = None  # what the periodic sweep would have done: start afresh
             if origin is AppendOrigin.CLIENT and current is not None and not batch.is_control:
                 duplicate = current.find_duplicate(batch)
                 if duplicate is not None:
@@ -435,6 +439,7 @@ class ProducerStateManager:
                 self._validate_marker(batch, entry, current is None, origin)
                 pending.completed.append(self._apply_marker(batch, entry))
                 pending.began.pop(batch.producer_id, None)
+                entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
             else:
                 self._validate_data(batch, entry, current is None, origin)
                 if self._apply_data(batch, entry, now_ms):
@@ -581,6 +586,7 @@ class ProducerStateManager:
             )
         )
         entry.last_timestamp = timestamp
+        entry.last_seen_ms = max(entry.last_seen_ms, now_ms)
         if batch.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = batch.base_offset
             return True
@@ -604,15 +610,6 @@ class ProducerStateManager:
             batch.control is ControlType.ABORT,
         )
 
-    def _expired_before(self, entry: ProducerStateEntry, batch: ProducerBatch) -> bool:
-        """Whether `entry` had expired by the time of `batch` (both times from the batches, so
-        a live append and a replay of the same log decide alike whatever the sweep timing)."""
-        return (
-            entry.current_txn_first_offset is None
-            and batch.max_timestamp >= 0
-            and batch.max_timestamp - entry.last_timestamp >= self.producer_id_expiration_ms
-        )
-
     def _stable_offset_after(self, txn: CompletedTxn) -> int:
         others = [off for pid, off in self._ongoing.items() if pid != txn.producer_id]
         return min(others) if others else txn.last_offset + 1
@@ -624,12 +621,13 @@ class ProducerStateManager:
         self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
-        """Drop entries idle for `producer_id_expiration_ms` with no open transaction."""
+        """Drop entries the broker has not seen for `producer_id_expiration_ms` (by its clock,
+        `last_seen_ms`) with no open transaction: Kafka's periodic sweep."""
         expired = [
             pid
             for pid, e in self._producers.items()
             if e.current_txn_first_offset is None
-            and now_ms - e.last_timestamp >= self.producer_id_expiration_ms
+            and now_ms - e.last_seen_ms >= self.producer_id_expiration_ms
         ]
         for pid in expired:
             del self._producers[pid]
@@ -668,6 +666,7 @@ class ProducerStateManager:
         )
         for entry in snapshot.entries:
             copy = entry.copy()
+            copy.last_seen_ms = max(copy.last_seen_ms, copy.last_timestamp)
             mgr._producers[copy.producer_id] = copy
             if copy.current_txn_first_offset is not None:
                 mgr._ongoing[copy.producer_id] = copy.current_txn_first_offset
