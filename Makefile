@@ -18,7 +18,7 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 	touch $(TEST_STAMP)
 
 run: $(STAMP)
-	$(PY) -m kafkapy serve --data-dir ./data
+	$(PY) -m kafkapy serve --data-dir ./data --http 127.0.0.1:9644
 
 test: $(TEST_STAMP)
 	$(PY) -m ruff check kafkapy tests compat_tests perf

@@ -59,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a SASL user for PLAIN and SCRAM-SHA-256/512 (repeatable; adds to kafkapy.sasl.users)",
     )
     serve.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="HTTP listener for /metrics, /healthz, /readyz and the status page "
+        "(kafkapy.http.listener; a bare PORT binds 127.0.0.1)",
+    )
+    serve.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="set any config key"
     )
     serve.add_argument("--log-level", default=os.environ.get("KAFKAPY_LOG_LEVEL", "INFO"))
@@ -81,6 +87,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
         result["log.dirs"] = args.data_dir
     if args.node_id is not None:
         result["node.id"] = str(args.node_id)
+    if args.http:
+        result["kafkapy.http.listener"] = args.http
     if args.sasl_user:
         given = result.get("kafkapy.sasl.users", "")
         result["kafkapy.sasl.users"] = ",".join(filter(None, [given, *args.sasl_user]))
@@ -136,6 +144,8 @@ def serve(args: argparse.Namespace) -> int:
                 # Printed, not logged (logging also writes to stderr, so both made it two
                 # lines): tools wait for this one line, and --log-level must not hide it.
                 line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
+                if server.http is not None:
+                    line += f", HTTP on {server.http.url}"
                 print(line, file=sys.stderr, flush=True)
                 await server.stopped.wait()
                 nursery.cancel_scope.cancel()

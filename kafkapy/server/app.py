@@ -33,6 +33,7 @@ from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
+from kafkapy.server.http.listener import HttpListener, parse_http_address
 from kafkapy.server.security import credentials_of, listener_security
 from kafkapy.server.txn_driver import run_txn_driver
 
@@ -72,6 +73,9 @@ class Server:
         self.stopped = trio.Event()
         self._grace_s = broker.config.get_int("kafkapy.shutdown.grace.ms") / 1000
         self.cluster: ClusterNode | None = None
+        #: the HTTP listener (`kafkapy.http.listener`), None when off; bound in `run()`
+        self.http: HttpListener | None = None
+        self._serving = False
         if broker.config.cluster_mode:
             from kafkapy.server.cluster.node import ClusterNode
 
@@ -101,6 +105,12 @@ class Server:
                         f"cannot listen on {listener.name} {where}: {e.strerror or e}"
                     ) from e
                 sockets.extend((listener, sock_listener) for sock_listener in bound)
+            try:
+                await self._bind_http()
+            except ListenError:
+                for _, opened in sockets:
+                    await opened.aclose()
+                raise
             for listener, sock_listener in sockets:
                 host, port = sock_listener.socket.getsockname()[:2]
                 self.bound.append(BoundListener(listener, host, port))
@@ -116,6 +126,9 @@ class Server:
                     accept_nursery.start_soon(run_txn_driver, broker)
                     if self.cluster is not None:
                         self.cluster.run(accept_nursery)
+                    if self.http is not None:
+                        accept_nursery.start_soon(self.http.serve, accept_nursery)
+                    self._serving = True
                     task_status.started(list(self.bound))
                     await self._shutdown.wait()
                     if self.cluster is not None:
@@ -123,6 +136,8 @@ class Server:
                     accept_nursery.cancel_scope.cancel()
                 for _, sock_listener in sockets:
                     await sock_listener.aclose()
+                if self.http is not None:
+                    await self.http.aclose()
                 await self._drain(conn_nursery)
         finally:
             with trio.CancelScope(shield=True):
@@ -141,6 +156,40 @@ class Server:
         if config.cluster is not None and config.cluster.is_controller:
             listeners += config.controller_listeners
         return listeners
+
+    async def _bind_http(self) -> None:
+        """Bind the HTTP listener when `kafkapy.http.listener` is set (ListenError otherwise)."""
+        value = self.broker.config.get("kafkapy.http.listener") or ""
+        if not value.strip():
+            return
+        try:
+            host, port = parse_http_address(value)
+            http = HttpListener(host, port, self.readiness)
+            await http.bind()
+        except (OSError, ValueError) as e:
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+            raise ListenError(f"cannot listen on HTTP {value}: {reason}") from e
+        self.http = http
+        log.info("HTTP listener on %s (/metrics, /healthz, /readyz, status page)", http.url)
+
+    def readiness(self) -> tuple[bool, str]:
+        """`/readyz`: (ready, what is missing). Ready = every listener bound and serving, the
+        metadata loaded (a single node loads it before the Server starts), in a cluster the
+        broker registration unfenced (a controller-only node: a Raft leader known), and no
+        shutdown under way."""
+        if self._shutdown.is_set():
+            return False, "shutting down"
+        if not self._serving:
+            return False, "listeners not bound yet"
+        cluster = self.cluster
+        if cluster is not None and not cluster.is_ready():
+            if not cluster.config.is_broker:
+                return False, "no Raft leader known yet"
+            brokers = getattr(cluster.image, "brokers", None) or {}
+            if cluster.node_id not in brokers:
+                return False, "broker not registered with the controller yet"
+            return False, "broker registration fenced (catching up with the metadata log)"
+        return True, ""
 
     async def wait_ready(self) -> bool:
         """True once the node is ready to serve (a single node at once; a cluster member when

@@ -485,6 +485,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "How long shutdown waits for in-flight requests.",
         ),
         _B(
+            "kafkapy.http.listener",
+            _T.STRING,
+            "",
+            "HOST:PORT of the HTTP listener (/metrics, /healthz, /readyz, status page at /); "
+            "empty: off. A bare PORT binds loopback.",
+        ),
+        _B(
             "kafkapy.max.inflight.requests.per.connection",
             _T.INT,
             "64",

@@ -133,3 +133,33 @@ def test_tls_listener_without_certificate_and_sasl_user_flag() -> None:
     )  # fmt: skip
     assert bad.returncode == 2
     assert "NAME:PASSWORD" in bad.stderr
+
+
+@pytest.mark.timeout(60)
+def test_http_flag_serves_health_and_readiness_and_names_its_url() -> None:
+    import urllib.request
+
+    proc, m = start("--listeners", "PLAINTEXT://127.0.0.1:0", "--memory", "--http", "127.0.0.1:0")
+    try:
+        url = re.search(r", HTTP on (http://127\.0\.0\.1:\d+/)$", m.string.strip())
+        assert url is not None, m.string
+        for path, expected in (("healthz", b"ok\n"), ("readyz", b"ready\n")):
+            with urllib.request.urlopen(url.group(1) + path, timeout=10) as response:
+                assert (response.status, response.read()) == (200, expected)
+    finally:
+        assert stop(proc) == 0
+
+
+@pytest.mark.timeout(60)
+def test_http_port_in_use_is_one_clear_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0",
+             "--memory", "--http", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=30,
+        )
+    assert proc.returncode == 1
+    assert f"kafkapy: cannot listen on HTTP 127.0.0.1:{port}: Address already in use" in proc.stderr

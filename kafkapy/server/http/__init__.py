@@ -1,0 +1,1 @@
+"""The broker's HTTP side: health and readiness checks, Prometheus metrics, the status page."""
