@@ -14,6 +14,11 @@ module is its runtime - which partition's state, loaded when, persisted where.
   replay little (a damaged snapshot is skipped and the next older one tried).
   Loading also restores `.txnindex` entries of replayed abort markers the index lacks (a crash
   between the marker append and the index write), and sets the partition's last stable offset.
+- Followers keep the state too (cluster mode): the replica fetcher replays each replicated
+  append into it (`on_replicated`, per batch header) and loads it in the background the first
+  time producer batches arrive; a truncation (`PartitionLog.truncations`) makes it stale and
+  the next use reloads it. A replica that becomes leader therefore knows every producer's last
+  sequences and open transactions, as Kafka's followers do.
 - The last stable offset of a partition with loaded state follows its open transactions:
   `on_append` (called by `Broker.after_append`) moves it after every append; a partition whose
   state is not loaded follows the high watermark, so read_committed readers load the state
@@ -40,7 +45,13 @@ from kafkapy.coordinator.idempotence import (
     encode_snapshot,
 )
 from kafkapy.protocol.errors import ProtocolError
-from kafkapy.protocol.records import decode_records, parse_control_record
+from kafkapy.protocol.records import (
+    BatchHeader,
+    Buffer,
+    decode_records,
+    iter_batches,
+    parse_control_record,
+)
 from kafkapy.server.metadata_store import atomic_write
 from kafkapy.storage import PartitionLog
 
@@ -159,33 +170,79 @@ class ProducerIds:
         return pid
 
 
-def _replay_batches(plog: PartitionLog, from_offset: int) -> list[ProducerBatch]:
-    """Producer-relevant batch headers of the log at or after `from_offset` (one pass)."""
+def _producer_batch(header: BatchHeader, data: Buffer, pos: int) -> ProducerBatch | None:
+    """What producer state needs of one batch at `pos` of `data`: None for a batch without a
+    producer id (or a marker whose record is unreadable)."""
+    if header.producer_id < 0:
+        return None
+    control = None
+    coordinator_epoch = -1
+    if header.is_control:
+        try:
+            record = decode_records(data, pos, header)[0]
+            commit, coordinator_epoch = parse_control_record(record)
+        except (ProtocolError, IndexError):
+            return None
+        control = ControlType.COMMIT if commit else ControlType.ABORT
+    return ProducerBatch.from_header(header, control=control, coordinator_epoch=coordinator_epoch)
+
+
+def _replay_batches(plog: PartitionLog, from_offset: int, end_offset: int | None = None
+                    ) -> list[ProducerBatch]:
+    """Producer-relevant batch headers of the log in [`from_offset`, `end_offset`) (one pass)."""
     out: list[ProducerBatch] = []
     segments = list(plog.segments)
     for i, seg in enumerate(segments):
         if i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset:
             continue
+        if end_offset is not None and seg.base_offset >= end_offset:
+            break
         for _, header, data in seg.batches(with_data=True):
-            if header.last_offset < from_offset or header.producer_id < 0:
+            if end_offset is not None and header.base_offset >= end_offset:
+                break
+            if header.last_offset < from_offset:
                 continue
-            control = None
-            coordinator_epoch = -1
-            if header.is_control:
-                try:
-                    record = decode_records(data if data is not None else b"", 0, header)[0]
-                    commit, coordinator_epoch = parse_control_record(record)
-                except (ProtocolError, IndexError):
-                    continue
-                control = ControlType.COMMIT if commit else ControlType.ABORT
-            out.append(ProducerBatch.from_header(header, control=control, coordinator_epoch=coordinator_epoch))
+            batch = _producer_batch(header, data if data is not None else b"", 0)
+            if batch is not None:
+                out.append(batch)
     return out
 
 
+def replicated_batches(data: Buffer) -> list[ProducerBatch]:
+    """The producer batches among whole batches a follower appended (per batch: headers only,
+    and the one record of a marker)."""
+    out: list[ProducerBatch] = []
+    for pos, header in iter_batches(data):
+        batch = _producer_batch(header, data, pos)
+        if batch is not None:
+            out.append(batch)
+    return out
+
+
+def _apply(plog: PartitionLog, mgr: ProducerStateManager, batches: list[ProducerBatch],
+           *, restore: bool) -> int:
+    """Replay `batches` (already in the log) into `mgr` and add their abort markers' `.txnindex`
+    entries (`restore`: only where the index lacks them). Returns how many were added."""
+    added = 0
+    for result in mgr.replay(batches):
+        for a in result.aborted:
+            if restore:
+                added += plog.restore_aborted_txn(
+                    a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset
+                )
+            else:
+                plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
+                                        a.last_stable_offset)
+                added += 1
+    return added
+
+
 def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
-    """Snapshot (if any) plus replay of the log after it. Blocking: run in a worker thread."""
+    """Snapshot (if any) plus replay of the log after it, up to the log end offset when the
+    load started (`last_map_offset`; `catch_up` adds what was appended meanwhile). Blocking:
+    run in a worker thread."""
     mgr: ProducerStateManager | None = None
-    below = plog.log_end_offset
+    end = below = plog.log_end_offset
     while mgr is None and (found := plog.read_producer_snapshot(below)) is not None:
         try:
             mgr = ProducerStateManager.from_snapshot(
@@ -197,15 +254,20 @@ def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
             below = found[0] - 1  # try the next older one
     if mgr is None:
         mgr = ProducerStateManager(producer_id_expiration_ms=expiration_ms, last_map_offset=0)
-    restored = 0
-    for result in mgr.replay(_replay_batches(plog, mgr.last_map_offset)):
-        for a in result.aborted:
-            restored += plog.restore_aborted_txn(
-                a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset
-            )
+    restored = _apply(plog, mgr, _replay_batches(plog, mgr.last_map_offset, end), restore=True)
     if restored:
         log.warning("%s: restored %d missing .txnindex entries", plog.directory.name, restored)
+    mgr.update_map_end_offset(end)
     return mgr
+
+
+def catch_up(plog: PartitionLog, mgr: ProducerStateManager) -> None:
+    """Replay what the log gained after `mgr.last_map_offset` (appended while it loaded in a
+    worker thread; on the trio thread, so nothing appends meanwhile)."""
+    end = plog.log_end_offset
+    if mgr.last_map_offset < end:
+        _apply(plog, mgr, _replay_batches(plog, mgr.last_map_offset, end), restore=True)
+        mgr.update_map_end_offset(end)
 
 
 def update_stable_offset(plog: PartitionLog, mgr: ProducerStateManager) -> None:
@@ -216,36 +278,82 @@ def update_stable_offset(plog: PartitionLog, mgr: ProducerStateManager) -> None:
 
 
 class ProducerStates:
+    """Producer state per partition, leader and follower alike (Kafka keeps it on every
+    replica, so a follower that becomes leader knows every producer's last sequences and open
+    transactions): the leader's appends go through it (`validate_append` / `complete_append`),
+    a follower's replicated appends are replayed into it (`on_replicated`). A state is valid
+    for the log it was read from and the log's `truncations` count: a truncation (a diverged
+    follower, a restart of the log) makes it stale, and the next use reloads it from the
+    newest snapshot at or below the new end plus the log after it (Kafka's
+    `truncateAndReload`)."""
+
     def __init__(self, expiration_ms: int) -> None:
         self.expiration_ms = expiration_ms
-        self._states: dict[Key, tuple[PartitionLog, ProducerStateManager]] = {}
+        # (log, its truncation count when read, state)
+        self._states: dict[Key, tuple[PartitionLog, int, ProducerStateManager]] = {}
         self._loading: dict[Key, trio.Event] = {}
         self._active_base: dict[Key, int] = {}  # active segment seen by the last append
+        self._forgotten: dict[Key, int] = {}  # forget() count: a load it overtook is not kept
 
     async def get(self, key: Key, plog: PartitionLog) -> ProducerStateManager:
-        """The partition's state, loading it in a worker thread the first time."""
+        """The partition's state, loading it in a worker thread the first time (again after
+        a truncation)."""
         while True:
-            known = self._states.get(key)
-            if known is not None and known[0] is plog:
-                return known[1]
+            known = self.loaded(key, plog)
+            if known is not None:
+                return known
             loading = self._loading.get(key)
             if loading is None:
                 break
             await loading.wait()
         done = self._loading[key] = trio.Event()
         try:
-            mgr = await trio.to_thread.run_sync(load_state, plog, self.expiration_ms)
-            self._states[key] = (plog, mgr)
-            update_stable_offset(plog, mgr)
+            forgotten = self._forgotten.get(key, 0)
+            while True:
+                truncations = plog.truncations
+                mgr = await trio.to_thread.run_sync(load_state, plog, self.expiration_ms)
+                if plog.truncations == truncations:
+                    break
+                log.info("%s-%d: the log was truncated while its producer state loaded: "
+                         "loading again", *key)
+            catch_up(plog, mgr)
+            if self._forgotten.get(key, 0) == forgotten:
+                self._states[key] = (plog, truncations, mgr)
+                update_stable_offset(plog, mgr)
             return mgr
         finally:
             del self._loading[key]
             done.set()
 
     def loaded(self, key: Key, plog: PartitionLog) -> ProducerStateManager | None:
-        """The partition's state if it is loaded (no waiting)."""
+        """The partition's state if it is loaded and still valid (no waiting)."""
         known = self._states.get(key)
-        return known[1] if known is not None and known[0] is plog else None
+        if known is None or known[0] is not plog:
+            return None
+        if known[1] != plog.truncations:
+            log.info("%s-%d: log truncated: producer state will be reloaded", *key)
+            del self._states[key]
+            return None
+        return known[2]
+
+    def forget(self, key: Key) -> None:
+        """Drop the partition's state (its replica left this broker or its log is gone)."""
+        self._states.pop(key, None)
+        self._active_base.pop(key, None)
+        self._forgotten[key] = self._forgotten.get(key, 0) + 1
+
+    def on_replicated(self, key: Key, plog: PartitionLog, data: Buffer) -> bool:
+        """A follower appended the whole batches `data`: replay them into the partition's
+        state (with the `.txnindex` entries of abort markers) if it is loaded. True when it is
+        not loaded but `data` has producer batches: the caller should load it (`get`, which
+        reads them from the log), so the state is at hand when this replica becomes leader."""
+        batches = replicated_batches(data)
+        mgr = self.loaded(key, plog)
+        if mgr is None:
+            return bool(batches) and key not in self._loading
+        _apply(plog, mgr, batches, restore=False)
+        mgr.update_map_end_offset(plog.log_end_offset)
+        return False
 
     async def ensure_loaded(self, key: Key, plog: PartitionLog) -> None:
         """Load the partition's state (and so its LSO) unless it is loaded already."""
@@ -273,16 +381,17 @@ class ProducerStates:
 
     def expire(self, now_ms: int) -> int:
         """Drop producers idle longer than `producer.id.expiration.ms`; returns how many."""
-        return sum(len(mgr.remove_expired_producers(now_ms)) for _, mgr in self._states.values())
+        return sum(len(mgr.remove_expired_producers(now_ms)) for _, _, mgr in self._states.values())
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
-            del self._states[key]
-            self._active_base.pop(key, None)
+            self.forget(key)
 
     def snapshot_all(self) -> None:
         """Write every loaded state next to its log (clean shutdown; blocking)."""
-        for (topic, partition), (plog, mgr) in list(self._states.items()):
+        for (topic, partition), (plog, truncations, mgr) in list(self._states.items()):
+            if truncations != plog.truncations:
+                continue  # stale: the next start reloads it from the log
             try:
                 plog.write_producer_snapshot(mgr.last_map_offset, encode_snapshot(mgr.export_snapshot()))
             except Exception:

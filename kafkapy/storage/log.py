@@ -167,6 +167,12 @@ class PartitionLog(LogRecovery, LogQueries):
         return self._leo
 
     @property
+    def truncations(self) -> int:
+        """How many times the tail was cut (truncation, or a restart at a new offset): state
+        derived from the log (producer state) that was read before a change is stale."""
+        return self._generation
+
+    @property
     def recovery_point(self) -> int:
         return self._recovery_point
 

@@ -128,6 +128,7 @@ class LogRecovery:
                         self.directory.name)
             self._recover(self.segments[-1].base_offset)
         self._leo = self.segments[-1].next_offset
+        self._remove_stray_snapshots(entries)
         self._high_watermark = min(max(ckpt.high_watermark, self._log_start_offset), self._leo)
         self._last_stable = None
         self.cleaner_offset = max(min(ckpt.cleaner_offset, self._leo), self._log_start_offset)
@@ -146,6 +147,18 @@ class LogRecovery:
             self._write_checkpoint(fsync=False)
         else:  # a brand-new log gets its checkpoint file at the first flush or change
             self._checkpointed = current
+
+    def _remove_stray_snapshots(self, entries: list[os.DirEntry[str]]) -> None:
+        """Producer snapshots above the recovered log end describe data the log no longer has
+        (a crash lost the tail): once replication refilled those offsets with other batches
+        they would be read as the state there, so they go (Kafka's stray snapshot removal)."""
+        for entry in entries:
+            stem = entry.name[: -len(".snapshot")]
+            if entry.name.endswith(".snapshot") and stem.isdigit() and int(stem) > self._leo:
+                log.warning("%s: removing producer snapshot %d above the log end %d",
+                            self.directory.name, int(stem), self._leo)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
 
     def _recover(self, recovery_point: int) -> None:
         """Re-validate segments from the one holding `recovery_point`, cutting at damage."""

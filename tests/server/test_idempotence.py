@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from kafkapy.coordinator.idempotence.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -12,8 +13,9 @@ from kafkapy.protocol.messages import (
     InitProducerIdRequest,
     ProduceRequest,
 )
-from kafkapy.protocol.records import Record, build_batch
-from kafkapy.server.idempotence import BLOCK_SIZE, ProducerIds
+from kafkapy.protocol.records import Record, build_batch, build_control_batch
+from kafkapy.server.idempotence import BLOCK_SIZE, ProducerIds, ProducerStates
+from kafkapy.storage import PartitionLog
 
 from .helpers import Client, running_broker
 
@@ -114,3 +116,49 @@ async def test_describe_producers_lists_active_producers() -> None:
         ok, missing = resp.topics[0].partitions
         assert [(p.producer_id, p.producer_epoch, p.last_sequence) for p in ok.active_producers] == [(pid, 0, 2)]
         assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _replicated(base_offset: int, seq: int, count: int, *, pid: int = 9, transactional: bool = False) -> bytes:
+    records = [Record(i, 0, None, b"r", []) for i in range(count)]
+    return build_batch(records, base_offset=base_offset, base_timestamp=int(time.time() * 1000),
+                       producer_id=pid, producer_epoch=0, base_sequence=seq,
+                       is_transactional=transactional, partition_leader_epoch=0)
+
+
+async def test_a_follower_state_follows_replicated_appends_and_reloads_after_truncation(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0")
+    states = ProducerStates(DEFAULT_PRODUCER_ID_EXPIRATION_MS)
+    key = ("t", 0)
+    first = _replicated(0, 0, 2)
+    plog.append_as_follower(first)
+    assert states.on_replicated(key, plog, first)  # not loaded yet: the caller loads it
+    mgr = await states.get(key, plog)
+    assert mgr.entry(9).last_seq == 1  # type: ignore[union-attr]
+    second = _replicated(2, 2, 3)
+    plog.append_as_follower(second)
+    assert not states.on_replicated(key, plog, second)  # loaded: replayed at once
+    assert mgr.entry(9).last_seq == 4  # type: ignore[union-attr]
+    assert mgr.last_map_offset == plog.log_end_offset == 5
+    plog.truncate_to(2)  # a diverged follower cuts the leader's uncommitted tail
+    assert states.loaded(key, plog) is None
+    reloaded = await states.get(key, plog)
+    assert reloaded.entry(9).last_seq == 1  # type: ignore[union-attr]
+
+
+async def test_a_follower_indexes_replicated_aborts_and_tracks_open_transactions(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0")
+    states = ProducerStates(DEFAULT_PRODUCER_ID_EXPIRATION_MS)
+    key = ("t", 0)
+    plog.append_as_follower(_replicated(0, 0, 1, pid=3))
+    mgr = await states.get(key, plog)
+    opened = _replicated(1, 0, 2, transactional=True)
+    plog.append_as_follower(opened)
+    states.on_replicated(key, plog, opened)
+    assert mgr.ongoing_transactions() == {9: 1}
+    marker = bytearray(build_control_batch(False, producer_id=9, producer_epoch=0, coordinator_epoch=0,
+                                           timestamp_ms=int(time.time() * 1000)))
+    marker[:8] = (3).to_bytes(8, "big")  # base offset 3 (outside the CRC)
+    plog.append_as_follower(bytes(marker))
+    states.on_replicated(key, plog, bytes(marker))
+    assert mgr.ongoing_transactions() == {}
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in plog.aborted_transactions(0, 4)] == [(9, 1, 3)]

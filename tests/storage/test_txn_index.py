@@ -117,3 +117,17 @@ def test_producer_snapshots(tmp_path: Path) -> None:
     plog.write_producer_snapshot(leo, b"c")
     plog.delete_records_before(plog.segments[-1].base_offset)
     assert list_snapshots(plog.directory) == [leo]  # older ones go once a newer one exists
+
+
+def test_snapshots_above_the_recovered_log_end_are_removed_at_open(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0")
+    for _ in range(3):
+        plog.append(batch([b"x"]), now_ms=BASE_TS)
+    plog.write_producer_snapshot(3, b"at the end")
+    # a crash lost the tail the newer snapshot describes: replication would refill offsets
+    # 3..9 with other batches, and the snapshot would then be read as their state
+    plog.write_producer_snapshot(9, b"beyond")
+    plog.close()
+    reopened = PartitionLog(tmp_path / "t-0")
+    assert reopened.log_end_offset == 3
+    assert list_snapshots(reopened.directory) == [3]

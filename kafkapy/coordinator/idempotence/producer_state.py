@@ -495,6 +495,12 @@ class ProducerStateManager:
             results.append(self.check_and_update(batch, ts, AppendOrigin.LOG))
         return results
 
+    def update_map_end_offset(self, offset: int) -> None:
+        """The log below `offset` has been seen, batches without a producer id included (a
+        follower's replicated appends, the end of a rebuild): replay and snapshots resume there
+        (Kafka's `updateMapEndOffset`)."""
+        self._last_map_offset = max(self._last_map_offset, offset)
+
     # ------------------------------------------------------------------ rules
 
     @staticmethod

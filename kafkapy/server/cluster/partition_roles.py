@@ -255,22 +255,12 @@ class ReplicaManager:
             except Exception:
                 log.exception("role listener failed on %s-%d", info.name, p)
 
-    def _forget_producer_state(self, key: Key) -> None:
-        """A follower's log changes under the replica fetcher (appends, truncation), so the
-        idempotence state a former leadership loaded is stale: drop it; leading again reloads
-        it from the log (snapshot + replay)."""
-        states = self.broker.producer_states
-        forget = getattr(states, "forget", None)
-        if forget is not None:
-            forget(key)
-        else:  # until ProducerStates has a per-partition forget
-            states._states.pop(key, None)
-            states._active_base.pop(key, None)
-
     def _become_follower(self, info: TopicInfo, p: int, part: Any) -> None:
+        """The partition's producer state stays: the replica fetcher replays the leader's
+        batches into it and a truncation makes it reload (`ProducerStates`), so it is right
+        when this replica leads again."""
         key = (info.name, p)
         old = self.roles.get(key)
-        self._forget_producer_state(key)
         role = PartitionRole(info.name, p, info.topic_id, part.leader, part.leader_epoch,
                              part.partition_epoch, tuple(part.replicas), tuple(part.isr))
         self.roles[key] = role
@@ -293,7 +283,7 @@ class ReplicaManager:
     def _drop_role(self, key: Key) -> None:
         role = self.roles.pop(key, None)
         self._stop_fetching(key)
-        self._forget_producer_state(key)
+        self.broker.producer_states.forget(key)
         if role is not None:
             self._signal(role)
 

@@ -13,8 +13,10 @@ that end offset and our own end of that epoch and fetch again. No fetch sessions
 is a full fetch, which keeps the follower state trivially consistent across leader changes.
 
 Per partition answers:
-- NONE: append the batches as they are (`append_as_follower`, offsets and epochs kept), then take
-  the leader's high watermark (capped at our log end) and log start offset.
+- NONE: append the batches as they are (`append_as_follower`, offsets and epochs kept), replay
+  their producer batches into the partition's producer state (`ProducerStates.on_replicated`;
+  a new leader must know every producer's sequences), then take the leader's high watermark
+  (capped at our log end; the LSO follows) and log start offset.
 - OFFSET_OUT_OF_RANGE: below the leader's log start -> restart our log empty at it; above its end
   -> truncate to its high watermark (everything there is committed on the leader).
 - NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_*: metadata is moving; the
@@ -82,6 +84,7 @@ class ReplicaFetcherManager:
         self.backoff_s = int(getattr(cfg, "replica_fetch_backoff_ms", 1000)) / 1000
         self.request_timeout_s = int(getattr(cfg, "request_timeout_ms", 30000)) / 1000
         self.fetches = 0  # requests answered (introspection for tests and logs)
+        self._nursery: trio.Nursery | None = None  # run()'s, for producer state loads
 
     # -- role changes -----------------------------------------------------------------------------
     def add_partition(self, topic: str, partition: int, topic_id: uuid.UUID, leader: int, leader_epoch: int) -> None:
@@ -100,6 +103,7 @@ class ReplicaFetcherManager:
     async def run(self) -> None:
         """Run the fetcher tasks (one per source broker) and the ISR maintenance loop."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             replicas = self.broker.replicas
             if replicas is not None:
                 nursery.start_soon(replicas.run_isr_maintenance)
@@ -208,6 +212,8 @@ class ReplicaFetcherManager:
                 if records is not None and len(records) > 0:
                     self._append(state, plog, records)
                 plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
+                # the LSO follows open transactions here too, and snapshots are taken at roll
+                self.broker.producer_states.on_append((state.topic, state.partition), plog)
                 if part.log_start_offset > plog.log_start_offset:
                     plog.follow_log_start(part.log_start_offset)
                 return
@@ -229,6 +235,22 @@ class ReplicaFetcherManager:
             log.warning("%s-%d: the leader sent a partial batch only", state.topic, state.partition)
             return
         plog.append_as_follower(data)
+        key = (state.topic, state.partition)
+        if self.broker.producer_states.on_replicated(key, plog, data):
+            self._load_producer_state(key, plog)
+
+    def _load_producer_state(self, key: Key, plog: PartitionLog) -> None:
+        """Load a partition's producer state in the background the first time it replicates
+        producer batches (after a start or a truncation); appends made meanwhile are replayed
+        when the load ends (`ProducerStates.get`)."""
+        async def load() -> None:
+            try:
+                await self.broker.producer_states.get(key, plog)
+            except (ProtocolError, StorageError) as exc:
+                log.warning("%s-%d: loading producer state failed: %s", *key, exc)
+
+        if self._nursery is not None:
+            self._nursery.start_soon(load)
 
     async def _truncate_diverged(self, plog: PartitionLog, epoch: int, end_offset: int, leader_start: int) -> None:
         """KIP-279: our log diverged from the leader's after `end_offset` of `epoch`. (-1, -1)
