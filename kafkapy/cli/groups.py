@@ -1,193 +1,58 @@
-"""`kafkapy groups list|describe|reset-offsets|delete --bootstrap-server HOST:PORT`.
-
-Why our own codec over a plain socket: the CLI must work with nothing but kafkapy installed (no
-client library), and it doubles as a check that our codec speaks to a broker as a client would.
-`KafkaWireClient` negotiates versions with ApiVersions and sends one request at a time.
+"""`kafkapy groups list|describe|reset-offsets|delete|delete-offsets` (kafka-consumer-groups.sh).
 
 `describe` prints, per partition of the group, the committed offset, the log end offset and the
 lag between them (what `kafka-consumer-groups.sh --describe` shows), with the member that owns
-the partition under the consumer protocol's assignment. `reset-offsets` is a dry run unless
-`--execute`, and (like Kafka's tool) needs the group to be inactive: the broker refuses a simple
-commit into a live group with UNKNOWN_MEMBER_ID.
+the partition under the consumer protocol's assignment; `--members` and `--state` are Kafka's
+other views. `reset-offsets` is a dry run unless `--execute` and, like Kafka's tool, refuses a
+group that is not inactive before printing anything: the broker would refuse an admin commit into
+a live group with UNKNOWN_MEMBER_ID. Nothing here creates a topic (Metadata asks with
+allow_auto_topic_creation off), so a dry run with a typo changes nothing.
 """
 
 from __future__ import annotations
 
-import argparse
-import itertools
-import socket
+import csv
 import struct
-import sys
+import time
 from dataclasses import dataclass
-from typing import Any, TextIO, TypeVar
+from pathlib import Path
+from typing import Any
 
-from kafkapy.protocol import (
-    SUPPORTED_VERSIONS,
-    ApiKey,
-    ErrorCode,
-    ProtocolError,
-    RequestHeader,
-    decode_response,
-    encode_request,
+import click
+
+from kafkapy.cli.common import (
+    KAFKA_COMPATIBLE,
+    ClientSettings,
+    CliError,
+    Output,
+    check,
+    client_options,
+    parse_datetime_ms,
+    parse_duration_ms,
 )
+from kafkapy.cli.offsets import EARLIEST, LATEST, commit_offsets, committed_offsets, list_offsets
+from kafkapy.cli.wire import Admin, KafkaWireClient
+from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    MetadataRequest,
-    MetadataResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
 )
 
-__all__ = ["CliError", "KafkaWireClient", "add_parser", "decode_assignment", "run"]
+__all__ = ["KafkaWireClient", "decode_assignment", "groups"]
 
-M = TypeVar("M")
-EARLIEST, LATEST = -2, -1
-_SIZE = struct.Struct(">i")
-
-
-class CliError(Exception):
-    """A failure to report to the user (exit status 1), not a crash."""
+TP = tuple[str, int]
+INACTIVE = ("Empty", "Dead")
 
 
-class KafkaWireClient:
-    """A blocking Kafka protocol client over one socket (127.0.0.1 tools and tests).
-
-    Resource handling: use as a context manager; the socket closes on exit.
-    """
-
-    def __init__(
-        self, bootstrap: str, *, client_id: str = "kafkapy-cli", timeout_s: float = 30.0
-    ) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        if not host or not port.isdigit():
-            raise CliError(f"--bootstrap-server must be HOST:PORT, got {bootstrap!r}")
-        try:
-            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
-        except OSError as e:
-            raise CliError(f"cannot connect to {bootstrap}: {e}") from None
-        self.client_id = client_id
-        self._correlation = itertools.count(1)
-        self.versions: dict[int, int] = {}
-        response = self.send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-        assert isinstance(response, ApiVersionsResponse)
-        for v in response.api_keys:
-            try:
-                ours = SUPPORTED_VERSIONS.get(ApiKey(v.api_key))
-            except ValueError:  # an API newer than our codec
-                continue
-            if ours is not None and max(ours[0], v.min_version) <= min(ours[1], v.max_version):
-                self.versions[v.api_key] = min(ours[1], v.max_version)
-
-    def __enter__(self) -> KafkaWireClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def version(self, api_key: ApiKey, cap: int | None = None) -> int:
-        if api_key not in self.versions:
-            raise CliError(f"the broker does not support {api_key.name}")
-        v = self.versions[api_key]
-        return v if cap is None else min(v, cap)
-
-    def send(self, api_key: ApiKey, version: int, msg: Any) -> Any:
-        correlation_id = next(self._correlation)
-        frame = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id), msg)
-        try:
-            self.sock.sendall(_SIZE.pack(len(frame)) + frame)
-            size = _SIZE.unpack(self._read(4))[0]
-            got, response = decode_response(api_key, version, self._read(size))
-        except (OSError, ProtocolError) as e:
-            raise CliError(f"{api_key.name} failed: {e}") from None
-        if got != correlation_id:
-            raise CliError(f"{api_key.name}: correlation id {got}, expected {correlation_id}")
-        return response
-
-    def call(self, api_key: ApiKey, msg: M, cap: int | None = None) -> Any:
-        """Send `msg` at the highest version both sides speak (at most `cap`)."""
-        return self.send(api_key, self.version(api_key, cap), msg)
-
-    def _read(self, n: int) -> bytes:
-        chunks: list[bytes] = []
-        while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
-            if not chunk:
-                raise OSError("connection closed by the broker")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    # -- the requests the tool needs -----------------------------------------------------
-
-    def end_offsets(self, partitions: list[tuple[str, int]], timestamp: int = LATEST) -> dict[tuple[str, int], int]:
-        by_topic: dict[str, list[int]] = {}
-        for t, p in partitions:
-            by_topic.setdefault(t, []).append(p)
-        request = ListOffsetsRequest(
-            replica_id=-1,
-            topics=[
-                ListOffsetsRequest.ListOffsetsTopic(
-                    name=t,
-                    partitions=[
-                        ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
-                        for p in ps
-                    ],
-                )
-                for t, ps in by_topic.items()
-            ],
-        )
-        response: ListOffsetsResponse = self.call(ApiKey.LIST_OFFSETS, request)
-        return {
-            (t.name, p.partition_index): p.offset
-            for t in response.topics
-            for p in t.partitions
-            if p.error_code == ErrorCode.NONE
-        }
-
-    def topic_partitions(self, topic: str) -> list[int]:
-        response: MetadataResponse = self.call(
-            ApiKey.METADATA,
-            MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]),
-            cap=8,
-        )
-        for t in response.topics:
-            if t.name == topic:
-                if t.error_code != ErrorCode.NONE:
-                    raise CliError(f"topic {topic}: {ErrorCode(t.error_code).name}")
-                return sorted(p.partition_index for p in t.partitions)
-        raise CliError(f"topic {topic} not found")
-
-    def committed(self, group: str) -> dict[tuple[str, int], int]:
-        response: OffsetFetchResponse = self.call(
-            ApiKey.OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None), cap=7
-        )
-        if response.error_code != ErrorCode.NONE:
-            raise CliError(f"group {group}: {ErrorCode(response.error_code).name}")
-        return {
-            (t.name, p.partition_index): p.committed_offset
-            for t in response.topics
-            for p in t.partitions
-            if p.committed_offset >= 0
-        }
-
-
-def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+def decode_assignment(data: bytes) -> list[TP]:
     """The partitions of a consumer-protocol Assignment (empty if not that protocol)."""
-    out: list[tuple[str, int]] = []
+    out: list[TP] = []
     try:
         pos = 2
         (n_topics,) = struct.unpack_from(">i", data, pos)
@@ -207,201 +72,342 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
 
 
 @dataclass
-class _Row:
-    topic: str
-    partition: int
-    committed: int | None
-    end: int | None
-    member: str
-    host: str
-    client: str
-
-    def cells(self) -> list[str]:
-        lag = "-" if self.committed is None or self.end is None else str(self.end - self.committed)
-        return [
-            self.topic, str(self.partition),
-            "-" if self.committed is None else str(self.committed),
-            "-" if self.end is None else str(self.end),
-            lag, self.member or "-", self.host or "-", self.client or "-",
-        ]
+class GroupView:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: int
+    members: list[dict[str, Any]]
 
 
-def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    for row in [header, *rows]:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
-def cmd_list(client: KafkaWireClient, args: argparse.Namespace, out: TextIO) -> int:
-    response: ListGroupsResponse = client.call(
-        ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=list(args.state or []))
+def _describe(admin: Admin, group: str) -> GroupView:
+    node = admin.find_coordinator(group)
+    r: DescribeGroupsResponse = admin.broker(node).call(
+        ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[group])
     )
-    if response.error_code != ErrorCode.NONE:
-        raise CliError(f"ListGroups: {ErrorCode(response.error_code).name}")
-    rows = sorted([g.group_id, g.group_state or "-", g.protocol_type or "-"] for g in response.groups)
-    _table(out, ["GROUP", "STATE", "PROTOCOL-TYPE"], rows)
+    g = r.groups[0]
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return GroupView(group, "Dead", "", "", node, [])
+    check(g.error_code, f"group {group}")
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "partitions": decode_assignment(bytes(m.member_assignment)),
+        }
+        for m in g.members
+    ]
+    return GroupView(g.group_id, g.group_state, g.protocol_type, g.protocol_data, node, members)
+
+
+def _all_groups(admin: Admin) -> list[str]:
+    response: ListGroupsResponse = admin.call(ApiKey.LIST_GROUPS, ListGroupsRequest())
+    check(response.error_code, "ListGroups")
+    return sorted(g.group_id for g in response.groups)
+
+
+def _chosen_groups(admin: Admin, group: tuple[str, ...], all_groups: bool) -> list[str]:
+    if all_groups:
+        return _all_groups(admin)
+    if not group:
+        raise click.UsageError("name a group with --group, or pass --all-groups")
+    return list(group)
+
+
+@click.group(help=f"List, describe, reset or delete consumer groups (kafka-consumer-groups.sh). {KAFKA_COMPATIBLE}")
+def groups() -> None:
+    pass
+
+
+@groups.command("list")
+@click.option("--state", multiple=True, help="only groups in this state (repeatable)")
+@client_options
+def list_cmd(settings: ClientSettings, state: tuple[str, ...]) -> int:
+    """List the groups."""
+    with Admin(settings) as admin:
+        response: ListGroupsResponse = admin.call(
+            ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=list(state))
+        )
+    check(response.error_code, "ListGroups")
+    items = sorted(
+        (
+            {"group": g.group_id, "state": g.group_state or None, "protocol_type": g.protocol_type or None,
+             "type": g.group_type or None}
+            for g in response.groups
+        ),
+        key=lambda i: str(i["group"]),
+    )
+    Output(settings).records(
+        [("group", "GROUP"), ("state", "STATE"), ("protocol_type", "PROTOCOL-TYPE")], items
+    )
     return 0
 
 
-def cmd_describe(client: KafkaWireClient, args: argparse.Namespace, out: TextIO) -> int:
-    response: DescribeGroupsResponse = client.call(
-        ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=list(args.group))
-    )
+def _offset_rows(admin: Admin, view: GroupView) -> list[dict[str, Any]]:
+    owners: dict[TP, dict[str, Any]] = {}
+    for m in view.members:
+        for tp in m["partitions"]:
+            owners[tp] = m
+    committed = committed_offsets(admin, view.group_id)
+    partitions = sorted(set(owners) | set(committed))
+    ends = list_offsets(admin, partitions) if partitions else {}
+    rows = []
+    for tp in partitions:
+        c, e, m = committed.get(tp), ends.get(tp), owners.get(tp, {})
+        rows.append({
+            "group": view.group_id, "topic": tp[0], "partition": tp[1], "current_offset": c,
+            "log_end_offset": e, "lag": None if c is None or e is None else e - c,
+            "consumer_id": m.get("member_id"), "host": m.get("host"), "client_id": m.get("client_id"),
+        })
+    return rows
+
+
+_OFFSET_COLUMNS = [
+    ("topic", "TOPIC"), ("partition", "PARTITION"), ("current_offset", "CURRENT-OFFSET"),
+    ("log_end_offset", "LOG-END-OFFSET"), ("lag", "LAG"), ("consumer_id", "CONSUMER-ID"),
+    ("host", "HOST"), ("client_id", "CLIENT-ID"),
+]
+
+
+@groups.command()
+@click.option("--group", multiple=True, help="the group (repeatable)")
+@click.option("--all-groups", is_flag=True, help="every group")
+@click.option("--members", "view", flag_value="members", help="the members and their partition counts")
+@click.option("--state", "view", flag_value="state", help="state, coordinator, assignor, member count")
+@click.option("--offsets", "view", flag_value="offsets", default=True, help="offsets and lag (default)")
+@client_options
+def describe(settings: ClientSettings, group: tuple[str, ...], all_groups: bool, view: str) -> int:
+    """Offsets and lag per partition, or the members (--members), or the state (--state)."""
+    out = Output(settings)
     status = 0
-    for g in response.groups:
-        if g.error_code != ErrorCode.NONE:
-            out.write(f"group {g.group_id}: {ErrorCode(g.error_code).name}\n")
-            status = 1
-            continue
-        if g.group_state == "Dead":
-            out.write(f"group {g.group_id} does not exist\n")
-            status = 1
-            continue
-        owners: dict[tuple[str, int], tuple[str, str, str]] = {}
-        for m in g.members:
-            for tp in decode_assignment(bytes(m.member_assignment)):
-                owners[tp] = (m.member_id, m.client_host, m.client_id)
-        committed = client.committed(g.group_id)
-        partitions = sorted(set(owners) | set(committed))
-        ends = client.end_offsets(partitions) if partitions else {}
-        out.write(
-            f"\nGROUP {g.group_id}  state {g.group_state}  protocol {g.protocol_type}/"
-            f"{g.protocol_data or '-'}  members {len(g.members)}\n"
-        )
-        rows = [
-            _Row(t, p, committed.get((t, p)), ends.get((t, p)), *owners.get((t, p), ("", "", "")))
-            for t, p in partitions
-        ]
-        _table(
-            out,
-            ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
-            [r.cells() for r in rows],
-        )
-        idle = [m for m in g.members if not decode_assignment(bytes(m.member_assignment))]
-        for m in idle:
-            out.write(f"member {m.member_id} ({m.client_id} {m.client_host}) has no partitions\n")
+    documents = []
+    with Admin(settings) as admin:
+        for name in _chosen_groups(admin, group, all_groups):
+            g = _describe(admin, name)
+            rows = _offset_rows(admin, g) if view == "offsets" else []
+            if g.state == "Dead" and not rows:
+                click.echo(f"kafkapy: group {name} does not exist", err=True)
+                status = 1
+                continue
+            members = [{**m, "group": name, "partitions": len(m["partitions"])} for m in g.members]
+            state = {"group": name, "coordinator": g.coordinator, "assignment_strategy": g.protocol or None,
+                     "state": g.state, "members": len(g.members)}
+            documents.append({**state, "protocol_type": g.protocol_type, "member_list": members,
+                              "offsets": rows})
+            if settings.json:
+                continue
+            if view == "members":
+                out.records([("group", "GROUP"), ("member_id", "CONSUMER-ID"), ("host", "HOST"),
+                             ("client_id", "CLIENT-ID"), ("partitions", "#PARTITIONS")], members)
+            elif view == "state":
+                out.records([("group", "GROUP"), ("coordinator", "COORDINATOR (ID)"),
+                             ("assignment_strategy", "ASSIGNMENT-STRATEGY"), ("state", "STATE"),
+                             ("members", "#MEMBERS")], [state])
+            else:
+                out.line(f"\nGROUP {name}  state {g.state}  protocol {g.protocol_type or '-'}/"
+                         f"{g.protocol or '-'}  members {len(g.members)}")
+                out.records(_OFFSET_COLUMNS, rows)
+    if settings.json:
+        out.emit(documents)
     return status
 
 
-def cmd_reset_offsets(client: KafkaWireClient, args: argparse.Namespace, out: TextIO) -> int:
-    partitions: list[tuple[str, int]] = []
-    for spec in args.topic:
+def _partitions(admin: Admin, specs: tuple[str, ...], group_topics: list[TP]) -> list[TP]:
+    if not specs:
+        return sorted(group_topics)
+    out: list[TP] = []
+    for spec in specs:
         topic, _, parts = spec.partition(":")
-        chosen = [int(p) for p in parts.split(",")] if parts else client.topic_partitions(topic)
-        partitions += [(topic, p) for p in chosen]
+        try:
+            chosen = [int(p) for p in parts.split(",")] if parts else admin.topic_partitions(topic)
+        except ValueError:
+            raise click.BadParameter(f"{spec!r}: partitions are numbers", param_hint="--topic") from None
+        known = set(admin.topic_partitions(topic))
+        for p in chosen:
+            if p not in known:
+                raise CliError(f"{topic}-{p}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        out += [(topic, p) for p in chosen]
+    return out
+
+
+def _read_plan(path: Path) -> dict[TP, int]:
+    plan: dict[TP, int] = {}
+    with path.open(newline="") as f:
+        for n, row in enumerate(csv.reader(f), 1):
+            if not row or row[0].startswith("#"):
+                continue
+            try:
+                topic, partition, offset = row[-3], int(row[-2]), int(row[-1])
+            except (IndexError, ValueError):
+                raise click.BadParameter(
+                    f"{path}:{n}: expected TOPIC,PARTITION,OFFSET (or GROUP,TOPIC,PARTITION,OFFSET)",
+                    param_hint="--from-file",
+                ) from None
+            plan[(topic, partition)] = offset
+    return plan
+
+
+@dataclass
+class ResetMode:
+    to_earliest: bool
+    to_latest: bool
+    to_current: bool
+    to_offset: int | None
+    shift_by: int | None
+    to_datetime: str | None
+    by_duration: str | None
+    from_file: Path | None
+
+    def chosen(self) -> int:
+        flags = [self.to_earliest, self.to_latest, self.to_current]
+        values = [self.to_offset, self.shift_by, self.to_datetime, self.by_duration, self.from_file]
+        return sum(flags) + sum(v is not None for v in values)
+
+
+def _targets(admin: Admin, group: str, mode: ResetMode, topics: tuple[str, ...], all_topics: bool) -> dict[TP, int]:
+    current = committed_offsets(admin, group)
+    if mode.from_file is not None:
+        plan = _read_plan(mode.from_file)
+        partitions = sorted(plan)
+    else:
+        if not topics and not all_topics:
+            raise click.UsageError("name partitions with --topic TOPIC[:P,P], or pass --all-topics")
+        partitions = _partitions(admin, topics, list(current))
+        plan = {}
     if not partitions:
-        raise CliError("no partitions to reset")
-    earliest = client.end_offsets(partitions, EARLIEST)
-    latest = client.end_offsets(partitions, LATEST)
-    current = client.committed(args.group)
-    target: dict[tuple[str, int], int] = {}
+        raise CliError(f"group {group} has no committed offsets to reset")
+    earliest = list_offsets(admin, partitions, EARLIEST)
+    latest = list_offsets(admin, partitions, LATEST)
+    by_time: dict[TP, int] = {}
+    if mode.to_datetime is not None or mode.by_duration is not None:
+        at = (parse_datetime_ms(mode.to_datetime) if mode.to_datetime is not None
+              else int(time.time() * 1000) - abs(parse_duration_ms(mode.by_duration or "0s")))
+        by_time = list_offsets(admin, partitions, at)
+    target: dict[TP, int] = {}
     for tp in partitions:
         if tp not in latest or tp not in earliest:
-            raise CliError(f"{tp[0]}-{tp[1]}: unknown partition")
-        if args.to_earliest:
+            raise CliError(f"{tp[0]}-{tp[1]}: no leader answers for it", ErrorCode.LEADER_NOT_AVAILABLE)
+        if mode.to_earliest:
             want = earliest[tp]
-        elif args.to_latest:
+        elif mode.to_latest:
             want = latest[tp]
-        elif args.to_offset is not None:
-            want = args.to_offset
-        else:
-            want = current.get(tp, latest[tp]) + args.shift_by
+        elif mode.to_current:
+            want = current.get(tp, latest[tp])
+        elif mode.to_offset is not None:
+            want = mode.to_offset
+        elif mode.shift_by is not None:
+            want = current.get(tp, latest[tp]) + mode.shift_by
+        elif tp in plan:
+            want = plan[tp]
+        else:  # by time: no record at or after it means the end
+            want = by_time.get(tp, -1)
+            want = latest[tp] if want < 0 else want
         target[tp] = min(max(want, earliest[tp]), latest[tp])
-    _table(
-        out, ["TOPIC", "PARTITION", "NEW-OFFSET"],
-        [[t, str(p), str(o)] for (t, p), o in sorted(target.items())],
-    )
-    if not args.execute:
-        out.write("dry run: add --execute to commit these offsets\n")
-        return 0
-    by_topic: dict[str, list[tuple[int, int]]] = {}
-    for (t, p), o in sorted(target.items()):
-        by_topic.setdefault(t, []).append((p, o))
-    response: OffsetCommitResponse = client.call(
-        ApiKey.OFFSET_COMMIT,
-        OffsetCommitRequest(
-            group_id=args.group,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            topics=[
-                OffsetCommitRequest.OffsetCommitRequestTopic(
-                    name=t,
-                    partitions=[
-                        OffsetCommitRequest.OffsetCommitRequestPartition(
-                            partition_index=p, committed_offset=o, committed_metadata=""
-                        )
-                        for p, o in ps
-                    ],
+    return target
+
+
+@groups.command("reset-offsets")
+@click.option("--group", multiple=True, help="the group (repeatable)")
+@click.option("--all-groups", is_flag=True, help="every group")
+@click.option("--topic", multiple=True, metavar="TOPIC[:P,P]", help="partitions to reset (repeatable)")
+@click.option("--all-topics", is_flag=True, help="every partition the group has an offset for")
+@click.option("--to-earliest", is_flag=True)
+@click.option("--to-latest", is_flag=True)
+@click.option("--to-current", is_flag=True)
+@click.option("--to-offset", type=int)
+@click.option("--shift-by", type=int, help="move the committed offsets by N (negative: back)")
+@click.option("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS", help="first offset at or after it")
+@click.option("--by-duration", metavar="DURATION", help="first offset this long ago (PT10M, 10m)")
+@click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="CSV of TOPIC,PARTITION,OFFSET (Kafka's --export format)")
+@click.option("--dry-run/--execute", default=True, help="show the plan (default) or commit it")
+@client_options
+def reset_offsets(
+    settings: ClientSettings, group: tuple[str, ...], all_groups: bool, topic: tuple[str, ...],
+    all_topics: bool, dry_run: bool, **modes: Any,
+) -> int:
+    """Move committed offsets of inactive groups (a dry run unless --execute)."""
+    mode = ResetMode(**modes)
+    if mode.chosen() != 1:
+        raise click.UsageError(
+            "choose exactly one of --to-earliest, --to-latest, --to-current, --to-offset, "
+            "--shift-by, --to-datetime, --by-duration, --from-file"
+        )
+    out = Output(settings)
+    results = []
+    with Admin(settings) as admin:
+        for name in _chosen_groups(admin, group, all_groups):
+            state = _describe(admin, name).state
+            if state not in INACTIVE:
+                raise CliError(
+                    f"assignments can only be reset if group {name} is inactive, but its current "
+                    f"state is {state}",
+                    hint="stop its consumers first (Kafka refuses an admin commit into a live "
+                    "group with UNKNOWN_MEMBER_ID)",
                 )
-                for t, ps in by_topic.items()
-            ],
-        ),
-        cap=8,
-    )
-    errors = [
-        f"{t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}"
-        for t in response.topics
-        for p in t.partitions
-        if p.error_code != ErrorCode.NONE
-    ]
-    if errors:
-        hint = " (is the group still active? stop its consumers first)" if any(
-            "UNKNOWN_MEMBER_ID" in e or "REBALANCE" in e for e in errors) else ""
-        raise CliError("reset failed: " + ", ".join(errors) + hint)
-    out.write(f"offsets of group {args.group} reset\n")
+            target = _targets(admin, name, mode, topic, all_topics)
+            if not dry_run:
+                commit_offsets(admin, name, target)
+            results += [{"group": name, "topic": t, "partition": p, "new_offset": o}
+                        for (t, p), o in sorted(target.items())]
+    out.records([("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
+                 ("new_offset", "NEW-OFFSET")], results)
+    if not settings.json:
+        out.line("dry run: add --execute to commit these offsets" if dry_run else "offsets committed")
     return 0
 
 
-def cmd_delete(client: KafkaWireClient, args: argparse.Namespace, out: TextIO) -> int:
-    response: DeleteGroupsResponse = client.call(
-        ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=list(args.group))
-    )
+@groups.command()
+@click.option("--group", multiple=True, help="the group (repeatable)")
+@click.option("--all-groups", is_flag=True, help="every group")
+@client_options
+def delete(settings: ClientSettings, group: tuple[str, ...], all_groups: bool) -> int:
+    """Delete empty groups and their offsets."""
+    results = []
+    with Admin(settings) as admin:
+        for name in _chosen_groups(admin, group, all_groups):
+            response: DeleteGroupsResponse = admin.coordinator(name).call(
+                ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=[name])
+            )
+            results += [(r.group_id, r.error_code) for r in response.results]
+    return _report(settings, results, "deleted group")
+
+
+def _report(settings: ClientSettings, results: list[tuple[str, int]], done: str) -> int:
+    out = Output(settings)
+    if settings.json:
+        out.emit([{"name": n, "error": None if c == 0 else ErrorCode(c).name} for n, c in results])
     status = 0
-    for r in response.results:
-        if r.error_code == ErrorCode.NONE:
-            out.write(f"deleted group {r.group_id}\n")
+    for name, code in results:
+        if code == ErrorCode.NONE:
+            if not settings.json:
+                out.line(f"{done} {name}")
         else:
-            out.write(f"group {r.group_id}: {ErrorCode(r.error_code).name}\n")
+            click.echo(f"kafkapy: {CliError(name, code)}", err=True)
             status = 1
     return status
 
 
-def add_parser(sub: Any) -> None:
-    """Add `groups` and its subcommands to the `kafkapy` argument parser."""
-    groups = sub.add_parser("groups", help="list, describe, reset or delete consumer groups")
-    gsub = groups.add_subparsers(dest="groups_command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
-    lst = gsub.add_parser("list", parents=[common], help="list groups")
-    lst.add_argument("--state", action="append", help="only groups in this state (repeatable)")
-    desc = gsub.add_parser("describe", parents=[common], help="members, offsets and lag")
-    desc.add_argument("--group", action="append", required=True)
-    reset = gsub.add_parser("reset-offsets", parents=[common], help="move committed offsets")
-    reset.add_argument("--group", required=True)
-    reset.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P]")
-    how = reset.add_mutually_exclusive_group(required=True)
-    how.add_argument("--to-earliest", action="store_true")
-    how.add_argument("--to-latest", action="store_true")
-    how.add_argument("--to-offset", type=int)
-    how.add_argument("--shift-by", type=int)
-    reset.add_argument("--execute", action="store_true", help="commit (default: dry run)")
-    delete = gsub.add_parser("delete", parents=[common], help="delete empty groups")
-    delete.add_argument("--group", action="append", required=True)
-
-
-_COMMANDS = {
-    "list": cmd_list,
-    "describe": cmd_describe,
-    "reset-offsets": cmd_reset_offsets,
-    "delete": cmd_delete,
-}
-
-
-def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Run a `groups` subcommand; errors are printed, not raised (exit status 1)."""
-    try:
-        with KafkaWireClient(args.bootstrap_server) as client:
-            return _COMMANDS[args.groups_command](client, args, out)
-    except CliError as e:
-        print(f"kafkapy groups: {e}", file=sys.stderr)
-        return 1
+@groups.command("delete-offsets")
+@click.option("--group", required=True)
+@click.option("--topic", multiple=True, required=True, metavar="TOPIC[:P,P]")
+@client_options
+def delete_offsets(settings: ClientSettings, group: str, topic: tuple[str, ...]) -> int:
+    """Delete a group's committed offsets for some partitions (the group must not consume them)."""
+    with Admin(settings) as admin:
+        partitions = _partitions(admin, topic, [])
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        request = OffsetDeleteRequest(group_id=group, topics=[
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                name=t, partitions=[OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=p) for p in ps]
+            ) for t, ps in by_topic.items()
+        ])
+        response: OffsetDeleteResponse = admin.coordinator(group).call(ApiKey.OFFSET_DELETE, request)
+    check(response.error_code, f"group {group}")
+    results = [(f"{t.name}-{p.partition_index}", p.error_code) for t in response.topics for p in t.partitions]
+    return _report(settings, results, f"deleted the offset of group {group} for")

@@ -1,4 +1,4 @@
-"""Command line entry point: `kafkapy serve`.
+"""Command line entry point: `kafkapy serve` and the client subcommands.
 
 `kafkapy serve` is the embedded developer default: one combined node (node id 1) listening on
 PLAINTEXT://127.0.0.1:9092 with data in ./data and topic auto-creation on. Everything else comes
@@ -12,86 +12,91 @@ SIGINT/SIGTERM stop it cleanly (exit 0).
 Cluster mode (`controller.quorum.voters` naming more than one voter, see docs/cluster.md): the
 same command on every node; the ready line then waits until the node has joined (its broker
 registration is unfenced) and lists the broker listeners first, then the controller listener.
+
+Why click: every command family (topics, groups, chaos, ...) registers itself on the one `cli`
+group with `cli.add_command`, shares options through `kafkapy.cli.common.client_options`, and gets
+usage errors with exit status 2 for free. Exit status: 0 ok, 1 an error (from the cluster, or a
+broker that cannot start), 2 usage or configuration.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkapy.cli import groups as groups_cli
+import click
+
+from kafkapy.cli.groups import groups
 
 if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the broker
     import trio
 
     from kafkapy.server.app import Server
 
-__all__ = ["main"]
+__all__ = ["cli", "main"]
 
 log = logging.getLogger("kafkapy")
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kafkapy", description="A Kafka-compatible broker in Python."
-    )
-    sub = parser.add_subparsers(dest="command")
-    serve = sub.add_parser("serve", help="run a broker (a single node, or a cluster member)")
-    serve.add_argument("--config", type=Path, help="a Kafka server.properties file")
-    serve.add_argument(
-        "--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092 (port 0 picks a free port)"
-    )
-    where = serve.add_mutually_exclusive_group()
-    where.add_argument("--data-dir", help="data directory (log.dirs)")
-    where.add_argument("--memory", action="store_true", help="temporary data dir, removed at exit")
-    serve.add_argument("--node-id", type=int, help="node.id")
-    serve.add_argument(
-        "--sasl-user",
-        action="append",
-        default=[],
-        metavar="NAME:PASSWORD",
-        help="a SASL user for PLAIN and SCRAM-SHA-256/512 (repeatable; adds to kafkapy.sasl.users)",
-    )
-    serve.add_argument(
-        "--http",
-        metavar="[HOST:]PORT",
-        help="HTTP listener for /metrics, /healthz, /readyz and the status page "
-        "(kafkapy.http.listener; a bare PORT binds 127.0.0.1)",
-    )
-    serve.add_argument(
-        "--override", action="append", default=[], metavar="KEY=VALUE", help="set any config key"
-    )
-    serve.add_argument("--log-level", default=os.environ.get("KAFKAPY_LOG_LEVEL", "INFO"))
-    groups_cli.add_parser(sub)
-    return parser
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, str]:
+def _version() -> str:
+    try:
+        return metadata.version("kafkapy")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+@click.group(
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(_version(), "--version", "-V", prog_name="kafkapy", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx: click.Context) -> int:
+    """kafkapy: a Kafka-compatible broker in Python, and the tools to drive it.
+
+    `kafkapy serve` runs a broker; the other commands are clients that speak the Kafka
+    protocol, so they work against any Kafka-compatible cluster, not only kafkapy.
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+    return 0
+
+
+def _overrides(
+    override: tuple[str, ...],
+    listeners: str | None,
+    data_dir: str | None,
+    node_id: int | None,
+    sasl_user: tuple[str, ...],
+    http: str | None = None,
+) -> dict[str, str]:
     result: dict[str, str] = {}
-    for item in args.override:
+    for item in override:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SystemExit(f"kafkapy: --override needs KEY=VALUE, got {item!r}")
+            raise click.BadParameter(f"needs KEY=VALUE, got {item!r}", param_hint="--override")
         result[key.strip()] = value
-    if args.listeners:
-        result["listeners"] = args.listeners
+    if listeners:
+        result["listeners"] = listeners
         # advertise what --listeners binds (its real port when 0), not a config file's address
         result.setdefault("advertised.listeners", "")
-    if args.data_dir:
-        result["log.dirs"] = args.data_dir
-    if args.node_id is not None:
-        result["node.id"] = str(args.node_id)
-    if args.http:
-        result["kafkapy.http.listener"] = args.http
-    if args.sasl_user:
+    if data_dir:
+        result["log.dirs"] = data_dir
+    if node_id is not None:
+        result["node.id"] = str(node_id)
+    if http:
+        result["kafkapy.http.listener"] = http
+    if sasl_user:
         given = result.get("kafkapy.sasl.users", "")
-        result["kafkapy.sasl.users"] = ",".join(filter(None, [given, *args.sasl_user]))
+        result["kafkapy.sasl.users"] = ",".join(filter(None, [given, *sasl_user]))
     return result
 
 
@@ -107,7 +112,57 @@ async def _watch_signals(
             scope.cancel()
 
 
-def serve(args: argparse.Namespace) -> int:
+@cli.command()
+@click.option("--config", type=click.Path(path_type=Path), help="a Kafka server.properties file")
+@click.option("--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092 (port 0 picks a free port)")
+@click.option("--data-dir", help="data directory (log.dirs)")
+@click.option("--memory", is_flag=True, help="temporary data dir, removed at exit")
+@click.option("--node-id", type=int, help="node.id")
+@click.option(
+    "--sasl-user",
+    multiple=True,
+    metavar="NAME:PASSWORD",
+    help="a SASL user for PLAIN and SCRAM-SHA-256/512 (repeatable; adds to kafkapy.sasl.users)",
+)
+@click.option(
+    "--http",
+    metavar="[HOST:]PORT",
+    help="HTTP listener for /metrics, /healthz, /readyz and the status page "
+    "(kafkapy.http.listener; a bare PORT binds 127.0.0.1)",
+)
+@click.option("--override", multiple=True, metavar="KEY=VALUE", help="set any config key (repeatable)")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    envvar="KAFKAPY_LOG_LEVEL",
+    show_envvar=True,
+)
+def serve(
+    config: Path | None,
+    listeners: str | None,
+    data_dir: str | None,
+    memory: bool,
+    node_id: int | None,
+    sasl_user: tuple[str, ...],
+    http: str | None,
+    override: tuple[str, ...],
+    log_level: str,
+) -> int:
+    """Run a broker (a single node, or a cluster member)."""
+    if data_dir and memory:
+        raise click.UsageError("--data-dir and --memory exclude each other")
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    overrides = _overrides(override, listeners, data_dir, node_id, sasl_user, http)
+    return run_server(config, overrides, memory)
+
+
+def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool) -> int:
     import trio
 
     from kafkapy.server.app import ListenError, Server
@@ -118,8 +173,8 @@ def serve(args: argparse.Namespace) -> int:
 
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
     try:
-        config = BrokerConfig.load(args.config, env, _overrides(args))
-        broker = Broker(config, memory=args.memory)
+        config = BrokerConfig.load(config_file, env, overrides)
+        broker = Broker(config, memory=memory)
         # TLS files and SASL settings are checked now, so a bad path is one clear line (exit 2)
         listener_security(config, credentials_of(broker))
     except (ConfigError, ValueError, OSError, StorageError) as e:
@@ -161,17 +216,17 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+cli.add_command(groups)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command == "groups":
-        return groups_cli.run(args)
-    if args.command != "serve":
-        parser.print_help()
-        return 0 if args.command is None else 2
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    return serve(args)
+    """Run `kafkapy` and return its exit status (click's usage errors: 2; Ctrl-C: 130)."""
+    try:
+        result = cli.main(args=argv, prog_name="kafkapy", standalone_mode=False)
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.Abort:
+        print("kafkapy: interrupted", file=sys.stderr)
+        return 130
+    return result if isinstance(result, int) else 0

@@ -163,3 +163,41 @@ def test_http_port_in_use_is_one_clear_line() -> None:
         )
     assert proc.returncode == 1
     assert f"kafkapy: cannot listen on HTTP 127.0.0.1:{port}: Address already in use" in proc.stderr
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kafkapy", *args],
+        capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})},
+    )
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"kafkapy {version('kafkapy')}"
+
+
+@pytest.mark.parametrize("where", ["flag", "env"])
+def test_bogus_log_level_is_a_usage_error(where: str) -> None:
+    """`--log-level bogus` used to run at INFO; now it is refused before anything starts."""
+    if where == "flag":
+        result = run_cli("serve", "--memory", "--log-level", "bogus")
+    else:
+        result = run_cli("serve", "--memory", env={"KAFKAPY_LOG_LEVEL": "bogus"})
+    assert result.returncode == 2
+    assert "'bogus' is not one of" in result.stderr
+    assert "kafkapy ready" not in result.stderr
+
+
+def test_unknown_command_and_option_are_usage_errors() -> None:
+    assert run_cli("no-such-command").returncode == 2
+    result = run_cli("groups", "list", "--no-such-flag")
+    assert result.returncode == 2
+    assert "No such option" in result.stderr
+
+
+def test_data_dir_and_memory_exclude_each_other(tmp_path: Path) -> None:
+    result = run_cli("serve", "--memory", "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "exclude each other" in result.stderr

@@ -1,0 +1,110 @@
+"""Offsets as the admin commands need them: log start/end (by timestamp), committed, commit.
+
+Why a module: `topics describe`, `groups describe|reset-offsets` and `consume --since` all ask
+the partition leaders (ListOffsets) and the group coordinator (OffsetFetch/OffsetCommit); each
+request goes to the broker that owns the answer, so they work on a multi-broker cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kafkapy.cli.common import CliError, check
+from kafkapy.cli.wire import Admin
+from kafkapy.protocol import ApiKey, ErrorCode
+from kafkapy.protocol.messages import (
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+
+__all__ = ["EARLIEST", "LATEST", "commit_offsets", "committed_offsets", "list_offsets"]
+
+EARLIEST, LATEST = -2, -1
+TP = tuple[str, int]
+
+
+def list_offsets(
+    admin: Admin, partitions: Iterable[TP], timestamp: int = LATEST
+) -> dict[TP, int]:
+    """The offset at `timestamp` (EARLIEST, LATEST or ms) of each partition, from its leader.
+
+    A timestamp past the last record answers -1 (Kafka's "no such offset"); partitions whose
+    leader answers an error are left out.
+    """
+    out: dict[TP, int] = {}
+    for leader, tps in admin.by_leader(partitions).items():
+        if leader < 0:
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=t,
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
+                        for p in ps
+                    ],
+                )
+                for t, ps in by_topic.items()
+            ],
+        )
+        response: ListOffsetsResponse = admin.broker(leader).call(ApiKey.LIST_OFFSETS, request)
+        for topic in response.topics:
+            for part in topic.partitions:
+                if part.error_code == ErrorCode.NONE:
+                    out[(topic.name, part.partition_index)] = part.offset
+    return out
+
+
+def committed_offsets(admin: Admin, group: str) -> dict[TP, int]:
+    """Every committed offset of `group` (from its coordinator)."""
+    response: OffsetFetchResponse = admin.coordinator(group).call(
+        ApiKey.OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None), cap=7
+    )
+    check(response.error_code, f"group {group}")
+    return {
+        (t.name, p.partition_index): p.committed_offset
+        for t in response.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
+
+
+def commit_offsets(admin: Admin, group: str, offsets: Mapping[TP, int]) -> None:
+    """Commit `offsets` for `group` as an admin (no member): Kafka refuses it for a live group."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (t, p), o in sorted(offsets.items()):
+        by_topic.setdefault(t, []).append((p, o))
+    request = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(
+                name=t,
+                partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=o, committed_metadata=""
+                    )
+                    for p, o in ps
+                ],
+            )
+            for t, ps in by_topic.items()
+        ],
+    )
+    response: OffsetCommitResponse = admin.coordinator(group).call(
+        ApiKey.OFFSET_COMMIT, request, cap=8
+    )
+    for topic in response.topics:
+        for part in topic.partitions:
+            if part.error_code != ErrorCode.NONE:
+                raise CliError(
+                    f"committing {topic.name}-{part.partition_index} for group {group}", part.error_code
+                )
