@@ -15,6 +15,9 @@ What users rely on:
   the leader is killed (SIGKILL) the new leader's low watermark is still the deleted-up-to
   offset and a consumer from the earliest offset starts there. `describe_log_dirs` lists on
   each broker only the replicas it hosts.
+- The controller's limit of 10,000 new partitions per request (Kafka's): a CreateTopics over it
+  fails with POLICY_VIOLATION, a CreatePartitions with INVALID_PARTITIONS, nothing is created,
+  and the active controller logs the refusal.
 - kafka-python's `alter_partition_reassignments` / `list_partition_reassignments`: replacing a
   partition's replicas copies every acknowledged record to the new ones before the old ones
   leave; a move that cannot finish is listed until it is cancelled.
@@ -27,7 +30,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+)
 from confluent_kafka.error import KafkaError
 
 from compat_tests.conftest import unique_topic
@@ -293,3 +300,30 @@ def test_partition_reassignment_with_kafka_python(cluster: ClusterProcesses) -> 
         assert got == [(i, b"m%d" % i) for i in range(30)], cluster.logs()
     finally:
         consumer.close()
+
+
+def test_partition_limit_per_request_with_confluent_kafka(cluster: ClusterProcesses) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    huge, grown = unique_topic("huge"), unique_topic("grown")
+    futures = admin.create_topics(
+        [NewTopic(huge, num_partitions=10_001, replication_factor=1)],
+        operation_timeout=ADMIN_TIMEOUT_S,
+    )
+    with pytest.raises(KafkaException) as refused:
+        futures[huge].result(timeout=ADMIN_TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+    admin.create_topics([NewTopic(grown, num_partitions=1, replication_factor=1)])[grown].result(
+        timeout=ADMIN_TIMEOUT_S
+    )
+    futures = admin.create_partitions(
+        [NewPartitions(grown, 1 + 10_001)], operation_timeout=ADMIN_TIMEOUT_S
+    )
+    with pytest.raises(KafkaException) as refused:
+        futures[grown].result(timeout=ADMIN_TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    topics = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    assert huge not in topics
+    assert len(topics[grown].partitions) == 1
+    logs = "".join(node.log_path.read_text() for node in cluster.nodes.values())
+    assert f"refused CreateTopics of {huge}" in logs
+    assert f"refused CreatePartitions of {grown}" in logs

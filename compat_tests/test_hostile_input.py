@@ -39,7 +39,14 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 INVALID_REQUIRED_ACKS = 21
+INVALID_PARTITIONS = 37
+POLICY_VIOLATION = 44
 NONE = 0
+API_CREATE_TOPICS = 19
+API_CREATE_PARTITIONS = 37
+#: Kafka's controller refuses a request that would create more partitions than this
+#: (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH)
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 # --- hand encoding -----------------------------------------------------------------------------
@@ -449,6 +456,100 @@ def test_produce_errors_are_per_partition_codes(broker: BrokerProcess) -> None:
             assert response is not None, f"{what}: connection closed instead of an error code"
             assert response[0] == correlation_id
             assert parse_produce_v7_response(response[1]) == [expected], what
+    still_serves(broker)
+
+
+def create_topics_v3(topics: list[tuple[str, int]]) -> bytes:
+    body = struct.pack(">i", len(topics))
+    for name, partitions in topics:
+        # name, num_partitions, replication_factor -1, no assignments, no configs
+        body += kstring(name) + struct.pack(">ihii", partitions, -1, 0, 0)
+    return body + struct.pack(">ib", 5000, 0)  # timeout_ms, validate_only
+
+
+def create_partitions_v1(topic: str, count: int) -> bytes:
+    # one topic: name, count, null assignments; timeout_ms, validate_only
+    return struct.pack(">i", 1) + kstring(topic) + struct.pack(">iiib", count, -1, 5000, 0)
+
+
+def parse_topic_errors(body: bytes) -> list[tuple[str, int, str | None]]:
+    """(name, error_code, error_message) of a CreateTopics v3 / CreatePartitions v1 response:
+    both are throttle_time_ms then [name, error_code, nullable error_message]."""
+    pos = 4
+    (n,) = struct.unpack_from(">i", body, pos)
+    pos += 4
+    out = []
+    for _ in range(n):
+        (name_len,) = struct.unpack_from(">h", body, pos)
+        name = body[pos + 2 : pos + 2 + name_len].decode()
+        pos += 2 + name_len
+        error_code, msg_len = struct.unpack_from(">hh", body, pos)
+        pos += 4
+        message = None
+        if msg_len >= 0:
+            message = body[pos : pos + msg_len].decode()
+            pos += msg_len
+        out.append((name, error_code, message))
+    return out
+
+
+def partition_dirs(broker: BrokerProcess, topic: str) -> list[Path]:
+    assert broker.data_dir is not None
+    return list(broker.data_dir.glob(f"{topic}-*"))
+
+
+def test_create_topics_over_the_partition_limit_is_refused(broker: BrokerProcess) -> None:
+    """A CreateTopics asking for 1,048,577 partitions (one flipped bit in a real client's
+    request) is refused at once with POLICY_VIOLATION for every topic, as Kafka's controller
+    does above 10,000 partitions per request, and creates nothing; the refusal is logged."""
+    huge, small = unique_topic("hostile-huge"), unique_topic("hostile-small")
+    with connect(broker) as sock:
+        sock.sendall(request(API_CREATE_TOPICS, 3, 51, create_topics_v3([(huge, 2**20 + 1)])))
+        response = read_response(sock)
+        assert response is not None, "connection closed instead of an error code"
+        assert response[0] == 51
+        [(name, code, message)] = parse_topic_errors(response[1])
+        assert (name, code) == (huge, POLICY_VIOLATION)
+        assert message is not None
+        assert "partitions" in message
+        # The limit counts the whole request: two topics that add up to one partition too many.
+        half = MAX_PARTITIONS_PER_REQUEST // 2
+        body = create_topics_v3([(huge, half), (small, half + 1)])
+        sock.sendall(request(API_CREATE_TOPICS, 3, 52, body))
+        response = read_response(sock)
+        assert response is not None
+        assert [(n, c) for n, c, _ in parse_topic_errors(response[1])] == [
+            (huge, POLICY_VIOLATION),
+            (small, POLICY_VIOLATION),
+        ]
+    assert partition_dirs(broker, huge) == []
+    assert partition_dirs(broker, small) == []
+    assert "Excessively large number of partitions" in broker.log_text()
+    still_serves(broker)
+
+
+def test_create_partitions_over_the_partition_limit_is_refused(broker: BrokerProcess) -> None:
+    topic = unique_topic("hostile-grow")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
+        timeout=15
+    )
+    with connect(broker) as sock:
+        body = create_partitions_v1(topic, 1 + MAX_PARTITIONS_PER_REQUEST + 1)
+        sock.sendall(request(API_CREATE_PARTITIONS, 1, 61, body))
+        response = read_response(sock)
+        assert response is not None, "connection closed instead of an error code"
+        assert response[0] == 61
+        [(name, code, message)] = parse_topic_errors(response[1])
+        assert (name, code) == (topic, INVALID_PARTITIONS)
+        assert message is not None
+        assert str(MAX_PARTITIONS_PER_REQUEST) in message
+        # Exactly 10,000 new partitions would be allowed; 2 new ones certainly are.
+        sock.sendall(request(API_CREATE_PARTITIONS, 1, 62, create_partitions_v1(topic, 3)))
+        response = read_response(sock)
+        assert response is not None
+        assert [(n, c) for n, c, _ in parse_topic_errors(response[1])] == [(topic, NONE)]
+    assert len(partition_dirs(broker, topic)) == 3
     still_serves(broker)
 
 

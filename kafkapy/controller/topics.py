@@ -27,6 +27,14 @@ Rules:
   an ISR member (at once if they all are). `None` cancels: back to the replicas before the
   adding ones (NO_REASSIGNMENT_IN_PROGRESS when none is ongoing). A target with unregistered
   brokers, duplicates or no replicas is INVALID_REPLICA_ASSIGNMENT.
+- Size of one request (Kafka's `ReplicationControlManager.validateTotalNumberOfPartitions` and
+  the controller's `MAX_RECORDS_PER_USER_OP`): a CreateTopics whose topics ask for more than
+  `MAX_PARTITIONS_PER_REQUEST` partitions in all (-1 counting `num.partitions`, an assignment
+  list its length) is refused as a whole, POLICY_VIOLATION for every topic, before anything else
+  is looked at; a CreatePartitions topic whose new partitions would take the request past that
+  many is INVALID_PARTITIONS (Kafka fails it with UNKNOWN_SERVER_ERROR when its bounded record
+  list overflows). Why: one request must not make the controller write, and every broker open,
+  an unbounded number of partitions - a flipped bit in a partition count asks for millions.
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import InvalidLogConfigError
 
 __all__ = [
+    "MAX_PARTITIONS_PER_REQUEST",
+    "TOO_MANY_PARTITIONS",
     "AlterPartitionItem",
     "AlterPartitionReply",
     "AlterPartitionResult",
@@ -75,6 +85,9 @@ __all__ = [
     "create_topics",
     "delete_topics",
     "elect_leaders",
+    "is_partition_limit_refusal",
+    "requested_partitions",
+    "too_many_new_partitions",
     "topic_name_error",
 ]
 
@@ -82,6 +95,38 @@ MAX_TOPIC_NAME_LENGTH = 249
 ZERO_UUID = uuid.UUID(int=0)
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 PREFERRED, UNCLEAN = 0, 1
+#: Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (= QuorumController's
+#: MAX_RECORDS_PER_USER_OP): the most partitions one CreateTopics/CreatePartitions may create
+MAX_PARTITIONS_PER_REQUEST = 10_000
+#: Kafka's message for a CreateTopics over the limit (PolicyViolationException)
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def requested_partitions(num_partitions: int, assignments: int, default_partitions: int) -> int:
+    """The partitions one CreateTopics topic asks for, counted as Kafka counts them for the
+    per-request limit: an assignment list its length, -1 the default, a bad count none."""
+    if assignments:
+        return assignments
+    if num_partitions == -1:
+        return default_partitions
+    return max(num_partitions, 0)
+
+
+def too_many_new_partitions(added: int, count: int) -> str | None:
+    """Why a CreatePartitions topic adding `count` partitions after `added` others in the same
+    request goes over `MAX_PARTITIONS_PER_REQUEST`, or None."""
+    if added + count <= MAX_PARTITIONS_PER_REQUEST:
+        return None
+    return (
+        f"{TOO_MANY_PARTITIONS} Adding {count} partitions would create more than "
+        f"{MAX_PARTITIONS_PER_REQUEST} partitions in one request."
+    )
+
+
+def is_partition_limit_refusal(message: str | None) -> bool:
+    """Whether a CreateTopics/CreatePartitions answer is the per-request limit's refusal (which
+    the server logs: a client asking for that much is worth an operator's look)."""
+    return message is not None and message.startswith(TOO_MANY_PARTITIONS)
 
 
 def topic_name_error(name: str) -> str | None:
@@ -281,6 +326,17 @@ def create_topics(
 ) -> ControllerResult[list[CreateTopicResult]]:
     records: list[MetadataRecord] = []
     results: list[CreateTopicResult] = []
+    total = sum(
+        requested_partitions(
+            t.num_partitions, len(t.assignments or ()), st.config.default_partitions
+        )
+        for t in topics
+    )
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        refused = ErrorCode.POLICY_VIOLATION
+        return ControllerResult(
+            [], [CreateTopicResult(t.name, refused, TOO_MANY_PARTITIONS) for t in topics]
+        )
     counts = Counter(t.name for t in topics)
     for topic in topics:
         if counts[topic.name] > 1:
@@ -361,13 +417,15 @@ def create_partitions(
     records: list[MetadataRecord] = []
     results: list[CreatePartitionsResult] = []
     counts = Counter(i.name for i in items)
+    added = 0
     for item in items:
         if counts[item.name] > 1:
             results.append(
                 CreatePartitionsResult(item.name, ErrorCode.INVALID_REQUEST, "duplicate topic")
             )
             continue
-        error, message, plan = _plan_partitions(st, item)
+        error, message, plan = _plan_partitions(st, item, added)
+        added += len(plan)
         if error is ErrorCode.NONE and not validate_only:
             topic = st.image.topics[item.name]
             first = len(topic.partitions)
@@ -382,8 +440,10 @@ def create_partitions(
 
 
 def _plan_partitions(
-    st: ControllerState, item: NewPartitions
+    st: ControllerState, item: NewPartitions, before: int
 ) -> tuple[ErrorCode, str | None, list[tuple[int, ...]]]:
+    """Validate one growth and choose its replicas; `before`: partitions the same request adds
+    to the topics ahead of this one (the per-request limit)."""
     topic = st.image.topics.get(item.name)
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {item.name!r}", []
@@ -392,6 +452,9 @@ def _plan_partitions(
         msg = f"topic has {current} partitions; the new count must be larger, not {item.count}"
         return ErrorCode.INVALID_PARTITIONS, msg, []
     added = item.count - current
+    too_many = too_many_new_partitions(before, added)
+    if too_many is not None:
+        return ErrorCode.INVALID_PARTITIONS, too_many, []
     if item.assignments is not None:
         if len(item.assignments) != added:
             msg = f"{len(item.assignments)} assignments for {added} new partitions"

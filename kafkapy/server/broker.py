@@ -62,7 +62,7 @@ from kafkapy.storage.errors import StorageError
 if TYPE_CHECKING:
     from kafkapy.server.cluster.node import ClusterNode
 
-__all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms"]
+__all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms", "storage_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,16 @@ class BrokerError(Exception):
         super().__init__(message or error_code.name)
         self.error_code = error_code
         self.message = message
+
+
+def storage_failure(exc: StorageError, what: str) -> ErrorCode:
+    """The code to answer a request that failed in the log store with, logging why when the
+    store itself failed (a disk error, too many open files: KAFKA_STORAGE_ERROR or an unexpected
+    error), so an operator sees the cause and not only the client its bare error code. Failures
+    the request caused (MESSAGE_TOO_LARGE, OFFSET_OUT_OF_RANGE, ...) are the client's to see."""
+    if exc.error_code in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR):
+        log.warning("%s failed in the log store: %s: %s", what, type(exc).__name__, exc)
+    return exc.error_code
 
 
 @dataclass(slots=True)
@@ -297,9 +307,10 @@ class Broker:
             for p in range(info.partitions):
                 self.logs.get_or_create(info.name, p, cfg, info.topic_id)
         except StorageError as e:
+            code = storage_failure(e, f"creating topic {info.name} ({info.partitions} partitions)")
             for p in range(info.partitions):
                 self.logs.delete_log(info.name, p)
-            raise BrokerError(e.error_code, str(e)) from None
+            raise BrokerError(code, str(e)) from None
 
     def create_topic(
         self,
@@ -436,7 +447,10 @@ class Broker:
             for p in range(info.partitions, count):
                 self.logs.get_or_create(info.name, p, cfg, info.topic_id)
         except StorageError as e:
-            raise BrokerError(e.error_code, str(e)) from None
+            code = storage_failure(e, f"growing topic {info.name} to {count} partitions")
+            for p in range(info.partitions, count):
+                self.logs.delete_log(info.name, p)
+            raise BrokerError(code, str(e)) from None
 
     def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
         info = self._check_growth(name, count)

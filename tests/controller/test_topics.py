@@ -180,6 +180,47 @@ def test_create_partitions() -> None:
     assert c.ctl.image.topics["t"].partitions[4].leader == 3
 
 
+def test_create_topics_over_the_partition_limit_is_refused_as_a_whole() -> None:
+    """Kafka's validateTotalNumberOfPartitions: more than 10,000 partitions in one CreateTopics
+    (counted over every topic; -1 as the default, assignments by length) refuses every topic
+    with POLICY_VIOLATION and writes nothing - 2**20 + 1 is a flipped bit in a count of 1."""
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, default_partitions=2))
+    c.start(1)
+    before = c.ctl.next_offset
+    for topics in (
+        [NewTopic("huge", 2**20 + 1, 1)],
+        [NewTopic("a", 5_000, 1), NewTopic("b", 4_999, 1), NewTopic("c")],  # 10,001
+        [NewTopic("a", 9_999, 1), NewTopic("b", assignments={0: [1], 1: [1]})],
+    ):
+        result = c.ctl.create_topics(topics)
+        assert [(r.name, r.error) for r in result.response] == [
+            (t.name, ErrorCode.POLICY_VIOLATION) for t in topics
+        ]
+        assert result.response[0].message == "Excessively large number of partitions per request."
+        assert result.records == []
+    assert c.ctl.next_offset == before
+    # exactly 10,000 is allowed (9,998 + the default 2)
+    ok = c.run(c.ctl.create_topics([NewTopic("a", 9_998, 1), NewTopic("c")]))
+    assert [r.error for r in ok] == [ErrorCode.NONE, ErrorCode.NONE]
+    assert len(c.ctl.image.topics["a"].partitions) == 9_998
+
+
+def test_create_partitions_over_the_partition_limit_is_refused() -> None:
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID))
+    c.start(1)
+    c.run(c.ctl.create_topics([NewTopic("a", 1, 1), NewTopic("b", 1, 1)]))
+    before = c.ctl.next_offset
+    [huge] = c.ctl.create_partitions([NewPartitions("a", 2**20 + 1)]).response
+    assert huge.error is ErrorCode.INVALID_PARTITIONS
+    assert huge.message is not None
+    assert "10000" in huge.message
+    # the limit is per request: 6,000 + 5,000 new partitions - the second topic goes over
+    result = c.ctl.create_partitions([NewPartitions("a", 6_001), NewPartitions("b", 5_001)])
+    assert [r.error for r in result.response] == [ErrorCode.NONE, ErrorCode.INVALID_PARTITIONS]
+    assert len(result.records) == 6_000
+    assert c.ctl.next_offset == before + 6_000  # nothing of the refused ones
+
+
 def _alter(c: Cluster, broker: int, isr: list[int], **overrides: int) -> ErrorCode:
     part = c.ctl.image.topics["t"].partitions[0]
     item = AlterPartitionItem(

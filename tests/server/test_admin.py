@@ -322,3 +322,44 @@ async def test_metadata_advertises_the_configured_address() -> None:
         md = await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=[]))
         assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", port)]
         assert md.topics == []
+
+
+async def test_topic_creation_failing_in_the_log_store_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A creation the disk refuses (here: a file where partition 1's directory must go) answers
+    KAFKA_STORAGE_ERROR, leaves no partition of the topic behind, and logs the cause at WARNING
+    so an operator sees more than the client's bare error code."""
+    async with running_broker(tmp_path) as (broker, _, port):
+        (tmp_path / "blocked-1").write_text("not a directory")
+        client = await Client.connect(port)
+        with caplog.at_level("WARNING", logger="kafkapy.server.broker"):
+            resp = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("blocked", 3)]))
+        assert resp.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "blocked" not in broker.topics
+        assert broker.partition_log("blocked", 0) is None
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert any("creating topic blocked" in w and "blocked-1" in w for w in warnings), warnings
+
+
+async def test_create_topics_and_partitions_over_the_per_request_limit() -> None:
+    """Kafka's controller limit, on one node: more than 10,000 partitions in one CreateTopics is
+    POLICY_VIOLATION for every topic; a CreatePartitions topic that takes the request past
+    10,000 new partitions is INVALID_PARTITIONS while an earlier one in it succeeds."""
+    async with running_broker(None, **{"num.partitions": "2"}) as (broker, _, port):
+        client = await Client.connect(port)
+        req = CT(topics=[creatable("a", 9_999), creatable("b", -1, -1)])  # 9,999 + 2
+        resp = await client.request(ApiKey.CREATE_TOPICS, 7, req)
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("a", ErrorCode.POLICY_VIOLATION), ("b", ErrorCode.POLICY_VIOLATION),
+        ]
+        assert resp.topics[0].error_message == "Excessively large number of partitions per request."
+        assert "a" not in broker.topics
+        broker.create_topic("x", 1)
+        broker.create_topic("y", 1)
+        topic = CreatePartitionsRequest.CreatePartitionsTopic
+        grow = await client.request(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(topics=[
+            topic(name="x", count=3), topic(name="y", count=1 + 9_999),
+        ]))
+        assert [r.error_code for r in grow.results] == [0, ErrorCode.INVALID_PARTITIONS]
+        assert (broker.topics.get("x").partitions, broker.topics.get("y").partitions) == (3, 1)

@@ -21,6 +21,7 @@ broker epochs); INELIGIBLE_REPLICA, new in v3, is OPERATION_NOT_ATTEMPTED before
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
@@ -36,6 +37,7 @@ from kafkapy.controller.controller import (
     Reassignment,
 )
 from kafkapy.controller.records import Endpoint
+from kafkapy.controller.topics import is_partition_limit_refusal
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -87,6 +89,8 @@ __all__ = [
 
 T = TypeVar("T")
 _ZERO_UUID = uuid.UUID(int=0)
+
+log = logging.getLogger(__name__)
 
 
 def _driver(ctx: RequestContext) -> ControllerDriver | None:
@@ -245,6 +249,16 @@ async def handle_alter_partition(
 # -- admin requests forwarded by brokers ---------------------------------------------------------
 
 
+def _log_limit_refusals(ctx: RequestContext, api: str, answers: list[tuple[str, str | None]]) -> None:
+    """WARNING for the topics refused by the per-request partition limit (one line a request)."""
+    refused = [name for name, message in answers if is_partition_limit_refusal(message)]
+    if refused:
+        message = next(m for _, m in answers if is_partition_limit_refusal(m))
+        log.warning(
+            "refused %s of %s forwarded by %s: %s", api, ", ".join(refused), ctx.connection.peer, message
+        )
+
+
 @controller_handler(ApiKey.CREATE_TOPICS, min_version=2, max_version=7)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     topics: list[NewTopic] = []
@@ -271,6 +285,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         ]
         return response
     results, offset = outcome
+    _log_limit_refusals(ctx, "CreateTopics", [(r.name, r.message) for r in results])
     it = iter(results)
     for i, t in enumerate(req.topics):
         if i in bad:
@@ -360,6 +375,7 @@ async def handle_create_partitions(
         ]
         return response
     results, offset = outcome
+    _log_limit_refusals(ctx, "CreatePartitions", [(r.name, r.message) for r in results])
     response.results = [
         CreatePartitionsResponse.CreatePartitionsTopicResult(
             name=r.name, error_code=r.error, error_message=r.message

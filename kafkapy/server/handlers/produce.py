@@ -59,7 +59,7 @@ from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
 from kafkapy.protocol.records import BatchHeader, iter_batches
-from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms
+from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms, storage_failure
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.metadata import auto_create_in_cluster
 from kafkapy.server.handlers.registry import handler
@@ -209,8 +209,12 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                     mgr.complete_append(pending)
                 else:
                     result = plog.append(part.records, now_ms=append_ms, leader_epoch=leader_epoch)
-            except (ProtocolError, StorageError) as e:
+            except ProtocolError as e:
                 out.partition_responses.append(_error(part.index, e.error_code, str(e)))
+                continue
+            except StorageError as e:
+                code = storage_failure(e, f"Produce to {topic.name}-{part.index}")
+                out.partition_responses.append(_error(part.index, code, str(e)))
                 continue
             after_append(topic.name, part.index, plog)
             if result.flush_needed:

@@ -13,6 +13,10 @@ Behaviour:
   UNKNOWN_TOPIC_ID; `delete.topic.enable=false` -> TOPIC_DELETION_DISABLED; internal topics
   (`__consumer_offsets`, `__transaction_state`) -> INVALID_TOPIC_EXCEPTION.
 - CreatePartitions: only growth (INVALID_PARTITIONS otherwise); assignments must name this node.
+- Size of one request, Kafka's controller limit (`kafkapy.controller.topics`, which enforces it
+  in cluster mode): a CreateTopics asking for more than 10,000 partitions in all is
+  POLICY_VIOLATION for every topic, a CreatePartitions topic taking the request past 10,000 new
+  partitions INVALID_PARTITIONS; both answered before any file is touched and logged (WARNING).
 - DeleteRecords: moves the log start offset; -1 means the high watermark; beyond it ->
   OFFSET_OUT_OF_RANGE. Answers the new low watermark.
 
@@ -32,12 +36,19 @@ Not yet: topic creation policies, quota throttling (THROTTLING_QUOTA_EXCEEDED).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter
 from typing import Any
 
 import trio
 
+from kafkapy.controller.topics import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS,
+    requested_partitions,
+    too_many_new_partitions,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -59,7 +70,7 @@ from kafkapy.protocol.messages.create_topics import (
 from kafkapy.protocol.messages.delete_records import (
     DeleteRecordsResponse_DeleteRecordsPartitionResult as DeleteRecordsPartitionResult,
 )
-from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.broker import Broker, BrokerError, storage_failure
 from kafkapy.server.cluster.partition_roles import PartitionRole
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
@@ -76,7 +87,29 @@ __all__ = [
     "leader_error",
 ]
 
+log = logging.getLogger(__name__)
+
 _LOW_WATERMARK_RECHECK_S = 0.25
+
+
+def _too_many_partitions(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse | None:
+    """Kafka's per-request partition limit (see the module doc): the refusal, or None."""
+    default = ctx.broker.config.get_int("num.partitions")
+    total = sum(
+        requested_partitions(t.num_partitions, len(t.assignments), default) for t in req.topics
+    )
+    if total <= MAX_PARTITIONS_PER_REQUEST:
+        return None
+    log.warning(
+        "refused CreateTopics from %s (client %s): %d partitions in one request, more than %d: %s",
+        ctx.connection.peer, ctx.header.client_id, total, MAX_PARTITIONS_PER_REQUEST, TOO_MANY_PARTITIONS,
+    )
+    return CreateTopicsResponse(topics=[
+        TopicResult(
+            name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_MANY_PARTITIONS
+        )
+        for t in req.topics
+    ])
 
 def _check_assignments(broker: Broker, topic: CreatableTopic) -> int:
     """Validate manual assignments; returns the partition count they describe."""
@@ -144,6 +177,9 @@ async def _create_one(broker: Broker, topic: CreatableTopic, version: int, valid
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     if ctx.broker.cluster is not None:
         return await _cluster_create_topics(ctx, req)
+    refused = _too_many_partitions(ctx, req)
+    if refused is not None:
+        return refused
     counts = Counter(t.name for t in req.topics)
     response = CreateTopicsResponse()
     for topic in req.topics:
@@ -195,6 +231,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     broker = ctx.broker
     response = CreatePartitionsResponse()
     counts = Counter(t.name for t in req.topics)
+    added = 0
     for topic in req.topics:
         result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=topic.name)
         response.results.append(result)
@@ -205,7 +242,17 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                 a.broker_ids != [broker.node_id] for a in topic.assignments
             ):
                 raise BrokerError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Assignments may only name this broker.")
+            info = broker.topics.get(topic.name)
+            new = topic.count - info.partitions if info is not None else 0
+            too_many = too_many_new_partitions(added, new)
+            if too_many is not None:
+                log.warning(
+                    "refused CreatePartitions of %s from %s (client %s): %s",
+                    topic.name, ctx.connection.peer, ctx.header.client_id, too_many,
+                )
+                raise BrokerError(ErrorCode.INVALID_PARTITIONS, too_many)
             await broker.create_partitions_async(topic.name, topic.count, validate_only=req.validate_only)
+            added += max(new, 0)
         except BrokerError as e:
             result.error_code = e.error_code
             result.error_message = e.message
@@ -232,7 +279,7 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
             try:
                 result.low_watermark = plog.delete_records_before(offset)
             except StorageError as e:
-                result.error_code = e.error_code
+                result.error_code = storage_failure(e, f"DeleteRecords of {topic.name}-{p.partition_index}")
                 continue
             broker.waiters.notify((topic.name, p.partition_index))  # followers' long polls too
             moved.append((topic.name, p.partition_index, offset, result))
