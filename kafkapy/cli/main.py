@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from kafkapy.cli.chaos import chaos
 from kafkapy.cli.groups import groups
 
 if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the broker
@@ -217,6 +218,7 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
 
 
 cli.add_command(groups)
+cli.add_command(chaos)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,8 +22,8 @@ silent raises `ClusterStartError` carrying the tail of every node's log, so a fa
 what the cluster said.
 
 Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
-then SIGKILLs stragglers, so no node outlives the test run. Not for production use: nothing in
-`kafkapy/` imports this module.
+then SIGKILLs stragglers, so no node outlives the test run. Not for serving traffic: only the
+tests, the benchmarks and `kafkapy chaos` (a test harness users run, kafkapy/chaos/) use it.
 """
 
 from __future__ import annotations

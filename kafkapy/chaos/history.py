@@ -1,0 +1,188 @@
+"""What a chaos run recorded: client operations, faults and the final read of every topic.
+
+The workloads append here from their threads (one lock); the checker reads a finished History
+and nothing else, so every anomaly it reports can be tested with a hand-made history. Times
+are seconds on the run's monotonic clock (0 = start of the workloads).
+
+Values are integers: each producer workload numbers its messages 0, 1, 2, ... in send order,
+and sends value `v` to partition `v % partitions`, so within a partition a higher value was
+sent later. The transactional processor writes `"<txn>:<value>"` (the transaction's number
+and the input value), which is how the checker tells an aborted transaction's record from a
+committed one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ACKS1",
+    "GROUP",
+    "GROUP_CONSUMERS",
+    "GROUP_TXN",
+    "IDEMPOTENT",
+    "TOPIC_ACKS1",
+    "TOPIC_IDEMPOTENT",
+    "TOPIC_TXN_OUT",
+    "TXN",
+    "Ack",
+    "Commit",
+    "FaultRecord",
+    "History",
+    "Processed",
+    "Resume",
+    "Send",
+    "TxnOutcome",
+]
+
+#: workload names (the `workload` of Send/Ack, and the report's rows)
+IDEMPOTENT = "idempotent"
+ACKS1 = "acks1"
+TXN = "txn"
+GROUP = "group"
+#: topics: the idempotent producer's (also the input of the transactional processor and of the
+#: consumer group), the acks=1 producer's, and the transactional processor's output
+TOPIC_IDEMPOTENT = "chaos-idempotent"
+TOPIC_ACKS1 = "chaos-acks1"
+TOPIC_TXN_OUT = "chaos-txn-out"
+#: consumer groups: the transactional processor's and the commit-after-processing group's
+GROUP_TXN = "chaos-txn"
+GROUP_CONSUMERS = "chaos-group"
+
+
+@dataclass(frozen=True)
+class Send:
+    """A producer handed value `value` for `partition` to its client at `t`."""
+
+    workload: str
+    value: int
+    partition: int
+    t: float
+
+
+@dataclass(frozen=True)
+class Ack:
+    """The outcome of one send at `t`: `offset` when acknowledged, else `error` (not acked)."""
+
+    workload: str
+    value: int
+    partition: int
+    t: float
+    offset: int = -1
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TxnOutcome:
+    """The end of transaction `txn` of the read-process-write workload: "committed", "aborted"
+    or "unknown" (the commit's answer was lost; it may have committed)."""
+
+    txn: int
+    outcome: str
+    values: tuple[int, ...]
+    t: float
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A group member's offset commit for `partition` acknowledged at `t` (commit-after-
+    processing: everything below `offset` was processed)."""
+
+    member: str
+    partition: int
+    offset: int
+    t: float
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The first record a group member got from `partition` after being assigned it at `t`:
+    where the group's committed offset made it start."""
+
+    member: str
+    partition: int
+    offset: int
+    t: float
+
+
+@dataclass(frozen=True)
+class Processed:
+    """A group member processed the record at (`partition`, `offset`) holding `value`."""
+
+    member: str
+    partition: int
+    offset: int
+    value: int
+
+
+@dataclass
+class FaultRecord:
+    """One fault as it ran: when it was injected and healed, and when the cluster was whole
+    again; `skipped` gives the reason a fault could not run here (it then counts nowhere)."""
+
+    index: int
+    kind: str
+    nodes: list[int]
+    partitions: list[int]
+    injected_at: float
+    healed_at: float = 0.0
+    recovered_at: float = 0.0
+    detail: str = ""
+    skipped: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "kind": self.kind, "nodes": self.nodes,
+            "partitions": self.partitions, "injected_at": round(self.injected_at, 3),
+            "healed_at": round(self.healed_at, 3), "recovered_at": round(self.recovered_at, 3),
+            "detail": self.detail, "skipped": self.skipped,
+        }
+
+
+@dataclass
+class History:
+    """Everything one run recorded. `reads[topic][partition]` is the final read: (offset, raw
+    value) in offset order; `group_committed[group][partition]` the group's committed offsets
+    after the run; `read_errors` whatever kept a final read from reaching a partition's end."""
+
+    partitions: int = 3
+    sends: list[Send] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)
+    txns: list[TxnOutcome] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+    resumes: list[Resume] = field(default_factory=list)
+    processed: list[Processed] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+    reads: dict[str, dict[int, list[tuple[int, bytes]]]] = field(default_factory=dict)
+    group_committed: dict[str, dict[int, int]] = field(default_factory=dict)
+    read_errors: list[str] = field(default_factory=list)
+    client_errors: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, event: Send | Ack | TxnOutcome | Commit | Resume | Processed) -> None:
+        with self._lock:
+            if isinstance(event, Send):
+                self.sends.append(event)
+            elif isinstance(event, Ack):
+                self.acks.append(event)
+            elif isinstance(event, TxnOutcome):
+                self.txns.append(event)
+            elif isinstance(event, Commit):
+                self.commits.append(event)
+            elif isinstance(event, Resume):
+                self.resumes.append(event)
+            else:
+                self.processed.append(event)
+
+    def client_error(self, workload: str, error: object) -> None:
+        """Count a client error by workload and text (reported, not an anomaly by itself)."""
+        key = f"{workload}: {str(error)[:120]}"
+        with self._lock:
+            self.client_errors[key] = self.client_errors.get(key, 0) + 1
+
+    def set_read(self, topic: str, records: Mapping[int, list[tuple[int, bytes]]]) -> None:
+        with self._lock:
+            self.reads[topic] = {p: list(v) for p, v in records.items()}

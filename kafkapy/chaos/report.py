@@ -1,0 +1,97 @@
+"""The text report of a chaos run: the table by fault kind, the other workloads, the faults.
+
+rich renders the tables (aligned columns that stay readable in a CI log as well as a terminal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["LEADER_KILL_GOAL_S", "render"]
+
+#: the issue's goal for a leader SIGKILL: acknowledgements resume within 3 s
+LEADER_KILL_GOAL_S = 3.0
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    """Print `report` (the JSON form, see runner.outcome_json) to `console`."""
+    table = Table(title=f"kafkapy chaos - seed {report['seed']}, {report['nodes']} nodes, "
+                        f"{report['faults_injected']} faults; acks=all idempotent producer, "
+                        "unavailability in s")
+    for name in ("fault kind", "faults", "acked", "lost", "dup", "reordered", "unavail p50", "unavail max"):
+        table.add_column(name, justify="left" if name == "fault kind" else "right", no_wrap=True)
+    for row in report["kinds"]:
+        table.add_row(
+            row["kind"], str(row["faults"]), str(row["acked"]), str(row["lost"]), str(row["duplicated"]),
+            str(row["reordered"]), _s(row["unavailability_p50_s"]), _s(row["unavailability_max_s"]),
+        )
+    console.print(table)
+
+    others = Table(title="other workloads")
+    for name in ("workload", "figures", "anomalies"):
+        others.add_column(name)
+    a1, txn, group = report["acks1"], report["txn"], report["group"]
+    others.add_row(
+        "acks=1 producer (counted apart)",
+        f"sent {a1['sent']}, acked {a1['acked']}, failed {a1['failed']}",
+        f"lost {a1['lost']}, dup {a1['duplicated']}, reordered {a1['reordered']} (not anomalies)",
+    )
+    idem = report["idempotent"]
+    others.add_row(
+        "idempotent acks=all producer",
+        f"sent {idem['sent']}, acked {idem['acked']}, failed {idem['failed']}",
+        f"lost {idem['lost']}, dup {idem['duplicated']}, reordered {idem['reordered']}, "
+        f"inconsistent {idem['inconsistent']}",
+    )
+    others.add_row(
+        "transactional read-process-write",
+        f"txns committed {txn['committed']}, aborted {txn['aborted']}, unknown {txn['unknown']}; "
+        f"{txn['output_records']} output records",
+        f"aborted reads {txn['aborted_reads']}, dup {txn['duplicated']}, lost {txn['lost']}",
+    )
+    others.add_row(
+        "consumer group (commit after processing)",
+        f"commits {group['commits']}, processed {group['processed']}",
+        f"offsets backwards {group['offsets_backwards']}, lost {group['lost']}, "
+        f"inconsistent {group['inconsistent']}",
+    )
+    console.print(others)
+
+    faults = Table(title="faults injected")
+    for name in ("#", "kind", "nodes", "led", "at s", "healed s", "whole s", "unavail s", "detail"):
+        faults.add_column(name, no_wrap=name != "detail")
+    unavail = report["unavailability_s"]
+    for f in report["faults"]:
+        faults.add_row(
+            str(f["index"]), f["kind"], ",".join(map(str, f["nodes"])), ",".join(map(str, f["partitions"])),
+            f"{f['injected_at']:.1f}", f"{f['healed_at']:.1f}", f"{f['recovered_at']:.1f}",
+            _s(unavail.get(str(f["index"]))) if f["skipped"] is None else "-",
+            f["detail"] if f["skipped"] is None else f"skipped: {f['skipped']}",
+        )
+    console.print(faults)
+
+    kill = next((r for r in report["kinds"] if r["kind"] == "kill"), None)
+    if kill is not None and kill["unavailability_max_s"] is not None:
+        verdict = "met" if kill["unavailability_max_s"] <= LEADER_KILL_GOAL_S else "NOT met"
+        console.print(
+            f"leader SIGKILL: unavailability p50 {_s(kill['unavailability_p50_s'])} s, "
+            f"max {_s(kill['unavailability_max_s'])} s against a {LEADER_KILL_GOAL_S:.0f} s goal: {verdict}"
+        )
+    for kind, reason in report["skipped_kinds"].items():
+        console.print(f"skipped {kind}: {reason}")
+    if report["stuck_workloads"]:
+        console.print(f"workloads that did not stop in time: {', '.join(report['stuck_workloads'])}")
+    anomalies = {k: v for k, v in report["anomalies"].items() if v}
+    if anomalies:
+        console.print(f"[bold red]ANOMALIES: {anomalies}[/] (examples in --json; logs in {report['data_dir']})")
+        for line in report["unreadable"]:
+            console.print(f"  unreadable: {line}")
+    else:
+        console.print("[bold green]no anomalies[/]")

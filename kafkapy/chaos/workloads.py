@@ -1,0 +1,316 @@
+"""The client workloads of a chaos run, each a thread driving a confluent-kafka client.
+
+confluent-kafka (librdkafka) because it is what most non-JVM users run and its calls all take
+timeouts: every blocking call here is bounded, so a client stuck on a dead or paused broker
+cannot hang the run (`stop()` joins with a timeout and the threads are daemons).
+
+- `ProducerWorkload`: values 0, 1, 2, ... to partition `value % partitions`; the idempotent
+  acks=all producer and the acks=1 producer (counted apart) are two of these.
+- `TxnProcessor`: read-process-write; reads the idempotent topic (read_committed), writes
+  `"<txn>:<value>"` to the output topic and commits its input offsets in the same
+  transaction. An abortable error aborts and rewinds to the committed offsets; a transaction
+  whose end is not known ("unknown") is followed by a new producer and consumer (the new
+  producer's InitProducerId fences the old one and resolves the transaction).
+- `GroupMember`: a member of a consumer group that commits synchronously after processing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from kafkapy.chaos.history import (
+    GROUP_CONSUMERS,
+    GROUP_TXN,
+    TOPIC_IDEMPOTENT,
+    TOPIC_TXN_OUT,
+    TXN,
+    Ack,
+    Commit,
+    History,
+    Processed,
+    Resume,
+    Send,
+    TxnOutcome,
+)
+
+__all__ = ["GroupMember", "ProducerWorkload", "TxnProcessor", "Workload"]
+
+#: bound of every blocking client call
+CALL_TIMEOUT_S = 30.0
+JOIN_TIMEOUT_S = 45.0
+
+
+class Workload(threading.Thread):
+    """A daemon thread with a stop flag; `run_workload` does the work, exceptions are counted
+    as client errors instead of ending the run."""
+
+    def __init__(self, name: str, history: History, clock: Callable[[], float]) -> None:
+        super().__init__(name=f"chaos-{name}", daemon=True)
+        self.workload = name
+        self.history = history
+        self.clock = clock
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.run_workload()
+        except Exception as e:  # a client crash is a finding, not the end of the run
+            self.history.client_error(self.workload, f"workload thread ended: {e!r}")
+
+    def run_workload(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> bool:
+        """Ask the thread to finish and wait (bounded); False if it is still running."""
+        self.stopping.set()
+        self.join(JOIN_TIMEOUT_S)
+        return not self.is_alive()
+
+
+class ProducerWorkload(Workload):
+    """Numbered values at `rate_per_s` (see the module doc)."""
+
+    def __init__(
+        self,
+        name: str,
+        history: History,
+        clock: Callable[[], float],
+        *,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        config: dict[str, Any],
+        rate_per_s: float,
+    ) -> None:
+        super().__init__(name, history, clock)
+        self.topic = topic
+        self.partitions = partitions
+        self.interval = 1.0 / rate_per_s
+        self.producer = Producer({"bootstrap.servers": bootstrap, **config})
+
+    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
+        value = int(msg.value() or b"-1")
+        partition = msg.partition() or 0
+        if err is None:
+            self.history.add(Ack(self.workload, value, partition, self.clock(), offset=msg.offset() or 0))
+        else:
+            self.history.add(Ack(self.workload, value, partition, self.clock(), error=str(err)))
+
+    def run_workload(self) -> None:
+        value = 0
+        next_at = time.monotonic()
+        while not self.stopping.is_set():
+            partition = value % self.partitions
+            try:
+                self.producer.produce(self.topic, str(value).encode(), partition=partition, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            except KafkaException as e:
+                self.history.client_error(self.workload, e)
+                self.producer.poll(0.1)
+                continue
+            self.history.add(Send(self.workload, value, partition, self.clock()))
+            value += 1
+            next_at += self.interval
+            self.producer.poll(max(0.0, next_at - time.monotonic()))
+            next_at = max(next_at, time.monotonic() - 1.0)
+        self.producer.flush(CALL_TIMEOUT_S)
+
+
+def _error(e: KafkaException) -> KafkaError:
+    err = e.args[0] if e.args else None
+    return err if isinstance(err, KafkaError) else KafkaError(KafkaError._FAIL, str(e))
+
+
+class TxnProcessor(Workload):
+    """Transactional read-process-write (see the module doc)."""
+
+    def __init__(
+        self,
+        history: History,
+        clock: Callable[[], float],
+        *,
+        bootstrap: str,
+        extra: dict[str, Any],
+        transaction_timeout_ms: int = 15000,
+    ) -> None:
+        super().__init__(TXN, history, clock)
+        self.bootstrap = bootstrap
+        self.extra = extra
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.txn_no = 0
+        self.generation = 0
+
+    def _clients(self) -> tuple[Producer, Consumer]:
+        self.generation += 1
+        producer = Producer({
+            "bootstrap.servers": self.bootstrap,
+            "transactional.id": "chaos-txn-processor",
+            "transaction.timeout.ms": self.transaction_timeout_ms,
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5, **self.extra,
+        })
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": GROUP_TXN,
+            "isolation.level": "read_committed", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "client.id": f"chaos-txn-{self.generation}", **self.extra,
+        })
+        consumer.subscribe([TOPIC_IDEMPOTENT])
+        return producer, consumer
+
+    def run_workload(self) -> None:
+        producer, consumer = self._clients()
+        ready = False
+        try:
+            while not self.stopping.is_set():
+                if not ready:
+                    try:
+                        producer.init_transactions(CALL_TIMEOUT_S)
+                        ready = True
+                    except KafkaException as e:
+                        self.history.client_error(self.workload, f"init_transactions: {_error(e)}")
+                        if _error(e).fatal():
+                            producer, consumer = self._renew(producer, consumer)
+                        continue
+                msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
+                if msgs and not self._transaction(producer, consumer, msgs):
+                    producer, consumer = self._renew(producer, consumer)
+                    ready = False
+        finally:
+            consumer.close()
+            producer.flush(5)
+
+    def _renew(self, producer: Producer, consumer: Consumer) -> tuple[Producer, Consumer]:
+        consumer.close()
+        producer.flush(5)
+        return self._clients()
+
+    def _transaction(self, producer: Producer, consumer: Consumer, msgs: list[Message]) -> bool:
+        """One transaction over `msgs`; False when the clients must be replaced."""
+        self.txn_no += 1
+        txn = self.txn_no
+        values = tuple(int(m.value() or b"-1") for m in msgs)
+        try:
+            producer.begin_transaction()
+            for m, value in zip(msgs, values, strict=True):
+                producer.produce(TOPIC_TXN_OUT, f"{txn}:{value}".encode(), partition=m.partition() or 0)
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+            return self._commit(producer, consumer, txn, values)
+        except KafkaException as e:
+            err = _error(e)
+            self.history.client_error(self.workload, f"transaction: {err}")
+            if err.txn_requires_abort():
+                return self._abort(producer, consumer, txn, values)
+            self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
+            return False
+
+    def _commit(self, producer: Producer, consumer: Consumer, txn: int, values: tuple[int, ...]) -> bool:
+        for _ in range(5):
+            try:
+                producer.commit_transaction(CALL_TIMEOUT_S)
+                self.history.add(TxnOutcome(txn, "committed", values, self.clock()))
+                return True
+            except KafkaException as e:
+                err = _error(e)
+                self.history.client_error(self.workload, f"commit_transaction: {err}")
+                if err.retriable():
+                    continue
+                if err.txn_requires_abort():
+                    return self._abort(producer, consumer, txn, values)
+                break
+        self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
+        return False
+
+    def _abort(self, producer: Producer, consumer: Consumer, txn: int, values: tuple[int, ...]) -> bool:
+        try:
+            producer.abort_transaction(CALL_TIMEOUT_S)
+        except KafkaException as e:
+            self.history.client_error(self.workload, f"abort_transaction: {_error(e)}")
+            self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
+            return False
+        self.history.add(TxnOutcome(txn, "aborted", values, self.clock()))
+        try:
+            assigned = consumer.assignment()
+            for tp in consumer.committed(assigned, CALL_TIMEOUT_S):
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        except KafkaException as e:
+            self.history.client_error(self.workload, f"rewind: {_error(e)}")
+            return False
+        return True
+
+
+class GroupMember(Workload):
+    """One member of the commit-after-processing group (see the module doc)."""
+
+    def __init__(
+        self,
+        name: str,
+        history: History,
+        clock: Callable[[], float],
+        *,
+        bootstrap: str,
+        extra: dict[str, Any],
+        commit_every_s: float = 0.5,
+    ) -> None:
+        super().__init__(name, history, clock)
+        self.commit_every_s = commit_every_s
+        self.fresh: dict[int, float] = {}
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": GROUP_CONSUMERS, "client.id": name,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", **extra,
+        })
+
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        now = self.clock()
+        for tp in partitions:
+            self.fresh[tp.partition] = now
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._commit()
+        for tp in partitions:
+            self.fresh.pop(tp.partition, None)
+
+    def _commit(self) -> None:
+        try:
+            committed = self.consumer.commit(asynchronous=False)
+        except KafkaException as e:
+            if _error(e).code() != KafkaError._NO_OFFSET:
+                self.history.client_error(self.workload, f"commit: {_error(e)}")
+            return
+        now = self.clock()
+        for tp in committed or []:
+            if tp.error is None and tp.offset >= 0:
+                self.history.add(Commit(self.workload, tp.partition, tp.offset, now))
+
+    def run_workload(self) -> None:
+        self.consumer.subscribe([TOPIC_IDEMPOTENT], on_assign=self._assigned, on_revoke=self._revoked)
+        last_commit = time.monotonic()
+        try:
+            while not self.stopping.is_set():
+                msg = self.consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    partition, offset = msg.partition() or 0, msg.offset() or 0
+                    started = self.fresh.pop(partition, None)
+                    if started is not None:
+                        self.history.add(Resume(self.workload, partition, offset, started))
+                    self.history.add(Processed(self.workload, partition, offset, int(msg.value() or b"-1")))
+                if time.monotonic() - last_commit >= self.commit_every_s:
+                    self._commit()
+                    last_commit = time.monotonic()
+            self._commit()
+        finally:
+            self.consumer.close()
