@@ -10,8 +10,12 @@ States of a registered broker and what moves it:
 - CONTROLLED SHUTDOWN (`want_shutdown` from an active broker): it leaves every ISR and
   leadership at once; it is told to shut down once it has applied those changes, and is then
   fenced. A fenced broker that wants to shut down may do so at once.
-A registration from a new incarnation while the old one still has a live session is refused
-(DUPLICATE_BROKER_REGISTRATION) unless it names the old epoch as its previous one.
+A registration from a new incarnation while the old one is active with a live session is
+refused (DUPLICATE_BROKER_REGISTRATION, Kafka's rule: two live processes must not share an id)
+unless it names the old epoch as its previous one - proof that it is the same broker restarted
+on the data dir the old process held (see `server/cluster/lifecycle.py`). A fenced old
+incarnation has no session to protect (as Kafka's BrokerHeartbeatManager.hasValidSession) and
+is replaced at once.
 """
 
 from __future__ import annotations
@@ -37,8 +41,10 @@ __all__ = [
     "RegistrationReply",
     "allocate_producer_ids",
     "broker_heartbeat",
+    "extend_sessions",
     "register_broker",
     "tick",
+    "touch_session",
 ]
 
 _MAX_PRODUCER_ID = (1 << 63) - 1
@@ -101,6 +107,7 @@ def register_broker(
         existing is not None
         and existing.incarnation_id != incarnation_id
         and previous_broker_epoch != existing.epoch
+        and not existing.fenced
         and _session_live(st, broker_id, now_ms)
     ):
         return ControllerResult(
@@ -183,7 +190,7 @@ def broker_heartbeat(
         st.emit(records, UnfenceBrokerRecord(broker_id, b.epoch))
         _elect_leaderless(st, records, broker_id)
         return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, True, False))
-    st.last_contact_ms[broker_id] = now_ms
+    st.last_contact_ms[broker_id] = max(st.last_contact_ms.get(broker_id, now_ms), now_ms)
     if want_fence:
         fence(st, records, broker_id)
         return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, True))
@@ -203,6 +210,24 @@ def broker_heartbeat(
                 records, HeartbeatReply(ErrorCode.NONE, caught_up, True, should_shut_down=True)
             )
     return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, False))
+
+
+def touch_session(st: ControllerState, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+    """Count a heartbeat of the current registration of an active broker the moment it
+    reaches the controller (it may then queue behind slower operations before it is decided:
+    its lateness must not fence a live broker)."""
+    b = st.image.brokers.get(broker_id)
+    if b is None or b.fenced or b.epoch != broker_epoch:
+        return
+    st.last_contact_ms[broker_id] = max(st.last_contact_ms.get(broker_id, now_ms), now_ms)
+
+
+def extend_sessions(st: ControllerState, stalled_ms: int) -> None:
+    """The controller itself could not run for `stalled_ms` (its process was paused or
+    starved): heartbeats sent meanwhile could not be counted, so the time does not count
+    against the brokers' sessions."""
+    for broker_id in st.last_contact_ms:
+        st.last_contact_ms[broker_id] += max(0, stalled_ms)
 
 
 def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:

@@ -137,6 +137,14 @@ class QuorumController:
             now_ms=now_ms,
         )
 
+    def touch_session(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat of `broker_id` reached the controller (no records: answered later)."""
+        brokers.touch_session(self._st, broker_id, broker_epoch, now_ms)
+
+    def extend_sessions(self, stalled_ms: int) -> None:
+        """The controller was stalled for `stalled_ms`: it does not count against sessions."""
+        brokers.extend_sessions(self._st, stalled_ms)
+
     def tick(self, now_ms: int) -> ControllerResult[list[int]]:
         """Fence brokers whose session expired (their partitions get new leaders)."""
         return brokers.tick(self._st, now_ms)

@@ -479,6 +479,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "Idle idempotent producer state expires after this.",
         ),
         _B(
+            "kafkapy.leader.lease.enable",
+            _T.BOOLEAN,
+            "true",
+            "Cluster mode: a broker whose last heartbeat answer is older than broker.session.timeout.ms refuses writes (NOT_LEADER_OR_FOLLOWER) until the controller answers again; false = Kafka's behaviour.",
+        ),
+        _B(
             "kafkapy.shutdown.grace.ms",
             _T.LONG,
             "1500",

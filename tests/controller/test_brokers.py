@@ -99,6 +99,22 @@ def test_new_incarnation_naming_the_previous_epoch_replaces_the_old_one() -> Non
     assert part.leader == 2
 
 
+def test_new_incarnation_replaces_a_fenced_one_with_a_recent_heartbeat() -> None:
+    """A fenced registration has no session to protect (Kafka's hasValidSession): a restarted
+    broker whose old incarnation was fenced (it had heartbeated, fenced, moments before it
+    died) registers at once instead of waiting out the old heartbeat."""
+    c = Cluster()
+    c.register(1)
+    c.heartbeat(1, want_fence=True)  # heartbeats while fenced touch the session
+    r = c.run(
+        c.ctl.register_broker(
+            1, cluster_id=CLUSTER_ID, incarnation_id=uuid.uuid4(), endpoints=[], now_ms=c.now_ms
+        )
+    )
+    assert r.error is ErrorCode.NONE
+    assert c.ctl.image.brokers[1].epoch == r.broker_epoch
+
+
 def test_same_incarnation_may_register_again_and_gets_a_new_epoch() -> None:
     c = Cluster()
     c.start(1)

@@ -12,6 +12,10 @@ Why this shape (Kafka's QuorumController event loop, in trio):
   so later operations pipeline behind it. An operation that emits nothing answers at once.
 - A proposal whose offset differs from the prediction (should not happen) drops the controller;
   it is rebuilt once the publisher has applied everything proposed so far.
+- Sessions: a heartbeat counts the moment it reaches the controller (`touch_session`), before
+  it queues behind slower operations; a stall of the controller's own process (paused, starved:
+  its timer loop woke far past a short sleep) does not count against the brokers' sessions, since
+  their heartbeats could not be read meanwhile.
 - Timers: broker session expiry (`tick`) runs when the controller's next deadline passes;
   every `rebalance_interval_s` (Kafka's leader.imbalance.check.interval.seconds, 300 s) a
   preferred leader election moves leadership back to first replicas that are in their ISR.
@@ -59,6 +63,8 @@ T = TypeVar("T")
 _POLL_S = 0.02
 _IDLE_S = 0.25
 _REBALANCE_INTERVAL_S = 300.0
+#: an oversleep of the timer loop this long counts as a stall of this process
+_STALL_S = 1.0
 
 #: Tagged field the controller adds to its answers: the metadata offset the change committed at
 #: (int64, big-endian). The ControllerChannel removes it and waits until the local image has
@@ -113,6 +119,7 @@ class ControllerDriver:
         self._controller: QuorumController | None = None
         self._epoch = -1
         self._last_proposed = -1
+        self._last_proposed_epoch = -1
         self._lock = trio.Lock()
         self.request_timeout_s = max(node.config.request_timeout_ms, 1000) / 1000
         #: Kafka's `leader.imbalance.check.interval.seconds` (auto.leader.rebalance.enable): how
@@ -147,8 +154,13 @@ class ControllerDriver:
             return
         if self._controller is not None and self._epoch == raft.epoch:
             return
-        # Wait for this epoch's first entry, and for everything proposed before a resync.
-        if publisher.applied_epoch != raft.epoch or publisher.applied_offset < self._last_proposed:
+        # Wait for this epoch's first entry, and for everything this epoch proposed before a
+        # resync (what an earlier epoch of ours proposed may have been truncated away: waiting
+        # for its offset could wait for ever).
+        if publisher.applied_epoch != raft.epoch or (
+            self._last_proposed_epoch == raft.epoch
+            and publisher.applied_offset < self._last_proposed
+        ):
             return
         image = publisher.image
         self._controller = QuorumController(
@@ -199,7 +211,10 @@ class ControllerDriver:
             except NotLeaderError as exc:
                 self._controller = None
                 raise NotControllerError("lost leadership while proposing") from exc
+            if self._last_proposed_epoch != self._epoch:
+                self._last_proposed = -1
             self._last_proposed = max(self._last_proposed, last)
+            self._last_proposed_epoch = self._epoch
             if last != expected:
                 log.warning(
                     "metadata offsets drifted (predicted %d, got %d): rebuilding the controller",
@@ -219,6 +234,12 @@ class ControllerDriver:
     @property
     def last_proposed_offset(self) -> int:
         return self._last_proposed
+
+    def touch_session(self, broker_id: int, broker_epoch: int) -> None:
+        """A heartbeat of `broker_id` arrived: count it now (see the module docstring)."""
+        controller = self.active()
+        if controller is not None:
+            controller.touch_session(broker_id, broker_epoch, monotonic_ms())
 
     # -- task -----------------------------------------------------------------------------------
 
@@ -247,11 +268,28 @@ class ControllerDriver:
                 timeout = _POLL_S  # leader, waiting for its epoch's first entry to be applied
             # Sleep until the next timer, or until Raft's leadership changes.
             changed = getattr(raft, "leader_changed", None)
-            with trio.move_on_after(timeout):
+            before = trio.current_time()
+            with trio.move_on_after(timeout) as sleep:
                 if changed is not None:
                     await changed.wait()
                 else:
                     await trio.sleep(timeout)
+            if sleep.cancelled_caught:
+                self._note_oversleep(trio.current_time() - before - timeout)
+
+    def _note_oversleep(self, overslept_s: float) -> None:
+        """A sleep that ended `overslept_s` late means this process did not run meanwhile
+        (SIGSTOP, starvation): that time does not count against the brokers' sessions, whose
+        heartbeats could not be read (see the module docstring). Checked before the next tick."""
+        controller = self.active()
+        if overslept_s < _STALL_S or controller is None:
+            return
+        controller.extend_sessions(int(overslept_s * 1000))
+        log.warning(
+            "controller on node %d did not run for %.1f s: broker sessions extended by that",
+            self.node.node_id,
+            overslept_s,
+        )
 
     async def _maybe_rebalance(self) -> None:
         """Preferred leader election for every partition whose first replica is back in its ISR

@@ -9,6 +9,29 @@ it once that offset reached its registration, i.e. once its image knows its own 
 and everything before it. A heartbeat answered STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED
 (the controller no longer knows this incarnation) registers again.
 
+Restart within the session timeout: the controller refuses a second incarnation of a broker id
+while the first still has a live session (DUPLICATE_BROKER_REGISTRATION, as Kafka), since two
+live processes must never share an id. A restarted broker proves the old process is gone: it
+holds the flock on the data dir the old process held, and it reads the broker epoch the old
+process stored there (`broker.epoch`, written at every accepted registration). It sends that as
+`previous_broker_epoch`; the controller lets a registration naming the current epoch replace the
+old incarnation at once (fencing it), instead of after its session lapses (up to
+`broker.session.timeout.ms`, longer across a controller failover, which starts sessions afresh).
+
+Leader lease (`kafkapy.leader.lease.enable`, default on; beyond Kafka): the controller fences
+a broker whose last heartbeat reached it `broker.session.timeout.ms` ago and gives its
+partitions new leaders. A broker that was paused or cut off cannot know that, and Kafka's would
+keep accepting acks=1 writes until it learns - writes the new leader's log then truncates. Here a
+broker holds a lease that runs `broker.session.timeout.ms` from the *send* time of its last
+heartbeat the controller answered unfenced; the controller's session for that heartbeat runs
+from its arrival, later, so the lease always ends first. Without a lease `holds_lease()` is
+False and produce answers NOT_LEADER_OR_FOLLOWER. Cost: with no controller quorum answering for
+a session timeout, acks=1 writes stop too (acks=all ones cannot complete then anyway with
+`min.insync.replicas` > 1 and a majority of nodes gone).
+
+Heartbeat failures are logged at INFO (the first of a series) and at WARNING once no heartbeat
+was answered for half a session: the controller fences the broker at a whole one.
+
 Controlled shutdown (SIGTERM): heartbeats with `want_shutdown` until the controller, having
 moved every leadership away and seen this broker apply that, answers `should_shut_down`.
 `ClusterNode.shutdown` bounds it (`kafkapy.shutdown.grace.ms`).
@@ -35,7 +58,9 @@ others in flight on it); `BrokerLifecycle.run()` is one task and closes both whe
 from __future__ import annotations
 
 import logging
+import os
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -81,6 +106,26 @@ _RETRY_MAX_S = 0.25
 #: how long an admin call waits for its result to reach the local image
 _IMAGE_WAIT_S = 5.0
 _SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+#: the last broker epoch the controller gave a process of this data dir (see the module doc)
+BROKER_EPOCH_FILE = "broker.epoch"
+
+
+def read_broker_epoch(data_dir: Path) -> int:
+    """The epoch stored by `write_broker_epoch`, or -1 (none, or unreadable)."""
+    try:
+        return int((data_dir / BROKER_EPOCH_FILE).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return -1
+
+
+def write_broker_epoch(data_dir: Path, epoch: int) -> None:
+    """Store `epoch` atomically (temp file, fsync, rename): a torn file would read as -1."""
+    tmp = data_dir / (BROKER_EPOCH_FILE + ".tmp")
+    with tmp.open("w", encoding="ascii") as f:
+        f.write(f"{epoch}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(data_dir / BROKER_EPOCH_FILE)
 
 
 class ControllerUnavailableError(PeerError):
@@ -307,6 +352,16 @@ class BrokerLifecycle:
         self.heartbeat_interval_s = max(node.config.heartbeat_interval_ms, 10) / 1000
         self._wake = trio.Event()
         self._last_refusal = ErrorCode.NONE
+        self.session_timeout_s = max(node.config.session_timeout_ms, 1) / 1000
+        self.lease_enabled = broker.config.get_bool("kafkapy.leader.lease.enable")
+        #: send time (trio clock) of the last heartbeat answered unfenced (-inf: none yet)
+        self.lease_from = float("-inf")
+        #: send time of the last heartbeat any active controller answered
+        self._answered_at = trio.current_time()
+        self._failures = 0
+        self._warned = False
+        #: the epoch to send as `previous_broker_epoch` (read from the data dir at first use)
+        self._previous_epoch: int | None = None
         # Heartbeats go on a connection of their own: their short timeout (two intervals) closes
         # the connection it hits, which would fail the channel's admin and AlterPartition
         # requests in flight on a shared one (see `ControllerChannel.peers`).
@@ -339,14 +394,22 @@ class BrokerLifecycle:
             )
         return out
 
+    def _epoch_dir(self) -> Path | None:
+        dirs = getattr(self.broker, "data_dirs", None)
+        return dirs[0] if dirs else None
+
     async def register(self) -> bool:
         """One registration attempt; True when accepted."""
+        epoch_dir = self._epoch_dir()
+        if self._previous_epoch is None:
+            self._previous_epoch = -1 if epoch_dir is None else read_broker_epoch(epoch_dir)
         request = BrokerRegistrationRequest(
             broker_id=self.node.node_id,
             cluster_id=self.broker.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=self._listeners(),
             rack=self.broker.config.get("broker.rack") or None,
+            previous_broker_epoch=self._previous_epoch,
         )
         try:
             response: BrokerRegistrationResponse = await self._channel().call(
@@ -365,11 +428,54 @@ class BrokerLifecycle:
         self.broker_epoch = response.broker_epoch
         self._last_refusal = ErrorCode.NONE
         self.fenced = True
+        self._previous_epoch = self.broker_epoch
+        if epoch_dir is not None:
+            try:
+                await trio.to_thread.run_sync(write_broker_epoch, epoch_dir, self.broker_epoch)
+            except OSError as exc:  # only costs a faster takeover after a crash
+                log.warning("broker %d: could not store its epoch: %s", self.node.node_id, exc)
         log.info("broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
         return True
 
+    def holds_lease(self) -> bool:
+        """May this broker accept writes as a leader (see the module docstring)?"""
+        if not self.lease_enabled:
+            return True
+        return trio.current_time() - self.lease_from < self.session_timeout_s
+
+    def _heartbeat_failed(self, reason: str) -> None:
+        """Log a failed heartbeat: INFO for the first of a series, WARNING past half a session."""
+        self._failures += 1
+        silent_s = trio.current_time() - self._answered_at
+        if not self._warned and silent_s >= self.session_timeout_s / 2:
+            self._warned = True
+            log.warning(
+                "broker %d: no heartbeat answered for %.1f s (%d failures; the controller fences "
+                "at %.1f s): %s",
+                self.node.node_id,
+                silent_s,
+                self._failures,
+                self.session_timeout_s,
+                reason,
+            )
+        elif self._failures == 1:
+            log.info("broker %d heartbeat failed: %s", self.node.node_id, reason)
+
+    def _heartbeat_answered(self, sent_at: float) -> None:
+        if self._failures:
+            log.info(
+                "broker %d heartbeat answered again after %d failures (%.1f s)",
+                self.node.node_id,
+                self._failures,
+                trio.current_time() - self._answered_at,
+            )
+        self._failures = 0
+        self._warned = False
+        self._answered_at = sent_at
+
     async def heartbeat(self) -> BrokerHeartbeatResponse | None:
         """One heartbeat (None when no controller answered)."""
+        sent_at = trio.current_time()
         request = BrokerHeartbeatRequest(
             broker_id=self.node.node_id,
             broker_epoch=self.broker_epoch,
@@ -386,10 +492,11 @@ class BrokerLifecycle:
                 peers=self._heartbeat_peers,
             )
         except PeerError as exc:
-            log.debug("broker %d heartbeat failed: %s", self.node.node_id, exc)
+            self._heartbeat_failed(str(exc))
             return None
         pop_metadata_offset(response)
         code = ErrorCode(response.error_code)
+        self._heartbeat_answered(sent_at)
         if code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning(
                 "broker %d: controller answered %s, registering again", self.node.node_id, code.name
@@ -404,6 +511,8 @@ class BrokerLifecycle:
                 "broker %d is %s", self.node.node_id, "fenced" if response.is_fenced else "unfenced"
             )
         self.fenced = response.is_fenced
+        if not response.is_fenced:
+            self.lease_from = sent_at
         if response.should_shut_down:
             self.shut_down_ok.set()
         return response

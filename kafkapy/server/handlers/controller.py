@@ -157,6 +157,9 @@ async def handle_broker_heartbeat(
     ctx: RequestContext, req: BrokerHeartbeatRequest
 ) -> BrokerHeartbeatResponse:
     now = monotonic_ms()
+    driver = _driver(ctx)
+    if driver is not None:
+        driver.touch_session(req.broker_id, req.broker_epoch)
     outcome = await _run(
         ctx,
         lambda c: c.broker_heartbeat(

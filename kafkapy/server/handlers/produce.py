@@ -36,6 +36,8 @@ first checks the committed ISR against `min.insync.replicas` (NOT_ENOUGH_REPLICA
 written), appends, then waits - turn released - until the HW passes the batches or `timeout_ms`
 (REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank under the minimum,
 NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile); acks=1 answers after the local append.
+A leader whose lease ran out (no unfenced heartbeat answer for a session timeout: it may have
+been fenced and replaced, `kafkapy.leader.lease.enable`) answers NOT_LEADER_OR_FOLLOWER.
 Unknown topics are auto-created through the controller and answered UNKNOWN_TOPIC_OR_PARTITION
 this time (the client retries once its metadata shows the leader).
 
@@ -251,6 +253,9 @@ def _leader_check(broker: Broker, topic: str, partition: int, acks: int) -> Erro
     assert broker.replicas is not None
     role = broker.replicas.leader_role(topic, partition)
     if role is None or role.leader_state is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    lifecycle = getattr(broker.cluster, "lifecycle", None)
+    if lifecycle is not None and not lifecycle.holds_lease():
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if acks == -1 and not role.leader_state.enough_replicas(broker.replicas.min_insync_replicas(topic)):
         return ErrorCode.NOT_ENOUGH_REPLICAS

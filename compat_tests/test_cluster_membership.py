@@ -1,0 +1,165 @@
+"""Broker membership under crashes and controller fail-overs, on a real 3-node cluster.
+
+What users rely on (issue 12's randomized fault runs):
+- a broker SIGKILLed and restarted on its own data dir takes its place again at once: the
+  controller must not refuse it as a duplicate until the dead process's session lapses (which a
+  controller fail-over restarts), leaving its partitions one replica short meanwhile;
+- a leader that was paused (SIGSTOP) for longer than a session, and so may have been fenced
+  and replaced, refuses acks=1 writes when it resumes instead of accepting writes that the new
+  leader's log will truncate (the leader lease, `kafkapy.leader.lease.enable`).
+
+Each test starts its own cluster (3 combined nodes) and ends it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trio
+from confluent_kafka.admin import AdminClient
+
+from compat_tests.conftest import unique_topic
+from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixture)
+    ADMIN_TIMEOUT_S,
+    _cluster_logs_on_failure,
+    create_topic,
+    partitions,
+    start_cluster,
+    wait_until,
+)
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.records import Record, build_batch
+from kafkapy.server.cluster.peer import PeerClient
+from kafkapy.testing.cluster import TEST_OVERRIDES, ClusterProcesses
+
+pytestmark = pytest.mark.timeout(240)
+
+#: far longer than a restart takes, so a refused registration waits it out (and fails the test)
+LONG_SESSION_MS = "120000"
+#: bounds for the waits below: generous for a loaded machine, far below LONG_SESSION_MS
+JOIN_TIMEOUT_S = 45.0
+
+
+def _log_since_last_start(cluster: ClusterProcesses, node_id: int) -> str:
+    text = cluster.nodes[node_id].log_path.read_text(encoding="utf-8", errors="replace")
+    return text.rsplit("--- start ", 1)[-1]
+
+
+def _active_controller(cluster: ClusterProcesses) -> int:
+    """The node whose log last said it became the active controller."""
+    latest: tuple[str, int] | None = None
+    for node_id in cluster.live():
+        for line in cluster.nodes[node_id].log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if re.search(r"node \d+ is the active controller", line):
+                stamp = line[:23]
+                if latest is None or stamp >= latest[0]:
+                    latest = (stamp, node_id)
+    assert latest is not None, cluster.logs()
+    return latest[1]
+
+
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("membership"),
+        3,
+        overrides={"broker.session.timeout.ms": LONG_SESSION_MS, "min.insync.replicas": "2"},
+    )
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.parametrize("victim", ["follower", "controller"])
+def test_restarted_broker_replaces_its_dead_incarnation_at_once(cluster: ClusterProcesses, victim: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("restart")
+    create_topic(admin, topic, 3, 3)
+    controller = _active_controller(cluster)
+    node_id = controller if victim == "controller" else next(i for i in cluster.nodes if i != controller)
+    cluster.kill(node_id)
+    cluster.spawn(node_id)
+    # the old incarnation's session (120 s) has not lapsed: only the restarted process's
+    # proof that it owns the old data dir lets it register now
+    cluster.wait_ready(node_id, timeout_s=JOIN_TIMEOUT_S)
+    assert "DUPLICATE_BROKER_REGISTRATION" not in _log_since_last_start(cluster, node_id)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(*(i for i in cluster.nodes if i != node_id))})
+    wait_until(
+        f"node {node_id} back in every ISR of {topic}",
+        lambda: all(node_id in isr and leader >= 0 for leader, _, isr in partitions(admin, topic).values()),
+        cluster,
+        timeout_s=JOIN_TIMEOUT_S,
+    )
+
+
+@pytest.fixture
+def short_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = start_cluster(tmp_path_factory.mktemp("lease"), 3, overrides={"min.insync.replicas": "2"})
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _produce_acks1(topic: str) -> ProduceRequest:
+    batch = build_batch([Record(0, 0, None, b"after-pause", [])], base_timestamp=int(time.time() * 1000))
+    return ProduceRequest(
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
+
+
+def _error_of(answer: Any) -> ErrorCode:
+    return ErrorCode(answer.responses[0].partition_responses[0].error_code)
+
+
+def test_a_paused_leader_refuses_acks1_writes_once_its_lease_ran_out(short_cluster: ClusterProcesses) -> None:
+    cluster = short_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("lease")
+    create_topic(admin, topic, 1, 3)
+    leader = wait_until(f"a leader for {topic}", lambda: partitions(admin, topic)[0][0], cluster)
+    node = cluster.nodes[leader]
+    assert node.proc is not None
+    pause_s = 2 * int(TEST_OVERRIDES["broker.session.timeout.ms"]) / 1000 + 1
+    answers: list[Any] = []
+
+    async def scenario() -> None:
+        client = PeerClient(node.host, node.broker_port, client_id="lease-test")
+        try:
+            first = await client.request(ApiKey.PRODUCE, 9, _produce_acks1(topic), timeout_s=30)
+            assert _error_of(first) is ErrorCode.NONE
+            assert node.proc is not None
+            os.kill(node.proc.pid, signal.SIGSTOP)
+            try:
+                await trio.sleep(pause_s)  # the others fence it and elect a new leader
+
+                async def send() -> None:  # queued in the paused process's socket
+                    answers.append(await client.request(ApiKey.PRODUCE, 9, _produce_acks1(topic), timeout_s=30))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(send)
+                    await trio.sleep(0.5)
+                    os.kill(node.proc.pid, signal.SIGCONT)
+            finally:
+                os.kill(node.proc.pid, signal.SIGCONT)
+        finally:
+            await client.aclose()
+
+    trio.run(scenario)
+    # Kafka's answer here is NONE, for a write the new leader's log truncates
+    assert _error_of(answers[0]) is ErrorCode.NOT_LEADER_OR_FOLLOWER, cluster.logs()

@@ -1,0 +1,56 @@
+"""Broker sessions on the active controller (3 in-process nodes, real sockets).
+
+What the cluster relies on: the controller fences a broker only when the broker's heartbeats
+stopped reaching it - never because the controller itself was slow to get to them. Issue 12
+saw a new active controller fence all three live brokers 9 s after it took over, dropping every
+ISR to one member.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkapy.server.cluster.controller_driver import ControllerDriver
+from kafkapy.testing.cluster import TEST_OVERRIDES
+from kafkapy.testing.local import open_cluster
+from tests.server.cluster.test_controller_lifecycle import (
+    active_controller,
+    create_replicated,
+    image_of,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(150)
+
+SESSION_S = int(TEST_OVERRIDES["broker.session.timeout.ms"]) / 1000
+
+
+async def test_heartbeats_queued_behind_a_slow_operation_keep_brokers_alive(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operation that holds the controller's queue for longer than a session (a proposal
+    stuck behind a slow fsync) delays the heartbeats' answers, not their arrival: they count
+    when they arrive, and nobody is fenced."""
+    caplog.set_level(logging.WARNING, logger="kafkapy.server.cluster.controller_driver")
+    with trio.fail_after(140):
+        async with open_cluster(tmp_path, 3) as nodes:
+            await create_replicated(nodes[0].broker_port, "kept", 3)
+            leader = active_controller(nodes)
+
+            def full_isrs() -> bool:
+                parts = image_of(leader).topics["kept"].partitions.values()
+                return all(len(p.isr) == 3 for p in parts)
+
+            await wait_until("every ISR full", full_isrs)
+            driver = leader.broker.cluster.controller  # type: ignore[union-attr]
+            assert isinstance(driver, ControllerDriver)
+            async with driver._lock:  # a slow operation
+                await trio.sleep(2.5 * SESSION_S)
+            await trio.sleep(SESSION_S / 2)  # the tick, its fences committed and published
+            assert not [r for r in caplog.records if "fenced brokers" in r.getMessage()]
+            assert all(not b.fenced for b in image_of(leader).brokers.values())
+            assert full_isrs()
