@@ -78,6 +78,7 @@ def _overrides(
     node_id: int | None,
     sasl_user: tuple[str, ...],
     http: str | None = None,
+    log_request: str | None = None,
 ) -> dict[str, str]:
     result: dict[str, str] = {}
     for item in override:
@@ -95,6 +96,8 @@ def _overrides(
         result["node.id"] = str(node_id)
     if http:
         result["kafkapy.http.listener"] = http
+    if log_request:
+        result["kafkapy.log.requests"] = log_request
     if sasl_user:
         given = result.get("kafkapy.sasl.users", "")
         result["kafkapy.sasl.users"] = ",".join(filter(None, [given, *sasl_user]))
@@ -131,6 +134,12 @@ async def _watch_signals(
     help="HTTP listener for /metrics, /healthz, /readyz and the status page "
     "(kafkapy.http.listener; a bare PORT binds 127.0.0.1)",
 )
+@click.option(
+    "--log-request",
+    metavar="APIS",
+    help="log one line per request of these APIs (logger kafkapy.request), e.g. "
+    "Produce,Fetch or all (kafkapy.log.requests)",
+)
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="set any config key (repeatable)")
 @click.option(
     "--log-level",
@@ -148,6 +157,7 @@ def serve(
     node_id: int | None,
     sasl_user: tuple[str, ...],
     http: str | None,
+    log_request: str | None,
     override: tuple[str, ...],
     log_level: str,
 ) -> int:
@@ -159,7 +169,7 @@ def serve(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    overrides = _overrides(override, listeners, data_dir, node_id, sasl_user, http)
+    overrides = _overrides(override, listeners, data_dir, node_id, sasl_user, http, log_request)
     return run_server(config, overrides, memory)
 
 

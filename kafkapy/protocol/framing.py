@@ -9,10 +9,45 @@ from __future__ import annotations
 
 from kafkapy.protocol.errors import ProtocolError
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "FrameDecoder"]
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "FrameDecoder",
+    "FrameSizeError",
+    "foreign_protocol",
+]
 
 #: Kafka's `socket.request.max.bytes` default (100 MiB).
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+
+_HTTP_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
+
+
+def foreign_protocol(prefix: bytes) -> str | None:
+    """What a non-Kafka client's first 4 bytes (read as a size prefix) say it speaks, if known:
+    "HTTP" (a request line), "HTTP/2" (the connection preface), "TLS" (a handshake record: a
+    TLS client on a plaintext listener)."""
+    if prefix[:4] == b"PRI ":
+        return "HTTP/2"
+    if prefix[:4] in _HTTP_METHODS:
+        return "HTTP"
+    if len(prefix) >= 3 and prefix[0] == 0x16 and prefix[1] == 0x03 and prefix[2] <= 0x04:
+        return "TLS"
+    return None
+
+
+class FrameSizeError(ProtocolError):
+    """A size prefix outside 0..max; `foreign`: the protocol its bytes look like, if any."""
+
+    def __init__(self, size: int, max_frame_bytes: int) -> None:
+        self.size = size
+        self.foreign = foreign_protocol(size.to_bytes(4, "big", signed=True))
+        reason = f"frame size {size} outside 0..{max_frame_bytes}"
+        if self.foreign == "TLS":
+            reason += " - the bytes are a TLS handshake: a TLS client on a plaintext listener?"
+        elif self.foreign is not None:
+            reason += f" - the bytes are an {self.foreign} request: not a Kafka client (this is a Kafka listener)"
+        super().__init__(reason)
 
 
 class FrameDecoder:
@@ -43,9 +78,7 @@ class FrameDecoder:
                 size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
                 if size < 0 or size > self.max_frame_bytes:
                     self._buf = bytearray()
-                    raise ProtocolError(
-                        f"frame size {size} outside 0..{self.max_frame_bytes}"
-                    )
+                    raise FrameSizeError(size, self.max_frame_bytes)
                 pos += 4
                 self._need = size
             if len(buf) - pos < self._need:

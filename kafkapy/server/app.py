@@ -34,6 +34,7 @@ from kafkapy.server.connection import Connection
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.http.listener import HttpListener, parse_http_address
+from kafkapy.server.http.routes import install_routes
 from kafkapy.server.security import credentials_of, listener_security
 from kafkapy.server.txn_driver import run_txn_driver
 
@@ -165,6 +166,7 @@ class Server:
         try:
             host, port = parse_http_address(value)
             http = HttpListener(host, port, self.readiness)
+            install_routes(http, self)
             await http.bind()
         except (OSError, ValueError) as e:
             reason = e.strerror if isinstance(e, OSError) and e.strerror else e
@@ -249,6 +251,8 @@ class Server:
             served = trio.SSLStream(stream, security.ssl_context, server_side=True)
         conn = Connection(self.broker, served, listener.name, peer, security=security)
         self.connections.add(conn)
+        stats = self.broker.stats
+        stats.connections_created[listener.name] += 1
         if self.broker.shutting_down:
             conn.stop_reading()
         try:
@@ -257,6 +261,7 @@ class Server:
             log.exception("connection %s failed", peer)
         finally:
             self.connections.discard(conn)
+            stats.connections_closed[listener.name] += 1
 
     async def _maintenance_loop(self) -> None:
         """Retention, cleaning and idle-producer expiry every `log.retention.check.interval.ms`;

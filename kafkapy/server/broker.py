@@ -56,6 +56,7 @@ from kafkapy.server.metadata_store import (
     topic_name_error,
 )
 from kafkapy.server.notify import PartitionWaiters
+from kafkapy.server.stats import BrokerStats
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import StorageError
 
@@ -173,6 +174,8 @@ class Broker:
         else:
             self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
             self._reconcile_logs()
+        #: counters for /metrics and request logging (ValueError: unknown API in log.requests)
+        self.stats = BrokerStats(config.get_list("kafkapy.log.requests"))
         self.waiters = PartitionWaiters()
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
@@ -568,6 +571,10 @@ class Broker:
         }[kind]
         async with self.storage_lock:
             await trio.to_thread.run_sync(fn, now_ms())
+            if self.logs.flush_times_ms:
+                times, self.logs.flush_times_ms = self.logs.flush_times_ms, []
+                for ms in times:
+                    self.stats.log_flush_ms.observe(ms)
 
     def close(self) -> None:
         try:

@@ -498,6 +498,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "empty: off. A bare PORT binds loopback.",
         ),
         _B(
+            "kafkapy.log.requests",
+            _T.LIST,
+            "",
+            "APIs (Kafka's names: Produce,Fetch,...; or all) whose requests are logged one line "
+            "each (logger kafkapy.request) with client id, principal, latency and error code.",
+        ),
+        _B(
             "kafkapy.max.inflight.requests.per.connection",
             _T.INT,
             "64",

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,7 @@ from kafkapy.protocol import (
     encode_response,
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.handlers.api_versions import unsupported_version_response
@@ -101,7 +103,7 @@ class _SocketFrames:
                 start = self._start
                 size = _SIZE.unpack_from(self._buf, start)[0]
                 if size < 0 or size > self.max_frame_bytes:
-                    raise ProtocolError(f"frame size {size} outside 0..{self.max_frame_bytes}")
+                    raise FrameSizeError(size, self.max_frame_bytes)
                 have = self._end - start - 4
                 if size >= OWN_BUFFER_BYTES and have < size:
                     frame = bytearray(size)
@@ -276,7 +278,7 @@ class Connection:
                 except ProtocolError as e:
                     bad = e
             if bad is not None:
-                log.warning("closing connection %s: bad frame: %s", self.state.peer, bad.reason)
+                self._log_bad_frame(bad)
                 closing = _Slot(close=True)
                 closing.done.set()
                 await send.send(closing)
@@ -291,6 +293,23 @@ class Connection:
             for frame in frames:
                 if not await self._dispatch(frame, send, nursery):
                     return
+
+    def _log_bad_frame(self, bad: ProtocolError) -> None:
+        """One warning naming a non-Kafka client as such (an HTTP request, a TLS hello on a
+        plaintext listener), counted per listener for the metrics."""
+        state = self.state
+        foreign = bad.foreign if isinstance(bad, FrameSizeError) else None
+        if foreign is not None:
+            self.broker.stats.non_kafka_connections[(state.listener_name, foreign)] += 1
+            log.warning(
+                "closing connection %s on listener %s: a non-Kafka client (%s): %s",
+                state.peer,
+                state.listener_name,
+                foreign,
+                bad.reason,
+            )
+        else:
+            log.warning("closing connection %s: bad frame: %s", state.peer, bad.reason)
 
     async def _dispatch(
         self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery
@@ -311,9 +330,10 @@ class Connection:
         seq = self._seq
         self._seq += 1
         self.inflight += 1
+        received = time.perf_counter()
         await send.send(slot)
         ctx = RequestContext(self.broker, header, self.state, seq)
-        nursery.start_soon(self._run_request, spec, ctx, request, slot)
+        nursery.start_soon(self._run_request, spec, ctx, request, slot, received)
         return True
 
     async def _reject(
@@ -343,11 +363,16 @@ class Connection:
 
     # -- handling ---------------------------------------------------------------------------------
     async def _run_request(
-        self, spec: HandlerSpec, ctx: RequestContext, request: Any, slot: _Slot
+        self, spec: HandlerSpec, ctx: RequestContext, request: Any, slot: _Slot, received: float
     ) -> None:
+        """Run the handler in this connection's turn; `received`: when the frame was decoded
+        (the wait for the turn is the request's queue time in the metrics)."""
         header = ctx.header
+        response: Any = None
+        started = received
         try:
             await self.state.sequencer.wait_turn(ctx.seq)
+            started = time.perf_counter()
             try:
                 response = await spec.func(ctx, request)
             finally:
@@ -359,7 +384,9 @@ class Connection:
         except CloseConnection as e:
             log.info("closing connection %s after %s: %s", self.state.peer, spec.api_key.name, e)
             slot.close = True
+            response = None
         except Exception:
+            response = int(ErrorCode.UNKNOWN_SERVER_ERROR)
             log.exception(
                 "%s v%d handler failed (correlation id %d, client %s)",
                 spec.api_key.name,
@@ -371,6 +398,21 @@ class Connection:
         finally:
             self.inflight -= 1
             slot.done.set()
+            self._observe(header, response, received, started)
+
+    def _observe(self, header: RequestHeader, response: Any, received: float, started: float) -> None:
+        """Request metrics and the request log line (`BrokerStats.request_done`)."""
+        done = time.perf_counter()
+        state = self.state
+        self.broker.stats.request_done(
+            header,
+            response,
+            (started - received) * 1000,
+            (done - received) * 1000,
+            principal=state.principal,
+            peer=state.peer,
+            listener=state.listener_name,
+        )
 
     def _encode(self, header: RequestHeader, response: Any) -> list[Segment] | None:
         if response is None:

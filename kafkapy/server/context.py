@@ -64,6 +64,8 @@ class ConnectionState:
     listener_name: str
     peer: str
     sequencer: TurnSequencer = field(default_factory=TurnSequencer)
+    #: Kafka's principal name: `User:<name>` once SASL authenticated, else User:ANONYMOUS
+    principal: str = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)

@@ -89,6 +89,7 @@ def encode_fetch_response(
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
     head += _array_len(len(topics), flexible)
+    errors = {error_code: 1} if version >= 7 else {}
     for topic in topics:
         if version >= 13:
             head += topic.topic_id.bytes
@@ -96,6 +97,7 @@ def encode_fetch_response(
             head += _string(topic.name, flexible)
         head += _array_len(len(topic.partitions), flexible)
         for part in topic.partitions:
+            errors[part.error_code] = errors.get(part.error_code, 0) + 1
             head += _PART.pack(part.partition_index, part.error_code, part.high_watermark)
             if version >= 4:
                 head += _I64.pack(part.last_stable_offset)
@@ -132,7 +134,7 @@ def encode_fetch_response(
     if flexible:
         head += b"\x00"  # top-level tagged fields
     segments.append(bytes(head))
-    return RawResponse(segments=segments, flexible=flexible)
+    return RawResponse(segments=segments, flexible=flexible, error_counts=errors)
 
 
 # -- the follower's side: a slim FetchResponse parser -----------------------------------------------

@@ -87,6 +87,10 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def partitions_cached(self) -> int:
+        """Partitions held by all sessions (a metric; computed when asked)."""
+        return sum(len(s.partitions) for s in self._sessions.values())
+
     def get(self, session_id: int, now_ms: int) -> FetchSession | None:
         session = self._sessions.get(session_id)
         if session is not None:

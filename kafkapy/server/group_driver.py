@@ -88,6 +88,7 @@ from kafkapy.storage.errors import KafkaStorageError, StorageError
 __all__ = [
     "GroupDriver",
     "GroupWriteError",
+    "existing_group_driver",
     "group_config_from",
     "group_driver",
     "install_group_driver",
@@ -704,6 +705,11 @@ async def group_driver(broker: Broker) -> GroupDriver:
         driver = _DRIVERS[broker] = GroupDriver(broker)
     await driver.ensure_loaded()
     return driver
+
+
+def existing_group_driver(broker: Broker) -> GroupDriver | None:
+    """The broker's driver if one was created (no side effect: for read-only views)."""
+    return _DRIVERS.get(broker)
 
 
 async def run_group_driver(broker: Broker) -> None:

@@ -101,6 +101,7 @@ __all__ = [
     "TRANSACTION_STATE_TOPIC",
     "Outcome",
     "TxnDriver",
+    "existing_txn_driver",
     "install_txn_driver",
     "run_txn_driver",
     "txn_driver",
@@ -469,6 +470,9 @@ class TxnDriver:
                         action.transactional_id, action.producer_id, action.producer_epoch,
                         now_ms(),
                     ), target)
+                    self.broker.stats.transactions_completed[
+                        "commit" if action.commit else "abort"
+                    ] += 1
             finally:
                 self._writing.discard(action.transactional_id)
 
@@ -701,6 +705,11 @@ def _driver(broker: Broker) -> TxnDriver:
     if driver is None:
         driver = _DRIVERS[broker] = TxnDriver(broker)
     return driver
+
+
+def existing_txn_driver(broker: Broker) -> TxnDriver | None:
+    """The broker's driver if one was created (no side effect: for read-only views)."""
+    return _DRIVERS.get(broker)
 
 
 async def txn_driver(broker: Broker) -> TxnDriver:

@@ -39,6 +39,8 @@ class RawResponse:
 
     segments: list[Segment] = field(default_factory=list)
     flexible: bool = False
+    #: error code -> how often the response carries it (for the per-API error metrics)
+    error_counts: dict[int, int] | None = None
 
     def fds(self) -> list[int]:
         return [s.fd for s in self.segments if isinstance(s, FileRegion)]

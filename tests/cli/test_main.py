@@ -163,6 +163,8 @@ def test_http_port_in_use_is_one_clear_line() -> None:
         )
     assert proc.returncode == 1
     assert f"kafkapy: cannot listen on HTTP 127.0.0.1:{port}: Address already in use" in proc.stderr
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kafkapy", *args],
@@ -201,3 +203,14 @@ def test_data_dir_and_memory_exclude_each_other(tmp_path: Path) -> None:
     result = run_cli("serve", "--memory", "--data-dir", str(tmp_path))
     assert result.returncode == 2
     assert "exclude each other" in result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_log_request_with_an_unknown_api_is_one_clear_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0",
+         "--memory", "--log-request", "Produce,Fecth"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 2
+    assert "kafkapy: kafkapy.log.requests: unknown API name(s) Fecth" in proc.stderr

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy.protocol import FrameDecoder, ProtocolError
+from kafkapy.protocol.framing import FrameSizeError, foreign_protocol
 
 
 def _wire(frames: list[bytes]) -> bytes:
@@ -80,3 +81,24 @@ def test_requests_survive_framing(data: st.DataObject) -> None:
         got += [decode_request(f) for f in dec.feed(wire[pos : pos + step])]
         pos += step
     assert got == sent
+
+
+@pytest.mark.parametrize(
+    ("first", "foreign", "hint"),
+    [
+        (b"GET / HTTP/1.1\r\n", "HTTP", "not a Kafka client"),
+        (b"PRI * HTTP/2.0\r\n", "HTTP/2", "not a Kafka client"),
+        (bytes.fromhex("16030100c8"), "TLS", "TLS client on a plaintext listener"),
+        (b"\x7f\xff\xff\xff", None, None),
+    ],
+)
+def test_an_oversized_prefix_names_the_protocol_it_looks_like(
+    first: bytes, foreign: str | None, hint: str | None
+) -> None:
+    with pytest.raises(FrameSizeError) as caught:
+        FrameDecoder(max_frame_bytes=1024).feed(first)
+    assert caught.value.foreign == foreign
+    assert caught.value.reason.startswith("frame size ")
+    if hint is not None:
+        assert hint in caught.value.reason
+    assert foreign_protocol(first[:4]) == foreign

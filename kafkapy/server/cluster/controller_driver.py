@@ -32,6 +32,7 @@ sockets.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -206,6 +207,7 @@ class ControllerDriver:
                 return result.response, self._last_proposed
             expected = controller.next_offset - 1
             data = [encode_record(r) for r in result.records]
+            proposed_at = time.perf_counter()
             try:
                 last = await self._raft().propose(data)
             except NotLeaderError as exc:
@@ -228,6 +230,8 @@ class ControllerDriver:
                 await self._raft().wait_committed(last)
             except NotLeaderError as exc:
                 raise NotControllerError(f"metadata offset {last} was lost") from exc
+            commit_ms = (time.perf_counter() - proposed_at) * 1000
+            self.broker.stats.raft_commit_latency_ms.observe(commit_ms)
             return result.response, last
         raise NotControllerError(f"metadata offset {last} not committed in time")
 

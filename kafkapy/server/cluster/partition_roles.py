@@ -475,6 +475,10 @@ class ReplicaManager:
         leo = plog.log_end_offset if plog is not None else 0
         if code is ErrorCode.NONE and result is not None:
             hw = state.isr_change_committed(proposal, result.isr, result.partition_epoch, leo)
+            if proposal.change.removed:
+                self.broker.stats.isr_shrinks += 1
+            if proposal.change.added:
+                self.broker.stats.isr_expands += 1
             if self.roles.get((role.topic, role.partition)) is role:
                 role.isr = state.isr
                 role.partition_epoch = state.partition_epoch

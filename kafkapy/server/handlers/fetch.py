@@ -276,6 +276,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
 
     topics: list[TopicPart] = []
     by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
+    fetched = broker.stats.fetched
+    follower = reader.replica_id >= 0
     for w, name, topic_id, part in results:
         if incremental and w.state is not None:
             changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
@@ -292,6 +294,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             topics.append(tp)
         tp.partitions.append(part)
         if part.records:
+            fetched(ref_name, part.records_size, follower=follower)
             # the response owns duplicates: the segment may be closed before the bytes are sent
             part.records = [
                 FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r

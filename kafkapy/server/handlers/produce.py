@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 
 import trio
 
@@ -142,6 +143,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     partition_log = broker.partition_log
     after_append = broker.after_append
     faults = broker.faults
+    produced = broker.stats.produced
     for topic in req.topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
@@ -219,6 +221,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 out.partition_responses.append(_error(part.index, code, str(e)))
                 continue
             after_append(topic.name, part.index, plog)
+            produced(topic.name, len(part.records), result.last_offset - result.base_offset + 1)
             if result.flush_needed:
                 flush.append((topic.name, part.index))
             drop = drop or faults.should_drop_after_append()
@@ -312,6 +315,8 @@ async def _flush(broker: Broker, partitions: list[tuple[str, int]]) -> None:
         plog = broker.partition_log(topic, partition)
         if plog is not None:
             try:
+                started = time.perf_counter()
                 await trio.to_thread.run_sync(plog.flush)
+                broker.stats.log_flush_ms.observe((time.perf_counter() - started) * 1000)
             except StorageError:
                 log.exception("flush of %s-%d failed", topic, partition)

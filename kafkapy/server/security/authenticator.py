@@ -84,6 +84,8 @@ async def authenticate(
             if not await _serve(conn, session, frame):
                 return None
             if session.state is SaslState.COMPLETE:
+                conn.state.principal = f"User:{session.principal}"
+                _count_authentication(conn, session, succeeded=True)
                 log.debug(
                     "connection %s authenticated as %s (%s)",
                     peer,
@@ -91,6 +93,11 @@ async def authenticate(
                     session.mechanism_name,
                 )
                 return frames[i + 1 :]
+
+
+def _count_authentication(conn: Connection, session: SaslSession, *, succeeded: bool) -> None:
+    key = (conn.state.listener_name, session.mechanism_name or "unknown", succeeded)
+    conn.broker.stats.authentications[key] += 1
 
 
 async def _send(conn: Connection, body: bytes) -> None:
@@ -105,6 +112,7 @@ async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearra
             answer = session.authenticate(bytes(frame))
         except SaslError as e:
             log.info("SASL authentication of %s failed: %s", peer, e.reason)
+            _count_authentication(conn, session, succeeded=False)
             return False
         await _send(conn, answer)
         return True
@@ -160,6 +168,7 @@ async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearra
             response = SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=0)
         except SaslError as e:
             log.info("SASL authentication of %s failed: %s", peer, e.reason)
+            _count_authentication(conn, session, succeeded=False)
             response = SaslAuthenticateResponse(error_code=e.error_code, error_message=e.reason)
             keep = False
     await _send(

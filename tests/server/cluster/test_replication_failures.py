@@ -46,6 +46,7 @@ async def test_isr_shrinks_and_expands_and_min_insync_is_enforced(tmp_path: Path
             shrunk = await produce(client, "t", batch(b"during"), acks=-1, timeout_ms=15_000)
             assert shrunk.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             assert gone_id not in _part(controller).isr  # type: ignore[attr-defined]
+            assert (leader.broker.stats.isr_shrinks, leader.broker.stats.isr_expands) == (1, 0)
             plog = leader.broker.logs.get("t", 0)
             assert plog is not None
             assert plog.high_watermark == plog.log_end_offset == 3  # the shrink committed them
@@ -58,6 +59,9 @@ async def test_isr_shrinks_and_expands_and_min_insync_is_enforced(tmp_path: Path
                 back = await start_node(nursery, controller, gone_id, tmp_path / f"node{gone_id}")
                 await wait_for(lambda: gone_id in _part(controller).isr, timeout_s=30,  # type: ignore[attr-defined]
                                what="ISR expansion")
+                await wait_for(lambda: leader.broker.stats.isr_expands == 1, timeout_s=30,
+                               what="the expansion counted by the leader")
+                assert leader.broker.stats.isr_shrinks == 1
                 copy = back.broker.logs.get("t", 0)
                 assert copy is not None
                 assert copy.log_end_offset >= 4

@@ -1,0 +1,237 @@
+"""The broker's own counters: what the request path counts as it goes, for `/metrics` and the page.
+
+Why plain ints in dicts and not prometheus-client metric objects on the hot path: everything here
+is touched only from the trio thread, so a counter is `d[key] += n` - no lock, no label lookup,
+no per-sample object - and the work is per request, per partition batch or per connection
+event, never per record. `kafkapy.server.http.metrics` turns these into Prometheus metric
+families at scrape time; gauges (partition states, log sizes, group lag, ...) are not kept here
+at all but computed by those collectors from the state the broker already has.
+
+`request_done` is the one hook the connection calls per request: request count per API and
+version, error counts per API and error code (every error code the response carries, NONE
+included, as Kafka's `ErrorsPerSec` counts them), total time and queue time histograms, and the
+optional per-request log line (`kafkapy.log.requests`, see `RequestLog`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from bisect import bisect_left
+from collections import defaultdict
+from typing import Any
+
+from kafkapy.protocol import ApiKey, RequestHeader
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.zerocopy import RawResponse
+
+__all__ = [
+    "LATENCY_BUCKETS_MS",
+    "BrokerStats",
+    "Histogram",
+    "RequestLog",
+    "api_name",
+    "error_counts",
+]
+
+request_log = logging.getLogger("kafkapy.request")
+
+#: histogram bounds in ms: sub-millisecond produce up to a long-poll fetch's max wait and beyond
+LATENCY_BUCKETS_MS = (
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0,
+)
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API as its metrics label it: `Produce`, `ListOffsets`, `ApiVersions`."""
+    try:
+        return _API_NAMES[ApiKey(api_key)]
+    except ValueError:
+        return f"Unknown{api_key}"
+
+
+_API_NAMES = {key: "".join(w.capitalize() for w in key.name.split("_")) for key in ApiKey}
+
+
+class Histogram:
+    """A fixed-bucket histogram: `observe` is one bisect and two additions."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS_MS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(le, cumulative count) pairs as Prometheus wants them, ending with +Inf."""
+        out: list[tuple[str, int]] = []
+        total = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            total += n
+            out.append(("+Inf" if bound == float("inf") else repr(bound), total))
+        return out
+
+
+# -- error codes of a response ------------------------------------------------------------------
+_WALK_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
+    plan = _WALK_PLANS.get(cls)
+    if plan is None:
+        names = [f.name for f in dataclasses.fields(cls)]
+        lists = tuple(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default_factory is list and f.name != "unknown_tagged_fields"
+        )
+        plan = _WALK_PLANS[cls] = ("error_code" in names, lists)
+    return plan
+
+
+def error_counts(response: Any, counts: dict[int, int]) -> None:
+    """Add every `error_code` in a response message (top level and nested) to `counts`.
+
+    Per response element (partition, group, ...), never per record; the walk plan of each
+    message class is worked out once. A hand-built response (`RawResponse`) brings its own."""
+    if isinstance(response, RawResponse):
+        for code, n in (response.error_counts or {0: 1}).items():
+            counts[code] = counts.get(code, 0) + n
+        return
+    cls = type(response)
+    if not dataclasses.is_dataclass(cls):
+        return
+    has_code, lists = _plan(cls)
+    if has_code:
+        code = response.error_code
+        counts[code] = counts.get(code, 0) + 1
+    for name in lists:
+        items = getattr(response, name)
+        if items and dataclasses.is_dataclass(type(items[0])):
+            for item in items:
+                error_counts(item, counts)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class RequestLog:
+    """`kafkapy.log.requests`: which APIs get one INFO line per request (logger
+    `kafkapy.request`). Empty: none; `all`: every API."""
+
+    __slots__ = ("all", "apis")
+
+    def __init__(self, names: list[str]) -> None:
+        given = {n.strip() for n in names if n.strip()}
+        wanted = {n.lower() for n in given}
+        self.all = "all" in wanted or "*" in wanted
+        known = {name.lower(): key for key, name in _API_NAMES.items()}
+        unknown = {n for n in given if n.lower() not in known and n.lower() not in ("all", "*")}
+        if unknown:
+            raise ValueError(
+                f"kafkapy.log.requests: unknown API name(s) {', '.join(sorted(unknown))} "
+                "(use Kafka's names, e.g. Produce,Fetch,Metadata, or all)"
+            )
+        self.apis = frozenset(int(known[n]) for n in wanted if n in known)
+
+    def wants(self, api_key: int) -> bool:
+        return self.all or api_key in self.apis
+
+
+class BrokerStats:
+    """Counters of one broker (see the module doc); read by the collectors at scrape time."""
+
+    def __init__(self, request_log_apis: list[str] | None = None) -> None:
+        self.request_log = RequestLog(request_log_apis or [])
+        # per topic: BrokerTopicMetrics
+        self.messages_in: dict[str, int] = defaultdict(int)
+        self.bytes_in: dict[str, int] = defaultdict(int)
+        self.bytes_out: dict[str, int] = defaultdict(int)
+        self.replication_bytes_out: dict[str, int] = defaultdict(int)
+        # per API: RequestMetrics
+        self.requests: dict[tuple[str, int], int] = defaultdict(int)
+        self.errors: dict[tuple[str, int], int] = defaultdict(int)
+        self.total_time_ms: dict[str, Histogram] = {}
+        self.queue_time_ms: dict[str, Histogram] = {}
+        # connections and authentication, per listener
+        self.connections_created: dict[str, int] = defaultdict(int)
+        self.connections_closed: dict[str, int] = defaultdict(int)
+        self.non_kafka_connections: dict[tuple[str, str], int] = defaultdict(int)
+        #: (listener, mechanism, succeeded) -> SASL authentications
+        self.authentications: dict[tuple[str, str, bool], int] = defaultdict(int)
+        # replication and storage
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.log_flush_ms = Histogram()
+        self.raft_commit_latency_ms = Histogram()
+        self.transactions_completed: dict[str, int] = defaultdict(int)
+
+    # -- hot path: one call per partition batch --------------------------------------------------
+    def produced(self, topic: str, size: int, messages: int) -> None:
+        self.messages_in[topic] += messages
+        self.bytes_in[topic] += size
+
+    def fetched(self, topic: str, size: int, *, follower: bool) -> None:
+        if follower:
+            self.replication_bytes_out[topic] += size
+        else:
+            self.bytes_out[topic] += size
+
+    # -- one call per request ----------------------------------------------------------------------
+    def request_done(
+        self,
+        header: RequestHeader,
+        response: Any,
+        queue_ms: float,
+        total_ms: float,
+        *,
+        principal: str,
+        peer: str,
+        listener: str,
+    ) -> None:
+        """A request was handled: `response` is the message (None: no answer, acks=0 or a closed
+        connection; an int: the error code answered when the handler failed)."""
+        name = api_name(header.api_key)
+        self.requests[(name, header.api_version)] += 1
+        counts: dict[int, int] = {}
+        if isinstance(response, int):
+            counts[response] = 1
+        elif response is not None:
+            error_counts(response, counts)
+        errors = self.errors
+        for code, n in counts.items():
+            errors[(name, code)] += n
+        hist = self.total_time_ms.get(name)
+        if hist is None:
+            hist = self.total_time_ms[name] = Histogram()
+            self.queue_time_ms[name] = Histogram()
+        hist.observe(total_ms)
+        self.queue_time_ms[name].observe(queue_ms)
+        if self.request_log.wants(header.api_key):
+            worst = max((c for c in counts if c), default=0)
+            request_log.info(
+                "%s v%d correlation_id=%d client_id=%s principal=%s peer=%s listener=%s "
+                "queue_ms=%.2f total_ms=%.2f error=%s",
+                name,
+                header.api_version,
+                header.correlation_id,
+                header.client_id,
+                principal,
+                peer,
+                listener,
+                queue_ms,
+                total_ms,
+                _error_name(worst) if response is not None else "NO_RESPONSE",
+            )
