@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -279,3 +281,28 @@ def test_aiokafka_scram_and_ssl(
 
     for conf in cases:
         assert asyncio.run(asyncio.wait_for(round_trip(conf), 2 * TIMEOUT_S)) == [b"hi"]
+
+
+@pytest.mark.timeout(60)
+def test_a_configured_authorizer_refuses_to_start(tmp_path: Path) -> None:
+    """Fail closed: a SASL listener configured the Kafka way with StandardAuthorizer used to start
+    and let every authenticated user produce, consume and list everything. kafkapy has no
+    authorizer yet, so `kafkapy serve` must exit with a message naming the key instead."""
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        f"kafkapy.sasl.users={USER}:{PASSWORD}\n"
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
+        "super.users=User:admin\n"
+        "allow.everyone.if.no.acl.found=false\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkapy", "serve", "--memory", "--config", str(properties)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "authorizer.class.name" in done.stderr
+    assert "kafkapy ready" not in done.stdout + done.stderr

@@ -6,7 +6,9 @@ as strings (as Kafka's DescribeConfigs reports them) with typed accessors, and e
 its *source* so DescribeConfigs can say whether it is a default or was set statically.
 
 Keys kafkapy does not know are logged once as ignored - never fatal - so a full Kafka config file
-(thread counts, socket buffers, controller quorum settings) starts without edits.
+(thread counts, socket buffers, controller quorum settings) starts without edits. The exception
+is a security setting kafkapy cannot honour (an authorizer, a Java SASL plugin, ...): that
+refuses to start, naming the key (`kafkapy.server.security_settings`).
 
 Environment overrides: `KAFKAPY_LOG_RETENTION_MS=1000` sets `log.retention.ms` (upper case,
 `_` for `.`, `__` for a literal `_`); `KAFKAPY_TEST_FAULT_...` maps to `kafkapy.test.fault....`,
@@ -21,6 +23,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kafkapy.server.security_settings import (
+    INTER_NODE_KEYS,
+    inter_node_security_error,
+    unsupported_security_setting,
+)
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -932,6 +940,7 @@ class BrokerConfig:
         explicit = dict(explicit or {})
         self._explicit: dict[str, str] = {}
         self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
+        self._inter_node: dict[str, str] = {}  # security_settings.INTER_NODE_KEYS
         for key, value in explicit.items():
             known = BROKER_CONFIGS.get(key)
             if known is None and _is_listener_security_key(key):
@@ -940,6 +949,12 @@ class BrokerConfig:
                 )
                 continue
             if known is None:
+                refused = unsupported_security_setting(key, value)
+                if refused is not None:
+                    raise ConfigError(refused)
+                if key in INTER_NODE_KEYS:
+                    self._inter_node[key] = value
+                    continue
                 if key not in _warned_unknown:
                     _warned_unknown.add(key)
                     log.info("ignoring config %s (not supported by kafkapy yet)", key)
@@ -961,6 +976,8 @@ class BrokerConfig:
         )
         self.controller_listeners = self._controller_listeners(self.get_str("listeners"))
         self.cluster = self._cluster_config()
+        if self.cluster is None and self._inter_node:
+            log.info("%s: no inter-node traffic on a single node", ", ".join(self._inter_node))
         if not self.listeners and (self.cluster is None or self.cluster.is_broker):
             raise ConfigError("no broker listener configured (see 'listeners')")
 
@@ -1010,6 +1027,7 @@ class BrokerConfig:
             raise ConfigError(
                 f"the controller listener {controller_names[0]} (controller.listener.names) is missing from listeners"
             )
+        self._check_inter_node_security(controller_names)
         inter_broker = (self.get("inter.broker.listener.name") or "").strip().upper()
         if "broker" in roles:
             # Replication and broker-to-broker RPCs speak PLAINTEXT only (see README, Security).
@@ -1042,6 +1060,18 @@ class BrokerConfig:
             min_insync_replicas=self.get_int("min.insync.replicas"),
             unclean_leader_election=self.get_bool("unclean.leader.election.enable"),
         )
+
+    def _check_inter_node_security(self, controller_names: tuple[str, ...]) -> None:
+        """Cluster mode: refuse inter-node security kafkapy cannot honour (PLAINTEXT only)."""
+        refused = inter_node_security_error(self._inter_node)
+        if refused is not None:
+            raise ConfigError(refused)
+        for lst in parse_listeners(self.get_str("listeners"), self._protocol_map()):
+            if lst.name in controller_names and lst.security_protocol != "PLAINTEXT":
+                raise ConfigError(
+                    f"controller listener {lst.name} is {lst.security_protocol}: kafkapy's "
+                    "controller traffic is PLAINTEXT only (see README, Security)"
+                )
 
     def _controller_listeners(self, value: str) -> list[Listener]:
         """The listeners named in `controller.listener.names` (bound in cluster mode only)."""
