@@ -32,8 +32,10 @@ arrives (COORDINATOR_LOAD_IN_PROGRESS meanwhile; Prepare* states found are finis
 their markers) and dropped when it leaves (NOT_COORDINATOR). Operations still append and replay
 without an await in between; `run` then waits until the records are replicated (a failure puts
 the touched ids back to the log below the high watermark and answers the write-failure error).
-Markers go to each data partition's leader (`send_marker`: WriteTxnMarkers through the node's
-peer pool, retried by the timer task while the leader moves or cannot be reached).
+Markers go to each data partition's leader (`send_markers`: WriteTxnMarkers through the node's
+marker connections, one request per leader) from a task per transaction that re-sends what
+failed to the current leader until every partition has its marker (Kafka's marker channel; see
+`write_markers`); EndTxn waits for them at most `_MARKER_WAIT_S`.
 
 Error handling: an unreadable record while loading is logged and skipped; a failing
 `__transaction_state` append answers the operation's `error_on_write_failure` and replays
@@ -43,6 +45,7 @@ retrying cannot succeed and the transaction must not hang.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import weakref
 from collections.abc import Iterable
@@ -445,36 +448,85 @@ class TxnDriver:
     async def write_markers(
         self, actions: Iterable[WriteTxnMarkers], coordinator: TransactionCoordinator | None = None
     ) -> None:
-        """Write each action's control batches, then complete the transaction; what fails stays
-        pending for the timer task's retry. Partitioned mode: a partition led by another broker
-        gets its marker by WriteTxnMarkers; a leader that moved is retried later."""
+        """Write each action's control batches, then complete the transaction.
+
+        Single node: one attempt each (local appends, done before EndTxn answers); what fails
+        stays pending for the timer task's retry. Partitioned mode (Kafka's marker channel):
+        each action runs as a task of its own that sends every partition's marker to the
+        partition's current leader, one WriteTxnMarkers per leader, and re-sends what failed
+        (a leader that moved, died or could not be reached) to the leader the image names
+        then, backing off from 50 ms to 1 s, until all are written or the transaction left
+        this coordinator; a written partition is never sent again. The caller (EndTxn) waits
+        at most `_MARKER_WAIT_S` for them, so a dead data leader delays the answer by at most
+        that and the transaction by about its failover."""
         target = self.coordinator if coordinator is None else coordinator
-        retry = _RETRY_CODES_CLUSTER if self.partitioned else _RETRY_CODES
+        started: list[trio.Event] = []
         for action in actions:
             if action.transactional_id in self._writing:
                 continue  # another task is on it
             self._writing.add(action.transactional_id)
-            try:
-                done = True
-                for tp in sorted(action.partitions):
-                    code = await send_marker(
-                        self.broker, tp, action.producer_id, action.producer_epoch,
-                        action.coordinator_epoch, action.commit,
-                    )
-                    if code in retry:
-                        done = False
-                if done:
-                    if self.partitioned and self.coordinator_for(action.transactional_id) is not target:
-                        continue  # moved away meanwhile: the new coordinator finishes it
-                    await self.run(target.complete_markers(
-                        action.transactional_id, action.producer_id, action.producer_epoch,
-                        now_ms(),
-                    ), target)
-                    self.broker.stats.transactions_completed[
-                        "commit" if action.commit else "abort"
-                    ] += 1
-            finally:
-                self._writing.discard(action.transactional_id)
+            done = trio.Event()
+            if self.partitioned and self._nursery is not None:
+                self._nursery.start_soon(self._mark_until_written, action, target, done)
+                started.append(done)
+            else:
+                await self._mark_once(action, target, done)
+        with trio.move_on_after(_MARKER_WAIT_S):
+            for done in started:
+                await done.wait()
+
+    async def _mark_once(self, action: WriteTxnMarkers, target: TransactionCoordinator,
+                         done: trio.Event) -> None:
+        retry = _RETRY_CODES_CLUSTER if self.partitioned else _RETRY_CODES
+        try:
+            codes = await send_markers(
+                self.broker, action.partitions, action.producer_id, action.producer_epoch,
+                action.coordinator_epoch, action.commit,
+            )
+            if not any(code in retry for code in codes.values()):
+                await self._complete(action, target)
+        finally:
+            self._writing.discard(action.transactional_id)
+            done.set()
+
+    async def _mark_until_written(self, action: WriteTxnMarkers, target: TransactionCoordinator,
+                                  done: trio.Event) -> None:
+        tid = action.transactional_id
+        written: set[TopicPartition] = set()
+        backoff = _MARKER_BACKOFF_MIN_S
+        started = trio.current_time()
+        try:
+            for attempt in itertools.count(1):
+                if self.coordinator_for(tid) is not target or not _still_preparing(target, action):
+                    return  # moved away or reloaded: the current coordinator finishes it
+                codes = await send_markers(
+                    self.broker, action.partitions - written, action.producer_id,
+                    action.producer_epoch, action.coordinator_epoch, action.commit,
+                )
+                failed = {tp: c for tp, c in codes.items() if c in _RETRY_CODES_CLUSTER}
+                written.update(tp for tp in codes if tp not in failed)
+                if not failed:
+                    if attempt > 1:
+                        log.info("markers for %s written after %d attempts (%.1f s)", tid,
+                                 attempt, trio.current_time() - started)
+                    await self._complete(action, target)
+                    return
+                log.info("markers for %s: %s; retrying at the current leaders in %.2f s", tid,
+                         ", ".join(f"{tp.topic}-{tp.partition} {c.name}"
+                                   for tp, c in sorted(failed.items())), backoff)
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, _RETRY_S)
+        finally:
+            self._writing.discard(tid)
+            done.set()
+
+    async def _complete(self, action: WriteTxnMarkers, target: TransactionCoordinator) -> None:
+        if self.partitioned and self.coordinator_for(action.transactional_id) is not target:
+            return  # moved away meanwhile: the new coordinator finishes it
+        await self.run(target.complete_markers(
+            action.transactional_id, action.producer_id, action.producer_epoch, now_ms(),
+        ), target)
+        self.broker.stats.transactions_completed["commit" if action.commit else "abort"] += 1
 
     # -- timers --------------------------------------------------------------------------
 
@@ -556,6 +608,11 @@ _RETRY_CODES_CLUSTER = _RETRY_CODES | {
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION,
 }
 _MARKER_TIMEOUT_S = 10.0
+#: how long EndTxn waits for its markers before answering (they go on in the background)
+_MARKER_WAIT_S = 1.0
+_MARKER_BACKOFF_MIN_S = 0.05
+#: how often a marker in flight checks whether its partitions' leaders moved
+_LEADER_CHECK_S = 0.1
 
 
 _MARKER_PEERS: weakref.WeakKeyDictionary[Broker, PeerPool] = weakref.WeakKeyDictionary()
@@ -583,47 +640,119 @@ async def close_marker_peers(broker: Broker) -> None:
         await pool.aclose()
 
 
+def _still_preparing(coordinator: TransactionCoordinator, action: WriteTxnMarkers) -> bool:
+    md = coordinator.transactions.get(action.transactional_id)
+    return (
+        md is not None
+        and md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+        and (md.producer_id, md.producer_epoch) == (action.producer_id, action.producer_epoch)
+    )
+
+
 async def send_marker(
     broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
     coordinator_epoch: int, commit: bool,
 ) -> ErrorCode:
-    """A marker for `tp` wherever its leader is: `write_marker` here, else WriteTxnMarkers v1
-    to the leader named by the metadata image (cluster mode)."""
-    cluster = cluster_of(broker)
-    if cluster is None:
-        return await write_marker(broker, tp, producer_id, producer_epoch, coordinator_epoch,
-                                  commit)
-    found = partition_leader(broker, tp.topic, tp.partition)
-    if found is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # deleted: nothing to mark
-    leader = found[0]
-    if leader < 0:
-        return ErrorCode.LEADER_NOT_AVAILABLE
-    if leader == broker.node_id:
-        return await write_marker(broker, tp, producer_id, producer_epoch, coordinator_epoch,
-                                  commit)
+    """One partition's marker wherever its leader is (see `send_markers`)."""
+    codes = await send_markers(broker, {tp}, producer_id, producer_epoch, coordinator_epoch,
+                               commit)
+    return codes[tp]
+
+
+async def send_markers(
+    broker: Broker, partitions: Iterable[TopicPartition], producer_id: int, producer_epoch: int,
+    coordinator_epoch: int, commit: bool,
+) -> dict[TopicPartition, ErrorCode]:
+    """Markers for `partitions` wherever their leaders are: `write_marker` here, else one
+    WriteTxnMarkers v1 per leader named by the metadata image, the leaders in parallel
+    (cluster mode). A partition that no longer exists answers UNKNOWN_TOPIC_OR_PARTITION
+    (nothing to mark: the caller counts it as done)."""
+    out: dict[TopicPartition, ErrorCode] = {}
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for tp in sorted(partitions):
+        if cluster_of(broker) is None:
+            out[tp] = await write_marker(broker, tp, producer_id, producer_epoch,
+                                         coordinator_epoch, commit)
+            continue
+        found = partition_leader(broker, tp.topic, tp.partition)
+        if found is None:
+            log.info("no marker for producer %d on %s-%d: the partition was deleted",
+                     producer_id, tp.topic, tp.partition)
+            out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif found[0] < 0:
+            out[tp] = ErrorCode.LEADER_NOT_AVAILABLE
+        else:
+            by_leader.setdefault(found[0], []).append(tp)
+
+    async def to_leader(leader: int, tps: list[TopicPartition]) -> None:
+        if leader == broker.node_id:
+            for tp in tps:
+                out[tp] = await write_marker(broker, tp, producer_id, producer_epoch,
+                                             coordinator_epoch, commit)
+        else:
+            out.update(await _remote_markers(broker, leader, tps, producer_id, producer_epoch,
+                                             coordinator_epoch, commit))
+
+    async with trio.open_nursery() as nursery:
+        for leader, tps in by_leader.items():
+            nursery.start_soon(to_leader, leader, tps)
+    return out
+
+
+async def _remote_markers(
+    broker: Broker, leader: int, tps: list[TopicPartition], producer_id: int,
+    producer_epoch: int, coordinator_epoch: int, commit: bool,
+) -> dict[TopicPartition, ErrorCode]:
+    """One WriteTxnMarkers to `leader` for `tps`. Abandoned (NOT_LEADER_OR_FOLLOWER, so the
+    caller re-sends at once) as soon as the image moves one of the partitions to another
+    leader: a hung or dead former leader must not hold the transaction for a request timeout."""
+    peers = _marker_peers(broker)
+    if peers is None:
+        return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     W = WriteTxnMarkersRequest
+    topics: dict[str, list[int]] = {}
+    for tp in tps:
+        topics.setdefault(tp.topic, []).append(tp.partition)
     request = W(markers=[W.WritableTxnMarker(
         producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
         coordinator_epoch=coordinator_epoch,
-        topics=[W.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])],
+        topics=[W.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
     )])
-    peers = _marker_peers(broker)
-    if peers is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    try:
-        response: WriteTxnMarkersResponse = await peers.request(
-            leader, ApiKey.WRITE_TXN_MARKERS, 1, request, timeout_s=_MARKER_TIMEOUT_S
-        )
-    except Exception as exc:  # PeerError: unreachable or timed out; the timer task retries
-        log.warning("marker for producer %d to node %d failed: %s", producer_id, leader, exc)
-        return ErrorCode.NETWORK_EXCEPTION
+    leaders = {tp: partition_leader(broker, tp.topic, tp.partition) for tp in tps}
+    response: WriteTxnMarkersResponse | None = None
+    codes: dict[TopicPartition, ErrorCode] = {}
+    async with trio.open_nursery() as nursery:
+
+        async def watch_leaders() -> None:
+            while True:
+                await trio.sleep(_LEADER_CHECK_S)
+                moved = [tp for tp in tps
+                         if partition_leader(broker, tp.topic, tp.partition) != leaders[tp]]
+                if moved:
+                    log.info("marker for producer %d to node %d abandoned: %s moved to another "
+                             "leader", producer_id, leader,
+                             ", ".join(f"{tp.topic}-{tp.partition}" for tp in moved))
+                    nursery.cancel_scope.cancel()
+                    return
+
+        nursery.start_soon(watch_leaders)
+        try:
+            response = await peers.request(
+                leader, ApiKey.WRITE_TXN_MARKERS, 1, request, timeout_s=_MARKER_TIMEOUT_S
+            )
+        except Exception as exc:  # PeerError: unreachable or timed out; the caller retries
+            log.warning("marker for producer %d to node %d failed: %s", producer_id, leader, exc)
+            codes = dict.fromkeys(tps, ErrorCode.NETWORK_EXCEPTION)
+        nursery.cancel_scope.cancel()
+    if response is None:
+        return codes or dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     for marker in response.markers:
         for topic in marker.topics:
             for p in topic.partitions:
-                if topic.name == tp.topic and p.partition_index == tp.partition:
-                    return ErrorCode(p.error_code)
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp in leaders:
+                    codes[tp] = ErrorCode(p.error_code)
+    return {tp: codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
 
 
 async def write_marker(
