@@ -13,9 +13,11 @@ committed one.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -186,3 +188,18 @@ class History:
     def set_read(self, topic: str, records: Mapping[int, list[tuple[int, bytes]]]) -> None:
         with self._lock:
             self.reads[topic] = {p: list(v) for p, v in records.items()}
+
+    def dump(self, path: Path) -> None:
+        """Every event as one JSON line (`{"event": "Send", ...}`), in recording order per kind,
+        and the final reads - what a reader of an anomaly needs besides the node logs."""
+        with self._lock, path.open("w", encoding="utf-8") as f:
+            for events in (self.sends, self.acks, self.txns, self.commits, self.resumes, self.processed):
+                for e in events:
+                    f.write(json.dumps({"event": type(e).__name__, **asdict(e)}) + "\n")
+            for fault in self.faults:
+                f.write(json.dumps({"event": "Fault", **fault.to_json()}) + "\n")
+            for topic, partitions in self.reads.items():
+                for partition, records in partitions.items():
+                    values = [[o, v.decode("utf-8", "replace")] for o, v in records]
+                    f.write(json.dumps({"event": "Read", "topic": topic, "partition": partition, "records": values}) + "\n")
+            f.write(json.dumps({"event": "GroupCommitted", "groups": self.group_committed}) + "\n")

@@ -413,6 +413,8 @@ class ChaosRun:
             for w in workloads:
                 w.stopping.set()
             self._cleanup()
+            with contextlib.suppress(OSError):
+                self.history.dump(base / "history.jsonl")
             if not self.options.keep and not anomalies and self.options.base_dir is None:
                 shutil.rmtree(base, ignore_errors=True)
         return RunOutcome(

@@ -16,6 +16,7 @@ cannot hang the run (`stop()` joins with a timeout and the threads are daemons).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -51,6 +52,8 @@ __all__ = ["GroupMember", "ProducerWorkload", "TxnProcessor", "Workload"]
 #: bound of every blocking client call
 CALL_TIMEOUT_S = 30.0
 JOIN_TIMEOUT_S = 45.0
+#: a call slower than this is counted as a client error (what stalled a workload)
+SLOW_CALL_S = 5.0
 
 
 class Workload(threading.Thread):
@@ -136,6 +139,18 @@ def _error(e: KafkaException) -> KafkaError:
     return err if isinstance(err, KafkaError) else KafkaError(KafkaError._FAIL, str(e))
 
 
+class _Renew(Exception):
+    """The transactional clients must be replaced."""
+
+
+def _close(producer: Producer, consumer: Consumer) -> None:
+    """Close both clients whatever state they are in (a fenced producer raises on flush)."""
+    with contextlib.suppress(Exception):
+        consumer.close()
+    with contextlib.suppress(Exception):
+        producer.flush(5)
+
+
 class TxnProcessor(Workload):
     """Transactional read-process-write (see the module doc)."""
 
@@ -176,26 +191,26 @@ class TxnProcessor(Workload):
         ready = False
         try:
             while not self.stopping.is_set():
-                if not ready:
-                    try:
+                try:
+                    if not ready:
                         producer.init_transactions(CALL_TIMEOUT_S)
                         ready = True
-                    except KafkaException as e:
-                        self.history.client_error(self.workload, f"init_transactions: {_error(e)}")
-                        if _error(e).fatal():
-                            producer, consumer = self._renew(producer, consumer)
-                        continue
-                msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
-                if msgs and not self._transaction(producer, consumer, msgs):
+                    msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
+                    if msgs and not self._transaction(producer, consumer, msgs):
+                        raise _Renew()
+                except (KafkaException, _Renew) as e:
+                    if isinstance(e, KafkaException):
+                        self.history.client_error(self.workload, f"{'poll' if ready else 'init_transactions'}: {_error(e)}")
                     producer, consumer = self._renew(producer, consumer)
                     ready = False
         finally:
-            consumer.close()
-            producer.flush(5)
+            _close(producer, consumer)
 
     def _renew(self, producer: Producer, consumer: Consumer) -> tuple[Producer, Consumer]:
-        consumer.close()
-        producer.flush(5)
+        """New clients after a transaction of unknown end or a fatal error: the new producer's
+        InitProducerId fences the old one, the new consumer starts from the committed offsets."""
+        _close(producer, consumer)
+        time.sleep(0.5)
         return self._clients()
 
     def _transaction(self, producer: Producer, consumer: Consumer, msgs: list[Message]) -> bool:
@@ -285,6 +300,7 @@ class GroupMember(Workload):
             self.fresh.pop(tp.partition, None)
 
     def _commit(self) -> None:
+        started = self.clock()
         try:
             committed = self.consumer.commit(asynchronous=False)
         except KafkaException as e:
@@ -292,8 +308,12 @@ class GroupMember(Workload):
                 self.history.client_error(self.workload, f"commit: {_error(e)}")
             return
         now = self.clock()
+        if now - started > SLOW_CALL_S:
+            self.history.client_error(self.workload, f"commit took over {SLOW_CALL_S:.0f} s")
         for tp in committed or []:
-            if tp.error is None and tp.offset >= 0:
+            if tp.error is not None:
+                self.history.client_error(self.workload, f"commit of partition {tp.partition}: {tp.error}")
+            elif tp.offset >= 0:
                 self.history.add(Commit(self.workload, tp.partition, tp.offset, now))
 
     def run_workload(self) -> None:
@@ -301,7 +321,11 @@ class GroupMember(Workload):
         last_commit = time.monotonic()
         try:
             while not self.stopping.is_set():
-                msg = self.consumer.poll(0.2)
+                try:
+                    msg = self.consumer.poll(0.2)
+                except KafkaException as e:  # fatal to this client: counted, the others go on
+                    self.history.client_error(self.workload, f"poll: {_error(e)}")
+                    return
                 if msg is not None and msg.error() is None:
                     partition, offset = msg.partition() or 0, msg.offset() or 0
                     started = self.fresh.pop(partition, None)
