@@ -17,6 +17,7 @@ break on the second command they call.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -38,8 +39,10 @@ __all__ = [
     "CliError",
     "ClientSettings",
     "Output",
+    "bytes_to_json",
     "check",
     "client_options",
+    "json_to_bytes",
     "parse_datetime_ms",
     "parse_duration_ms",
     "parse_key_values",
@@ -257,7 +260,13 @@ class Output:
             table.add_column(c, overflow="fold")
         for row in rows:
             table.add_row(*(Text("-" if v is None else str(v)) for v in row))
-        self.console().print(table)
+        console = self.console()
+        if self.stream.isatty():
+            console.print(table)
+            return
+        with console.capture() as capture:
+            console.print(table)
+        self.stream.write("".join(line.rstrip() + "\n" for line in capture.get().splitlines()))
 
     def line(self, text: str) -> None:
         self.stream.write(text + "\n")
@@ -307,3 +316,27 @@ def parse_datetime_ms(text: str) -> int:
     if when.tzinfo is None:
         when = when.astimezone()
     return int(when.timestamp() * 1000)
+
+
+def bytes_to_json(data: bytes | None) -> str | dict[str, str] | None:
+    """A key, value or header value for JSON: text when it is UTF-8, else {"base64": ...}."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode()}
+
+
+def json_to_bytes(value: Any, what: str) -> bytes | None:
+    """The inverse of `bytes_to_json` (numbers and objects other than {"base64"} as JSON text)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, dict) and set(value) == {"base64"}:
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (ValueError, TypeError):
+            raise CliError(f"{what}: not valid base64") from None
+    return json.dumps(value).encode()

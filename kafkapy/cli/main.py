@@ -33,7 +33,11 @@ from typing import TYPE_CHECKING
 import click
 
 from kafkapy.cli.chaos import chaos
+from kafkapy.cli.configs import configs
+from kafkapy.cli.consume import consume
 from kafkapy.cli.groups import groups
+from kafkapy.cli.produce import produce
+from kafkapy.cli.topics import topics
 
 if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the broker
     import trio
@@ -229,6 +233,10 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
 
 cli.add_command(groups)
 cli.add_command(chaos)
+cli.add_command(topics)
+cli.add_command(configs)
+cli.add_command(produce)
+cli.add_command(consume)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,243 @@
+"""`kafkapy produce TOPIC`: records from stdin or a file (kafka-console-producer, kcat -P).
+
+Why confluent-kafka (librdkafka) here and not the project's codecs: a producer worth the name
+batches, compresses with every codec, retries, keeps idempotent sequence numbers and runs
+transactions; librdkafka does all of that and is the client most users script against. The admin
+client (`kafkapy.cli.wire.Admin`) still checks first that a broker answers, so an unreachable
+cluster is one clear line within seconds instead of librdkafka's message timeout.
+
+Input: one record per line. `--key-separator SEP` splits `key SEP value`; `--format json` takes
+one JSON object per line with `key`, `value`, `headers` (an object or a list of [name, value])
+and `partition`; a key, value or header value is a string (UTF-8) or {"base64": "..."} for bytes,
+as `kafkapy consume --format json` prints them, so the two round-trip any record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from kafkapy.cli.common import (
+    KAFKA_COMPATIBLE,
+    ClientSettings,
+    CliError,
+    Output,
+    client_options,
+    json_to_bytes,
+    parse_key_values,
+)
+from kafkapy.cli.wire import Admin
+
+__all__ = ["produce"]
+
+SUMMARY_RECORDS = 1000
+ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
+
+
+@dataclass
+class Record:
+    value: bytes | None
+    key: bytes | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    partition: int | None = None
+
+
+def _json_record(line: str, n: int) -> Record:
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise CliError(f"line {n}: not JSON ({e.msg})") from None
+    if not isinstance(doc, dict):
+        raise CliError(f"line {n}: expected a JSON object with key/value/headers/partition")
+    raw = doc.get("headers") or []
+    pairs = list(raw.items()) if isinstance(raw, dict) else raw
+    try:
+        headers = [(str(k), json_to_bytes(v, f"line {n} header {k}")) for k, v in pairs]
+    except (TypeError, ValueError):
+        raise CliError(f"line {n}: headers are an object or a list of [name, value]") from None
+    partition = doc.get("partition")
+    if partition is not None and not isinstance(partition, int):
+        raise CliError(f"line {n}: partition must be a number")
+    return Record(json_to_bytes(doc.get("value"), f"line {n} value"),
+                  json_to_bytes(doc.get("key"), f"line {n} key"), headers, partition)
+
+
+def read_records(
+    source: IO[bytes], fmt: str, key_separator: str | None, headers: list[tuple[str, bytes | None]]
+) -> Iterator[Record]:
+    """The records of `source`, one per line (the line ending is not part of the value)."""
+    sep = key_separator.encode() if key_separator is not None else None
+    for n, raw in enumerate(source, 1):
+        line = raw.rstrip(b"\n").removesuffix(b"\r")
+        if fmt == "json":
+            if not line.strip():
+                continue
+            record = _json_record(line.decode("utf-8", errors="replace"), n)
+            record.headers = headers + record.headers
+            yield record
+        elif sep is not None:
+            key, found, value = line.partition(sep)
+            if not found:
+                raise CliError(f"line {n} has no key separator {key_separator!r}")
+            yield Record(value, key, list(headers))
+        else:
+            yield Record(line, None, list(headers))
+
+
+def _config(settings: ClientSettings, acks: str, compression: str, idempotent: bool,
+            transactional_id: str | None, extra: dict[str, str]) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        **settings.librdkafka(),
+        "client.id": "kafkapy-produce",
+        "acks": ACKS[acks],
+        "compression.type": compression,
+        "linger.ms": 5,
+        "message.timeout.ms": 30_000,
+    }
+    if idempotent or transactional_id:
+        conf["enable.idempotence"] = True
+    if transactional_id:
+        conf["transactional.id"] = transactional_id
+    conf.update(extra)
+    return conf
+
+
+class _Delivery:
+    """Counts deliveries and keeps the first failure (librdkafka calls back from poll/flush)."""
+
+    def __init__(self, out: Output, verbose: bool) -> None:
+        self.out, self.verbose = out, verbose
+        self.delivered = 0
+        self.failed = 0
+        self.first_error: str | None = None
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed += 1
+            self.first_error = self.first_error or f"{err.name()} ({err.str()})"
+            return
+        self.delivered += 1
+        if self.verbose:
+            if self.out.json:
+                self.out.line(json.dumps({"topic": msg.topic(), "partition": msg.partition(),
+                                          "offset": msg.offset()}))
+            else:
+                self.out.line(f"{msg.topic()} partition {msg.partition()} offset {msg.offset()}")
+
+
+def _progress(total: int | None, show: bool) -> Any:
+    from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
+
+    columns = [TextColumn("producing"), BarColumn(), TextColumn("{task.completed} bytes read"),
+               TransferSpeedColumn()]
+    progress = Progress(*columns, disable=not show, transient=True)
+    progress.add_task("produce", total=total)
+    return progress
+
+
+def _abort(producer: Any) -> None:
+    from confluent_kafka import KafkaException
+
+    # nothing to abort, or the coordinator is gone: the transaction timeout aborts it
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(10)
+
+
+@click.command(help=f"Produce records from stdin or a file, one per line. {KAFKA_COMPATIBLE}")
+@click.argument("topic")
+@click.option("--file", "input_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="read records from this file instead of stdin")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: one value per line; json: {key, value, headers, partition} per line")
+@click.option("--key-separator", help="split each text line into KEY SEP VALUE")
+@click.option("--header", multiple=True, metavar="K=V", help="a header on every record (repeatable)")
+@click.option("--partition", type=click.IntRange(min=0), help="write every record to this partition")
+@click.option("--acks", type=click.Choice(list(ACKS)), default="all", show_default=True)
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default="none", show_default=True)
+@click.option("--idempotent", is_flag=True, help="enable.idempotence (no duplicates on retries)")
+@click.option("--transactional-id", help="write all records in one transaction")
+@click.option("--producer-property", multiple=True, metavar="K=V", help="any librdkafka producer setting")
+@click.option("-v", "--verbose", is_flag=True, help="print the partition and offset of every record")
+@client_options
+def produce(
+    settings: ClientSettings, topic: str, input_file: Path | None, fmt: str, key_separator: str | None,
+    header: tuple[str, ...], partition: int | None, acks: str, compression: str, idempotent: bool,
+    transactional_id: str | None, producer_property: tuple[str, ...], verbose: bool,
+) -> int:
+    from confluent_kafka import KafkaException, Producer
+
+    headers: list[tuple[str, bytes | None]] = [
+        (k, v.encode()) for k, v in parse_key_values(header, "--header").items()
+    ]
+    extra = parse_key_values(producer_property, "--producer-property")
+    with Admin(settings) as admin:  # a clear error now if no broker answers
+        if partition is not None:
+            count = len(admin.topic_partitions(topic))
+            if partition >= count:
+                raise CliError(f"topic {topic} has {count} partitions; there is no partition {partition}")
+    out = Output(settings)
+    delivery = _Delivery(out, verbose)
+    try:
+        producer = Producer(_config(settings, acks, compression, idempotent, transactional_id, extra))
+    except KafkaException as e:
+        raise CliError(f"producer configuration: {e.args[0].str()}") from None
+    source: IO[bytes] = input_file.open("rb") if input_file else sys.stdin.buffer
+    total = input_file.stat().st_size if input_file else None
+    started = time.monotonic()
+    produced = read = 0
+    try:
+        if transactional_id:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+        with _progress(total, sys.stderr.isatty() and input_file is not None) as progress:
+            for record in read_records(source, fmt, key_separator, headers):
+                target = record.partition if record.partition is not None else partition
+                kwargs: dict[str, Any] = {"value": record.value, "key": record.key,
+                                          "headers": record.headers or None, "on_delivery": delivery}
+                if target is not None:
+                    kwargs["partition"] = target
+                while True:
+                    try:
+                        producer.produce(topic, **kwargs)
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain it
+                        producer.poll(0.1)
+                producer.poll(0)
+                produced += 1
+                read += len(record.value or b"") + len(record.key or b"") + 1
+                progress.update(progress.task_ids[0], completed=read)
+        if transactional_id:
+            producer.commit_transaction(30)
+        remaining = producer.flush(35)
+    except KafkaException as e:
+        if transactional_id:
+            _abort(producer)
+        raise CliError(f"producing to {topic} failed: {e.args[0].name()} ({e.args[0].str()})") from None
+    except (CliError, KeyboardInterrupt):  # a bad line or Ctrl-C: what was sent so far stays sent
+        if transactional_id:
+            _abort(producer)
+        else:
+            producer.flush(10)
+        raise
+    finally:
+        if input_file:
+            source.close()
+    elapsed = max(time.monotonic() - started, 1e-6)
+    if remaining or delivery.failed:
+        raise CliError(
+            f"{delivery.failed + remaining} of {produced} records to {topic} were not delivered"
+            f"{f': {delivery.first_error}' if delivery.first_error else ' (timed out)'}"
+        )
+    if produced >= SUMMARY_RECORDS or verbose:
+        click.echo(f"produced {produced} records to {topic} in {elapsed:.2f} s "
+                   f"({produced / elapsed:,.0f} records/s, {read / elapsed / 1e6:.1f} MB/s)", err=True)
+    return 0

@@ -1,0 +1,323 @@
+"""`kafkapy topics create|list|describe|alter|delete|add-partitions` (kafka-topics.sh).
+
+Kafka's flags and semantics: `--partitions`/`--replication-factor` default to the broker's
+(-1), `--config k=v` at creation, `--if-not-exists`/`--if-exists` turn the matching error into
+success, `add-partitions --partitions N` sets the new total. `describe` shows per partition the
+leader, replicas, ISR and offline replicas (Metadata), the log start and end offsets (ListOffsets
+to each leader) and the size on the leader (DescribeLogDirs), so one command answers "where is my
+data and how much is there"; `--under-replicated-partitions` keeps those with ISR < replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from kafkapy.cli.common import (
+    KAFKA_COMPATIBLE,
+    ClientSettings,
+    CliError,
+    Output,
+    check,
+    client_options,
+    parse_key_values,
+)
+from kafkapy.cli.configs import TOPIC, alter_configs, describe_configs, split_configs
+from kafkapy.cli.offsets import EARLIEST, LATEST, list_offsets
+from kafkapy.cli.wire import Admin
+from kafkapy.protocol import ApiKey, ErrorCode
+from kafkapy.protocol.messages import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    MetadataResponse,
+)
+
+__all__ = ["topics"]
+
+TIMEOUT_MS = 30_000
+
+
+def _names(args: tuple[str, ...], option: tuple[str, ...]) -> list[str]:
+    names = list(dict.fromkeys([*args, *option]))
+    if not names:
+        raise click.UsageError("name a topic (TOPIC or --topic TOPIC)")
+    return names
+
+
+def _topic_option(func: Any) -> Any:
+    func = click.option("--topic", "topic_option", multiple=True, help="a topic (Kafka's spelling)")(func)
+    return click.argument("topic", nargs=-1)(func)
+
+
+@click.group(help=f"Create, list, describe, alter and delete topics (kafka-topics.sh). {KAFKA_COMPATIBLE}")
+def topics() -> None:
+    pass
+
+
+@topics.command()
+@_topic_option
+@click.option("--partitions", type=int, default=-1, help="partition count [default: the broker's num.partitions]")
+@click.option("--replication-factor", type=int, default=-1,
+              help="replicas per partition [default: the broker's default.replication.factor]")
+@click.option("--config", multiple=True, metavar="K=V", help="a topic config (repeatable)")
+@click.option("--if-not-exists", is_flag=True, help="an existing topic is not an error")
+@click.option("--validate-only", is_flag=True, help="let the controller check it, create nothing")
+@client_options
+def create(
+    settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int,
+    replication_factor: int, config: tuple[str, ...], if_not_exists: bool, validate_only: bool,
+) -> int:
+    """Create topics."""
+    names = _names(topic, topic_option)
+    configs = parse_key_values(split_configs(config), "--config")
+    request = CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=n, num_partitions=partitions, replication_factor=replication_factor,
+                configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+            )
+            for n in names
+        ],
+        timeout_ms=TIMEOUT_MS,
+        validate_only=validate_only,
+    )
+    with Admin(settings) as admin:
+        response: CreateTopicsResponse = admin.call(ApiKey.CREATE_TOPICS, request)
+    results: list[dict[str, Any]] = []
+    for r in response.topics:
+        if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
+            results.append({"topic": r.name, "created": False, "exists": True})
+            continue
+        check(r.error_code, f"creating topic {r.name}", r.error_message)
+        results.append({"topic": r.name, "created": not validate_only, "partitions": r.num_partitions,
+                        "replication_factor": r.replication_factor, "topic_id": str(r.topic_id)})
+    out = Output(settings)
+    if settings.json:
+        out.emit(results)
+    for item in results if not settings.json else []:
+        if item.get("exists"):
+            out.line(f"topic {item['topic']} already exists")
+        else:
+            verb = "created" if item["created"] else "would create"
+            out.line(f"{verb} topic {item['topic']} ({item['partitions']} partitions, "
+                     f"replication factor {item['replication_factor']})")
+    return 0
+
+
+def _metadata(admin: Admin, names: list[str] | None, exclude_internal: bool) -> MetadataResponse:
+    md = admin.metadata(names)
+    for t in md.topics:
+        check(t.error_code, f"topic {t.name}")
+    if exclude_internal:
+        md.topics = [t for t in md.topics if not t.is_internal]
+    md.topics.sort(key=lambda t: str(t.name))
+    return md
+
+
+@topics.command("list")
+@click.option("--exclude-internal", is_flag=True, help="leave out __consumer_offsets and the like")
+@client_options
+def list_cmd(settings: ClientSettings, exclude_internal: bool) -> int:
+    """List topics."""
+    with Admin(settings) as admin:
+        md = _metadata(admin, None, exclude_internal)
+    items = [
+        {"topic": t.name, "partitions": len(t.partitions),
+         "replication_factor": max((len(p.replica_nodes) for p in t.partitions), default=0),
+         "internal": t.is_internal, "topic_id": str(t.topic_id)}
+        for t in md.topics
+    ]
+    Output(settings).records(
+        [("topic", "TOPIC"), ("partitions", "PARTITIONS"), ("replication_factor", "REPLICAS"),
+         ("internal", "INTERNAL")], items,
+    )
+    return 0
+
+
+def _sizes(admin: Admin, leaders: Iterable[int]) -> dict[tuple[str, int], int]:
+    """Partition sizes in bytes as each leader reports them (DescribeLogDirs)."""
+    sizes: dict[tuple[str, int], int] = {}
+    for node in set(leaders):
+        if node < 0:
+            continue
+        try:
+            r: DescribeLogDirsResponse = admin.broker(node).call(
+                ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest(topics=None)
+            )
+        except CliError:  # an older broker without DescribeLogDirs: sizes stay unknown
+            continue
+        for d in r.results:
+            for t in d.topics:
+                for p in t.partitions:
+                    if not p.is_future_key:
+                        sizes.setdefault((t.name, p.partition_index), 0)
+                        sizes[(t.name, p.partition_index)] += p.partition_size
+    return sizes
+
+
+def describe_partitions(admin: Admin, md: MetadataResponse) -> list[dict[str, Any]]:
+    leader_of = {(str(t.name), p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
+    starts = list_offsets(admin, leader_of, EARLIEST) if leader_of else {}
+    ends = list_offsets(admin, leader_of, LATEST) if leader_of else {}
+    sizes = _sizes(admin, leader_of.values())
+    rows = []
+    for t in md.topics:
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            tp = (str(t.name), p.partition_index)
+            rows.append({
+                "topic": t.name, "partition": p.partition_index, "leader": p.leader_id,
+                "leader_epoch": p.leader_epoch, "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
+                "offline_replicas": list(p.offline_replicas), "log_start_offset": starts.get(tp),
+                "log_end_offset": ends.get(tp), "size_bytes": sizes.get(tp),
+                "error": None if p.error_code == 0 else ErrorCode(p.error_code).name,
+            })
+    return rows
+
+
+def _ids(nodes: list[int]) -> str:
+    return ",".join(map(str, nodes)) or "-"
+
+
+@topics.command()
+@_topic_option
+@click.option("--under-replicated-partitions", is_flag=True, help="only partitions whose ISR is short")
+@click.option("--unavailable-partitions", is_flag=True, help="only partitions without a leader")
+@click.option("--exclude-internal", is_flag=True, help="leave out internal topics")
+@client_options
+def describe(
+    settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...],
+    under_replicated_partitions: bool, unavailable_partitions: bool, exclude_internal: bool,
+) -> int:
+    """Partitions (leader, replicas, ISR, offline, offsets, size) and configs of topics (all if none named)."""
+    names = list(dict.fromkeys([*topic, *topic_option])) or None
+    with Admin(settings) as admin:
+        md = _metadata(admin, names, exclude_internal)
+        rows = describe_partitions(admin, md)
+        configs = {str(t.name): describe_configs(admin, TOPIC, str(t.name)) for t in md.topics} if names else {}
+    if under_replicated_partitions:
+        rows = [r for r in rows if len(r["isr"]) < len(r["replicas"])]
+    if unavailable_partitions:
+        rows = [r for r in rows if r["leader"] < 0]
+    out = Output(settings)
+    if settings.json:
+        out.emit([
+            {"topic": t.name, "topic_id": str(t.topic_id), "internal": t.is_internal,
+             "partitions": [r for r in rows if r["topic"] == t.name],
+             "configs": {c["name"]: c["value"] for c in configs.get(str(t.name), [])
+                         if c["source"] != "DEFAULT_CONFIG"}}
+            for t in md.topics
+        ])
+        return 0
+    for t in md.topics:
+        mine = [r for r in rows if r["topic"] == t.name]
+        if not mine and (under_replicated_partitions or unavailable_partitions):
+            continue
+        set_configs = [f"{c['name']}={c['value']}" for c in configs.get(str(t.name), [])
+                       if c["source"] == "DYNAMIC_TOPIC_CONFIG"]
+        out.line(f"\nTopic {t.name}  id {t.topic_id}  partitions {len(t.partitions)}"
+                 f"{'  internal' if t.is_internal else ''}  configs {','.join(set_configs) or '-'}")
+        out.table(
+            ["PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "LOG-END", "SIZE"],
+            [[r["partition"], r["leader"], _ids(r["replicas"]), _ids(r["isr"]), _ids(r["offline_replicas"]),
+              r["log_start_offset"], r["log_end_offset"], r["size_bytes"]] for r in mine],
+        )
+    return 0
+
+
+@topics.command()
+@_topic_option
+@click.option("--if-exists", is_flag=True, help="a missing topic is not an error")
+@client_options
+def delete(settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], if_exists: bool) -> int:
+    """Delete topics."""
+    names = _names(topic, topic_option)
+    with Admin(settings) as admin:
+        response: DeleteTopicsResponse = admin.call(
+            ApiKey.DELETE_TOPICS, DeleteTopicsRequest(topic_names=names, timeout_ms=TIMEOUT_MS,
+                                                      topics=[DeleteTopicsRequest.DeleteTopicState(name=n) for n in names])
+        )
+    results: list[dict[str, Any]] = []
+    for r in response.responses:
+        if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and if_exists:
+            results.append({"topic": r.name, "deleted": False})
+            continue
+        check(r.error_code, f"deleting topic {r.name}", r.error_message)
+        results.append({"topic": r.name, "deleted": True})
+    out = Output(settings)
+    if settings.json:
+        out.emit(results)
+    else:
+        for item in results:
+            gone = item["deleted"]
+            out.line(f"deleted topic {item['topic']}" if gone else f"topic {item['topic']} does not exist")
+    return 0
+
+
+def _add_partitions(admin: Admin, names: list[str], total: int) -> None:
+    response: CreatePartitionsResponse = admin.call(
+        ApiKey.CREATE_PARTITIONS,
+        CreatePartitionsRequest(
+            topics=[CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=total, assignments=None) for n in names],
+            timeout_ms=TIMEOUT_MS,
+        ),
+    )
+    for r in response.results:
+        check(r.error_code, f"topic {r.name} to {total} partitions", r.error_message)
+
+
+@topics.command("add-partitions")
+@_topic_option
+@click.option("--partitions", type=click.IntRange(min=1), required=True, help="the new total partition count")
+@client_options
+def add_partitions(settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int) -> int:
+    """Grow topics to N partitions (Kafka never shrinks a topic)."""
+    names = _names(topic, topic_option)
+    with Admin(settings) as admin:
+        _add_partitions(admin, names, partitions)
+    out = Output(settings)
+    if settings.json:
+        out.emit([{"topic": n, "partitions": partitions} for n in names])
+    else:
+        for n in names:
+            out.line(f"topic {n} now has {partitions} partitions")
+    return 0
+
+
+@topics.command()
+@_topic_option
+@click.option("--partitions", type=click.IntRange(min=1), help="the new total partition count")
+@click.option("--config", multiple=True, metavar="K=V", help="set a topic config (repeatable)")
+@click.option("--delete-config", multiple=True, metavar="K", help="remove a topic config (repeatable)")
+@client_options
+def alter(
+    settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int | None,
+    config: tuple[str, ...], delete_config: tuple[str, ...],
+) -> int:
+    """Change topics' partition count or configs."""
+    names = _names(topic, topic_option)
+    add = parse_key_values(split_configs(config), "--config")
+    delete = split_configs(delete_config)
+    if partitions is None and not add and not delete:
+        raise click.UsageError("give --partitions, --config or --delete-config")
+    with Admin(settings) as admin:
+        admin.leaders(names)  # a missing topic fails here with its own error code
+        if add or delete:
+            for n in names:
+                alter_configs(admin, TOPIC, n, add, delete)
+        if partitions is not None:
+            _add_partitions(admin, names, partitions)
+    out = Output(settings)
+    if settings.json:
+        out.emit([{"topic": n, "partitions": partitions, "set": add, "deleted": delete} for n in names])
+    else:
+        for n in names:
+            out.line(f"altered topic {n}")
+    return 0

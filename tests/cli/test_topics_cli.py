@@ -1,0 +1,139 @@
+"""`kafkapy topics ...` and `kafkapy configs ...` against a real broker subprocess."""
+
+from __future__ import annotations
+
+import time
+
+from tests.cli.conftest import kafkapy
+
+
+def test_create_describe_alter_delete(bootstrap: str) -> None:
+    r = kafkapy("topics", "create", "t-life", "--partitions", "3", "--config", "retention.ms=123456",
+                "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert r.json() == [{"topic": "t-life", "created": True, "partitions": 3, "replication_factor": 1,
+                         "topic_id": r.json()[0]["topic_id"]}]
+    again = kafkapy("topics", "create", "t-life", bootstrap=bootstrap)
+    assert again.code == 1
+    assert "TOPIC_ALREADY_EXISTS (error code 36)" in again.stderr
+    assert "--if-not-exists" in again.stderr
+    assert kafkapy("topics", "create", "t-life", "--if-not-exists", bootstrap=bootstrap).code == 0
+
+    listed = kafkapy("topics", "list", "--exclude-internal", "--json", bootstrap=bootstrap).json()
+    assert {"topic": "t-life", "partitions": 3, "replication_factor": 1, "internal": False} in [
+        {k: v for k, v in t.items() if k != "topic_id"} for t in listed]
+    assert all(not t["internal"] for t in listed)
+    with_internal = kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()
+    assert any(t["topic"] == "__consumer_offsets" and t["internal"] for t in with_internal)
+
+    assert kafkapy("produce", "t-life", "--partition", "1", stdin="a\nbb\nccc\n", bootstrap=bootstrap).code == 0
+    described = kafkapy("topics", "describe", "t-life", "--json", bootstrap=bootstrap).json()
+    (topic,) = described
+    assert topic["configs"]["retention.ms"] == "123456"
+    parts = {p["partition"]: p for p in topic["partitions"]}
+    assert sorted(parts) == [0, 1, 2]
+    assert parts[1]["log_start_offset"] == 0
+    assert parts[1]["log_end_offset"] == 3
+    assert parts[1]["size_bytes"] > 0
+    assert parts[0]["log_end_offset"] == 0
+    assert parts[1]["leader"] == 1
+    assert parts[1]["replicas"] == [1]
+    assert parts[1]["isr"] == [1]
+    assert parts[1]["offline_replicas"] == []
+    human = kafkapy("topics", "describe", "t-life", bootstrap=bootstrap)
+    assert "retention.ms=123456" in human.stdout
+    assert any(line.split()[:7] == ["1", "1", "1", "1", "-", "0", "3"] for line in human.stdout.splitlines())
+    none_short = kafkapy("topics", "describe", "t-life", "--under-replicated-partitions", "--json",
+                         bootstrap=bootstrap).json()
+    assert none_short[0]["partitions"] == []
+
+    r = kafkapy("topics", "alter", "t-life", "--config", "cleanup.policy=compact", "--delete-config",
+                "retention.ms", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    configs = kafkapy("configs", "describe", "--topic", "t-life", "--json", bootstrap=bootstrap).json()
+    dynamic = {c["name"]: c["value"] for c in configs if c["source"] == "DYNAMIC_TOPIC_CONFIG"}
+    assert dynamic == {"cleanup.policy": "compact"}
+
+    assert kafkapy("topics", "add-partitions", "t-life", "--partitions", "5", bootstrap=bootstrap).code == 0
+    assert len(kafkapy("topics", "describe", "t-life", "--json", bootstrap=bootstrap).json()[0]["partitions"]) == 5
+    shrink = kafkapy("topics", "add-partitions", "t-life", "--partitions", "2", bootstrap=bootstrap)
+    assert shrink.code == 1
+    assert "INVALID_PARTITIONS" in shrink.stderr
+
+    assert kafkapy("topics", "delete", "t-life", bootstrap=bootstrap).code == 0
+    deadline = time.monotonic() + 20
+    while "t-life" in kafkapy("topics", "list", bootstrap=bootstrap).stdout:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    gone = kafkapy("topics", "delete", "t-life", bootstrap=bootstrap)
+    assert gone.code == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION (error code 3)" in gone.stderr
+    assert kafkapy("topics", "delete", "t-life", "--if-exists", bootstrap=bootstrap).code == 0
+
+
+def test_errors_name_the_code_and_never_create_topics(bootstrap: str) -> None:
+    r = kafkapy("topics", "describe", "no-such-topic", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "no-such-topic: UNKNOWN_TOPIC_OR_PARTITION (error code 3)" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = kafkapy("topics", "create", "zero", "--partitions", "0", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_PARTITIONS" in r.stderr
+    r = kafkapy("topics", "create", "bad-config", "--config", "cleanup.policy=sometimes", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_CONFIG" in r.stderr
+    r = kafkapy("topics", "alter", "no-such-topic", "--config", "retention.ms=1", bootstrap=bootstrap)
+    assert r.code == 1
+    names = [t["topic"] for t in kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()]
+    assert "no-such-topic" not in names
+    assert "zero" not in names
+
+
+def test_usage_errors_exit_2(bootstrap: str) -> None:
+    r = kafkapy("topics", "create", bootstrap=bootstrap)
+    assert r.code == 2
+    assert "name a topic" in r.stderr
+    r = kafkapy("topics", "create", "x", "--partitions", "many", bootstrap=bootstrap)
+    assert r.code == 2
+    r = kafkapy("topics", "create", "x", "--config", "no-equals", bootstrap=bootstrap)
+    assert r.code == 2
+    assert "KEY=VALUE" in r.stderr
+
+
+def test_unreachable_broker_is_one_clear_line_fast() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    r = kafkapy("topics", "list", env={"KAFKAPY_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"})
+    assert time.monotonic() - started < 10
+    assert r.code == 1
+    assert f"cannot connect to 127.0.0.1:{port}" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_broker_configs_per_broker_and_cluster_default(bootstrap: str) -> None:
+    """The CLI sends per-broker and cluster-default requests; a refusal is shown with its code."""
+    r = kafkapy("configs", "describe", "--broker", "1", "--all", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    names = {c["name"] for c in r.json()}
+    assert "num.partitions" in names
+    r = kafkapy("configs", "describe", "--broker", "x", bootstrap=bootstrap)
+    assert r.code == 2
+    r = kafkapy("configs", "alter", "--broker-defaults", "--add-config", "log.cleaner.threads=2",
+                bootstrap=bootstrap)
+    if r.code == 0:
+        defaults = kafkapy("configs", "describe", "--broker-defaults", "--json", bootstrap=bootstrap).json()
+        assert {"name": "log.cleaner.threads", "value": "2", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG"} in [
+            {k: c[k] for k in ("name", "value", "source")} for c in defaults]
+    else:  # a broker without dynamic broker configs: its refusal, with the Kafka error code
+        assert r.code == 1
+        assert "altering broker (cluster default)" in r.stderr
+        assert "(error code " in r.stderr
+        assert "Traceback" not in r.stderr
+    r = kafkapy("configs", "alter", "--topic", "x", bootstrap=bootstrap)
+    assert r.code == 2
+    r = kafkapy("configs", "describe", bootstrap=bootstrap)
+    assert r.code == 2
