@@ -116,6 +116,7 @@ class HttpListener:
         self.port = port
         self.readiness = readiness
         self.routes: dict[tuple[str, str], Handler] = {}
+        self._tasks: list[Callable[[], Awaitable[None]]] = []
         self.open_connections = 0
         self._sockets: list[trio.SocketListener] = []
         self.add_route("GET", "/healthz", self._healthz)
@@ -124,6 +125,10 @@ class HttpListener:
     def add_route(self, method: str, path: str, handler: Handler) -> None:
         """Serve `method path` with `handler` (GET routes answer HEAD too)."""
         self.routes[(method.upper(), path)] = handler
+
+    def add_task(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run `task` beside the accept loop while the listener serves (cancelled with it)."""
+        self._tasks.append(task)
 
     @property
     def url(self) -> str:
@@ -145,6 +150,8 @@ class HttpListener:
         async with trio.open_nursery() as accepts:
             for sock in self._sockets:
                 accepts.start_soon(self._accept_loop, sock, nursery)
+            for task in self._tasks:
+                accepts.start_soon(task)
 
     async def aclose(self) -> None:
         for sock in self._sockets:

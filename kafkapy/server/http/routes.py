@@ -1,24 +1,52 @@
-"""The broker's HTTP routes beyond /healthz and /readyz: `/metrics`, the status page and its
-JSON (`kafkapy.server.http.status`)."""
+"""The broker's HTTP routes beyond /healthz and /readyz: `/metrics`, the status page at `/`
+(with `?fragment=tables` for the part its script refreshes), `/api/status` (the JSON the page
+polls) and the page's two assets."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from kafkapy.server.http.listener import HttpListener, HttpRequest, HttpResponse
 from kafkapy.server.http.metrics import metrics_registry, render_metrics
+from kafkapy.server.http.page import asset, render_page, render_tables
+from kafkapy.server.http.status import History, status_json
 
 if TYPE_CHECKING:
     from kafkapy.server.app import Server
 
 __all__ = ["install_routes"]
 
+HTML = "text/html; charset=utf-8"
+_ASSET_TYPES = {"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8"}
+
 
 def install_routes(http: HttpListener, server: Server) -> None:
     registry = metrics_registry(server)
+    history = History(server)
+    http.add_task(history.run)
 
     async def metrics(request: HttpRequest) -> HttpResponse:
         body, content_type = render_metrics(registry, request.headers.get("accept"))
         return HttpResponse(200, body, content_type)
 
+    async def page(request: HttpRequest) -> HttpResponse:
+        status = status_json(server, history)
+        if request.arg("fragment") == "tables":
+            return HttpResponse(200, render_tables(status).encode(), HTML)
+        return HttpResponse(200, render_page(status).encode(), HTML)
+
+    async def api_status(request: HttpRequest) -> HttpResponse:
+        body = json.dumps(status_json(server, history), separators=(",", ":")).encode()
+        return HttpResponse(200, body, "application/json")
+
     http.add_route("GET", "/metrics", metrics)
+    http.add_route("GET", "/", page)
+    http.add_route("GET", "/api/status", api_status)
+    for name, content_type in _ASSET_TYPES.items():
+        body = asset(name)
+
+        async def serve_asset(request: HttpRequest, body: bytes = body, content_type: str = content_type) -> HttpResponse:
+            return HttpResponse(200, body, content_type)
+
+        http.add_route("GET", f"/assets/{name}", serve_asset)

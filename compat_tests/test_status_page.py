@@ -1,0 +1,166 @@
+"""The status page in a real headless browser: Debian's chromium driven by Playwright (never a
+downloaded browser), against a broker subprocess started with `--http` that confluent-kafka
+filled with traffic. The page must render, its numbers must match what the admin API says, and
+its charts must be drawn; a screenshot is kept under the test's tmp dir (path printed)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from compat_tests.conftest import BrokerFactory, in_ci
+
+pytestmark = pytest.mark.timeout(180)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TOPIC = "orders"
+GROUP = "page-readers"
+PARTITIONS = 3
+PER_PARTITION = 200
+COMMITTED = (150, 200, 100)  # lag 50, 0, 100
+
+
+@pytest.fixture
+def chromium_path() -> str:
+    if shutil.which(CHROMIUM) is None:
+        if in_ci():
+            pytest.fail("chromium is missing in CI (.ci/run installs it: apt-get install chromium)")
+        pytest.skip("chromium not installed here (apt-get install -y chromium)")
+    return CHROMIUM
+
+
+def _fill(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(15)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(PARTITIONS * PER_PARTITION):
+        producer.produce(TOPIC, value=b"order-%06d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    got, deadline = 0, time.monotonic() + 30
+    while got < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.consume(500, 1.0) if m.error() is None)
+    assert got == PARTITIONS * PER_PARTITION
+    consumer.commit(
+        offsets=[TopicPartition(TOPIC, p, c) for p, c in enumerate(COMMITTED)], asynchronous=False
+    )
+    consumer.close()
+
+
+def _admin_view(bootstrap: str) -> dict[str, object]:
+    """What the Kafka admin API says: cluster, brokers, log ends, committed offsets."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cluster = admin.describe_cluster(request_timeout=15).result(15)
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(GROUP)])[GROUP].result(15)
+    committed = {tp.partition: tp.offset for tp in offsets.topic_partitions if tp.topic == TOPIC}
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    ends = {p: probe.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)}
+    probe.close()
+    return {
+        "cluster_id": cluster.cluster_id,
+        "controller": cluster.controller.id,
+        "brokers": {(n.id, n.host, n.port) for n in cluster.nodes},
+        "ends": ends,
+        "committed": committed,
+    }
+
+
+def test_status_page_renders_and_matches_the_admin_api(
+    broker_factory: BrokerFactory, chromium_path: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    broker = broker_factory.start(extra_args=["--http", "127.0.0.1:0"])
+    url = re.search(r"HTTP on (http://\S+/)", broker.log_text())
+    assert url, broker.log_tail()
+    _fill(broker.bootstrap)
+    admin = _admin_view(broker.bootstrap)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1500})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(url.group(1), wait_until="load")
+            # keep a trickle of produce traffic while the page samples, so the chart moves
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                producer.produce("trickle", value=b"x" * 512)
+                producer.poll(0)
+                if int(page.evaluate("document.body.dataset.polls || 0")) >= 4:
+                    break
+                page.wait_for_timeout(200)
+            producer.flush(10)
+            assert not errors, errors
+            assert int(page.evaluate("document.body.dataset.polls || 0")) >= 4
+
+            cluster_text = page.inner_text("#cluster-table")
+            assert str(admin["cluster_id"]) in cluster_text
+            assert f"{admin['controller']} (this node)" in cluster_text
+            rows = page.locator("table.brokers tbody tr")
+            shown = set()
+            for i in range(rows.count()):
+                node, host, port = (c.strip() for c in rows.nth(i).locator("td").all_inner_texts()[:3])
+                shown.add((int(node), host, int(port)))
+            assert shown == admin["brokers"]
+
+            topic = page.locator(f'details.topic[data-topic="{TOPIC}"]')
+            assert topic.locator(".partition-count").inner_text() == str(PARTITIONS)
+            topic.locator("summary").click()
+            ends = admin["ends"]
+            assert isinstance(ends, dict)
+            part_rows = topic.locator("table.partitions tbody tr")
+            assert part_rows.count() == PARTITIONS
+            for i in range(PARTITIONS):
+                cells = part_rows.nth(i).locator("td").all_inner_texts()
+                assert int(cells[0]) == i
+                assert int(cells[5]) == ends[i] == PER_PARTITION  # log end offset
+
+            committed = admin["committed"]
+            assert isinstance(committed, dict)
+            expected_lag = sum(ends[p] - committed[p] for p in range(PARTITIONS))
+            group = page.locator(f'details.group[data-group="{GROUP}"]')
+            assert int(group.locator(".group-lag").inner_text()) == expected_lag == 150
+            group.locator("summary").click()
+            offset_rows = group.locator("table.offsets tbody tr")
+            by_partition = {}
+            for i in range(offset_rows.count()):
+                cells = [c.strip() for c in offset_rows.nth(i).locator("td").all_inner_texts()]
+                by_partition[int(cells[1])] = (int(cells[2]), int(cells[4]))
+            assert by_partition == {p: (committed[p], ends[p] - committed[p]) for p in range(PARTITIONS)}
+
+            # the charts are drawn by the page's own script from the polled history
+            assert page.locator("#chart-throughput polyline").count() == 3
+            assert page.locator("#chart-lag polyline").count() == 1
+            assert page.locator("#lag-group").input_value() == GROUP
+            assert page.inner_text("#partition-count") != ""
+
+            shot = tmp_path / "status-page.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"status page screenshot: {shot}")
+            assert shot.stat().st_size > 10_000
+        finally:
+            browser.close()

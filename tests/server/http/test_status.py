@@ -1,0 +1,110 @@
+"""The status page's routes and data in-process: /api/status, the page and its fragment, the
+assets, the history's rates, and that names from clients are escaped in the HTML."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from typing import Any
+
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.server.http.page import render_page
+from kafkapy.server.http.status import History, status_json
+from tests.server.helpers import Client, running_broker
+from tests.server.test_stats import produce_request
+
+HTTP = {"kafkapy.http.listener": "127.0.0.1:0"}
+
+
+def fetch(port: int, path: str) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.getheader("content-type") or "", response.read()
+    finally:
+        conn.close()
+
+
+async def test_api_status_page_fragment_and_assets() -> None:
+    async with running_broker(None, **HTTP) as (broker, server, port):
+        assert server.http is not None
+        broker.create_topic("shown", 2)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, 9, produce_request("shown", 0, 1))
+        await client.aclose()
+        http_port = server.http.port
+        status, ctype, body = await trio.to_thread.run_sync(fetch, http_port, "/api/status")
+        assert (status, ctype) == (200, "application/json")
+        data = json.loads(body)
+        assert data["cluster"]["node_id"] == 1
+        assert data["cluster"]["ready"] is True
+        assert data["brokers"] == [{"node_id": 1, "host": "127.0.0.1", "port": port, "rack": None,
+                                    "fenced": False, "in_controlled_shutdown": False}]
+        shown = [p for p in data["partitions"] if p["topic"] == "shown"]
+        assert [(p["partition"], p["log_end_offset"], p["leader"], p["isr"]) for p in shown] == [
+            (0, 3, 1, [1]), (1, 3, 1, [1])
+        ]
+        topic = next(t for t in data["topics"] if t["name"] == "shown")
+        assert (topic["partitions"], topic["messages"], topic["internal"]) == (2, 6, False)
+        assert len(data["history"]) >= 1  # sampled as soon as the listener serves
+
+        status, ctype, page = await trio.to_thread.run_sync(fetch, http_port, "/")
+        assert (status, ctype) == (200, "text/html; charset=utf-8")
+        assert b'data-topic="shown"' in page
+        assert b'<script src="/assets/page.js">' in page
+        status, _, fragment = await trio.to_thread.run_sync(fetch, http_port, "/?fragment=tables")
+        assert status == 200
+        assert b'data-topic="shown"' in fragment
+        assert b"<html" not in fragment
+        for name, kind in (("page.js", "text/javascript"), ("page.css", "text/css")):
+            status, ctype, asset = await trio.to_thread.run_sync(fetch, http_port, f"/assets/{name}")
+            assert status == 200
+            assert ctype.startswith(kind)
+            assert len(asset) > 500
+
+
+async def test_history_rates_follow_the_counters() -> None:
+    async with running_broker(None) as (broker, server, port):
+        history = History(server)
+        broker.create_topic("r", 1)
+        history.sample()
+        client = await Client.connect(port)
+        for _ in range(4):
+            await client.request(ApiKey.PRODUCE, 9, produce_request("r", 0))
+        await client.aclose()
+        await trio.sleep(0.05)
+        history.sample()
+        first, last = history.samples[0], history.samples[-1]
+        assert last.messages_in - first.messages_in == 12
+        rates = history.rates()
+        elapsed = (last.t_ms - first.t_ms) / 1000
+        assert rates["messages_in"] == 12 / max(elapsed, 1e-3)
+        assert history.partition_rates[("r", 0)] > 0
+        assert status_json(server, history)["rates"] == rates
+
+
+def _status_with(group_id: str, topic: str) -> dict[str, Any]:
+    return {
+        "cluster": {"cluster_id": "c", "node_id": 1, "version": "0", "mode": "single node",
+                    "ready": True, "not_ready_reason": "", "pid": 1, "listeners": [],
+                    "controller_id": 1, "active_controller": True, "quorum": None},
+        "brokers": [], "connections": 0, "rates": {"messages_in": 0, "bytes_in": 0, "bytes_out": 0},
+        "topics": [{"name": topic, "partitions": 1, "size_bytes": 0, "messages": 0,
+                    "messages_per_s": 0.0, "internal": False, "under_replicated": 0}],
+        "partitions": [],
+        "groups": [{"group_id": group_id, "protocol": "classic", "state": "Empty", "lag": 0,
+                    "members": [{"member_id": group_id, "client_id": "<b>x</b>", "client_host": "/h"}],
+                    "offsets": []}],
+        "history": [], "sample_s": 2.0,
+    }
+
+
+def test_names_from_clients_are_escaped() -> None:
+    evil = '<img src=x onerror="alert(1)">'
+    page = render_page(_status_with(evil, "t"))
+    assert evil not in page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+    assert "<b>x</b>" not in page
