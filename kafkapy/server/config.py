@@ -387,6 +387,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         ),
         _B("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
         _B(
+            "sasl.server.max.receive.size",
+            _T.INT,
+            "524288",
+            "Largest frame a SASL listener takes before authentication (Kafka's CVE-2022-34917 cap).",
+        ),
+        _B(
             "max.incremental.fetch.session.cache.slots",
             _T.INT,
             "1000",

@@ -164,6 +164,14 @@ class _StreamFrames:
         self.stream = stream
         self.decoder = FrameDecoder(max_frame_bytes)
 
+    @property
+    def max_frame_bytes(self) -> int:
+        return self.decoder.max_frame_bytes
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        self.decoder.max_frame_bytes = value
+
     async def receive(self) -> list[bytes | bytearray]:
         """The next complete frames (at least one); [] when the peer closed the connection."""
         while True:

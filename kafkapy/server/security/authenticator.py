@@ -18,7 +18,12 @@ mechanism -> UNSUPPORTED_SASL_MECHANISM with the enabled list, then the close. F
 logged at info level with the peer, never the password.
 
 Resource handling: the caller (`Connection.run`) owns the stream and closes it whenever this
-returns None. The whole phase obeys the connection's idle timeout per frame.
+returns None. The whole phase obeys the connection's idle timeout per frame. Until SASL
+completes, a frame may be at most `sasl.server.max.receive.size` (512 KiB, Kafka's cap since
+CVE-2022-34917) instead of `socket.request.max.bytes`: a bigger size prefix closes the
+connection before any of its body is buffered, so unauthenticated peers cannot make the broker
+hold 100 MiB each. (A frame a client pipelines right behind its last SASL message is read under
+the same cap; clients wait for the SaslAuthenticate answer first.)
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ async def authenticate(
     if not security.sasl:
         return []
     session = security.new_session()
+    source.max_frame_bytes = min(security.max_receive_bytes, conn.max_request_bytes)
     while True:
         with trio.move_on_after(conn.idle_s) as scope:
             try:
@@ -92,6 +98,7 @@ async def authenticate(
                     session.principal,
                     session.mechanism_name,
                 )
+                source.max_frame_bytes = conn.max_request_bytes
                 return frames[i + 1 :]
 
 

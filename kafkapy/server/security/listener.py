@@ -39,6 +39,8 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None
     mechanisms: tuple[str, ...]
     credentials: CredentialStore | None
+    #: the largest frame taken before SASL completes (`sasl.server.max.receive.size`)
+    max_receive_bytes: int = 524_288
 
     @property
     def sasl(self) -> bool:
@@ -131,5 +133,10 @@ def listener_security(
             mechanisms = tuple(wanted)
             if credentials is None:
                 credentials = CredentialStore.from_config(config)
-        result[listener.name] = ListenerSecurity(listener, context, mechanisms, credentials)
+        max_receive = int(config.listener_get(listener.name, "sasl.server.max.receive.size") or 0)
+        if max_receive <= 0:
+            raise ConfigError(f"sasl.server.max.receive.size must be positive, got {max_receive}")
+        result[listener.name] = ListenerSecurity(
+            listener, context, mechanisms, credentials, max_receive
+        )
     return result

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ssl
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -273,3 +273,61 @@ def test_bad_tls_and_sasl_settings_fail_at_start_with_a_clear_message(
     for settings, message in cases:
         with pytest.raises((ConfigError, ValueError), match=message):
             start(settings)
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+async def test_frames_over_512_kib_are_refused_before_authentication_only(
+    certs: CertFiles, caplog: pytest.LogCaptureFixture, protocol: str
+) -> None:
+    """Kafka's cap since CVE-2022-34917: before SASL completes, a size prefix over
+    `sasl.server.max.receive.size` (512 KiB) closes the connection - without waiting for (or
+    buffering) the body; once authenticated, `socket.request.max.bytes` applies again."""
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:0,{protocol}://127.0.0.1:0",
+        "ssl.keystore.location": str(certs.server_pem),
+        **USERS,
+    }
+    big = _produce("t", b"x" * 700_000)  # a 700 KB frame
+    async with running_broker(None, **overrides) as (_, server, _):
+        port = _port(server, protocol)
+
+        async def connect() -> Client:
+            return await (_tls_client(port, certs) if protocol == "SASL_SSL" else Client.connect(port))
+
+        async def closed_after(client: Client, send: Awaitable[object]) -> bool:
+            """True when the broker closes the connection (a broken pipe while we still send
+            counts: it closed before reading the rest)."""
+            try:
+                await send
+                return await client.read_frame() is None
+            except trio.BrokenResourceError:
+                return True
+            finally:
+                await client.aclose()
+
+        intruder = await connect()  # a size prefix, and the body never comes
+        head = struct.pack(">i", 600 * 1024) + b"\0" * 64
+        assert await closed_after(intruder, intruder.send_raw(head))
+        assert "before authentication: frame size 614400 outside 0..524288" in caplog.text
+        before_login = await connect()
+        assert await closed_after(before_login, before_login.send(ApiKey.PRODUCE, 9, big))
+        client = await connect()
+        await _login(client, "alice", "alice-secret")
+        produced = await client.request(ApiKey.PRODUCE, 9, big)
+        assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        await client.aclose()
+        plain = await Client.connect(_port(server, "PLAINTEXT"))  # no authentication, no cap
+        produced = await plain.request(ApiKey.PRODUCE, 9, big)
+        assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        await plain.aclose()
+
+
+async def test_the_pre_authentication_cap_is_configurable() -> None:
+    async with sasl_broker(**{"sasl.server.max.receive.size": "100"}) as (_, _, sasl_port):
+        small = await Client.connect(sasl_port)
+        assert (await small.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())).api_keys
+        await small.send(
+            ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN" + " " * 200)
+        )
+        assert await small.read_frame() is None
+        await small.aclose()
