@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kafkapy.cli.chaos import chaos
+from kafkapy.cli.cluster import cluster
 from kafkapy.cli.configs import configs
 from kafkapy.cli.consume import consume
 from kafkapy.cli.groups import groups
@@ -237,6 +238,7 @@ cli.add_command(topics)
 cli.add_command(configs)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(cluster)
 
 
 def main(argv: list[str] | None = None) -> int:

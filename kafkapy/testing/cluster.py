@@ -23,7 +23,8 @@ what the cluster said.
 
 Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
 then SIGKILLs stragglers, so no node outlives the test run. Not for serving traffic: only the
-tests, the benchmarks and `kafkapy chaos` (a test harness users run, kafkapy/chaos/) use it.
+tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/) and
+`kafkapy cluster start` (a local dev cluster, kafkapy/cli/cluster.py) use it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,108 @@
+"""`kafkapy cluster info|quorum|start` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import kafkapy
+
+
+def test_info_on_a_single_node(bootstrap: str) -> None:
+    r = kafkapy("cluster", "info", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    host, port = bootstrap.split(":")
+    assert doc["brokers"] == [{"id": 1, "host": host, "port": int(port), "rack": None}]
+    assert doc["controller_id"] == 1
+    assert len(doc["cluster_id"]) == 22
+    human = kafkapy("cluster", "info", bootstrap=bootstrap)
+    assert f"cluster id {doc['cluster_id']}" in human.stdout
+
+
+def test_quorum_on_a_single_node_says_there_is_none(bootstrap: str) -> None:
+    r = kafkapy("cluster", "quorum", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "does not serve DescribeQuorum" in r.stderr
+    assert "--bootstrap-controller" in r.stderr
+
+
+def _closed(address: str) -> bool:
+    host, port = address.split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return False
+    except OSError:
+        return True
+
+
+def _start(data_dir: Path) -> tuple[subprocess.Popen[str], str, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "cluster", "start", "--nodes", "3", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    assert proc.stdout is not None
+    bootstrap_line = proc.stdout.readline()
+    voters_line = proc.stdout.readline()
+    m = re.fullmatch(r"bootstrap servers: (\S+)\n", bootstrap_line)
+    v = re.fullmatch(r"controller quorum voters: (\S+)\n", voters_line)
+    if m is None or v is None:
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError(f"no bootstrap line: {bootstrap_line!r} {voters_line!r}")
+    controllers = ",".join(item.split("@")[1] for item in v.group(1).split(","))
+    return proc, m.group(1), controllers
+
+
+def _stop(proc: subprocess.Popen[str], bootstrap: str) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert all(_closed(a) for a in bootstrap.split(","))
+
+
+@pytest.mark.timeout(300)
+def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    proc, bootstrap, controllers = _start(data)
+    try:
+        info = kafkapy("cluster", "info", "--json", bootstrap=bootstrap).json()
+        assert [b["id"] for b in info["brokers"]] == [1, 2, 3]
+        assert sorted(f"{b['host']}:{b['port']}" for b in info["brokers"]) == sorted(bootstrap.split(","))
+        quorum = kafkapy("cluster", "quorum", "--bootstrap-controller", controllers, "--json")
+        assert quorum.code == 0, quorum.stderr
+        q = quorum.json()
+        assert sorted(v["node_id"] for v in q["voters"]) == [1, 2, 3]
+        assert [v["status"] for v in q["voters"] if v["node_id"] == q["leader_id"]] == ["Leader"]
+        assert q["leader_epoch"] >= 1
+        assert q["high_watermark"] > 0
+        assert kafkapy("topics", "create", "kept", "--partitions", "2", "--replication-factor", "3",
+                       bootstrap=bootstrap).code == 0
+        assert kafkapy("produce", "kept", "--acks", "all", stdin="x\ny\n", bootstrap=bootstrap).code == 0
+        (topic,) = kafkapy("topics", "describe", "kept", "--json", bootstrap=bootstrap).json()
+        assert all(len(p["replicas"]) == 3 for p in topic["partitions"])
+        assert sum(p["log_end_offset"] for p in topic["partitions"]) == 2
+    finally:
+        _stop(proc, bootstrap)
+    proc, again, _ = _start(data)
+    try:
+        assert again == bootstrap  # same ports: the voters' addresses in the kept data stay valid
+        r = kafkapy("consume", "kept", "--from-beginning", "--exit-at-end", bootstrap=again)
+        assert sorted(r.stdout.split()) == ["x", "y"]
+    finally:
+        _stop(proc, again)
+    # keep the data, but a run without --data-dir leaves nothing behind
+    assert (data / "node1" / "meta.properties").exists()
+
