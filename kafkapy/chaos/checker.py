@@ -80,6 +80,9 @@ class ProducerCheck:
 
 @dataclass
 class TxnCheck:
+    """`processed`: distinct input values in the output; `stall_s`: the longest time without
+    a committed transaction (liveness figures, not anomalies)."""
+
     committed: int = 0
     aborted: int = 0
     unknown: int = 0
@@ -87,12 +90,19 @@ class TxnCheck:
     aborted_reads: list[str] = field(default_factory=list)
     duplicated: list[int] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
+    processed: int = 0
+    stall_s: float = 0.0
 
 
 @dataclass
 class GroupCheck:
+    """`distinct`: distinct records processed; `stall_s`: the longest time without an
+    acknowledged commit (liveness figures, not anomalies)."""
+
     commits: int = 0
     processed: int = 0
+    distinct: int = 0
+    stall_s: float = 0.0
     backwards: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     inconsistent: list[str] = field(default_factory=list)
@@ -165,13 +175,15 @@ class CheckResult:
             "acks1": producer(self.acks1),
             "txn": {
                 "committed": t.committed, "aborted": t.aborted, "unknown": t.unknown,
-                "output_records": t.output_records, "aborted_reads": len(t.aborted_reads),
+                "output_records": t.output_records, "processed": t.processed, "stall_s": round(t.stall_s, 3),
+                "aborted_reads": len(t.aborted_reads),
                 "duplicated": len(t.duplicated), "lost": len(t.lost),
                 "examples": {"aborted_reads": t.aborted_reads[:EXAMPLES],
                              "duplicated": t.duplicated[:EXAMPLES], "lost": t.lost[:EXAMPLES]},
             },
             "group": {
-                "commits": g.commits, "processed": g.processed, "offsets_backwards": len(g.backwards),
+                "commits": g.commits, "processed": g.processed, "distinct": g.distinct,
+                "stall_s": round(g.stall_s, 3), "offsets_backwards": len(g.backwards),
                 "lost": len(g.lost), "inconsistent": len(g.inconsistent),
                 "examples": {"offsets_backwards": g.backwards[:EXAMPLES], "lost": g.lost[:EXAMPLES],
                              "inconsistent": g.inconsistent[:EXAMPLES]},
@@ -236,7 +248,13 @@ def check_producer(history: History, workload: str, topic: str) -> ProducerCheck
     return result
 
 
-def check_txn(history: History) -> TxnCheck:
+def longest_gap(times: list[float], horizon: float) -> float:
+    """The longest stretch of [0, horizon] without one of `times` (horizon when empty)."""
+    points = [0.0, *sorted(t for t in times if 0.0 <= t <= horizon), horizon]
+    return max(b - a for a, b in itertools.pairwise(points))
+
+
+def check_txn(history: History, horizon: float = 0.0) -> TxnCheck:
     """Aborted reads, duplicates and losses of the read-process-write workload."""
     result = TxnCheck()
     outcome = {t.txn: t.outcome for t in history.txns}
@@ -268,12 +286,16 @@ def check_txn(history: History) -> TxnCheck:
             if offset < end and value is not None:
                 should.add(value)
     result.lost = sorted(should - written.keys())
+    result.processed = len(written)
+    result.stall_s = longest_gap([t.t for t in history.txns if t.outcome == "committed"], horizon)
     return result
 
 
-def check_group(history: History) -> GroupCheck:
+def check_group(history: History, horizon: float = 0.0) -> GroupCheck:
     """Offsets going backwards, skipped and inconsistent records of the consumer group."""
     result = GroupCheck(commits=len(history.commits), processed=len(history.processed))
+    result.distinct = len({(p.partition, p.offset) for p in history.processed})
+    result.stall_s = longest_gap([c.t for c in history.commits], horizon)
     events: dict[int, list[tuple[float, int, str, int]]] = defaultdict(list)
     for c in history.commits:
         events[c.partition].append((c.t, 1, c.member, c.offset))
@@ -372,8 +394,8 @@ def check(history: History, horizon: float) -> CheckResult:
     return CheckResult(
         idempotent=idem,
         acks1=check_producer(history, ACKS1, TOPIC_ACKS1),
-        txn=check_txn(history),
-        group=check_group(history),
+        txn=check_txn(history, horizon),
+        group=check_group(history, horizon),
         unreadable=list(history.read_errors),
         rows=_rows(history, idem, unavailability, horizon),
         unavailability=unavailability,

@@ -37,13 +37,12 @@ def render(report: dict[str, Any], console: Console) -> None:
     others = Table(title="other workloads")
     for name in ("workload", "figures", "anomalies"):
         others.add_column(name)
-    a1, txn, group = report["acks1"], report["txn"], report["group"]
+    a1, txn, group, idem = report["acks1"], report["txn"], report["group"], report["idempotent"]
     others.add_row(
         "acks=1 producer (counted apart)",
         f"sent {a1['sent']}, acked {a1['acked']}, failed {a1['failed']}",
         f"lost {a1['lost']}, dup {a1['duplicated']}, reordered {a1['reordered']} (not anomalies)",
     )
-    idem = report["idempotent"]
     others.add_row(
         "idempotent acks=all producer",
         f"sent {idem['sent']}, acked {idem['acked']}, failed {idem['failed']}",
@@ -53,12 +52,13 @@ def render(report: dict[str, Any], console: Console) -> None:
     others.add_row(
         "transactional read-process-write",
         f"txns committed {txn['committed']}, aborted {txn['aborted']}, unknown {txn['unknown']}; "
-        f"{txn['output_records']} output records",
+        f"{txn['processed']} of {idem['sent']} values through; longest stall {txn['stall_s']:.1f} s",
         f"aborted reads {txn['aborted_reads']}, dup {txn['duplicated']}, lost {txn['lost']}",
     )
     others.add_row(
         "consumer group (commit after processing)",
-        f"commits {group['commits']}, processed {group['processed']}",
+        f"commits {group['commits']}, {group['distinct']} of {idem['sent']} records processed; "
+        f"longest stall {group['stall_s']:.1f} s",
         f"offsets backwards {group['offsets_backwards']}, lost {group['lost']}, "
         f"inconsistent {group['inconsistent']}",
     )
@@ -90,8 +90,12 @@ def render(report: dict[str, Any], console: Console) -> None:
         console.print(f"workloads that did not stop in time: {', '.join(report['stuck_workloads'])}")
     anomalies = {k: v for k, v in report["anomalies"].items() if v}
     if anomalies:
-        console.print(f"[bold red]ANOMALIES: {anomalies}[/] (examples in --json; logs in {report['data_dir']})")
+        console.print(f"[bold red]ANOMALIES: {anomalies}[/] (all examples in --json; logs in {report['data_dir']})")
+        for workload in ("idempotent", "txn", "group"):
+            for kind, examples in report[workload]["examples"].items():
+                for example in examples[:3]:
+                    console.print(f"  {workload} {kind}: {example}", highlight=False)
         for line in report["unreadable"]:
-            console.print(f"  unreadable: {line}")
+            console.print(f"  unreadable: {line}", highlight=False)
     else:
         console.print("[bold green]no anomalies[/]")

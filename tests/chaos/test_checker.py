@@ -226,3 +226,21 @@ def test_rows_attribute_values_to_the_fault_in_effect_when_sent() -> None:
     assert rows["none"].acked == 5
     assert rows["kill"].acked == 5
     assert rows["kill"].lost == 1
+
+
+def test_liveness_figures_are_the_longest_stretch_without_progress() -> None:
+    h = History()
+    h.add(TxnOutcome(1, "committed", (0,), 2.0))
+    h.add(TxnOutcome(2, "aborted", (1,), 3.0))
+    h.add(TxnOutcome(3, "committed", (1,), 9.0))
+    h.add(Commit("a", 0, 1, 1.0))
+    h.add(Commit("a", 0, 2, 3.5))
+    h.add(Processed("a", 0, 0, 0))
+    h.add(Processed("b", 0, 0, 0))
+    h.set_read(TOPIC_TXN_OUT, {0: [(0, b"1:0"), (2, b"3:1")]})
+    result = check(h, horizon=10.0)
+    assert result.txn.stall_s == pytest.approx(7.0)
+    assert result.txn.processed == 2
+    assert result.group.stall_s == pytest.approx(6.5)
+    assert result.group.distinct == 1
+    assert result.total_anomalies() == 0
