@@ -184,6 +184,7 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     from kafkapy.server.app import ListenError, Server
     from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig, ConfigError
+    from kafkapy.server.connection_quotas import ConnectionQuotas
     from kafkapy.server.security import credentials_of, listener_security
     from kafkapy.storage.errors import StorageError
 
@@ -193,6 +194,7 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
         broker = Broker(config, memory=memory)
         # TLS files and SASL settings are checked now, so a bad path is one clear line (exit 2)
         listener_security(config, credentials_of(broker))
+        ConnectionQuotas(config)  # connection limits and their overrides, likewise
     except (ConfigError, ValueError, OSError, StorageError) as e:
         print(f"kafkapy: {e}", file=sys.stderr)
         return 2

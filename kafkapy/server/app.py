@@ -14,6 +14,10 @@ starts its parts' tasks beside the maintenance loop, and at shutdown gives the l
 bounded chance to hand partitions over before the tasks are cancelled. `wait_ready()` is what
 the CLI awaits before its ready line (at once on a single node).
 
+Connection limits (`max.connections`, `max.connections.per.ip` and its overrides,
+`max.connection.creation.rate`) are Kafka's, on the broker listeners: see
+`kafkapy.server.connection_quotas`.
+
 Error handling: a failing accept (e.g. out of file descriptors) is logged and retried after a
 short pause; errors inside one connection end that connection only; a failing maintenance run is
 logged and retried next interval.
@@ -31,6 +35,7 @@ import trio
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
+from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.http.listener import HttpListener, parse_http_address
@@ -69,6 +74,13 @@ class Server:
         # TLS contexts and SASL settings per listener; ConfigError here (bad certificate path)
         self.security = listener_security(broker.config, credentials_of(broker))
         self.bound: list[BoundListener] = []
+        cluster_config = broker.config.cluster
+        self.quotas = ConnectionQuotas(
+            broker.config,
+            exempt_listeners=frozenset(
+                [cluster_config.inter_broker_listener_name] if cluster_config is not None else []
+            ),
+        )
         self.connections: set[Connection] = set()
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
@@ -226,7 +238,10 @@ class Server:
     async def _accept_loop(
         self, listener: Listener, sock_listener: trio.SocketListener, conn_nursery: trio.Nursery
     ) -> None:
+        quotas = None if listener.name in self.broker.config.controller_listener_names else self.quotas
         while True:
+            if quotas is not None:
+                await quotas.wait_to_accept(listener.name)
             try:
                 stream = await sock_listener.accept()
             except OSError as e:
@@ -235,14 +250,35 @@ class Server:
                     await trio.sleep(0.1)
                     continue
                 raise
-            conn_nursery.start_soon(self._serve_connection, listener, stream)
+            try:
+                peer_addr = stream.socket.getpeername()
+                ip, peer = str(peer_addr[0]), f"{peer_addr[0]}:{peer_addr[1]}"
+            except OSError:  # already gone
+                await trio.aclose_forcefully(stream)
+                continue
+            if quotas is not None:
+                refused = quotas.admit(ip, listener.name)
+                if refused is not None:
+                    log.info("rejected connection from %s on %s: %s", peer, listener.name, refused)
+                    await trio.aclose_forcefully(stream)
+                    continue
+            conn_nursery.start_soon(self._serve_connection, listener, stream, ip, peer, quotas)
 
-    async def _serve_connection(self, listener: Listener, stream: trio.SocketStream) -> None:
+    async def _serve_connection(
+        self,
+        listener: Listener,
+        stream: trio.SocketStream,
+        ip: str,
+        peer: str,
+        quotas: ConnectionQuotas | None,
+    ) -> None:
         try:
-            peer_addr = stream.socket.getpeername()
-            peer = f"{peer_addr[0]}:{peer_addr[1]}"
-        except OSError:
-            peer = "?"
+            await self._serve_admitted(listener, stream, peer)
+        finally:
+            if quotas is not None:
+                quotas.release(ip)
+
+    async def _serve_admitted(self, listener: Listener, stream: trio.SocketStream, peer: str) -> None:
         security = self.security.get(listener.name)
         served: trio.abc.Stream = stream
         if security is not None and security.ssl_context is not None:

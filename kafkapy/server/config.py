@@ -386,6 +386,20 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "Largest request frame; checked from the size prefix.",
         ),
         _B("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
+        _B("max.connections", _T.INT, "2147483647", "Broker-wide connections; accepting waits at the limit."),
+        _B("max.connections.per.ip", _T.INT, "2147483647", "Connections per client IP; more are closed."),
+        _B(
+            "max.connections.per.ip.overrides",
+            _T.STRING,
+            "",
+            "Per-IP limits HOST_OR_IP:N,... overriding max.connections.per.ip.",
+        ),
+        _B(
+            "max.connection.creation.rate",
+            _T.INT,
+            "2147483647",
+            "New connections accepted per second, broker-wide; accepting waits above it.",
+        ),
         _B(
             "sasl.server.max.receive.size",
             _T.INT,

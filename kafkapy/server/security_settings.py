@@ -16,6 +16,8 @@ The rules (`unsupported_security_setting`), for each key as given broker-wide or
 - refused unless Kafka's default (what kafkapy does anyway): `ssl.enabled.protocols`
   (TLSv1.2,TLSv1.3), `ssl.protocol`, key/trust manager algorithms, principal mapping rules,
   `connections.max.reauth.ms` (0: no re-authentication);
+- per-listener connection limits (`listener.name.<listener>.max.connections`,
+  `...max.connection.creation.rate`): kafkapy enforces them broker-wide only;
 - inter-node settings (`security.inter.broker.protocol`, `sasl.mechanism.inter.broker.protocol`,
   `sasl.mechanism.controller.protocol`): kafkapy nodes talk PLAINTEXT to each other, so in a
   cluster anything but PLAINTEXT is refused (`inter_node_security_error`); a single node has no
@@ -108,6 +110,9 @@ _DEFAULT_ONLY: dict[str, tuple[frozenset[str], str]] = {
     ),
 }
 
+#: connection limits Kafka also takes per listener; kafkapy only broker-wide
+_BROKER_WIDE_ONLY = frozenset({"max.connections", "max.connection.creation.rate"})
+
 #: settings of the traffic between nodes (see the module doc)
 INTER_NODE_KEYS = (
     "security.inter.broker.protocol",
@@ -125,6 +130,8 @@ def unsupported_security_setting(key: str, value: str) -> str | None:
         return None
     base = _LISTENER_PREFIX.sub("", key)
     reason = _ALWAYS.get(base)
+    if base != key and base in _BROKER_WIDE_ONLY:
+        reason = "kafkapy enforces this limit broker-wide only: set it without the listener prefix"
     if reason is None:
         reason = next((r for p, r in _ALWAYS_PREFIXES.items() if base.startswith(p)), None)
     if reason is None and base in _DEFAULT_ONLY:

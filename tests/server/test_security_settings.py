@@ -89,6 +89,8 @@ REFUSED = [
     ("listener.name.sasl_ssl.ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
     ("listener.name.sasl_ssl.sasl.enabled.mechanisms", "GSSAPI"),
     ("listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.expected.issuer", "x"),
+    ("listener.name.sasl_ssl.max.connections", "10"),
+    ("listener.name.sasl_ssl.max.connection.creation.rate", "10"),
 ]
 
 #: Kafka's defaults (what kafkapy does anyway) and empty values are accepted
