@@ -193,18 +193,30 @@ class TxnProcessor(Workload):
             while not self.stopping.is_set():
                 try:
                     if not ready:
-                        producer.init_transactions(CALL_TIMEOUT_S)
-                        ready = True
+                        ready = self._init(producer)
+                        continue
                     msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
                     if msgs and not self._transaction(producer, consumer, msgs):
                         raise _Renew()
                 except (KafkaException, _Renew) as e:
                     if isinstance(e, KafkaException):
-                        self.history.client_error(self.workload, f"{'poll' if ready else 'init_transactions'}: {_error(e)}")
+                        self.history.client_error(self.workload, f"{'consume' if ready else 'init_transactions'}: {_error(e)}")
                     producer, consumer = self._renew(producer, consumer)
                     ready = False
         finally:
             _close(producer, consumer)
+
+    def _init(self, producer: Producer) -> bool:
+        """InitProducerId; a retriable failure (a timeout, no coordinator yet) is retried with
+        the same producer, as librdkafka asks - a new one would start over. Fatal: raises."""
+        try:
+            producer.init_transactions(CALL_TIMEOUT_S)
+            return True
+        except KafkaException as e:
+            if _error(e).fatal():
+                raise
+            self.history.client_error(self.workload, f"init_transactions: {_error(e)}")
+            return False
 
     def _renew(self, producer: Producer, consumer: Consumer) -> tuple[Producer, Consumer]:
         """New clients after a transaction of unknown end or a fatal error: the new producer's
