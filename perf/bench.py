@@ -28,6 +28,11 @@ measurement (summarise with perf/profile_summary.py).
 --c-producer PATH runs both produce phases with perf/cdriver/produce.c (same build, same producer
 settings) instead of the Python produce() loop.
 
+--launch-b launches a second kafkapy as broker B (with --b-broker-arg, e.g. `--b-broker-arg=--http
+--b-broker-arg=127.0.0.1:0`, or from another source tree with --b-root) and alternates A/B runs
+against the two: e.g. the HTTP listener on vs off in one run. --scrape-interval S then GETs /metrics and /api/status of every launched broker with an
+HTTP listener every S seconds during its runs (a Prometheus scraper plus an open status page).
+
 Every loop stops by count and by time (--max-seconds per phase).
 """
 
@@ -169,6 +174,7 @@ class LaunchedBroker:
         )
         assert self.proc.stdout is not None
         self.bootstrap = ""
+        self.http_url: str | None = None
         deadline = started + timeout_s
         lines: list[str] = []
         while time.perf_counter() < deadline:
@@ -181,6 +187,8 @@ class LaunchedBroker:
             if match:
                 self.startup_s = time.perf_counter() - started
                 self.bootstrap = f"{match['host']}:{match['port']}"
+                http = re.search(r"HTTP on (http://\S+/)", line)
+                self.http_url = http.group(1) if http else None
                 # Keep draining the log so a chatty broker never blocks on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()
                 return
@@ -199,6 +207,33 @@ class LaunchedBroker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=10)
+
+
+class Scraper:
+    """GETs `url`metrics and `url`api/status every `interval_s` in a thread until stopped."""
+
+    def __init__(self, url: str, interval_s: float) -> None:
+        self.url, self.interval_s = url, interval_s
+        self.scrapes = 0
+        self.seconds: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(self.interval_s):
+            for path in ("metrics", "api/status"):
+                started = time.perf_counter()
+                with urllib.request.urlopen(self.url + path, timeout=30) as response:
+                    response.read()
+                self.seconds.append(time.perf_counter() - started)
+            self.scrapes += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
 
 
 def measure_startup(runs: int) -> list[float]:
@@ -637,6 +672,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="py-spy raw profile of the launched kafkapy")
     parser.add_argument("--broker-arg", action="append", default=[],
                         help="extra argument for the launched kafkapy (repeatable), e.g. --broker-arg=--memory")
+    parser.add_argument("--launch-b", action="store_true",
+                        help="launch a second kafkapy as broker B (A/B against the launched A)")
+    parser.add_argument("--b-broker-arg", action="append", default=[],
+                        help="extra argument for the launched broker B (repeatable)")
+    parser.add_argument("--b-root", type=Path, default=ROOT,
+                        help="source tree broker B runs from (e.g. a git archive of an older commit)")
+    parser.add_argument("--scrape-interval", type=float, default=0.0,
+                        help="GET /metrics and /api/status of launched brokers with --http this often (s)")
     parser.add_argument("--c-consumer", metavar="PATH",
                         help="consume phase with this perf/cdriver binary (make -C perf/cdriver wheel)")
     parser.add_argument("--c-producer", metavar="PATH",
@@ -655,12 +698,24 @@ def main(argv: list[str] | None = None) -> int:
         launched = LaunchedBroker(Path(tmp.name), extra_args=args.broker_arg)
         startup.append(launched.startup_s)
     bootstraps = {"A": args.bootstrap or (launched.bootstrap if launched else "")}
+    launched_b: LaunchedBroker | None = None
+    tmp_b: tempfile.TemporaryDirectory[str] | None = None
+    if args.launch_b:
+        tmp_b = tempfile.TemporaryDirectory(prefix="kafkapy-bench-b-")
+        launched_b = LaunchedBroker(Path(tmp_b.name), extra_args=args.b_broker_arg, root=args.b_root)
+        args.vs = launched_b.bootstrap
     if args.vs:
         bootstraps["B"] = args.vs
     pids = {
         "A": args.pid_a or (launched.proc.pid if launched else listener_pid(bootstraps["A"])),
-        "B": args.pid_b or (listener_pid(args.vs) if args.vs else None),
+        "B": args.pid_b or (launched_b.proc.pid if launched_b else listener_pid(args.vs) if args.vs else None),
     }
+    http_urls = {
+        name: b.http_url
+        for name, b in (("A", launched), ("B", launched_b))
+        if b is not None and b.http_url and args.scrape_interval > 0
+    }
+    scrapes: dict[str, list[float]] = {name: [] for name in http_urls}
     spy = PySpy(launched.proc.pid, args.profile) if args.profile and launched else None
     runs: dict[str, list[dict[str, dict[str, float]]]] = {n: [] for n in bootstraps}
     try:
@@ -672,14 +727,23 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
                 BROKER_PID = pids[name]
-                runs[name].append(one_run(bootstrap, p))
+                url = http_urls.get(name)
+                scraper = Scraper(url, args.scrape_interval) if url else None
+                try:
+                    runs[name].append(one_run(bootstrap, p))
+                finally:
+                    if scraper is not None:
+                        scraper.stop()
+                        scrapes[name] += scraper.seconds
     finally:
         if spy is not None:
             spy.stop()
-        if launched is not None:
-            launched.stop()
-        if tmp is not None:
-            tmp.cleanup()
+        for broker in (launched, launched_b):
+            if broker is not None:
+                broker.stop()
+        for directory in (tmp, tmp_b):
+            if directory is not None:
+                directory.cleanup()
 
     targets: dict[str, dict[str, Any]] = {
         n: {
@@ -692,6 +756,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in bootstraps
     }
     print_table(targets, startup)
+    for name, times in scrapes.items():
+        if times:
+            print(f"{name}: {len(times)} HTTP GETs of /metrics and /api/status, median "
+                  f"{statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
     report: dict[str, Any] = {
         "params": {
             **vars(p),
@@ -702,9 +770,14 @@ def main(argv: list[str] | None = None) -> int:
             "latency_linger_ms": LATENCY_LINGER_MS,
             "runs": args.runs,
             "launched_kafkapy": launched is not None,
+            "launched_b": launched_b is not None,
+            "b_broker_args": args.b_broker_arg,
+            "b_root": str(args.b_root),
+            "scrape_interval_s": args.scrape_interval,
         },
         "targets": targets,
         "startup_s": {"runs": startup, "median": statistics.median(startup)} if startup else None,
+        "http_get_seconds": scrapes,
     }
     if len(targets) == 2:
         report["ratios_b_over_a"] = {

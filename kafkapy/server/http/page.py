@@ -165,7 +165,6 @@ def render_tables(status: dict[str, Any]) -> str:
 
 
 def _tiles(status: dict[str, Any]) -> str:
-    partitions = status["partitions"]
     rates = status["rates"]
     tiles = [
         ("rate-messages-in", "Messages in/s", _rate(rates["messages_in"])),
@@ -173,9 +172,9 @@ def _tiles(status: dict[str, Any]) -> str:
         ("rate-bytes-out", "Bytes out/s", _bytes(rates["bytes_out"])),
         ("connections", "Connections", str(status["connections"])),
         ("topic-count", "Topics", str(sum(1 for t in status["topics"] if not t["internal"]))),
-        ("partition-count", "Partitions", str(len(partitions))),
+        ("partition-count", "Partitions", str(status["partition_count"])),
         ("group-count", "Groups", str(len(status["groups"]))),
-        ("urp-count", "Under-replicated", str(sum(len(p["isr"]) < len(p["replicas"]) for p in partitions))),
+        ("urp-count", "Under-replicated", str(status["under_replicated"])),
     ]
     return "".join(
         f'<div class="tile"><div class="value" id="{tid}">{_e(value)}</div><div class="label">{_e(label)}</div></div>'

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import trio
+
 from kafkapy.server.http.listener import HttpListener, HttpRequest, HttpResponse
 from kafkapy.server.http.metrics import metrics_registry, render_metrics
 from kafkapy.server.http.page import asset, render_page, render_tables
@@ -21,23 +23,30 @@ HTML = "text/html; charset=utf-8"
 _ASSET_TYPES = {"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8"}
 
 
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
 def install_routes(http: HttpListener, server: Server) -> None:
     registry = metrics_registry(server)
     history = History(server)
     http.add_task(history.run)
 
     async def metrics(request: HttpRequest) -> HttpResponse:
-        body, content_type = render_metrics(registry, request.headers.get("accept"))
+        body, content_type = await render_metrics(registry, request.headers.get("accept"))
         return HttpResponse(200, body, content_type)
 
+    # The data is gathered on the trio thread (the broker's state lives there); turning it into
+    # HTML or JSON happens in a worker thread, as /metrics' formatting does.
     async def page(request: HttpRequest) -> HttpResponse:
         status = status_json(server, history)
-        if request.arg("fragment") == "tables":
-            return HttpResponse(200, render_tables(status).encode(), HTML)
-        return HttpResponse(200, render_page(status).encode(), HTML)
+        render = render_tables if request.arg("fragment") == "tables" else render_page
+        html = await trio.to_thread.run_sync(render, status)
+        return HttpResponse(200, html.encode(), HTML)
 
     async def api_status(request: HttpRequest) -> HttpResponse:
-        body = json.dumps(status_json(server, history), separators=(",", ":")).encode()
+        status = status_json(server, history, summary=request.arg("summary") == "1")
+        body = await trio.to_thread.run_sync(_json, status)
         return HttpResponse(200, body, "application/json")
 
     http.add_route("GET", "/metrics", metrics)

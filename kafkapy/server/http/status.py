@@ -125,8 +125,9 @@ def topic_rows(partitions: list[PartitionView], rates: dict[tuple[str, int], flo
     return list(topics.values())
 
 
-def status_json(server: Server, history: History) -> dict[str, Any]:
-    """Everything the page shows, as JSON (the page's script polls it)."""
+def status_json(server: Server, history: History, *, summary: bool = False) -> dict[str, Any]:
+    """Everything the page shows, as JSON. `summary`: without the per-partition rows (what the
+    page's script polls every 2 s: it needs only counts, groups and the history)."""
     broker = server.broker
     partitions = partition_views(broker)
     rates = history.partition_rates
@@ -139,7 +140,9 @@ def status_json(server: Server, history: History) -> dict[str, Any]:
         ],
         "connections": len(server.connections),
         "topics": topic_rows(partitions, rates),
-        "partitions": [
+        "partition_count": len(partitions),
+        "under_replicated": sum(v.under_replicated for v in partitions),
+        "partitions": [] if summary else [
             {"topic": v.topic, "partition": v.partition, "leader": v.leader,
              "replicas": list(v.replicas), "isr": list(v.isr), "local": v.local,
              "size_bytes": v.size_bytes, "segments": v.segments,

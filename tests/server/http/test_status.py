@@ -50,6 +50,11 @@ async def test_api_status_page_fragment_and_assets() -> None:
         topic = next(t for t in data["topics"] if t["name"] == "shown")
         assert (topic["partitions"], topic["messages"], topic["internal"]) == (2, 6, False)
         assert len(data["history"]) >= 1  # sampled as soon as the listener serves
+        _, _, body = await trio.to_thread.run_sync(fetch, http_port, "/api/status?summary=1")
+        summary = json.loads(body)
+        assert summary["partitions"] == []
+        assert summary["partition_count"] == len(data["partitions"]) == data["partition_count"]
+        assert summary["under_replicated"] == 0
 
         status, ctype, page = await trio.to_thread.run_sync(fetch, http_port, "/")
         assert (status, ctype) == (200, "text/html; charset=utf-8")
@@ -92,6 +97,7 @@ def _status_with(group_id: str, topic: str) -> dict[str, Any]:
                     "ready": True, "not_ready_reason": "", "pid": 1, "listeners": [],
                     "controller_id": 1, "active_controller": True, "quorum": None},
         "brokers": [], "connections": 0, "rates": {"messages_in": 0, "bytes_in": 0, "bytes_out": 0},
+        "partition_count": 0, "under_replicated": 0,
         "topics": [{"name": topic, "partitions": 1, "size_bytes": 0, "messages": 0,
                     "messages_per_s": 0.0, "internal": False, "under_replicated": 0}],
         "partitions": [],

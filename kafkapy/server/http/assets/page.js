@@ -3,7 +3,7 @@
 "use strict";
 
 const POLL_MS = 2000;
-const TABLES_EVERY = 3; // polls
+const TABLES_EVERY = 3; // polls (the tables: every 6 s)
 const SVG = "http://www.w3.org/2000/svg";
 let polls = 0;
 
@@ -39,6 +39,14 @@ function el(name, attrs, text) {
   return node;
 }
 
+// the smallest 1, 2, 4 or 5 times a power of ten at or above `max`, so the quarter ticks are round
+function niceMax(max) {
+  if (!(max > 0)) return 1;
+  const power = Math.pow(10, Math.floor(Math.log10(max)));
+  for (const step of [1, 2, 4, 5, 10]) if (step * power >= max) return step * power;
+  return 10 * power;
+}
+
 // points: [{t, v: [y0, y1, ...]}]; draws one polyline per series with a y axis from 0 to max
 function drawChart(svg, points, fmt) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -51,7 +59,7 @@ function drawChart(svg, points, fmt) {
   const t0 = points[0].t, t1 = points[points.length - 1].t;
   let max = 0;
   for (const p of points) for (const v of p.v) max = Math.max(max, v);
-  if (max === 0) max = 1;
+  max = niceMax(max);
   const x = (t) => L + ((t - t0) / Math.max(t1 - t0, 1)) * (W - L - R);
   const y = (v) => T + (1 - v / max) * (H - T - B);
   for (let i = 0; i <= 4; i++) {
@@ -89,8 +97,8 @@ function update(status) {
   setText("connections", String(status.connections));
   setText("group-count", String(status.groups.length));
   setText("topic-count", String(status.topics.filter((t) => !t.internal).length));
-  setText("partition-count", String(status.partitions.length));
-  setText("urp-count", String(status.partitions.filter((p) => p.isr.length < p.replicas.length).length));
+  setText("partition-count", String(status.partition_count));
+  setText("urp-count", String(status.under_replicated));
 
   const select = document.getElementById("lag-group");
   const groups = status.groups.map((g) => g.group_id);
@@ -118,7 +126,7 @@ async function refreshTables() {
 let latest = null;
 async function poll() {
   try {
-    const response = await fetch("/api/status", { cache: "no-store" });
+    const response = await fetch("/api/status?summary=1", { cache: "no-store" });
     if (response.ok) {
       latest = await response.json();
       update(latest);

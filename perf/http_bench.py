@@ -1,0 +1,125 @@
+"""What serving /metrics, /api/status and the status page costs the Kafka path, by partition count.
+
+Usage:
+    perf/http_bench.py [--partitions 1,100,1000] [--requests 20] [--json out.json]
+
+An in-process broker (real Server, HTTP listener on a free port) with one topic of N partitions
+is scraped by a real HTTP client in a thread, one GET after another, while a probe task on the
+broker's trio loop sleeps 1 ms at a time and records how late it wakes up: that lateness is the
+stall a Kafka request arriving meanwhile would see. Reported per partition count and path:
+GET latency (median, max) and probe lateness (p99, max) during the GETs, next to the probe's
+lateness with no GETs at all (same run, before them). Figures only, no thresholds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from kafkapy.server.app import Server
+from kafkapy.server.broker import Broker
+from kafkapy.server.config import BrokerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHS = ("/metrics", "/api/status", "/api/status?summary=1", "/", "/?fragment=tables")
+
+
+def _pct(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))] if ordered else 0.0
+
+
+async def _probe(lateness: list[float], stop: trio.Event) -> None:
+    while not stop.is_set():
+        started = time.perf_counter()
+        await trio.sleep(0.001)
+        lateness.append((time.perf_counter() - started - 0.001) * 1000)
+
+
+def _get_many(port: int, path: str, count: int) -> list[float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200, response.status
+        times.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    return times
+
+
+async def measure(partitions: int, requests: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="kafkapy-http-bench-") as tmp:
+        settings = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": tmp,
+            "offsets.topic.num.partitions": "1",
+            "kafkapy.http.listener": "127.0.0.1:0",
+            "log.retention.check.interval.ms": "600000",
+        }
+        broker = Broker(BrokerConfig(settings))
+        server = Server(broker)
+        broker.create_topic("bench", partitions)
+        result: dict[str, Any] = {"partitions": partitions}
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            assert server.http is not None
+            port = server.http.port
+            idle: list[float] = []
+            stop = trio.Event()
+            nursery.start_soon(_probe, idle, stop)
+            await trio.sleep(1.0)
+            stop.set()
+            result["idle_lateness_ms"] = {"p99": _pct(idle, 99), "max": max(idle)}
+            for path in PATHS:
+                lateness: list[float] = []
+                stop = trio.Event()
+                nursery.start_soon(_probe, lateness, stop)
+                times = await trio.to_thread.run_sync(_get_many, port, path, requests)
+                stop.set()
+                result[path] = {
+                    "get_ms_median": statistics.median(times),
+                    "get_ms_max": max(times),
+                    "lateness_ms_p99": _pct(lateness, 99),
+                    "lateness_ms_max": max(lateness),
+                }
+            server.request_shutdown()
+        return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", default="1,100,1000")
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "http_bench.json")
+    args = parser.parse_args(argv)
+    results = []
+    for count in (int(p) for p in args.partitions.split(",")):
+        r = trio.run(measure, count, args.requests)
+        results.append(r)
+        idle = r["idle_lateness_ms"]
+        print(f"{count} partitions: loop lateness with no GETs p99 {idle['p99']:.2f} ms, max {idle['max']:.2f} ms")
+        for path in PATHS:
+            f = r[path]
+            print(
+                f"  GET {path:22} median {f['get_ms_median']:7.1f} ms, max {f['get_ms_max']:7.1f} ms;"
+                f" loop lateness meanwhile p99 {f['lateness_ms_p99']:6.2f} ms, max {f['lateness_ms_max']:6.2f} ms"
+            )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"requests": args.requests, "results": results}, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
