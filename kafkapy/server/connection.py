@@ -50,6 +50,7 @@ from kafkapy.protocol import (
     decode_request_header,
     encode_response,
 )
+from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.server.broker import Broker
@@ -430,6 +431,8 @@ class Connection:
                 b"\x00" if response.flexible else b""
             )
             return [_SIZE.pack(len(head) + response.size) + head, *response.segments]
+        # a code newer than the request version becomes the one Kafka sends that version
+        downgrade_errors(header.api_key, header.api_version, response)
         return [
             self._frame(
                 encode_response(header.api_key, header.api_version, header.correlation_id, response)

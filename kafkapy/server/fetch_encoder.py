@@ -14,6 +14,8 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.error_versions import older_codes
 from kafkapy.protocol.errors import ProtocolError
 from kafkapy.server.zerocopy import FileRegion, RawResponse, Segment
 
@@ -84,6 +86,7 @@ def encode_fetch_response(
     flexible = version >= 12
     segments: list[Segment] = []
     head = bytearray()
+    older = older_codes(ApiKey.FETCH, version)  # codes this version predates (KIP-112)
     if version >= 1:
         head += _I32.pack(throttle_time_ms)
     if version >= 7:
@@ -97,8 +100,9 @@ def encode_fetch_response(
             head += _string(topic.name, flexible)
         head += _array_len(len(topic.partitions), flexible)
         for part in topic.partitions:
-            errors[part.error_code] = errors.get(part.error_code, 0) + 1
-            head += _PART.pack(part.partition_index, part.error_code, part.high_watermark)
+            code = older.get(part.error_code, part.error_code) if older else part.error_code
+            errors[code] = errors.get(code, 0) + 1
+            head += _PART.pack(part.partition_index, code, part.high_watermark)
             if version >= 4:
                 head += _I64.pack(part.last_stable_offset)
             if version >= 5:
