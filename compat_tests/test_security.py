@@ -306,3 +306,18 @@ def test_a_configured_authorizer_refuses_to_start(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "authorizer.class.name" in done.stderr
     assert "kafkapy ready" not in done.stdout + done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_confluent_admin_describes_every_user_when_none_is_named(
+    secure_broker: tuple[BrokerProcess, dict[str, str]], certs: CertFiles
+) -> None:
+    """describe_user_scram_credentials() without users: every user with credentials (librdkafka
+    sends an empty list, which Kafka treats as "all", like null)."""
+    from confluent_kafka.admin import AdminClient
+
+    _, addresses = secure_broker
+    admin = AdminClient(_conf(addresses, certs, "SASL_PLAINTEXT", "SCRAM-SHA-256"))
+    described = admin.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
+    assert USER in described
+    assert described[USER].scram_credential_infos  # the configured user's mechanisms

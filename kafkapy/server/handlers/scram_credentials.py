@@ -6,7 +6,8 @@ describe/alterUserScramCredentials do, against the broker's user database
 SCRAM-SHA-512 (others UNSUPPORTED_SASL_MECHANISM); iterations within 4096..16384, a non-empty
 name, salt and salted password (else UNACCEPTABLE_CREDENTIAL); one user altered twice for one
 mechanism in a request -> DUPLICATE_RESOURCE; deleting or describing a missing credential ->
-RESOURCE_NOT_FOUND. A user with any error gets none of its changes applied.
+RESOURCE_NOT_FOUND. A user with any error gets none of its changes applied. Describe with `users`
+null or empty lists every user with credentials.
 
 Not yet: persistence - credentials altered at run time live in memory and a restart goes back
 to the configured users (Kafka keeps them in the metadata log). Cluster mode: each broker has
@@ -48,7 +49,9 @@ async def handle_describe_user_scram_credentials(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
     known = credentials_of(ctx.broker).scram_users()
-    names = sorted(known) if req.users is None else [u.name for u in req.users]
+    # null or empty: every user with credentials (librdkafka sends an empty list, Kafka treats
+    # both alike)
+    names = [u.name for u in req.users] if req.users else sorted(known)
     results: list[Described] = []
     for name in dict.fromkeys(names):
         info = DescribeUserScramCredentialsResponse.CredentialInfo
