@@ -17,6 +17,7 @@ __all__ = [
     "ErrorCode",
     "InvalidRecordError",
     "ProtocolError",
+    "RecordValidationError",
     "UnsupportedVersionError",
 ]
 
@@ -201,3 +202,16 @@ class InvalidRecordError(ProtocolError):
     """A well-framed batch whose contents break a rule (counts, deltas, compression): INVALID_RECORD."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+
+class RecordValidationError(ProtocolError):
+    """Records that break a per-record rule (a keyless record on a compacted topic, a timestamp
+    out of range): the batch is refused, and `record_errors` names each bad record by its index
+    in its batch with a message, which Produce v8+ answers as `record_errors` (Kafka's
+    RecordValidationException). `error_code` is INVALID_RECORD or INVALID_TIMESTAMP."""
+
+    def __init__(
+        self, error_code: ErrorCode, record_errors: list[tuple[int, str]]
+    ) -> None:
+        super().__init__(record_errors[0][1] if record_errors else "invalid record", error_code)
+        self.record_errors = record_errors

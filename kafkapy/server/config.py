@@ -362,6 +362,18 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "log.message.timestamp.type", _T.STRING, "CreateTime", "Default message.timestamp.type."
         ),
         _B(
+            "log.message.timestamp.before.max.ms",
+            _T.LONG,
+            "9223372036854775807",
+            "Default message.timestamp.before.max.ms.",
+        ),
+        _B(
+            "log.message.timestamp.after.max.ms",
+            _T.LONG,
+            "3600000",
+            "Default message.timestamp.after.max.ms.",
+        ),
+        _B(
             "message.max.bytes",
             _T.INT,
             "1048588",
@@ -608,6 +620,20 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             "CreateTime",
             ("log.message.timestamp.type",),
             "CreateTime or LogAppendTime.",
+        ),
+        TopicConfigKey(
+            "message.timestamp.before.max.ms",
+            _T.LONG,
+            "9223372036854775807",
+            ("log.message.timestamp.before.max.ms",),
+            "CreateTime topics: refuse records older than this (INVALID_TIMESTAMP).",
+        ),
+        TopicConfigKey(
+            "message.timestamp.after.max.ms",
+            _T.LONG,
+            "3600000",
+            ("log.message.timestamp.after.max.ms",),
+            "CreateTime topics: refuse records further than this in the future (INVALID_TIMESTAMP).",
         ),
         TopicConfigKey(
             "min.insync.replicas",

@@ -33,8 +33,6 @@ _PASS_THROUGH = frozenset(
         "max.compaction.lag.ms",
         "message.downconversion.enable",
         "message.format.version",
-        "message.timestamp.after.max.ms",
-        "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
         "min.insync.replicas",
         "preallocate",
@@ -70,6 +68,8 @@ class LogConfig:
     flush_ms: int = INT64_MAX
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = INT64_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
@@ -97,6 +97,8 @@ class LogConfig:
             raise InvalidLogConfigError(f"cleanup.policy {self.cleanup_policy!r} is not valid")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise InvalidLogConfigError("min.cleanable.dirty.ratio must be within [0, 1]")
+        if self.message_timestamp_before_max_ms < 0 or self.message_timestamp_after_max_ms < 0:
+            raise InvalidLogConfigError("message.timestamp.(before|after).max.ms must be >= 0")
         if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
             raise InvalidLogConfigError("delete.retention.ms / min.compaction.lag.ms must be >= 0")
 

@@ -82,6 +82,7 @@ from kafkapy.storage.segment import (
 from kafkapy.storage.txn_index import (
     delete_snapshots,
 )
+from kafkapy.storage.validator import RecordRules
 from kafkapy.storage.writeback import PAGE_SIZE, WRITEBACK_SUPPORTED, start_writeback
 
 __all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
@@ -116,6 +117,7 @@ class PartitionLog(LogRecovery, LogQueries):
         """
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
+        self._rules = RecordRules(self.config)  # Kafka's record-level rules, per config
         self._lock = threading.RLock()
         self._retired: list[tuple[float, int]] = []  # (monotonic time, fd) of deleted segments
         self._generation = 0  # bumped by truncation so a racing flush does not advance the RP
@@ -244,9 +246,14 @@ class PartitionLog(LogRecovery, LogQueries):
         data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
         headers = parse_append_input(data, self.config.max_message_bytes)
         if from_client:
-            for _, header in headers:
+            rules = self._rules
+            if rules.config is not self.config:
+                rules = self._rules = RecordRules(self.config)
+            for pos, header in headers:
                 if header.is_control:
                     raise InvalidRecordError("clients may not produce control batches")
+                if rules.needs_records(header, now_ms):
+                    rules.validate(data, pos, header, now_ms, self.directory.name)
         log_append_time = self.config.log_append_time
         with self._lock:
             self._check_writable()

@@ -12,7 +12,10 @@ counts, size), never per record - which assigns offsets and overwrites the parti
 with the leader's (0); LogAppendTime topics get the broker's clock. The high watermark moves to
 the log end offset at once and long-poll fetches on the partition wake up. Per-partition errors:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (bad name or an internal topic),
-CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR. Unknown topics are
+CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR.
+Record-level rules (keyless records on compacted topics, `message.timestamp.(before|after).max.ms`,
+the max timestamp recomputed where the header cannot be trusted) are `storage.validator`'s; a
+refused batch names its records in `record_errors` (v8+). Unknown topics are
 auto-created when `auto.create.topics.enable`. acks=0 sends no response - and, as in Kafka, a
 failed acks=0 produce closes the connection, the only way the client can notice.
 
@@ -41,7 +44,7 @@ been fenced and replaced, `kafkapy.leader.lease.enable`) answers NOT_LEADER_OR_F
 Unknown topics are auto-created through the controller and answered UNKNOWN_TOPIC_OR_PARTITION
 this time (the client retries once its metadata shows the leader).
 
-Not yet: quotas, record-level error details (`record_errors`), Produce v12 (transactions v2's
+Not yet: quotas, Produce v12 (transactions v2's
 implicit add).
 """
 
@@ -56,7 +59,12 @@ import trio
 from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch
 from kafkapy.coordinator.txn import TopicPartition
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import ErrorCode, InvalidRecordError, ProtocolError
+from kafkapy.protocol.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    ProtocolError,
+    RecordValidationError,
+)
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
@@ -213,6 +221,14 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                     mgr.complete_append(pending)
                 else:
                     result = plog.append(part.records, now_ms=append_ms, leader_epoch=leader_epoch)
+            except RecordValidationError as e:
+                refused = _error(part.index, e.error_code, e.reason)
+                refused.record_errors = [
+                    ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                    for i, m in e.record_errors
+                ]
+                out.partition_responses.append(refused)
+                continue
             except ProtocolError as e:
                 out.partition_responses.append(_error(part.index, e.error_code, str(e)))
                 continue

@@ -102,3 +102,27 @@ async def test_one_request_mixing_plain_and_idempotent_partitions() -> None:
         assert offsets == {0: 2, 1: 0, 2: 2, 3: 0, 4: 2, 5: 0}
         ends = {p: broker.partition_log("t", p).log_end_offset for p in range(6)}  # type: ignore[union-attr]
         assert ends == {0: 4, 1: 2, 2: 4, 3: 2, 4: 4, 5: 2}
+
+
+async def test_record_errors_name_the_refused_records_from_v8() -> None:
+    """A keyless record on a compacted topic: INVALID_RECORD with Kafka's message and the
+    record's index in `record_errors` (v8+); the batch is not written, other partitions are."""
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("c", 2, {"cleanup.policy": "compact"})
+        client = await Client.connect(port)
+        now = int(time.time() * 1000)
+        bad = build_batch([Record(0, 0, b"k", b"a"), Record(1, 0, None, b"b")], base_timestamp=now)
+        good = build_batch([Record(0, 0, b"k", b"a")], base_timestamp=now)
+        req = ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
+            name="c", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=bad),
+                                      ProduceRequest.PartitionProduceData(index=1, records=good)])])  # fmt: skip
+        with trio.fail_after(20):
+            resp = await client.request(ApiKey.PRODUCE, 9, req)
+        refused, accepted = resp.responses[0].partition_responses
+        assert refused.error_code == ErrorCode.INVALID_RECORD
+        assert [(e.batch_index, e.batch_index_error_message) for e in refused.record_errors] == [
+            (1, "Compacted topic cannot accept message without key in topic partition c-0.")
+        ]
+        assert refused.error_message == refused.record_errors[0].batch_index_error_message
+        assert accepted.error_code == ErrorCode.NONE
+        assert broker.partition_log("c", 0).log_end_offset == 0  # type: ignore[union-attr]
