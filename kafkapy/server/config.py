@@ -760,8 +760,10 @@ def validate_topic_config(name: str, value: str | None) -> None:
     if name == "message.timestamp.type" and value not in _TIMESTAMP_TYPES:
         raise ConfigError(f"{name} must be one of {', '.join(_TIMESTAMP_TYPES)}")
     if name == "cleanup.policy":
+        # an empty list is valid, as in Kafka: neither deleted by retention nor compacted (what a
+        # SUBTRACT of the last policy leaves)
         parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or any(p not in _CLEANUP_POLICIES for p in parts):
+        if any(p not in _CLEANUP_POLICIES for p in parts):
             raise ConfigError(f"{name} must be a list of {', '.join(_CLEANUP_POLICIES)}")
     if name in ("segment.bytes", "max.message.bytes") and int(value) < (
         14 if name == "segment.bytes" else 0

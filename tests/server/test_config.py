@@ -172,6 +172,7 @@ def test_properties_never_crash(text: str) -> None:
 def test_topic_config_validation() -> None:
     validate_topic_config("retention.ms", "-1")
     validate_topic_config("cleanup.policy", "compact,delete")
+    validate_topic_config("cleanup.policy", "")  # Kafka accepts an emptied list (SUBTRACT)
     for key, value in [
         ("retention.ms", "soon"), ("cleanup.policy", "shred"), ("message.timestamp.type", "Now"),
         ("no.such.config", "1"), ("segment.bytes", None),

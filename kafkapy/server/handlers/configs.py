@@ -224,7 +224,9 @@ def _incremental(info: TopicInfo | None, broker: Broker, configs: list[Alterable
         elif c.config_operation in (APPEND, SUBTRACT):
             if key.type != ConfigType.LIST:
                 raise BrokerError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
-            current = new.get(c.name) or broker.topic_config_value(info, c.name)
+            current = new.get(c.name)  # "" is a value (an emptied list), None is no override
+            if current is None:
+                current = broker.topic_config_value(info, c.name)
             items = [v.strip() for v in current.split(",") if v.strip()]
             given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
             if c.config_operation == APPEND:
