@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import trio
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -35,6 +35,7 @@ from prometheus_client.registry import Collector
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.http.views import (
+    GroupView,
     PartitionView,
     cluster_view,
     group_views,
@@ -46,7 +47,7 @@ from kafkapy.server.stats import Histogram
 if TYPE_CHECKING:
     from kafkapy.server.app import Server
 
-__all__ = ["BrokerCollector", "metrics_registry", "render_metrics"]
+__all__ = ["BrokerCollector", "MetricsEndpoint", "Snapshot"]
 
 
 def _counter(name: str, doc: str, labels: list[str], values: Iterable[tuple[tuple[str, ...], float]]) -> CounterMetricFamily:
@@ -62,10 +63,14 @@ def _gauge(name: str, doc: str, value: float | None = None, labels: list[str] | 
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
-def _histogram(name: str, doc: str, labels: list[str], hists: Iterable[tuple[tuple[str, ...], Histogram]]) -> HistogramMetricFamily:
+def _histogram(
+    name: str, doc: str, labels: list[str], hists: dict[Any, tuple[list[tuple[str, int]], float]]
+) -> HistogramMetricFamily:
+    """`hists`: label value(s) -> (cumulative buckets, sum), as `Histogram` gives them."""
     family = HistogramMetricFamily(name, doc, labels=labels)
-    for label_values, hist in hists:
-        family.add_metric(list(label_values), hist.cumulative(), hist.sum)
+    for key, (buckets, total) in sorted(hists.items()):
+        values = list(key) if isinstance(key, tuple) else [str(key)]
+        family.add_metric(values, buckets, total)
     return family
 
 
@@ -76,223 +81,282 @@ def _error_name(code: int) -> str:
         return str(code)
 
 
+@dataclass(slots=True)
+class Snapshot:
+    """Copies of everything one scrape reports, taken on the trio thread (cheap: dict copies and
+    one pass over partitions and groups); the metric families are built from it elsewhere."""
+
+    node_id: int
+    counters: dict[str, dict[Any, int]]
+    histograms: dict[str, dict[Any, tuple[list[tuple[str, int]], float]]]
+    scalars: dict[str, int]
+    connections: dict[str, int]
+    partitions: list[PartitionView]
+    cluster: dict[str, Any]
+    brokers: dict[str, int] | None
+    groups: list[GroupView]
+    transactions: dict[str, int]
+    fetch_sessions: tuple[int, int, int]
+
+
+def _hists(table: dict[Any, Histogram]) -> dict[Any, tuple[list[tuple[str, int]], float]]:
+    return {key: (h.cumulative(), h.sum) for key, h in table.items()}
+
+
 class BrokerCollector:
-    """Builds every metric family of one server at scrape time (see the module doc)."""
+    """The metric families of one server (see the module doc): `snapshot()` on the trio thread,
+    `families(snapshot)` anywhere (a worker thread when serving /metrics)."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
 
     def collect(self) -> Iterator[Metric]:
-        views = partition_views(self.server.broker)  # one pass over the partitions per scrape
-        yield from self._topic_metrics()
-        yield from self._request_metrics()
-        yield from self._socket_metrics()
-        yield from self._partition_metrics(views)
-        yield from self._controller_metrics(views)
-        yield from self._log_metrics(views)
-        yield from self._group_metrics()
-        yield from self._transaction_metrics()
-        yield from self._fetch_session_metrics()
+        """The Collector protocol (all on the calling thread)."""
+        yield from self.families(self.snapshot())
 
-    def _topic_metrics(self) -> Iterator[Metric]:
-        stats = self.server.broker.stats
-        for name, table, doc in (
-            ("messagesin", stats.messages_in, "Messages appended by produce requests"),
-            ("bytesin", stats.bytes_in, "Record batch bytes appended by produce requests"),
-            ("bytesout", stats.bytes_out, "Record bytes returned to consumer fetches"),
-            ("replicationbytesout", stats.replication_bytes_out, "Record bytes returned to follower fetches"),
-        ):
-            yield _counter(
-                f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"],
-                (((topic,), value) for topic, value in sorted(table.items())),
-            )
-
-    def _request_metrics(self) -> Iterator[Metric]:
-        stats = self.server.broker.stats
-        yield _counter(
-            "kafka_network_requestmetrics_requests",
-            "Requests handled, by API and version",
-            ["request", "version"],
-            (((api, str(v)), n) for (api, v), n in sorted(stats.requests.items())),
-        )
-        yield _counter(
-            "kafka_network_requestmetrics_errors",
-            "Error codes in responses (every partition/group element; NONE included, as Kafka counts)",
-            ["request", "error"],
-            (((api, _error_name(c)), n) for (api, c), n in sorted(stats.errors.items())),
-        )
-        yield _histogram(
-            "kafka_network_requestmetrics_totaltimems",
-            "Request time (ms) from the request being read to its response being ready",
-            ["request"],
-            (((api,), h) for api, h in sorted(stats.total_time_ms.items())),
-        )
-        yield _histogram(
-            "kafka_network_requestmetrics_requestqueuetimems",
-            "Time (ms) a request waited for its connection's turn (requests of one connection "
-            "are handled in order)",
-            ["request"],
-            (((api,), h) for api, h in sorted(stats.queue_time_ms.items())),
-        )
-
-    def _socket_metrics(self) -> Iterator[Metric]:
-        stats = self.server.broker.stats
-        open_count: dict[str, int] = defaultdict(int)
-        for b in self.server.bound:
-            open_count[b.listener.name] += 0
-        for conn in self.server.connections:
-            open_count[conn.state.listener_name] += 1
-        count = _gauge("kafka_server_socket_server_metrics_connection_count", "Open connections", labels=["listener"])
-        for listener, n in sorted(open_count.items()):
-            count.add_metric([listener], n)
-        yield count
-        yield _counter(
-            "kafka_server_socket_server_metrics_connection_creation",
-            "Connections accepted", ["listener"],
-            (((k,), n) for k, n in sorted(stats.connections_created.items())),
-        )
-        yield _counter(
-            "kafka_server_socket_server_metrics_connection_close",
-            "Connections closed", ["listener"],
-            (((k,), n) for k, n in sorted(stats.connections_closed.items())),
-        )
-        auth = sorted(stats.authentications.items())
-        yield _counter(
-            "kafka_server_socket_server_metrics_successful_authentication",
-            "Successful SASL authentications", ["listener", "mechanism"],
-            (((lst, mech), n) for (lst, mech, ok), n in auth if ok),
-        )
-        yield _counter(
-            "kafka_server_socket_server_metrics_failed_authentication",
-            "Failed SASL authentications", ["listener", "mechanism"],
-            (((lst, mech), n) for (lst, mech, ok), n in auth if not ok),
-        )
-        yield _counter(
-            "kafkapy_non_kafka_connections",
-            "Connections closed because the client spoke another protocol (HTTP, TLS on a plaintext listener)",
-            ["listener", "protocol"],
-            ((key, n) for key, n in sorted(stats.non_kafka_connections.items())),
-        )
-
-    def _partition_metrics(self, views: list[PartitionView]) -> Iterator[Metric]:
-        broker = self.server.broker
-        node = broker.node_id
-        local = [v for v in views if node in v.replicas]
-        led = [v for v in views if v.leader == node]
-        yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(local))
-        yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads", len(led))
-        yield _gauge(
-            "kafka_server_replicamanager_underreplicatedpartitions",
-            "Led partitions whose ISR is smaller than their replica set",
-            sum(v.under_replicated for v in led),
-        )
-        yield _gauge(
-            "kafka_server_replicamanager_underminisrpartitioncount",
-            "Led partitions whose ISR is smaller than min.insync.replicas",
-            sum(v.under_min_isr for v in led),
-        )
-        stats = broker.stats
-        yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks committed", value=stats.isr_shrinks)
-        yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expands committed", value=stats.isr_expands)
-
-    def _controller_metrics(self, views: list[PartitionView]) -> Iterator[Metric]:
+    def snapshot(self) -> Snapshot:
         server = self.server
-        view = cluster_view(server)
-        active = bool(view["active_controller"])
-        yield _gauge(
-            "kafka_controller_kafkacontroller_activecontrollercount",
-            "1 on the active controller, else 0", int(active),
+        broker = server.broker
+        stats = broker.stats
+        connections = {b.listener.name: 0 for b in server.bound}
+        for conn in server.connections:
+            name = conn.state.listener_name
+            connections[name] = connections.get(name, 0) + 1
+        registered = getattr(getattr(broker.cluster, "image", None), "brokers", None)
+        cache = broker.fetch_sessions
+        return Snapshot(
+            node_id=broker.node_id,
+            counters={
+                "messages_in": dict(stats.messages_in),
+                "bytes_in": dict(stats.bytes_in),
+                "bytes_out": dict(stats.bytes_out),
+                "replication_bytes_out": dict(stats.replication_bytes_out),
+                "requests": dict(stats.requests),
+                "errors": dict(stats.errors),
+                "connections_created": dict(stats.connections_created),
+                "connections_closed": dict(stats.connections_closed),
+                "authentications": dict(stats.authentications),
+                "non_kafka_connections": dict(stats.non_kafka_connections),
+                "transactions_completed": dict(stats.transactions_completed),
+            },
+            histograms={
+                "total_time_ms": _hists(stats.total_time_ms),
+                "queue_time_ms": _hists(stats.queue_time_ms),
+                "log_flush_ms": _hists({(): stats.log_flush_ms}),
+                "raft_commit_latency_ms": _hists({(): stats.raft_commit_latency_ms}),
+            },
+            scalars={"isr_shrinks": stats.isr_shrinks, "isr_expands": stats.isr_expands},
+            connections=connections,
+            partitions=partition_views(broker),
+            cluster=cluster_view(server),
+            brokers=(
+                None if registered is None
+                else {"fenced": sum(1 for b in registered.values() if b.fenced), "all": len(registered)}
+            ),
+            groups=group_views(broker),
+            transactions=transaction_states(broker),
+            fetch_sessions=(len(cache), cache.partitions_cached(), cache.evictions),
         )
-        if active:  # Kafka reports the cluster-wide figures on the active controller only
-            yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader", sum(v.offline for v in views))
-            yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster", len(views))
-            yield _gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster", len({v.topic for v in views}))
-            brokers = getattr(getattr(server.broker.cluster, "image", None), "brokers", None)
-            if brokers is not None:
-                fenced = sum(1 for b in brokers.values() if b.fenced)
-                yield _gauge("kafka_controller_kafkacontroller_fencedbrokercount", "Registered brokers that are fenced", fenced)
-                yield _gauge("kafka_controller_kafkacontroller_activebrokercount", "Registered brokers that are unfenced", len(brokers) - fenced)
-        quorum = view["quorum"]
-        if quorum is not None:
-            yield _gauge("kafka_server_raft_metrics_current_leader", "The Raft leader's node id (-1: none known)", quorum["leader_id"])
-            yield _gauge("kafka_server_raft_metrics_current_epoch", "The current Raft epoch", quorum["epoch"])
-            yield _gauge("kafka_server_raft_metrics_high_watermark", "The Raft high watermark", quorum["high_watermark"])
-            yield _gauge("kafka_server_raft_metrics_log_end_offset", "Metadata applied by this node (image offset)", quorum["metadata_offset"])
-            state = _gauge("kafka_server_raft_metrics_current_state", "1 for this node's Raft role", labels=["state"])
-            state.add_metric([quorum["state"]], 1)
-            yield state
-            yield _histogram(
-                "kafka_server_raft_metrics_commit_latency_ms",
-                "Time (ms) from proposing metadata records to their commit, on the active controller",
-                [], [((), server.broker.stats.raft_commit_latency_ms)],
-            )
 
-    def _log_metrics(self, views: list[PartitionView]) -> Iterator[Metric]:
-        broker = self.server.broker
-        size = _gauge("kafka_log_log_size", "Bytes in the partition's log segments", labels=["topic", "partition"])
-        segments = _gauge("kafka_log_log_numlogsegments", "Segments of the partition's log", labels=["topic", "partition"])
-        end = _gauge("kafka_log_log_logendoffset", "The partition's log end offset", labels=["topic", "partition"])
-        start = _gauge("kafka_log_log_logstartoffset", "The partition's log start offset", labels=["topic", "partition"])
-        for v in views:
-            if not v.local:
-                continue
-            labels = [v.topic, str(v.partition)]
-            size.add_metric(labels, v.size_bytes)
-            segments.add_metric(labels, v.segments)
-            end.add_metric(labels, v.log_end_offset)
-            start.add_metric(labels, v.log_start_offset)
-        yield from (size, segments, end, start)
+    def families(self, snap: Snapshot) -> list[Metric]:
+        out: list[Metric] = []
+        for part in (
+            _topic_metrics, _request_metrics, _socket_metrics, _partition_metrics,
+            _controller_metrics, _log_metrics, _group_metrics, _transaction_metrics,
+            _fetch_session_metrics,
+        ):
+            out.extend(part(snap))
+        return out
+
+
+def _sorted_counter(
+    name: str, doc: str, labels: list[str], table: dict[Any, int]
+) -> CounterMetricFamily:
+    def key_of(k: Any) -> tuple[str, ...]:
+        return tuple(str(x) for x in k) if isinstance(k, tuple) else (str(k),)
+
+    return _counter(name, doc, labels, sorted((key_of(k), v) for k, v in table.items()))
+
+
+def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
+    c = snap.counters
+    for name, key, doc in (
+        ("messagesin", "messages_in", "Messages appended by produce requests"),
+        ("bytesin", "bytes_in", "Record batch bytes appended by produce requests"),
+        ("bytesout", "bytes_out", "Record bytes returned to consumer fetches"),
+        ("replicationbytesout", "replication_bytes_out", "Record bytes returned to follower fetches"),
+    ):
+        yield _sorted_counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"], c[key])
+
+
+def _request_metrics(snap: Snapshot) -> Iterator[Metric]:
+    c, h = snap.counters, snap.histograms
+    yield _sorted_counter(
+        "kafka_network_requestmetrics_requests", "Requests handled, by API and version",
+        ["request", "version"], c["requests"],
+    )
+    yield _counter(
+        "kafka_network_requestmetrics_errors",
+        "Error codes in responses (every partition/group element; NONE included, as Kafka counts)",
+        ["request", "error"],
+        sorted(((api, _error_name(code)), n) for (api, code), n in c["errors"].items()),
+    )
+    yield _histogram(
+        "kafka_network_requestmetrics_totaltimems",
+        "Request time (ms) from the request being read to its response being ready",
+        ["request"], h["total_time_ms"],
+    )
+    yield _histogram(
+        "kafka_network_requestmetrics_requestqueuetimems",
+        "Time (ms) a request waited for its connection's turn (requests of one connection "
+        "are handled in order)",
+        ["request"], h["queue_time_ms"],
+    )
+
+
+def _socket_metrics(snap: Snapshot) -> Iterator[Metric]:
+    c = snap.counters
+    count = _gauge("kafka_server_socket_server_metrics_connection_count", "Open connections", labels=["listener"])
+    for listener, n in sorted(snap.connections.items()):
+        count.add_metric([listener], n)
+    yield count
+    yield _sorted_counter(
+        "kafka_server_socket_server_metrics_connection_creation", "Connections accepted",
+        ["listener"], c["connections_created"],
+    )
+    yield _sorted_counter(
+        "kafka_server_socket_server_metrics_connection_close", "Connections closed",
+        ["listener"], c["connections_closed"],
+    )
+    auth = c["authentications"]
+    for outcome, ok in (("successful", True), ("failed", False)):
+        yield _sorted_counter(
+            f"kafka_server_socket_server_metrics_{outcome}_authentication",
+            f"{outcome.capitalize()} SASL authentications", ["listener", "mechanism"],
+            {(lst, mech): n for (lst, mech, good), n in auth.items() if good is ok},
+        )
+    yield _sorted_counter(
+        "kafkapy_non_kafka_connections",
+        "Connections closed because the client spoke another protocol (HTTP, TLS on a plaintext listener)",
+        ["listener", "protocol"], c["non_kafka_connections"],
+    )
+
+
+def _partition_metrics(snap: Snapshot) -> Iterator[Metric]:
+    node = snap.node_id
+    local = [v for v in snap.partitions if node in v.replicas]
+    led = [v for v in snap.partitions if v.leader == node]
+    yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(local))
+    yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads", len(led))
+    yield _gauge(
+        "kafka_server_replicamanager_underreplicatedpartitions",
+        "Led partitions whose ISR is smaller than their replica set",
+        sum(v.under_replicated for v in led),
+    )
+    yield _gauge(
+        "kafka_server_replicamanager_underminisrpartitioncount",
+        "Led partitions whose ISR is smaller than min.insync.replicas",
+        sum(v.under_min_isr for v in led),
+    )
+    yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks committed", value=snap.scalars["isr_shrinks"])
+    yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expands committed", value=snap.scalars["isr_expands"])
+
+
+def _controller_metrics(snap: Snapshot) -> Iterator[Metric]:
+    view = snap.cluster
+    active = bool(view["active_controller"])
+    yield _gauge(
+        "kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller, else 0", int(active),
+    )
+    if active:  # Kafka reports the cluster-wide figures on the active controller only
+        views = snap.partitions
+        yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader", sum(v.offline for v in views))
+        yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster", len(views))
+        yield _gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster", len({v.topic for v in views}))
+        if snap.brokers is not None:
+            fenced = snap.brokers["fenced"]
+            yield _gauge("kafka_controller_kafkacontroller_fencedbrokercount", "Registered brokers that are fenced", fenced)
+            yield _gauge("kafka_controller_kafkacontroller_activebrokercount", "Registered brokers that are unfenced", snap.brokers["all"] - fenced)
+    quorum = view["quorum"]
+    if quorum is not None:
+        yield _gauge("kafka_server_raft_metrics_current_leader", "The Raft leader's node id (-1: none known)", quorum["leader_id"])
+        yield _gauge("kafka_server_raft_metrics_current_epoch", "The current Raft epoch", quorum["epoch"])
+        yield _gauge("kafka_server_raft_metrics_high_watermark", "The Raft high watermark", quorum["high_watermark"])
+        yield _gauge("kafka_server_raft_metrics_log_end_offset", "Metadata applied by this node (image offset)", quorum["metadata_offset"])
+        state = _gauge("kafka_server_raft_metrics_current_state", "1 for this node's Raft role", labels=["state"])
+        state.add_metric([quorum["state"]], 1)
+        yield state
         yield _histogram(
-            "kafka_log_logflushstats_logflushrateandtimems",
-            "Time (ms) of each log fsync", [], [((), broker.stats.log_flush_ms)],
+            "kafka_server_raft_metrics_commit_latency_ms",
+            "Time (ms) from proposing metadata records to their commit, on the active controller",
+            [], snap.histograms["raft_commit_latency_ms"],
         )
 
-    def _group_metrics(self) -> Iterator[Metric]:
-        groups = group_views(self.server.broker)
-        counts: dict[tuple[str, str], int] = defaultdict(int)
-        for g in groups:
-            counts[(g.protocol, g.state)] += 1
-        count = _gauge("kafka_server_group_coordinator_metrics_group_count", "Groups by protocol and state", labels=["protocol", "state"])
-        for (protocol, state), n in sorted(counts.items()):
-            count.add_metric([protocol, state], n)
-        yield count
-        members = _gauge("kafka_consumergroup_members", "Members of the group", labels=["consumergroup"])
-        lag = _gauge("kafka_consumergroup_lag", "High watermark minus committed offset", labels=["consumergroup", "topic", "partition"])
-        current = _gauge("kafka_consumergroup_current_offset", "Committed offset", labels=["consumergroup", "topic", "partition"])
-        total = _gauge("kafka_consumergroup_lag_sum", "Lag of the group over its partitions", labels=["consumergroup"])
-        for g in groups:
-            members.add_metric([g.group_id], len(g.members))
-            for o in g.offsets:
-                labels = [g.group_id, o.topic, str(o.partition)]
-                current.add_metric(labels, o.committed)
-                if o.lag is not None:
-                    lag.add_metric(labels, o.lag)
-            total.add_metric([g.group_id], g.lag)
-        yield from (members, lag, current, total)
 
-    def _transaction_metrics(self) -> Iterator[Metric]:
-        broker = self.server.broker
-        states = _gauge("kafka_coordinator_transaction_transactions", "Transactional ids by state", labels=["state"])
-        for state, n in sorted(transaction_states(broker).items()):
-            states.add_metric([state], n)
-        yield states
-        yield _counter(
-            "kafka_coordinator_transaction_completed",
-            "Transactions completed (markers written), by result", ["result"],
-            (((r,), n) for r, n in sorted(broker.stats.transactions_completed.items())),
-        )
+def _log_metrics(snap: Snapshot) -> Iterator[Metric]:
+    labels = ["topic", "partition"]
+    size = _gauge("kafka_log_log_size", "Bytes in the partition's log segments", labels=labels)
+    segments = _gauge("kafka_log_log_numlogsegments", "Segments of the partition's log", labels=labels)
+    end = _gauge("kafka_log_log_logendoffset", "The partition's log end offset", labels=labels)
+    start = _gauge("kafka_log_log_logstartoffset", "The partition's log start offset", labels=labels)
+    for v in snap.partitions:
+        if not v.local:
+            continue
+        values = [v.topic, str(v.partition)]
+        size.add_metric(values, v.size_bytes)
+        segments.add_metric(values, v.segments)
+        end.add_metric(values, v.log_end_offset)
+        start.add_metric(values, v.log_start_offset)
+    yield from (size, segments, end, start)
+    yield _histogram(
+        "kafka_log_logflushstats_logflushrateandtimems", "Time (ms) of each log fsync", [],
+        snap.histograms["log_flush_ms"],
+    )
 
-    def _fetch_session_metrics(self) -> Iterator[Metric]:
-        cache = self.server.broker.fetch_sessions
-        yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions", len(cache))
-        yield _gauge(
-            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
-            "Partitions held by fetch sessions", cache.partitions_cached(),
-        )
-        yield CounterMetricFamily(
-            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
-            "Fetch sessions evicted", value=cache.evictions,
-        )
+
+def _group_metrics(snap: Snapshot) -> Iterator[Metric]:
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for g in snap.groups:
+        counts[(g.protocol, g.state)] += 1
+    count = _gauge("kafka_server_group_coordinator_metrics_group_count", "Groups by protocol and state", labels=["protocol", "state"])
+    for (protocol, state), n in sorted(counts.items()):
+        count.add_metric([protocol, state], n)
+    yield count
+    members = _gauge("kafka_consumergroup_members", "Members of the group", labels=["consumergroup"])
+    lag = _gauge("kafka_consumergroup_lag", "High watermark minus committed offset", labels=["consumergroup", "topic", "partition"])
+    current = _gauge("kafka_consumergroup_current_offset", "Committed offset", labels=["consumergroup", "topic", "partition"])
+    total = _gauge("kafka_consumergroup_lag_sum", "Lag of the group over its partitions", labels=["consumergroup"])
+    for g in snap.groups:
+        members.add_metric([g.group_id], len(g.members))
+        for o in g.offsets:
+            values = [g.group_id, o.topic, str(o.partition)]
+            current.add_metric(values, o.committed)
+            if o.lag is not None:
+                lag.add_metric(values, o.lag)
+        total.add_metric([g.group_id], g.lag)
+    yield from (members, lag, current, total)
+
+
+def _transaction_metrics(snap: Snapshot) -> Iterator[Metric]:
+    states = _gauge("kafka_coordinator_transaction_transactions", "Transactional ids by state", labels=["state"])
+    for state, n in sorted(snap.transactions.items()):
+        states.add_metric([state], n)
+    yield states
+    yield _sorted_counter(
+        "kafka_coordinator_transaction_completed", "Transactions completed (markers written), by result",
+        ["result"], snap.counters["transactions_completed"],
+    )
+
+
+def _fetch_session_metrics(snap: Snapshot) -> Iterator[Metric]:
+    sessions, partitions, evictions = snap.fetch_sessions
+    yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions", "Incremental fetch sessions", sessions)
+    yield _gauge(
+        "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached", "Partitions held by fetch sessions", partitions,
+    )
+    yield CounterMetricFamily(
+        "kafka_server_fetchsessioncache_incrementalfetchsessionevictions", "Fetch sessions evicted", value=evictions,
+    )
 
 
 class _Collected(Collector):
@@ -305,23 +369,25 @@ class _Collected(Collector):
         return self.families
 
 
-def metrics_registry(server: Server) -> CollectorRegistry:
-    """A registry of its own per server (several brokers may share a process in tests), with
-    the broker's collector and the process collector (CPU, memory, open files)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(server))
-    ProcessCollector(registry=registry)
-    return registry
+class MetricsEndpoint:
+    """What /metrics serves for one server: its collector and the process collector."""
 
+    def __init__(self, server: Server) -> None:
+        self.collector = BrokerCollector(server)
+        self.process = ProcessCollector(registry=None)
 
-async def render_metrics(registry: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
-    """The exposition (body, content type) in the format the scraper's Accept asks for.
+    async def render(self, accept: str | None) -> tuple[bytes, str]:
+        """The exposition (body, content type) in the format the scraper's Accept asks for.
 
-    The families are collected here, on the trio thread that owns the broker's state; the text
-    is formatted in a worker thread - with 1,000 partitions formatting is ~4/5 of a scrape's
-    ~150 ms, and in a thread it gives the GIL back to the Kafka path every switch interval
-    instead of holding the event loop for all of it."""
-    encoder, content_type = choose_encoder(accept or "")
-    families = list(registry.collect())
-    body = await trio.to_thread.run_sync(encoder, _Collected(families))
-    return body, content_type
+        Only `snapshot()` runs on the trio thread that owns the broker's state; building the
+        families and formatting them (most of a scrape's cost: ~4/5 with 1,000 partitions) run
+        in a worker thread, which gives the GIL back to the Kafka path every switch interval
+        instead of holding the event loop for all of it."""
+        encoder, content_type = choose_encoder(accept or "")
+        snap = self.collector.snapshot()
+
+        def build() -> bytes:
+            families = self.collector.families(snap) + list(self.process.collect())
+            return encoder(_Collected(families))
+
+        return await trio.to_thread.run_sync(build), content_type

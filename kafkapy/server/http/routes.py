@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kafkapy.server.http.listener import HttpListener, HttpRequest, HttpResponse
-from kafkapy.server.http.metrics import metrics_registry, render_metrics
+from kafkapy.server.http.metrics import MetricsEndpoint
 from kafkapy.server.http.page import asset, render_page, render_tables
 from kafkapy.server.http.status import History, status_json
 
@@ -28,12 +28,12 @@ def _json(value: object) -> bytes:
 
 
 def install_routes(http: HttpListener, server: Server) -> None:
-    registry = metrics_registry(server)
+    endpoint = MetricsEndpoint(server)
     history = History(server)
     http.add_task(history.run)
 
     async def metrics(request: HttpRequest) -> HttpResponse:
-        body, content_type = await render_metrics(registry, request.headers.get("accept"))
+        body, content_type = await endpoint.render(request.headers.get("accept"))
         return HttpResponse(200, body, content_type)
 
     # The data is gathered on the trio thread (the broker's state lives there); turning it into
