@@ -17,7 +17,9 @@ Kafka's brokers do); DescribeTopicPartitions reports each partition's leader, le
 replicas, ISR and offline replicas from the image; DescribeLogDirs lists only the replicas this
 broker hosts (the image names it as a replica), leader or follower, each with its local size.
 
-Not yet: authorized operations, racks in single-node mode.
+Authorized operations: every supported one (no authorizer), cluster and topics.
+
+Not yet: racks in single-node mode.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 from typing import Any
 
 from kafkapy.protocol import ApiKey
+from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     DescribeClusterRequest,
@@ -56,7 +59,16 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
     if broker.replicas is not None and broker.cluster is not None:
-        return _describe_cluster_from_image(ctx, req)
+        response = _describe_cluster_from_image(ctx, req)
+    else:
+        response = _describe_single_node(ctx, req)
+    if req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = CLUSTER_OPERATIONS  # no authorizer: all (KIP-430)
+    return response
+
+
+def _describe_single_node(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
     host, port = broker.advertised(ctx.connection.listener_name)
     response = DescribeClusterResponse(
         cluster_id=broker.cluster_id,
@@ -190,6 +202,7 @@ async def handle_describe_topic_partitions(
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
             name=name, topic_id=info.topic_id, is_internal=info.internal,
+            topic_authorized_operations=TOPIC_OPERATIONS,  # no authorizer: all (KIP-430)
         )
         response.topics.append(topic)
         for p in range(start, info.partitions):

@@ -25,6 +25,7 @@ import uuid
 
 from kafkapy.coordinator.group import DescribedConsumerGroup, HeartbeatResult
 from kafkapy.protocol import ApiKey
+from kafkapy.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     ConsumerGroupDescribeRequest,
@@ -45,8 +46,7 @@ __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
 
 # as DescribeGroups (groups.py): without an authorizer every group operation (READ 3, DELETE 6,
 # DESCRIBE 8) is allowed; a client that did not ask gets the "not requested" sentinel
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+GROUP_AUTHORIZED_OPERATIONS = GROUP_OPERATIONS
 
 
 def _client_host(ctx: RequestContext) -> str:

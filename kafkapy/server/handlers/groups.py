@@ -51,6 +51,7 @@ from kafkapy.coordinator.group import (
     SyncGroupResult,
 )
 from kafkapy.protocol import ApiKey
+from kafkapy.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     DeleteGroupsRequest,
@@ -93,8 +94,7 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 # KIP-430 DescribeGroups authorized operations: with no authorizer configured Kafka reports
 # every operation a group supports (READ 3, DELETE 6, DESCRIBE 8 as bits); a client that did
 # not ask gets the "not requested" sentinel.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+GROUP_AUTHORIZED_OPERATIONS = GROUP_OPERATIONS
 
 A = TypeVar("A", JoinGroupResult, SyncGroupResult)
 

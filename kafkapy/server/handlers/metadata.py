@@ -17,8 +17,10 @@ replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-cre
 through the controller channel; the answer waits briefly for the new topic to reach the image
 (LEADER_NOT_AVAILABLE if it has not yet, and the client retries).
 
-Not yet: authorized-operations bitfields (reported as "not requested"), racks, internal topic
-auto-creation (the coordinators create those).
+Authorized operations (v8+, when asked): every operation a topic (and, v8-10, the cluster)
+supports, as Kafka without an authorizer answers (`protocol.acl_operations`).
+
+Not yet: racks, internal topic auto-creation (the coordinators create those).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import trio
 
 from kafkapy.protocol import ApiKey
+from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
@@ -241,7 +244,21 @@ async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> Metada
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     if broker.replicas is not None and broker.cluster is not None:
-        return await _cluster_metadata(ctx, req)
+        response = await _cluster_metadata(ctx, req)
+    else:
+        response = await _single_node_metadata(ctx, req)
+    if ctx.api_version >= 8:
+        # no authorizer: every operation the resource supports (KIP-430), when asked for
+        if req.include_topic_authorized_operations:
+            for topic in response.topics:
+                topic.topic_authorized_operations = TOPIC_OPERATIONS
+        if req.include_cluster_authorized_operations and ctx.api_version <= 10:
+            response.cluster_authorized_operations = CLUSTER_OPERATIONS
+    return response
+
+
+async def _single_node_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
     version = ctx.api_version
     host, port = broker.advertised(ctx.connection.listener_name)
     response = MetadataResponse(
