@@ -9,8 +9,9 @@ cannot hang the run (`stop()` joins with a timeout and the threads are daemons).
 - `TxnProcessor`: read-process-write; reads the idempotent topic (read_committed), writes
   `"<txn>:<value>"` to the output topic and commits its input offsets in the same
   transaction. An abortable error aborts and rewinds to the committed offsets; a transaction
-  whose end is not known ("unknown") is followed by a new producer and consumer (the new
-  producer's InitProducerId fences the old one and resolves the transaction).
+  whose end is not known ("unknown") is followed by a new producer (its InitProducerId
+  fences the old one and settles the transaction) and a rewind; the consumer stays in the
+  group, so no rebalance. Only a fatal consumer error replaces the consumer.
 - `GroupMember`: a member of a consumer group that commits synchronously after processing.
 """
 
@@ -140,13 +141,11 @@ def _error(e: KafkaException) -> KafkaError:
 
 
 class _Renew(Exception):
-    """The transactional clients must be replaced."""
+    """The transactional producer must be replaced (and the consumer rewound)."""
 
 
-def _close(producer: Producer, consumer: Consumer) -> None:
-    """Close both clients whatever state they are in (a fenced producer raises on flush)."""
-    with contextlib.suppress(Exception):
-        consumer.close()
+def _close_producer(producer: Producer) -> None:
+    """Let a producer go whatever state it is in (a fenced producer raises on flush)."""
     with contextlib.suppress(Exception):
         producer.flush(5)
 
@@ -170,45 +169,59 @@ class TxnProcessor(Workload):
         self.txn_no = 0
         self.generation = 0
 
-    def _clients(self) -> tuple[Producer, Consumer]:
-        self.generation += 1
-        producer = Producer({
+    def _producer(self) -> Producer:
+        return Producer({
             "bootstrap.servers": self.bootstrap,
             "transactional.id": "chaos-txn-processor",
             "transaction.timeout.ms": self.transaction_timeout_ms,
             "enable.idempotence": True, "acks": "all", "linger.ms": 5, **self.extra,
         })
+
+    def _consumer(self) -> Consumer:
+        self.generation += 1
         consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": GROUP_TXN,
             "isolation.level": "read_committed", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "client.id": f"chaos-txn-{self.generation}", **self.extra,
         })
         consumer.subscribe([TOPIC_IDEMPOTENT])
-        return producer, consumer
+        return consumer
 
     def run_workload(self) -> None:
-        producer, consumer = self._clients()
-        ready = False
+        producer, consumer = self._producer(), self._consumer()
+        ready, rewound = False, True
         try:
             while not self.stopping.is_set():
                 try:
                     if not ready:
                         ready = self._init(producer)
-                        continue
-                    msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
-                    if msgs and not self._transaction(producer, consumer, msgs):
-                        raise _Renew()
-                except (KafkaException, _Renew) as e:
-                    if isinstance(e, KafkaException):
-                        self.history.client_error(self.workload, f"{'consume' if ready else 'init_transactions'}: {_error(e)}")
-                    producer, consumer = self._renew(producer, consumer)
-                    ready = False
+                    elif not rewound:
+                        rewound = self._rewind(consumer)
+                    else:
+                        msgs = [m for m in consumer.consume(200, 0.5) if m.error() is None]
+                        if msgs and not self._transaction(producer, consumer, msgs):
+                            raise _Renew()
+                except _Renew:
+                    # the consumer stays in the group (no rebalance); it starts again from the
+                    # committed offsets once the new producer has settled the open transaction
+                    _close_producer(producer)
+                    producer, ready, rewound = self._producer(), False, False
+                except KafkaException as e:
+                    self.history.client_error(self.workload, f"{'consume' if ready else 'init_transactions'}: {_error(e)}")
+                    _close_producer(producer)
+                    with contextlib.suppress(Exception):
+                        consumer.close()
+                    time.sleep(0.5)
+                    producer, consumer, ready, rewound = self._producer(), self._consumer(), False, True
         finally:
-            _close(producer, consumer)
+            _close_producer(producer)
+            with contextlib.suppress(Exception):
+                consumer.close()
 
     def _init(self, producer: Producer) -> bool:
-        """InitProducerId; a retriable failure (a timeout, no coordinator yet) is retried with
-        the same producer, as librdkafka asks - a new one would start over. Fatal: raises."""
+        """InitProducerId (it fences an earlier producer and settles its open transaction); a
+        retriable failure (a timeout, no coordinator yet) is retried with the same producer, as
+        librdkafka asks. A fatal one raises."""
         try:
             producer.init_transactions(CALL_TIMEOUT_S)
             return True
@@ -218,12 +231,17 @@ class TxnProcessor(Workload):
             self.history.client_error(self.workload, f"init_transactions: {_error(e)}")
             return False
 
-    def _renew(self, producer: Producer, consumer: Consumer) -> tuple[Producer, Consumer]:
-        """New clients after a transaction of unknown end or a fatal error: the new producer's
-        InitProducerId fences the old one, the new consumer starts from the committed offsets."""
-        _close(producer, consumer)
-        time.sleep(0.5)
-        return self._clients()
+    def _rewind(self, consumer: Consumer) -> bool:
+        """Seek every assigned partition back to the group's committed offset (after an abort
+        or a transaction of unknown end); False if that could not be done now."""
+        try:
+            assigned = consumer.assignment()
+            for tp in consumer.committed(assigned, CALL_TIMEOUT_S) if assigned else []:
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        except KafkaException as e:
+            self.history.client_error(self.workload, f"rewind: {_error(e)}")
+            return False
+        return True
 
     def _transaction(self, producer: Producer, consumer: Consumer, msgs: list[Message]) -> bool:
         """One transaction over `msgs`; False when the clients must be replaced."""
@@ -270,14 +288,7 @@ class TxnProcessor(Workload):
             self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
             return False
         self.history.add(TxnOutcome(txn, "aborted", values, self.clock()))
-        try:
-            assigned = consumer.assignment()
-            for tp in consumer.committed(assigned, CALL_TIMEOUT_S):
-                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
-        except KafkaException as e:
-            self.history.client_error(self.workload, f"rewind: {_error(e)}")
-            return False
-        return True
+        return self._rewind(consumer)
 
 
 class GroupMember(Workload):
