@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
@@ -36,6 +37,7 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
+from kafkapy.server.faults import serve_fault_control
 from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.http.listener import HttpListener, parse_http_address
@@ -141,6 +143,7 @@ class Server:
                         self.cluster.run(accept_nursery)
                     if self.http is not None:
                         accept_nursery.start_soon(self.http.serve, accept_nursery)
+                    await self._start_fault_control(accept_nursery)
                     self._serving = True
                     task_status.started(list(self.bound))
                     await self._shutdown.wait()
@@ -161,6 +164,14 @@ class Server:
                     broker.close()
             self.stopped.set()
             log.info("kafkapy stopped")
+
+    async def _start_fault_control(self, nursery: trio.Nursery) -> None:
+        """Tests only: serve `kafkapy.test.fault.control.socket` (kafkapy.server.faults)."""
+        path = self.broker.config.get("kafkapy.test.fault.control.socket")
+        injector = self.broker.fault_injector
+        if path and injector is not None:
+            await nursery.start(serve_fault_control, injector, Path(path))
+            log.warning("TEST ONLY fault injection is on (control socket %s)", path)
 
     def _listeners(self) -> list[Listener]:
         """Broker listeners, then (cluster mode, controller role) the controller listeners."""

@@ -44,6 +44,7 @@ from kafkapy.server.config import (
     Listener,
     validate_topic_config,
 )
+from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
 from kafkapy.server.metadata_store import (
@@ -181,6 +182,10 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.faults = FaultHooks(config.get_int("kafkapy.test.fault.drop.after.produce.append"))
+        # request faults for tests (kafkapy.server.faults); None: off, the production case
+        self.fault_injector: FaultInjector | None = None
+        if config.get("kafkapy.test.fault.control.socket"):
+            self.fault_injector = FaultInjector()
         self.producer_ids = ProducerIds(self.data_dirs[0])
         self.producer_states = ProducerStates(config.get_int("producer.id.expiration.ms"))
         self.storage_lock = trio.Lock()

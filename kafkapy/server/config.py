@@ -556,6 +556,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "0",
             "TEST ONLY: drop the connection after this many produce appends instead of answering them (0 = off).",
         ),
+        _B(
+            "kafkapy.test.fault.control.socket",
+            _T.STRING,
+            "",
+            "TEST ONLY: a Unix socket path where tests install request faults (kafkapy.server.faults; empty = off).",
+        ),
     ]
 }
 

@@ -12,6 +12,8 @@ ApiVersions, which gets UNSUPPORTED_VERSION plus our version list so clients dow
 and closes the connection after the responses queued before it - Kafka's behaviour. A handler
 exception is logged with its traceback and answered with UNKNOWN_SERVER_ERROR where the API has a
 place for it. Socket errors are logged at debug level; nothing here can take the broker down.
+A test's `FaultInjector` (`Broker.fault_injector`, None in production; kafkapy.server.faults) is
+consulted once a request's turn comes, before its handler: it may fail, drop or delay it.
 
 Listener kinds: a connection that came in on a controller listener (`controller.listener.names`,
 bound in cluster mode only) is served from the controller registry (`@controller_handler`), every
@@ -55,6 +57,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersion
 from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
+from kafkapy.server.faults import InjectedFailure
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
 from kafkapy.server.security.authenticator import authenticate
@@ -383,6 +386,8 @@ class Connection:
             await self.state.sequencer.wait_turn(ctx.seq)
             started = time.perf_counter()
             try:
+                if self.broker.fault_injector is not None:
+                    await self._inject_fault(header)
                 response = await spec.func(ctx, request)
             finally:
                 ctx.release_turn()
@@ -394,6 +399,9 @@ class Connection:
             log.info("closing connection %s after %s: %s", self.state.peer, spec.api_key.name, e)
             slot.close = True
             response = None
+        except InjectedFailure as e:
+            response = e.error_code
+            slot.segments, slot.close = self._error_segments(spec, header, request, e.error_code)
         except Exception:
             response = int(ErrorCode.UNKNOWN_SERVER_ERROR)
             log.exception(
@@ -423,6 +431,24 @@ class Connection:
             listener=state.listener_name,
         )
 
+    async def _inject_fault(self, header: RequestHeader) -> None:
+        """Apply the test fault injector's rule for this request (kafkapy.server.faults)."""
+        injector = self.broker.fault_injector
+        assert injector is not None
+        state = self.state
+        action = injector.on_request(
+            header.api_key, header.api_version, header.correlation_id, header.client_id,
+            state.listener_name, state.peer,
+        )
+        if action is None:
+            return
+        if action.kind == "delay":
+            await trio.sleep(action.delay_ms / 1000)
+        elif action.kind == "fail":
+            raise InjectedFailure(action.error_code)
+        else:
+            raise CloseConnection("injected drop")
+
     def _encode(self, header: RequestHeader, response: Any) -> list[Segment] | None:
         if response is None:
             return None
@@ -444,15 +470,17 @@ class Connection:
         return _SIZE.pack(len(body)) + body
 
     def _error_segments(
-        self, spec: HandlerSpec, header: RequestHeader, request: Any
+        self,
+        spec: HandlerSpec,
+        header: RequestHeader,
+        request: Any,
+        code: int = ErrorCode.UNKNOWN_SERVER_ERROR,
     ) -> tuple[list[Segment] | None, bool]:
         try:
             if spec.error_response is not None:
-                response = spec.error_response(
-                    request, header.api_version, ErrorCode.UNKNOWN_SERVER_ERROR
-                )
+                response = spec.error_response(request, header.api_version, ErrorCode(code))
             else:
-                response = default_error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+                response = default_error_response(request, ErrorCode(code))
             if response is None:
                 return None, True
             return self._encode(header, response), False

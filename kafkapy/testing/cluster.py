@@ -21,6 +21,9 @@ is bounded; a node that exits or stays
 silent raises `ClusterStartError` carrying the tail of every node's log, so a failing test shows
 what the cluster said.
 
+Faults: `pause(i)`/`resume(i)` (SIGSTOP/SIGCONT: a hung node), `kill(i)`/`restart(i)`, and
+with `fault_control=True` each node's request fault injector (`faults(i)`, kafkapy.server.faults).
+
 Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
 then SIGKILLs stragglers, so no node outlives the test run. Not for serving traffic: only the
 tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/) and
@@ -31,11 +34,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -45,6 +50,7 @@ from types import TracebackType
 
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
 from kafkapy.protocol.messages import MetadataRequest
+from kafkapy.testing.faults import FaultClient
 
 __all__ = [
     "ClusterNodeProcess",
@@ -162,6 +168,7 @@ class ClusterProcesses:
         host: str = "127.0.0.1",
         log_level: str = "INFO",
         ready_timeout_s: float = READY_TIMEOUT_S,
+        fault_control: bool = False,
     ) -> None:
         voter_count = nodes if voters is None else voters
         if not 1 <= voter_count <= nodes:
@@ -171,6 +178,8 @@ class ClusterProcesses:
         self.log_level = log_level
         self.ready_timeout_s = ready_timeout_s
         self.overrides = {**TEST_OVERRIDES, **(overrides or {})}
+        # fault control sockets live in a short directory (a Unix socket path has ~100 bytes)
+        self.fault_dir = Path(tempfile.mkdtemp(prefix="kafkapy-faults-")) if fault_control else None
         ports = free_ports(2 * nodes, host)
         self.nodes: dict[int, ClusterNodeProcess] = {}
         for i in range(1, nodes + 1):
@@ -218,7 +227,15 @@ class ClusterProcesses:
         ]
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
+        if self.fault_dir is not None:
+            cmd += ["--override", f"kafkapy.test.fault.control.socket={self.fault_dir / f'node{node_id}.sock'}"]
         return cmd
+
+    def faults(self, node_id: int) -> FaultClient:
+        """Node `node_id`'s request fault injector (needs `fault_control=True`)."""
+        if self.fault_dir is None:
+            raise RuntimeError("this cluster was started without fault_control=True")
+        return FaultClient(self.fault_dir / f"node{node_id}.sock")
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> ClusterProcesses:
@@ -285,6 +302,18 @@ class ClusterProcesses:
         finally:
             self._join(node)
 
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP node `node_id`: alive, connections open, answering nothing (a hung node)."""
+        node = self.nodes[node_id]
+        if node.proc is not None and node.is_running():
+            node.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT a paused node."""
+        node = self.nodes[node_id]
+        if node.proc is not None and node.is_running():
+            node.proc.send_signal(signal.SIGCONT)
+
     def restart(self, node_id: int, *, wait: bool = True) -> None:
         """Start node `node_id` again on the same ports and data dir (after kill/terminate)."""
         if self.nodes[node_id].is_running():
@@ -318,6 +347,7 @@ class ClusterProcesses:
         live = [n for n in self.nodes.values() if n.is_running()]
         for node in live:
             assert node.proc is not None
+            node.proc.send_signal(signal.SIGCONT)  # a paused node cannot act on SIGTERM
             node.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for node in live:
@@ -328,6 +358,8 @@ class ClusterProcesses:
                 node.proc.kill()
                 node.proc.wait(timeout=STOP_TIMEOUT_S)
             self._join(node)
+        if self.fault_dir is not None:
+            shutil.rmtree(self.fault_dir, ignore_errors=True)
 
     @staticmethod
     def _join(node: ClusterNodeProcess) -> None:

@@ -1,0 +1,270 @@
+"""Request-level fault injection for tests: fail, drop or delay the next requests of an API key.
+
+Why at the broker: a fault injected where requests are dispatched reaches every client library
+alike (librdkafka, kafka-python, the Java client) without a proxy or a mocked client - the
+client sees a real error code, a real disconnect or a real slow answer (the idea of franz-go's
+kfake `ControlKey`). Off by default: a broker has no `FaultInjector` (`Broker.fault_injector` is
+None) unless a test harness sets one in-process, or `kafkapy.test.fault.control.socket` names a
+Unix socket through which another process installs rules (`serve_fault_control`; a Unix socket
+is local by construction and is created mode 0600).
+
+Rules: `fail(api_key, error_code, count=N)` answers the next N requests of that key with the
+error (through the handler's own error answer, so Produce gets it per partition; an API whose
+answer has no place for an error code closes the connection, as for a handler crash),
+`drop(api_key, count=N)` closes the connection instead of answering (responses queued before it
+still go out), `delay(api_key, delay_ms, count=N)` holds the request that long and then serves
+it. `count=None` applies until `clear()`. Rules of one key are used in the order they were
+added; a `client_id` limits a rule to one client's requests. Every request is recorded
+(`requests()`, bounded), with the fault it got, so a test can also just observe what a client
+sent.
+
+Threads: a test thread installs rules while the broker's trio thread consults them, so every
+method takes a lock (held for a few list operations, never across I/O).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from kafkapy.protocol.errors import ErrorCode
+
+__all__ = [
+    "FaultAction",
+    "FaultInjector",
+    "FaultRule",
+    "InjectedFailure",
+    "ObservedRequest",
+    "serve_fault_control",
+]
+
+log = logging.getLogger(__name__)
+
+FaultKind = Literal["fail", "drop", "delay"]
+MAX_OBSERVED = 10_000
+CONTROL_LINE_BYTES = 64 * 1024
+
+
+class InjectedFailure(Exception):
+    """Raised in the request path to answer with `error_code` instead of running the handler."""
+
+    def __init__(self, error_code: int) -> None:
+        super().__init__(f"injected error {error_code}")
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class FaultAction:
+    """What one request gets: an error code, a dropped connection, or a delay then service."""
+
+    kind: FaultKind
+    error_code: int = 0
+    delay_ms: int = 0
+
+
+@dataclass(slots=True)
+class FaultRule:
+    api_key: int
+    action: FaultAction
+    remaining: int | None  # None: until clear()
+    client_id: str | None = None
+
+    def matches(self, api_key: int, client_id: str | None) -> bool:
+        return self.api_key == api_key and (self.client_id is None or self.client_id == client_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedRequest:
+    """One request as it arrived (after decoding, before its handler ran)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    listener: str
+    peer: str
+    at: float  # time.time()
+    fault: FaultKind | None
+
+
+class FaultInjector:
+    """Rules consulted by the connection for every request (see the module doc)."""
+
+    def __init__(self, max_observed: int = MAX_OBSERVED) -> None:
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._observed: deque[ObservedRequest] = deque(maxlen=max_observed)
+
+    # -- installing rules ---------------------------------------------------------------------
+    def fail(
+        self, api_key: int, error_code: int, *, count: int | None = 1, client_id: str | None = None
+    ) -> None:
+        """Answer the next `count` requests of `api_key` with `error_code`."""
+        ErrorCode(error_code)  # ValueError for a code Kafka does not define
+        self._add(api_key, FaultAction("fail", error_code=int(error_code)), count, client_id)
+
+    def drop(self, api_key: int, *, count: int | None = 1, client_id: str | None = None) -> None:
+        """Close the connection instead of answering the next `count` requests of `api_key`."""
+        self._add(api_key, FaultAction("drop"), count, client_id)
+
+    def delay(
+        self, api_key: int, delay_ms: int, *, count: int | None = 1, client_id: str | None = None
+    ) -> None:
+        """Hold the next `count` requests of `api_key` for `delay_ms`, then serve them."""
+        if delay_ms < 0:
+            raise ValueError("delay_ms must be >= 0")
+        self._add(api_key, FaultAction("delay", delay_ms=int(delay_ms)), count, client_id)
+
+    def _add(self, api_key: int, action: FaultAction, count: int | None, client_id: str | None) -> None:
+        if count is not None and count < 1:
+            raise ValueError("count must be >= 1 (or None: until clear())")
+        with self._lock:
+            self._rules.append(FaultRule(int(api_key), action, count, client_id))
+
+    def clear(self) -> None:
+        """Remove every rule and forget the observed requests."""
+        with self._lock:
+            self._rules.clear()
+            self._observed.clear()
+
+    # -- reading back -------------------------------------------------------------------------
+    def rules(self) -> list[FaultRule]:
+        """The rules still in force (copies)."""
+        with self._lock:
+            return [FaultRule(r.api_key, r.action, r.remaining, r.client_id) for r in self._rules]
+
+    def requests(self, api_key: int | None = None) -> list[ObservedRequest]:
+        """Observed requests, oldest first (all keys, or only `api_key`)."""
+        with self._lock:
+            return [r for r in self._observed if api_key is None or r.api_key == api_key]
+
+    # -- the broker's side --------------------------------------------------------------------
+    def on_request(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+        listener: str,
+        peer: str,
+    ) -> FaultAction | None:
+        """Record one request and take the first matching rule's action (using one of its count)."""
+        with self._lock:
+            action: FaultAction | None = None
+            for i, rule in enumerate(self._rules):
+                if rule.matches(api_key, client_id):
+                    action = rule.action
+                    if rule.remaining is not None:
+                        rule.remaining -= 1
+                        if rule.remaining == 0:
+                            del self._rules[i]
+                    break
+            self._observed.append(
+                ObservedRequest(
+                    api_key, api_version, correlation_id, client_id, listener, peer, time.time(),
+                    None if action is None else action.kind,
+                )
+            )
+            return action
+
+    # -- the control channel's commands ---------------------------------------------------------
+    def command(self, message: dict[str, Any]) -> Any:
+        """Run one control-channel command (`{"op": ..., ...}`); ValueError/KeyError/TypeError
+        on a malformed one."""
+        op = message.get("op")
+        count = message.get("count", 1)
+        client_id = message.get("client_id")
+        if op == "fail":
+            self.fail(message["api_key"], message["error_code"], count=count, client_id=client_id)
+        elif op == "drop":
+            self.drop(message["api_key"], count=count, client_id=client_id)
+        elif op == "delay":
+            self.delay(message["api_key"], message["delay_ms"], count=count, client_id=client_id)
+        elif op == "clear":
+            self.clear()
+        elif op == "requests":
+            return [asdict(r) for r in self.requests(message.get("api_key"))]
+        elif op == "rules":
+            return [asdict(r) for r in self.rules()]
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        return None
+
+
+def _answer(injector: FaultInjector, line: bytes) -> bytes:
+    try:
+        message = json.loads(line)
+        if not isinstance(message, dict):
+            raise TypeError("a command is a JSON object")
+        reply: dict[str, Any] = {"ok": True, "result": injector.command(message)}
+    except (ValueError, KeyError, TypeError) as e:
+        reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    return json.dumps(reply).encode() + b"\n"
+
+
+async def _serve_control_connection(injector: FaultInjector, stream: trio.SocketStream) -> None:
+    buffer = bytearray()
+    async with stream:
+        try:
+            while True:
+                data = await stream.receive_some(CONTROL_LINE_BYTES)
+                if not data:
+                    return
+                buffer += data
+                if len(buffer) > CONTROL_LINE_BYTES and b"\n" not in buffer:
+                    log.warning("fault control: command longer than %d bytes, closing", CONTROL_LINE_BYTES)
+                    return
+                while b"\n" in buffer:
+                    line, _, rest = bytes(buffer).partition(b"\n")
+                    buffer = bytearray(rest)
+                    await stream.send_all(_answer(injector, line))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
+            log.debug("fault control connection closed: %r", e)
+
+
+async def serve_fault_control(
+    injector: FaultInjector,
+    path: Path,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve JSON-lines commands for `injector` on a Unix socket at `path` (mode 0600) until
+    cancelled; the socket file is removed on exit. One reply line per command line:
+    `{"ok": true, "result": ...}` or `{"ok": false, "error": "..."}`."""
+    _remove_socket_file(path)
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    try:
+        old_umask = os.umask(0o177)
+        try:
+            await sock.bind(str(path))
+        finally:
+            os.umask(old_umask)
+        sock.listen(8)
+        listener = trio.SocketListener(sock)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        async with listener, trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                stream = await listener.accept()
+                nursery.start_soon(_serve_control_connection, injector, stream)
+    finally:
+        _remove_socket_file(path)
+
+
+def _remove_socket_file(path: Path) -> None:
+    """A stale socket from a crashed broker, or ours at exit (a local file: no need for a thread)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

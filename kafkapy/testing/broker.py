@@ -1,0 +1,245 @@
+"""Single test brokers: one in a thread of the test process, or one as a subprocess.
+
+Why both: a broker in a thread starts fastest (no interpreter start-up, ~0.1 s) and its
+`FaultInjector` is a plain object the test calls directly; a subprocess is what users run
+(`python -m kafkapy serve`), survives a test that blocks its own thread, and can be paused
+(SIGSTOP) to look like a hung broker - its faults go through the control socket
+(`kafkapy.testing.faults.FaultClient`). Both listen on 127.0.0.1 on a free port, keep data in a
+temporary directory (`--memory`) unless given one, and have fault injection on.
+
+Resource handling: `stop()` (also the context manager's exit) ends the broker - a clean
+shutdown, then SIGKILL for a subprocess that does not exit in time - and removes the temporary
+directory (with the log, unless `log_path` puts it elsewhere). A thread broker that fails to start raises its exception from `start()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from kafkapy.server.faults import FaultInjector
+from kafkapy.testing.cluster import READY_RE
+from kafkapy.testing.faults import FaultClient
+
+__all__ = ["BrokerStartError", "SubprocessBroker", "TestBroker", "ThreadBroker"]
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+FAULT_SOCKET = "faults.sock"
+
+
+class BrokerStartError(RuntimeError):
+    """The broker failed or printed no ready line in time (the message says what it said)."""
+
+
+class ThreadBroker:
+    """A `Broker` + `Server` in a trio loop on a thread of its own."""
+
+    __test__ = False  # not a pytest test class despite the module's users
+
+    def __init__(self, *, data_dir: Path | None = None, overrides: Mapping[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.overrides = dict(overrides or {})
+        self.faults = FaultInjector()
+        self.host = ""
+        self.port = 0
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stop_token: object = None
+        self._shutdown: object = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = READY_TIMEOUT_S) -> Self:
+        self._thread = threading.Thread(target=self._main, name="kafkapy-test-broker", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise BrokerStartError(f"in-process broker not ready within {timeout_s:.0f} s")
+        if self._error is not None:
+            raise BrokerStartError(f"in-process broker failed: {self._error!r}") from self._error
+        return self
+
+    def _main(self) -> None:
+        import trio
+
+        try:
+            trio.run(self._serve)
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        import trio
+
+        from kafkapy.server.app import Server
+        from kafkapy.server.broker import Broker
+        from kafkapy.server.config import BrokerConfig
+
+        settings = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "advertised.listeners": "",
+            **({"log.dirs": str(self.data_dir)} if self.data_dir is not None else {}),
+            **self.overrides,
+        }
+        broker = Broker(BrokerConfig(settings), memory=self.data_dir is None)
+        broker.fault_injector = self.faults
+        server = Server(broker)
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(server.run)
+            self.host, self.port = bound[0].host, bound[0].port
+            self._stop_token = trio.lowlevel.current_trio_token()
+            self._shutdown = server.request_shutdown
+            self._ready.set()
+            await server.stopped.wait()
+
+    def stop(self) -> None:
+        import trio
+
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return
+        if isinstance(self._stop_token, trio.lowlevel.TrioToken) and callable(self._shutdown):
+            with contextlib.suppress(trio.RunFinishedError):  # it stopped on its own meanwhile
+                trio.from_thread.run_sync(self._shutdown, trio_token=self._stop_token)
+        thread.join(STOP_TIMEOUT_S)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class SubprocessBroker:
+    """`python -m kafkapy serve` on a free port, with its fault control socket."""
+
+    __test__ = False
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.overrides = dict(overrides or {})
+        # a short directory of its own: a Unix socket path must stay under ~100 bytes
+        self._work = Path(tempfile.mkdtemp(prefix="kafkapy-broker-"))
+        self.log_path = log_path or self._work / "broker.log"
+        self.faults = FaultClient(self._work / FAULT_SOCKET)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.host = ""
+        self.port = 0
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0"]
+        cmd += ["--memory"] if self.data_dir is None else ["--data-dir", str(self.data_dir)]
+        settings = {"kafkapy.test.fault.control.socket": str(self.faults.path), **self.overrides}
+        for key, value in settings.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout_s: float = READY_TIMEOUT_S) -> Self:
+        self._ready.clear()
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        self._reader = threading.Thread(target=self._read_output, args=(self.proc,), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None:
+                self._join()
+                raise BrokerStartError(f"broker exited with code {self.proc.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BrokerStartError(f"broker printed no ready line in {timeout_s:.0f} s:\n{self.log_tail()}")
+        return self
+
+    def _read_output(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with self.log_path.open("a", encoding="utf-8", errors="replace") as log:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace")
+                log.write(line)
+                log.flush()
+                match = None if self._ready.is_set() else READY_RE.search(line)
+                if match:
+                    self.host, self.port = match["host"].strip("[]"), int(match["port"])
+                    self._ready.set()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "".join(self.log_path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+        except OSError:
+            return ""
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker keeps its connections but answers nothing (a hung broker)."""
+        if self.proc is not None and self.is_running():
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.is_running():
+            self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        """SIGTERM (after SIGCONT, in case it is paused), SIGKILL after the timeout."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(STOP_TIMEOUT_S)
+        self._join()
+        shutil.rmtree(self._work, ignore_errors=True)
+
+    def _join(self) -> None:
+        if self._reader is not None:
+            self._reader.join(2.0)
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+#: what `kafka_broker_instance` hands out
+TestBroker = ThreadBroker | SubprocessBroker
