@@ -36,6 +36,7 @@ from kafkapy.cli.chaos import chaos
 from kafkapy.cli.cluster import cluster
 from kafkapy.cli.configs import configs
 from kafkapy.cli.consume import consume
+from kafkapy.cli.dump_log import dump_log
 from kafkapy.cli.groups import groups
 from kafkapy.cli.produce import produce
 from kafkapy.cli.topics import topics
@@ -241,6 +242,7 @@ cli.add_command(configs)
 cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(cluster)
+cli.add_command(dump_log)
 
 
 def main(argv: list[str] | None = None) -> int:
