@@ -112,6 +112,17 @@ class _SparseIndex:
         self._persisted = len(self.keys)
         self._on_disk = True
 
+    def create_empty(self) -> None:
+        """Start a new segment's index: an empty file on disk (Kafka creates both index files
+        with the segment; entries are appended to it by `flush`)."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        self.keys, self.values = array("q"), array("q")
+        self._persisted = 0
+        self._on_disk = True
+        self.missing = False
+        self.loaded = True
+
     def reset(self) -> None:
         """Forget every entry and remove the file (before a rebuild or recovery)."""
         with contextlib.suppress(FileNotFoundError):

@@ -765,6 +765,10 @@ class PartitionLog(LogRecovery, LogQueries):
             if self._closed:
                 return
             if self._offline is None:
+                active = self.segments[-1]
+                if active.index.loaded and active.time_index.loaded:  # written or read this run
+                    with contextlib.suppress(KafkaStorageError, OSError):
+                        active.seal()  # its last time index entry, as Kafka writes at close
                 with contextlib.suppress(KafkaStorageError):
                     if fsync:
                         self.flush()

@@ -128,7 +128,7 @@ class LogSegment:
         seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         for idx in (seg.index, seg.time_index):
-            idx.reset()
+            idx.create_empty()  # Kafka's layout: every segment has both files from the start
         seg.txn_index.rewrite([])
         seg._next_offset = base_offset
         seg.created_ms = now_ms
@@ -334,7 +334,9 @@ class LogSegment:
         self._bytes_since_index += header.size
 
     def seal(self) -> None:
-        """The segment stops being active: record its max timestamp in the time index."""
+        """The segment stops being active (roll) or the log closes cleanly: record its max
+        timestamp in the time index, as Kafka does in both cases, so a data dir after a clean
+        shutdown holds the active segment's last time entry too."""
         self.ensure_indexes()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -541,3 +542,25 @@ def test_missing_or_damaged_index_files_are_rebuilt(tmp_path: Path) -> None:
         assert records_of(again.read_bytes(offset, 1))[-1][0] >= offset
     assert again.offset_for_timestamp(BASE_TS + 555) == (112, BASE_TS + 560)
     assert all(len(s.index) > 0 for s in again.segments[:3])
+
+
+def test_active_segment_has_kafkas_index_files_from_creation_to_clean_close(tmp_path: Path) -> None:
+    """Kafka's layout: both index files exist for every segment, the active one included, and
+    a clean close leaves the active segment's max timestamp as its last time index entry."""
+    plog = PartitionLog(tmp_path / "t-0", LogConfig())
+    stem = tmp_path / "t-0" / "00000000000000000000"
+    assert stem.with_suffix(".index").exists()
+    assert stem.with_suffix(".timeindex").exists()
+    plog.append(batch([b"a", b"b"], ts=BASE_TS), now_ms=BASE_TS)
+    plog.append(batch([b"c"], ts=BASE_TS + 50), now_ms=BASE_TS)
+    plog.append(batch([b"d"], ts=BASE_TS + 10), now_ms=BASE_TS)
+    plog.close()
+    assert stem.with_suffix(".index").read_bytes() == b""  # below index.interval.bytes
+    # (timestamp int64, relative offset int32): offset 2 holds the largest timestamp
+    assert stem.with_suffix(".timeindex").read_bytes() == struct.pack(">qi", BASE_TS + 50, 2)
+    reopened = PartitionLog(tmp_path / "t-0", LogConfig(), clean_shutdown=True)
+    assert reopened.offset_for_timestamp(BASE_TS + 20) == (2, BASE_TS + 50)
+    reopened.append(batch([b"e"], ts=BASE_TS + 100), now_ms=BASE_TS)
+    reopened.close()
+    assert stem.with_suffix(".timeindex").read_bytes() == struct.pack(
+        ">qi", BASE_TS + 50, 2) + struct.pack(">qi", BASE_TS + 100, 4)
