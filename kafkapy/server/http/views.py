@@ -110,7 +110,7 @@ class GroupView:
         return sum(o.lag or 0 for o in self.offsets)
 
 
-def _min_isr(broker: Broker, topic: str, configs: dict[str, str]) -> int:
+def _min_isr(broker: Broker, configs: dict[str, str]) -> int:
     value = configs.get("min.insync.replicas") or broker.config.get("min.insync.replicas") or "1"
     try:
         return int(value)
@@ -126,7 +126,7 @@ def partition_views(broker: Broker) -> list[PartitionView]:
     if cluster is None:
         node = broker.node_id
         for info in broker.topics.all():
-            min_isr = _min_isr(broker, info.name, info.configs)
+            min_isr = _min_isr(broker, info.configs)
             for p in range(info.partitions):
                 view = PartitionView(info.name, p, node, (node,), (node,), info.internal, min_isr)
                 _add_log(view, logs.get((info.name, p)))
@@ -135,7 +135,7 @@ def partition_views(broker: Broker) -> list[PartitionView]:
         image = cluster.image
         internal = {info.name for info in broker.topics.all() if info.internal}
         for name, topic in sorted(getattr(image, "topics", {}).items()):
-            min_isr = _min_isr(broker, name, dict(topic.configs))
+            min_isr = _min_isr(broker, dict(topic.configs))
             for p, part in sorted(topic.partitions.items()):
                 view = PartitionView(
                     name, p, part.leader, tuple(part.replicas), tuple(part.isr),

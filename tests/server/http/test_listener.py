@@ -219,3 +219,22 @@ async def test_readyz_is_503_until_a_cluster_member_has_joined(tmp_path: Path) -
         assert server.readiness() == (False, "shutting down")
         with trio.fail_after(15):
             await server.stopped.wait()
+
+
+async def test_open_http_connections_do_not_delay_shutdown() -> None:
+    broker = Broker(
+        BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", **HTTP}), memory=True
+    )
+    server = Server(broker)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        assert server.http is not None
+        idle = await trio.open_tcp_stream("127.0.0.1", server.http.port)
+        with trio.fail_after(10):
+            while server.http.open_connections < 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        server.request_shutdown()
+        # an idle HTTP connection would hold it for IDLE_TIMEOUT_S (30 s) if it counted
+        with trio.fail_after(listener_module.IDLE_TIMEOUT_S * 2 / 3):
+            await server.stopped.wait()
+        await idle.aclose()
