@@ -4,6 +4,9 @@ What users rely on (issue 12's randomized fault runs):
 - a broker SIGKILLed and restarted on its own data dir takes its place again at once: the
   controller must not refuse it as a duplicate until the dead process's session lapses (which a
   controller fail-over restarts), leaving its partitions one replica short meanwhile;
+- a crashed broker (SIGKILL) is fenced as soon as its ports refuse connections, not after its
+  session timeout, so its partitions get new leaders within seconds; a paused one (SIGSTOP:
+  no TCP signal) is not fenced before its session expires;
 - a leader that was paused (SIGSTOP) for longer than a session, and so may have been fenced
   and replaced, refuses acks=1 writes when it resumes instead of accepting writes that the new
   leader's log will truncate (the leader lease, `kafkapy.leader.lease.enable`).
@@ -163,3 +166,49 @@ def test_a_paused_leader_refuses_acks1_writes_once_its_lease_ran_out(short_clust
     trio.run(scenario)
     # Kafka's answer here is NONE, for a write the new leader's log truncates
     assert _error_of(answers[0]) is ErrorCode.NOT_LEADER_OR_FOLLOWER, cluster.logs()
+
+
+@pytest.mark.parametrize("victim", ["follower", "controller"])
+def test_a_crashed_leader_is_fenced_long_before_its_session_expires(cluster: ClusterProcesses, victim: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("crash")
+    create_topic(admin, topic, 6, 3)
+    controller = _active_controller(cluster)
+    node_id = controller if victim == "controller" else next(i for i in cluster.nodes if i != controller)
+    led = wait_until(
+        f"node {node_id} leading a partition of {topic}",
+        lambda: [p for p, (leader, _, _) in partitions(admin, topic).items() if leader == node_id],
+        cluster,
+    )
+    cluster.kill(node_id)
+    survivors = AdminClient({"bootstrap.servers": cluster.bootstrap_of(*(i for i in cluster.nodes if i != node_id))})
+
+    def moved() -> bool:
+        now = partitions(survivors, topic)
+        return all(now[p][0] not in (node_id, -1) and node_id not in now[p][2] for p in now)
+
+    # the session is 120 s: only the refused connections can explain a fence within this
+    wait_until(f"{topic}'s partitions {led} led elsewhere, {node_id} out of every ISR", moved, cluster, timeout_s=JOIN_TIMEOUT_S)
+    logs = "".join(_log_since_last_start(cluster, i) for i in cluster.live())
+    assert re.search(rf"fenced broker {node_id} \(epoch \d+\) before its session expired", logs), logs
+
+
+def test_a_paused_broker_is_fenced_only_by_its_session(short_cluster: ClusterProcesses) -> None:
+    """SIGSTOP leaves the ports accepting connections (the kernel completes the handshake), so
+    there is no evidence of death: the broker is fenced by its session expiring."""
+    cluster = short_cluster
+    controller = _active_controller(cluster)
+    node_id = next(i for i in cluster.nodes if i != controller)
+    proc = cluster.nodes[node_id].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(
+            f"node {node_id} fenced by its session",
+            lambda: "their sessions expired" in _log_since_last_start(cluster, controller),
+            cluster,
+            timeout_s=JOIN_TIMEOUT_S,
+        )
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert "before its session expired" not in _log_since_last_start(cluster, controller)

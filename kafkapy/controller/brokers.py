@@ -4,8 +4,9 @@ States of a registered broker and what moves it:
 - FENCED (after registration): a heartbeat whose metadata offset reached the broker epoch
   (the offset of its own RegisterBrokerRecord) and that does not want fencing or shutdown
   unfences it; leaderless partitions it can lead get a leader.
-- ACTIVE (unfenced): session expiry (no heartbeat for `session_timeout_ms`), `want_fence` or a
-  re-registration by a new incarnation fences it: it leaves every ISR it is in (unless it is
+- ACTIVE (unfenced): session expiry (no heartbeat for `session_timeout_ms`), `want_fence`, a
+  re-registration by a new incarnation or `fence_gone` (the server saw every listener of the
+  broker refuse connections: its process is gone) fences it: it leaves every ISR it is in (unless it is
   the last member) and its leaderships move to the next ISR member.
 - CONTROLLED SHUTDOWN (`want_shutdown` from an active broker): it leaves every ISR and
   leadership at once; it is told to shut down once it has applied those changes, and is then
@@ -42,6 +43,7 @@ __all__ = [
     "allocate_producer_ids",
     "broker_heartbeat",
     "extend_sessions",
+    "fence_gone",
     "register_broker",
     "tick",
     "touch_session",
@@ -228,6 +230,18 @@ def extend_sessions(st: ControllerState, stalled_ms: int) -> None:
     against the brokers' sessions."""
     for broker_id in st.last_contact_ms:
         st.last_contact_ms[broker_id] += max(0, stalled_ms)
+
+
+def fence_gone(st: ControllerState, broker_id: int, broker_epoch: int) -> ControllerResult[bool]:
+    """Fence the active registration `broker_id`/`broker_epoch` before its session expires: the
+    server has positive evidence its process is gone (every listener refuses connections).
+    False (nothing emitted) when that registration is no longer the active one."""
+    records: list[MetadataRecord] = []
+    b = st.image.brokers.get(broker_id)
+    if b is None or b.fenced or b.epoch != broker_epoch:
+        return ControllerResult(records, False)
+    fence(st, records, broker_id)
+    return ControllerResult(records, True)
 
 
 def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:

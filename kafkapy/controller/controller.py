@@ -145,6 +145,14 @@ class QuorumController:
         """The controller was stalled for `stalled_ms`: it does not count against sessions."""
         brokers.extend_sessions(self._st, stalled_ms)
 
+    def fence_gone(self, broker_id: int, broker_epoch: int) -> ControllerResult[bool]:
+        """Fence a broker whose process is known to be gone (see `brokers.fence_gone`)."""
+        return brokers.fence_gone(self._st, broker_id, broker_epoch)
+
+    def last_contact_ms(self, broker_id: int) -> int | None:
+        """When the session of active broker `broker_id` was last touched (None: no session)."""
+        return self._st.last_contact_ms.get(broker_id)
+
     def tick(self, now_ms: int) -> ControllerResult[list[int]]:
         """Fence brokers whose session expired (their partitions get new leaders)."""
         return brokers.tick(self._st, now_ms)

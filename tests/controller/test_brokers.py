@@ -115,6 +115,31 @@ def test_new_incarnation_replaces_a_fenced_one_with_a_recent_heartbeat() -> None
     assert c.ctl.image.brokers[1].epoch == r.broker_epoch
 
 
+def test_fence_gone_fences_only_the_active_registration_it_names() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.run(c.ctl.create_topics([NewTopic("t", 1, 3)]))
+    leader = c.ctl.image.topics["t"].partitions[0].leader
+    assert c.run(c.ctl.fence_gone(leader, c.epochs[leader] + 1)) is False  # another incarnation
+    assert c.run(c.ctl.fence_gone(leader, c.epochs[leader])) is True
+    part = c.ctl.image.topics["t"].partitions[0]
+    assert c.ctl.image.brokers[leader].fenced
+    assert part.leader not in (leader, -1)
+    assert leader not in part.isr
+    assert c.run(c.ctl.fence_gone(leader, c.epochs[leader])) is False  # already fenced
+
+
+def test_heartbeat_counted_on_arrival_and_controller_stall_keep_sessions() -> None:
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, session_timeout_ms=1000))
+    c.start(1, 2)
+    c.ctl.touch_session(1, c.epochs[1], 900)  # arrived; its operation not run yet
+    c.ctl.touch_session(2, c.epochs[2] + 5, 900)  # not the current registration: ignored
+    assert c.run(c.ctl.tick(1500)) == [2]
+    c.ctl.extend_sessions(2000)  # the controller did not run for 2 s
+    assert c.run(c.ctl.tick(3500)) == []
+    assert c.run(c.ctl.tick(3901)) == [1]
+
+
 def test_same_incarnation_may_register_again_and_gets_a_new_epoch() -> None:
     c = Cluster()
     c.start(1)

@@ -16,6 +16,8 @@ Why this shape (Kafka's QuorumController event loop, in trio):
   it queues behind slower operations; a stall of the controller's own process (paused, starved:
   its timer loop woke far past a short sleep) does not count against the brokers' sessions, since
   their heartbeats could not be read meanwhile.
+- Crashed brokers are fenced before their session expires when every listener of theirs
+  refuses connections (`GoneDetector`, liveness.py).
 - Timers: broker session expiry (`tick`) runs when the controller's next deadline passes;
   every `rebalance_interval_s` (Kafka's leader.imbalance.check.interval.seconds, 300 s) a
   preferred leader election moves leadership back to first replicas that are in their ISR.
@@ -43,6 +45,7 @@ from kafkapy.controller.records import encode_record
 from kafkapy.controller.topics import PREFERRED
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
+from kafkapy.server.cluster.liveness import GoneDetector
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
@@ -127,6 +130,8 @@ class ControllerDriver:
         #: often the active controller moves leadership back to preferred replicas (0 = never)
         self.rebalance_interval_s = _REBALANCE_INTERVAL_S
         self._last_rebalance: float | None = None
+        #: fences crashed brokers early on positive evidence (liveness.py)
+        self.gone = GoneDetector(self)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -247,9 +252,18 @@ class ControllerDriver:
 
     # -- task -----------------------------------------------------------------------------------
 
+    def suspect(self, node_id: int, reason: str) -> None:
+        """`node_id`'s process may be gone: probe it (GoneDetector; no-op unless active)."""
+        self.gone.suspect(node_id, reason)
+
     async def run(self) -> None:
-        """Watch for leadership (activation), expire broker sessions and rebalance leaders
-        periodically; runs until cancelled."""
+        """Watch for leadership (activation), expire broker sessions, fence crashed brokers
+        early and rebalance leaders periodically; runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.gone.run)
+            await self._run_timers()
+
+    async def _run_timers(self) -> None:
         while True:
             self._maybe_activate()
             controller = self.active()

@@ -91,6 +91,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequest_Listener
 from kafkapy.server.cluster.controller_driver import pop_metadata_offset
+from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
 from kafkapy.server.cluster.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
@@ -360,6 +361,9 @@ class BrokerLifecycle:
         self._answered_at = trio.current_time()
         self._failures = 0
         self._warned = False
+        #: nodes whose connections failed here (refused/reset/closed) -> when; sent to the
+        #: controller with the next heartbeat (liveness.py)
+        self._suspects: dict[int, float] = {}
         #: the epoch to send as `previous_broker_epoch` (read from the data dir at first use)
         self._previous_epoch: int | None = None
         # Heartbeats go on a connection of their own: their short timeout (two intervals) closes
@@ -369,6 +373,7 @@ class BrokerLifecycle:
             lambda node_id: node.config.voters.get(node_id),
             client_id=f"kafkapy-heartbeat-{node.config.node_id}",
         )
+        self._heartbeat_peers.on_gone = self.report_gone
 
     def _channel(self) -> ControllerChannel:
         channel = self.node.channel
@@ -437,6 +442,22 @@ class BrokerLifecycle:
         log.info("broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
         return True
 
+    def report_gone(self, node_id: int) -> None:
+        """A connection to `node_id` was refused, reset or closed: tell the controller in a
+        heartbeat sent now (it probes the node and fences it if its process is gone)."""
+        if node_id == self.node.node_id:
+            return
+        fresh = node_id not in self._suspects
+        self._suspects[node_id] = trio.current_time()
+        if fresh:
+            self.wake()
+
+    def _suspects_to_send(self) -> list[int]:
+        horizon = trio.current_time() - self.session_timeout_s
+        for node_id in [n for n, at in self._suspects.items() if at < horizon]:
+            del self._suspects[node_id]
+        return sorted(self._suspects)
+
     def holds_lease(self) -> bool:
         """May this broker accept writes as a leader (see the module docstring)?"""
         if not self.lease_enabled:
@@ -483,6 +504,9 @@ class BrokerLifecycle:
             want_fence=False,
             want_shut_down=self.want_shutdown,
         )
+        suspects = self._suspects_to_send()
+        if suspects:
+            request.unknown_tagged_fields[SUSPECTS_TAG] = encode_suspects(suspects)
         try:
             response: BrokerHeartbeatResponse = await self._channel().call(
                 ApiKey.BROKER_HEARTBEAT,
@@ -497,6 +521,9 @@ class BrokerLifecycle:
         pop_metadata_offset(response)
         code = ErrorCode(response.error_code)
         self._heartbeat_answered(sent_at)
+        for node_id in suspects:
+            if self._suspects.get(node_id, sent_at + 1) <= sent_at:
+                del self._suspects[node_id]  # delivered (a later report stays queued)
         if code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
             log.warning(
                 "broker %d: controller answered %s, registering again", self.node.node_id, code.name

@@ -125,6 +125,18 @@ class ClusterNode:
         self.fetchers: Any = (
             _build("replica_fetcher", "ReplicaFetcherManager", broker, self) if config.is_broker else None
         )
+        self.broker_peers.on_gone = self.peer_gone
+        self.controller_peers.on_gone = self.peer_gone
+
+    def peer_gone(self, node_id: int) -> None:
+        """A request to `node_id` failed with a refused/reset/closed connection: the active
+        controller (here, or through this broker's next heartbeat) checks whether its process
+        is gone and fences it early (liveness.py)."""
+        suspect = getattr(self.controller, "suspect", None)
+        if suspect is not None and self.controller.active() is not None:
+            suspect(node_id, f"node {self.node_id}'s connection to it failed")
+        elif self.lifecycle is not None:
+            self.lifecycle.report_gone(node_id)
 
     # -- addresses --------------------------------------------------------------------------------
     def broker_address(self, node_id: int) -> tuple[str, int] | None:

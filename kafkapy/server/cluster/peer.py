@@ -27,6 +27,7 @@ may be used again (it reconnects). `PeerPool` owns one client per node id and cl
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import struct
@@ -46,7 +47,7 @@ from kafkapy.protocol import (
 from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.primitives import Frame, r_int32, r_tags
 
-__all__ = ["PeerClient", "PeerError", "PeerPool"]
+__all__ = ["PeerClient", "PeerError", "PeerPool", "is_gone_error"]
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,34 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 CONNECT_TIMEOUT_S = 5.0
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
+_GONE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.EPIPE})
 
 
 class PeerError(Exception):
-    """A request to another node failed (no connection, closed, timed out, undecodable)."""
+    """A request to another node failed (no connection, closed, timed out, undecodable).
+
+    `gone`: the failure is a sign that the peer's process is not there any more - the
+    connection was refused, reset or closed by the other side - as opposed to a timeout, which
+    a slow or paused process causes as well (see `PeerPool.on_gone`)."""
+
+    def __init__(self, message: str, *, gone: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone
+
+
+def is_gone_error(error: BaseException, depth: int = 0) -> bool:
+    """A refused or reset connection, also wrapped (trio's BrokenResourceError, or the
+    ExceptionGroup of `open_tcp_stream`'s attempts: then every attempt must say so)."""
+    if depth > 4:
+        return False
+    if isinstance(error, (ConnectionRefusedError, ConnectionResetError, BrokenPipeError)):
+        return True
+    if isinstance(error, OSError) and error.errno in _GONE_ERRNOS:
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return all(is_gone_error(e, depth + 1) for e in error.exceptions)
+    inner = error.__cause__ or error.__context__
+    return inner is not None and is_gone_error(inner, depth + 1)
 
 
 @dataclass(slots=True)
@@ -270,7 +295,8 @@ class PeerClient:
                     sent = True
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
                     raise await self._drop(
-                        conn, PeerError(f"send to {self.host}:{self.port} failed: {e}")
+                        conn,
+                        PeerError(f"send to {self.host}:{self.port} failed: {e}", gone=is_gone_error(e)),
                     ) from e
                 finally:
                     if not sent and conn.broken is None:
@@ -295,7 +321,7 @@ class PeerClient:
             frames = await conn.frames.receive()
             if frames is None:
                 raise await self._drop(
-                    conn, PeerError(f"{self.host}:{self.port} closed the connection")
+                    conn, PeerError(f"{self.host}:{self.port} closed the connection", gone=True)
                 )
             for frame in frames:
                 if len(frame) < 4:
@@ -311,7 +337,8 @@ class PeerClient:
                     waiter.finish(response)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             raise await self._drop(
-                conn, PeerError(f"connection to {self.host}:{self.port} failed: {e}")
+                conn,
+                PeerError(f"connection to {self.host}:{self.port} failed: {e}", gone=is_gone_error(e)),
             ) from e
         except ProtocolError as e:
             raise await self._drop(
@@ -333,7 +360,9 @@ class PeerClient:
             except (OSError, trio.TooSlowError) as e:
                 self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, self._backoff_s * 2))
                 self._next_attempt = trio.current_time() + self._backoff_s
-                raise PeerError(f"cannot connect to {self.host}:{self.port}: {e}") from e
+                raise PeerError(
+                    f"cannot connect to {self.host}:{self.port}: {e}", gone=is_gone_error(e)
+                ) from e
             self._backoff_s = 0.0
             self._next_attempt = 0.0
             self._conn = conn = _Connection(stream)
@@ -369,6 +398,9 @@ class PeerPool:
     def __init__(self, resolve: Callable[[int], tuple[str, int] | None], *, client_id: str) -> None:
         self._resolve = resolve
         self.client_id = client_id
+        #: called with the node id when a request fails with `PeerError.gone` (the node's
+        #: process may be dead: the cluster node has the controller check, see node.py)
+        self.on_gone: Callable[[int], None] | None = None
         self._clients: dict[int, PeerClient] = {}
         self._stale: list[PeerClient] = []
 
@@ -402,7 +434,14 @@ class PeerPool:
             stale, self._stale = self._stale, []
             for old in stale:
                 await old.aclose()
-        return await self.get(node_id).request(api_key, version, body, timeout_s=timeout_s, raw=raw)
+        try:
+            return await self.get(node_id).request(
+                api_key, version, body, timeout_s=timeout_s, raw=raw
+            )
+        except PeerError as exc:
+            if exc.gone and self.on_gone is not None:
+                self.on_gone(node_id)
+            raise
 
     async def aclose(self) -> None:
         clients = [*self._clients.values(), *self._stale]

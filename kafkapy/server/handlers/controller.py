@@ -14,6 +14,10 @@ the sending broker's ControllerChannel retries against the new leader. Answers t
 metadata carry the committed metadata offset in a private tagged field (see
 `controller_driver.METADATA_OFFSET_TAG`), which the channel removes.
 
+A BrokerHeartbeat may carry, in a private tagged field, the nodes whose connections failed at
+the sender (`liveness.SUSPECTS_TAG`): the controller probes them (fencing a crashed broker early,
+see `server/cluster/liveness.py`).
+
 Version mapping, as Kafka does it: AlterPartition v0-1 name topics (v2+ ids; an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID), v0-2 send plain ISR ids (v3 ids with
 broker epochs); INELIGIBLE_REPLICA, new in v3, is OPERATION_NOT_ATTEMPTED before it.
@@ -69,6 +73,7 @@ from kafkapy.server.cluster.controller_driver import (
     monotonic_ms,
     set_metadata_offset,
 )
+from kafkapy.server.cluster.liveness import SUSPECTS_TAG, decode_suspects
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.elections import election_response, requested_partitions
 from kafkapy.server.handlers.reassignments import alter_reassignments_response
@@ -158,8 +163,11 @@ async def handle_broker_heartbeat(
 ) -> BrokerHeartbeatResponse:
     now = monotonic_ms()
     driver = _driver(ctx)
+    suspects = decode_suspects(req.unknown_tagged_fields.pop(SUSPECTS_TAG, None))
     if driver is not None:
         driver.touch_session(req.broker_id, req.broker_epoch)
+        for node_id in suspects:
+            driver.suspect(node_id, f"broker {req.broker_id} saw its connections fail")
     outcome = await _run(
         ctx,
         lambda c: c.broker_heartbeat(

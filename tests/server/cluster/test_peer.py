@@ -223,3 +223,42 @@ async def test_a_hostile_peer_only_ever_causes_peer_error(answer: bytes) -> None
                 await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=5)
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_dead_peer_is_reported_gone_and_a_slow_one_is_not() -> None:
+    """`PeerError.gone` / `PeerPool.on_gone` (what the controller's early fencing starts from):
+    a refused connect and a connection the peer closes are signs of a dead process; a request
+    that merely times out (a slow or paused peer) is not."""
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        free_port = probe.getsockname()[1]
+    reported: list[int] = []
+    pool = PeerPool({1: ("127.0.0.1", free_port)}.get, client_id="gone-test")
+    pool.on_gone = reported.append
+    with pytest.raises(PeerError) as refused:
+        await pool.request(1, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=5)
+    assert refused.value.gone
+    assert reported == [1]
+    await pool.aclose()
+
+    with socket.socket() as silent:  # accepts (the kernel's backlog) but never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        pool = PeerPool({2: silent.getsockname()}.get, client_id="gone-test")
+        pool.on_gone = reported.append
+        with pytest.raises(PeerError, match="timed out") as slow:
+            await pool.request(2, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=0.3)
+        assert not slow.value.gone
+        assert reported == [1]
+        await pool.aclose()
+
+    async with running_broker(None) as (_broker, _server, port):
+        pool = PeerPool({3: ("127.0.0.1", port)}.get, client_id="gone-test")
+        pool.on_gone = reported.append
+        from kafkapy.protocol.messages import VoteRequest
+
+        with pytest.raises(PeerError, match="closed") as closed:  # no Vote on a broker listener
+            await pool.request(3, ApiKey.VOTE, 0, VoteRequest(), timeout_s=10)
+        assert closed.value.gone
+        assert reported == [1, 3]
+        await pool.aclose()
