@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import signal
 import statistics
 import tempfile
@@ -44,6 +45,12 @@ OVERRIDES = {
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
+}
+#: --kafka-defaults: Kafka's failure detection instead of the test harness's quick one
+KAFKA_DEFAULTS = {
+    "broker.session.timeout.ms": "9000",
+    "broker.heartbeat.interval.ms": "2000",
+    "replica.lag.time.max.ms": "30000",
 }
 AFTER_KILL_S = 30.0
 
@@ -80,8 +87,10 @@ def _fail(cluster: ClusterProcesses, node_id: int, how: str) -> None:
         proc.send_signal(signal.SIGSTOP)
 
 
-def run_txn(base: Path, how: str = "kill") -> dict[str, Any]:
-    with ClusterProcesses(base, 3, overrides=OVERRIDES) as cluster:
+def run_txn(base: Path, how: str = "kill", overrides: dict[str, str] = OVERRIDES,
+            protocol: str = "classic") -> dict[str, Any]:
+    del protocol  # groups only
+    with ClusterProcesses(base, 3, overrides=overrides) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         _create(admin, "data", 3)
         tid = "bench-txn"
@@ -137,12 +146,18 @@ def run_txn(base: Path, how: str = "kill") -> dict[str, Any]:
 
 
 class _Member:
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000, "auto.offset.reset": "earliest",
+    def __init__(self, bootstrap: str, group: str, topic: str, protocol: str) -> None:
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
             "topic.metadata.refresh.interval.ms": 1000,
-        })
+        }
+        if os.environ.get("BENCH_CLIENT_DEBUG"):  # e.g. cgrp: librdkafka's group log on stderr
+            config["debug"] = os.environ["BENCH_CLIENT_DEBUG"]
+        if protocol == "consumer":  # KIP-848: the session timeout is the broker's
+            config["group.protocol"] = "consumer"
+        else:
+            config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self.consumer = Consumer(config)
         self.assignments: list[float] = []
         self.times: list[float] = []
         self.errors: list[str] = []
@@ -170,8 +185,9 @@ class _Member:
         self.consumer.close()
 
 
-def run_group(base: Path, how: str = "kill") -> dict[str, Any]:
-    with ClusterProcesses(base, 3, overrides=OVERRIDES) as cluster:
+def run_group(base: Path, how: str = "kill", overrides: dict[str, str] = OVERRIDES,
+              protocol: str = "classic") -> dict[str, Any]:
+    with ClusterProcesses(base, 3, overrides=overrides) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         group = "bench-group"
         probe = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
@@ -186,14 +202,14 @@ def run_group(base: Path, how: str = "kill") -> dict[str, Any]:
         # the failover of partitions the victim leads or replicates
         a, b = (n for n in (1, 2, 3) if n != coordinator)
         futures = admin.create_topics([NewTopic(
-            "feed", replica_assignment=[[a, b], [b, a], [a, b], [b, a]],
+            "feed", num_partitions=4, replica_assignment=[[a, b], [b, a], [a, b], [b, a]],
             config={"min.insync.replicas": "1"},
         )], operation_timeout=30)
         futures["feed"].result(timeout=30)
         _wait_leaders(admin, "feed")
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5,
                              "topic.metadata.refresh.interval.ms": 1000})
-        members = [_Member(cluster.bootstrap, group, "feed") for _ in range(2)]
+        members = [_Member(cluster.bootstrap, group, "feed", protocol) for _ in range(2)]
         stop_feed = threading.Event()
 
         def feed() -> None:
@@ -236,6 +252,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--signal", choices=["kill", "stop"], default="kill",
                         help="SIGKILL the victim (default) or SIGSTOP it")
+    parser.add_argument("--kafka-defaults", action="store_true",
+                        help="Kafka's failure detection (9 s broker session, 30 s replica lag)")
+    parser.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                        help="the group scenario's protocol (consumer: KIP-848)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep-logs", type=Path, help="copy the nodes' logs here")
     args = parser.parse_args()
@@ -245,7 +265,8 @@ def main() -> None:
             continue
         for i in range(args.runs):
             with tempfile.TemporaryDirectory(prefix=f"coord-{name}-") as tmp:
-                result = run(Path(tmp), args.signal)
+                overrides = {**OVERRIDES, **(KAFKA_DEFAULTS if args.kafka_defaults else {})}
+                result = run(Path(tmp), args.signal, overrides, args.group_protocol)
                 if args.keep_logs is not None:
                     args.keep_logs.mkdir(parents=True, exist_ok=True)
                     for log_file in Path(tmp).glob("node*.log"):
