@@ -173,6 +173,7 @@ class TxnDriver:
         self._changed = trio.Event()
         self._writing: set[str] = set()  # transactional ids whose markers are being written
         self._next_expiry_ms = 0
+        self._marker_retry_ms: int | None = None  # when pending markers are retried next
         self._nursery: trio.Nursery | None = None  # run_timers()'s, for partition loads
         self._queued_loads: list[tuple[int, int]] = []
         if cluster_of(broker) is not None:
@@ -487,6 +488,7 @@ class TxnDriver:
                 await self._complete(action, target)
         finally:
             self._writing.discard(action.transactional_id)
+            self._changed.set()  # the timer task schedules a retry of what is still pending
             done.set()
 
     async def _mark_until_written(self, action: WriteTxnMarkers, target: TransactionCoordinator,
@@ -518,6 +520,7 @@ class TxnDriver:
                 backoff = min(backoff * 2, _RETRY_S)
         finally:
             self._writing.discard(tid)
+            self._changed.set()
             done.set()
 
     async def _complete(self, action: WriteTxnMarkers, target: TransactionCoordinator) -> None:
@@ -531,20 +534,26 @@ class TxnDriver:
     # -- timers --------------------------------------------------------------------------
 
     def _next_deadline_ms(self) -> int:
-        """Earliest transaction timeout, the next expiry check, or a retry of pending markers."""
+        """Earliest transaction timeout, the next expiry check, or a retry of pending markers
+        (a fixed time, `_RETRY_S` after they were first seen pending: a deadline recomputed
+        as "now + retry" at every wake-up would never come)."""
         now = now_ms()
         deadline = max(self._next_expiry_ms, now)
         for coordinator in self.coordinators():
-            for md in coordinator.transactions.values():
+            for tid, md in coordinator.transactions.items():
                 if md.state is TxnState.ONGOING:
                     deadline = min(deadline, md.txn_start_timestamp + md.txn_timeout_ms + 1)
-                elif md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                    deadline = min(deadline, now + int(_RETRY_S * 1000))
+                elif (md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                      and tid not in self._writing):
+                    if self._marker_retry_ms is None:
+                        self._marker_retry_ms = now + int(_RETRY_S * 1000)
+                    deadline = min(deadline, self._marker_retry_ms)
         return deadline
 
     async def tick(self) -> None:
         """Run the timers that are due (the timer task calls this; tests may too)."""
         now = now_ms()
+        self._marker_retry_ms = None  # pending markers are retried now; the next retry later
         expiry_due = now >= self._next_expiry_ms
         if expiry_due:
             self._next_expiry_ms = now + min(
@@ -563,6 +572,8 @@ class TxnDriver:
             pending = [m for m in coordinator.pending_markers()
                        if m.transactional_id not in self._writing]
             if pending:
+                log.info("retrying the markers of %s",
+                         ", ".join(sorted(m.transactional_id for m in pending)))
                 await self.write_markers(pending, coordinator)
         if self.partitioned:
             await self.broker.producer_ids.prefetch()

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from kafkapy.protocol import ApiKey
@@ -25,6 +26,7 @@ from kafkapy.protocol.messages import (
     WriteTxnMarkersRequest,
 )
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
+from kafkapy.server import txn_driver as txn_driver_module
 from kafkapy.server.txn_driver import txn_driver
 
 from .helpers import Client, running_broker
@@ -395,4 +397,36 @@ async def test_idle_transactional_id_expires(tmp_path: Path) -> None:
             assert await tx.init() == E.NONE
             assert (tx.pid, tx.epoch) != (first_pid, 1)
             assert tx.epoch == 0
+            await c.aclose()
+
+
+async def test_a_marker_whose_write_failed_is_retried_by_the_timer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The partition's storage refuses the commit marker twice (e.g. a full disk); the timer
+    task retries it about once a second, with no other request to wake it, and the
+    transaction completes."""
+    real = txn_driver_module.write_marker
+    refusals = [E.KAFKA_STORAGE_ERROR, E.KAFKA_STORAGE_ERROR]
+
+    async def failing(*args: Any) -> E:
+        return refusals.pop() if refusals else await real(*args)
+
+    monkeypatch.setattr(txn_driver_module, "write_marker", failing)
+    with trio.fail_after(60):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+            broker.create_topic("t", 1)
+            c = await Client.connect(port)
+            tx = Txn(c, "tx-retry")
+            assert await tx.init() == E.NONE
+            assert await tx.add("t") == E.NONE
+            assert (await tx.send("t", b"kept"))[0] == E.NONE
+            assert (await tx.end(True)).error_code == E.NONE  # decided; the marker is pending
+            assert (await fetch(c, "t", committed=True))[0] == []
+            for _ in range(1500):  # bounded: 30 s
+                if (await fetch(c, "t", committed=True))[0] == [b"kept"]:
+                    break
+                await trio.sleep(0.02)
+            assert (await fetch(c, "t", committed=True))[0] == [b"kept"]
+            assert refusals == []
             await c.aclose()
