@@ -3,7 +3,8 @@
 What users rely on (issue: cluster mode): with acks=all and idempotence, killing (SIGKILL) the
 leader of a partition while producing loses no acknowledged message and duplicates none; each
 key's messages stay in the order they were produced; a consumer keeps consuming across the kill;
-the killed node, restarted on its data, catches up and rejoins every ISR.
+the killed node, restarted on its data, catches up and rejoins every ISR. The same holds when
+every listener - clients', inter-broker and controller - is SASL_SSL (SCRAM-SHA-512, mutual TLS).
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ N_KEYS = 30
 N_PARTITIONS = 6
 
 
-@pytest.fixture
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    c = start_cluster(tmp_path_factory.mktemp("failover"), 3)
+@pytest.fixture(params=["PLAINTEXT", "SASL_SSL"])
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ClusterProcesses]:
+    c = start_cluster(tmp_path_factory.mktemp("failover"), 3, security=request.param)
     try:
         yield c
     finally:
@@ -46,9 +49,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess
 class TailingConsumer:
     """A consumer on every partition (manual assignment), polling in a thread until stopped."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, client: dict[str, str]) -> None:
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": unique_topic("tail"),
+            **client, "bootstrap.servers": bootstrap, "group.id": unique_topic("tail"),
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "topic.metadata.refresh.interval.ms": 1000,
         })
@@ -82,7 +85,7 @@ class TailingConsumer:
 def read_all(bootstrap: str, topic: str, cluster: ClusterProcesses) -> dict[int, list[bytes]]:
     """Every message of every partition up to its high watermark, per partition in offset order."""
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique_topic("verify"),
+        **cluster.client_config, "bootstrap.servers": bootstrap, "group.id": unique_topic("verify"),
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
     })
     try:
@@ -103,7 +106,7 @@ def read_all(bootstrap: str, topic: str, cluster: ClusterProcesses) -> dict[int,
 
 
 def test_leader_kill_while_producing_loses_no_acknowledged_message(cluster: ClusterProcesses) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({**cluster.client_config, "bootstrap.servers": cluster.bootstrap})
     topic = unique_topic("failover")
     create_topic(admin, topic, N_PARTITIONS, 3, {"min.insync.replicas": "2"})
     wait_until(
@@ -111,9 +114,9 @@ def test_leader_kill_while_producing_loses_no_acknowledged_message(cluster: Clus
         lambda: all(leader > 0 and len(isr) == 3 for leader, _, isr in partitions(admin, topic).values()),
         cluster,
     )
-    tail = TailingConsumer(cluster.bootstrap, topic)
+    tail = TailingConsumer(cluster.bootstrap, topic, cluster.client_config)
     producer = Producer({
-        "bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+        **cluster.client_config, "bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
         "linger.ms": 5, "message.timeout.ms": 90_000, "topic.metadata.refresh.interval.ms": 1000,
     })
     acked: list[bytes] = []

@@ -20,6 +20,9 @@ Mechanisms: PLAIN (RFC 4616) and SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802/7677, t
 speaks: no channel binding, the `tokenauth` extension refused). Every bad input - undecodable
 UTF-8, a missing attribute, a wrong proof - raises `SaslError`, never anything else.
 
+The client side (`plain_token`, `ScramClient`) is what a kafkapy node uses to authenticate to
+another node's SASL listener (inter-broker and controller traffic) and what the CLI uses.
+
 Not supported: GSSAPI (Kerberos), OAUTHBEARER, delegation tokens, re-authentication (KIP-368;
 `session_lifetime_ms` 0 means "never expires").
 """
@@ -47,8 +50,10 @@ __all__ = [
     "SaslMechanism",
     "SaslSession",
     "SaslState",
+    "ScramClient",
     "ScramCredential",
     "ScramServer",
+    "plain_token",
 ]
 
 #: SCRAM mechanism name -> hashlib name
@@ -379,3 +384,66 @@ class SaslSession:
         if self._mechanism.complete:
             self.state = SaslState.COMPLETE
         return answer
+
+
+# -- the client side --------------------------------------------------------------------------
+
+
+def plain_token(user: str, password: str) -> bytes:
+    """PLAIN's one client token (RFC 4616, no authorization identity)."""
+    return f"\0{user}\0{password}".encode()
+
+
+class ScramClient:
+    """The client side of SCRAM (RFC 5802) as Kafka speaks it: no channel binding. Tokens:
+    `first()`, then `final_message(server_first)`, then `final(server_final)` checks the server's
+    signature; a bad or refusing server message raises SaslError."""
+
+    def __init__(self, mechanism: str, user: str, password: str) -> None:
+        if mechanism not in SCRAM_MECHANISMS:
+            raise SaslError(f"{mechanism} is not a SCRAM mechanism")
+        self.hash = SCRAM_MECHANISMS[mechanism]
+        self.password = password.encode()
+        self.nonce = secrets.token_urlsafe(24)
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self.first_bare = f"n={name},r={self.nonce}"
+        self.expected_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self.first_bare}".encode()
+
+    def final_message(self, server_first: bytes) -> bytes:
+        text = _text(server_first)
+        attrs = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        if "e" in attrs:
+            raise SaslError(f"SCRAM: the server refused: {attrs['e']}")
+        if not nonce.startswith(self.nonce) or not iterations.isdigit():
+            raise SaslError("SCRAM: the server's first message is not valid")
+        if not SCRAM_MIN_ITERATIONS <= int(iterations) <= SCRAM_MAX_ITERATIONS:
+            raise SaslError(f"SCRAM: {iterations} iterations is outside Kafka's bounds")
+        try:
+            salt_bytes = base64.b64decode(salt, validate=True)
+        except binascii.Error:
+            raise SaslError("SCRAM: the server's salt is not base64") from None
+        salted = hashlib.pbkdf2_hmac(self.hash, self.password, salt_bytes, int(iterations))
+        client_key = hmac.digest(salted, b"Client Key", self.hash)
+        stored = hashlib.new(self.hash, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth = f"{self.first_bare},{text},{without_proof}".encode()
+        signature = hmac.digest(stored, auth, self.hash)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self.hash)
+        self.expected_signature = hmac.digest(server_key, auth, self.hash)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def final(self, server_final: bytes) -> None:
+        attrs = dict(i.split("=", 1) for i in _text(server_final).split(",") if "=" in i)
+        if "e" in attrs:
+            raise SaslError(f"SCRAM: the server refused: {attrs['e']}")
+        try:
+            signature = base64.b64decode(attrs.get("v", ""), validate=True)
+        except binascii.Error:
+            signature = b""
+        if not hmac.compare_digest(signature, self.expected_signature):
+            raise SaslError("SCRAM: the server's signature does not match")

@@ -24,11 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkapy.server.security_settings import (
-    INTER_NODE_KEYS,
-    inter_node_security_error,
-    unsupported_security_setting,
-)
+from kafkapy.server.security_settings import INTER_NODE_KEYS, unsupported_security_setting
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -219,6 +215,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             _T.STRING,
             "none",
             "none, requested or required: whether TLS clients must present a certificate.",
+        ),
+        _B(
+            "ssl.endpoint.identification.algorithm",
+            _T.STRING,
+            "https",
+            "Inter-node TLS: check the other node's host name against its certificate (empty: do not).",
         ),
         _B(
             "controller.quorum.voters",
@@ -1081,18 +1083,7 @@ class BrokerConfig:
             raise ConfigError(
                 f"the controller listener {controller_names[0]} (controller.listener.names) is missing from listeners"
             )
-        self._check_inter_node_security(controller_names)
-        inter_broker = (self.get("inter.broker.listener.name") or "").strip().upper()
-        if "broker" in roles:
-            # Replication and broker-to-broker RPCs speak PLAINTEXT only (see README, Security).
-            names = [lst.name for lst in self.listeners if lst.security_protocol == "PLAINTEXT"]
-            if not inter_broker:
-                inter_broker = names[0] if names else ""
-            if inter_broker not in names:
-                raise ConfigError(
-                    f"inter.broker.listener.name {inter_broker or '(none)'} is not a PLAINTEXT broker "
-                    "listener (kafkapy brokers talk to each other over PLAINTEXT only)"
-                )
+        inter_broker = self._inter_broker_listener() if "broker" in roles else ""
         return ClusterConfig(
             node_id=node_id,
             roles=roles,
@@ -1115,24 +1106,43 @@ class BrokerConfig:
             unclean_leader_election=self.get_bool("unclean.leader.election.enable"),
         )
 
-    def _check_inter_node_security(self, controller_names: tuple[str, ...]) -> None:
-        """Cluster mode: refuse inter-node security kafkapy cannot honour (PLAINTEXT only)."""
-        refused = inter_node_security_error(self._inter_node)
-        if refused is not None:
-            raise ConfigError(refused)
-        for lst in parse_listeners(self.get_str("listeners"), self._protocol_map()):
-            if lst.name in controller_names and lst.security_protocol != "PLAINTEXT":
-                raise ConfigError(
-                    f"controller listener {lst.name} is {lst.security_protocol}: kafkapy's "
-                    "controller traffic is PLAINTEXT only (see README, Security)"
-                )
+    def _inter_broker_listener(self) -> str:
+        """Kafka's choice: `inter.broker.listener.name`, else the broker listener whose protocol
+        is `security.inter.broker.protocol` (PLAINTEXT by default); not both."""
+        named = (self.get("inter.broker.listener.name") or "").strip().upper()
+        protocol = self.inter_node("security.inter.broker.protocol")
+        if named and protocol:
+            raise ConfigError(
+                "set inter.broker.listener.name or security.inter.broker.protocol, not both"
+            )
+        if named:
+            if named not in [lst.name for lst in self.listeners]:
+                raise ConfigError(f"inter.broker.listener.name {named} is not a broker listener")
+            return named
+        wanted = (protocol or "PLAINTEXT").strip().upper()
+        for lst in self.listeners:
+            if lst.security_protocol == wanted:
+                return lst.name
+        raise ConfigError(
+            f"no broker listener speaks security.inter.broker.protocol {wanted} "
+            "(set inter.broker.listener.name)"
+        )
+
+    def inter_node(self, key: str) -> str | None:
+        """An inter-node security setting (`security_settings.INTER_NODE_KEYS`), if set."""
+        value = self._inter_node.get(key)
+        return value if value and value.strip() else None
+
+    def protocol_of(self, listener_name: str) -> str:
+        """A listener's security protocol by name (the protocol map, else the name itself)."""
+        return self._protocol_map().get(listener_name.upper(), listener_name.upper())
 
     def _controller_listeners(self, value: str) -> list[Listener]:
         """The listeners named in `controller.listener.names` (bound in cluster mode only)."""
         return [
             lst
             for lst in parse_listeners(value, self._protocol_map())
-            if lst.name in self.controller_listener_names and lst.security_protocol == "PLAINTEXT"
+            if lst.name in self.controller_listener_names
         ]
 
     @classmethod

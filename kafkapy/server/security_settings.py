@@ -19,9 +19,9 @@ The rules (`unsupported_security_setting`), for each key as given broker-wide or
 - per-listener connection limits (`listener.name.<listener>.max.connections`,
   `...max.connection.creation.rate`): kafkapy enforces them broker-wide only;
 - inter-node settings (`security.inter.broker.protocol`, `sasl.mechanism.inter.broker.protocol`,
-  `sasl.mechanism.controller.protocol`): kafkapy nodes talk PLAINTEXT to each other, so in a
-  cluster anything but PLAINTEXT is refused (`inter_node_security_error`); a single node has no
-  inter-node traffic and takes them as they are (Kafka's single-node configs carry them).
+  `sasl.mechanism.controller.protocol`) are kept aside for a cluster, which honours them
+  (`kafkapy.server.security.inter_node`); a single node has no inter-node traffic and only
+  logs them (Kafka's single-node configs carry them).
 Keys kafkapy implements (SASL PLAIN/SCRAM, PEM TLS, `ssl.client.auth`) are checked where they
 are used (`kafkapy.server.security.listener`). Left alone as inert: what only the client side of
 inter-node SASL/TLS reads (`sasl.login.*` timings, `ssl.endpoint.identification.algorithm`),
@@ -35,7 +35,6 @@ import re
 
 __all__ = [
     "INTER_NODE_KEYS",
-    "inter_node_security_error",
     "unsupported_security_setting",
 ]
 
@@ -113,7 +112,7 @@ _DEFAULT_ONLY: dict[str, tuple[frozenset[str], str]] = {
 #: connection limits Kafka also takes per listener; kafkapy only broker-wide
 _BROKER_WIDE_ONLY = frozenset({"max.connections", "max.connection.creation.rate"})
 
-#: settings of the traffic between nodes (see the module doc)
+#: settings of the traffic between nodes (see the module doc; read with BrokerConfig.inter_node)
 INTER_NODE_KEYS = (
     "security.inter.broker.protocol",
     "sasl.mechanism.inter.broker.protocol",
@@ -142,20 +141,3 @@ def unsupported_security_setting(key: str, value: str) -> str | None:
     if reason is None:
         return None
     return f"{key}={value.strip()!r} is a security setting kafkapy cannot honour: {reason}"
-
-
-def inter_node_security_error(settings: dict[str, str]) -> str | None:
-    """In a cluster: why the explicit inter-node security settings cannot be honoured, or None."""
-    protocol = settings.get("security.inter.broker.protocol", "").strip().upper()
-    if protocol and protocol != "PLAINTEXT":
-        return (
-            f"security.inter.broker.protocol={protocol}: kafkapy nodes talk to each other over "
-            "PLAINTEXT only (see README, Security)"
-        )
-    for key in INTER_NODE_KEYS[1:]:
-        if settings.get(key, "").strip():
-            return (
-                f"{key}={settings[key].strip()}: kafkapy nodes do not authenticate to each other "
-                "(their traffic is PLAINTEXT; see README, Security)"
-            )
-    return None

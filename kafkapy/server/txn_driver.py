@@ -636,11 +636,14 @@ def _marker_peers(broker: Broker) -> PeerPool | None:
     other until a timeout)."""
     pool = _MARKER_PEERS.get(broker)
     if pool is None:
-        resolve = getattr(cluster_of(broker), "broker_address", None)
+        cluster = cluster_of(broker)
+        resolve = getattr(cluster, "broker_address", None)
         if resolve is None:
             return None
         pool = _MARKER_PEERS[broker] = PeerPool(
-            resolve, client_id=f"kafkapy-txn-markers-{broker.node_id}"
+            resolve,
+            client_id=f"kafkapy-txn-markers-{broker.node_id}",
+            security=getattr(cluster, "broker_security", None),
         )
     return pool
 

@@ -24,6 +24,12 @@ what the cluster said.
 Faults: `pause(i)`/`resume(i)` (SIGSTOP/SIGCONT: a hung node), `kill(i)`/`restart(i)`, and
 with `fault_control=True` each node's request fault injector (`faults(i)`, kafkapy.server.faults).
 
+Security (`security="SASL_SSL"`, or SSL / SASL_PLAINTEXT): every listener - the broker listener
+clients use, which is also the inter-broker one, and the controller listener - speaks that
+protocol: throw-away certificates (`kafkapy.testing.certs`, `ssl.client.auth=required`, so nodes
+and clients present certificates too), SCRAM-SHA-512 between nodes as user `kafkapy-node`, and
+`client_config` is what a confluent-kafka client needs to join in (user `alice`).
+
 Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
 then SIGKILLs stragglers, so no node outlives the test run. Not for serving traffic: only the
 tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/) and
@@ -37,6 +43,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -49,7 +56,9 @@ from pathlib import Path
 from types import TracebackType
 
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
-from kafkapy.protocol.messages import MetadataRequest
+from kafkapy.protocol.messages import MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from kafkapy.protocol.sasl import SaslError, ScramClient
+from kafkapy.testing.certs import CertFiles, make_certs
 from kafkapy.testing.faults import FaultClient
 
 __all__ = [
@@ -95,22 +104,62 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def broker_ids(host: str, port: int, timeout_s: float = 5.0) -> set[int]:
-    """The broker ids one node's Metadata (v9, no topics) lists; OSError/ValueError on failure."""
-    request = encode_request(RequestHeader(ApiKey.METADATA, 9, 1, "cluster-harness"), MetadataRequest(topics=[]))
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise ValueError("connection closed before the Metadata answer")
-            data += chunk
+def _exchange(sock: socket.socket, api_key: ApiKey, version: int, msg: object, correlation_id: int) -> object:
+    request = encode_request(RequestHeader(api_key, version, correlation_id, "cluster-harness"), msg)
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ValueError(f"connection closed before the {api_key.name} answer")
+        data += chunk
     try:
-        _, response = decode_response(ApiKey.METADATA, 9, data[4:])
+        return decode_response(api_key, version, data[4:])[1]
     except Exception as e:  # ProtocolError: a broken answer counts as "not settled yet"
         raise ValueError(str(e)) from e
-    return {b.node_id for b in response.brokers}
+
+
+def _secure(sock: socket.socket, host: str, client: Mapping[str, str]) -> socket.socket:
+    """TLS and SCRAM login as `client` (a ClusterProcesses.client_config) asks."""
+    protocol = client.get("security.protocol", "PLAINTEXT")
+    if protocol in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(cafile=client["ssl.ca.location"])
+        context.load_cert_chain(client["ssl.certificate.location"], client["ssl.key.location"])
+        sock = context.wrap_socket(sock, server_hostname=host)
+    if protocol.startswith("SASL_"):
+        mechanism = client["sasl.mechanisms"]
+        shake = _exchange(sock, ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism), 1)
+        if getattr(shake, "error_code", 1):
+            raise ValueError(f"SASL handshake refused: {shake}")
+        scram = ScramClient(mechanism, client["sasl.username"], client["sasl.password"])
+        token = scram.first()
+        for step, correlation_id in enumerate((2, 3)):
+            answer = _exchange(
+                sock, ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token), correlation_id
+            )
+            if getattr(answer, "error_code", 1):
+                raise ValueError(f"SASL refused: {getattr(answer, 'error_message', '')}")
+            reply = bytes(answer.auth_bytes)  # type: ignore[attr-defined]
+            if step == 0:
+                token = scram.final_message(reply)
+            else:
+                scram.final(reply)
+    return sock
+
+
+def broker_ids(
+    host: str, port: int, timeout_s: float = 5.0, client: Mapping[str, str] | None = None
+) -> set[int]:
+    """The broker ids one node's Metadata (v9, no topics) lists; OSError/ValueError on failure.
+    `client`: the security settings to connect with (`ClusterProcesses.client_config`)."""
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        try:
+            sock = _secure(raw, host, client or {})
+        except (ssl.SSLError, SaslError) as e:
+            raise ValueError(str(e)) from e
+        with sock:
+            response = _exchange(sock, ApiKey.METADATA, 9, MetadataRequest(topics=[]), 9)
+    return {b.node_id for b in response.brokers}  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -169,8 +218,13 @@ class ClusterProcesses:
         log_level: str = "INFO",
         ready_timeout_s: float = READY_TIMEOUT_S,
         fault_control: bool = False,
+        security: str = "PLAINTEXT",
     ) -> None:
         voter_count = nodes if voters is None else voters
+        self.security = security.upper()
+        self.certs: CertFiles | None = None
+        if self.security in ("SSL", "SASL_SSL"):
+            self.certs = make_certs(base_dir / "certs")
         if not 1 <= voter_count <= nodes:
             raise ValueError("a cluster needs 1..nodes voters")
         self.base_dir = base_dir
@@ -209,9 +263,48 @@ class ClusterProcesses:
     def live(self) -> list[int]:
         return [i for i, n in self.nodes.items() if n.is_running()]
 
+    @property
+    def client_config(self) -> dict[str, str]:
+        """confluent-kafka settings (besides bootstrap.servers) to reach the broker listeners."""
+        conf = {"security.protocol": self.security}
+        if self.certs is not None:
+            conf.update({
+                "ssl.ca.location": str(self.certs.ca),
+                "ssl.certificate.location": str(self.certs.client_cert),
+                "ssl.key.location": str(self.certs.client_key),
+            })
+        if self.security.startswith("SASL_"):
+            conf.update({"sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "alice-secret"})
+        return conf
+
+    def _security_overrides(self) -> dict[str, str]:
+        protocol = self.security
+        if protocol == "PLAINTEXT":
+            return {}
+        settings = {"listener.security.protocol.map": f"CONTROLLER:{protocol},{protocol}:{protocol}"}
+        if self.certs is not None:
+            settings.update({
+                "ssl.keystore.location": str(self.certs.server_pem),
+                "ssl.truststore.location": str(self.certs.ca),
+                "ssl.client.auth": "required",
+            })
+        if protocol.startswith("SASL_"):
+            settings.update({
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+                "sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                    'username="kafkapy-node" password="node-secret" '
+                    'user_kafkapy-node="node-secret" user_alice="alice-secret";'
+                ),
+            })
+        return settings
+
     def command(self, node_id: int) -> list[str]:
         node = self.nodes[node_id]
-        listeners = f"PLAINTEXT://{node.host}:{node.broker_port}"
+        protocol = self.security
+        listeners = f"{protocol}://{node.host}:{node.broker_port}"
         if node.voter:
             listeners += f",CONTROLLER://{node.host}:{node.controller_port}"
         cmd = [
@@ -223,9 +316,9 @@ class ClusterProcesses:
             "--override", f"controller.quorum.voters={self.voters}",
             "--override", f"process.roles={'broker,controller' if node.voter else 'broker'}",
             "--override", "controller.listener.names=CONTROLLER",
-            "--override", "inter.broker.listener.name=PLAINTEXT",
+            "--override", f"inter.broker.listener.name={protocol}",
         ]
-        for key, value in self.overrides.items():
+        for key, value in {**self._security_overrides(), **self.overrides}.items():
             cmd += ["--override", f"{key}={value}"]
         if self.fault_dir is not None:
             cmd += ["--override", f"kafkapy.test.fault.control.socket={self.fault_dir / f'node{node_id}.sock'}"]
@@ -331,7 +424,11 @@ class ClusterProcesses:
         while pending:
             for node_id in sorted(pending):
                 try:
-                    seen = broker_ids(self.nodes[node_id].host, self.nodes[node_id].broker_port)
+                    seen = broker_ids(
+                        self.nodes[node_id].host,
+                        self.nodes[node_id].broker_port,
+                        client=self.client_config,
+                    )
                 except (OSError, ValueError):
                     continue
                 if seen == live:

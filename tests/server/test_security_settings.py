@@ -153,7 +153,7 @@ INERT = {
     "delegation.token.expiry.check.interval.ms": "no token key: no tokens",
     "delegation.token.expiry.time.ms": "no token key: no tokens",
     "delegation.token.max.lifetime.ms": "no token key: no tokens",
-    "sasl.login.connect.timeout.ms": "client side of inter-node SASL (refused in a cluster)",
+    "sasl.login.connect.timeout.ms": "client side of inter-node SASL (no Java login modules)",
     "sasl.login.read.timeout.ms": "client side of inter-node SASL",
     "sasl.login.refresh.buffer.seconds": "client side of inter-node SASL",
     "sasl.login.refresh.min.period.seconds": "client side of inter-node SASL",
@@ -161,13 +161,12 @@ INERT = {
     "sasl.login.refresh.window.jitter": "client side of inter-node SASL",
     "sasl.login.retry.backoff.max.ms": "client side of inter-node SASL",
     "sasl.login.retry.backoff.ms": "client side of inter-node SASL",
-    "ssl.endpoint.identification.algorithm": "client side of inter-node TLS (PLAINTEXT only)",
     "ssl.allow.dn.changes": "kafkapy does not reload keystores",
     "ssl.allow.san.changes": "kafkapy does not reload keystores",
     "ssl.truststore.password": "PEM truststores have no password",
-    "security.inter.broker.protocol": "refused in a cluster, no traffic on one node",
-    "sasl.mechanism.inter.broker.protocol": "refused in a cluster, no traffic on one node",
-    "sasl.mechanism.controller.protocol": "refused in a cluster, no traffic on one node",
+    "security.inter.broker.protocol": "honoured in a cluster (inter_node), no traffic on one node",
+    "sasl.mechanism.inter.broker.protocol": "honoured in a cluster, no traffic on one node",
+    "sasl.mechanism.controller.protocol": "honoured in a cluster, no traffic on one node",
 }
 
 
@@ -222,42 +221,6 @@ def test_kerberos_and_oauthbearer_keys_are_refused_by_prefix() -> None:
     for key in KAFKA_SECURITY_KEYS:
         if key.startswith(("sasl.kerberos.", "sasl.oauthbearer.")):
             assert unsupported_security_setting(key, "x") is not None, key
-
-
-CLUSTER = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "controller.quorum.voters": "1@127.0.0.1:9001,2@127.0.0.1:9002,3@127.0.0.1:9003",
-    "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9001",
-    "controller.listener.names": "CONTROLLER",
-}
-
-
-@pytest.mark.parametrize(
-    ("key", "value"),
-    [
-        ("security.inter.broker.protocol", "SASL_SSL"),
-        ("security.inter.broker.protocol", "SSL"),
-        ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
-        ("sasl.mechanism.controller.protocol", "PLAIN"),
-        ("listener.security.protocol.map", "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT"),
-    ],
-)
-def test_secured_inter_node_traffic_is_refused_in_a_cluster(key: str, value: str) -> None:
-    """kafkapy nodes talk PLAINTEXT to each other: asking for more in a cluster must not start."""
-    BrokerConfig(CLUSTER)  # the control: the same cluster without the key starts
-    with pytest.raises(ConfigError, match=key.split(".")[0] if "map" not in key else "CONTROLLER"):
-        BrokerConfig({**CLUSTER, key: value})
-
-
-def test_inter_broker_listener_on_a_secured_listener_is_refused_in_a_cluster() -> None:
-    config = {
-        **CLUSTER,
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:9001",
-        "inter.broker.listener.name": "SSL",
-    }
-    with pytest.raises(ConfigError, match=r"inter\.broker\.listener\.name SSL"):
-        BrokerConfig(config)
 
 
 def test_inter_node_settings_on_a_single_node_are_logged(caplog: pytest.LogCaptureFixture) -> None:

@@ -164,6 +164,7 @@ class ControllerChannel:
         self.peers = PeerPool(
             lambda node_id: node.config.voters.get(node_id),
             client_id=f"kafkapy-channel-{node.config.node_id}",
+            security=node.controller_security,
         )
 
     async def aclose(self) -> None:
@@ -372,6 +373,7 @@ class BrokerLifecycle:
         self._heartbeat_peers = PeerPool(
             lambda node_id: node.config.voters.get(node_id),
             client_id=f"kafkapy-heartbeat-{node.config.node_id}",
+            security=node.controller_security,
         )
         self._heartbeat_peers.on_gone = self.report_gone
 

@@ -47,6 +47,7 @@ import trio
 
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.config import ClusterConfig
+from kafkapy.server.security.inter_node import controller_peer_security, inter_broker_peer_security
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
@@ -110,9 +111,16 @@ class ClusterNode:
         broker.cluster_id = cluster_id_for(config)
         client_id = f"kafkapy-node-{config.node_id}"
         #: the voters' controller listeners (Raft, broker -> controller RPCs)
-        self.controller_peers = PeerPool(lambda node_id: self.config.voters.get(node_id), client_id=client_id)
+        #: TLS / SASL of connections to the controller and to the inter-broker listener
+        self.controller_security = controller_peer_security(broker.config)
+        self.broker_security = inter_broker_peer_security(broker.config) if config.is_broker else None
+        self.controller_peers = PeerPool(
+            lambda node_id: self.config.voters.get(node_id),
+            client_id=client_id,
+            security=self.controller_security,
+        )
         #: other brokers' inter-broker listeners, from their registrations in the image
-        self.broker_peers = PeerPool(self.broker_address, client_id=client_id)
+        self.broker_peers = PeerPool(self.broker_address, client_id=client_id, security=self.broker_security)
         #: latest published MetadataImage (the publisher replaces it)
         self.image: Any = _new_image()
         self.raft: Any = _build("raft_driver", "RaftDriver", broker, self)

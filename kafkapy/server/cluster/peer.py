@@ -21,6 +21,14 @@ the next request reconnects. Reconnecting backs off exponentially (50 ms doublin
 failed attempts, so a dead peer is not hammered; the wait for the backoff counts against the
 request's own timeout.
 
+Secured listeners (`PeerSecurity`, built from the config by `kafkapy.server.security.peer`): a
+connection to another node's SSL / SASL_SSL listener does the TLS handshake (the CA of
+`ssl.truststore.location`, the host name checked unless `ssl.endpoint.identification.algorithm`
+is empty, this node's own certificate presented for `ssl.client.auth`), and on a SASL listener
+authenticates (SaslHandshake v1 + SaslAuthenticate, PLAIN or SCRAM) before the connection takes
+requests - all within the connect timeout; a refusal is a PeerError (and a WARNING: a wrong
+inter-node password is an operator's problem) followed by the usual reconnect backoff.
+
 Resource handling: `aclose()` closes the connection and fails what is in flight; a closed client
 may be used again (it reconnects). `PeerPool` owns one client per node id and closes them all.
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,15 +48,18 @@ import trio
 
 from kafkapy.protocol import (
     ApiKey,
+    FrameDecoder,
     RequestHeader,
     decode_response,
     encode_request,
     response_header_version,
 )
-from kafkapy.protocol.errors import ProtocolError
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafkapy.protocol.primitives import Frame, r_int32, r_tags
+from kafkapy.protocol.sasl import SaslError, ScramClient, plain_token
 
-__all__ = ["PeerClient", "PeerError", "PeerPool", "is_gone_error"]
+__all__ = ["PeerClient", "PeerError", "PeerPool", "PeerSecurity", "is_gone_error"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +101,17 @@ def is_gone_error(error: BaseException, depth: int = 0) -> bool:
         return all(is_gone_error(e, depth + 1) for e in error.exceptions)
     inner = error.__cause__ or error.__context__
     return inner is not None and is_gone_error(inner, depth + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSecurity:
+    """How to connect to one kind of listener of the other nodes (see the module doc)."""
+
+    ssl_context: ssl.SSLContext | None = None
+    #: SASL mechanism (PLAIN, SCRAM-SHA-256/512), None: no SASL
+    mechanism: str | None = None
+    user: str = ""
+    password: str = field(default="", repr=False)
 
 
 @dataclass(slots=True)
@@ -207,12 +230,32 @@ class _ResponseFrames:
         return frames
 
 
+class _StreamResponseFrames:
+    """`_ResponseFrames` for a TLS stream (no socket to `recv_into`): `FrameDecoder`'s copies."""
+
+    __slots__ = ("decoder", "stream")
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder(MAX_RESPONSE_BYTES)
+
+    async def receive(self) -> list[bytes | bytearray | memoryview] | None:
+        data = await self.stream.receive_some(RECEIVE_BYTES)
+        if not data:
+            return None
+        return [*self.decoder.feed(data)]
+
+
 class _Connection:
     """One TCP connection with its in-flight table; replaced as a whole when it breaks."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        self.frames = _ResponseFrames(stream.socket)
+        self.frames: _ResponseFrames | _StreamResponseFrames = (
+            _ResponseFrames(stream.socket)
+            if isinstance(stream, trio.SocketStream)
+            else _StreamResponseFrames(stream)
+        )
         self.pending: dict[int, _Waiter] = {}
         self.send_lock = trio.Lock()
         self.read_lock = trio.Lock()
@@ -230,10 +273,13 @@ class _Connection:
 class PeerClient:
     """A pipelined request/response client to one node (see the module doc)."""
 
-    def __init__(self, host: str, port: int, *, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, *, client_id: str, security: PeerSecurity | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security
         self._conn: _Connection | None = None
         self._connect_lock = trio.Lock()
         self._correlation = itertools.count(1)
@@ -356,18 +402,81 @@ class PeerClient:
             await trio.sleep_until(self._next_attempt)
             try:
                 with trio.fail_after(CONNECT_TIMEOUT_S):
-                    stream = await trio.open_tcp_stream(self.host, self.port)
-            except (OSError, trio.TooSlowError) as e:
+                    conn = await self._connect()
+            except (OSError, trio.TooSlowError, PeerError) as e:
                 self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, self._backoff_s * 2))
                 self._next_attempt = trio.current_time() + self._backoff_s
+                if isinstance(e, PeerError):  # TLS or SASL refused: the peer is there
+                    raise
                 raise PeerError(
                     f"cannot connect to {self.host}:{self.port}: {e}", gone=is_gone_error(e)
                 ) from e
             self._backoff_s = 0.0
             self._next_attempt = 0.0
-            self._conn = conn = _Connection(stream)
+            self._conn = conn
             log.debug("connected to peer %s:%d", self.host, self.port)
             return conn
+
+    async def _connect(self) -> _Connection:
+        """A new connection, through TLS and SASL when `security` asks for them."""
+        tcp = await trio.open_tcp_stream(self.host, self.port)
+        security = self.security
+        if security is None or (security.ssl_context is None and security.mechanism is None):
+            return _Connection(tcp)
+        stream: trio.abc.Stream = tcp
+        try:
+            if security.ssl_context is not None:
+                tls = trio.SSLStream(tcp, security.ssl_context, server_hostname=self.host)
+                try:
+                    await tls.do_handshake()
+                except trio.BrokenResourceError as e:
+                    raise PeerError(
+                        f"TLS handshake with {self.host}:{self.port} failed: {e.__cause__ or e}"
+                    ) from e
+                stream = tls
+            conn = _Connection(stream)
+            if security.mechanism is not None:
+                await self._authenticate(conn, security)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            raise
+        return conn
+
+    async def _authenticate(self, conn: _Connection, security: PeerSecurity) -> None:
+        """SaslHandshake v1 + SaslAuthenticate v2 rounds; PeerError when refused."""
+        mechanism = security.mechanism
+        assert mechanism is not None
+        where = f"{self.host}:{self.port}"
+        shake = await self._exchange(
+            conn, ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism), False
+        )
+        if shake.error_code != ErrorCode.NONE:
+            raise self._refused(f"{where} does not enable SASL {mechanism} ({shake.mechanisms})")
+
+        async def step(token: bytes) -> bytes:
+            answer = await self._exchange(
+                conn, ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token), False
+            )
+            if answer.error_code != ErrorCode.NONE:
+                raise self._refused(
+                    f"{where} refused SASL {mechanism} as {security.user!r}: {answer.error_message}"
+                )
+            return bytes(answer.auth_bytes)
+
+        try:
+            if mechanism == "PLAIN":
+                await step(plain_token(security.user, security.password))
+            else:
+                scram = ScramClient(mechanism, security.user, security.password)
+                scram.final(await step(scram.final_message(await step(scram.first()))))
+        except SaslError as e:
+            raise self._refused(f"SASL {mechanism} with {where}: {e.reason}") from e
+
+    @staticmethod
+    def _refused(reason: str) -> PeerError:
+        log.warning("authentication to another node failed: %s", reason)
+        return PeerError(reason)
 
     async def _drop(self, conn: _Connection, error: PeerError) -> PeerError:
         """Fail `conn` with `error` (first error wins) and close it; returns the error to raise."""
@@ -395,9 +504,16 @@ class PeerPool:
     old connection is closed in the background of the next request). Voter addresses are static.
     """
 
-    def __init__(self, resolve: Callable[[int], tuple[str, int] | None], *, client_id: str) -> None:
+    def __init__(
+        self,
+        resolve: Callable[[int], tuple[str, int] | None],
+        *,
+        client_id: str,
+        security: PeerSecurity | None = None,
+    ) -> None:
         self._resolve = resolve
         self.client_id = client_id
+        self.security = security
         #: called with the node id when a request fails with `PeerError.gone` (the node's
         #: process may be dead: the cluster node has the controller check, see node.py)
         self.on_gone: Callable[[int], None] | None = None
@@ -415,7 +531,7 @@ class PeerPool:
         if client is not None:
             self._stale.append(client)
         client = self._clients[node_id] = PeerClient(
-            address[0], address[1], client_id=self.client_id
+            address[0], address[1], client_id=self.client_id, security=self.security
         )
         return client
 

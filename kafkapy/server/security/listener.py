@@ -106,9 +106,25 @@ def ssl_context(config: BrokerConfig, listener_name: str) -> ssl.SSLContext:
 def listener_security(
     config: BrokerConfig, credentials: CredentialStore | None = None
 ) -> dict[str, ListenerSecurity]:
-    """Every broker listener's requirements by listener name (ConfigError when unusable)."""
+    """Every listener's requirements by listener name - the broker listeners, and in cluster
+    mode on a voter the controller listener - (ConfigError when unusable). In cluster mode the
+    client side of inter-node traffic is checked too (`inter_node`), so a missing truststore or
+    inter-node password stops the start like a bad server certificate does."""
+    from kafkapy.server.security.inter_node import (
+        controller_peer_security,
+        inter_broker_peer_security,
+    )
+
     result: dict[str, ListenerSecurity] = {}
-    for listener in config.listeners:
+    cluster = config.cluster
+    served = list(config.listeners)
+    if cluster is not None and cluster.is_controller:
+        served += config.controller_listeners
+    if cluster is not None:
+        controller_peer_security(config)
+        if cluster.is_broker:
+            inter_broker_peer_security(config)
+    for listener in served:
         protocol = listener.security_protocol
         context = ssl_context(config, listener.name) if protocol in ("SSL", "SASL_SSL") else None
         mechanisms: tuple[str, ...] = ()

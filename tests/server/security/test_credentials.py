@@ -78,7 +78,9 @@ def test_jaas_users_never_crashes(text: str) -> None:
     assert all(isinstance(k, str) for k in jaas_users(text))
 
 
-def test_inter_broker_listener_must_be_plaintext() -> None:
+def test_the_inter_broker_listener_is_chosen_as_kafka_does() -> None:
+    """inter.broker.listener.name, else the listener of security.inter.broker.protocol
+    (PLAINTEXT by default); not both; an unknown name refuses to start."""
     from kafkapy.server.config import ConfigError
 
     cluster = {
@@ -87,7 +89,18 @@ def test_inter_broker_listener_must_be_plaintext() -> None:
         "controller.quorum.voters": "1@127.0.0.1:19091,2@127.0.0.1:19092",
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19091",
     }
-    assert BrokerConfig(cluster).cluster is not None
-    assert BrokerConfig(cluster).cluster.inter_broker_listener_name == "PLAINTEXT"  # type: ignore[union-attr]
-    with pytest.raises(ConfigError, match="PLAINTEXT only"):
-        BrokerConfig({**cluster, "inter.broker.listener.name": "SASL_PLAINTEXT"})
+
+    def chosen(**settings: str) -> str:
+        config = BrokerConfig({**cluster, **settings}).cluster
+        assert config is not None
+        return config.inter_broker_listener_name
+
+    assert chosen() == "PLAINTEXT"
+    assert chosen(**{"inter.broker.listener.name": "SASL_PLAINTEXT"}) == "SASL_PLAINTEXT"
+    assert chosen(**{"security.inter.broker.protocol": "SASL_PLAINTEXT"}) == "SASL_PLAINTEXT"
+    with pytest.raises(ConfigError, match="not both"):
+        chosen(**{"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(ConfigError, match="INTERNAL is not a broker listener"):
+        chosen(**{"inter.broker.listener.name": "INTERNAL"})
+    with pytest.raises(ConfigError, match=r"security\.inter\.broker\.protocol SSL"):
+        chosen(**{"security.inter.broker.protocol": "SSL"})
