@@ -212,3 +212,34 @@ def test_a_paused_broker_is_fenced_only_by_its_session(short_cluster: ClusterPro
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     assert "before its session expired" not in _log_since_last_start(cluster, controller)
+
+
+def test_restart_then_controller_takeover_leaves_nothing_leaderless(cluster: ClusterProcesses) -> None:
+    """Issue 12's sequence: a broker restarted within its session, then the active controller's
+    node dies. The two live nodes hold every partition: each must get a leader and an ISR of both,
+    not wait for the dead node (the report: `leader=-1, isr=[3]` for 73 s)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("sequence")
+    create_topic(admin, topic, 6, 3)
+    controller = _active_controller(cluster)
+    restarted = next(i for i in cluster.nodes if i != controller)
+    cluster.kill(restarted)
+    cluster.spawn(restarted)
+    cluster.wait_ready(restarted, timeout_s=JOIN_TIMEOUT_S)
+    wait_until(
+        f"node {restarted} back in every ISR",
+        lambda: all(restarted in isr for _, _, isr in partitions(admin, topic).values()),
+        cluster,
+        timeout_s=JOIN_TIMEOUT_S,
+    )
+    cluster.kill(controller)
+    live = sorted(i for i in cluster.nodes if i != controller)
+    survivors = AdminClient({"bootstrap.servers": cluster.bootstrap_of(*live)})
+    wait_until(
+        f"every partition of {topic} led by {live} with ISR {live}",
+        lambda: all(
+            leader in live and sorted(isr) == live for leader, _, isr in partitions(survivors, topic).values()
+        ),
+        cluster,
+        timeout_s=JOIN_TIMEOUT_S,
+    )

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
 
+from kafkapy.controller.image import MetadataImage
 from kafkapy.server.cluster.controller_driver import ControllerDriver
+from kafkapy.server.config import BrokerConfig
 from kafkapy.testing.cluster import TEST_OVERRIDES
 from kafkapy.testing.local import open_cluster
 from tests.server.cluster.test_controller_lifecycle import (
@@ -54,3 +57,32 @@ async def test_heartbeats_queued_behind_a_slow_operation_keep_brokers_alive(
             assert not [r for r in caplog.records if "fenced brokers" in r.getMessage()]
             assert all(not b.fenced for b in image_of(leader).brokers.values())
             assert full_isrs()
+
+
+async def test_a_re_elected_node_activates_although_its_earlier_proposals_were_lost() -> None:
+    """Offsets this node proposed as leader of an earlier epoch may have been truncated away by
+    the next leader; when it leads again it must not wait for them before activating (it would
+    answer NOT_CONTROLLER to every broker until the log grew past them)."""
+    voters = "1@127.0.0.1:19001,2@127.0.0.1:19002,3@127.0.0.1:19003"
+    config = BrokerConfig(
+        {
+            "node.id": "1",
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": voters,
+            "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19001",
+            "controller.listener.names": "CONTROLLER",
+        }
+    )
+    assert config.cluster is not None
+    image = MetadataImage()
+    node = SimpleNamespace(
+        node_id=1,
+        config=config.cluster,
+        raft=SimpleNamespace(is_leader=True, epoch=5, leader_changed=None),
+        publisher=SimpleNamespace(applied_epoch=5, applied_offset=image.offset, image=image),
+    )
+    driver = ControllerDriver(SimpleNamespace(config=config, cluster_id="c"), node)  # type: ignore[arg-type]
+    driver._last_proposed = image.offset + 40  # proposed in epoch 3, then truncated
+    driver._last_proposed_epoch = 3
+    driver._maybe_activate()
+    assert driver.active() is not None
