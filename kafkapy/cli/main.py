@@ -186,12 +186,16 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig, ConfigError
     from kafkapy.server.connection_quotas import ConnectionQuotas
+    from kafkapy.server.data_dirs import check_data_dir
     from kafkapy.server.security import credentials_of, listener_security
     from kafkapy.storage.errors import StorageError
 
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
     try:
         config = BrokerConfig.load(config_file, env, overrides)
+        if not memory:
+            for data_dir in config.data_dirs:
+                check_data_dir(data_dir)
         broker = Broker(config, memory=memory)
         # TLS files and SASL settings are checked now, so a bad path is one clear line (exit 2)
         listener_security(config, credentials_of(broker))

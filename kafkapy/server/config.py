@@ -17,10 +17,11 @@ and a name only known with the `kafkapy.` prefix gets it (`KAFKAPY_SASL_USERS`).
 
 from __future__ import annotations
 
+import difflib
 import enum
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -741,6 +742,38 @@ _CLEANUP_POLICIES = ("delete", "compact")
 _warned_unknown: set[str] = set()
 
 
+# Kafka's ConfigDef lower bounds (atLeast) for the keys whose bad value would only fail later, as
+# a topic that cannot be created or a loop that never runs.
+_AT_LEAST = {
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "offsets.topic.num.partitions": 1,
+    "offsets.topic.replication.factor": 1,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 1,
+    "min.insync.replicas": 1,
+    "log.segment.bytes": 14,
+    "message.max.bytes": 0,
+    "log.index.interval.bytes": 0,
+    "log.retention.check.interval.ms": 1,
+    "group.initial.rebalance.delay.ms": 0,
+    "socket.request.max.bytes": 1,
+}
+
+
+def _check_range(name: str, value: str) -> None:
+    low = _AT_LEAST.get(name)
+    if low is not None and int(value.strip()) < low:
+        raise ConfigError(f"invalid value {value.strip()} for {name}: must be at least {low}")
+
+
+def unknown_key_message(key: str) -> str:
+    """The start-up warning for a key kafkapy does not know, with the known key it is close to."""
+    close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.85)
+    hint = f" - did you mean {close[0]}?" if close else ""
+    return f"ignoring config {key}: kafkapy does not know it{hint}"
+
+
 def _check_value(name: str, typ: ConfigType, value: str) -> None:
     """Raise ConfigError unless `value` parses as `typ` (Kafka's ConfigDef type check)."""
     try:
@@ -820,26 +853,36 @@ def _split_key_value(line: str) -> tuple[str, str]:
     return _unescape(line), ""
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java `.properties` text: comments (#, !), continuations (trailing \\), escapes."""
-    result: dict[str, str] = {}
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first line number, logical line) of Java `.properties` text: comments dropped,
+    continuations (trailing \\) joined."""
     logical: list[str] = []
-    for raw in text.splitlines():
+    start = 0
+    for n, raw in enumerate(text.splitlines(), 1):
         line = raw.lstrip(" \t\f")
         if not logical and (not line or line[0] in "#!"):
             continue
+        if not logical:
+            start = n
         trailing = len(line) - len(line.rstrip("\\"))
         if trailing % 2 == 1:
             logical.append(line[:-1])
             continue
         logical.append(line)
-        key, value = _split_key_value("".join(logical))
+        yield start, "".join(logical)
         logical = []
-        result[key] = value
     if logical:
-        key, value = _split_key_value("".join(logical))
-        result[key] = value
-    return result
+        yield start, "".join(logical)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java `.properties` text: comments (#, !), continuations (trailing \\), escapes."""
+    return dict(_split_key_value(line) for _, line in _logical_lines(text))
+
+
+def property_lines(text: str) -> dict[str, int]:
+    """The line each key of `parse_properties(text)` is set on (its last setting wins)."""
+    return {_split_key_value(line)[0]: n for n, line in _logical_lines(text)}
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
@@ -992,8 +1035,12 @@ class BrokerConfig:
     values without locking and DescribeConfigs reports STATIC_BROKER_CONFIG / DEFAULT_CONFIG.
     """
 
-    def __init__(self, explicit: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, explicit: Mapping[str, str] | None = None, origins: Mapping[str, str] | None = None
+    ) -> None:
+        """`origins` names where a key was set (`FILE:LINE`), for the messages about it."""
         explicit = dict(explicit or {})
+        origins = origins or {}
         self._explicit: dict[str, str] = {}
         self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
         self._inter_node: dict[str, str] = {}  # security_settings.INTER_NODE_KEYS
@@ -1013,9 +1060,14 @@ class BrokerConfig:
                     continue
                 if key not in _warned_unknown:
                     _warned_unknown.add(key)
-                    log.info("ignoring config %s (not supported by kafkapy yet)", key)
+                    where = f"{origins[key]}: " if key in origins else ""
+                    log.warning("%s%s", where, unknown_key_message(key))
                 continue
-            _check_value(key, known.type, value)
+            try:
+                _check_value(key, known.type, value)
+                _check_range(key, value)
+            except ConfigError as e:
+                raise ConfigError(f"{origins[key]}: {e}" if key in origins else str(e)) from None
             self._explicit[key] = value.strip() if known.type != ConfigType.STRING else value
         ts = self.get_str("log.message.timestamp.type")
         if ts not in _TIMESTAMP_TYPES:
@@ -1154,14 +1206,19 @@ class BrokerConfig:
     ) -> BrokerConfig:
         """Defaults < config file < `KAFKAPY_*` environment < command-line overrides."""
         merged: dict[str, str] = {}
+        origins: dict[str, str] = {}
         if config_file is not None:
             try:
-                merged.update(parse_properties(config_file.read_text(encoding="utf-8")))
+                text = config_file.read_text(encoding="utf-8")
             except OSError as e:
-                raise ConfigError(f"cannot read config file {config_file}: {e}") from None
-        merged.update(env_overrides(environ or {}))
-        merged.update(overrides or {})
-        return cls(merged)
+                raise ConfigError(f"cannot read config file {config_file}: {e.strerror or e}") from None
+            except UnicodeDecodeError as e:
+                raise ConfigError(f"config file {config_file} is not UTF-8 text (byte {e.start})") from None
+            merged.update(parse_properties(text))
+            origins = {k: f"{config_file}:{n}" for k, n in property_lines(text).items()}
+        later = {**env_overrides(environ or {}), **(overrides or {})}
+        merged.update(later)
+        return cls(merged, {k: v for k, v in origins.items() if k not in later})
 
     def _protocol_map(self) -> dict[str, str]:
         protocol_map: dict[str, str] = {}

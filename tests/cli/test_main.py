@@ -214,3 +214,47 @@ def test_log_request_with_an_unknown_api_is_one_clear_line() -> None:
     )
     assert proc.returncode == 2
     assert "kafkapy: kafkapy.log.requests: unknown API name(s) Fecth" in proc.stderr
+
+
+def test_start_up_refuses_bad_values_and_names_the_file_line(tmp_path: Path) -> None:
+    result = run_cli("serve", "--memory", "--override", "num.partitions=0")
+    assert result.returncode == 2
+    assert "invalid value 0 for num.partitions: must be at least 1" in result.stderr
+    props = tmp_path / "server.properties"
+    props.write_text("log.dirs=" + str(tmp_path / "d") + "\noffsets.topic.num.partitions=0\n")
+    result = run_cli("serve", "--config", str(props))
+    assert result.returncode == 2
+    assert f"{props}:2: invalid value 0 for offsets.topic.num.partitions" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_key_warns_with_a_suggestion_and_starts(tmp_path: Path) -> None:
+    log = tmp_path / "stderr.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0", "--memory",
+             "--override", "num.partitons=3", "--log-level", "WARNING"],
+            stdout=subprocess.DEVNULL, stderr=err, text=True,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while "kafkapy ready" not in log.read_text():
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        finally:
+            assert stop(proc) == 0  # type: ignore[arg-type]
+    text = log.read_text()
+    assert "WARNING kafkapy.server.config: ignoring config num.partitons: kafkapy does not know it" in text
+    assert "did you mean num.partitions?" in text
+
+
+def test_data_dir_errors_in_plain_words(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    for where, words in [(a_file, f"{a_file} is a file"), (a_file / "sub", f"{a_file} is a file"),
+                         (Path("/proc/kafkapy-data"), "inside /proc, a kernel file system")]:
+        result = run_cli("serve", "--data-dir", str(where), "--listeners", "PLAINTEXT://127.0.0.1:0")
+        assert result.returncode == 2, result.stderr
+        assert words in result.stderr
+        assert "Errno" not in result.stderr
