@@ -26,7 +26,7 @@ APIS: tuple[str, ...] = (
     "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit", "DescribeAcls",
     "CreateAcls", "DeleteAcls", "DescribeConfigs", "AlterConfigs", "DescribeLogDirs",
     "SaslAuthenticate", "CreatePartitions", "DeleteGroups", "ElectLeaders",
-    "IncrementalAlterConfigs", "OffsetDelete", "DescribeUserScramCredentials",
+    "IncrementalAlterConfigs", "OffsetDelete", "DescribeUserScramCredentials", "AlterReplicaLogDirs",
     "AlterUserScramCredentials", "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum",
     "AlterPartition", "FetchSnapshot", "DescribeCluster", "DescribeProducers",
     "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "DescribeTransactions",

@@ -14,6 +14,7 @@ __all__ = [
     "InconsistentTopicIdError",
     "InvalidLogConfigError",
     "KafkaStorageError",
+    "LogDirNotFoundError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
     "StorageError",
@@ -43,6 +44,12 @@ class KafkaStorageError(StorageError):
     """
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class LogDirNotFoundError(StorageError):
+    """A path that is not one of the broker's data directories (`log.dirs`): LOG_DIR_NOT_FOUND."""
+
+    error_code = ErrorCode.LOG_DIR_NOT_FOUND
 
 
 class OffsetOutOfRangeError(StorageError):

@@ -36,6 +36,7 @@ from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
     KafkaStorageError,
+    LogDirNotFoundError,
     StorageError,
 )
 from kafkapy.storage.log import PartitionLog
@@ -48,6 +49,7 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _LOCK_FILE = ".lock"
 _PER_LOG_SYNC_MAX = 64  # above this many logs, close() uses one sync(2) instead
 _DELETE_SUFFIX = "-delete"
+_FUTURE_SUFFIX = "-future"  # a replica being copied to another data dir (AlterReplicaLogDirs)
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 TopicPartition = tuple[str, int]
 # What one log's maintenance may raise; logged, never allowed to stop the other logs' turn
@@ -77,6 +79,7 @@ class LogManager:
         self.default_config = default_config if default_config is not None else LogConfig()
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._moving: set[TopicPartition] = set()  # between data dirs (`move_log`)
         self._per_dir = {d: 0 for d in self.data_dirs}  # logs per data dir, for placement
         self._temporary = False
         self._closed = False
@@ -133,7 +136,7 @@ class LogManager:
         with os.scandir(data_dir) as it:
             entries = [e for e in it if e.is_dir()]
         for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name.endswith(_DELETE_SUFFIX):
+            if entry.name.endswith((_DELETE_SUFFIX, _FUTURE_SUFFIX)):  # unfinished delete / move
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
             tp = _parse_dir_name(entry.name)
@@ -173,6 +176,8 @@ class LogManager:
         with self._lock:
             if self._closed:
                 raise KafkaStorageError("log manager is closed")
+            if (topic, partition) in self._moving:
+                raise KafkaStorageError(f"{topic}-{partition} is moving to another log dir")
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 known = existing.topic_id
@@ -217,6 +222,69 @@ class LogManager:
         os.replace(plog.directory, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    def data_dir_of(self, path: str) -> Path | None:
+        """The configured data directory `path` names (absolute, resolved), or None."""
+        wanted = Path(path)
+        if not wanted.is_absolute():
+            return None
+        return next((d for d in self.data_dirs if d.resolve() == wanted.resolve()), None)
+
+    def move_log(self, topic: str, partition: int, target_dir: str) -> PartitionLog:
+        """Move a partition's log to another data directory (AlterReplicaLogDirs); blocking.
+
+        Kafka copies into a `-future` replica while the current one keeps serving; here the log
+        is closed (flushed), copied into `<name>.<id>-future` in the target directory, renamed
+        into place and only then removed from the old directory, so a crash at any point
+        leaves one complete copy (a leftover `-future` is removed at start-up). While it moves,
+        the partition is absent: requests for it fail with a retriable storage error. Returns
+        the log now open in the target directory (the same log when it is already there).
+        Raises LogDirNotFoundError, KeyError (no such log) or KafkaStorageError.
+        """
+        target = self.data_dir_of(target_dir)
+        if target is None:
+            raise LogDirNotFoundError(f"{target_dir} is not one of the log dirs")
+        key = (topic, partition)
+        with self._lock:
+            plog = self._logs.get(key)
+            if plog is None or key in self._moving:
+                raise KeyError(key)
+            if plog.directory.parent.resolve() == target.resolve():
+                return plog
+            self._moving.add(key)
+            del self._logs[key]
+        source = plog.directory
+        try:
+            plog.close()
+            future = target / f"{source.name}.{uuid.uuid4().hex}{_FUTURE_SUFFIX}"
+            try:
+                shutil.copytree(source, future)
+                for path in future.iterdir():
+                    with open(path, "rb") as f:
+                        os.fsync(f.fileno())
+                os.replace(future, target / source.name)
+                fsync_dir(target)
+            except OSError as exc:
+                shutil.rmtree(future, ignore_errors=True)
+                self._reopen(key, source)
+                raise KafkaStorageError(f"moving {source.name} to {target} failed: {exc}") from exc
+            doomed = source.with_name(f"{source.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+            os.replace(source, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+            moved = self._reopen(key, target / source.name)
+        finally:
+            with self._lock:
+                self._moving.discard(key)
+        with self._lock:
+            self._per_dir[source.parent] -= 1
+            self._per_dir[target] += 1
+        return moved
+
+    def _reopen(self, key: TopicPartition, directory: Path) -> PartitionLog:
+        plog = PartitionLog(directory, None, defaults=self.default_config, clean_shutdown=True)
+        with self._lock:
+            self._logs[key] = plog
+        return plog
 
     # --- maintenance (worker thread) -------------------------------------------------------
     def run_retention(self, now_ms: int) -> int:

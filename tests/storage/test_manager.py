@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafkapy.storage import InconsistentTopicIdError, KafkaStorageError, LogConfig, LogManager
+from kafkapy.storage.errors import LogDirNotFoundError
 from kafkapy.storage.manager import CLEAN_SHUTDOWN_MARKER
 from tests.storage.helpers import BASE_TS, batch, read_all
 
@@ -246,3 +247,53 @@ def test_a_data_dir_serves_one_broker_at_a_time(tmp_path: Path) -> None:
     first.close()
     again = LogManager([tmp_path])
     again.close()
+
+
+def test_move_log_between_data_dirs_keeps_the_log_and_survives_restart(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs)
+    plog = manager.get_or_create("t", 0, LogConfig(retention_ms=1234))
+    plog.append(batch([b"x", b"y"]), now_ms=BASE_TS)
+    source = plog.directory.parent
+    target = next(d for d in dirs if d != source)
+    moved = manager.move_log("t", 0, str(target.resolve()))
+    assert moved.directory == target / "t-0"
+    assert manager.get("t", 0) is moved
+    assert not (source / "t-0").exists()
+    assert [v for _, _, v in read_all(moved)] == [b"x", b"y"]
+    assert moved.config.retention_ms == 1234  # the overrides moved with it
+    assert manager.move_log("t", 0, str(target)) is moved  # already there: nothing to do
+    with pytest.raises(LogDirNotFoundError):
+        manager.move_log("t", 0, str(tmp_path / "elsewhere"))
+    with pytest.raises(KeyError):
+        manager.move_log("t", 9, str(target))
+    moved.append(batch([b"z"]), now_ms=BASE_TS)
+    (source / "t-0.abc-future").mkdir()  # a copy interrupted by a crash
+    manager.close()
+    again = LogManager(dirs)
+    assert [v for _, _, v in read_all(again.get("t", 0))] == [b"x", b"y", b"z"]  # type: ignore[arg-type]
+    assert not (source / "t-0.abc-future").exists()
+    again.close()
+
+
+def test_a_failed_copy_leaves_the_log_where_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs)
+    manager.get_or_create("t", 0).append(batch([b"x"]), now_ms=BASE_TS)
+    source = manager.get("t", 0).directory.parent  # type: ignore[union-attr]
+    target = next(d for d in dirs if d != source)
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copytree", full_disk)
+    with pytest.raises(KafkaStorageError):
+        manager.move_log("t", 0, str(target))
+    back = manager.get("t", 0)
+    assert back is not None
+    assert back.directory == source / "t-0"
+    assert [v for _, _, v in read_all(back)] == [b"x"]
+    assert [p for p in target.iterdir() if p.is_dir()] == []
+    manager.close()

@@ -12,6 +12,7 @@ from kafkapy.protocol.messages.allocate_producer_ids import SCHEMA as _allocate_
 from kafkapy.protocol.messages.alter_configs import SCHEMA as _alter_configs, AlterConfigsRequest, AlterConfigsResponse
 from kafkapy.protocol.messages.alter_partition import SCHEMA as _alter_partition, AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.protocol.messages.alter_partition_reassignments import SCHEMA as _alter_partition_reassignments, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
+from kafkapy.protocol.messages.alter_replica_log_dirs import SCHEMA as _alter_replica_log_dirs, AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 from kafkapy.protocol.messages.alter_user_scram_credentials import SCHEMA as _alter_user_scram_credentials, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from kafkapy.protocol.messages.api_versions import SCHEMA as _api_versions, ApiVersionsRequest, ApiVersionsResponse
 from kafkapy.protocol.messages.begin_quorum_epoch import SCHEMA as _begin_quorum_epoch, BeginQuorumEpochRequest, BeginQuorumEpochResponse
@@ -96,6 +97,7 @@ SCHEMAS: dict[int, ApiDef] = {
     31: _delete_acls,
     32: _describe_configs,
     33: _alter_configs,
+    34: _alter_replica_log_dirs,
     35: _describe_log_dirs,
     36: _sasl_authenticate,
     37: _create_partitions,
@@ -139,6 +141,8 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",

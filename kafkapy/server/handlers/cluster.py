@@ -1,5 +1,6 @@
 """Cluster description: DescribeCluster (key 60) v0-1, DescribeLogDirs (key 35) v1-4,
-DescribeTopicPartitions (key 75) v0.
+AlterReplicaLogDirs (key 34) v1-2, DescribeTopicPartitions (key 75) v0, DescribeQuorum (key 55)
+v0-2 on the broker listeners.
 
 Behaviour:
 - DescribeCluster: this node as the only broker and the controller, with the cluster id. v1
@@ -17,6 +18,19 @@ Kafka's brokers do); DescribeTopicPartitions reports each partition's leader, le
 replicas, ISR and offline replicas from the image; DescribeLogDirs lists only the replicas this
 broker hosts (the image names it as a replica), leader or follower, each with its local size.
 
+AlterReplicaLogDirs moves replicas this broker hosts between its `log.dirs`
+(`LogManager.move_log`, in a worker thread; answered when the move is complete - Kafka answers
+at once and copies in the background, reporting the copy as a future replica). Errors per
+partition: a path that is not a log dir -> LOG_DIR_NOT_FOUND, a partition not hosted here ->
+REPLICA_NOT_AVAILABLE, a failed copy -> KAFKA_STORAGE_ERROR (the replica stays where it was).
+v0 (deprecated, removed in Kafka 4.0) is not served.
+
+DescribeQuorum (what `kafka-metadata-quorum.sh` and the admin clients' describeMetadataQuorum
+send to a broker): cluster mode forwards it to the active controller, as Kafka's brokers do; a
+single node is its own quorum of one - this node leads, is the only voter, and no metadata log
+exists yet, so epoch and high watermark are 0 (issue 13 moves single nodes onto the metadata
+log). Another topic or partition than `__cluster_metadata-0` is INVALID_REQUEST.
+
 Authorized operations: every supported one (no authorizer), cluster and topics.
 
 Not yet: racks in single-node mode.
@@ -24,19 +38,30 @@ Not yet: racks in single-node mode.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from typing import Any
+
+import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+)
+from kafkapy.protocol.messages.alter_replica_log_dirs import (
+    AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult as MovedPartition,
 )
 from kafkapy.protocol.messages.describe_log_dirs import (
     DescribeLogDirsResponse_DescribeLogDirsPartition as LogDirPartition,
@@ -44,13 +69,17 @@ from kafkapy.protocol.messages.describe_log_dirs import (
 from kafkapy.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition as PartitionEntry,
 )
-from kafkapy.server.broker import LEADER_EPOCH
+from kafkapy.server.broker import LEADER_EPOCH, Broker
+from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.metadata import alive_brokers, controller_id_for_clients
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import TopicInfo
+from kafkapy.storage.errors import StorageError
 
 __all__ = ["handle_describe_cluster", "handle_describe_log_dirs", "handle_describe_topic_partitions"]
+
+log = logging.getLogger(__name__)
 
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 
@@ -212,3 +241,72 @@ async def handle_describe_topic_partitions(
             topic.partitions.append(_partition(node, p) if image is None else _image_partition(image, name, p))
             budget -= 1
     return response
+
+
+_QUORUM_TOPIC, _QUORUM_PARTITION = "__cluster_metadata", 0
+
+
+@handler(ApiKey.DESCRIBE_QUORUM, min_version=0, max_version=2)
+async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+    broker = ctx.broker
+    wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
+    if wanted != [(_QUORUM_TOPIC, _QUORUM_PARTITION)]:
+        return DescribeQuorumResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                      error_message="only __cluster_metadata-0 has a quorum")
+    if broker.cluster is not None:
+        ctx.release_turn()
+        try:
+            response: DescribeQuorumResponse = await broker.cluster.channel.call(
+                ApiKey.DESCRIBE_QUORUM, ctx.api_version, req)
+        except PeerError as exc:
+            code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+            return DescribeQuorumResponse(error_code=code, error_message=str(exc))
+        return response
+    node = broker.node_id
+    now = int(time.time() * 1000)
+    me = DescribeQuorumResponse.ReplicaState(
+        replica_id=node, log_end_offset=0, last_fetch_timestamp=now, last_caught_up_timestamp=now)
+    part = DescribeQuorumResponse.PartitionData(
+        partition_index=_QUORUM_PARTITION, leader_id=node, leader_epoch=0, high_watermark=0,
+        current_voters=[me])
+    listener = ctx.connection.listener_name
+    host, port = broker.advertised(listener)
+    return DescribeQuorumResponse(
+        topics=[DescribeQuorumResponse.TopicData(topic_name=_QUORUM_TOPIC, partitions=[part])],
+        nodes=[DescribeQuorumResponse.Node(node_id=node, listeners=[
+            DescribeQuorumResponse.Listener(name=listener, host=host, port=port)])],
+    )
+
+
+@handler(ApiKey.ALTER_REPLICA_LOG_DIRS, min_version=1, max_version=2)
+async def handle_alter_replica_log_dirs(
+    ctx: RequestContext, req: AlterReplicaLogDirsRequest
+) -> AlterReplicaLogDirsResponse:
+    broker = ctx.broker
+    ctx.release_turn()  # a move copies files: later requests on the connection need not wait
+    results: dict[str, list[MovedPartition]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                code = await _move(broker, d.path, t.name, p)
+                results.setdefault(t.name, []).append(
+                    MovedPartition(partition_index=p, error_code=code))
+    return AlterReplicaLogDirsResponse(results=[
+        AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps)
+        for n, ps in results.items()
+    ])
+
+
+async def _move(broker: Broker, path: str, topic: str, partition: int) -> ErrorCode:
+    if broker.logs.data_dir_of(path) is None:
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    if topic not in broker.topics or broker.partition_log(topic, partition) is None:
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    try:
+        await trio.to_thread.run_sync(broker.logs.move_log, topic, partition, path)
+    except KeyError:
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    except StorageError as exc:
+        log.warning("moving %s-%d to %s failed: %s", topic, partition, path, exc)
+        return exc.error_code
+    return ErrorCode.NONE
