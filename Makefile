@@ -17,8 +17,12 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(TEST_STAMP)
 
+# `make run PORT=9093 HTTP_PORT=9645`: the dev broker on other ports.
+PORT ?= 9092
+HTTP_PORT ?= 9644
+
 run: $(STAMP)
-	$(PY) -m kafkapy serve --data-dir ./data --http 127.0.0.1:9644
+	$(PY) -m kafkapy serve --data-dir ./data --listeners PLAINTEXT://127.0.0.1:$(PORT) --http 127.0.0.1:$(HTTP_PORT)
 
 test: $(TEST_STAMP)
 	$(PY) -m ruff check kafkapy tests compat_tests perf
