@@ -31,6 +31,7 @@ new manager), so the validate -> append -> commit sequence of a produce never in
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -219,22 +220,16 @@ def replicated_batches(data: Buffer) -> list[ProducerBatch]:
     return out
 
 
-def _apply(plog: PartitionLog, mgr: ProducerStateManager, batches: list[ProducerBatch],
-           *, restore: bool) -> int:
-    """Replay `batches` (already in the log) into `mgr` and add their abort markers' `.txnindex`
-    entries (`restore`: only where the index lacks them). Returns how many were added."""
-    added = 0
+def _replay_into(plog: PartitionLog, mgr: ProducerStateManager, batches: list[ProducerBatch]) -> int:
+    """Replay `batches` (already in the log) into `mgr` and restore their abort markers'
+    `.txnindex` entries where the index lacks them. Returns how many were missing."""
+    restored = 0
     for result in mgr.replay(batches):
         for a in result.aborted:
-            if restore:
-                added += plog.restore_aborted_txn(
-                    a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset
-                )
-            else:
-                plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
-                                        a.last_stable_offset)
-                added += 1
-    return added
+            restored += plog.restore_aborted_txn(
+                a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset
+            )
+    return restored
 
 
 def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
@@ -254,7 +249,7 @@ def load_state(plog: PartitionLog, expiration_ms: int) -> ProducerStateManager:
             below = found[0] - 1  # try the next older one
     if mgr is None:
         mgr = ProducerStateManager(producer_id_expiration_ms=expiration_ms, last_map_offset=0)
-    restored = _apply(plog, mgr, _replay_batches(plog, mgr.last_map_offset, end), restore=True)
+    restored = _replay_into(plog, mgr, _replay_batches(plog, mgr.last_map_offset, end))
     if restored:
         log.warning("%s: restored %d missing .txnindex entries", plog.directory.name, restored)
     mgr.update_map_end_offset(end)
@@ -266,7 +261,7 @@ def catch_up(plog: PartitionLog, mgr: ProducerStateManager) -> None:
     worker thread; on the trio thread, so nothing appends meanwhile)."""
     end = plog.log_end_offset
     if mgr.last_map_offset < end:
-        _apply(plog, mgr, _replay_batches(plog, mgr.last_map_offset, end), restore=True)
+        _replay_into(plog, mgr, _replay_batches(plog, mgr.last_map_offset, end))
         mgr.update_map_end_offset(end)
 
 
@@ -351,7 +346,17 @@ class ProducerStates:
         mgr = self.loaded(key, plog)
         if mgr is None:
             return bool(batches) and key not in self._loading
-        _apply(plog, mgr, batches, restore=False)
+        if batches:
+            try:
+                result = mgr.append_replicated(batches, int(time.time() * 1000))
+            except ProtocolError as exc:  # the leader wrote what its own rules refuse
+                log.warning("%s-%d: replicated batches do not fit the producer state (%s): "
+                            "it will be reloaded from the log", *key, exc)
+                self.forget(key)
+                return True
+            for a in result.aborted:
+                plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
+                                        a.last_stable_offset)
         mgr.update_map_end_offset(plog.log_end_offset)
         return False
 

@@ -162,3 +162,22 @@ async def test_a_follower_indexes_replicated_aborts_and_tracks_open_transactions
     states.on_replicated(key, plog, bytes(marker))
     assert mgr.ongoing_transactions() == {}
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in plog.aborted_transactions(0, 4)] == [(9, 1, 3)]
+
+
+async def test_one_replicated_append_may_open_abort_and_reopen_a_transaction(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0")
+    states = ProducerStates(DEFAULT_PRODUCER_ID_EXPIRATION_MS)
+    key = ("t", 0)
+    plog.append_as_follower(_replicated(0, 0, 1, pid=3))
+    mgr = await states.get(key, plog)
+    marker = bytearray(build_control_batch(False, producer_id=9, producer_epoch=0, coordinator_epoch=0,
+                                           timestamp_ms=int(time.time() * 1000)))
+    marker[:8] = (3).to_bytes(8, "big")
+    data = (_replicated(1, 0, 2, transactional=True) + bytes(marker)
+            + _replicated(4, 2, 1, transactional=True))
+    plog.append_as_follower(data)
+    assert not states.on_replicated(key, plog, data)
+    assert mgr.ongoing_transactions() == {9: 4}
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in plog.aborted_transactions(0, 5)] == [(9, 1, 3)]
+    assert mgr.entry(9).last_seq == 2  # type: ignore[union-attr]
+    assert mgr.last_map_offset == 5

@@ -485,6 +485,14 @@ class ProducerStateManager:
             return UpdateResult(duplicate=pending)
         return self.complete_append(pending)
 
+    def append_replicated(self, batches: Sequence[ProducerBatch], now_ms: int) -> UpdateResult:
+        """A follower appended the leader's batches (checked there): one staged update for
+        all of them, through the same rules with the client checks off (origin REPLICATION)."""
+        pending = self.validate_append(batches, now_ms, AppendOrigin.REPLICATION)
+        if isinstance(pending, BatchMetadata):  # only client batches are duplicates
+            raise AssertionError("a replicated append was taken for a duplicate")
+        return self.complete_append(pending)
+
     def replay(self, batches: Iterable[ProducerBatch]) -> list[UpdateResult]:
         """Rebuild from the log tail: the live update path with checks meant for clients off."""
         results = []
