@@ -34,12 +34,12 @@ ENV PATH=/opt/kafkapy/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     KAFKAPY_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     KAFKAPY_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
-    KAFKAPY_HTTP_LISTENER=0.0.0.0:8080
+    KAFKAPY_HTTP_LISTENER=0.0.0.0:9644
 USER kafkapy
 WORKDIR /data
 VOLUME ["/data"]
-EXPOSE 9092 8080
+EXPOSE 9092 9644
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8080/readyz', timeout=2).status != 200)"]
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9644/readyz', timeout=2).status != 200)"]
 ENTRYPOINT ["kafkapy", "serve", "--data-dir", "/data"]
