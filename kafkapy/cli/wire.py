@@ -13,12 +13,8 @@ any broker (which forwards controller requests in KRaft), opening one connection
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import itertools
 import re
-import secrets
 import socket
 import ssl
 import struct
@@ -47,6 +43,7 @@ from kafkapy.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from kafkapy.protocol.sasl import SaslError, ScramClient, plain_token
 
 __all__ = ["Admin", "KafkaWireClient", "split_host_port"]
 
@@ -125,10 +122,13 @@ class KafkaWireClient:
         )
         check(hs.error_code, f"SASL {mechanism} (the broker enables {', '.join(hs.mechanisms)})")
         if mechanism == "PLAIN":
-            self._sasl_step(f"\0{user}\0{password}".encode())
+            self._sasl_step(plain_token(user, password))
         elif mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             scram = ScramClient(mechanism, user, password)
-            scram.final(self._sasl_step(scram.final_message(self._sasl_step(scram.first()))))
+            try:
+                scram.final(self._sasl_step(scram.final_message(self._sasl_step(scram.first()))))
+            except SaslError as e:
+                raise CliError(f"SASL {mechanism}: {e.reason}") from None
         else:
             raise CliError(f"sasl.mechanism {mechanism} is not supported by kafkapy's CLI")
 
@@ -209,45 +209,6 @@ def _sasl_credentials(props: Mapping[str, str]) -> tuple[str, str]:
             "(or sasl.jaas.config) in --command-config"
         )
     return user, password
-
-
-class ScramClient:
-    """The client side of SCRAM (RFC 5802) as Kafka speaks it: no channel binding."""
-
-    def __init__(self, mechanism: str, user: str, password: str) -> None:
-        self.hash = "sha256" if mechanism.endswith("256") else "sha512"
-        self.password = password.encode()
-        self.nonce = secrets.token_urlsafe(24)
-        name = user.replace("=", "=3D").replace(",", "=2C")
-        self.first_bare = f"n={name},r={self.nonce}"
-        self.expected_signature = b""
-
-    def first(self) -> bytes:
-        return f"n,,{self.first_bare}".encode()
-
-    def final_message(self, server_first: bytes) -> bytes:
-        text = server_first.decode()
-        attrs = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
-        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "0")
-        if not nonce.startswith(self.nonce) or not iterations.isdigit():
-            raise CliError("SASL SCRAM: the broker's first message is not valid")
-        salted = hashlib.pbkdf2_hmac(self.hash, self.password, base64.b64decode(salt), int(iterations))
-        client_key = hmac.digest(salted, b"Client Key", self.hash)
-        stored = hashlib.new(self.hash, client_key).digest()
-        without_proof = f"c=biws,r={nonce}"
-        auth = f"{self.first_bare},{text},{without_proof}".encode()
-        signature = hmac.digest(stored, auth, self.hash)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_key = hmac.digest(salted, b"Server Key", self.hash)
-        self.expected_signature = hmac.digest(server_key, auth, self.hash)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def final(self, server_final: bytes) -> None:
-        attrs = dict(i.split("=", 1) for i in server_final.decode().split(",") if "=" in i)
-        if "e" in attrs:
-            raise CliError(f"SASL SCRAM: the broker refused: {attrs['e']}")
-        if base64.b64decode(attrs.get("v", "")) != self.expected_signature:
-            raise CliError("SASL SCRAM: the broker's signature does not match")
 
 
 class Admin:
