@@ -17,6 +17,7 @@ tree's broker with this script.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -39,6 +40,15 @@ from tests.server.cluster.replication_helpers import Node, running_cluster, wait
 from tests.server.test_transactions import Txn
 
 TID = "bench-markers"
+
+
+def _marker_home() -> Any:
+    """The module holding the marker connections (txn_markers; txn_driver in older trees,
+    for A/B runs)."""
+    try:
+        return importlib.import_module("kafkapy.server.txn_markers")
+    except ImportError:
+        return txn_driver_module
 
 
 class HungPeer:
@@ -91,7 +101,7 @@ async def one_run(base: Path, detect_s: float) -> dict[str, float]:
                 break
         leader = nodes[controller.image.topics[topic].partitions[0].leader]
         real = coord.cluster.broker_address
-        txn_driver_module._MARKER_PEERS[coord.broker] = PeerPool(
+        _marker_home()._MARKER_PEERS[coord.broker] = PeerPool(
             lambda n: ("127.0.0.1", hung.port) if n == leader.node_id else real(n),
             client_id="bench-markers",
         )

@@ -8,14 +8,12 @@ runtime contract of docs/transactions.md section 2 - for one operation: append i
 and write its markers. Operation, append and replay run without an await in between, so on the
 one trio thread operations never interleave and no lock is needed.
 
-Markers are written before the EndTxn answer (Kafka answers after the Prepare* record and writes
-markers asynchronously): on one node they are local appends, and a client that commits and then
-reads with read_committed sees its data at once. A marker goes through the partition's producer
-state (origin COORDINATOR: an older epoch or coordinator epoch is refused), abort markers add a
-`.txnindex` entry, and a marker on `__consumer_offsets` publishes or drops the producer's pending
-TxnOffsetCommit offsets. When every partition has its marker, `complete_markers` moves the
-transaction to Complete*. A failed marker write is retried by the timer task
-(`pending_markers`), as is a batch of markers interrupted by a crash (`load_complete` at start).
+On one node markers are written before the EndTxn answer (Kafka answers after the Prepare*
+record and writes markers asynchronously): they are local appends, and a client that commits and
+then reads with read_committed sees its data at once. How a marker is written and sent is
+`txn_markers`. When every partition has its marker, `complete_markers` moves the transaction to
+Complete*. A failed marker write is retried by the timer task (`pending_markers`, a second
+later), as is a batch of markers interrupted by a crash (`load_complete` at start).
 
 Resource handling: one `TxnDriver` per `Broker` (`await txn_driver(broker)`), created and loaded
 on first use: `__transaction_state` (compacted, `transaction.state.log.num.partitions`) is made
@@ -54,14 +52,7 @@ from typing import Generic, TypeVar
 
 import trio
 
-from kafkapy.coordinator.idempotence import (
-    AppendOrigin,
-    BatchMetadata,
-    ControlType,
-    ProducerBatch,
-)
 from kafkapy.coordinator.txn import (
-    OFFSETS_TOPIC,
     CoordinatorResult,
     TopicPartition,
     TransactionCoordinator,
@@ -70,19 +61,13 @@ from kafkapy.coordinator.txn import (
     WriteTxnMarkers,
     partition_for,
 )
-from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkapy.protocol.records import (
     Record,
     build_batch,
-    build_control_batch,
     decode_records,
-    parse_batch_header,
 )
 from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
-from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.group_driver import group_driver
 from kafkapy.server.internal_topics import (
     OwnedPartitions,
     cluster_of,
@@ -91,12 +76,17 @@ from kafkapy.server.internal_topics import (
     internal_partition_log,
     log_batches,
     partition_count,
-    partition_leader,
     register_internal_topic,
     register_role_listener,
     wait_replicated,
 )
 from kafkapy.server.metadata_store import TopicInfo
+from kafkapy.server.txn_markers import (
+    RETRY_CODES,
+    RETRY_CODES_CLUSTER,
+    close_marker_peers,
+    send_markers,
+)
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 
@@ -478,7 +468,7 @@ class TxnDriver:
 
     async def _mark_once(self, action: WriteTxnMarkers, target: TransactionCoordinator,
                          done: trio.Event) -> None:
-        retry = _RETRY_CODES_CLUSTER if self.partitioned else _RETRY_CODES
+        retry = RETRY_CODES_CLUSTER if self.partitioned else RETRY_CODES
         try:
             codes = await send_markers(
                 self.broker, action.partitions, action.producer_id, action.producer_epoch,
@@ -505,7 +495,7 @@ class TxnDriver:
                     self.broker, action.partitions - written, action.producer_id,
                     action.producer_epoch, action.coordinator_epoch, action.commit,
                 )
-                failed = {tp: c for tp, c in codes.items() if c in _RETRY_CODES_CLUSTER}
+                failed = {tp: c for tp, c in codes.items() if c in RETRY_CODES_CLUSTER}
                 written.update(tp for tp in codes if tp not in failed)
                 if not failed:
                     if attempt > 1:
@@ -610,48 +600,9 @@ class TxnDriver:
                 await trio.sleep(_RETRY_S)
 
 
-#: Marker answers that leave the transaction pending for a retry (single node: the partition's
-#: storage failed; cluster: also a leader that moved or could not be reached).
-_RETRY_CODES = frozenset({ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS})
-_RETRY_CODES_CLUSTER = _RETRY_CODES | {
-    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION,
-}
-_MARKER_TIMEOUT_S = 10.0
 #: how long EndTxn waits for its markers before answering (they go on in the background)
 _MARKER_WAIT_S = 1.0
 _MARKER_BACKOFF_MIN_S = 0.05
-#: how often a marker in flight checks whether its partitions' leaders moved
-_LEADER_CHECK_S = 0.1
-
-
-_MARKER_PEERS: weakref.WeakKeyDictionary[Broker, PeerPool] = weakref.WeakKeyDictionary()
-
-
-def _marker_peers(broker: Broker) -> PeerPool | None:
-    """The connections markers travel on: their own, as Kafka's marker channel is, never the
-    replica fetchers' (a marker waits for replication, which needs the fetchers' requests to
-    flow - queued behind the marker on one pipelined connection they would wait for each
-    other until a timeout)."""
-    pool = _MARKER_PEERS.get(broker)
-    if pool is None:
-        cluster = cluster_of(broker)
-        resolve = getattr(cluster, "broker_address", None)
-        if resolve is None:
-            return None
-        pool = _MARKER_PEERS[broker] = PeerPool(
-            resolve,
-            client_id=f"kafkapy-txn-markers-{broker.node_id}",
-            security=getattr(cluster, "broker_security", None),
-        )
-    return pool
-
-
-async def close_marker_peers(broker: Broker) -> None:
-    pool = _MARKER_PEERS.pop(broker, None)
-    if pool is not None:
-        await pool.aclose()
 
 
 def _still_preparing(coordinator: TransactionCoordinator, action: WriteTxnMarkers) -> bool:
@@ -661,183 +612,6 @@ def _still_preparing(coordinator: TransactionCoordinator, action: WriteTxnMarker
         and md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
         and (md.producer_id, md.producer_epoch) == (action.producer_id, action.producer_epoch)
     )
-
-
-async def send_marker(
-    broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
-    coordinator_epoch: int, commit: bool,
-) -> ErrorCode:
-    """One partition's marker wherever its leader is (see `send_markers`)."""
-    codes = await send_markers(broker, {tp}, producer_id, producer_epoch, coordinator_epoch,
-                               commit)
-    return codes[tp]
-
-
-async def send_markers(
-    broker: Broker, partitions: Iterable[TopicPartition], producer_id: int, producer_epoch: int,
-    coordinator_epoch: int, commit: bool,
-) -> dict[TopicPartition, ErrorCode]:
-    """Markers for `partitions` wherever their leaders are: `write_marker` here, else one
-    WriteTxnMarkers v1 per leader named by the metadata image, the leaders in parallel
-    (cluster mode). A partition that no longer exists answers UNKNOWN_TOPIC_OR_PARTITION
-    (nothing to mark: the caller counts it as done)."""
-    out: dict[TopicPartition, ErrorCode] = {}
-    by_leader: dict[int, list[TopicPartition]] = {}
-    for tp in sorted(partitions):
-        if cluster_of(broker) is None:
-            out[tp] = await write_marker(broker, tp, producer_id, producer_epoch,
-                                         coordinator_epoch, commit)
-            continue
-        found = partition_leader(broker, tp.topic, tp.partition)
-        if found is None:
-            log.info("no marker for producer %d on %s-%d: the partition was deleted",
-                     producer_id, tp.topic, tp.partition)
-            out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif found[0] < 0:
-            out[tp] = ErrorCode.LEADER_NOT_AVAILABLE
-        else:
-            by_leader.setdefault(found[0], []).append(tp)
-
-    async def to_leader(leader: int, tps: list[TopicPartition]) -> None:
-        if leader == broker.node_id:
-            for tp in tps:
-                out[tp] = await write_marker(broker, tp, producer_id, producer_epoch,
-                                             coordinator_epoch, commit)
-        else:
-            out.update(await _remote_markers(broker, leader, tps, producer_id, producer_epoch,
-                                             coordinator_epoch, commit))
-
-    async with trio.open_nursery() as nursery:
-        for leader, tps in by_leader.items():
-            nursery.start_soon(to_leader, leader, tps)
-    return out
-
-
-async def _remote_markers(
-    broker: Broker, leader: int, tps: list[TopicPartition], producer_id: int,
-    producer_epoch: int, coordinator_epoch: int, commit: bool,
-) -> dict[TopicPartition, ErrorCode]:
-    """One WriteTxnMarkers to `leader` for `tps`. Abandoned (NOT_LEADER_OR_FOLLOWER, so the
-    caller re-sends at once) as soon as the image moves one of the partitions to another
-    leader: a hung or dead former leader must not hold the transaction for a request timeout."""
-    peers = _marker_peers(broker)
-    if peers is None:
-        return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    W = WriteTxnMarkersRequest
-    topics: dict[str, list[int]] = {}
-    for tp in tps:
-        topics.setdefault(tp.topic, []).append(tp.partition)
-    request = W(markers=[W.WritableTxnMarker(
-        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
-        coordinator_epoch=coordinator_epoch,
-        topics=[W.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()],
-    )])
-    leaders = {tp: partition_leader(broker, tp.topic, tp.partition) for tp in tps}
-    response: WriteTxnMarkersResponse | None = None
-    codes: dict[TopicPartition, ErrorCode] = {}
-    async with trio.open_nursery() as nursery:
-
-        async def watch_leaders() -> None:
-            while True:
-                await trio.sleep(_LEADER_CHECK_S)
-                moved = [tp for tp in tps
-                         if partition_leader(broker, tp.topic, tp.partition) != leaders[tp]]
-                if moved:
-                    log.info("marker for producer %d to node %d abandoned: %s moved to another "
-                             "leader", producer_id, leader,
-                             ", ".join(f"{tp.topic}-{tp.partition}" for tp in moved))
-                    nursery.cancel_scope.cancel()
-                    return
-
-        nursery.start_soon(watch_leaders)
-        try:
-            response = await peers.request(
-                leader, ApiKey.WRITE_TXN_MARKERS, 1, request, timeout_s=_MARKER_TIMEOUT_S
-            )
-        except Exception as exc:  # PeerError: unreachable or timed out; the caller retries
-            log.warning("marker for producer %d to node %d failed: %s", producer_id, leader, exc)
-            codes = dict.fromkeys(tps, ErrorCode.NETWORK_EXCEPTION)
-        nursery.cancel_scope.cancel()
-    if response is None:
-        return codes or dict.fromkeys(tps, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    for marker in response.markers:
-        for topic in marker.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if tp in leaders:
-                    codes[tp] = ErrorCode(p.error_code)
-    return {tp: codes.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) for tp in tps}
-
-
-async def write_marker(
-    broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
-    coordinator_epoch: int, commit: bool,
-) -> ErrorCode:
-    """Append one transaction marker to a partition (WriteTxnMarkers, internal or from the
-    wire). A partition that no longer exists counts as done (UNKNOWN_TOPIC_OR_PARTITION).
-    Cluster mode: only the partition's leader writes it (else NOT_LEADER_OR_FOLLOWER, so the
-    coordinator retries at the new leader), and it is answered once replicated (acks=all)."""
-    key = (tp.topic, tp.partition)
-    cluster = cluster_of(broker)
-    leader_epoch = LEADER_EPOCH
-    if cluster is None:
-        plog = broker.partition_log(tp.topic, tp.partition)
-    else:
-        found = partition_leader(broker, tp.topic, tp.partition)
-        if found is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if found[0] != broker.node_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        leader_epoch = found[1]
-        plog = broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key)
-        if plog is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if plog is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    try:
-        mgr = await broker.producer_states.get(key, plog)
-    except (StorageError, ProtocolError) as exc:
-        log.error("producer state of %s-%d unavailable: %s", tp.topic, tp.partition, exc)
-        return ErrorCode.KAFKA_STORAGE_ERROR
-    groups = await group_driver(broker) if tp.topic == OFFSETS_TOPIC else None
-    current = (broker.partition_log(tp.topic, tp.partition) if cluster is None
-               else broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key))
-    if current is not plog:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    # no await from here to the append: nothing else appends to the partition in between
-    now = now_ms()
-    data = bytearray(build_control_batch(
-        commit, producer_id=producer_id, producer_epoch=producer_epoch,
-        coordinator_epoch=coordinator_epoch, timestamp_ms=now,
-    ))
-    batch = ProducerBatch.from_header(
-        parse_batch_header(data), base_offset=plog.log_end_offset,
-        control=ControlType.COMMIT if commit else ControlType.ABORT,
-        coordinator_epoch=coordinator_epoch,
-    )
-    try:
-        pending = mgr.validate_append([batch], now, AppendOrigin.COORDINATOR)
-        if isinstance(pending, BatchMetadata):  # only client batches are duplicates
-            return ErrorCode.NONE
-        plog.append(data, now_ms=now, leader_epoch=leader_epoch, from_client=False)
-        result = mgr.complete_append(pending)
-        for a in result.aborted:
-            plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
-                                    a.last_stable_offset)
-    except ProtocolError as exc:  # ProducerStateError, or a marker the log refuses
-        log.warning("marker for producer %d refused by %s-%d: %s", producer_id, tp.topic,
-                    tp.partition, exc)
-        return exc.error_code
-    except StorageError as exc:
-        log.error("marker for producer %d on %s-%d failed: %s", producer_id, tp.topic,
-                  tp.partition, exc)
-        return ErrorCode.KAFKA_STORAGE_ERROR
-    broker.after_append(tp.topic, tp.partition, plog)
-    if groups is not None:
-        groups.on_transaction_marker(producer_id, commit, tp.partition)
-    if cluster is not None:
-        return await wait_replicated(broker, tp.topic, tp.partition, plog.log_end_offset)
-    return ErrorCode.NONE
 
 
 _DRIVERS: weakref.WeakKeyDictionary[Broker, TxnDriver] = weakref.WeakKeyDictionary()

@@ -26,7 +26,7 @@ from kafkapy.protocol.messages import (
     WriteTxnMarkersRequest,
 )
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkapy.server import txn_driver as txn_driver_module
+from kafkapy.server import txn_markers
 from kafkapy.server.txn_driver import txn_driver
 
 from .helpers import Client, running_broker
@@ -406,13 +406,13 @@ async def test_a_marker_whose_write_failed_is_retried_by_the_timer(
     """The partition's storage refuses the commit marker twice (e.g. a full disk); the timer
     task retries it about once a second, with no other request to wake it, and the
     transaction completes."""
-    real = txn_driver_module.write_marker
+    real = txn_markers.write_marker
     refusals = [E.KAFKA_STORAGE_ERROR, E.KAFKA_STORAGE_ERROR]
 
     async def failing(*args: Any) -> E:
         return refusals.pop() if refusals else await real(*args)
 
-    monkeypatch.setattr(txn_driver_module, "write_marker", failing)
+    monkeypatch.setattr(txn_markers, "write_marker", failing)
     with trio.fail_after(60):
         async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
             broker.create_topic("t", 1)

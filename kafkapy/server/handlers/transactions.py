@@ -26,7 +26,7 @@ Behaviour:
 Cluster mode: a transactional id whose `__transaction_state` partition this broker does not
 lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); partitions are known
 from the metadata image; producer ids come from controller blocks (COORDINATOR_LOAD_IN_PROGRESS
-while none can be had); markers go to each partition's leader (`txn_driver.send_marker`).
+while none can be had); markers go to each partition's leader (`txn_markers.send_markers`).
 
 Errors a failed `__transaction_state` write causes: the operation's `error_on_write_failure`
 (COORDINATOR_NOT_AVAILABLE, so the client looks the coordinator up again and retries).
@@ -69,7 +69,8 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.internal_topics import cluster_of, ensure_producer_ids, partition_exists
-from kafkapy.server.txn_driver import TxnDriver, txn_driver, write_marker
+from kafkapy.server.txn_driver import TxnDriver, txn_driver
+from kafkapy.server.txn_markers import write_marker
 
 __all__ = [
     "handle_add_offsets_to_txn",

@@ -21,6 +21,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FindCoordinatorRequest
 from kafkapy.protocol.records import iter_batches
 from kafkapy.server import txn_driver as txn_driver_module
+from kafkapy.server import txn_markers
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.txn_driver import txn_driver
 from tests.server.cluster.replication_helpers import MiniController, Node, running_cluster, wait_for
@@ -101,7 +102,7 @@ async def test_end_txn_does_not_wait_for_a_hung_leader_and_the_marker_follows_th
             # the coordinator's marker connections reach the data leader's address as a hung
             # process would answer: never
             real = coord.cluster.broker_address
-            txn_driver_module._MARKER_PEERS[coord.broker] = PeerPool(
+            txn_markers._MARKER_PEERS[coord.broker] = PeerPool(
                 lambda n: ("127.0.0.1", hung.port) if n == leader.node_id else real(n),
                 client_id="markers-under-test",
             )
