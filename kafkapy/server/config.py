@@ -416,6 +416,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "New connections accepted per second, broker-wide; accepting waits above it.",
         ),
         _B(
+            "connection.failed.authentication.delay.ms",
+            _T.INT,
+            "100",
+            "How long a connection that failed SASL authentication stays open after the answer.",
+        ),
+        _B(
             "sasl.server.max.receive.size",
             _T.INT,
             "524288",

@@ -18,7 +18,8 @@ mechanism -> UNSUPPORTED_SASL_MECHANISM with the enabled list, then the close. F
 logged at info level with the peer, never the password.
 
 Resource handling: the caller (`Connection.run`) owns the stream and closes it whenever this
-returns None. The whole phase obeys the connection's idle timeout per frame. Until SASL
+returns None. The whole phase obeys the connection's idle timeout per frame. A failed
+authentication closes only after `connection.failed.authentication.delay.ms` (100 ms), as Kafka. Until SASL
 completes, a frame may be at most `sasl.server.max.receive.size` (512 KiB, Kafka's cap since
 CVE-2022-34917) instead of `socket.request.max.bytes`: a bigger size prefix closes the
 connection before any of its body is buffered, so unauthenticated peers cannot make the broker
@@ -88,6 +89,10 @@ async def authenticate(
             return None
         for i, frame in enumerate(frames):
             if not await _serve(conn, session, frame):
+                if session.state is SaslState.FAILED and security.failed_auth_delay_s > 0:
+                    # Kafka's connection.failed.authentication.delay.ms: the answer is out, the
+                    # close waits, so guessing passwords costs a client time per attempt
+                    await trio.sleep(security.failed_auth_delay_s)
                 return None
             if session.state is SaslState.COMPLETE:
                 conn.state.principal = f"User:{session.principal}"

@@ -41,6 +41,9 @@ class ListenerSecurity:
     credentials: CredentialStore | None
     #: the largest frame taken before SASL completes (`sasl.server.max.receive.size`)
     max_receive_bytes: int = 524_288
+    #: how long a connection that failed to authenticate stays open after the answer
+    #: (`connection.failed.authentication.delay.ms`)
+    failed_auth_delay_s: float = 0.1
 
     @property
     def sasl(self) -> bool:
@@ -152,7 +155,10 @@ def listener_security(
         max_receive = int(config.listener_get(listener.name, "sasl.server.max.receive.size") or 0)
         if max_receive <= 0:
             raise ConfigError(f"sasl.server.max.receive.size must be positive, got {max_receive}")
+        delay_ms = config.get_int("connection.failed.authentication.delay.ms")
+        if delay_ms < 0:
+            raise ConfigError(f"connection.failed.authentication.delay.ms must be at least 0, got {delay_ms}")
         result[listener.name] = ListenerSecurity(
-            listener, context, mechanisms, credentials, max_receive
+            listener, context, mechanisms, credentials, max_receive, delay_ms / 1000
         )
     return result

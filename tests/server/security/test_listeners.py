@@ -331,3 +331,23 @@ async def test_the_pre_authentication_cap_is_configurable() -> None:
         )
         assert await small.read_frame() is None
         await small.aclose()
+
+
+async def test_a_failed_login_closes_only_after_the_configured_delay() -> None:
+    """Kafka's connection.failed.authentication.delay.ms: the SASL_AUTHENTICATION_FAILED answer
+    comes at once, the close after the delay (it only can come later on a loaded machine, never
+    earlier), so guessing passwords costs time per attempt; 0 closes at once."""
+    for delay_ms, stays_open in (("1500", True), ("0", False)):
+        overrides = {"connection.failed.authentication.delay.ms": delay_ms}
+        async with sasl_broker(**overrides) as (_, _, sasl_port):
+            client = await Client.connect(sasl_port)
+            await client.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+            auth = await client.request(
+                ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=b"\0alice\0nope")
+            )
+            assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+            if stays_open:
+                with pytest.raises(trio.TooSlowError):
+                    await client.read_frame(wait_s=0.5)
+            assert await client.read_frame() is None  # then closed
+            await client.aclose()
