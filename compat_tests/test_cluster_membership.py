@@ -7,6 +7,8 @@ What users rely on (issue 12's randomized fault runs):
 - a crashed broker (SIGKILL) is fenced as soon as its ports refuse connections, not after its
   session timeout, so its partitions get new leaders within seconds; a paused one (SIGSTOP:
   no TCP signal) is not fenced before its session expires;
+- a rolling restart (SIGTERM each node in turn) fails no acks=all write: controlled shutdown
+  moves leadership away before a process exits;
 - a leader that was paused (SIGSTOP) for longer than a session, and so may have been fenced
   and replaced, refuses acks=1 writes when it resumes instead of accepting writes that the new
   leader's log will truncate (the leader lease, `kafkapy.leader.lease.enable`).
@@ -19,12 +21,15 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import trio
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from compat_tests.conftest import unique_topic
@@ -243,3 +248,58 @@ def test_restart_then_controller_takeover_leaves_nothing_leaderless(cluster: Clu
         cluster,
         timeout_s=JOIN_TIMEOUT_S,
     )
+
+
+def test_rolling_restart_under_load_fails_no_acks_all_write(cluster: ClusterProcesses) -> None:
+    """SIGTERM each node in turn, as an operator does (the next one once every ISR is full
+    again): controlled shutdown hands leadership over before the process exits, so an
+    idempotent acks=all producer writing all along gets every record acknowledged."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("rolling-all")
+    create_topic(admin, topic, 3, 3)
+    failed: list[str] = []
+    acked: list[int] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 30000,
+        }
+    )
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            acked.append(int(msg.value()))
+
+    stop = threading.Event()
+
+    def produce() -> int:
+        sent = 0
+        while not stop.is_set():
+            producer.produce(topic, str(sent).encode(), partition=sent % 3, on_delivery=report)
+            sent += 1
+            producer.poll(0.01)
+        producer.flush(60)
+        return sent
+
+    with ThreadPoolExecutor(1) as pool:
+        sending = pool.submit(produce)
+        try:
+            for node_id in sorted(cluster.nodes):
+                wait_until(
+                    "every ISR full",
+                    lambda: all(len(isr) == 3 for _, _, isr in partitions(admin, topic).values()),
+                    cluster,
+                    timeout_s=JOIN_TIMEOUT_S,
+                )
+                assert cluster.terminate(node_id, timeout_s=30) == 0, cluster.logs()
+                cluster.restart(node_id)
+        finally:
+            stop.set()
+            sent = sending.result(timeout=90)
+    assert failed == [], cluster.logs()
+    assert sorted(acked) == list(range(sent))
