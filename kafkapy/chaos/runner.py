@@ -359,14 +359,21 @@ class ChaosRun:
         self.history.set_read(topic, records)
 
     def _committed(self, bootstrap: str, group: str) -> dict[int, int]:
+        """The group's committed offsets, stable ones (librdkafka's read_committed default
+        asks for them: an open transaction holding offsets for the group makes the broker
+        answer UNSTABLE_OFFSET_COMMIT). Two tries of 30 s: more than a transaction timeout
+        (15 s) plus Kafka's cleanup interval of timed-out transactions (10 s)."""
         consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, **self.client_extra}
         )
+        tps = [TopicPartition(TOPIC_IDEMPOTENT, p) for p in range(PARTITIONS)]
         try:
-            tps = [TopicPartition(TOPIC_IDEMPOTENT, p) for p in range(PARTITIONS)]
-            return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=30) if tp.offset >= 0}
-        except Exception as e:
-            self.history.read_errors.append(f"committed offsets of group {group}: {e}")
+            for attempt in (1, 2):
+                try:
+                    return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=30) if tp.offset >= 0}
+                except Exception as e:
+                    if attempt == 2:
+                        self.history.read_errors.append(f"committed offsets of group {group} (60 s): {e}")
             return {}
         finally:
             consumer.close()

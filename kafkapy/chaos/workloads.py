@@ -214,6 +214,9 @@ class TxnProcessor(Workload):
                     time.sleep(0.5)
                     producer, consumer, ready, rewound = self._producer(), self._consumer(), False, True
         finally:
+            if not ready:  # settle a transaction left open by the producer replaced last
+                with contextlib.suppress(KafkaException):
+                    self._init(producer)
             _close_producer(producer)
             with contextlib.suppress(Exception):
                 consumer.close()
