@@ -23,10 +23,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+import trio
 
 from kafkapy.server.faults import FaultInjector
 from kafkapy.testing.cluster import READY_RE
@@ -46,8 +48,6 @@ class BrokerStartError(RuntimeError):
 class ThreadBroker:
     """A `Broker` + `Server` in a trio loop on a thread of its own."""
 
-    __test__ = False  # not a pytest test class despite the module's users
-
     def __init__(self, *, data_dir: Path | None = None, overrides: Mapping[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.overrides = dict(overrides or {})
@@ -57,8 +57,8 @@ class ThreadBroker:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._stop_token: object = None
-        self._shutdown: object = None
+        self._trio_token: trio.lowlevel.TrioToken | None = None
+        self._shutdown: Callable[[], None] | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -74,8 +74,6 @@ class ThreadBroker:
         return self
 
     def _main(self) -> None:
-        import trio
-
         try:
             trio.run(self._serve)
         except BaseException as e:
@@ -84,8 +82,6 @@ class ThreadBroker:
             self._ready.set()
 
     async def _serve(self) -> None:
-        import trio
-
         from kafkapy.server.app import Server
         from kafkapy.server.broker import Broker
         from kafkapy.server.config import BrokerConfig
@@ -102,20 +98,18 @@ class ThreadBroker:
         async with trio.open_nursery() as nursery:
             bound = await nursery.start(server.run)
             self.host, self.port = bound[0].host, bound[0].port
-            self._stop_token = trio.lowlevel.current_trio_token()
+            self._trio_token = trio.lowlevel.current_trio_token()
             self._shutdown = server.request_shutdown
             self._ready.set()
             await server.stopped.wait()
 
     def stop(self) -> None:
-        import trio
-
         thread = self._thread
         if thread is None or not thread.is_alive():
             return
-        if isinstance(self._stop_token, trio.lowlevel.TrioToken) and callable(self._shutdown):
+        if self._trio_token is not None and self._shutdown is not None:
             with contextlib.suppress(trio.RunFinishedError):  # it stopped on its own meanwhile
-                trio.from_thread.run_sync(self._shutdown, trio_token=self._stop_token)
+                trio.from_thread.run_sync(self._shutdown, trio_token=self._trio_token)
         thread.join(STOP_TIMEOUT_S)
 
     def __enter__(self) -> Self:
@@ -127,8 +121,6 @@ class ThreadBroker:
 
 class SubprocessBroker:
     """`python -m kafkapy serve` on a free port, with its fault control socket."""
-
-    __test__ = False
 
     def __init__(
         self,
