@@ -8,7 +8,8 @@ is scraped by a real HTTP client in a thread, one GET after another, while a pro
 broker's trio loop sleeps 1 ms at a time and records how late it wakes up: that lateness is the
 stall a Kafka request arriving meanwhile would see. Reported per partition count and path:
 GET latency (median, max) and probe lateness (p99, max) during the GETs, next to the probe's
-lateness with no GETs at all (same run, before them). Figures only, no thresholds.
+lateness with no GETs at all (same run, before them). It also prints the CPU cost of the
+request path's metrics hooks (always on, listener or not). Figures only, no thresholds.
 """
 
 from __future__ import annotations
@@ -97,12 +98,49 @@ async def measure(partitions: int, requests: int) -> dict[str, Any]:
         return result
 
 
+def hook_cost(loops: int = 20_000, runs: int = 5) -> dict[str, float]:
+    """CPU-us per call of what the request path always does for the metrics (listener on or
+    off): `request_done` for a one-partition Produce answer and for a Fetch (hand-built) answer,
+    and `produced` per partition batch - next to a request's whole cost in perf/request_cost.py."""
+    from kafkapy.protocol import RequestHeader
+    from kafkapy.protocol.messages import ProduceResponse
+    from kafkapy.server.stats import BrokerStats
+    from kafkapy.server.zerocopy import RawResponse
+
+    stats = BrokerStats()
+    produce = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
+        name="t", partition_responses=[ProduceResponse.PartitionProduceResponse(index=0)])])
+    fetch = RawResponse(error_counts={0: 2})
+    header_p = RequestHeader(0, 9, 1, "bench")
+    header_f = RequestHeader(1, 12, 2, "bench")
+    cases = {
+        "request_done(Produce, 1 partition)": lambda: stats.request_done(
+            header_p, produce, 0.1, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT"),
+        "request_done(Fetch)": lambda: stats.request_done(
+            header_f, fetch, 0.1, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT"),
+        "produced(topic, bytes, messages)": lambda: stats.produced("t", 81920, 80),
+    }
+    out = {}
+    for name, fn in cases.items():
+        times = []
+        for _ in range(runs):
+            started = time.process_time()
+            for _ in range(loops):
+                fn()
+            times.append((time.process_time() - started) / loops * 1e6)
+        out[name] = statistics.median(times)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", default="1,100,1000")
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "http_bench.json")
     args = parser.parse_args(argv)
+    hooks = hook_cost()
+    for name, us in hooks.items():
+        print(f"request path hook {name}: {us:.2f} CPU-us per call")
     results = []
     for count in (int(p) for p in args.partitions.split(",")):
         r = trio.run(measure, count, args.requests)
@@ -116,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                 f" loop lateness meanwhile p99 {f['lateness_ms_p99']:6.2f} ms, max {f['lateness_ms_max']:6.2f} ms"
             )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"requests": args.requests, "results": results}, indent=1) + "\n")
+    report = {"requests": args.requests, "hook_cpu_us": hooks, "results": results}
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.json}")
     return 0
 

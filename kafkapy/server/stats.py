@@ -45,13 +45,12 @@ LATENCY_BUCKETS_MS = (
 
 def api_name(api_key: int) -> str:
     """Kafka's name of an API as its metrics label it: `Produce`, `ListOffsets`, `ApiVersions`."""
-    try:
-        return _API_NAMES[ApiKey(api_key)]
-    except ValueError:
-        return f"Unknown{api_key}"
+    return _API_NAMES.get(api_key) or f"Unknown{api_key}"
 
 
-_API_NAMES = {key: "".join(w.capitalize() for w in key.name.split("_")) for key in ApiKey}
+_API_NAMES: dict[int, str] = {
+    int(key): "".join(w.capitalize() for w in key.name.split("_")) for key in ApiKey
+}
 
 
 class Histogram:
@@ -81,19 +80,22 @@ class Histogram:
 
 
 # -- error codes of a response ------------------------------------------------------------------
+#: per message class: (has a top-level error_code, names of its list fields); (False, ()) for
+#: anything that is not a message (ints in replica lists, strings)
 _WALK_PLANS: dict[type, tuple[bool, tuple[str, ...]]] = {}
+_NOTHING: tuple[bool, tuple[str, ...]] = (False, ())
 
 
 def _plan(cls: type) -> tuple[bool, tuple[str, ...]]:
-    plan = _WALK_PLANS.get(cls)
-    if plan is None:
-        names = [f.name for f in dataclasses.fields(cls)]
+    if not dataclasses.is_dataclass(cls):
+        plan = _NOTHING
+    else:
+        fields = dataclasses.fields(cls)
         lists = tuple(
-            f.name
-            for f in dataclasses.fields(cls)
-            if f.default_factory is list and f.name != "unknown_tagged_fields"
+            f.name for f in fields if f.default_factory is list and f.name != "unknown_tagged_fields"
         )
-        plan = _WALK_PLANS[cls] = ("error_code" in names, lists)
+        plan = ("error_code" in {f.name for f in fields}, lists)
+    _WALK_PLANS[cls] = plan
     return plan
 
 
@@ -106,16 +108,13 @@ def error_counts(response: Any, counts: dict[int, int]) -> None:
         for code, n in (response.error_counts or {0: 1}).items():
             counts[code] = counts.get(code, 0) + n
         return
-    cls = type(response)
-    if not dataclasses.is_dataclass(cls):
-        return
-    has_code, lists = _plan(cls)
+    has_code, lists = _WALK_PLANS.get(type(response)) or _plan(type(response))
     if has_code:
         code = response.error_code
         counts[code] = counts.get(code, 0) + 1
     for name in lists:
         items = getattr(response, name)
-        if items and dataclasses.is_dataclass(type(items[0])):
+        if items and (_WALK_PLANS.get(type(items[0])) or _plan(type(items[0]))) is not _NOTHING:
             for item in items:
                 error_counts(item, counts)
 
@@ -137,7 +136,7 @@ class RequestLog:
         given = {n.strip() for n in names if n.strip()}
         wanted = {n.lower() for n in given}
         self.all = "all" in wanted or "*" in wanted
-        known = {name.lower(): key for key, name in _API_NAMES.items()}
+        known = {name.lower(): key for key, name in _API_NAMES.items()}  # name -> api key
         unknown = {n for n in given if n.lower() not in known and n.lower() not in ("all", "*")}
         if unknown:
             raise ValueError(
@@ -165,6 +164,7 @@ class BrokerStats:
         self.errors: dict[tuple[str, int], int] = defaultdict(int)
         self.total_time_ms: dict[str, Histogram] = {}
         self.queue_time_ms: dict[str, Histogram] = {}
+        self._timing: dict[str, tuple[Histogram, Histogram]] = {}
         # connections and authentication, per listener
         self.connections_created: dict[str, int] = defaultdict(int)
         self.connections_closed: dict[str, int] = defaultdict(int)
@@ -213,12 +213,12 @@ class BrokerStats:
         errors = self.errors
         for code, n in counts.items():
             errors[(name, code)] += n
-        hist = self.total_time_ms.get(name)
-        if hist is None:
-            hist = self.total_time_ms[name] = Histogram()
-            self.queue_time_ms[name] = Histogram()
-        hist.observe(total_ms)
-        self.queue_time_ms[name].observe(queue_ms)
+        timing = self._timing.get(name)
+        if timing is None:
+            timing = self._timing[name] = (Histogram(), Histogram())
+            self.total_time_ms[name], self.queue_time_ms[name] = timing
+        timing[0].observe(total_ms)
+        timing[1].observe(queue_ms)
         if self.request_log.wants(header.api_key):
             worst = max((c for c in counts if c), default=0)
             request_log.info(
