@@ -4,16 +4,18 @@ configs emptied by SUBTRACT, dynamic broker configs and their synonyms."""
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # stubs lack re-exports
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourceType,
 )
 
-from .conftest import BrokerProcess
+from .conftest import BrokerFactory, BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
 TIMEOUT_S = 30
@@ -46,3 +48,57 @@ def test_subtract_that_empties_cleanup_policy_is_accepted(admin: AdminClient, to
     _incremental(admin, ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)]))
     assert _describe(admin, ConfigResource(ResourceType.TOPIC, topic_name))["cleanup.policy"].value == "compact"
+
+
+def _broker_id(admin: AdminClient) -> str:
+    return str(admin.describe_cluster().result(timeout=TIMEOUT_S).nodes[0].id)
+
+
+def _sources(entry: ConfigEntry) -> list[tuple[str, int]]:
+    """(name, source) of the synonyms; librdkafka keys them by name, so of two synonyms of one
+    name only the last shows (tests/server/test_dynamic_config.py checks the full list)."""
+    return [(s.name, int(getattr(s.source, "value", s.source))) for s in entry.synonyms.values()]
+
+
+def test_dynamic_broker_configs_take_effect_and_describe_with_synonyms(
+    broker_factory: BrokerFactory, topic_name: str
+) -> None:
+    """librdkafka's 0081 story: IncrementalAlterConfigs on a BROKER resource, DescribeConfigs'
+    sources and synonyms, the change applied to topics without an override at once, and kept
+    across a restart. (The cluster default "" cannot be named by librdkafka or kafka-python:
+    tests/server/test_dynamic_config.py covers it on the wire.)"""
+    broker = broker_factory.start(extra_args=["--override", "log.retention.hours=100"])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    node = _broker_id(admin)
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(timeout=TIMEOUT_S)
+    _incremental(admin, ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+        ConfigEntry("log.retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("message.max.bytes", "2000", incremental_operation=AlterConfigOpType.SET)]))
+    entry = _describe(admin, ConfigResource(ResourceType.BROKER, node))["log.retention.ms"]
+    assert (entry.value, entry.is_read_only) == ("3600000", False)
+    assert _sources(entry) == [("log.retention.ms", ConfigSource.DYNAMIC_BROKER_CONFIG.value)]
+    topic = _describe(admin, ConfigResource(ResourceType.TOPIC, topic_name))["retention.ms"]
+    assert topic.value == "3600000"
+    assert _sources(topic) == [
+        ("log.retention.ms", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    # message.max.bytes is the default max.message.bytes: a larger batch is refused at once
+    errors: list[object] = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 10000, "retries": 0,
+                  "message.max.bytes": 100_000})
+    p.produce(topic_name, value=b"x" * 5000, on_delivery=lambda err, _m: errors.append(err))
+    p.flush(15)
+    assert len(errors) == 1
+    assert getattr(errors[0], "code", lambda: None)() == KafkaError.MSG_SIZE_TOO_LARGE
+    # not dynamic, or another broker: refused
+    bad = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+        ConfigEntry("num.io.threads", "4", incremental_operation=AlterConfigOpType.SET)])])
+    with pytest.raises(KafkaException) as info:
+        next(iter(bad.values())).result(timeout=TIMEOUT_S)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    broker.stop()
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    again = _describe(admin, ConfigResource(ResourceType.BROKER, node))["log.retention.ms"]
+    assert (again.value, _sources(again)[0]) == ("3600000", ("log.retention.ms", ConfigSource.DYNAMIC_BROKER_CONFIG.value))

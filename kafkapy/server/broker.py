@@ -59,7 +59,7 @@ from kafkapy.server.metadata_store import (
 from kafkapy.server.notify import PartitionWaiters
 from kafkapy.server.stats import BrokerStats
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
-from kafkapy.storage.errors import StorageError
+from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 if TYPE_CHECKING:
     from kafkapy.server.cluster.node import ClusterNode
@@ -174,6 +174,7 @@ class Broker:
             self.replicas = ReplicaManager(self)
         else:
             self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
+            self._load_dynamic_configs()
             self._reconcile_logs()
         #: counters for /metrics and request logging (ValueError: unknown API in log.requests)
         self.stats = BrokerStats(config.get_list("kafkapy.log.requests"))
@@ -195,6 +196,21 @@ class Broker:
         self.version = __version__
 
     # -- start-up ---------------------------------------------------------------------------------
+    def _load_dynamic_configs(self) -> None:
+        """Single node: layer the stored dynamic broker configs (kafkapy.server.dynamic_config)
+        over the static ones before the logs take their defaults."""
+        stored = self.topics.broker_configs
+        if not stored:
+            return
+        self.config.set_dynamic(stored.get(str(self.node_id), {}), stored.get("", {}))
+        try:
+            self.default_log_config = LogConfig.from_topic_configs(self.config.topic_defaults())
+        except InvalidLogConfigError as e:
+            log.warning("ignoring the stored dynamic broker configs: %s", e)
+            self.config.set_dynamic({}, {})
+            return
+        self.logs.default_config = self.default_log_config
+
     def _reconcile_logs(self) -> None:
         """Open the logs of known topics; adopt or drop partition dirs the topic table lacks.
 
@@ -495,7 +511,7 @@ class Broker:
             raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info, self.check_topic_configs(configs)
 
-    def _apply_configs(self, info: TopicInfo) -> None:
+    def apply_topic_configs(self, info: TopicInfo) -> None:
         """Push the topic's config to its open logs (file writes; any thread)."""
         cfg = self.log_config(info)
         for p in range(info.partitions):
@@ -510,7 +526,7 @@ class Broker:
             return
         info.configs = clean
         self.topics.put(info)
-        self._apply_configs(info)
+        self.apply_topic_configs(info)
 
     async def set_topic_configs_async(
         self, name: str, configs: dict[str, str | None], *, validate_only: bool = False
@@ -521,7 +537,7 @@ class Broker:
             return
         info.configs = clean
         self.topics.put(info)
-        await trio.to_thread.run_sync(self._apply_configs, info)
+        await trio.to_thread.run_sync(self.apply_topic_configs, info)
 
     # -- partitions -------------------------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:

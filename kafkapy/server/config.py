@@ -796,6 +796,15 @@ def _check_value(name: str, typ: ConfigType, value: str) -> None:
         raise ConfigError(f"invalid value {value!r} for {name} ({typ.name.lower()}): {e}") from None
 
 
+def check_broker_value(name: str, value: str) -> None:
+    """Raise ConfigError unless `value` is valid for broker key `name` (type and range)."""
+    key = BROKER_CONFIGS.get(name)
+    if key is None:
+        raise ConfigError(f"unknown broker config {name!r}")
+    _check_value(name, key.type, value)
+    _check_range(name, value)
+
+
 def validate_topic_config(name: str, value: str | None) -> None:
     """Check a topic-level override the way CreateTopics/AlterConfigs need (-> INVALID_CONFIG)."""
     key = TOPIC_CONFIGS.get(name)
@@ -1037,8 +1046,11 @@ class ClusterConfig:
 class BrokerConfig:
     """The effective broker configuration with per-key sources (see the module doc).
 
-    Immutable after load: dynamic broker configs are not supported yet, so the server can read
-    values without locking and DescribeConfigs reports STATIC_BROKER_CONFIG / DEFAULT_CONFIG.
+    Static after load, except for the dynamic broker configs (`set_dynamic`, kept by
+    `kafkapy.server.dynamic_config`): a value set for this broker (DYNAMIC_BROKER_CONFIG) wins over
+    the cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG), which wins over server.properties /
+    flags (STATIC_BROKER_CONFIG), then the built-in default (DEFAULT_CONFIG), as in Kafka. Every
+    reader sees the layers through `get`; the event loop alone replaces them.
     """
 
     def __init__(
@@ -1048,6 +1060,8 @@ class BrokerConfig:
         explicit = dict(explicit or {})
         origins = origins or {}
         self._explicit: dict[str, str] = {}
+        self._dynamic_broker: dict[str, str] = {}
+        self._dynamic_default: dict[str, str] = {}
         self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
         self._inter_node: dict[str, str] = {}  # security_settings.INTER_NODE_KEYS
         for key, value in explicit.items():
@@ -1249,10 +1263,33 @@ class BrokerConfig:
 
     # -- raw access -------------------------------------------------------------------------------
     def get(self, name: str) -> str | None:
+        if name in self._dynamic_broker:
+            return self._dynamic_broker[name]
+        if name in self._dynamic_default:
+            return self._dynamic_default[name]
         if name in self._explicit:
             return self._explicit[name]
         key = BROKER_CONFIGS.get(name)
         return key.default if key is not None else None
+
+    def set_dynamic(self, per_broker: Mapping[str, str], cluster_default: Mapping[str, str]) -> None:
+        """Replace the dynamic layers (validated by the caller)."""
+        self._dynamic_broker = dict(per_broker)
+        self._dynamic_default = dict(cluster_default)
+
+    def layers(self, name: str) -> list[tuple[str, ConfigSource]]:
+        """Every value `name` has, highest precedence first (DescribeConfigs' synonyms)."""
+        out: list[tuple[str, ConfigSource]] = []
+        if name in self._dynamic_broker:
+            out.append((self._dynamic_broker[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in self._dynamic_default:
+            out.append((self._dynamic_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if name in self._explicit:
+            out.append((self._explicit[name], ConfigSource.STATIC_BROKER_CONFIG))
+        key = BROKER_CONFIGS.get(name)
+        if key is not None and key.default is not None:
+            out.append((key.default, ConfigSource.DEFAULT_CONFIG))
+        return out
 
     def listener_get(self, listener_name: str, name: str) -> str | None:
         """A security key for one listener: `listener.name.<listener>.<key>` if set (Kafka's
@@ -1283,6 +1320,10 @@ class BrokerConfig:
         return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
     def source(self, name: str) -> ConfigSource:
+        if name in self._dynamic_broker:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self._dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         return (
             ConfigSource.STATIC_BROKER_CONFIG
             if name in self._explicit
@@ -1290,7 +1331,8 @@ class BrokerConfig:
         )
 
     def is_set(self, name: str) -> bool:
-        return name in self._explicit
+        """Set anywhere but the built-in default (static or dynamic)."""
+        return name in self._explicit or name in self._dynamic_broker or name in self._dynamic_default
 
     def items(self) -> Iterable[tuple[str, str | None, ConfigSource]]:
         """Every known broker key with its effective value and source (for DescribeConfigs)."""
@@ -1314,12 +1356,17 @@ class BrokerConfig:
     def topic_default(self, topic_key: str) -> tuple[str, str, ConfigSource]:
         """Broker-supplied default of a topic key: (value, broker key it came from, source)."""
         key = TOPIC_CONFIGS[topic_key]
-        for syn in key.broker_synonyms:
-            if self.is_set(syn):
-                value = self.get_str(syn)
-                if syn in _MS_PER_UNIT:
-                    value = str(int(value) * _MS_PER_UNIT[syn])
-                return value, syn, ConfigSource.STATIC_BROKER_CONFIG
+        for layer, source in (
+            (self._dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self._explicit, ConfigSource.STATIC_BROKER_CONFIG),
+        ):
+            for syn in key.broker_synonyms:
+                if syn in layer:
+                    value = layer[syn]
+                    if syn in _MS_PER_UNIT:
+                        value = str(int(value) * _MS_PER_UNIT[syn])
+                    return value, syn, source
         for syn in key.broker_synonyms:
             value_or_none = self.get(syn)
             if value_or_none is not None:

@@ -96,7 +96,9 @@ class TopicInfo:
 
 
 class TopicStore:
-    """The topic table, indexed by name and id, persisted to `path` (None: memory only)."""
+    """The topic table, indexed by name and id, persisted to `path` (None: memory only); on a
+    single node it also keeps the dynamic broker configs (`broker_configs`), which a cluster
+    keeps in the metadata log."""
 
     FORMAT_VERSION = 1
 
@@ -104,6 +106,8 @@ class TopicStore:
         self.path = path
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        #: dynamic broker configs by resource name ("" = cluster default, else a node id)
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.existed = False
         if path is not None and path.exists():
             self.existed = True
@@ -112,6 +116,8 @@ class TopicStore:
                 raise ValueError(f"{path}: unsupported topic metadata version {doc.get('version')}")
             for raw in doc.get("topics", []):
                 self._index(TopicInfo.from_json(raw))
+            for resource, values in doc.get("broker_configs", {}).items():
+                self.broker_configs[str(resource)] = {str(k): str(v) for k, v in values.items()}
 
     def _index(self, info: TopicInfo) -> None:
         self._by_name[info.name] = info
@@ -147,6 +153,14 @@ class TopicStore:
         self._index(info)
         self.save()
 
+    def set_broker_configs(self, resource: str, values: dict[str, str]) -> None:
+        """Replace one resource's dynamic broker configs (empty: none left) and persist."""
+        if values:
+            self.broker_configs[resource] = dict(values)
+        else:
+            self.broker_configs.pop(resource, None)
+        self.save()
+
     def remove(self, name: str) -> TopicInfo | None:
         info = self._by_name.pop(name, None)
         if info is not None:
@@ -157,7 +171,10 @@ class TopicStore:
     def save(self) -> None:
         if self.path is None:
             return
-        doc = {"version": self.FORMAT_VERSION, "topics": [t.to_json() for t in self.all()]}
+        doc: dict[str, object] = {
+            "version": self.FORMAT_VERSION, "topics": [t.to_json() for t in self.all()]}
+        if self.broker_configs:
+            doc["broker_configs"] = self.broker_configs
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
 

@@ -7,8 +7,13 @@ Behaviour:
   (STATIC_BROKER_CONFIG when set in server.properties/env/flags, DEFAULT_CONFIG otherwise) - and,
   when asked, the synonyms in precedence order (as Kafka lists them), types and docs (v3+).
   Unknown topic -> UNKNOWN_TOPIC_OR_PARTITION. `configuration_keys` filters.
-- Describe a BROKER (resource name = our node id, or "" for cluster defaults): every broker key
-  kafkapy knows, read-only. BROKER_LOGGER: an empty list.
+- Describe a BROKER (resource name = our node id): every broker key kafkapy knows with its
+  effective value, source and synonyms (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+  STATIC_BROKER_CONFIG, DEFAULT_CONFIG, in Kafka's order); the dynamic ones are writable. ""
+  lists the dynamic cluster defaults only. BROKER_LOGGER: an empty list.
+- Alter a BROKER resource (single node): the dynamic broker configs of `dynamic_config` - the
+  broker defaults of topic configs - take effect at once and are persisted; other keys are
+  INVALID_CONFIG, another broker id INVALID_REQUEST.
 - AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs applies SET /
   DELETE / APPEND / SUBTRACT (the last two on list configs) to it. Values are validated
   (INVALID_CONFIG), changes take effect on the partition logs at once (retention, segment size,
@@ -24,11 +29,12 @@ BROKER resources ("" or a broker id) accept the dynamic configs the controller a
 Password-typed broker keys (SASL users, JAAS) are described with no value and
 `is_sensitive=True`, as Kafka does.
 
-Not yet: dynamic broker configs on a single node (altering a BROKER resource ->
-INVALID_REQUEST), client quotas.
+Not yet: broker logger levels (BROKER_LOGGER alters -> INVALID_REQUEST), client quotas.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
 from kafkapy.protocol import ApiKey
@@ -52,8 +58,16 @@ from kafkapy.protocol.messages.incremental_alter_configs import (
 )
 from kafkapy.server.broker import Broker, BrokerError
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigSource, ConfigType
+from kafkapy.server.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfigKey,
+    ConfigSource,
+    ConfigType,
+    TopicConfigKey,
+)
 from kafkapy.server.context import RequestContext
+from kafkapy.server.dynamic_config import DYNAMIC_BROKER_KEYS, alter_broker_configs
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import TopicInfo
 
@@ -87,14 +101,7 @@ def topic_config_entries(
             synonyms.append(Synonym(name=name, value=value, source=source))
         else:
             value, source = default_value, default_source
-        for syn in key.broker_synonyms:
-            if broker.config.is_set(syn):
-                synonyms.append(Synonym(name=syn, value=broker.config.get(syn), source=ConfigSource.STATIC_BROKER_CONFIG))
-        for syn in key.broker_synonyms:
-            raw_default = BROKER_CONFIGS[syn].default if syn in BROKER_CONFIGS else None
-            if raw_default is not None:
-                synonyms.append(Synonym(name=syn, value=raw_default, source=ConfigSource.DEFAULT_CONFIG))
-                break
+        synonyms += _broker_synonyms(broker, key.broker_synonyms)
         entries.append(
             Entry(
                 name=name,
@@ -111,22 +118,55 @@ def topic_config_entries(
     return entries
 
 
-def _broker_entries(broker: Broker, keys: list[str] | None, include_synonyms: bool, include_doc: bool) -> list[Entry]:
+_LAYERED = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            ConfigSource.STATIC_BROKER_CONFIG)
+
+
+def _broker_synonyms(broker: Broker, names: tuple[str, ...] | list[str]) -> list[Synonym]:
+    """Kafka's synonym order for broker keys: every dynamic per-broker value, then every
+    dynamic cluster default, then every static one (each in the synonyms' precedence order),
+    then the first built-in default."""
+    layers = {name: broker.config.layers(name) for name in names}
+    out = [
+        Synonym(name=name, value=value, source=source)
+        for source in _LAYERED
+        for name in names
+        for value, layer in layers[name]
+        if layer == source
+    ]
+    for name in names:
+        default = [v for v, layer in layers[name] if layer == ConfigSource.DEFAULT_CONFIG]
+        if default:
+            out.append(Synonym(name=name, value=default[0], source=ConfigSource.DEFAULT_CONFIG))
+            break
+    return out
+
+
+def _broker_entries(broker: Broker, resource: str, keys: list[str] | None, include_synonyms: bool,
+                    include_doc: bool) -> list[Entry]:
+    """A broker id: every key with its effective value, source and synonyms (dynamic keys
+    writable). "" (the cluster default): only the dynamic cluster defaults, as Kafka lists."""
     entries: list[Entry] = []
     for name, value, source in broker.config.items():
         if keys is not None and name not in keys:
             continue
         key = BROKER_CONFIGS[name]
+        sensitive = key.type == ConfigType.PASSWORD  # Kafka hides them; the value is None
+        synonyms = [] if sensitive else _broker_synonyms(broker, [name])
+        if resource == "":
+            synonyms = [s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+            if not synonyms:
+                continue
+            value, source = synonyms[0].value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
         entries.append(
             Entry(
                 name=name,
                 value=value,
-                read_only=True,
+                read_only=name not in DYNAMIC_BROKER_KEYS,
                 is_default=source == ConfigSource.DEFAULT_CONFIG,
                 config_source=source,
-                # Kafka flags password-typed keys as sensitive; their value is already None
-                is_sensitive=key.type == ConfigType.PASSWORD,
-                synonyms=[Synonym(name=name, value=value, source=source)] if include_synonyms else [],
+                is_sensitive=sensitive,
+                synonyms=synonyms if include_synonyms else [],
                 config_type=key.type,
                 documentation=key.doc if include_doc else None,
             )
@@ -162,7 +202,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = f"Unexpected broker id, expected {broker.node_id} or empty string"
                 continue
-            result.configs = _broker_entries(broker, keys, synonyms, docs)
+            result.configs = _broker_entries(broker, res.resource_name, keys, synonyms, docs)
         elif res.resource_type == BROKER_LOGGER:
             if not _is_this_broker(broker, res.resource_name):
                 result.error_code = ErrorCode.INVALID_REQUEST
@@ -174,13 +214,17 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
 
 async def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str, str | None] | None, validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Shared tail of both alter APIs; `new` is the complete override set (None: error already)."""
-    if resource_type in (BROKER, BROKER_LOGGER):
-        return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported by kafkapy yet"
-    if resource_type != TOPIC:
+    if resource_type == BROKER_LOGGER:
+        return ErrorCode.INVALID_REQUEST, "Broker logger levels cannot be changed in kafkapy"
+    if resource_type not in (TOPIC, BROKER):
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     assert new is not None
     try:
-        await broker.set_topic_configs_async(resource_name, new, validate_only=validate_only)
+        if resource_type == BROKER:
+            values = {k: v for k, v in new.items() if v is not None}
+            await alter_broker_configs(broker, resource_name, values, validate_only=validate_only)
+        else:
+            await broker.set_topic_configs_async(resource_name, new, validate_only=validate_only)
     except BrokerError as e:
         return e.error_code, e.message
     return ErrorCode.NONE, None
@@ -209,14 +253,30 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
 def _incremental(info: TopicInfo | None, broker: Broker, configs: list[AlterableConfig]) -> dict[str, str | None]:
     if info is None:
         raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist")
+    new: dict[str, str | None] = dict(info.configs)
+    return _apply_ops(new, configs, lambda name: broker.topic_config_value(info, name), TOPIC_CONFIGS)
+
+
+def _incremental_broker(broker: Broker, resource: str, configs: list[AlterableConfig]) -> dict[str, str | None]:
+    new: dict[str, str | None] = dict(broker.topics.broker_configs.get(resource, {}))
+    return _apply_ops(new, configs, lambda name: broker.config.get(name) or "", BROKER_CONFIGS)
+
+
+def _apply_ops(
+    new: dict[str, str | None],
+    configs: list[AlterableConfig],
+    effective: Callable[[str], str],
+    known: Mapping[str, TopicConfigKey | BrokerConfigKey],
+) -> dict[str, str | None]:
+    """SET / DELETE / APPEND / SUBTRACT on an override set; `effective` gives a list config's
+    value when it has no override (what APPEND / SUBTRACT start from)."""
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise BrokerError(ErrorCode.INVALID_REQUEST, "Duplicate config name")
-    new: dict[str, str | None] = dict(info.configs)
     for c in configs:
-        key = TOPIC_CONFIGS.get(c.name)
+        key = known.get(c.name)
         if key is None:
-            raise BrokerError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+            raise BrokerError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {c.name}")
         if c.config_operation == SET:
             new[c.name] = c.value
         elif c.config_operation == DELETE:
@@ -226,7 +286,7 @@ def _incremental(info: TopicInfo | None, broker: Broker, configs: list[Alterable
                 raise BrokerError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
             current = new.get(c.name)  # "" is a value (an emptied list), None is no override
             if current is None:
-                current = broker.topic_config_value(info, c.name)
+                current = effective(c.name)
             items = [v.strip() for v in current.split(",") if v.strip()]
             given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
             if c.config_operation == APPEND:
@@ -248,10 +308,14 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
     for res in req.resources:
         code: ErrorCode
         message: str | None
-        if res.resource_type == TOPIC:
+        if res.resource_type in (TOPIC, BROKER):
             try:
-                new = _incremental(broker.topics.get(res.resource_name), broker, res.configs)
-                code, message = await _alter(broker, TOPIC, res.resource_name, new, req.validate_only)
+                new = (
+                    _incremental(broker.topics.get(res.resource_name), broker, res.configs)
+                    if res.resource_type == TOPIC
+                    else _incremental_broker(broker, res.resource_name, res.configs)
+                )
+                code, message = await _alter(broker, res.resource_type, res.resource_name, new, req.validate_only)
             except BrokerError as e:
                 code, message = e.error_code, e.message
         else:

@@ -1,0 +1,117 @@
+"""Dynamic broker configs (Kafka's DynamicBrokerConfig) on a single node.
+
+Why: `kafka-configs --alter --entity-type brokers` and the admin clients' AlterConfigs /
+IncrementalAlterConfigs on a BROKER resource change broker settings without a restart - for a
+broker id ("1": DYNAMIC_BROKER_CONFIG) or as the cluster-wide default ("":
+DYNAMIC_DEFAULT_BROKER_CONFIG). The keys kafkapy takes at run time are the broker defaults of
+topic configs (`log.retention.ms`, `log.segment.bytes`, `log.cleanup.policy`,
+`message.max.bytes`, `log.message.timestamp.*`, `min.insync.replicas`, ...), all dynamic in Kafka
+too; a change re-derives the default log config and applies it to every partition log without
+a topic override of that setting at once. Other broker keys are refused (INVALID_CONFIG naming
+them), as Kafka refuses keys that need a restart.
+
+Persistence: a single node keeps them in its topic store (`kafkapy-topics.json`, next to the
+topic overrides); they are layered into `BrokerConfig` at start-up (`Broker`) and after every
+change.
+Cluster mode keeps them in the metadata log (ConfigRecord, resource type BROKER; see
+`kafkapy.controller.configs`), and each broker applies the image's values the same way
+(`apply_dynamic_configs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import trio
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    check_broker_value,
+    validate_topic_config,
+)
+from kafkapy.storage import LogConfig
+from kafkapy.storage.errors import InvalidLogConfigError
+
+__all__ = [
+    "DYNAMIC_BROKER_KEYS",
+    "alter_broker_configs",
+    "apply_dynamic_configs",
+    "push_defaults",
+]
+
+#: broker key -> the topic config it is the default of
+_TOPIC_OF: dict[str, str] = {
+    syn: name
+    for name, key in TOPIC_CONFIGS.items()
+    for syn in key.broker_synonyms
+    if syn in BROKER_CONFIGS
+}
+DYNAMIC_BROKER_KEYS = frozenset(_TOPIC_OF)
+_UNIT_KEYS = frozenset({"log.retention.minutes", "log.retention.hours", "log.roll.hours"})
+
+
+def _check(name: str, value: str) -> None:
+    """INVALID_CONFIG unless `name` may change at run time and `value` is valid for it."""
+    if name not in DYNAMIC_BROKER_KEYS:
+        known = "unknown broker config" if name not in BROKER_CONFIGS else "not dynamic in kafkapy"
+        raise BrokerError(ErrorCode.INVALID_CONFIG, f"{name}: {known}; cannot update it at run time")
+    try:
+        check_broker_value(name, value)
+        if name not in _UNIT_KEYS:
+            validate_topic_config(_TOPIC_OF[name], value)
+    except ConfigError as e:
+        raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+
+def _layers(broker: Broker, configs: Mapping[str, Mapping[str, str]]) -> LogConfig:
+    """Set `configs` as the broker's dynamic layers; the default log config they give."""
+    own = configs.get(str(broker.node_id), {})
+    broker.config.set_dynamic(own, configs.get("", {}))
+    return LogConfig.from_topic_configs(broker.config.topic_defaults())
+
+
+def apply_dynamic_configs(broker: Broker, configs: Mapping[str, Mapping[str, str]]) -> bool:
+    """Take `configs` (resource -> values) as the dynamic layers and the default log config
+    they give; True when the defaults changed (the logs then need `push_defaults`)."""
+    defaults = _layers(broker, configs)
+    if defaults == broker.default_log_config:
+        return False
+    broker.default_log_config = defaults
+    broker.logs.default_config = defaults
+    return True
+
+
+def push_defaults(broker: Broker) -> None:
+    """Re-apply every topic's config over the new defaults (file writes: a worker thread)."""
+    for info in broker.topics.all():
+        broker.apply_topic_configs(info)
+
+
+async def alter_broker_configs(
+    broker: Broker, resource: str, values: dict[str, str], *, validate_only: bool = False
+) -> None:
+    """Replace the dynamic configs of one BROKER resource ("" or this node's id) on a single
+    node. Raises BrokerError (INVALID_REQUEST for another broker, INVALID_CONFIG for a key or
+    value that cannot be taken)."""
+    if resource not in ("", str(broker.node_id)):
+        raise BrokerError(ErrorCode.INVALID_REQUEST,
+                          f"Unexpected broker id, expected {broker.node_id} or empty string")
+    for name, value in values.items():
+        _check(name, value)
+    current = {k: dict(v) for k, v in broker.topics.broker_configs.items()}
+    proposed = {**current, resource: dict(values)}
+    try:
+        _layers(broker, proposed)  # the combination must give a valid log config too
+    except InvalidLogConfigError as e:
+        raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    finally:
+        _layers(broker, current)
+    if validate_only:
+        return
+    broker.topics.set_broker_configs(resource, values)
+    if apply_dynamic_configs(broker, broker.topics.broker_configs):
+        await trio.to_thread.run_sync(push_defaults, broker)

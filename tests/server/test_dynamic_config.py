@@ -1,0 +1,100 @@
+"""Dynamic broker configs on a single node (kafkapy/server/dynamic_config.py) over the wire:
+per-broker values over cluster defaults over static ones, in effect at once and persisted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
+from kafkapy.server.config import ConfigSource
+from tests.server.helpers import Client, running_broker
+
+pytestmark = pytest.mark.timeout(60)
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND = 0, 1, 2
+Op = IncrementalAlterConfigsRequest.AlterableConfig
+
+
+def _incremental(resource: str, *ops: Op, validate_only: bool = False) -> IncrementalAlterConfigsRequest:
+    return IncrementalAlterConfigsRequest(validate_only=validate_only, resources=[
+        IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=BROKER, resource_name=resource,
+                                                            configs=list(ops))])
+
+
+async def _alter(c: Client, req: IncrementalAlterConfigsRequest) -> int:
+    return int((await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, req)).responses[0].error_code)
+
+
+async def _describe(c: Client, rtype: int, name: str, key: str) -> tuple[str | None, list[tuple[str, str | None, int]]]:
+    resp = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(include_synonyms=True, resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=rtype, resource_name=name,
+                                                       configuration_keys=[key])]))
+    [entry] = resp.results[0].configs
+    return entry.value, [(s.name, s.value, s.source) for s in entry.synonyms]
+
+
+async def test_layers_effect_synonyms_and_restart(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, **{"log.retention.hours": "100"}) as (broker, _, port):
+        broker.create_topic("t", 1)
+        broker.create_topic("own", 1, {"retention.ms": "1000"})
+        node = str(broker.node_id)
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            assert await _alter(c, _incremental("", Op(name="log.retention.ms", config_operation=SET, value="7200000"))) == 0
+            assert broker.partition_log("t", 0).config.retention_ms == 7_200_000  # type: ignore[union-attr]
+            assert await _alter(c, _incremental(node, Op(name="log.retention.ms", config_operation=SET, value="3600000"))) == 0
+            value, synonyms = await _describe(c, TOPIC, "t", "retention.ms")
+            assert value == "3600000"
+            assert synonyms == [
+                ("log.retention.ms", "3600000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+                ("log.retention.ms", "7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                ("log.retention.hours", "100", ConfigSource.STATIC_BROKER_CONFIG),
+                ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+            ]
+            assert (await _describe(c, BROKER, "", "log.retention.ms"))[0] == "7200000"
+            assert broker.partition_log("t", 0).config.retention_ms == 3_600_000  # type: ignore[union-attr]
+            assert broker.partition_log("own", 0).config.retention_ms == 1000  # type: ignore[union-attr]
+            # validate_only changes nothing; list configs take APPEND; refusals
+            assert await _alter(c, _incremental(node, Op(name="log.segment.bytes", config_operation=SET, value="2048"),
+                                                validate_only=True)) == 0
+            assert broker.partition_log("t", 0).config.segment_bytes == 1 << 30  # type: ignore[union-attr]
+            assert await _alter(c, _incremental(node, Op(name="log.cleanup.policy", config_operation=APPEND, value="compact"))) == 0
+            assert broker.partition_log("t", 0).config.cleanup_policy == "delete,compact"  # type: ignore[union-attr]
+            assert await _alter(c, _incremental(node, Op(name="num.io.threads", config_operation=SET, value="4"))) == ErrorCode.INVALID_CONFIG
+            assert await _alter(c, _incremental(node, Op(name="log.segment.bytes", config_operation=SET, value="ten"))) == ErrorCode.INVALID_CONFIG
+            assert await _alter(c, _incremental("7", Op(name="log.retention.ms", config_operation=SET, value="1"))) == ErrorCode.INVALID_REQUEST
+            # AlterConfigs replaces the resource's whole set: the cluster default goes
+            replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+                resource_type=BROKER, resource_name="", configs=[])])
+            assert (await c.request(ApiKey.ALTER_CONFIGS, 2, replace)).responses[0].error_code == 0
+            assert [s[2] for s in (await _describe(c, TOPIC, "t", "retention.ms"))[1]] == [
+                ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]
+        await c.aclose()
+    async with running_broker(tmp_path, **{"log.retention.hours": "100"}) as (broker, _, port):
+        assert broker.partition_log("t", 0).config.retention_ms == 3_600_000  # type: ignore[union-attr]
+        assert broker.partition_log("t", 0).config.cleanup_policy == "delete,compact"  # type: ignore[union-attr]
+        assert broker.config.source("log.retention.ms") == ConfigSource.DYNAMIC_BROKER_CONFIG
+
+
+async def test_delete_goes_back_to_the_static_value(tmp_path: Path) -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        node = str(broker.node_id)
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            assert await _alter(c, _incremental(node, Op(name="message.max.bytes", config_operation=SET, value="2000"))) == 0
+            assert broker.partition_log("t", 0).config.max_message_bytes == 2000  # type: ignore[union-attr]
+            assert await _alter(c, _incremental(node, Op(name="message.max.bytes", config_operation=DELETE))) == 0
+            assert broker.partition_log("t", 0).config.max_message_bytes == 1048588  # type: ignore[union-attr]
+            value, synonyms = await _describe(c, BROKER, node, "message.max.bytes")
+        await c.aclose()
+    assert (value, synonyms) == ("1048588", [("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)])
