@@ -42,6 +42,7 @@ __all__ = [
     "bytes_to_json",
     "check",
     "client_options",
+    "jaas_options",
     "json_to_bytes",
     "parse_datetime_ms",
     "parse_duration_ms",
@@ -149,6 +150,15 @@ class ClientSettings:
     def librdkafka(self) -> dict[str, str]:
         """The properties as a confluent-kafka config (Java-only keys left out)."""
         conf = {k: v for k, v in self.properties.items() if not _java_only(k)}
+        jaas = jaas_options(self.properties.get("sasl.jaas.config", ""))
+        for ours, theirs in (("sasl.username", "username"), ("sasl.password", "password")):
+            if ours not in conf and theirs in jaas:
+                conf[ours] = jaas[theirs]
+        truststore = self.properties.get("ssl.truststore.location")
+        if "ssl.ca.location" not in conf and truststore and self.properties.get(
+            "ssl.truststore.type", ""
+        ).upper() == "PEM":
+            conf["ssl.ca.location"] = truststore
         conf["bootstrap.servers"] = self.bootstrap
         return conf
 
@@ -175,6 +185,14 @@ class ClientSettings:
         )
         props.pop("bootstrap.servers", None)
         return cls(bootstrap=chosen, properties=props, json=json_output)
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def jaas_options(text: str) -> dict[str, str]:
+    """The `name="value"` options of Java's `sasl.jaas.config` (librdkafka has no such key)."""
+    return dict(_JAAS_OPTION.findall(text))
 
 
 def _java_only(key: str) -> bool:

@@ -14,14 +14,13 @@ any broker (which forwards controller requests in KRaft), opening one connection
 from __future__ import annotations
 
 import itertools
-import re
 import socket
 import ssl
 import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from kafkapy.cli.common import ClientSettings, CliError, check
+from kafkapy.cli.common import ClientSettings, CliError, check, jaas_options
 from kafkapy.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -195,13 +194,10 @@ def _tls_wrap(raw: socket.socket, host: str, props: Mapping[str, str]) -> socket
     return context.wrap_socket(raw, server_hostname=host)
 
 
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
 def _sasl_credentials(props: Mapping[str, str]) -> tuple[str, str]:
     user, password = props.get("sasl.username"), props.get("sasl.password")
     if (user is None or password is None) and "sasl.jaas.config" in props:
-        options = dict(_JAAS_OPTION.findall(props["sasl.jaas.config"]))
+        options = jaas_options(props["sasl.jaas.config"])
         user, password = options.get("username"), options.get("password")
     if user is None or password is None:
         raise CliError(
