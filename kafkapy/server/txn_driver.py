@@ -503,9 +503,12 @@ class TxnDriver:
                                  attempt, trio.current_time() - started)
                     await self._complete(action, target)
                     return
-                log.info("markers for %s: %s; retrying at the current leaders in %.2f s", tid,
-                         ", ".join(f"{tp.topic}-{tp.partition} {c.name}"
-                                   for tp, c in sorted(failed.items())), backoff)
+                if attempt == 1 or attempt % 30 == 0:  # the first failure, then every ~30 s
+                    log.log(logging.INFO if attempt == 1 else logging.WARNING,
+                            "markers for %s: %s; retrying at the current leaders (attempt %d, "
+                            "%.1f s)", tid, ", ".join(f"{tp.topic}-{tp.partition} {c.name}"
+                                                      for tp, c in sorted(failed.items())),
+                            attempt, trio.current_time() - started)
                 await trio.sleep(backoff)
                 backoff = min(backoff * 2, _RETRY_S)
         finally:
