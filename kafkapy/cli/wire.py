@@ -49,6 +49,10 @@ __all__ = ["Admin", "KafkaWireClient", "split_host_port"]
 M = TypeVar("M")
 _SIZE = struct.Struct(">i")
 CONNECT_TIMEOUT_S = 5.0
+_SILENT_HINT = (
+    "is it a Kafka listener, with the security.protocol it expects (PLAINTEXT, SSL, SASL_*)? "
+    "set it in --command-config"
+)
 GROUP, TRANSACTION = 0, 1
 
 
@@ -84,10 +88,16 @@ class KafkaWireClient:
                 hint="is a broker running there? (start one with `kafkapy serve`; "
                 "set --bootstrap-server or KAFKAPY_BOOTSTRAP_SERVERS)",
             ) from None
-        raw.settimeout(timeout_s)
+        # set-up (TLS, ApiVersions, SASL) gets the short timeout too: a port that accepts but
+        # does not answer as a Kafka broker is reported in seconds, not after a request timeout
+        raw.settimeout(min(timeout_s, CONNECT_TIMEOUT_S))
         protocol = props.get("security.protocol", "PLAINTEXT").upper()
         try:
             self.sock = _tls_wrap(raw, host, props) if protocol in ("SSL", "SASL_SSL") else raw
+        except TimeoutError:
+            raw.close()
+            raise CliError(f"TLS to {self.address} failed: no handshake answer",
+                           hint=_SILENT_HINT) from None
         except (OSError, ssl.SSLError) as e:
             raw.close()
             raise CliError(f"TLS to {self.address} failed: {e}") from None
@@ -101,9 +111,13 @@ class KafkaWireClient:
         except BaseException:
             self.sock.close()
             raise
+        self.sock.settimeout(timeout_s)
 
     def _negotiate(self) -> None:
-        response = self.send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        try:
+            response = self.send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        except CliError as e:
+            raise CliError(f"{self.address} does not answer as a Kafka broker ({e})", hint=_SILENT_HINT) from None
         assert isinstance(response, ApiVersionsResponse)
         for v in response.api_keys:
             try:
