@@ -4,8 +4,10 @@ Rules:
 - TOPIC resources: the topic must exist (UNKNOWN_TOPIC_OR_PARTITION); SET / DELETE any topic
   config, APPEND / SUBTRACT only list configs; the resulting override set must be a valid topic
   config (INVALID_CONFIG); a name twice in one resource is INVALID_REQUEST.
-- BROKER resources ("" = cluster default, else a registered broker id): only the dynamic
-  configs the controller acts on (`DYNAMIC_BROKER_CONFIGS`); others are INVALID_REQUEST.
+- BROKER resources ("" = cluster default, else a registered broker id): the dynamic configs
+  the controller acts on (`DYNAMIC_BROKER_CONFIGS`) and those `ControllerConfig.
+  broker_config_check` accepts (the brokers' own dynamic configs, which they apply from the
+  image); others are INVALID_CONFIG (INVALID_REQUEST without a check). SET / DELETE only.
 - Every changed name is one ConfigRecord (value None = removed); unchanged values write nothing.
 """
 
@@ -118,13 +120,19 @@ def _broker_configs(
     name = change.resource_name
     if name != "" and not (name.isdigit() and int(name) in st.image.brokers):
         raise _Reject(ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}")
+    check = st.config.broker_config_check
     for o in change.ops:
-        if o.name not in DYNAMIC_BROKER_CONFIGS:
+        if o.name not in DYNAMIC_BROKER_CONFIGS and check is None:
             raise _Reject(ErrorCode.INVALID_REQUEST, f"{o.name} cannot be changed dynamically")
         if o.op in (APPEND, SUBTRACT):
-            raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name} is not a list config")
+            raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name}: APPEND/SUBTRACT on broker configs")
     current = dict(st.image.broker_configs.get(name, {}))
     new = _apply_ops(current, change.ops)
+    if check is not None:
+        for key, value in new.items():
+            problem = None if key in DYNAMIC_BROKER_CONFIGS else check(key, value)
+            if problem is not None:
+                raise _Reject(ErrorCode.INVALID_CONFIG, problem)
     unclean = new.get("unclean.leader.election.enable")
     if unclean is not None and unclean.strip().lower() not in _BOOL:
         raise _Reject(ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable must be a boolean")

@@ -50,6 +50,9 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     # Topics clients may not delete (the coordinators' internal topics).
     protected_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
+    # The brokers' other dynamic configs: (name, value) -> why it cannot be set, None if it can
+    # (the broker layer knows the keys; None here: only the controller's own two are taken).
+    broker_config_check: Callable[[str, str], str | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,17 +200,8 @@ class Broker:
     def _load_dynamic_configs(self) -> None:
         """Single node: layer the stored dynamic broker configs (kafkapy.server.dynamic_config)
         over the static ones before the logs take their defaults."""
-        stored = self.topics.broker_configs
-        if not stored:
-            return
-        self.config.set_dynamic(stored.get(str(self.node_id), {}), stored.get("", {}))
-        try:
-            self.default_log_config = LogConfig.from_topic_configs(self.config.topic_defaults())
-        except InvalidLogConfigError as e:
-            log.warning("ignoring the stored dynamic broker configs: %s", e)
-            self.config.set_dynamic({}, {})
-            return
-        self.logs.default_config = self.default_log_config
+        if self.topics.broker_configs:
+            self.apply_dynamic_configs(self.topics.broker_configs)
 
     def _reconcile_logs(self) -> None:
         """Open the logs of known topics; adopt or drop partition dirs the topic table lacks.
@@ -567,7 +559,32 @@ class Broker:
         """A new MetadataImage was published (`delta`: what changed, None = look at everything):
         topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles)."""
         if self.replicas is not None:
+            changed = delta is None or delta.changed_broker_configs
+            if changed and self.apply_dynamic_configs(image.broker_configs):
+                for info in self.topics.all():
+                    self.apply_topic_configs(info)
             self.replicas.apply(image, delta)
+
+    def apply_dynamic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> bool:
+        """Take `configs` (resource "" / node id -> values) as the dynamic broker config layers
+        (kafkapy.server.dynamic_config) and the default log config they give; True when the
+        defaults changed (each topic's logs then need `apply_topic_configs`). A combination
+        that does not give a valid log config (validated before it was stored, so only an
+        older kafkapy's) keeps the previous defaults, logged."""
+        own = configs.get(str(self.node_id), {})
+        previous = self.config.dynamic_layers()
+        self.config.set_dynamic(own, configs.get("", {}))
+        try:
+            defaults = LogConfig.from_topic_configs(self.config.topic_defaults())
+        except InvalidLogConfigError as e:
+            log.warning("ignoring dynamic broker configs: %s", e)
+            self.config.set_dynamic(*previous)
+            return False
+        if defaults == self.default_log_config:
+            return False
+        self.default_log_config = defaults
+        self.logs.default_config = defaults
+        return True
 
     def partition_role(self, topic: str, partition: int) -> PartitionRole | None:
         """Cluster mode: this node's role for the partition (None: no replica here / single node)."""

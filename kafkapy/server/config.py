@@ -1277,6 +1277,10 @@ class BrokerConfig:
         self._dynamic_broker = dict(per_broker)
         self._dynamic_default = dict(cluster_default)
 
+    def dynamic_layers(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(per broker, cluster default): what `set_dynamic` was last given."""
+        return dict(self._dynamic_broker), dict(self._dynamic_default)
+
     def layers(self, name: str) -> list[tuple[str, ConfigSource]]:
         """Every value `name` has, highest precedence first (DescribeConfigs' synonyms)."""
         out: list[tuple[str, ConfigSource]] = []

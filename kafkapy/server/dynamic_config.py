@@ -13,14 +13,13 @@ them), as Kafka refuses keys that need a restart.
 Persistence: a single node keeps them in its topic store (`kafkapy-topics.json`, next to the
 topic overrides); they are layered into `BrokerConfig` at start-up (`Broker`) and after every
 change.
-Cluster mode keeps them in the metadata log (ConfigRecord, resource type BROKER; see
-`kafkapy.controller.configs`), and each broker applies the image's values the same way
-(`apply_dynamic_configs`).
+Cluster mode keeps them in the metadata log (ConfigRecord, resource type BROKER): the active
+controller validates with `dynamic_config_problem` (`kafkapy.controller.configs`), and each
+broker applies the image's values the same way (`Broker.apply_metadata` ->
+`Broker.apply_dynamic_configs`), so DescribeConfigs on any broker shows them with their source.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import trio
 
@@ -39,7 +38,7 @@ from kafkapy.storage.errors import InvalidLogConfigError
 __all__ = [
     "DYNAMIC_BROKER_KEYS",
     "alter_broker_configs",
-    "apply_dynamic_configs",
+    "dynamic_config_problem",
     "push_defaults",
 ]
 
@@ -67,22 +66,13 @@ def _check(name: str, value: str) -> None:
         raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
 
-def _layers(broker: Broker, configs: Mapping[str, Mapping[str, str]]) -> LogConfig:
-    """Set `configs` as the broker's dynamic layers; the default log config they give."""
-    own = configs.get(str(broker.node_id), {})
-    broker.config.set_dynamic(own, configs.get("", {}))
-    return LogConfig.from_topic_configs(broker.config.topic_defaults())
-
-
-def apply_dynamic_configs(broker: Broker, configs: Mapping[str, Mapping[str, str]]) -> bool:
-    """Take `configs` (resource -> values) as the dynamic layers and the default log config
-    they give; True when the defaults changed (the logs then need `push_defaults`)."""
-    defaults = _layers(broker, configs)
-    if defaults == broker.default_log_config:
-        return False
-    broker.default_log_config = defaults
-    broker.logs.default_config = defaults
-    return True
+def dynamic_config_problem(name: str, value: str) -> str | None:
+    """Why `name` cannot be set to `value` at run time, or None (the controller's check)."""
+    try:
+        _check(name, value)
+    except BrokerError as e:
+        return e.message or name
+    return None
 
 
 def push_defaults(broker: Broker) -> None:
@@ -104,14 +94,16 @@ async def alter_broker_configs(
         _check(name, value)
     current = {k: dict(v) for k, v in broker.topics.broker_configs.items()}
     proposed = {**current, resource: dict(values)}
-    try:
-        _layers(broker, proposed)  # the combination must give a valid log config too
+    layers = broker.config.dynamic_layers()
+    broker.config.set_dynamic(proposed.get(str(broker.node_id), {}), proposed.get("", {}))
+    try:  # the combination must give a valid log config too
+        LogConfig.from_topic_configs(broker.config.topic_defaults())
     except InvalidLogConfigError as e:
         raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
     finally:
-        _layers(broker, current)
+        broker.config.set_dynamic(*layers)
     if validate_only:
         return
     broker.topics.set_broker_configs(resource, values)
-    if apply_dynamic_configs(broker, broker.topics.broker_configs):
+    if broker.apply_dynamic_configs(broker.topics.broker_configs):
         await trio.to_thread.run_sync(push_defaults, broker)

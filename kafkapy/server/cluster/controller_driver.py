@@ -46,6 +46,7 @@ from kafkapy.controller.topics import PREFERRED
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
 from kafkapy.server.cluster.liveness import GoneDetector
+from kafkapy.server.dynamic_config import dynamic_config_problem
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
@@ -110,6 +111,7 @@ def controller_config(broker: Broker, node: ClusterNode) -> ControllerConfig:
         unclean_leader_election_enable=cfg.unclean_leader_election,
         cluster_id=broker.cluster_id,
         delete_topic_enable=broker.config.get_bool("delete.topic.enable"),
+        broker_config_check=dynamic_config_problem,
     )
 
 

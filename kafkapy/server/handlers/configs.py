@@ -369,7 +369,7 @@ def _replaceable(resource_type: int) -> set[str]:
     if resource_type == TOPIC:
         return set(TOPIC_CONFIGS)
     if resource_type == BROKER:
-        return set(DYNAMIC_BROKER_CONFIGS)
+        return set(DYNAMIC_BROKER_CONFIGS) | DYNAMIC_BROKER_KEYS
     return set()
 
 

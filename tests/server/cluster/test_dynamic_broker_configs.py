@@ -1,0 +1,63 @@
+"""Dynamic broker configs in a cluster: kept in the metadata log (ConfigRecord, BROKER), taken
+by every broker from its image - the default log config of its partitions, and the values and
+sources DescribeConfigs reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafkapy.server.config import ConfigSource
+from kafkapy.testing.local import open_cluster
+from tests.server.cluster.test_controller_admin import call, creatable, create
+
+pytestmark = pytest.mark.timeout(120)
+BROKER = 4
+
+
+def _set(resource: str, name: str, value: str) -> IncrementalAlterConfigsRequest:
+    return IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=BROKER, resource_name=resource,
+        configs=[IncrementalAlterConfigsRequest.AlterableConfig(name=name, config_operation=0, value=value)])])
+
+
+async def test_cluster_default_and_per_broker_values_reach_every_broker(tmp_path: Path) -> None:
+    with trio.fail_after(100):
+        async with open_cluster(tmp_path, 3) as nodes:
+            p1 = nodes[0].broker_port
+            [res] = await create(p1, creatable("dyn", 1, 3))
+            assert res.error_code == ErrorCode.NONE, res.error_message
+            answer = await call(p1, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _set("", "log.retention.ms", "7200000"))
+            assert answer.responses[0].error_code == ErrorCode.NONE
+            third = nodes[2].broker
+            third_id = str(third.node_id)
+            answer = await call(p1, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _set(third_id, "log.segment.bytes", "1048576"))
+            assert answer.responses[0].error_code == ErrorCode.NONE
+            refused = await call(p1, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _set("", "num.io.threads", "4"))
+            assert refused.responses[0].error_code == ErrorCode.INVALID_CONFIG
+            for node in nodes:
+                cluster = node.broker.cluster
+                assert cluster is not None
+                assert await cluster.publisher.wait_for(
+                    lambda image: image.broker_configs.get(third_id, {}).get("log.segment.bytes") == "1048576", 10)
+            for _ in range(100):  # the replica logs exist once each broker applied the topic
+                plogs = [n.broker.partition_log("dyn", 0) for n in nodes]
+                if all(plogs):
+                    break
+                await trio.sleep(0.05)
+            assert [p.config.retention_ms for p in plogs if p is not None] == [7_200_000] * 3
+            assert [p.config.segment_bytes for p in plogs if p is not None] == [1 << 30, 1 << 30, 1 << 20]
+            described = await call(nodes[2].broker_port, ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(
+                include_synonyms=True, resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=BROKER, resource_name=third_id,
+                    configuration_keys=["log.retention.ms", "log.segment.bytes"])]))
+            entries = {c.name: (c.value, c.config_source) for c in described.results[0].configs}
+            assert entries == {
+                "log.retention.ms": ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                "log.segment.bytes": ("1048576", ConfigSource.DYNAMIC_BROKER_CONFIG),
+            }
