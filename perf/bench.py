@@ -5,7 +5,7 @@ Usage:
 
 Without BOOTSTRAP it launches `python -m kafkapy serve` on a free port with a temporary data dir
 (and measures its startup time to the readiness line). With --vs it alternates A/B runs against
-two brokers and reports B/A ratios, so drift of a shared machine hits both sides alike.
+two brokers (ABBA order) and reports B/A ratios, so drift of a shared machine hits both alike.
 
 Figures per run (medians over --runs are reported):
 - produce throughput, 1 KiB values, linger.ms=5, batch.size=1 MiB, for acks=1 and acks=all;
@@ -720,7 +720,10 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, dict[str, float]]]] = {n: [] for n in bootstraps}
     try:
         for i in range(args.runs):
-            for name, bootstrap in bootstraps.items():
+            # ABBA: odd rounds run B first, so whatever favours the second of a pair (page
+            # cache, CPU frequency, a neighbour's load pattern) does not always favour B
+            order = list(bootstraps.items())
+            for name, bootstrap in order[::-1] if i % 2 else order:
                 print(
                     f"run {i + 1}/{args.runs} on {name} ({bootstrap}, pid {pids[name]}) ...",
                     file=sys.stderr,

@@ -9,6 +9,7 @@ Real clients (confluent-kafka, kafka-python, kcat) are in compat_tests/test_secu
 
 from __future__ import annotations
 
+import logging
 import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable
@@ -351,3 +352,29 @@ async def test_a_failed_login_closes_only_after_the_configured_delay() -> None:
                     await client.read_frame(wait_s=0.5)
             assert await client.read_frame() is None  # then closed
             await client.aclose()
+
+
+async def test_authentications_are_counted_and_the_principal_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="kafkapy.request")
+    async with sasl_broker(**{"kafkapy.log.requests": "Metadata"}) as (server, _, sasl_port):
+        client = await Client.connect(sasl_port)
+        await _login(client, "alice", "alice-secret")
+        await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=None))
+        await client.aclose()
+        bad = await Client.connect(sasl_port)
+        await bad.request(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN"))
+        auth = await bad.request(
+            ApiKey.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(auth_bytes=b"\0alice\0wrong")
+        )
+        assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        await bad.aclose()
+        assert server.broker.stats.authentications == {
+            ("SASL_PLAINTEXT", "PLAIN", True): 1,
+            ("SASL_PLAINTEXT", "PLAIN", False): 1,
+        }
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafkapy.request"]
+    assert len(lines) == 1
+    assert "principal=User:alice" in lines[0]
+    assert "listener=SASL_PLAINTEXT" in lines[0]
