@@ -9,6 +9,8 @@ What users rely on (issue 12's randomized fault runs):
   no TCP signal) is not fenced before its session expires;
 - a rolling restart (SIGTERM each node in turn) fails no acks=all write: controlled shutdown
   moves leadership away before a process exits;
+- a node restarted while the quorum is down serves no Metadata from the empty image it
+  replayed: clients ask another broker instead of caching "unknown topic";
 - a leader that was paused (SIGSTOP) for longer than a session, and so may have been fenced
   and replaced, refuses acks=1 writes when it resumes instead of accepting writes that the new
   leader's log will truncate (the leader lease, `kafkapy.leader.lease.enable`).
@@ -43,9 +45,9 @@ from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixtu
 )
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.messages import MetadataRequest, ProduceRequest
 from kafkapy.protocol.records import Record, build_batch
-from kafkapy.server.cluster.peer import PeerClient
+from kafkapy.server.cluster.peer import PeerClient, PeerError
 from kafkapy.testing.cluster import TEST_OVERRIDES, ClusterProcesses
 
 pytestmark = pytest.mark.timeout(240)
@@ -303,3 +305,43 @@ def test_rolling_restart_under_load_fails_no_acks_all_write(cluster: ClusterProc
             sent = sending.result(timeout=90)
     assert failed == [], cluster.logs()
     assert sorted(acked) == list(range(sent))
+
+
+def test_a_restarted_node_serves_no_metadata_before_it_rejoins(short_cluster: ClusterProcesses) -> None:
+    """A node restarted while the quorum is down has only what it replayed from disk - nothing is
+    known committed until a Raft leader answers. Its Metadata answer then lacked every topic,
+    and librdkafka failed each produce with "Unknown topic" until its next refresh (5 min;
+    `kafkapy chaos --seed 8`). It now holds the request, then closes the connection (the client
+    asks another broker); once it has rejoined it answers with the cluster's topics."""
+    cluster = short_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("rejoin")
+    create_topic(admin, topic, 1, 3)
+    for node_id in cluster.nodes:
+        cluster.kill(node_id)
+    cluster.spawn(1)  # alone: no quorum, so it cannot rejoin
+    node = cluster.nodes[1]
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+
+    async def ask() -> Any:
+        client = PeerClient(node.host, node.broker_port, client_id="rejoin-test")
+        try:
+            with trio.fail_after(JOIN_TIMEOUT_S):
+                while True:  # until its listener is up
+                    try:
+                        return await client.request(ApiKey.METADATA, 9, request, timeout_s=15)
+                    except PeerError as e:
+                        if "closed the connection" in str(e):
+                            return e
+                        await trio.sleep(0.2)
+        finally:
+            await client.aclose()
+
+    alone = trio.run(ask)
+    assert isinstance(alone, PeerError), f"answered before rejoining: {alone}"
+    cluster.spawn(2)
+    cluster.spawn(3)
+    cluster.wait_ready(1, 2, 3)
+    joined = trio.run(ask)
+    assert not isinstance(joined, PeerError), joined
+    assert joined.topics[0].error_code == ErrorCode.NONE

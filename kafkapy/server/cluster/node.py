@@ -133,6 +133,7 @@ class ClusterNode:
         self.fetchers: Any = (
             _build("replica_fetcher", "ReplicaFetcherManager", broker, self) if config.is_broker else None
         )
+        self._joined = False
         self.broker_peers.on_gone = self.peer_gone
         self.controller_peers.on_gone = self.peer_gone
 
@@ -199,6 +200,24 @@ class ClusterNode:
             registration = brokers.get(self.node_id) if brokers is not None else None
             return registration is not None and not getattr(registration, "fenced", True)
         return self.raft is not None and getattr(self.raft, "leader_id", None) is not None
+
+    def has_joined(self) -> bool:
+        """True once this process's own registration is unfenced in its image (latched): the
+        image then holds everything committed before it. Before that, a restarted node's image
+        is what it replayed from disk - empty until a Raft leader tells it what is committed -
+        and must not be served to clients as the cluster's state (Kafka opens its client
+        listeners only after this catch-up)."""
+        if self._joined:
+            return True
+        brokers = getattr(self.image, "brokers", None)
+        registration = brokers.get(self.node_id) if brokers is not None else None
+        incarnation = getattr(self.lifecycle, "incarnation_id", None)
+        self._joined = (
+            registration is not None
+            and not getattr(registration, "fenced", True)
+            and (incarnation is None or getattr(registration, "incarnation_id", None) == incarnation)
+        )
+        return self._joined
 
     async def wait_ready(self) -> None:
         """Return once `is_ready()`; logs what it waits for every few seconds."""

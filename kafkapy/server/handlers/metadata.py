@@ -15,7 +15,11 @@ this broker, which forwards admin requests to whichever controller becomes activ
 `controller_id_for_clients`), each partition's leader, leader epoch, replicas, ISR and offline
 replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-creation goes
 through the controller channel; the answer waits briefly for the new topic to reach the image
-(LEADER_NOT_AVAILABLE if it has not yet, and the client retries).
+(LEADER_NOT_AVAILABLE if it has not yet, and the client retries). A node that has not joined
+since it started (`ClusterNode.has_joined`: its image is what it replayed from disk, empty
+until a Raft leader answers) waits up to 5 s for it, then closes the connection so the client
+asks another broker: an answer without the cluster's topics and brokers made librdkafka fail
+every produce with "Unknown topic" until its next metadata refresh (5 min).
 
 Authorized operations (v8+, when asked): every operation a topic (and, v8-10, the cluster)
 supports, as Kafka without an authorizer answers (`protocol.acl_operations`).
@@ -38,7 +42,7 @@ from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, Meta
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
+from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_error
 
@@ -54,6 +58,7 @@ log = logging.getLogger(__name__)
 
 _ZERO_ID = uuid.UUID(int=0)
 _CREATE_WAIT_S = 2.0  # how long an auto-creating Metadata request waits for the new topic
+_JOIN_WAIT_S = 5.0  # how long a node that has not joined yet holds a Metadata request
 
 
 def topic_metadata(broker: Broker, info: TopicInfo) -> TopicEntry:
@@ -188,11 +193,25 @@ def _cluster_topic(image: Any, t: Any) -> TopicEntry:
     )
 
 
+async def _joined(cluster: Any, replicas: Any) -> bool:
+    """`cluster.has_joined()`, waiting up to `_JOIN_WAIT_S` (image publishes) for it."""
+    with trio.move_on_after(_JOIN_WAIT_S):
+        while not cluster.has_joined():
+            await replicas.next_apply()
+        return True
+    return False
+
+
 async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     cluster: Any = broker.cluster
     replicas = broker.replicas
     assert replicas is not None
+    if not await _joined(cluster, replicas):
+        raise CloseConnection(
+            f"node {cluster.node_id} has not rejoined the cluster since it started: "
+            "no metadata to give yet"
+        )
     version = ctx.api_version
     image = cluster.image
     listener = ctx.connection.listener_name
