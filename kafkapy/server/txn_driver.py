@@ -491,11 +491,18 @@ class TxnDriver:
             for attempt in itertools.count(1):
                 if self.coordinator_for(tid) is not target or not _still_preparing(target, action):
                     return  # moved away or reloaded: the current coordinator finishes it
-                codes = await send_markers(
-                    self.broker, action.partitions - written, action.producer_id,
-                    action.producer_epoch, action.coordinator_epoch, action.commit,
-                )
-                failed = {tp: c for tp, c in codes.items() if c in RETRY_CODES_CLUSTER}
+                todo = action.partitions - written
+                try:
+                    codes = await send_markers(
+                        self.broker, todo, action.producer_id, action.producer_epoch,
+                        action.coordinator_epoch, action.commit,
+                    )
+                except Exception:  # a bug must not end the task (and its siblings): retry
+                    log.exception("writing the markers of %s failed", tid)
+                    codes = dict.fromkeys(todo, ErrorCode.UNKNOWN_SERVER_ERROR)
+                    failed = codes
+                else:
+                    failed = {tp: c for tp, c in codes.items() if c in RETRY_CODES_CLUSTER}
                 written.update(tp for tp in codes if tp not in failed)
                 if not failed:
                     if attempt > 1:

@@ -282,3 +282,40 @@ async def test_a_prepared_commit_is_finished_by_the_next_leader(tmp_path: Path) 
                 await trio.sleep(0.02)
             assert (await fetch(c, "t", committed=True))[0] == [b"decided"]
             await c.aclose()
+
+
+async def test_a_failing_marker_send_is_logged_and_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An unexpected error while sending a transaction's markers (a bug) is logged; the
+    transaction's marker task retries instead of ending, and the commit completes."""
+    from kafkapy.server import txn_driver as txn_driver_module
+
+    real = txn_driver_module.send_markers
+    failures = [RuntimeError("boom")]
+
+    async def flaky(*args: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(*args)
+
+    monkeypatch.setattr(txn_driver_module, "send_markers", flaky)
+    with trio.fail_after(60):
+        async with partitioned_broker(tmp_path) as (broker, _, txns, port):
+            broker.create_topic("t", 1)
+            c = await Client.connect(port)
+            tid = tid_in(0)
+            await lead(txns, TRANSACTION_STATE_TOPIC, 0, 1)
+            tx = Txn(c, tid)
+            assert await tx.init() == E.NONE
+            assert await tx.add("t") == E.NONE
+            assert (await tx.send("t", b"kept"))[0] == E.NONE
+            assert (await tx.end(True)).error_code == E.NONE
+            for _ in range(500):
+                if (await fetch(c, "t", committed=True))[0] == [b"kept"]:
+                    break
+                await trio.sleep(0.02)
+            assert (await fetch(c, "t", committed=True))[0] == [b"kept"]
+            assert failures == []
+            assert any("writing the markers of" in r.getMessage() for r in caplog.records)
+            await c.aclose()
