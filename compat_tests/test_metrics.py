@@ -163,3 +163,52 @@ def test_openmetrics_when_the_scraper_asks_for_it(observed: tuple[BrokerProcess,
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.headers["content-type"].startswith("application/openmetrics-text")
         assert response.read().decode().rstrip().endswith("# EOF")
+
+
+def test_fetch_sessions_of_a_kafka_python_consumer(observed: tuple[BrokerProcess, str]) -> None:
+    """kafka-python fetches through incremental fetch sessions (KIP-227; librdkafka does not)."""
+    from kafka import KafkaConsumer
+
+    broker, url = observed
+    topic = unique_topic("sessions")
+    produce(broker.bootstrap, topic, 10, 10, 1)
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000)
+    try:
+        assert sum(1 for _ in consumer) == 10
+        samples = scrape(url)
+        assert value(samples, "kafka_server_fetchsessioncache_numincrementalfetchsessions") >= 1
+        assert value(samples, "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached") >= 1
+    finally:
+        consumer.close()
+
+
+def test_transactions_committed_and_aborted_are_counted(observed: tuple[BrokerProcess, str]) -> None:
+    broker, url = observed
+    topic = unique_topic("txn-metrics")
+    completed = "kafka_coordinator_transaction_completed_total"
+    before = scrape(url)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        producer.produce(topic, value=b"in a transaction")
+        producer.flush(30)  # sent, so the broker has the partition in the transaction
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    deadline = time.monotonic() + 20
+    while True:  # markers are written after the client's EndTxn is answered
+        after = scrape(url)
+        done = (
+            value(after, completed, result="commit") - value(before, completed, result="commit"),
+            value(after, completed, result="abort") - value(before, completed, result="abort"),
+        )
+        if done == (2, 1) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert done == (2, 1)
+    states = "kafka_coordinator_transaction_transactions"
+    assert value(after, states, state="CompleteCommit") + value(after, states, state="CompleteAbort") >= 1
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 3

@@ -61,6 +61,7 @@ from kafkapy.coordinator.txn import (
     WriteTxnMarkers,
     partition_for,
 )
+from kafkapy.coordinator.txn.records import decode_key
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import (
     Record,
@@ -101,6 +102,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_COMPLETED = {TxnState.COMPLETE_COMMIT: "commit", TxnState.COMPLETE_ABORT: "abort"}
 
 T = TypeVar("T")
 
@@ -335,9 +338,20 @@ class TxnDriver:
             return Outcome(False, result.response, result.error_on_write_failure)
         for record in result.records:
             target.replay(record.key, record.value)
+            self._count_completion(target, record)
         if result.records:
             self._changed.set()
         return Outcome(True, result.response)
+
+    def _count_completion(self, coordinator: TransactionCoordinator, record: TxnLogRecord) -> None:
+        """Every transaction that ends (with or without partitions, by EndTxn or a timeout)
+        writes one CompleteCommit/CompleteAbort record: count it for the metrics."""
+        if record.value is None:
+            return
+        _, transactional_id = decode_key(record.key)
+        md = coordinator.transactions.get(transactional_id) if transactional_id else None
+        if md is not None and md.state in _COMPLETED:
+            self.broker.stats.transactions_completed[_COMPLETED[md.state]] += 1
 
     async def run(
         self, result: CoordinatorResult[T], coordinator: TransactionCoordinator | None = None
@@ -529,7 +543,6 @@ class TxnDriver:
         await self.run(target.complete_markers(
             action.transactional_id, action.producer_id, action.producer_epoch, now_ms(),
         ), target)
-        self.broker.stats.transactions_completed["commit" if action.commit else "abort"] += 1
 
     # -- timers --------------------------------------------------------------------------
 
