@@ -6,7 +6,8 @@ from a Kafka-style `server.properties` (`--config`), `KAFKAPY_*` environment var
 `--override key=value`, in increasing priority; `--listeners`, `--data-dir` and `--node-id` are
 shorthands for the matching overrides. `--memory` runs on a temporary data dir removed at exit.
 
-When ready it prints exactly one line to stderr: `kafkapy ready: listening on HOST:PORT ...`.
+When ready it prints exactly one line to stderr: `kafkapy ready: listening on HOST:PORT ...`
+(ending with `, HTTP on http://HOST:PORT/` when `--http` opened the HTTP listener).
 SIGINT/SIGTERM stop it cleanly (exit 0).
 
 Cluster mode (`controller.quorum.voters` naming more than one voter, see docs/cluster.md): the

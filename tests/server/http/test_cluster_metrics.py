@@ -3,6 +3,7 @@ partition states from the metadata image, and log gauges only where a replica li
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from pathlib import Path
 
@@ -89,6 +90,23 @@ async def test_cluster_metrics_agree_across_nodes(tmp_path: Path) -> None:
         leader_node = next(n for n in nodes if n.node_id == leader_id)
         assert scrapes[nodes.index(leader_node)] is controller
         assert value(controller, "kafka_server_raft_metrics_current_state", state="leader") == 1
+        # the status page's data agrees: quorum, brokers, the page renders the quorum rows
+        assert leader_node.server.http is not None
+        status, body = await trio.to_thread.run_sync(_get, leader_node.server.http.url + "api/status")
+        data = json.loads(body)
+        assert data["cluster"]["mode"] == "cluster"
+        assert data["cluster"]["active_controller"] is True
+        assert data["cluster"]["quorum"]["leader_id"] == leader_id
+        assert data["cluster"]["quorum"]["voters"] == [1, 2, 3]
+        assert sorted(b["node_id"] for b in data["brokers"]) == [1, 2, 3]
+        assert not any(b["fenced"] for b in data["brokers"])
+        rf2 = [p for p in data["partitions"] if p["topic"] == "rf2"]
+        assert len(rf2) == 3
+        assert all(len(p["replicas"]) == 2 and sorted(p["isr"]) == sorted(p["replicas"]) for p in rf2)
+        status, page = await trio.to_thread.run_sync(_get, leader_node.server.http.url)
+        assert status == 200
+        assert "Raft voters" in page
+        assert f"{leader_id} (this node)" in page
         # every partition of the cluster is led by exactly one node
         led = sum(value(s, "kafka_server_replicamanager_leadercount") or 0 for s in scrapes)
         assert led == value(controller, "kafka_controller_kafkacontroller_globalpartitioncount")
