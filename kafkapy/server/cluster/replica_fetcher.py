@@ -246,8 +246,9 @@ class ReplicaFetcherManager:
         async def load() -> None:
             try:
                 await self.broker.producer_states.get(key, plog)
-            except (ProtocolError, StorageError) as exc:
-                log.warning("%s-%d: loading producer state failed: %s", *key, exc)
+            except Exception:  # the fetchers share the nursery: never take replication down
+                log.exception("%s-%d: loading producer state failed (the next producer batch "
+                              "or the first use as leader tries again)", *key)
 
         if self._nursery is not None:
             self._nursery.start_soon(load)

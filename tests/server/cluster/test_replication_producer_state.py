@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -150,3 +151,44 @@ async def test_a_new_leader_keeps_an_open_transaction_out_of_read_committed(tmp_
             await wait_for(lambda: _log(new).high_watermark == 6, what="the new leader's HW")
             # the transaction opened at offset 2 has no marker: read_committed stops there
             assert await _latest_committed_offset(new) == 2
+
+
+async def test_a_follower_whose_state_load_fails_keeps_replicating_and_loads_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The failure is logged and the fetchers go on (it does not take the replica fetcher
+    manager down for the node's supervisor to restart); the next producer batch loads it."""
+    from kafkapy.server import idempotence
+
+    real = idempotence.load_state
+    failures = [RuntimeError("unexpected")]
+    follower_dirs: list[Path] = []
+
+    def flaky(plog: PartitionLog, *args: Any) -> Any:
+        if failures and any(d in plog.directory.parents for d in follower_dirs):
+            raise failures.pop()  # the first load on a follower
+        return real(plog, *args)
+
+    monkeypatch.setattr(idempotence, "load_state", flaky)
+    with trio.fail_after(90):
+        async with running_cluster(tmp_path) as (controller, nodes):
+            controller.create_topic("t", rf=3)
+            leader = _leader(controller, nodes)
+            follower_dirs.extend(tmp_path / f"node{i}" for i in nodes if i != leader.node_id)
+            client = await leader.client()
+            for seq in (0, 2, 4):
+                assert (await produce(client, "t", pid_batch(seq))).error_code == ErrorCode.NONE
+                await _caught_up(nodes, leader)
+            await client.aclose()
+            assert failures == []
+            followers = [n for n in nodes.values() if n is not leader]
+            await wait_for(lambda: all(
+                n.broker.producer_states.loaded(("t", 0), _log(n)) is not None for n in followers
+            ), what="the followers' producer state")
+            for n in followers:
+                mgr = n.broker.producer_states.loaded(("t", 0), _log(n))
+                assert mgr is not None
+                assert mgr.entry(PID).last_seq == 5  # type: ignore[union-attr]
+            messages = [r.getMessage() for r in caplog.records]
+            assert any("loading producer state failed" in m for m in messages)
+            assert not any(m.startswith("cluster part") for m in messages)
