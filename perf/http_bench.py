@@ -103,7 +103,7 @@ def hook_cost(loops: int = 20_000, runs: int = 5) -> dict[str, float]:
     off): `request_done` for a one-partition Produce answer and for a Fetch (hand-built) answer,
     and `produced` per partition batch - next to a request's whole cost in perf/request_cost.py."""
     from kafkapy.protocol import RequestHeader
-    from kafkapy.protocol.messages import ProduceResponse
+    from kafkapy.protocol.messages import FetchRequest, ProduceResponse
     from kafkapy.server.stats import BrokerStats
     from kafkapy.server.zerocopy import RawResponse
 
@@ -111,13 +111,14 @@ def hook_cost(loops: int = 20_000, runs: int = 5) -> dict[str, float]:
     produce = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
         name="t", partition_responses=[ProduceResponse.PartitionProduceResponse(index=0)])])
     fetch = RawResponse(error_counts={0: 2})
+    fetch_request = FetchRequest(replica_id=-1)
     header_p = RequestHeader(0, 9, 1, "bench")
     header_f = RequestHeader(1, 12, 2, "bench")
     cases = {
         "request_done(Produce, 1 partition)": lambda: stats.request_done(
-            header_p, produce, 0.1, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT"),
+            header_p, None, produce, 0.1, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT"),
         "request_done(Fetch)": lambda: stats.request_done(
-            header_f, fetch, 0.1, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT"),
+            header_f, fetch_request, fetch, 0.1, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT"),
         "produced(topic, bytes, messages)": lambda: stats.produced("t", 81920, 80),
     }
     out = {}

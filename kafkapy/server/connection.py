@@ -415,14 +415,17 @@ class Connection:
         finally:
             self.inflight -= 1
             slot.done.set()
-            self._observe(header, response, received, started)
+            self._observe(header, request, response, received, started)
 
-    def _observe(self, header: RequestHeader, response: Any, received: float, started: float) -> None:
+    def _observe(
+        self, header: RequestHeader, request: Any, response: Any, received: float, started: float
+    ) -> None:
         """Request metrics and the request log line (`BrokerStats.request_done`)."""
         done = time.perf_counter()
         state = self.state
         self.broker.stats.request_done(
             header,
+            request,
             response,
             (started - received) * 1000,
             (done - received) * 1000,

@@ -193,6 +193,7 @@ class BrokerStats:
     def request_done(
         self,
         header: RequestHeader,
+        request: Any,
         response: Any,
         queue_ms: float,
         total_ms: float,
@@ -202,9 +203,14 @@ class BrokerStats:
         listener: str,
     ) -> None:
         """A request was handled: `response` is the message (None: no answer, acks=0 or a closed
-        connection; an int: the error code answered when the handler failed)."""
+        connection; an int: the error code answered when the handler failed). A Fetch is also
+        counted and timed as FetchConsumer or FetchFollower, as Kafka's RequestMetrics do."""
         name = api_name(header.api_key)
         self.requests[(name, header.api_version)] += 1
+        if header.api_key == _FETCH:
+            fetch_name = "FetchFollower" if _replica_id(request, header.api_version) >= 0 else "FetchConsumer"
+            self.requests[(fetch_name, header.api_version)] += 1
+            self._time(fetch_name, queue_ms, total_ms)
         counts: dict[int, int] = {}
         if isinstance(response, int):
             counts[response] = 1
@@ -213,12 +219,7 @@ class BrokerStats:
         errors = self.errors
         for code, n in counts.items():
             errors[(name, code)] += n
-        timing = self._timing.get(name)
-        if timing is None:
-            timing = self._timing[name] = (Histogram(), Histogram())
-            self.total_time_ms[name], self.queue_time_ms[name] = timing
-        timing[0].observe(total_ms)
-        timing[1].observe(queue_ms)
+        self._time(name, queue_ms, total_ms)
         if self.request_log.wants(header.api_key):
             worst = max((c for c in counts if c), default=0)
             request_log.info(
@@ -235,3 +236,22 @@ class BrokerStats:
                 total_ms,
                 _error_name(worst) if response is not None else "NO_RESPONSE",
             )
+
+    def _time(self, name: str, queue_ms: float, total_ms: float) -> None:
+        timing = self._timing.get(name)
+        if timing is None:
+            timing = self._timing[name] = (Histogram(), Histogram())
+            self.total_time_ms[name], self.queue_time_ms[name] = timing
+        timing[0].observe(total_ms)
+        timing[1].observe(queue_ms)
+
+
+_FETCH = int(ApiKey.FETCH)
+
+
+def _replica_id(request: Any, version: int) -> int:
+    """The fetching replica (-1: a consumer); from v15 it is in ReplicaState (KIP-903)."""
+    if version >= 15:
+        state = getattr(request, "replica_state", None)
+        return int(getattr(state, "replica_id", -1)) if state is not None else -1
+    return int(getattr(request, "replica_id", -1))

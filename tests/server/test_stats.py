@@ -11,7 +11,7 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import MetadataRequest, ProduceRequest, ProduceResponse
+from kafkapy.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.stats import Histogram, RequestLog, api_name, error_counts
@@ -152,3 +152,26 @@ async def test_log_flush_times_are_observed() -> None:
         await client.request(ApiKey.PRODUCE, 9, produce_request("synced", 0))
         await client.aclose()
         assert broker.stats.log_flush_ms.count >= 1
+
+
+async def test_fetches_are_also_counted_as_consumer_or_follower_fetches() -> None:
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("f", 1)
+        client = await Client.connect(port)
+        topics = [FetchRequest.FetchTopic(topic="f", partitions=[
+            FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])]
+        await client.request(ApiKey.FETCH, 12, FetchRequest(replica_id=-1, max_wait_ms=0, topics=topics))
+        follower = FetchRequest(
+            replica_state=FetchRequest.ReplicaState(replica_id=2, replica_epoch=1), max_wait_ms=0,
+            topics=[FetchRequest.FetchTopic(topic_id=broker.topic_id_of("f"), partitions=[
+                FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])],
+        )
+        await client.request(ApiKey.FETCH, 15, follower)
+        await client.aclose()
+        stats = broker.stats
+        assert stats.requests[("Fetch", 12)] == stats.requests[("FetchConsumer", 12)] == 1
+        assert stats.requests[("Fetch", 15)] == stats.requests[("FetchFollower", 15)] == 1
+        assert ("FetchConsumer", 15) not in stats.requests
+        assert stats.total_time_ms["Fetch"].count == 2
+        assert stats.total_time_ms["FetchConsumer"].count == 1
+        assert stats.queue_time_ms["FetchFollower"].count == 1
