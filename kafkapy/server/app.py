@@ -311,18 +311,24 @@ class Server:
             stats.connections_closed[listener.name] += 1
 
     async def _maintenance_loop(self) -> None:
-        """Retention, cleaning and idle-producer expiry every `log.retention.check.interval.ms`;
-        flushing every `log.flush.scheduler.interval.ms`; writeback pacing every
+        """Retention and cleaning every `log.retention.check.interval.ms`; idle-producer expiry
+        every `producer.id.expiration.check.interval.ms` (Kafka's sweep, the only place producer
+        state expires); flushing every `log.flush.scheduler.interval.ms`; writeback pacing every
         `WRITEBACK_INTERVAL_S` (file work in a worker thread, see Broker.run_maintenance)."""
         config = self.broker.config
         retention_s = max(config.get_int("log.retention.check.interval.ms"), 10) / 1000
+        expiry_s = max(config.get_int("producer.id.expiration.check.interval.ms"), 10) / 1000
         flush_s = max(config.get_int("log.flush.scheduler.interval.ms"), 10) / 1000
+        next_expiry = trio.current_time() + expiry_s
         next_retention = trio.current_time() + retention_s
         next_flush = trio.current_time() + flush_s
         next_writeback = trio.current_time() + WRITEBACK_INTERVAL_S
         while True:
-            await trio.sleep_until(min(next_retention, next_flush, next_writeback))
+            await trio.sleep_until(min(next_retention, next_flush, next_writeback, next_expiry))
             now = trio.current_time()
+            if now >= next_expiry:
+                next_expiry = now + expiry_s
+                self.broker.producer_states.expire(now_ms())
             kinds: list[str] = []
             if now >= next_writeback:
                 kinds.append("writeback")
@@ -333,7 +339,6 @@ class Server:
             if now >= next_retention:
                 kinds += ["retention", "cleaner"]
                 next_retention = now + retention_s
-                self.broker.producer_states.expire(now_ms())
             for kind in kinds:
                 try:
                     await self.broker.run_maintenance(kind)

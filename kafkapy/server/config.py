@@ -528,6 +528,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "Idle idempotent producer state expires after this.",
         ),
         _B(
+            "producer.id.expiration.check.interval.ms",
+            _T.INT,
+            "600000",
+            "How often idle producer state is swept (the only place it expires).",
+        ),
+        _B(
             "kafkapy.leader.lease.enable",
             _T.BOOLEAN,
             "true",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import trio
+
 from kafkapy.coordinator.idempotence.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -102,6 +104,34 @@ async def test_idle_producers_expire() -> None:
         assert broker.producer_states.expire(int(time.time() * 1000) + 10_000) == 1
         # forgotten: the next batch must start over at sequence 0
         p = (await client.request(ApiKey.PRODUCE, 9, produce("exp", pid_batch(pid, 0, 1, b"b")))).responses[0].partition_responses[0]
+        assert p.error_code == ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+async def test_only_the_periodic_sweep_expires_producer_state() -> None:
+    """`producer.id.expiration.check.interval.ms` drives the sweep: state idle past
+    `producer.id.expiration.ms` survives until the sweep runs (no expiry inside an append),
+    and is gone after it."""
+    settings = {"producer.id.expiration.ms": "50", "producer.id.expiration.check.interval.ms": "3600000"}
+    async with running_broker(None, **settings) as (broker, _, port):
+        broker.create_topic("sweep", 1)
+        client = await Client.connect(port)
+        pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
+        await client.request(ApiKey.PRODUCE, 9, produce("sweep", pid_batch(pid, 0, 0, b"a")))
+        await trio.sleep(0.2)  # idle longer than the expiration; no sweep for an hour
+        p = (await client.request(ApiKey.PRODUCE, 9, produce("sweep", pid_batch(pid, 0, 1, b"b")))).responses[0].partition_responses[0]
+        assert p.error_code == ErrorCode.NONE
+    settings["producer.id.expiration.check.interval.ms"] = "20"
+    async with running_broker(None, **settings) as (broker, _, port):
+        broker.create_topic("sweep", 1)
+        client = await Client.connect(port)
+        pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
+        await client.request(ApiKey.PRODUCE, 9, produce("sweep", pid_batch(pid, 0, 0, b"a")))
+        state = broker.producer_states.loaded(("sweep", 0), broker.partition_log("sweep", 0))  # type: ignore[arg-type]
+        assert state is not None
+        with trio.fail_after(20):  # the sweep runs every 20 ms: poll for its effect
+            while state.producers:  # noqa: ASYNC110
+                await trio.sleep(0.02)
+        p = (await client.request(ApiKey.PRODUCE, 9, produce("sweep", pid_batch(pid, 0, 1, b"b")))).responses[0].partition_responses[0]
         assert p.error_code == ErrorCode.UNKNOWN_PRODUCER_ID
 
 
