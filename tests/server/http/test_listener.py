@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkapy.server.app import ListenError, Server
 from kafkapy.server.broker import Broker
@@ -238,3 +241,33 @@ async def test_open_http_connections_do_not_delay_shutdown() -> None:
         with trio.fail_after(listener_module.IDLE_TIMEOUT_S * 2 / 3):
             await server.stopped.wait()
         await idle.aclose()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbage=st.binary(max_size=2048), tail=st.sampled_from([b"", b"\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"]))
+def test_any_bytes_get_an_answer_or_a_close_and_never_an_exception(garbage: bytes, tail: bytes) -> None:
+    """The connection handler on a memory stream: whatever arrives, it ends (4xx, a response, or
+    a close) without raising, and another request on a fresh connection is still served."""
+
+    async def scenario() -> None:
+        http = listener_module.HttpListener("127.0.0.1", 0, lambda: (True, ""))
+        client, server_side = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(http._serve_connection, server_side)
+            await client.send_all(garbage + tail)
+            await client.send_eof()
+            with trio.fail_after(10):
+                while await client.receive_some(65536):
+                    pass
+        assert http.open_connections == 0
+        client, server_side = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(http._serve_connection, server_side)
+            await client.send_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            with trio.fail_after(10):
+                while chunk := await client.receive_some(65536):
+                    answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200")
+
+    trio.run(scenario)
