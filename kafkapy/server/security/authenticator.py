@@ -66,7 +66,8 @@ async def authenticate(
             try:
                 await stream.do_handshake()
             except trio.BrokenResourceError as e:
-                log.info("TLS handshake with %s failed: %s", peer, e.__cause__ or e)
+                cause = e.__cause__ or e
+                log.info("TLS handshake with %s failed: %s%s", peer, cause, _not_tls_hint(conn, cause))
                 return None
         if scope.cancelled_caught:
             log.info("TLS handshake with %s timed out", peer)
@@ -105,6 +106,21 @@ async def authenticate(
                 )
                 source.max_frame_bytes = conn.max_request_bytes
                 return frames[i + 1 :]
+
+
+def _not_tls_hint(conn: Connection, error: BaseException) -> str:
+    """Name a client that is not speaking TLS at all (OpenSSL's reason for its first bytes),
+    counted per listener like other non-Kafka clients."""
+    reason = getattr(error, "reason", None)
+    kind, hint = {
+        "HTTP_REQUEST": ("HTTP", " - a non-Kafka client (HTTP) on a TLS listener"),
+        "WRONG_VERSION_NUMBER": (
+            "plaintext", " - not a TLS client hello: a plaintext client on a TLS listener?"
+        ),
+    }.get(str(reason), ("", ""))
+    if kind:
+        conn.broker.stats.non_kafka_connections[(conn.state.listener_name, kind)] += 1
+    return hint
 
 
 def _count_authentication(conn: Connection, session: SaslSession, *, succeeded: bool) -> None:

@@ -378,3 +378,24 @@ async def test_authentications_are_counted_and_the_principal_is_logged(
     assert len(lines) == 1
     assert "principal=User:alice" in lines[0]
     assert "listener=SASL_PLAINTEXT" in lines[0]
+
+
+async def test_http_and_plaintext_clients_on_a_tls_listener_are_named(
+    certs: CertFiles, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kafkapy.server.security.authenticator")
+    overrides = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(certs.server_pem)}
+    async with running_broker(None, **overrides) as (broker, _, port):
+        raw = await Client.connect(port)
+        await raw.send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        assert await raw.read_frame() is None  # closed, no Kafka answer
+        await raw.aclose()
+        web = await trio.open_tcp_stream("127.0.0.1", port)
+        await web.send_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        with trio.fail_after(IO_TIMEOUT_S):
+            while await web.receive_some(4096):
+                pass
+        await web.aclose()
+        assert broker.stats.non_kafka_connections == {("SSL", "plaintext"): 1, ("SSL", "HTTP"): 1}
+    assert "a plaintext client on a TLS listener?" in caplog.text
+    assert "a non-Kafka client (HTTP) on a TLS listener" in caplog.text
