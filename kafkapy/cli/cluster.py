@@ -4,10 +4,9 @@
   finalized features (ApiVersions v3) - any Kafka-compatible cluster.
 - `quorum` (kafka-metadata-quorum.sh describe --status/--replication): the metadata quorum's
   leader, epoch, high watermark, and each voter's and observer's log end offset, lag and last
-  fetch. DescribeQuorum (API 55) is answered by the quorum leader on a controller listener: Kafka
-  brokers also forward it from their broker listener, kafkapy's broker listener does not, so on
-  kafkapy pass `--bootstrap-controller` (the addresses in `controller.quorum.voters`). A
-  single-node `kafkapy serve` has no metadata quorum at all and says so.
+  fetch. DescribeQuorum (API 55) is answered by the quorum leader; kafkapy's broker listeners
+  forward it to the active controller (a single node answers as a quorum of one), as Kafka's do,
+  and `--bootstrap-controller` asks controller listeners directly (non-leaders are skipped).
 - `start --nodes N`: a local N-node cluster on 127.0.0.1 (kafkapy.testing.cluster's process
   harness): free ports, data under one folder, the bootstrap string printed, Ctrl-C stops every
   node. With `--data-dir` the data and the ports are kept (cluster.json) for the next run.
@@ -134,7 +133,7 @@ def _quorum_rows(part: Any) -> list[dict[str, Any]]:
 
 @cluster.command()
 @click.option("--bootstrap-controller", metavar="HOST:PORT[,HOST:PORT]",
-              help="controller listeners to ask (kafkapy serves DescribeQuorum only there)")
+              help="ask these controller listeners (controller.quorum.voters) instead of a broker")
 @client_options
 def quorum(settings: ClientSettings, bootstrap_controller: str | None) -> int:
     """The metadata quorum: leader, epoch, high watermark, voters and observers with lag."""

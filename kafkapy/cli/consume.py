@@ -9,7 +9,8 @@ a group with none starts), or the end (new records only), the beginning (`--from
 offset (`--offset N`; `--offset -N` is N records before the end of each partition) or a time
 (`--since 10m`, `--timestamp ISO-or-ms`: the first record at or after it, ListOffsets). It stops
 after `--max-messages`, at the end of every partition (`--exit-at-end`, kcat's -e), after
-`--timeout-ms` without a record, or on Ctrl-C (the consumer closes cleanly, exit 0).
+`--timeout-ms` without a record, or on Ctrl-C (the record being printed is finished, the consumer
+closes cleanly and commits, exit 0).
 
 Output: the value per line (text), one JSON object per line (`--format json`: topic, partition,
 offset, timestamp, key, value, headers; bytes as in `kafkapy produce --format json`), or a kcat
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -80,6 +82,15 @@ def format_template(template: str) -> Callable[[Any], bytes]:
         return b"".join(p if isinstance(p, bytes) else p(msg) for p in parts)
 
     return render
+
+
+def _stop_on_interrupt() -> list[int]:
+    """Ctrl-C (SIGINT) as a flag the poll loop checks (non-empty once pressed) instead of a
+    KeyboardInterrupt that could land between writing a record and counting it, or inside
+    librdkafka."""
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    return pressed
 
 
 def _json_line(msg: Any) -> bytes:
@@ -197,8 +208,9 @@ def _run(
         assigned.update(partitions)
     count = 0
     last = time.monotonic()
+    stop = _stop_on_interrupt()
     try:
-        while max_messages is None or count < max_messages:
+        while (max_messages is None or count < max_messages) and not stop:
             if not follow and assigned and assigned <= at_end:
                 break
             if timeout_ms is not None and (time.monotonic() - last) * 1000 >= timeout_ms:
@@ -219,11 +231,10 @@ def _run(
             out.write(render(msg))
             out.flush()
             count += 1
-    except KeyboardInterrupt:
-        pass
     except KafkaException as e:
         raise CliError(f"consuming {topic}: {e.args[0].str()}") from None
     finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         consumer.close()  # leaves the group and commits what was read
     click.echo(f"Processed a total of {count} messages", err=True)
     return 0

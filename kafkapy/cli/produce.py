@@ -134,10 +134,9 @@ class _Delivery:
 
 
 def _progress(total: int | None, show: bool) -> Any:
-    from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    columns = [TextColumn("producing"), BarColumn(), TextColumn("{task.completed} bytes read"),
-               TransferSpeedColumn()]
+    columns = [TextColumn("producing"), BarColumn(), DownloadColumn(), TransferSpeedColumn()]
     progress = Progress(*columns, disable=not show, transient=True)
     progress.add_task("produce", total=total)
     return progress
@@ -214,7 +213,10 @@ def produce(
                 producer.poll(0)
                 produced += 1
                 read += len(record.value or b"") + len(record.key or b"") + 1
-                progress.update(progress.task_ids[0], completed=read)
+                if input_file and produced % 1000 == 0:  # the file position: the bar ends at 100%
+                    progress.update(progress.task_ids[0], completed=source.tell())
+            if input_file:
+                progress.update(progress.task_ids[0], completed=total)
         if transactional_id:
             producer.commit_transaction(30)
         remaining = producer.flush(35)

@@ -27,11 +27,24 @@ def test_info_on_a_single_node(bootstrap: str) -> None:
     assert f"cluster id {doc['cluster_id']}" in human.stdout
 
 
-def test_quorum_on_a_single_node_says_there_is_none(bootstrap: str) -> None:
-    r = kafkapy("cluster", "quorum", bootstrap=bootstrap)
+def test_quorum_on_a_single_node_is_a_quorum_of_one(bootstrap: str) -> None:
+    r = kafkapy("cluster", "quorum", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    q = r.json()
+    assert q["leader_id"] == 1
+    assert [(v["node_id"], v["status"]) for v in q["voters"]] == [(1, "Leader")]
+    assert q["observers"] == []
+    human = kafkapy("cluster", "quorum", bootstrap=bootstrap)
+    assert human.stdout.startswith("LeaderId 1  LeaderEpoch ")
+
+
+def test_quorum_through_a_port_that_is_not_kafka_fails_clearly() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = kafkapy("cluster", "quorum", "--bootstrap-controller", f"127.0.0.1:{port}")
     assert r.code == 1
-    assert "does not serve DescribeQuorum" in r.stderr
-    assert "--bootstrap-controller" in r.stderr
+    assert f"cannot connect to 127.0.0.1:{port}" in r.stderr
 
 
 def _closed(address: str) -> bool:
@@ -84,6 +97,10 @@ def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> 
         quorum = kafkapy("cluster", "quorum", "--bootstrap-controller", controllers, "--json")
         assert quorum.code == 0, quorum.stderr
         q = quorum.json()
+        via_broker = kafkapy("cluster", "quorum", "--json", bootstrap=bootstrap)  # forwarded
+        assert via_broker.code == 0, via_broker.stderr
+        assert via_broker.json()["leader_id"] == q["leader_id"]
+        assert sorted(v["node_id"] for v in via_broker.json()["voters"]) == [1, 2, 3]
         assert sorted(v["node_id"] for v in q["voters"]) == [1, 2, 3]
         assert [v["status"] for v in q["voters"] if v["node_id"] == q["leader_id"]] == ["Leader"]
         assert q["leader_epoch"] >= 1
