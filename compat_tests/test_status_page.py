@@ -33,6 +33,8 @@ GROUP = "page-readers"
 PARTITIONS = 3
 PER_PARTITION = 200
 COMMITTED = (150, 200, 100)  # lag 50, 0, 100
+LIVE_GROUP = "page-live"
+LIVE_CLIENT = "page-test-client"
 
 
 @pytest.fixture
@@ -97,6 +99,16 @@ def test_status_page_renders_and_matches_the_admin_api(
     _fill(broker.bootstrap)
     admin = _admin_view(broker.bootstrap)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
+    # a live member, so the page has one to show (librdkafka heartbeats in its own thread)
+    live = Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": LIVE_GROUP, "client.id": LIVE_CLIENT,
+        "auto.offset.reset": "earliest",
+    })
+    live.subscribe([TOPIC])
+    deadline = time.monotonic() + 30
+    while not live.assignment() and time.monotonic() < deadline:
+        live.poll(0.5)
+    assert live.assignment()
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
@@ -152,10 +164,22 @@ def test_status_page_renders_and_matches_the_admin_api(
                 by_partition[int(cells[1])] = (int(cells[2]), int(cells[4]))
             assert by_partition == {p: (committed[p], ends[p] - committed[p]) for p in range(PARTITIONS)}
 
+            live_group = page.locator(f'details.group[data-group="{LIVE_GROUP}"]')
+            live_group.locator("summary").click()
+            assert live_group.locator(".state").inner_text() == "Stable"
+            members = live_group.locator("table.members tbody tr")
+            assert members.count() == 1
+            assert members.first.locator("td").nth(1).inner_text() == LIVE_CLIENT
+
             # the charts are drawn by the page's own script from the polled history
             assert page.locator("#chart-throughput polyline").count() == 3
+            options = page.locator("#lag-group option").all_inner_texts()
+            assert sorted(options) == sorted([GROUP, LIVE_GROUP])
+            page.select_option("#lag-group", GROUP)
             assert page.locator("#chart-lag polyline").count() == 1
-            assert page.locator("#lag-group").input_value() == GROUP
+            # the y axis is scaled to the group's lag of 150: ticks 0..200 in quarters
+            ticks = [t.text_content() for t in page.locator("#chart-lag text.axis").all()]
+            assert ticks[:5] == ["0.0", "50.0", "100", "150", "200"]
             assert page.inner_text("#partition-count") != ""
 
             shot = tmp_path / "status-page.png"
@@ -164,3 +188,4 @@ def test_status_page_renders_and_matches_the_admin_api(
             assert shot.stat().st_size > 10_000
         finally:
             browser.close()
+            live.close()

@@ -38,6 +38,10 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
+
+
 def _ids(values: list[int]) -> str:
     return ", ".join(str(v) for v in values)
 
@@ -118,7 +122,8 @@ def _topics(status: dict[str, Any], *, internal: bool) -> str:
         parts.append(
             f'<details class="topic" id="topic-{_e(t["name"])}" data-topic="{_e(t["name"])}">'
             f'<summary><span class="name">{_e(t["name"])}</span>'
-            f'<span class="meta"><span class="partition-count">{t["partitions"]}</span> partitions'
+            f'<span class="meta"><span class="partition-count">{t["partitions"]}</span>'
+            f' {_plural(t["partitions"], "partition")}'
             f' · <span class="messages">{t["messages"]}</span> messages'
             f" · {_e(_bytes(t['size_bytes']))} · {_e(_rate(t['messages_per_s']))} msg/s{urp}</span>"
             f"</summary>{_partitions(status, t['name'])}</details>"
@@ -146,7 +151,8 @@ def _groups(status: dict[str, Any]) -> str:
             f'<details class="group" id="group-{_e(g["group_id"])}" data-group="{_e(g["group_id"])}">'
             f'<summary><span class="name">{_e(g["group_id"])}</span>'
             f'<span class="meta">{_e(g["protocol"])} · <span class="state">{_e(g["state"])}</span>'
-            f' · {len(g["members"])} members · lag <span class="group-lag">{_e(g["lag"])}</span></span>'
+            f' · {len(g["members"])} {_plural(len(g["members"]), "member")}'
+            f' · lag <span class="group-lag">{_e(g["lag"])}</span></span>'
             f"</summary>{members}{offsets}</details>"
         )
     return "".join(parts) or '<p class="empty">no consumer groups</p>'
