@@ -189,12 +189,17 @@ def _run(
     assigned: set[int] = set()
     at_end: set[int] = set()
 
+    # KIP-848 and cooperative assignors hand out partitions incrementally
+    incremental = str(conf.get("group.protocol", "classic")).lower() == "consumer" or (
+        "cooperative" in str(conf.get("partition.assignment.strategy", ""))
+    )
+
     def on_assign(c: Any, tps: list[Any]) -> None:
         for tp in tps:
             if tp.partition in starts:
                 tp.offset = starts[tp.partition]
         assigned.update(tp.partition for tp in tps)
-        c.assign(tps)
+        (c.incremental_assign if incremental else c.assign)(tps)
 
     def on_revoke(c: Any, tps: list[Any]) -> None:
         assigned.difference_update(tp.partition for tp in tps)
@@ -215,7 +220,10 @@ def _run(
                 break
             if timeout_ms is not None and (time.monotonic() - last) * 1000 >= timeout_ms:
                 break
-            msg = consumer.poll(POLL_S)
+            try:
+                msg = consumer.poll(POLL_S)
+            except Exception as e:  # librdkafka raises a rebalance callback's failure from poll
+                raise CliError(f"consuming {topic}: {e}") from None
             if msg is None:
                 continue
             error = msg.error()

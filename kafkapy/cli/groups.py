@@ -34,6 +34,8 @@ from kafkapy.cli.offsets import EARLIEST, LATEST, commit_offsets, committed_offs
 from kafkapy.cli.wire import Admin, KafkaWireClient
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -88,7 +90,8 @@ def _describe(admin: Admin, group: str) -> GroupView:
     )
     g = r.groups[0]
     if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-        return GroupView(group, "Dead", "", "", node, [])
+        # Kafka 4 answers this for a KIP-848 consumer group: ConsumerGroupDescribe knows it
+        return _describe_consumer_group(admin, group, node) or GroupView(group, "Dead", "", "", node, [])
     check(g.error_code, f"group {group}")
     members = [
         {
@@ -101,6 +104,32 @@ def _describe(admin: Admin, group: str) -> GroupView:
         for m in g.members
     ]
     return GroupView(g.group_id, g.group_state, g.protocol_type, g.protocol_data, node, members)
+
+
+def _describe_consumer_group(admin: Admin, group: str, node: int) -> GroupView | None:
+    """A KIP-848 (group.protocol=consumer) group, or None when there is none by that name."""
+    conn = admin.broker(node)
+    if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.versions:
+        return None
+    r: ConsumerGroupDescribeResponse = conn.call(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group])
+    )
+    g = r.groups[0]
+    if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND or g.group_state.lower() == "dead":
+        return None
+    check(g.error_code, f"group {group}", g.error_message)
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "partitions": [(t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions],
+        }
+        for m in g.members
+    ]
+    state = g.group_state[:1].upper() + g.group_state[1:]
+    return GroupView(group, state, "consumer", g.assignor_name, node, members)
 
 
 def _all_groups(admin: Admin) -> list[str]:
@@ -341,7 +370,7 @@ def reset_offsets(
     with Admin(settings) as admin:
         for name in _chosen_groups(admin, group, all_groups):
             state = _describe(admin, name).state
-            if state not in INACTIVE:
+            if state.capitalize() not in INACTIVE:
                 raise CliError(
                     f"assignments can only be reset if group {name} is inactive, but its current "
                     f"state is {state}",

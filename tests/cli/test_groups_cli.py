@@ -157,3 +157,46 @@ def test_active_group_refused_before_any_plan_and_views(bootstrap: str) -> None:
     r = kafkapy("groups", "describe", "--group", "live-g", bootstrap=bootstrap)
     assert r.code == 1
     assert "does not exist" in r.stderr
+
+
+def test_kip848_consumer_group_is_described_and_protected(bootstrap: str) -> None:
+    """A group.protocol=consumer group: DescribeGroups does not know it (Kafka 4 answers
+    GROUP_ID_NOT_FOUND), so describe and the reset's activity check use ConsumerGroupDescribe."""
+    assert kafkapy("topics", "create", "gt-848", "--partitions", "2", bootstrap=bootstrap).code == 0
+    assert kafkapy("produce", "gt-848", stdin="a\nb\n", bootstrap=bootstrap).code == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "consume", "gt-848", "--group", "g-848", "--from-beginning",
+         "--consumer-property", "group.protocol=consumer", "--bootstrap-server", bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    try:
+        assert proc.stdout is not None
+        assert sorted([proc.stdout.readline(), proc.stdout.readline()]) == [b"a\n", b"b\n"]
+        deadline = time.monotonic() + 30
+        while True:
+            (g,) = kafkapy("groups", "describe", "--group", "g-848", "--json", bootstrap=bootstrap).json()
+            if g["state"] == "Stable" and g["member_list"] and g["member_list"][0]["partitions"] == 2:
+                break
+            assert time.monotonic() < deadline, g
+            time.sleep(0.3)
+        assert g["protocol_type"] == "consumer"
+        assert {o["consumer_id"] for o in g["offsets"]} == {g["member_list"][0]["member_id"]}
+        r = kafkapy("groups", "reset-offsets", "--group", "g-848", "--all-topics", "--to-earliest", "--execute",
+                    bootstrap=bootstrap)
+        assert r.code == 1
+        assert "current state is Stable" in r.stderr
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert b"Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    deadline = time.monotonic() + 30
+    while kafkapy("groups", "describe", "--group", "g-848", "--json", bootstrap=bootstrap).json()[0]["state"] != "Empty":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    r = kafkapy("groups", "reset-offsets", "--group", "g-848", "--all-topics", "--to-earliest", "--execute",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
