@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from tests.cli.conftest import kafkapy
 
@@ -157,3 +158,21 @@ def test_broker_configs_per_broker_and_cluster_default(bootstrap: str) -> None:
     assert r.code == 2
     r = kafkapy("configs", "describe", bootstrap=bootstrap)
     assert r.code == 2
+
+
+def test_bootstrap_from_env_profile_and_a_list_with_a_dead_server(bootstrap: str, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    r = kafkapy("topics", "list", "--json", bootstrap=f"{dead},{bootstrap}")  # the next server answers
+    assert r.code == 0, r.stderr
+    r = kafkapy("topics", "list", "--json", env={"KAFKAPY_BOOTSTRAP_SERVERS": bootstrap})
+    assert r.code == 0, r.stderr
+    profile = tmp_path / "client.properties"
+    profile.write_text(f"bootstrap.servers={bootstrap}\n")
+    r = kafkapy("topics", "list", "--json", env={"KAFKAPY_PROFILE": str(profile)})
+    assert r.code == 0, r.stderr
+    r = kafkapy("topics", "list", bootstrap=dead)
+    assert r.code == 1
