@@ -182,9 +182,8 @@ def _run(
     conf: dict[str, Any], topic: str, group: str | None, partitions: list[int], starts: dict[int, int],
     render: Callable[[Any], bytes], max_messages: int | None, follow: bool, timeout_ms: int | None,
 ) -> int:
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    out: BinaryIO = sys.stdout.buffer
     consumer = Consumer(conf)
     assigned: set[int] = set()
     at_end: set[int] = set()
@@ -211,34 +210,9 @@ def _run(
         default = -1  # librdkafka's OFFSET_END: new records only
         consumer.assign([TopicPartition(topic, p, starts.get(p, default)) for p in partitions])
         assigned.update(partitions)
-    count = 0
-    last = time.monotonic()
     stop = _stop_on_interrupt()
     try:
-        while (max_messages is None or count < max_messages) and not stop:
-            if not follow and assigned and assigned <= at_end:
-                break
-            if timeout_ms is not None and (time.monotonic() - last) * 1000 >= timeout_ms:
-                break
-            try:
-                msg = consumer.poll(POLL_S)
-            except Exception as e:  # librdkafka raises a rebalance callback's failure from poll
-                raise CliError(f"consuming {topic}: {e}") from None
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(int(msg.partition() or 0))
-                    continue
-                if error.fatal() or not error.retriable():
-                    raise CliError(f"consuming {topic}: {error.name()} ({error.str()})")
-                continue
-            at_end.discard(msg.partition())
-            last = time.monotonic()
-            out.write(render(msg))
-            out.flush()
-            count += 1
+        count = _poll_loop(consumer, topic, render, max_messages, follow, timeout_ms, assigned, at_end, stop)
     except KafkaException as e:
         raise CliError(f"consuming {topic}: {e.args[0].str()}") from None
     finally:
@@ -246,3 +220,40 @@ def _run(
         consumer.close()  # leaves the group and commits what was read
     click.echo(f"Processed a total of {count} messages", err=True)
     return 0
+
+
+def _poll_loop(
+    consumer: Any, topic: str, render: Callable[[Any], bytes], max_messages: int | None, follow: bool,
+    timeout_ms: int | None, assigned: set[int], at_end: set[int], stop: list[int],
+) -> int:
+    """Print records until a limit, the end (not `follow`), a quiet `timeout_ms` or Ctrl-C."""
+    from confluent_kafka import KafkaError
+
+    out: BinaryIO = sys.stdout.buffer
+    count = 0
+    last = time.monotonic()
+    while (max_messages is None or count < max_messages) and not stop:
+        if not follow and assigned and assigned <= at_end:
+            break
+        if timeout_ms is not None and (time.monotonic() - last) * 1000 >= timeout_ms:
+            break
+        try:
+            msg = consumer.poll(POLL_S)
+        except Exception as e:  # librdkafka raises a rebalance callback's failure from poll
+            raise CliError(f"consuming {topic}: {e}") from None
+        if msg is None:
+            continue
+        error = msg.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(int(msg.partition() or 0))
+                continue
+            if error.fatal() or not error.retriable():
+                raise CliError(f"consuming {topic}: {error.name()} ({error.str()})")
+            continue
+        at_end.discard(int(msg.partition() or 0))
+        last = time.monotonic()
+        out.write(render(msg))
+        out.flush()
+        count += 1
+    return count

@@ -142,6 +142,35 @@ def _progress(total: int | None, show: bool) -> Any:
     return progress
 
 
+def _send_all(
+    producer: Any, topic: str, records: Iterator[Record], partition: int | None, delivery: _Delivery,
+    file: IO[bytes] | None, total: int | None,
+) -> tuple[int, int]:
+    """Hand every record to librdkafka (waiting while its queue is full); (records, bytes)."""
+    produced = read = 0
+    with _progress(total, sys.stderr.isatty() and file is not None) as progress:
+        for record in records:
+            target = record.partition if record.partition is not None else partition
+            kwargs: dict[str, Any] = {"value": record.value, "key": record.key,
+                                      "headers": record.headers or None, "on_delivery": delivery}
+            if target is not None:
+                kwargs["partition"] = target
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.1)
+            producer.poll(0)
+            produced += 1
+            read += len(record.value or b"") + len(record.key or b"") + 1
+            if file is not None and produced % 1000 == 0:  # the file position: the bar ends at 100%
+                progress.update(progress.task_ids[0], completed=file.tell())
+        if file is not None:
+            progress.update(progress.task_ids[0], completed=total)
+    return produced, read
+
+
 def _abort(producer: Any) -> None:
     from confluent_kafka import KafkaException
 
@@ -192,31 +221,13 @@ def produce(
     source: IO[bytes] = input_file.open("rb") if input_file else sys.stdin.buffer
     total = input_file.stat().st_size if input_file else None
     started = time.monotonic()
-    produced = read = 0
+    produced = 0
     try:
         if transactional_id:
             producer.init_transactions(30)
             producer.begin_transaction()
-        with _progress(total, sys.stderr.isatty() and input_file is not None) as progress:
-            for record in read_records(source, fmt, key_separator, headers):
-                target = record.partition if record.partition is not None else partition
-                kwargs: dict[str, Any] = {"value": record.value, "key": record.key,
-                                          "headers": record.headers or None, "on_delivery": delivery}
-                if target is not None:
-                    kwargs["partition"] = target
-                while True:
-                    try:
-                        producer.produce(topic, **kwargs)
-                        break
-                    except BufferError:  # the local queue is full: let deliveries drain it
-                        producer.poll(0.1)
-                producer.poll(0)
-                produced += 1
-                read += len(record.value or b"") + len(record.key or b"") + 1
-                if input_file and produced % 1000 == 0:  # the file position: the bar ends at 100%
-                    progress.update(progress.task_ids[0], completed=source.tell())
-            if input_file:
-                progress.update(progress.task_ids[0], completed=total)
+        produced, read = _send_all(producer, topic, read_records(source, fmt, key_separator, headers),
+                                   partition, delivery, source if input_file else None, total)
         if transactional_id:
             producer.commit_transaction(30)
         remaining = producer.flush(35)
