@@ -193,9 +193,13 @@ def dump_segment(path: Path, with_records: bool, decoder: Decoder | None) -> dic
 
 # -- indexes -------------------------------------------------------------------------------------
 
+def _segment_beside(index: Path) -> Path:
+    return index.parent / f"{index.name.partition('.')[0]}.log"
+
+
 def _segment_batches(path: Path) -> dict[int, BatchHeader]:
     """The batch headers of the segment beside an index, by position (empty if none)."""
-    log = path.with_suffix(".log")
+    log = _segment_beside(path)
     if not log.exists():
         return {}
     buf = _map(log)
@@ -216,7 +220,7 @@ def _index_entries(path: Path, fmt: struct.Struct) -> tuple[list[tuple[int, int]
 
 
 def dump_offset_index(path: Path) -> dict[str, Any]:
-    base = int(path.stem)
+    base = int(path.name.partition(".")[0])
     raw, damage = _index_entries(path, struct.Struct(">ii"))
     batches = _segment_batches(path)
     entries = []
@@ -232,11 +236,11 @@ def dump_offset_index(path: Path) -> dict[str, Any]:
         previous = (offset, position)
         entries.append({"offset": offset, "position": position})
     return {"file": str(path), "kind": "offset-index", "entries": entries, "damage": damage,
-            "checked_against": str(path.with_suffix(".log")) if batches else None}
+            "checked_against": str(_segment_beside(path)) if batches else None}
 
 
 def dump_time_index(path: Path) -> dict[str, Any]:
-    base = int(path.stem)
+    base = int(path.name.partition(".")[0])
     raw, damage = _index_entries(path, struct.Struct(">qi"))
     batches = _segment_batches(path)
     offsets = [(h.base_offset, h.last_offset, h.max_timestamp) for h in batches.values()]
@@ -253,7 +257,7 @@ def dump_time_index(path: Path) -> dict[str, Any]:
         previous = (timestamp, offset)
         entries.append({"timestamp": timestamp, "offset": offset})
     return {"file": str(path), "kind": "time-index", "entries": entries, "damage": damage,
-            "checked_against": str(path.with_suffix(".log")) if batches else None}
+            "checked_against": str(_segment_beside(path)) if batches else None}
 
 
 def dump_txn_index(path: Path) -> dict[str, Any]:
@@ -319,18 +323,25 @@ def dump_text_checkpoint(path: Path) -> dict[str, Any]:
     return doc
 
 
+# a segment or index on its way in or out: a clean's output, Kafka's deletion and swap suffixes
+_TRANSIENT = (".cleaned", ".deleted", ".swap")
+
+
 def dump_file(path: Path, with_records: bool, decoder_name: str | None) -> dict[str, Any]:
     """The dump of one file, chosen by its name."""
     name = path.name
+    for suffix in _TRANSIENT:
+        name = name.removesuffix(suffix)
     if name.endswith(".log"):
         return dump_segment(path, with_records, _decoder_for(path, decoder_name))
-    if name.endswith(".index") and path.stem.isdigit():
+    stem = name.partition(".")[0]
+    if name.endswith(".index") and stem.isdigit():
         return dump_offset_index(path)
-    if name.endswith(".timeindex") and path.stem.isdigit():
+    if name.endswith(".timeindex") and stem.isdigit():
         return dump_time_index(path)
     if name.endswith(".txnindex"):
         return dump_txn_index(path)
-    if name.endswith(".snapshot") and path.stem.isdigit():
+    if name.endswith(".snapshot") and stem.isdigit():
         return dump_producer_snapshot(path)
     if _METADATA_SNAPSHOT.match(name):
         return dump_metadata_snapshot(path, with_records)

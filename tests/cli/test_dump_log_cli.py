@@ -258,3 +258,17 @@ def test_damaged_files_are_reported_not_crashed_on(written: DataDir, tmp_path: P
 
     r = kafkapy("dump-log", str(part / "nonexistent.log"))
     assert r.code == 2
+
+
+def test_files_on_their_way_in_or_out(written: DataDir, tmp_path: Path) -> None:
+    """A clean's `.cleaned` output and Kafka's `.deleted` files are read like the originals."""
+    part = written.path / "d-idx-0"
+    log = sorted(part.glob("*.log"))[0]
+    index = part / f"{log.stem}.index"
+    shutil.copy(log, tmp_path / f"{log.name}.cleaned")
+    shutil.copy(index, tmp_path / f"{index.name}.deleted")
+    code, docs, _ = dump(tmp_path / f"{log.name}.cleaned", tmp_path / f"{index.name}.deleted")
+    assert code == 0
+    assert docs[0]["kind"] == "segment"
+    assert docs[0]["batches"]
+    assert docs[1]["kind"] == "offset-index"
