@@ -80,6 +80,8 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._moving: set[TopicPartition] = set()  # between data dirs (`move_log`)
+        # AlterReplicaLogDirs for a replica not hosted yet: where it goes when it is created
+        self._preferred: dict[TopicPartition, Path] = {}
         self._per_dir = {d: 0 for d in self.data_dirs}  # logs per data dir, for placement
         self._temporary = False
         self._closed = False
@@ -188,7 +190,8 @@ class LogManager:
                 if config is not None:
                     existing.set_config(config, self.default_config)
                 return existing
-            target = min(self.data_dirs, key=lambda d: self._per_dir[d])
+            target = self._preferred.pop((topic, partition), None) or min(
+                self.data_dirs, key=lambda d: self._per_dir[d])
             try:
                 plog = PartitionLog(target / f"{topic}-{partition}",
                                     config if config is not None else self.default_config,
@@ -230,7 +233,7 @@ class LogManager:
             return None
         return next((d for d in self.data_dirs if d.resolve() == wanted.resolve()), None)
 
-    def move_log(self, topic: str, partition: int, target_dir: str) -> PartitionLog:
+    def move_log(self, topic: str, partition: int, target_dir: str) -> PartitionLog | None:
         """Move a partition's log to another data directory (AlterReplicaLogDirs); blocking.
 
         Kafka copies into a `-future` replica while the current one keeps serving; here the log
@@ -238,8 +241,10 @@ class LogManager:
         into place and only then removed from the old directory, so a crash at any point
         leaves one complete copy (a leftover `-future` is removed at start-up). While it moves,
         the partition is absent: requests for it fail with a retriable storage error. Returns
-        the log now open in the target directory (the same log when it is already there).
-        Raises LogDirNotFoundError, KeyError (no such log) or KafkaStorageError.
+        the log now open in the target directory (the same log when it is already there); for
+        a replica not hosted here, None - the directory is remembered and the replica is created
+        there (Kafka's preferred log dir). Raises LogDirNotFoundError, KeyError (the replica is
+        moving already) or KafkaStorageError.
         """
         target = self.data_dir_of(target_dir)
         if target is None:
@@ -247,7 +252,10 @@ class LogManager:
         key = (topic, partition)
         with self._lock:
             plog = self._logs.get(key)
-            if plog is None or key in self._moving:
+            if plog is None and key not in self._moving:
+                self._preferred[key] = target  # as Kafka: created there later
+                return None
+            if plog is None:
                 raise KeyError(key)
             if plog.directory.parent.resolve() == target.resolve():
                 return plog

@@ -21,8 +21,10 @@ broker hosts (the image names it as a replica), leader or follower, each with it
 AlterReplicaLogDirs moves replicas this broker hosts between its `log.dirs`
 (`LogManager.move_log`, in a worker thread; answered when the move is complete - Kafka answers
 at once and copies in the background, reporting the copy as a future replica). Errors per
-partition: a path that is not a log dir -> LOG_DIR_NOT_FOUND, a partition not hosted here ->
-REPLICA_NOT_AVAILABLE, a failed copy -> KAFKA_STORAGE_ERROR (the replica stays where it was).
+partition: a path that is not a log dir -> LOG_DIR_NOT_FOUND, a replica moving already ->
+REPLICA_NOT_AVAILABLE, a failed copy -> KAFKA_STORAGE_ERROR (the replica stays where it was). A
+replica this broker does not host answers NONE and is created in that directory if it comes
+(Kafka's preferred log dir).
 v0 (deprecated, removed in Kafka 4.0) is not served.
 
 DescribeQuorum (what `kafka-metadata-quorum.sh` and the admin clients' describeMetadataQuorum
@@ -300,8 +302,6 @@ async def handle_alter_replica_log_dirs(
 async def _move(broker: Broker, path: str, topic: str, partition: int) -> ErrorCode:
     if broker.logs.data_dir_of(path) is None:
         return ErrorCode.LOG_DIR_NOT_FOUND
-    if topic not in broker.topics or broker.partition_log(topic, partition) is None:
-        return ErrorCode.REPLICA_NOT_AVAILABLE
     try:
         await trio.to_thread.run_sync(broker.logs.move_log, topic, partition, path)
     except KeyError:
