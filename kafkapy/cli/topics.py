@@ -190,22 +190,33 @@ def _ids(nodes: list[int]) -> str:
 @_topic_option
 @click.option("--under-replicated-partitions", is_flag=True, help="only partitions whose ISR is short")
 @click.option("--unavailable-partitions", is_flag=True, help="only partitions without a leader")
+@click.option("--under-min-isr-partitions", is_flag=True, help="only partitions with ISR < min.insync.replicas")
+@click.option("--at-min-isr-partitions", is_flag=True, help="only partitions with ISR = min.insync.replicas")
 @click.option("--exclude-internal", is_flag=True, help="leave out internal topics")
 @client_options
 def describe(
     settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...],
-    under_replicated_partitions: bool, unavailable_partitions: bool, exclude_internal: bool,
+    under_replicated_partitions: bool, unavailable_partitions: bool, under_min_isr_partitions: bool,
+    at_min_isr_partitions: bool, exclude_internal: bool,
 ) -> int:
     """Partitions (leader, replicas, ISR, offline, offsets, size) and configs of topics (all if none named)."""
     names = list(dict.fromkeys([*topic, *topic_option])) or None
+    by_isr = under_min_isr_partitions or at_min_isr_partitions
     with Admin(settings) as admin:
         md = _metadata(admin, names, exclude_internal)
         rows = describe_partitions(admin, md)
-        configs = {str(t.name): describe_configs(admin, TOPIC, str(t.name)) for t in md.topics} if names else {}
+        configs = ({str(t.name): describe_configs(admin, TOPIC, str(t.name)) for t in md.topics}
+                   if names or by_isr else {})
     if under_replicated_partitions:
         rows = [r for r in rows if len(r["isr"]) < len(r["replicas"])]
     if unavailable_partitions:
         rows = [r for r in rows if r["leader"] < 0]
+    if by_isr:
+        min_isr = {t: int(next((c["value"] for c in cs if c["name"] == "min.insync.replicas"), "1"))
+                   for t, cs in configs.items()}
+        rows = [r for r in rows if (len(r["isr"]) < min_isr[str(r["topic"])] if under_min_isr_partitions
+                                    else len(r["isr"]) == min_isr[str(r["topic"])])]
+    filtered = under_replicated_partitions or unavailable_partitions or by_isr
     out = Output(settings)
     if settings.json:
         out.emit([
@@ -218,7 +229,7 @@ def describe(
         return 0
     for t in md.topics:
         mine = [r for r in rows if r["topic"] == t.name]
-        if not mine and (under_replicated_partitions or unavailable_partitions):
+        if not mine and filtered:
             continue
         set_configs = [f"{c['name']}={c['value']}" for c in configs.get(str(t.name), [])
                        if c["source"] == "DYNAMIC_TOPIC_CONFIG"]

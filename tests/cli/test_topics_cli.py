@@ -47,6 +47,11 @@ def test_create_describe_alter_delete(bootstrap: str) -> None:
     none_short = kafkapy("topics", "describe", "t-life", "--under-replicated-partitions", "--json",
                          bootstrap=bootstrap).json()
     assert none_short[0]["partitions"] == []
+    at_min = kafkapy("topics", "describe", "t-life", "--at-min-isr-partitions", "--json", bootstrap=bootstrap).json()
+    assert [p["partition"] for p in at_min[0]["partitions"]] == [0, 1, 2]  # ISR 1 = min.insync.replicas 1
+    under_min = kafkapy("topics", "describe", "--under-min-isr-partitions", "--exclude-internal", "--json",
+                        bootstrap=bootstrap).json()
+    assert all(t["partitions"] == [] for t in under_min)
 
     r = kafkapy("topics", "alter", "t-life", "--config", "cleanup.policy=compact", "--delete-config",
                 "retention.ms", bootstrap=bootstrap)
