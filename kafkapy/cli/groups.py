@@ -182,7 +182,10 @@ def _offset_rows(admin: Admin, view: GroupView) -> list[dict[str, Any]]:
             owners[tp] = m
     committed = committed_offsets(admin, view.group_id)
     partitions = sorted(set(owners) | set(committed))
-    ends = list_offsets(admin, partitions) if partitions else {}
+    # offsets may outlive their topic: those partitions show no log end instead of failing
+    existing = {(str(t.name), p.partition_index) for t in admin.metadata({t for t, _ in partitions}).topics
+                if t.error_code == ErrorCode.NONE for p in t.partitions} if partitions else set()
+    ends = list_offsets(admin, [tp for tp in partitions if tp in existing]) if existing else {}
     rows = []
     for tp in partitions:
         c, e, m = committed.get(tp), ends.get(tp), owners.get(tp, {})
