@@ -13,7 +13,8 @@ unit test with a hand-made history. What counts as an anomaly, by workload:
   committed transaction, missing from the output (lost).
 - consumer group, commit after processing: a member starting a partition below an offset
   commit acknowledged before it was assigned the partition, or acknowledged commits going
-  down (offsets backwards); a record below the group's final committed offset that no member
+  down (offsets backwards; likewise the transactional processor rewinding below the offsets
+  of a transaction whose commit was acknowledged); a record below the group's final committed offset that no member
   processed (lost); a processed record the final read holds another value at (inconsistent).
 - any final read that could not reach a partition's end (unreadable, e.g. a hanging
   transaction keeps the last stable offset back).
@@ -293,22 +294,22 @@ def check_txn(history: History, horizon: float = 0.0) -> TxnCheck:
 
 def check_group(history: History, horizon: float = 0.0) -> GroupCheck:
     """Offsets going backwards, skipped and inconsistent records of the consumer group."""
-    result = GroupCheck(commits=len(history.commits), processed=len(history.processed))
+    own = [c for c in history.commits if c.group == GROUP_CONSUMERS]
+    result = GroupCheck(commits=len(own), processed=len(history.processed))
     result.distinct = len({(p.partition, p.offset) for p in history.processed})
-    result.stall_s = longest_gap([c.t for c in history.commits], horizon)
-    events: dict[int, list[tuple[float, int, str, int]]] = defaultdict(list)
+    result.stall_s = longest_gap([c.t for c in own], horizon)
+    events: dict[tuple[str, int], list[tuple[float, int, str, int]]] = defaultdict(list)
     for c in history.commits:
-        events[c.partition].append((c.t, 1, c.member, c.offset))
+        events[(c.group, c.partition)].append((c.t, 1, c.member, c.offset))
     for r in history.resumes:
-        events[r.partition].append((r.t, 0, r.member, r.offset))
-    for partition, items in sorted(events.items()):
+        events[(r.group, r.partition)].append((r.t, 0, r.member, r.offset))
+    for (group, partition), items in sorted(events.items()):
         highest, by = -1, ""
+        where = f"partition {partition}" if group == GROUP_CONSUMERS else f"{group} partition {partition}"
         for t, is_commit, member, offset in sorted(items):
             if offset < highest:
                 what = "committed" if is_commit else "resumed at"
-                result.backwards.append(
-                    f"partition {partition}: {member} {what} {offset} at {t:.3f}s after {by} committed {highest}"
-                )
+                result.backwards.append(f"{where}: {member} {what} {offset} at {t:.3f}s after {by} committed {highest}")
             if is_commit and offset > highest:
                 highest, by = offset, member
     log = {

@@ -91,23 +91,27 @@ class TxnOutcome:
 @dataclass(frozen=True)
 class Commit:
     """A group member's offset commit for `partition` acknowledged at `t` (commit-after-
-    processing: everything below `offset` was processed)."""
+    processing: everything below `offset` was processed); for `GROUP_TXN`, the offsets a
+    committed transaction carried."""
 
     member: str
     partition: int
     offset: int
     t: float
+    group: str = GROUP_CONSUMERS
 
 
 @dataclass(frozen=True)
 class Resume:
     """The first record a group member got from `partition` after being assigned it at `t`:
-    where the group's committed offset made it start."""
+    where the group's committed offset made it start; for `GROUP_TXN`, the committed offset
+    the transactional processor rewound to at `t`."""
 
     member: str
     partition: int
     offset: int
     t: float
+    group: str = GROUP_CONSUMERS
 
 
 @dataclass(frozen=True)

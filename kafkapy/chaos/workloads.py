@@ -241,6 +241,8 @@ class TxnProcessor(Workload):
             assigned = consumer.assignment()
             for tp in consumer.committed(assigned, CALL_TIMEOUT_S) if assigned else []:
                 consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+                if tp.offset >= 0:
+                    self.history.add(Resume(self.workload, tp.partition, tp.offset, self.clock(), group=GROUP_TXN))
         except KafkaException as e:
             self.history.client_error(self.workload, f"rewind: {_error(e)}")
             return False
@@ -257,7 +259,13 @@ class TxnProcessor(Workload):
                 producer.produce(TOPIC_TXN_OUT, f"{txn}:{value}".encode(), partition=m.partition() or 0)
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
-            return self._commit(producer, consumer, txn, values)
+            if not self._commit(producer, consumer, txn, values):
+                return False
+            now = self.clock()
+            for tp in positions:
+                if tp.offset >= 0:
+                    self.history.add(Commit(self.workload, tp.partition, tp.offset, now, group=GROUP_TXN))
+            return True
         except KafkaException as e:
             err = _error(e)
             self.history.client_error(self.workload, f"transaction: {err}")

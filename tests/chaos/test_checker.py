@@ -244,3 +244,19 @@ def test_liveness_figures_are_the_longest_stretch_without_progress() -> None:
     assert result.group.stall_s == pytest.approx(6.5)
     assert result.group.distinct == 1
     assert result.total_anomalies() == 0
+
+
+def test_transactional_rewind_below_an_acknowledged_commit_goes_backwards() -> None:
+    """The seed-1 long run's shape: a transaction carrying offset 6475 for partition 0 was
+    acknowledged, later the processor rewound to 6474 (the committed offset was lost) and
+    wrote those values again."""
+    h = History()
+    h.add(Commit("txn", 0, 6475, 400.0, group=GROUP_TXN))
+    h.add(Resume("txn", 0, 6475, 402.0, group=GROUP_TXN))
+    h.add(Resume("txn", 0, 6474, 436.8, group=GROUP_TXN))
+    h.add(Commit("group-a", 0, 10, 1.0))
+    backwards = check_group(h).backwards
+    assert backwards == ["chaos-txn partition 0: txn resumed at 6474 at 436.800s after txn committed 6475"]
+    result = check(h, horizon=500.0)
+    assert result.anomalies()["offsets_backwards"] == 1
+    assert result.group.commits == 1, "the processor's commits are not the group's"
