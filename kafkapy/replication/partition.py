@@ -16,6 +16,13 @@ Rules:
    ignored, so a late AlterPartition response cannot roll the ISR back.
 4. The HW only moves forward; every method that may move it returns the new value (None when it
    did not move).
+5. An expansion whose outcome is unknown (no answer: the connection failed, the controller lost
+   its leadership or timed out waiting for the commit; or an answer that does not say it was
+   not applied: INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH) may be committed: the controller
+   may then list its additions in the ISR and elect one of them when the leader goes, so they
+   keep counting in the HW until the outcome is known (a newer partition epoch in the metadata
+   image, or an answer to a resend of the same proposal), as Kafka's leader stays in
+   PendingExpandIsr (forgetting it would let the HW pass what an ISR member holds).
 """
 
 from __future__ import annotations
@@ -70,6 +77,8 @@ class LeaderState:
         # the first offset the leader wrote in its epoch (its LEO when it became leader)
         self.epoch_start_offset = epoch_start_offset
         self.pending: IsrProposal | None = None
+        # the pending proposal got no definitive answer: send it again (rule 5)
+        self.resend_pending = False
         # ISR members start "caught up now", so a leader change does not shrink them at once
         self.progress: dict[int, ReplicaProgress] = {
             r: ReplicaProgress(last_caught_up_ms=now_ms if r in self.isr else 0)
@@ -108,9 +117,13 @@ class LeaderState:
     def propose_isr_change(
         self, leader_leo: int, now_ms: int, lag_ms: int, *, ineligible: Collection[int] = ()
     ) -> IsrProposal | None:
-        """The AlterPartition to send now, if any (none while one is pending); it becomes pending."""
+        """The AlterPartition to send now, if any (none while one is pending, except the resend
+        of a pending proposal whose outcome is unknown); it becomes pending."""
         if self.pending is not None:
-            return None
+            if not self.resend_pending:
+                return None
+            self.resend_pending = False
+            return self.pending
         change = isr_change(
             replicas=self.replicas,
             isr=self.isr,
@@ -136,17 +149,27 @@ class LeaderState:
         if proposal is not self.pending:
             return None
         self.pending = None
+        self.resend_pending = False
         if partition_epoch >= self.partition_epoch:
             self.isr = tuple(isr)
             self.partition_epoch = partition_epoch
         return self._advance(leader_leo)
 
-    def isr_change_failed(self, proposal: IsrProposal, leader_leo: int) -> int | None:
-        """The proposal was rejected or lost: forget it (its additions leave the maximal ISR,
-        which may let the HW advance). A later `propose_isr_change` may try again."""
+    def isr_change_failed(
+        self, proposal: IsrProposal, leader_leo: int, *, maybe_applied: bool = False
+    ) -> int | None:
+        """The controller refused the proposal (`maybe_applied` False: it says it did not apply
+        it): forget it (its additions leave the maximal ISR, which may let the HW advance); a
+        later `propose_isr_change` may try again. `maybe_applied`: its outcome is unknown
+        (rule 5): an expansion stays pending and `propose_isr_change` resends it; a shrink is
+        forgotten (its removals never counted)."""
         if proposal is not self.pending:
             return None
+        if maybe_applied and proposal.change.added:
+            self.resend_pending = True
+            return None
         self.pending = None
+        self.resend_pending = False
         return self._advance(leader_leo)
 
     def on_metadata(
@@ -159,6 +182,7 @@ class LeaderState:
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
         self.pending = None
+        self.resend_pending = False
         if tuple(replicas) != self.replicas:
             self.replicas = tuple(replicas)
             self.progress = {

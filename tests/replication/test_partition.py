@@ -105,3 +105,56 @@ def test_expansion_needs_the_start_of_the_leader_epoch() -> None:
     proposal = s.propose_isr_change(25, 2, LAG)
     assert proposal is not None
     assert proposal.change.added == {2}
+
+
+def test_an_expansion_whose_answer_was_lost_keeps_counting_until_the_outcome_is_known() -> None:
+    """The controller may have committed it (and may elect the added replica): the chaos run
+    where the leader forgot such an expansion and later saw it in the ISR."""
+    s = _leader(isr=(1, 2))
+    s.on_follower_fetch(2, 10, 10, 0)
+    s.on_follower_fetch(3, 10, 10, 0)
+    proposal = s.propose_isr_change(10, 0, LAG)
+    assert proposal is not None
+    assert proposal.new_isr == (1, 2, 3)
+    assert s.isr_change_failed(proposal, 10, maybe_applied=True) is None  # no answer
+    assert s.maximal_isr == (1, 2, 3)
+    s.on_leader_append(20)
+    assert s.on_follower_fetch(2, 20, 20, 1) is None
+    assert s.high_watermark == 10  # 3, maybe in the ISR, holds only 10
+    assert s.propose_isr_change(20, 2, LAG) is proposal  # sent again as it was
+    assert s.propose_isr_change(20, 2, LAG) is None  # once per unanswered send
+    # the resend meets the committed first send: INVALID_UPDATE_VERSION, still unknown here
+    assert s.isr_change_failed(proposal, 20, maybe_applied=True) is None
+    assert s.high_watermark == 10
+    # the metadata image shows the outcome: committed, 3 is in the ISR
+    assert s.on_metadata([1, 2, 3], [1, 2, 3], 8, 20, 3) is None
+    assert s.isr == (1, 2, 3)
+    assert s.pending is None
+    assert s.on_follower_fetch(3, 20, 20, 4) == 20
+
+
+def test_an_unanswered_expansion_that_was_not_committed_is_released_by_a_refusal() -> None:
+    s = _leader(isr=(1, 2))
+    s.on_follower_fetch(2, 10, 10, 0)
+    s.on_follower_fetch(3, 10, 10, 0)
+    proposal = s.propose_isr_change(10, 0, LAG)
+    assert proposal is not None
+    s.isr_change_failed(proposal, 10, maybe_applied=True)
+    s.on_leader_append(20)
+    s.on_follower_fetch(2, 20, 20, 1)
+    assert s.propose_isr_change(20, 2, LAG) is proposal
+    # INELIGIBLE_REPLICA: checked against the current partition epoch, so not applied
+    assert s.isr_change_failed(proposal, 20) == 20
+    assert s.maximal_isr == (1, 2)
+
+
+def test_an_unanswered_shrink_is_forgotten() -> None:
+    """Its removals never counted in the HW, so forgetting it cannot pass an ISR member."""
+    s = _leader()
+    s.on_follower_fetch(2, 10, 10, 100)
+    proposal = s.propose_isr_change(10, 1 + LAG, LAG)
+    assert proposal is not None
+    assert proposal.new_isr == (1, 2)
+    assert s.isr_change_failed(proposal, 10, maybe_applied=True) is None
+    assert s.pending is None
+    assert s.maximal_isr == (1, 2, 3)

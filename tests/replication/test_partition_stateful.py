@@ -1,12 +1,13 @@
 """Model-based test of a leader with two followers, a controller and acks=all producers.
 
 Random appends, follower fetches (each follower's real log grows only by what it fetched),
-time passing, ISR proposals and the controller accepting, changing or losing them. After every
-step:
+time passing, ISR proposals and the controller accepting, refusing, changing or losing them
+(committed or not, with the answer lost), and the metadata image catching up. After every step:
 - the HW never decreases and never exceeds the leader's LEO;
 - the HW never exceeds the log end of any maximal-ISR member whose progress is known;
-- an acks=all request completes (HW >= its batch end) only when every committed ISR member
-  really holds the batch;
+- an acks=all request completes (HW >= its batch end) only when every member of the ISR the
+  controller has committed really holds the batch (the controller may elect any of them,
+  whether or not the leader has heard of the change);
 - a follower in the ISR that has not fetched for longer than the lag time while behind is
   proposed for removal (when nothing else is pending);
 - a proposed addition holds everything up to the HW and from the start of the leader's epoch.
@@ -36,6 +37,8 @@ class LeaderMachine(RuleBasedStateMachine):
         self.waiting: list[int] = []  # batch end offsets of acks=all produce requests
         self.in_flight: IsrProposal | None = None
         self.last_hw = 0
+        self.controller_isr: tuple[int, ...] = (1, 2, 3)  # what the controller committed
+        self.controller_epoch = 0
 
     @initialize(start=st.integers(0, 8), f2=st.integers(0, 8), f3=st.integers(0, 8), isr=st.sampled_from(
         [(1,), (1, 2), (1, 2, 3)]))
@@ -46,13 +49,14 @@ class LeaderMachine(RuleBasedStateMachine):
         self.state = LeaderState(
             [1, 2, 3], isr, leader_epoch=1, partition_epoch=0, leader_id=1, epoch_start_offset=start
         )
+        self.controller_isr = isr
 
     def _hw_moved(self, hw: int | None) -> None:
         if hw is not None:
             assert hw > self.last_hw
         done = [end for end in self.waiting if end <= self.state.high_watermark]
         for end in done:
-            for r in self.state.isr:
+            for r in set(self.state.isr) | set(self.controller_isr):
                 if r != 1:
                     assert self.real_leo[r] >= end, f"acked {end} but replica {r} holds {self.real_leo[r]}"
         self.waiting = [end for end in self.waiting if end > self.state.high_watermark]
@@ -83,7 +87,12 @@ class LeaderMachine(RuleBasedStateMachine):
             if r != 1 and self.now - self.last_fetch[r] > LAG and self.real_leo[r] < self.leader_leo
             and self.state.follower_leo(r) < self.leader_leo
         ]
+        unresolved = self.state.pending if self.state.resend_pending else None
         proposal = self.state.propose_isr_change(self.leader_leo, self.now, LAG)
+        if unresolved is not None:  # an unanswered expansion goes again before anything else
+            assert proposal is unresolved
+            self.in_flight = proposal
+            return
         if lagging:
             assert proposal is not None
             assert set(lagging) <= proposal.change.removed
@@ -97,23 +106,53 @@ class LeaderMachine(RuleBasedStateMachine):
                 assert self.real_leo[r] >= leo
         self.in_flight = proposal
 
+    def _controller_applies(self, proposal: IsrProposal) -> bool:
+        """The controller's check: the proposal is against its current partition epoch."""
+        if proposal.partition_epoch != self.controller_epoch:
+            return False
+        self.controller_isr = proposal.new_isr
+        self.controller_epoch += 1
+        return True
+
     @precondition(lambda self: self.in_flight is not None)
-    @rule(outcome=st.sampled_from(["commit", "fail", "lost"]))
+    @rule(outcome=st.sampled_from(["commit", "refuse", "applied-unanswered", "unanswered", "shrunk"]))
     def controller_answers(self, outcome: str) -> None:
         proposal = self.in_flight
         assert proposal is not None
         self.in_flight = None
-        if outcome == "commit":
+        if outcome in ("commit", "refuse") and proposal.partition_epoch != self.controller_epoch:
+            # INVALID_UPDATE_VERSION: the partition moved on, maybe by an unanswered send of it
+            hw = self.state.isr_change_failed(proposal, self.leader_leo, maybe_applied=True)
+        elif outcome == "commit":
+            assert self._controller_applies(proposal)
             hw = self.state.isr_change_committed(
-                proposal, proposal.new_isr, self.state.partition_epoch + 1, self.leader_leo
+                proposal, proposal.new_isr, self.controller_epoch, self.leader_leo
             )
             assert self.state.isr == proposal.new_isr
-        elif outcome == "fail":
+        elif outcome == "refuse":  # e.g. INELIGIBLE_REPLICA: checked against the current epoch
             hw = self.state.isr_change_failed(proposal, self.leader_leo)
+        elif outcome == "applied-unanswered":  # committed, then the controller lost leadership
+            self._controller_applies(proposal)
+            hw = self.state.isr_change_failed(proposal, self.leader_leo, maybe_applied=True)
+        elif outcome == "unanswered":  # lost before it was committed
+            hw = self.state.isr_change_failed(proposal, self.leader_leo, maybe_applied=True)
         else:  # the controller shrank the ISR to the leader itself meanwhile (metadata wins)
-            hw = self.state.on_metadata([1, 2, 3], [1], self.state.partition_epoch + 1, self.leader_leo, self.now)
+            self.controller_isr = (1,)
+            self.controller_epoch = max(self.controller_epoch, self.state.partition_epoch) + 1
+            hw = self.state.on_metadata([1, 2, 3], [1], self.controller_epoch, self.leader_leo, self.now)
             assert self.state.isr_change_committed(proposal, proposal.new_isr, 0, self.leader_leo) is None
             assert self.state.isr == (1,)
+        self._hw_moved(hw)
+
+    @precondition(lambda self: self.controller_epoch > self.state.partition_epoch)
+    @rule()
+    def metadata_arrives(self) -> None:
+        """The leader applies the controller's committed partition state from the image."""
+        hw = self.state.on_metadata(
+            [1, 2, 3], self.controller_isr, self.controller_epoch, self.leader_leo, self.now
+        )
+        assert self.state.isr == self.controller_isr
+        assert self.state.pending is None
         self._hw_moved(hw)
 
     @invariant()

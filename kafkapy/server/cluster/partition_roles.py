@@ -20,8 +20,9 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   channel.
 
 Error handling: a log that cannot be opened or deleted is logged and the partition left without
-a role (produce/fetch answer NOT_LEADER_OR_FOLLOWER); an AlterPartition that fails is forgotten
-and tried again at the next check. Resource handling: no tasks of its own except the ISR loop.
+a role (produce/fetch answer NOT_LEADER_OR_FOLLOWER); an AlterPartition the controller refused
+is forgotten and tried again at the next check; an expansion whose outcome is unknown (no
+answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource handling: no tasks of its own except the ISR loop.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 NO_LEADER = -1
+# AlterPartition answers that leave open whether the change was committed: no answer (raised),
+# a controller that lost leadership or timed out after proposing it (NOT_CONTROLLER), or a
+# partition state that moved on, maybe by this very change (LeaderState rule 5).
+_OUTCOME_UNKNOWN = frozenset({
+    ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NOT_CONTROLLER, ErrorCode.INVALID_UPDATE_VERSION,
+    ErrorCode.FENCED_LEADER_EPOCH,
+})
 ALTER_RETRY_S = 0.5  # pause after a failed AlterPartition, so a refused change is not re-sent per fetch
 _WAITER_SEQ = itertools.count()  # tie-break of equal end offsets in a waiter heap
 
@@ -466,8 +474,8 @@ class ReplicaManager:
             if code is ErrorCode.NONE and result is not None:
                 code = ErrorCode(result.error_code)
         except Exception as exc:
-            log.warning("%s-%d: AlterPartition %s failed: %s", role.topic, role.partition,
-                        list(proposal.new_isr), exc)
+            log.warning("%s-%d: AlterPartition %s failed (it may still commit): %s", role.topic,
+                        role.partition, list(proposal.new_isr), exc)
             code, result = ErrorCode.UNKNOWN_SERVER_ERROR, None
         finally:
             role.alter_in_flight = False
@@ -485,7 +493,7 @@ class ReplicaManager:
             log.info("%s-%d: ISR now %s (partition epoch %d)", role.topic, role.partition,
                      list(state.isr), state.partition_epoch)
         else:
-            hw = state.isr_change_failed(proposal, leo)
+            hw = state.isr_change_failed(proposal, leo, maybe_applied=code in _OUTCOME_UNKNOWN)
             role.alter_retry_at = trio.current_time() + ALTER_RETRY_S
             if code is not ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.info("%s-%d: AlterPartition %s refused: %s", role.topic, role.partition,
@@ -494,3 +502,7 @@ class ReplicaManager:
             self._hw_moved(role, plog, hw)
         else:
             self._signal(role)
+        if state.resend_pending:  # outcome unknown: resend it after the pause, not a lag period later
+            await trio.sleep(ALTER_RETRY_S)
+            self._isr_to_check.add((role.topic, role.partition))
+            self._isr_wakeup.set()

@@ -111,3 +111,55 @@ async def test_a_diverged_former_leader_truncates_and_follows(tmp_path: Path) ->
                 await wait_for(lambda: back.node_id in _part(controller).isr, timeout_s=30,  # type: ignore[attr-defined]
                                what="the former leader to rejoin the ISR")
                 await back.stop()
+
+
+async def test_an_isr_expansion_committed_with_its_answer_lost_holds_the_hw(tmp_path: Path) -> None:
+    """The controller commits the leader's AlterPartition adding a follower, but the leader
+    hears neither the answer nor the metadata (its controller lost leadership, it is cut off):
+    the follower is in the ISR the controller may elect from, so acks=all must wait for it
+    (the leader once forgot the expansion and acknowledged records only the others held)."""
+    with trio.fail_after(90):
+        async with running_cluster(tmp_path, min_isr=2) as (controller, nodes):
+            controller.create_topic("t", rf=3)
+            leader = _leader(controller, nodes)
+            tid = controller.image.topics["t"].topic_id
+            late_id, other_id = [i for i in nodes if i != leader.node_id]
+            late = nodes[late_id]
+            late.cluster.fetchers.remove_partition("t", 0)
+            client = await leader.client()
+            assert (await produce(client, "t", batch(b"a"), acks=-1)).error_code == ErrorCode.NONE
+            await wait_for(lambda: late_id not in _part(controller).isr, timeout_s=30,  # type: ignore[attr-defined]
+                           what="the stopped follower to leave the ISR")
+            held: list[object] = []
+            publish = leader.publish
+            leader.publish = lambda image, delta: held.append((image, delta))  # type: ignore[method-assign]
+            channel = leader.cluster.channel
+
+            class LosesAnswers:
+                async def alter_partition(self, req: object) -> object:
+                    await channel.alter_partition(req)  # committed ...
+                    raise RuntimeError("connection to the controller lost")  # ... unanswered
+
+            leader.cluster.channel = LosesAnswers()
+            epoch = _part(controller).leader_epoch  # type: ignore[attr-defined]
+            late.cluster.fetchers.add_partition("t", 0, tid, leader.node_id, epoch)
+            await wait_for(lambda: late_id in _part(controller).isr, timeout_s=30,  # type: ignore[attr-defined]
+                           what="the controller to commit the expansion")
+            late.cluster.fetchers.remove_partition("t", 0)  # the added follower stops fetching
+            answer = await produce(client, "t", batch(b"b"), acks=-1, timeout_ms=1_000)
+            assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT  # not acknowledged ...
+            copy = late.broker.logs.get("t", 0)
+            assert copy is not None
+            assert copy.log_end_offset == 1  # ... as the ISR member lacks it
+            # the leader learns the outcome: the ISR with the late follower; it shrinks it again
+            leader.cluster.channel = channel
+            leader.publish = publish  # type: ignore[method-assign]
+            leader.publish(controller.image.copy(), None)
+            await wait_for(lambda: late_id not in _part(controller).isr, timeout_s=30,  # type: ignore[attr-defined]
+                           what="the late follower to leave the ISR again")
+            assert other_id in _part(controller).isr  # type: ignore[attr-defined]
+            plog = leader.broker.logs.get("t", 0)
+            assert plog is not None
+            await wait_for(lambda: plog.high_watermark == 2, timeout_s=10, what="the HW")
+            assert held  # the leader had been cut off from the metadata meanwhile
+            await client.aclose()
