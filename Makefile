@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test lint bench clean docker-wheelhouse docker-image docker-test
+.PHONY: run test lint bench chaos clean docker-wheelhouse docker-image docker-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 	$(PY) -m pytest -q
+
+# The fixed-seed randomized fault run (about 3-5 minutes, needs root for iptables and tmpfs).
+chaos: $(TEST_STAMP)
+	KAFKAPY_CHAOS=1 $(PY) -m pytest -q compat_tests/test_chaos.py
 
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check kafkapy tests compat_tests perf docker_tests examples
