@@ -1,4 +1,4 @@
-"""Produce request fast path (`codec.decode_produce_request`) against the generic codec.
+"""Produce fast path (`kafkapy.protocol.produce_fast`) against the generic codec.
 
 What users rely on: a Produce request decodes to exactly what the generic codec makes of it -
 same header, same fields, `records` a view of the caller's buffer - and malformed input still
@@ -23,6 +23,7 @@ from kafkapy.protocol import (
     decode_response,
     encode_request,
     encode_response,
+    produce_fast,
 )
 from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
@@ -80,7 +81,7 @@ def test_valid_requests_decode_as_the_generic_codec(
 ) -> None:
     raw = _frame(version, req, client_id)
     frame = bytearray(raw) if as_bytearray else raw
-    fast = codec.decode_produce_request(frame)
+    fast = produce_fast.decode_produce_request(frame)
     assert fast is not None  # a well-formed request of v3-v11 takes the fast path
     assert fast == _generic(frame)
     assert fast[1] == req
@@ -120,7 +121,7 @@ def test_malformed_requests_answer_as_the_generic_codec(
         raw[at] = junk[0]
     frame = raw if as_bytearray else bytes(raw)
     expected = _generic(frame)
-    fast = codec.decode_produce_request(frame)
+    fast = produce_fast.decode_produce_request(frame)
     if isinstance(expected, ProtocolError):
         assert fast is None
     elif fast is not None:
@@ -142,7 +143,7 @@ def test_tagged_fields_take_the_generic_path() -> None:
     it in `unknown_tagged_fields`."""
     req = ProduceRequest(acks=1, timeout_ms=5, unknown_tagged_fields={7: b"xy"})
     frame = _frame(9, req, "c")
-    assert codec.decode_produce_request(frame) is None
+    assert produce_fast.decode_produce_request(frame) is None
     assert decode_request(frame)[1].unknown_tagged_fields == {7: b"xy"}
 
 
@@ -241,7 +242,7 @@ def test_responses_encode_as_the_generic_codec(
     never an answer where the generic codec refuses (a value out of range, a long string)."""
     _break(resp, breaker)
     expected = _generic_response(version, resp)
-    fast = codec.encode_produce_response(version, 7, resp)
+    fast = produce_fast.encode_produce_response(version, 7, resp)
     if isinstance(expected, ProtocolError):
         assert fast is None
         with pytest.raises(ProtocolError):
@@ -267,7 +268,7 @@ def test_the_usual_answer_takes_the_fast_path(version: int) -> None:
             )
         ]
     )
-    fast = codec.encode_produce_response(version, 7, resp)
+    fast = produce_fast.encode_produce_response(version, 7, resp)
     assert fast is not None
     assert fast == _generic_response(version, resp)
     assert decode_response(ApiKey.PRODUCE, version, fast) == (7, resp)
