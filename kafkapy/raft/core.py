@@ -143,6 +143,10 @@ class RaftCore:
         self._leader_changed = False
         self._now = now_ms
         self._role_state: RoleState = self._initial_role(state, now_ms)
+        if self.voters == {node_id}:
+            # The only voter: no one else can vote or lead, so an election timeout would only
+            # delay start-up. Stand at once and win (KRaft does the same for a quorum of one).
+            self._become_candidate()
         self.tick(now_ms)
 
     # ------------------------------------------------------------------ read-only view

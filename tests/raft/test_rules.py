@@ -420,6 +420,35 @@ def test_leader_restarts_resigned_then_stands() -> None:
     assert core.epoch == 5
 
 
+def test_sole_voter_leads_at_once_without_an_election_timeout() -> None:
+    """KIP-595 (KRaft's `isOnlyVoter`): a quorum of one has nobody to wait for, so the voter
+    stands and wins when it starts - a single node is ready without sitting out an election
+    timeout - and commits its epoch's no-op and proposals with no peer involved."""
+    core = make(voters=(1,), epochs=[2, 2], state=QuorumState(2))
+    assert core.is_leader
+    assert core.epoch == 3
+    ready = core.poll()
+    assert ready.state == QuorumState(3, 1, 1)  # persisted before anything depends on it
+    assert ready.leader_changed
+    assert ready.flush_log
+    assert ready.requests == []
+    assert core.log.read(2, 5) == [Entry(2, 3, b"")]
+    assert core.high_watermark == 3
+    assert [e.offset for e in ready.committed] == [0, 1, 2]
+    assert core.propose([b"a"], 5) == 3
+    ready = core.poll()
+    assert [e.data for e in ready.committed] == [b"a"]
+
+
+def test_sole_voter_restarted_as_leader_leads_the_next_epoch_at_once() -> None:
+    """A restarted sole voter does not come back resigned for a fetch timeout (no newer leader
+    can exist): it leads the next epoch as soon as it starts."""
+    core = make(voters=(1,), state=QuorumState(4, 1, 1), epochs=[4])
+    assert core.is_leader
+    assert core.epoch == 5
+    assert core.poll().state == QuorumState(5, 1, 1)
+
+
 def test_resign_names_successors_most_caught_up_first() -> None:
     """KIP-595 graceful shutdown: EndQuorumEpoch lists the successors by progress."""
     core = make()
