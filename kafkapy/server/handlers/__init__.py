@@ -43,7 +43,7 @@ HANDLER_MODULES: list[str] = [
 
 CONTROLLER_HANDLER_MODULES: list[str] = [
     "quorum",
-    "controller",
+    "controller_apis",
 ]
 
 

@@ -1,5 +1,5 @@
-"""Controller-listener handlers: the broker-to-controller RPCs, answered by the active
-controller (cluster mode only; `@controller_handler`, never on broker listeners).
+"""Controller-listener handlers (Kafka's `ControllerApis`): the broker-to-controller RPCs,
+answered by the active controller (`@controller_handler`, never on broker listeners).
 
 BrokerRegistration (62) v0-4, BrokerHeartbeat (63) v0-1, AlterPartition (56) v0-3,
 AllocateProducerIds (67) v0, and the admin requests brokers forward: CreateTopics (19) v2-7,
