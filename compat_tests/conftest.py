@@ -21,8 +21,6 @@ import re
 import signal
 import struct
 import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Generator, Iterator
@@ -30,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:]+|\[[^\]]+\]):(?P<port>\d+)")
+from kafkapy.testing.process import ServeOutput, serve_command, spawn_serve
+
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 5.0
 LOG_TAIL_LINES = 60
@@ -57,18 +56,21 @@ class BrokerProcess:
         dir_from_config: bool = False,
     ) -> None:
         self.log_path = log_path
+        self.output = ServeOutput(log_path)
         self.data_dir = data_dir
         self.extra_args = list(extra_args or [])
         # True: pass neither --data-dir nor --memory, so log.dirs comes from --config.
         self.dir_from_config = dir_from_config
         self.proc: subprocess.Popen[bytes] | None = None
-        self.host = ""
-        self.port = 0
         self.startup_s = 0.0
-        self._lines: list[str] = []
-        self._lock = threading.Lock()
-        self._ready = threading.Event()
-        self._reader: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return self.output.host
+
+    @property
+    def port(self) -> int:
+        return self.output.port
 
     @property
     def bootstrap(self) -> str:
@@ -76,7 +78,7 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0"]
+        cmd = serve_command("--listeners", "PLAINTEXT://127.0.0.1:0")
         if self.dir_from_config:
             pass
         elif self.data_dir is None:
@@ -86,25 +88,14 @@ class BrokerProcess:
         return cmd + self.extra_args
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        self._ready.clear()
-        self.host, self.port = "", 0
-        with self._lock:
-            self._lines.append(f"--- start: {' '.join(self.command())}\n")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.output.note(f"--- start: {' '.join(self.command())}")
         started = time.monotonic()
-        self.proc = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        self._reader = threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True)
-        self._reader.start()
+        self.proc = spawn_serve(self.command())
+        self.output.follow(self.proc)
         deadline = started + timeout_s
-        while not self._ready.wait(0.05):
+        while not self.output.ready.wait(0.05):
             if self.proc.poll() is not None:
-                self._join_reader()
+                self.output.join()
                 raise BrokerStartError(
                     f"broker exited with code {self.proc.returncode} before it was ready:\n"
                     + self.log_tail()
@@ -116,33 +107,11 @@ class BrokerProcess:
                 )
         self.startup_s = time.monotonic() - started
 
-    def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        with self.log_path.open("a", encoding="utf-8", errors="replace") as log:
-            for raw in proc.stdout:
-                line = raw.decode("utf-8", "replace")
-                log.write(line)
-                log.flush()
-                with self._lock:
-                    self._lines.append(line)
-                if not self._ready.is_set():
-                    match = READY_RE.search(line)
-                    if match:
-                        self.host = match["host"].strip("[]")
-                        self.port = int(match["port"])
-                        self._ready.set()
-
-    def _join_reader(self) -> None:
-        if self._reader is not None:
-            self._reader.join(timeout=2.0)
-
     def log_text(self) -> str:
-        with self._lock:
-            return "".join(self._lines)
+        return self.output.text()
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        with self._lock:
-            return "".join(self._lines[-lines:])
+        return self.output.tail(lines)
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -159,7 +128,7 @@ class BrokerProcess:
             self.kill()
             return None
         finally:
-            self._join_reader()
+            self.output.join()
         return time.monotonic() - started
 
     def kill(self) -> None:
@@ -167,7 +136,7 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
-        self._join_reader()
+        self.output.join()
 
 
 class BrokerFactory:

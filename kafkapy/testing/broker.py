@@ -15,11 +15,9 @@ directory (with the log, unless `log_path` puts it elsewhere). A thread broker t
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,8 +29,8 @@ from typing import Self
 import trio
 
 from kafkapy.server.faults import FaultInjector
-from kafkapy.testing.cluster import READY_RE
 from kafkapy.testing.faults import FaultClient
+from kafkapy.testing.process import ServeOutput, serve_command, spawn_serve
 
 __all__ = ["BrokerStartError", "SubprocessBroker", "TestBroker", "ThreadBroker"]
 
@@ -134,19 +132,24 @@ class SubprocessBroker:
         # a short directory of its own: a Unix socket path must stay under ~100 bytes
         self._work = Path(tempfile.mkdtemp(prefix="kafkapy-broker-"))
         self.log_path = log_path or self._work / "broker.log"
+        self.output = ServeOutput(self.log_path)
         self.faults = FaultClient(self._work / FAULT_SOCKET)
         self.proc: subprocess.Popen[bytes] | None = None
-        self.host = ""
-        self.port = 0
-        self._ready = threading.Event()
-        self._reader: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return self.output.host
+
+    @property
+    def port(self) -> int:
+        return self.output.port
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0"]
+        cmd = serve_command("--listeners", "PLAINTEXT://127.0.0.1:0")
         cmd += ["--memory"] if self.data_dir is None else ["--data-dir", str(self.data_dir)]
         settings = {"kafkapy.test.fault.control.socket": str(self.faults.path), **self.overrides}
         for key, value in settings.items():
@@ -154,18 +157,10 @@ class SubprocessBroker:
         return cmd
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> Self:
-        self._ready.clear()
-        self.proc = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-        self._reader = threading.Thread(target=self._read_output, args=(self.proc,), daemon=True)
-        self._reader.start()
+        self.proc = spawn_serve(self.command())
+        self.output.follow(self.proc)
         deadline = time.monotonic() + timeout_s
-        while not self._ready.wait(0.05):
+        while not self.output.ready.wait(0.05):
             if self.proc.poll() is not None:
                 self._join()
                 raise BrokerStartError(f"broker exited with code {self.proc.returncode}:\n{self.log_tail()}")
@@ -174,23 +169,8 @@ class SubprocessBroker:
                 raise BrokerStartError(f"broker printed no ready line in {timeout_s:.0f} s:\n{self.log_tail()}")
         return self
 
-    def _read_output(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        with self.log_path.open("a", encoding="utf-8", errors="replace") as log:
-            for raw in proc.stdout:
-                line = raw.decode("utf-8", "replace")
-                log.write(line)
-                log.flush()
-                match = None if self._ready.is_set() else READY_RE.search(line)
-                if match:
-                    self.host, self.port = match["host"].strip("[]"), int(match["port"])
-                    self._ready.set()
-
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "".join(self.log_path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-        except OSError:
-            return ""
+        return self.output.tail(lines)
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -219,8 +199,7 @@ class SubprocessBroker:
         shutil.rmtree(self._work, ignore_errors=True)
 
     def _join(self) -> None:
-        if self._reader is not None:
-            self._reader.join(2.0)
+        self.output.join()
 
     def __enter__(self) -> Self:
         try:

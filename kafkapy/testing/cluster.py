@@ -38,15 +38,12 @@ tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import signal
 import socket
 import ssl
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -60,6 +57,7 @@ from kafkapy.protocol.messages import MetadataRequest, SaslAuthenticateRequest, 
 from kafkapy.protocol.sasl import SaslError, ScramClient
 from kafkapy.testing.certs import CertFiles, make_certs
 from kafkapy.testing.faults import FaultClient
+from kafkapy.testing.process import ServeOutput, serve_command, spawn_serve
 
 __all__ = [
     "ClusterNodeProcess",
@@ -69,7 +67,6 @@ __all__ = [
     "free_ports",
 ]
 
-READY_RE = re.compile(r"kafkapy ready: listening on (?P<host>[^\s:,]+|\[[^\]]+\]):(?P<port>\d+)")
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_LINES = 40
@@ -174,9 +171,15 @@ class ClusterNodeProcess:
     data_dir: Path
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
-    ready: threading.Event = field(default_factory=threading.Event)
     starts: int = 0
-    _reader: threading.Thread | None = None
+    output: ServeOutput = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.output = ServeOutput(self.log_path)
+
+    @property
+    def ready(self) -> threading.Event:
+        return self.output.ready
 
     @property
     def bootstrap(self) -> str:
@@ -186,21 +189,7 @@ class ClusterNodeProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "".join(text.splitlines(keepends=True)[-lines:])
-
-    def _read_output(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        with self.log_path.open("a", encoding="utf-8", errors="replace") as log:
-            for raw in proc.stdout:
-                line = raw.decode("utf-8", "replace")
-                log.write(line)
-                log.flush()
-                if not self.ready.is_set() and READY_RE.search(line):
-                    self.ready.set()
+        return self.output.tail(lines)
 
 
 class ClusterProcesses:
@@ -307,8 +296,7 @@ class ClusterProcesses:
         listeners = f"{protocol}://{node.host}:{node.broker_port}"
         if node.voter:
             listeners += f",CONTROLLER://{node.host}:{node.controller_port}"
-        cmd = [
-            sys.executable, "-m", "kafkapy", "serve",
+        cmd = serve_command(
             "--node-id", str(node_id),
             "--data-dir", str(node.data_dir),
             "--listeners", listeners,
@@ -317,7 +305,7 @@ class ClusterProcesses:
             "--override", f"process.roles={'broker,controller' if node.voter else 'broker'}",
             "--override", "controller.listener.names=CONTROLLER",
             "--override", f"inter.broker.listener.name={protocol}",
-        ]
+        )
         for key, value in {**self._security_overrides(), **self.overrides}.items():
             cmd += ["--override", f"{key}={value}"]
         if self.fault_dir is not None:
@@ -346,19 +334,10 @@ class ClusterProcesses:
         if node.is_running():
             raise RuntimeError(f"node {node_id} is already running")
         node.data_dir.mkdir(parents=True, exist_ok=True)
-        node.ready.clear()
         node.starts += 1
-        with node.log_path.open("a", encoding="utf-8") as log:
-            log.write(f"--- start {node.starts}: {' '.join(self.command(node_id))}\n")
-        node.proc = subprocess.Popen(
-            self.command(node_id),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
-        node._reader = threading.Thread(target=node._read_output, args=(node.proc,), daemon=True)
-        node._reader.start()
+        node.output.note(f"--- start {node.starts}: {' '.join(self.command(node_id))}")
+        node.proc = spawn_serve(self.command(node_id))
+        node.output.follow(node.proc)
 
     def wait_ready(self, *node_ids: int, timeout_s: float | None = None) -> None:
         """Block until each node printed its ready line; ClusterStartError (with logs) if one
@@ -460,8 +439,7 @@ class ClusterProcesses:
 
     @staticmethod
     def _join(node: ClusterNodeProcess) -> None:
-        if node._reader is not None:
-            node._reader.join(timeout=2.0)
+        node.output.join()
 
     def logs(self, lines: int = LOG_TAIL_LINES) -> str:
         """The tail of every node's log, labelled (what a failing test should show)."""
