@@ -45,6 +45,12 @@ frozen process, a lost host) would otherwise hold it for the whole per-try timeo
 client's own timeout for admin writes, so the client's CreateTopics failed although a new
 controller had taken over seconds before.
 
+In-process calls: when the Raft leader is this process (a combined broker + controller, a
+single node above all), a call goes straight to the same controller handler the controller
+listener would run (`handlers.registry.lookup(..., controller=True)`), with the request and
+response objects as they are - no loopback socket, no encoding - under the same retry rules
+(NOT_CONTROLLER, leadership moving away), so one mechanism serves one node and many.
+
 Admin writes (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders,
 AlterPartitionReassignments) wait for the controller's commit as long as the client's own
 `timeout_ms` allows in one try: retrying an operation that was applied answers as if it had not
@@ -67,6 +73,7 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.headers import RequestHeader
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -93,6 +100,8 @@ from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequ
 from kafkapy.server.cluster.controller_driver import pop_metadata_offset
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
 from kafkapy.server.cluster.peer import PeerError, PeerPool
+from kafkapy.server.context import ConnectionState, RequestContext
+from kafkapy.server.handlers.registry import lookup
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
@@ -197,9 +206,12 @@ class ControllerChannel:
             if leader is not None and leader in self.node.config.voters:
                 try:
                     timeout = min(per_try, max(0.05, deadline - trio.current_time()))
-                    response = await self._request_while_leader(
-                        pool, leader, api_key, version, body, timeout
-                    )
+                    if leader == self.node.node_id and self.node.controller is not None:
+                        response = await self._call_local(api_key, version, body, timeout)
+                    else:
+                        response = await self._request_while_leader(
+                            pool, leader, api_key, version, body, timeout
+                        )
                 except PeerError as exc:
                     last_error = f"controller {leader}: {exc}"
                 else:
@@ -209,6 +221,22 @@ class ControllerChannel:
             await trio.sleep(pause)
             pause = min(_RETRY_MAX_S, pause * 2)
         raise ControllerUnavailableError(f"{api_key.name}: {last_error}")
+
+    async def _call_local(self, api_key: ApiKey, version: int, body: Any, timeout_s: float) -> Any:
+        """Run the controller handler of `api_key` in this process (see the module docstring);
+        PeerError where the wire path would have one (a timeout, a handler that raised)."""
+        spec = lookup(api_key, controller=True)
+        if spec is None or not spec.supports(version):
+            raise PeerError(f"no controller handler for {api_key.name} v{version}")
+        header = RequestHeader(int(api_key), version, 0, f"kafkapy-channel-{self.node.node_id}")
+        ctx = RequestContext(self.broker, header, ConnectionState("in-process", "in-process"))
+        with trio.move_on_after(timeout_s):
+            try:
+                return await spec.func(ctx, body)
+            except Exception as exc:  # the wire path closes the connection: retried the same way
+                log.exception("in-process %s to the controller failed", api_key.name)
+                raise PeerError(f"{api_key.name} failed in the controller: {exc!r}") from exc
+        raise PeerError(f"{api_key.name}: no answer within {timeout_s:.1f} s")
 
     async def _request_while_leader(
         self,

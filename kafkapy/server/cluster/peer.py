@@ -559,6 +559,10 @@ class PeerPool:
                 self.on_gone(node_id)
             raise
 
+    def node_ids(self) -> list[int]:
+        """The nodes this pool has a client for (it asked them something): status and tests."""
+        return sorted(self._clients)
+
     async def aclose(self) -> None:
         clients = [*self._clients.values(), *self._stale]
         self._clients.clear()

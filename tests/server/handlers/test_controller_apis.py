@@ -165,6 +165,43 @@ async def test_controller_rpcs_are_answered_by_the_active_controller_only(tmp_pa
                 assert publisher.applied_offset > garbage
 
 
+async def test_the_active_controllers_own_broker_calls_it_in_process(tmp_path: Path) -> None:
+    """A combined node whose Raft replica leads calls its controller in-process: it registers,
+    heartbeats and forwards admin writes without a connection to its own controller listener,
+    while the other brokers reach it over theirs."""
+    with trio.fail_after(120):
+        async with open_cluster(tmp_path, 3) as nodes:
+            await wait_until("an active controller", lambda: any(
+                n.broker.cluster.controller.active() for n in nodes  # type: ignore[union-attr]
+            ))
+            leader = active_controller(nodes)
+            cluster = leader.broker.cluster
+            assert cluster is not None and cluster.channel is not None
+            assert cluster.lifecycle is not None
+            assert cluster.lifecycle.broker_epoch >= 0
+            request = CreateTopicsRequest(
+                topics=[
+                    CreateTopicsRequest.CreatableTopic(
+                        name="via-local-controller", num_partitions=2, replication_factor=3
+                    )
+                ],
+                timeout_ms=20_000,
+            )
+            response = await cluster.channel.create_topics(request)
+            assert response.topics[0].error_code == ErrorCode.NONE
+            assert "via-local-controller" in image_of(leader).topics  # applied before it returns
+            start, length = await cluster.channel.allocate_producer_ids()
+            assert length == 1000 and start >= 0
+            heartbeat = await cluster.lifecycle.heartbeat()
+            assert heartbeat is not None and heartbeat.error_code == ErrorCode.NONE
+            assert cluster.channel.peers.node_ids() == []
+            assert cluster.lifecycle._heartbeat_peers.node_ids() == []
+            for other in nodes:
+                if other is not leader:
+                    lifecycle = other.broker.cluster.lifecycle  # type: ignore[union-attr]
+                    assert lifecycle._heartbeat_peers.node_ids() == [leader.node_id]
+
+
 async def test_controlled_shutdown_and_session_expiry_move_leadership(tmp_path: Path) -> None:
     with trio.fail_after(140):
         async with open_cluster(tmp_path, 3, overrides=GENEROUS_GRACE) as nodes:
