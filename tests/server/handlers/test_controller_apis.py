@@ -176,7 +176,8 @@ async def test_the_active_controllers_own_broker_calls_it_in_process(tmp_path: P
             ))
             leader = active_controller(nodes)
             cluster = leader.broker.cluster
-            assert cluster is not None and cluster.channel is not None
+            assert cluster is not None
+            assert cluster.channel is not None
             assert cluster.lifecycle is not None
             assert cluster.lifecycle.broker_epoch >= 0
             request = CreateTopicsRequest(
@@ -191,9 +192,11 @@ async def test_the_active_controllers_own_broker_calls_it_in_process(tmp_path: P
             assert response.topics[0].error_code == ErrorCode.NONE
             assert "via-local-controller" in image_of(leader).topics  # applied before it returns
             start, length = await cluster.channel.allocate_producer_ids()
-            assert length == 1000 and start >= 0
+            assert length == 1000
+            assert start >= 0
             heartbeat = await cluster.lifecycle.heartbeat()
-            assert heartbeat is not None and heartbeat.error_code == ErrorCode.NONE
+            assert heartbeat is not None
+            assert heartbeat.error_code == ErrorCode.NONE
             assert cluster.channel.peers.node_ids() == []
             assert cluster.lifecycle._heartbeat_peers.node_ids() == []
             for other in nodes:
