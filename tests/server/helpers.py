@@ -33,9 +33,9 @@ async def running_broker(data_dir: Path | None, **overrides: str) -> AsyncIterat
         # one partition: creating and closing 50 of them costs seconds on a slow shared disk
         "offsets.topic.num.partitions": "1",
     }
-    settings.update(overrides)
     if data_dir is not None:
         settings["log.dirs"] = str(data_dir)
+    settings.update(overrides)
     broker = Broker(BrokerConfig(settings), memory=data_dir is None)
     server = Server(broker)
     async with trio.open_nursery() as nursery:

@@ -1,4 +1,5 @@
-"""Admin APIs: topics, partitions, records, configs and cluster descriptions, over the wire."""
+"""Admin APIs: topics, partitions, records and configs, over the wire (the cluster's description:
+test_describe_cluster.py, test_describe_topic_partitions.py, test_log_dirs.py in tests/server/handlers/)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,7 @@ from kafkapy.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
-    DescribeClusterRequest,
     DescribeConfigsRequest,
-    DescribeLogDirsRequest,
-    DescribeTopicPartitionsRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
     ProduceRequest,
@@ -169,31 +167,13 @@ async def test_describe_and_alter_topic_configs_live() -> None:
         assert (await client.request(ApiKey.ALTER_CONFIGS, 2, missing)).responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _resolved(path: Path) -> str:
-    return str(path.resolve())
-
-
-async def test_describe_broker_configs_and_cluster(tmp_path: Path) -> None:
-    resolved = _resolved(tmp_path)
-    async with running_broker(tmp_path, **{"num.partitions": "7"}) as (broker, _, port):
-        broker.create_topic("d", 2)
+async def test_describe_broker_configs(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, **{"num.partitions": "7"}) as (_, _, port):
         client = await Client.connect(port)
         resp = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
             DescribeConfigsRequest.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["num.partitions"])]))
         [entry] = resp.results[0].configs
         assert (entry.name, entry.value, entry.config_source, entry.read_only) == ("num.partitions", "7", ConfigSource.STATIC_BROKER_CONFIG, True)
-        cluster = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest())
-        assert (cluster.cluster_id, cluster.controller_id, [b.port for b in cluster.brokers]) == (broker.cluster_id, 1, [port])
-        dirs = await client.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
-        [result] = dirs.results
-        assert result.log_dir == resolved
-        assert {(t.name, p.partition_index) for t in result.topics for p in t.partitions} >= {("d", 0), ("d", 1)}
-        assert result.total_bytes > 0
-        dtp = await client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DescribeTopicPartitionsRequest(
-            topics=[DescribeTopicPartitionsRequest.TopicRequest(name="d")], response_partition_limit=1))
-        assert [(t.name, [p.partition_index for p in t.partitions]) for t in dtp.topics] == [("d", [0])]
-        assert (dtp.next_cursor.topic_name, dtp.next_cursor.partition_index) == ("d", 1)
-
 
 
 async def test_describe_broker_configs_hides_passwords_and_flags_them_sensitive(tmp_path: Path) -> None:

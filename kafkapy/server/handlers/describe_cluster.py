@@ -1,0 +1,77 @@
+"""DescribeCluster (key 60) v0-1 on the broker listeners.
+
+Behaviour: one broker per unfenced broker of the metadata image, with its endpoint for the
+request's listener, and the same controller id as Metadata. A broker listener answers the BROKERS
+endpoint type (1) only, as Kafka's brokers do: v1 with endpoint_type 2 (controllers) or anything
+else is UNSUPPORTED_ENDPOINT_TYPE. Without a metadata image (a node that is not in cluster mode)
+this node is the only broker and the controller, and endpoint type 2 is answered with the same
+node, as a combined KRaft node would.
+
+Authorized operations (KIP-430): every supported cluster operation (no authorizer).
+
+Not yet: racks without a metadata image.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.metadata import alive_brokers, controller_id_for_clients
+from kafkapy.server.handlers.registry import handler
+
+__all__ = ["handle_describe_cluster"]
+
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+
+
+@handler(ApiKey.DESCRIBE_CLUSTER, min_version=0, max_version=1)
+async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    if broker.replicas is not None and broker.cluster is not None:
+        response = _describe_cluster_from_image(ctx, req)
+    else:
+        response = _describe_single_node(ctx, req)
+    if req.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = CLUSTER_OPERATIONS  # no authorizer: all (KIP-430)
+    return response
+
+
+def _describe_single_node(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    host, port = broker.advertised(ctx.connection.listener_name)
+    response = DescribeClusterResponse(
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        endpoint_type=req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)],
+    )
+    if ctx.api_version >= 1 and req.endpoint_type not in (BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT):
+        response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        response.error_message = f"Unsupported endpoint type {req.endpoint_type}"
+        response.brokers = []
+    return response
+
+
+def _describe_cluster_from_image(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    cluster: Any = broker.cluster
+    listed = alive_brokers(cluster.image, ctx.connection.listener_name)
+    response = DescribeClusterResponse(
+        cluster_id=broker.cluster_id,
+        controller_id=controller_id_for_clients(cluster, [b[0] for b in listed]),
+        endpoint_type=req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT,
+        brokers=[
+            DescribeClusterResponse.DescribeClusterBroker(broker_id=i, host=host, port=port, rack=rack)
+            for i, host, port, rack in listed
+        ],
+    )
+    if ctx.api_version >= 1 and req.endpoint_type != BROKERS_ENDPOINT:
+        response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        response.error_message = "The broker listeners serve the BROKERS endpoint type only"
+        response.brokers = []
+    return response

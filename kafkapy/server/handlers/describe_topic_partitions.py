@@ -1,0 +1,93 @@
+"""DescribeTopicPartitions (key 75) v0: like Metadata for the named topics (or all, when none are
+named), sorted by name, paginated by `response_partition_limit` with a cursor.
+
+Each partition's leader, leader epoch, replicas, ISR and offline replicas come from the metadata
+image; without one, this node leads every partition alone. Authorized operations (KIP-430):
+every supported topic operation (no authorizer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.acl_operations import TOPIC_OPERATIONS
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
+from kafkapy.protocol.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition as PartitionEntry,
+)
+from kafkapy.server.broker import LEADER_EPOCH
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+from kafkapy.server.metadata_store import TopicInfo
+
+__all__ = ["handle_describe_topic_partitions"]
+
+
+def _partition(node: int, index: int) -> PartitionEntry:
+    return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
+        partition_index=index, leader_id=node, leader_epoch=LEADER_EPOCH,
+        replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
+        offline_replicas=[],
+    )
+
+
+def _image_partition(image: Any, topic: str, index: int) -> PartitionEntry:
+    """Cluster mode: the partition as the metadata image has it."""
+    part = image.partition(topic, index)
+    if part is None:
+        return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
+            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition_index=index, leader_id=-1,
+        )
+
+    def alive(b: int) -> bool:
+        reg = image.brokers.get(b)
+        return reg is not None and not reg.fenced
+
+    leader = part.leader if part.leader >= 0 and alive(part.leader) else -1
+    return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
+        error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index, leader_id=leader, leader_epoch=part.leader_epoch,
+        replica_nodes=list(part.replicas), isr_nodes=list(part.isr), eligible_leader_replicas=[],
+        last_known_elr=[], offline_replicas=[r for r in part.replicas if not alive(r)],
+    )
+
+
+@handler(ApiKey.DESCRIBE_TOPIC_PARTITIONS, min_version=0, max_version=0)
+async def handle_describe_topic_partitions(
+    ctx: RequestContext, req: DescribeTopicPartitionsRequest
+) -> DescribeTopicPartitionsResponse:
+    broker = ctx.broker
+    node = broker.node_id
+    image: Any = broker.cluster.image if broker.replicas is not None and broker.cluster is not None else None
+    names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
+    cursor = req.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    budget = max(req.response_partition_limit, 1)
+    response = DescribeTopicPartitionsResponse()
+    for name in names:
+        info: TopicInfo | None = broker.topics.get(name)
+        if info is None:
+            response.topics.append(DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+            ))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
+            name=name, topic_id=info.topic_id, is_internal=info.internal,
+            topic_authorized_operations=TOPIC_OPERATIONS,  # no authorizer: all (KIP-430)
+        )
+        response.topics.append(topic)
+        for p in range(start, info.partitions):
+            if budget == 0:
+                response.next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=p)
+                return response
+            topic.partitions.append(_partition(node, p) if image is None else _image_partition(image, name, p))
+            budget -= 1
+    return response
+
