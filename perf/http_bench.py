@@ -104,8 +104,8 @@ def hook_cost(loops: int = 20_000, runs: int = 5) -> dict[str, float]:
     and `produced` per partition batch - next to a request's whole cost in perf/request_cost.py."""
     from kafkapy.protocol import RequestHeader
     from kafkapy.protocol.messages import FetchRequest, ProduceResponse
+    from kafkapy.protocol.raw_response import RawResponse
     from kafkapy.server.stats import BrokerStats
-    from kafkapy.server.zerocopy import RawResponse
 
     stats = BrokerStats()
     produce = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(

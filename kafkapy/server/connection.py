@@ -55,6 +55,7 @@ from kafkapy.protocol import (
 from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.framing import FrameSizeError
+from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.faults import InjectedFailure
@@ -62,7 +63,7 @@ from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
 from kafkapy.server.security.authenticator import authenticate
 from kafkapy.server.security.listener import ListenerSecurity
-from kafkapy.server.zerocopy import RawResponse, Segment, close_fds, send_segments
+from kafkapy.server.zerocopy import close_fds, send_segments
 
 __all__ = ["Connection"]
 

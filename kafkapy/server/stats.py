@@ -23,7 +23,7 @@ from typing import Any
 
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.zerocopy import RawResponse
+from kafkapy.protocol.raw_response import RawResponse
 
 __all__ = [
     "LATENCY_BUCKETS_MS",

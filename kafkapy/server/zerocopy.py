@@ -1,14 +1,10 @@
-"""Responses made of pre-encoded bytes and file regions, written with `os.sendfile`.
+"""Writing a RawResponse's segments to a stream: file regions with `os.sendfile` on plain sockets.
 
-Why: a Fetch response is mostly record batches that already sit in segment files in wire format.
-Sending them with `sendfile(2)` moves them from the page cache to the socket without copying them
-through Python. The response header and per-partition framing are small `bytes` segments.
-
-`RawResponse.segments` is the response *after* the 4-byte size prefix and the response header;
-the connection adds both. Resource handling: the fds of the file regions in a RawResponse belong
-to the response (the fetch handler `dup`s them, so a segment deleted or closed meanwhile stays
-readable); the connection closes them once the response was sent or dropped. When the stream is not a plain socket (tests' memory streams, later TLS)
-or sendfile fails before sending anything, the file regions are read with `os.pread` instead.
+Sending record batches with `sendfile(2)` moves them from the page cache to the socket without
+copying them through Python (the response's shape: `kafkapy.protocol.raw_response`). When the
+stream is not a plain socket (tests' memory streams, TLS) or a region is small, the file regions
+are read with `os.pread` instead. The connection closes a response's fds (`close_fds`) once it was
+sent or dropped.
 """
 
 from __future__ import annotations
@@ -16,38 +12,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from dataclasses import dataclass, field
 
 import trio
 
-__all__ = ["FileRegion", "RawResponse", "close_fds", "send_segments"]
+from kafkapy.protocol.raw_response import FileRegion, Segment
 
-
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    fd: int
-    position: int
-    length: int
-
-
-Segment = bytes | bytearray | memoryview | FileRegion
-
-
-@dataclass(slots=True)
-class RawResponse:
-    """A response body built by hand (see module doc); `flexible` selects response header v1."""
-
-    segments: list[Segment] = field(default_factory=list)
-    flexible: bool = False
-    #: error code -> how often the response carries it (for the per-API error metrics)
-    error_counts: dict[int, int] | None = None
-
-    def fds(self) -> list[int]:
-        return [s.fd for s in self.segments if isinstance(s, FileRegion)]
-
-    @property
-    def size(self) -> int:
-        return sum(s.length if isinstance(s, FileRegion) else len(s) for s in self.segments)
+__all__ = ["ShortFileError", "close_fds", "read_region", "send_segments"]
 
 
 class ShortFileError(OSError):

@@ -12,10 +12,10 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse
+from kafkapy.protocol.raw_response import RawResponse
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.stats import Histogram, RequestLog, api_name, error_counts
-from kafkapy.server.zerocopy import RawResponse
 from tests.server.helpers import Client, batch, running_broker
 
 

@@ -11,7 +11,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.server.zerocopy import FileRegion, Segment, send_segments
+from kafkapy.protocol.raw_response import FileRegion, Segment
+from kafkapy.server.zerocopy import send_segments
 
 DATA = os.urandom(300_000)
 

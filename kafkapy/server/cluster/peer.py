@@ -305,7 +305,7 @@ class PeerClient:
         `raw=True` returns the response body undecoded instead (a memoryview after the
         response header; its bytes stay as they are while any view of them is alive, and the
         memory is reused for a later large answer only after that): the replica fetcher parses
-        Fetch answers itself so their record batches are never copied (fetch_encoder)."""
+        Fetch answers itself so their record batches are never copied (protocol.fetch_response)."""
         conn: _Connection | None = None
         try:
             with trio.fail_after(timeout_s):

@@ -40,9 +40,9 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.fetch_response import FetchedPartition, parse_fetch_response
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
-from kafkapy.server.fetch_encoder import FetchedPartition, parse_fetch_response
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ Long poll: when less than min_bytes is available and there is no error, the requ
 its connection turn and waits - woken by an append to any fetched partition (no polling) - until
 min_bytes arrive or max_wait_ms passes. Fetch sessions (KIP-227) per `fetch_session.py`.
 
-The response is built by `fetch_encoder` around file regions, so the connection can `sendfile`
+The response is built by `protocol.fetch_response` around file regions, so the connection can `sendfile`
 the record data straight from segment files.
 
 read_committed fetches carry the aborted transactions overlapping the returned range (from the
@@ -44,14 +44,14 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.protocol.messages import FetchRequest
+from kafkapy.protocol.raw_response import FileRegion, RawResponse
 from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.context import RequestContext
-from kafkapy.server.fetch_encoder import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.server.fetch_session import FetchSession, SessionPartition, TopicRef
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.zerocopy import FileRegion, RawResponse
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 from kafkapy.storage.log import PartitionLog
 

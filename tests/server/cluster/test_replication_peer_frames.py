@@ -191,8 +191,8 @@ async def test_a_large_fetch_answer_is_the_batches_the_broker_holds() -> None:
 
 
 def _records_of(body: memoryview) -> bytes:
-    """The single partition's records of a raw FetchResponse v15 body (fetch_encoder's parser)."""
-    from kafkapy.server.fetch_encoder import parse_fetch_response
+    """The single partition's records of a raw FetchResponse v15 body (protocol.fetch_response's parser)."""
+    from kafkapy.protocol.fetch_response import parse_fetch_response
 
     _, topics = parse_fetch_response(FETCH_V, body)
     records = topics[0][1][0].records

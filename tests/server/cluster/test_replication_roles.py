@@ -12,8 +12,8 @@ import trio
 from kafkapy.protocol import decode_response, encode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.fetch_encoder import PartitionPart, TopicPart, encode_fetch_response
-from kafkapy.server.zerocopy import FileRegion
+from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
+from kafkapy.protocol.raw_response import FileRegion
 from tests.server.cluster.replication_helpers import produce, running_cluster, wait_for
 from tests.server.helpers import batch
 

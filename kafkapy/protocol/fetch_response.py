@@ -1,4 +1,5 @@
-"""Hand-built Fetch response bodies around file regions (the zero-copy path).
+"""FetchResponse, the hot path's way: bodies hand-built around file regions (the zero-copy
+path), and the follower's slim parser of the answers it gets (`parse_fetch_response`).
 
 Why not the generic codec: it needs record data as bytes in memory, and the point of the fetch
 path is that record batches go from segment files to the socket with `sendfile`. The framing
@@ -17,25 +18,15 @@ from dataclasses import dataclass, field
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.error_versions import older_codes
 from kafkapy.protocol.errors import ProtocolError
-from kafkapy.server.zerocopy import FileRegion, RawResponse, Segment
+from kafkapy.protocol.primitives import uvarint_bytes
+from kafkapy.protocol.raw_response import FileRegion, RawResponse, Segment
 
-__all__ = [
-    "FetchedPartition", "PartitionPart", "TopicPart", "encode_fetch_response", "parse_fetch_response", "uvarint",
-]
+__all__ = ["FetchedPartition", "PartitionPart", "TopicPart", "encode_fetch_response", "parse_fetch_response"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PART = struct.Struct(">ihq")  # partition_index, error_code, high_watermark
 _I64 = struct.Struct(">q")
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclass(slots=True)
@@ -66,12 +57,12 @@ class TopicPart:
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else _I32.pack(n)
+    return uvarint_bytes(n + 1) if flexible else _I32.pack(n)
 
 
 def _string(s: str, flexible: bool) -> bytes:
     raw = s.encode()
-    return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def encode_fetch_response(
@@ -122,7 +113,7 @@ def encode_fetch_response(
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
                 size = part.records_size
-                head += uvarint(size + 1) if flexible else _I32.pack(size)
+                head += uvarint_bytes(size + 1) if flexible else _I32.pack(size)
                 if size:
                     segments.append(bytes(head))
                     head = bytearray()

@@ -1,4 +1,4 @@
-"""The follower's slim Fetch answer parser (`fetch_encoder.parse_fetch_response`).
+"""The follower's slim Fetch answer parser (`protocol.fetch_response.parse_fetch_response`).
 
 What the replica fetcher relies on: for every answer a leader can send (v13-17: errors,
 aborted transactions, diverging epochs and other tagged fields, null / empty / large record
@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from kafkapy.protocol import ApiKey, decode_response, encode_response
 from kafkapy.protocol.errors import ProtocolError
-from kafkapy.protocol.messages import FetchResponse
-from kafkapy.server.fetch_encoder import (
+from kafkapy.protocol.fetch_response import (
     PartitionPart,
     TopicPart,
     encode_fetch_response,
     parse_fetch_response,
 )
+from kafkapy.protocol.messages import FetchResponse
 
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)

@@ -1,38 +1,36 @@
-"""The hand-built Fetch response must decode with the generic codec, for every version."""
+"""The hand-built Fetch response (`protocol.fetch_response`) must decode with the generic codec,
+for every version. File regions stand for slices of FILE_DATA here (sans-IO: nothing is read from
+a file; the server's sendfile/pread of them is tests/server/test_zerocopy.py)."""
 
 from __future__ import annotations
 
-import os
 import struct
-import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy.protocol import ApiKey, decode_response
-from kafkapy.server.fetch_encoder import PartitionPart, TopicPart, encode_fetch_response, uvarint
-from kafkapy.server.zerocopy import FileRegion, Segment, read_region
+from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
+from kafkapy.protocol.primitives import uvarint_bytes
+from kafkapy.protocol.raw_response import FileRegion, Segment
 
 FILE_DATA = bytes(range(256)) * 64
+DATA_FD = 1000  # the fd FILE_DATA stands behind
 
 
-@pytest.fixture(scope="module")
-def data_fd() -> Iterator[int]:
-    with tempfile.TemporaryFile() as f:
-        f.write(FILE_DATA)
-        f.flush()
-        yield os.dup(f.fileno())
+def _region_bytes(region: FileRegion) -> bytes:
+    assert region.fd == DATA_FD
+    return FILE_DATA[region.position : region.position + region.length]
 
 
 def _materialize(version: int, parts: Sequence[Segment]) -> bytes:
-    return b"".join(read_region(s) if isinstance(s, FileRegion) else bytes(s) for s in parts)
+    return b"".join(_region_bytes(s) if isinstance(s, FileRegion) else bytes(s) for s in parts)
 
 
 regions = st.builds(
-    lambda pos, length: FileRegion(-1, pos, length),
+    lambda pos, length: FileRegion(DATA_FD, pos, length),
     st.integers(0, len(FILE_DATA) - 1), st.integers(0, 300),
 ).filter(lambda r: r.position + r.length <= len(FILE_DATA))
 
@@ -56,11 +54,7 @@ topics = st.builds(
 
 @settings(max_examples=150, deadline=None)
 @given(version=st.integers(4, 17), topic_list=st.lists(topics, max_size=3), session_id=st.integers(0, 2**31 - 1), error=st.sampled_from([0, 70, 71]))
-def test_hand_built_response_decodes_generically(data_fd: int, version: int, topic_list: list[TopicPart], session_id: int, error: int) -> None:
-    for t in topic_list:
-        for p in t.partitions:
-            if p.records:
-                p.records = [FileRegion(data_fd, r.position, r.length) if isinstance(r, FileRegion) else r for r in p.records]
+def test_hand_built_response_decodes_generically(version: int, topic_list: list[TopicPart], session_id: int, error: int) -> None:
     raw = encode_fetch_response(version, topic_list, error_code=error, session_id=session_id)
     body = _materialize(version, raw.segments)
     assert raw.size == len(body)
@@ -90,10 +84,10 @@ def test_hand_built_response_decodes_generically(data_fd: int, version: int, top
 
 
 def test_uvarint_matches_known_encodings() -> None:
-    assert uvarint(0) == b"\x00"
-    assert uvarint(127) == b"\x7f"
-    assert uvarint(128) == b"\x80\x01"
-    assert uvarint(300) == b"\xac\x02"
+    assert uvarint_bytes(0) == b"\x00"
+    assert uvarint_bytes(127) == b"\x7f"
+    assert uvarint_bytes(128) == b"\x80\x01"
+    assert uvarint_bytes(300) == b"\xac\x02"
 
 
 def test_topic_id_layout_v13() -> None:
