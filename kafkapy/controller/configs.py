@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 
 from kafkapy.controller.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from kafkapy.controller.state import ControllerResult, ControllerState
+from kafkapy.protocol.config_types import ConfigType
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.storage.config import LogConfig
+from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError
+from kafkapy.storage.topic_config import TOPIC_CONFIGS
 
 __all__ = [
     "DYNAMIC_BROKER_CONFIGS",
@@ -31,13 +33,7 @@ __all__ = [
 ]
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset(
-    {
-        "cleanup.policy",
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
-    }
-)
+LIST_CONFIGS = frozenset(n for n, k in TOPIC_CONFIGS.items() if k.type == ConfigType.LIST)
 _BOOL = frozenset({"true", "false"})
 DYNAMIC_BROKER_CONFIGS = frozenset({"unclean.leader.election.enable", "min.insync.replicas"})
 
@@ -76,7 +72,6 @@ def _apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str,
     if len(set(names)) != len(names):
         raise _Reject(ErrorCode.INVALID_REQUEST, "duplicate config name")
     new = dict(current)
-    defaults = LogConfig().to_topic_configs()
     for o in ops:
         if o.op == SET:
             if o.value is None:
@@ -87,7 +82,8 @@ def _apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str,
         elif o.op in (APPEND, SUBTRACT):
             if o.name not in LIST_CONFIGS:
                 raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name} is not a list config")
-            base = new.get(o.name, defaults.get(o.name, ""))
+            key = TOPIC_CONFIGS.get(o.name)
+            base = new.get(o.name, key.default if key is not None else "")
             items = [v.strip() for v in base.split(",") if v.strip()]
             given = [v.strip() for v in (o.value or "").split(",") if v.strip()]
             if o.op == APPEND:
@@ -108,7 +104,7 @@ def _topic_configs(
         raise _Reject(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "topic does not exist")
     new = _apply_ops(topic.configs, change.ops)
     try:
-        LogConfig.from_topic_configs(new)
+        validate_topic_configs(new)
     except InvalidLogConfigError as exc:
         raise _Reject(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     return dict(topic.configs), new

@@ -62,7 +62,7 @@ from kafkapy.controller.state import (
     partition_change,
 )
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.storage.config import LogConfig
+from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError
 
 __all__ = [
@@ -267,7 +267,7 @@ def _check_replicas(st: ControllerState, replicas: Sequence[int]) -> str | None:
 
 def _validate_configs(configs: Mapping[str, str]) -> str | None:
     try:
-        LogConfig.from_topic_configs(dict(configs))
+        validate_topic_configs(configs)
     except InvalidLogConfigError as exc:
         return str(exc)
     return None

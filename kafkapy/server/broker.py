@@ -39,12 +39,7 @@ import trio
 from kafkapy import __version__
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
-from kafkapy.server.config import (
-    BrokerConfig,
-    ConfigError,
-    Listener,
-    validate_topic_config,
-)
+from kafkapy.server.config import BrokerConfig, Listener
 from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
@@ -60,6 +55,7 @@ from kafkapy.server.metadata_store import (
 from kafkapy.server.notify import PartitionWaiters
 from kafkapy.server.stats import BrokerStats
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
+from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 if TYPE_CHECKING:
@@ -273,19 +269,11 @@ class Broker:
 
     def check_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         """Validate overrides (unknown key / bad value -> INVALID_CONFIG)."""
-        clean: dict[str, str] = {}
-        for key, value in configs.items():
-            try:
-                validate_topic_config(key, value)
-            except ConfigError as e:
-                raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
-            assert value is not None
-            clean[key] = value
         try:
-            LogConfig.from_topic_configs(clean, self.default_log_config)
+            validate_topic_configs(configs, self.default_log_config)
         except StorageError as e:
             raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        return clean
+        return {key: value for key, value in configs.items() if value is not None}
 
     def check_new_topic_name(self, name: str) -> None:
         problem = topic_name_error(name)

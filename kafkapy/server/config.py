@@ -18,14 +18,15 @@ and a name only known with the `kafkapy.` prefix gets it (`KAFKAPY_SASL_USERS`).
 from __future__ import annotations
 
 import difflib
-import enum
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkapy.protocol.config_types import ConfigSource, ConfigType
 from kafkapy.server.security_settings import INTER_NODE_KEYS, unsupported_security_setting
+from kafkapy.storage.topic_config import TOPIC_CONFIGS, TopicConfigKey, topic_config_problem
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -52,49 +53,11 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used (bad type, bad listener, unknown topic key)."""
 
 
-class ConfigType(enum.IntEnum):
-    """Config value types, numbered as DescribeConfigs v3+ reports them."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a value came from, numbered as DescribeConfigs v1+ reports it."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-
-
 @dataclass(frozen=True, slots=True)
 class BrokerConfigKey:
     name: str
     type: ConfigType
     default: str | None
-    doc: str
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfigKey:
-    """A topic-level key; `broker_synonyms` are the broker keys supplying its default, best first."""
-
-    name: str
-    type: ConfigType
-    default: str
-    broker_synonyms: tuple[str, ...]
     doc: str
 
 
@@ -321,6 +284,14 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("log.segment.bytes", _T.INT, "1073741824", "Default segment.bytes."),
         _B("log.roll.ms", _T.LONG, None, "Default segment.ms; wins over hours."),
         _B("log.roll.hours", _T.INT, "168", "Default segment roll time in hours."),
+        _B("log.roll.jitter.ms", _T.LONG, None, "Default segment.jitter.ms; wins over hours."),
+        _B("log.roll.jitter.hours", _T.INT, "0", "Default segment.jitter.ms in hours."),
+        _B("log.preallocate", _T.BOOLEAN, "false", "Default preallocate."),
+        _B("log.local.retention.ms", _T.LONG, "-2", "Default local.retention.ms."),
+        _B("log.local.retention.bytes", _T.LONG, "-2", "Default local.retention.bytes."),
+        _B("compression.gzip.level", _T.INT, "-1", "Default compression.gzip.level."),
+        _B("compression.lz4.level", _T.INT, "9", "Default compression.lz4.level."),
+        _B("compression.zstd.level", _T.INT, "3", "Default compression.zstd.level."),
         _B("log.cleanup.policy", _T.LIST, "delete", "Default cleanup.policy."),
         _B("log.cleaner.enable", _T.BOOLEAN, "true", "Run the compaction cleaner."),
         _B("log.cleaner.delete.retention.ms", _T.LONG, "86400000", "Default delete.retention.ms."),
@@ -580,155 +551,6 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
     ]
 }
 
-TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
-    k.name: k
-    for k in [
-        TopicConfigKey(
-            "cleanup.policy", _T.LIST, "delete", ("log.cleanup.policy",), "delete, compact or both."
-        ),
-        TopicConfigKey(
-            "retention.ms",
-            _T.LONG,
-            "604800000",
-            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-            "Age after which segments are deleted; -1 keeps forever.",
-        ),
-        TopicConfigKey(
-            "retention.bytes",
-            _T.LONG,
-            "-1",
-            ("log.retention.bytes",),
-            "Per-partition size bound; -1 unbounded.",
-        ),
-        TopicConfigKey(
-            "segment.bytes",
-            _T.INT,
-            "1073741824",
-            ("log.segment.bytes",),
-            "Segment file size before rolling.",
-        ),
-        TopicConfigKey(
-            "segment.ms",
-            _T.LONG,
-            "604800000",
-            ("log.roll.ms", "log.roll.hours"),
-            "Segment age before rolling.",
-        ),
-        TopicConfigKey(
-            "segment.index.bytes",
-            _T.INT,
-            "10485760",
-            ("log.index.size.max.bytes",),
-            "Index file size.",
-        ),
-        TopicConfigKey(
-            "index.interval.bytes",
-            _T.INT,
-            "4096",
-            ("log.index.interval.bytes",),
-            "Bytes between index entries.",
-        ),
-        TopicConfigKey(
-            "max.message.bytes",
-            _T.INT,
-            "1048588",
-            ("message.max.bytes",),
-            "Largest record batch accepted.",
-        ),
-        TopicConfigKey(
-            "message.timestamp.type",
-            _T.STRING,
-            "CreateTime",
-            ("log.message.timestamp.type",),
-            "CreateTime or LogAppendTime.",
-        ),
-        TopicConfigKey(
-            "message.timestamp.before.max.ms",
-            _T.LONG,
-            "9223372036854775807",
-            ("log.message.timestamp.before.max.ms",),
-            "CreateTime topics: refuse records older than this (INVALID_TIMESTAMP).",
-        ),
-        TopicConfigKey(
-            "message.timestamp.after.max.ms",
-            _T.LONG,
-            "3600000",
-            ("log.message.timestamp.after.max.ms",),
-            "CreateTime topics: refuse records further than this in the future (INVALID_TIMESTAMP).",
-        ),
-        TopicConfigKey(
-            "min.insync.replicas",
-            _T.INT,
-            "1",
-            ("min.insync.replicas",),
-            "Always satisfied on one node.",
-        ),
-        TopicConfigKey(
-            "flush.messages",
-            _T.LONG,
-            "9223372036854775807",
-            ("log.flush.interval.messages",),
-            "Force fsync after this many messages.",
-        ),
-        TopicConfigKey(
-            "flush.ms",
-            _T.LONG,
-            "9223372036854775807",
-            ("log.flush.interval.ms",),
-            "Force fsync after this long.",
-        ),
-        TopicConfigKey(
-            "delete.retention.ms",
-            _T.LONG,
-            "86400000",
-            ("log.cleaner.delete.retention.ms",),
-            "How long compaction keeps tombstones.",
-        ),
-        TopicConfigKey(
-            "min.cleanable.dirty.ratio",
-            _T.DOUBLE,
-            "0.5",
-            ("log.cleaner.min.cleanable.ratio",),
-            "Dirty ratio that triggers compaction.",
-        ),
-        TopicConfigKey(
-            "min.compaction.lag.ms",
-            _T.LONG,
-            "0",
-            ("log.cleaner.min.compaction.lag.ms",),
-            "Records younger than this stay uncompacted.",
-        ),
-        TopicConfigKey(
-            "max.compaction.lag.ms",
-            _T.LONG,
-            "9223372036854775807",
-            ("log.cleaner.max.compaction.lag.ms",),
-            "Records older than this get compacted.",
-        ),
-        TopicConfigKey(
-            "file.delete.delay.ms",
-            _T.LONG,
-            "60000",
-            ("log.segment.delete.delay.ms",),
-            "Delay before deleting a segment file.",
-        ),
-        TopicConfigKey(
-            "compression.type",
-            _T.STRING,
-            "producer",
-            ("compression.type",),
-            "Accepted; batches are stored as produced.",
-        ),
-        TopicConfigKey(
-            "unclean.leader.election.enable",
-            _T.BOOLEAN,
-            "false",
-            ("unclean.leader.election.enable",),
-            "Cluster: let a live out-of-sync replica lead when the whole ISR is down (meaningless on one node).",
-        ),
-    ]
-}
-
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _LISTENER_KEY_RE = re.compile(r"^listener\.name\.[A-Za-z0-9_]+\.(.+)$")
 
@@ -748,9 +570,8 @@ _MS_PER_UNIT = {
     "log.retention.minutes": 60_000,
     "log.retention.hours": 3_600_000,
     "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
 }
-_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-_CLEANUP_POLICIES = ("delete", "compact")
 _warned_unknown: set[str] = set()
 
 
@@ -812,25 +633,10 @@ def check_broker_value(name: str, value: str) -> None:
 
 
 def validate_topic_config(name: str, value: str | None) -> None:
-    """Check a topic-level override the way CreateTopics/AlterConfigs need (-> INVALID_CONFIG)."""
-    key = TOPIC_CONFIGS.get(name)
-    if key is None:
-        raise ConfigError(f"unknown topic config {name!r}")
-    if value is None:
-        raise ConfigError(f"null value for topic config {name!r}")
-    _check_value(name, key.type, value)
-    if name == "message.timestamp.type" and value not in _TIMESTAMP_TYPES:
-        raise ConfigError(f"{name} must be one of {', '.join(_TIMESTAMP_TYPES)}")
-    if name == "cleanup.policy":
-        # an empty list is valid, as in Kafka: neither deleted by retention nor compacted (what a
-        # SUBTRACT of the last policy leaves)
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if any(p not in _CLEANUP_POLICIES for p in parts):
-            raise ConfigError(f"{name} must be a list of {', '.join(_CLEANUP_POLICIES)}")
-    if name in ("segment.bytes", "max.message.bytes") and int(value) < (
-        14 if name == "segment.bytes" else 0
-    ):
-        raise ConfigError(f"{name} too small: {value}")
+    """Check one topic-level override against the topic-config table (-> INVALID_CONFIG)."""
+    problem = topic_config_problem(name, value)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -1096,10 +902,9 @@ class BrokerConfig:
                 raise ConfigError(f"{origins[key]}: {e}" if key in origins else str(e)) from None
             self._explicit[key] = value.strip() if known.type != ConfigType.STRING else value
         ts = self.get_str("log.message.timestamp.type")
-        if ts not in _TIMESTAMP_TYPES:
-            raise ConfigError(
-                f"log.message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}"
-            )
+        types = TOPIC_CONFIGS["message.timestamp.type"].choices
+        if ts not in types:
+            raise ConfigError(f"log.message.timestamp.type must be one of {', '.join(types)}")
         self.listeners = self._broker_listeners(self.get_str("listeners"))
         advertised = self.get("advertised.listeners")
         self.advertised_listeners = (
@@ -1364,7 +1169,8 @@ class BrokerConfig:
         return [Path(d).expanduser() for d in dirs]
 
     def topic_default(self, topic_key: str) -> tuple[str, str, ConfigSource]:
-        """Broker-supplied default of a topic key: (value, broker key it came from, source)."""
+        """Broker-supplied default of a topic key: (value, broker key it came from, source); a
+        key without a broker synonym names itself and has Kafka's default."""
         key = TOPIC_CONFIGS[topic_key]
         for layer, source in (
             (self._dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
@@ -1384,8 +1190,8 @@ class BrokerConfig:
                 if syn in _MS_PER_UNIT:
                     value = str(int(value) * _MS_PER_UNIT[syn])
                 return value, syn, ConfigSource.DEFAULT_CONFIG
-        return key.default, key.broker_synonyms[0], ConfigSource.DEFAULT_CONFIG
+        return key.default, (key.broker_synonyms or (topic_key,))[0], ConfigSource.DEFAULT_CONFIG
 
     def topic_defaults(self) -> dict[str, str]:
         """Every topic key's broker-level default (the base under per-topic overrides)."""
-        return {name: self.topic_default(name)[0] for name in TOPIC_CONFIGS}
+        return {name: self.topic_default(name)[0] for name, key in TOPIC_CONFIGS.items() if key.listed}

@@ -2,9 +2,10 @@
 
 Why a dataclass keyed by Kafka's names: CreateTopics / AlterConfigs / DescribeConfigs speak in
 `segment.bytes`-style strings, and operators know those names, so the mapping is mechanical
-(`segment.bytes` <-> `segment_bytes`) and lives in one table here. Known Kafka topic configs the
-log store does not act on (`min.insync.replicas`, `compression.type`, ...) are accepted and kept
-in `extra` so a describe round-trips them; unknown names are rejected with INVALID_CONFIG.
+(`segment.bytes` <-> `segment_bytes`). Which names exist is said once, by the topic-config table
+(`kafkapy.storage.topic_config`): the ones it marks as log settings are fields here, the other
+known ones (`min.insync.replicas`, `compression.type`, ...) are kept in `extra` so a describe
+round-trips them; unknown names are rejected with INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -14,36 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.storage.errors import InvalidLogConfigError
+from kafkapy.storage.topic_config import TOPIC_CONFIGS, topic_config_problem
 
-__all__ = ["INT64_MAX", "LogConfig"]
+__all__ = ["INT64_MAX", "LogConfig", "validate_topic_configs"]
 
 INT64_MAX = (1 << 63) - 1
-
-# Kafka topic configs this store accepts but leaves to other layers (kept verbatim in `extra`).
-_PASS_THROUGH = frozenset(
-    {
-        "compression.type",
-        "compression.gzip.level",
-        "compression.lz4.level",
-        "compression.zstd.level",
-        "follower.replication.throttled.replicas",
-        "leader.replication.throttled.replicas",
-        "local.retention.bytes",
-        "local.retention.ms",
-        "max.compaction.lag.ms",
-        "message.downconversion.enable",
-        "message.format.version",
-        "message.timestamp.difference.max.ms",
-        "min.insync.replicas",
-        "preallocate",
-        "remote.storage.enable",
-        "remote.log.copy.disable",
-        "remote.log.delete.on.disable",
-        "segment.index.bytes",
-        "segment.jitter.ms",
-        "unclean.leader.election.enable",
-    }
-)
 
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _POLICIES = frozenset({"delete", "compact"})
@@ -130,13 +106,14 @@ class LogConfig:
         extra = dict(base.extra)
         types = {f.name: f.type for f in dataclasses.fields(cls)}
         for name, raw in configs.items():
-            attr = name.replace(".", "_")
-            if attr in types and attr != "extra":
-                changes[attr] = _parse(name, raw, types[attr])
-            elif name in _PASS_THROUGH:
-                extra[name] = raw
-            else:
+            key = TOPIC_CONFIGS.get(name)
+            if key is None:
                 raise InvalidLogConfigError(f"unknown topic config {name!r}")
+            if key.log_setting:
+                attr = name.replace(".", "_")
+                changes[attr] = _parse(name, raw, types[attr])
+            else:
+                extra[name] = raw
         changes["extra"] = extra
         return dataclasses.replace(base, **changes)
 
@@ -155,6 +132,22 @@ class LogConfig:
         """Only the Kafka-named settings that differ from `defaults`."""
         mine, theirs = self.to_topic_configs(), defaults.to_topic_configs()
         return {k: v for k, v in mine.items() if theirs.get(k) != v}
+
+
+def validate_topic_configs(
+    configs: Mapping[str, str | None], defaults: LogConfig | None = None
+) -> LogConfig:
+    """Check topic config overrides as CreateTopics and the alter APIs need them, on the broker
+    and in the controller alike: every name and value against the topic-config table, then the
+    whole set as a `LogConfig` over `defaults`. Raises `InvalidLogConfigError` (INVALID_CONFIG)."""
+    clean: dict[str, str] = {}
+    for name, value in configs.items():
+        problem = topic_config_problem(name, value)
+        if problem is not None:
+            raise InvalidLogConfigError(problem)
+        assert value is not None
+        clean[name] = value
+    return LogConfig.from_topic_configs(clean, defaults)
 
 
 def _parse(name: str, raw: str, type_name: object) -> object:

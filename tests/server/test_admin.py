@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.controller.state import ControllerConfig
+from kafkapy.controller.topics import NewTopic
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -27,9 +29,11 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
 )
 from kafkapy.server.broker import now_ms
-from kafkapy.server.config import ConfigSource
+from kafkapy.server.config import ConfigSource, ConfigType
 from kafkapy.server.metadata_store import TopicInfo
+from kafkapy.storage.topic_config import TOPIC_CONFIGS
 
+from ..controller.helpers import CLUSTER_ID, Cluster
 from .helpers import Client, batch, running_broker
 
 CT = CreateTopicsRequest
@@ -343,3 +347,35 @@ async def test_create_topics_and_partitions_over_the_per_request_limit() -> None
         ]))
         assert [r.error_code for r in grow.results] == [0, ErrorCode.INVALID_PARTITIONS]
         assert (broker.topics.get("x").partitions, broker.topics.get("y").partitions) == (3, 1)
+
+
+def _config_samples() -> list[tuple[str, str]]:
+    """Every topic config with its default, a good non-default and values of the wrong shape."""
+    samples = []
+    for name, key in TOPIC_CONFIGS.items():
+        samples += [(name, key.default), (name, "bogus"), (name, "-3"), (name, "")]
+        if key.type == ConfigType.BOOLEAN:
+            samples.append((name, "true"))
+    return samples
+
+
+async def test_single_node_and_controller_accept_the_same_topic_configs() -> None:
+    """One table: a config a cluster's controller takes is taken by a single node too, and a
+    config one refuses the other refuses (`preallocate=true` was refused by a single node)."""
+    samples = _config_samples()
+    cluster = Cluster(ControllerConfig(cluster_id=CLUSTER_ID))
+    cluster.start(1)
+    controller = cluster.ctl.create_topics(
+        [NewTopic(f"t{i}", 1, 1, configs={k: v}) for i, (k, v) in enumerate(samples)],
+        validate_only=True,
+    ).response
+    async with running_broker(None) as (_, _, port):
+        client = await Client.connect(port)
+        req = CT(validate_only=True, topics=[
+            creatable(f"t{i}", configs={k: v}) for i, (k, v) in enumerate(samples)
+        ])
+        single = (await client.request(ApiKey.CREATE_TOPICS, 7, req)).topics
+    assert [(s, t.error_code) for s, t in zip(samples, single, strict=True)] == [
+        (s, r.error) for s, r in zip(samples, controller, strict=True)
+    ]
+    assert ("preallocate", "true") in [s for s, t in zip(samples, single, strict=True) if t.error_code == 0]

@@ -92,7 +92,7 @@ def topic_config_entries(
 ) -> list[Entry]:
     entries: list[Entry] = []
     for name, key in TOPIC_CONFIGS.items():
-        if keys is not None and name not in keys:
+        if (keys is not None and name not in keys) or (not key.listed and name not in info.configs):
             continue
         default_value, _, default_source = broker.config.topic_default(name)
         synonyms: list[Synonym] = []
