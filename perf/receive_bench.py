@@ -1,6 +1,6 @@
 """Receive path micro-benchmark: socket -> frames -> decoded Produce request -> batches ready to
 write, old way (`receive_some` + `FrameDecoder` + a copy for the offset patch) against the
-connection's `recv_into` path (`_SocketFrames`, records patched in place).
+connection's `recv_into` path (`frames.SocketFrames`, records patched in place).
 
 Why in isolation: the whole-broker figures swing by +-20% on the shared machine, more than this
 path's share, so its cost is measured here as receiver CPU time per MiB (thread CPU clock, the
@@ -28,7 +28,7 @@ import trio
 from kafkapy.protocol import ApiKey, FrameDecoder, RequestHeader, decode_request, encode_request
 from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.protocol.records import Record, build_batch, set_base_offset
-from kafkapy.server.connection import _SocketFrames
+from kafkapy.server.frames import SocketFrames
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ async def _run(way: str, data: bytes, frames: int) -> float:
                 for piece in decoder.feed(chunk):
                     total += _consume(piece)
         else:
-            reader = _SocketFrames(rx, 200 * 2**20)
+            reader = SocketFrames(rx, 200 * 2**20)
             while got := await reader.receive():
                 for frame in got:
                     total += _consume(frame)

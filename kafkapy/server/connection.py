@@ -1,7 +1,7 @@
 """One client connection: frames in, handlers run, responses out strictly in request order.
 
-Flow: the reader feeds bytes to `FrameDecoder` (which rejects an oversized size prefix before any
-body is buffered), decodes each request and starts it as its own task, then queues a slot for it
+Flow: the reader takes frames from the stream (`frames.py`, which rejects an oversized size prefix
+before any body is buffered), decodes each request and starts it as its own task, then queues a slot for it
 in a bounded channel - that bound is the per-connection in-flight limit, and a full channel stops
 the reader (backpressure). The writer takes slots in order and waits for each to be filled, so
 responses leave in request order while a slow request (a long-poll fetch that released its turn)
@@ -22,12 +22,9 @@ other one from the broker registry (`@handler`) - see kafkapy.server.handlers.re
 Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
 connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
 
-Receive path on plain sockets (`_SocketFrames`): `recv_into` a preallocated buffer, and a large
-frame (a produce request) is received straight into a buffer of its own exact size - one copy
-from the kernel instead of three (recv's bytes, the decoder's buffer, the frame). That buffer is
-a bytearray, so the request's `records` are a writable view the log patches offsets into without
-copying again. Other streams (TLS, tests' memory streams) use `FrameDecoder` (`_StreamFrames`),
-and their responses' file regions are copied into the stream (sendfile cannot encrypt).
+Frames: read by `frames.frame_source` (`recv_into` on plain sockets, see `frames.py`); on other
+streams (TLS, tests' memory streams) responses' file regions are copied into the stream
+(sendfile cannot encrypt).
 
 Secured listeners (`kafkapy.server.security`): a TLS connection does its handshake and a SASL
 listener's connection authenticates in a phase of its own before the reader and writer start
@@ -44,14 +41,7 @@ from typing import Any
 
 import trio
 
-from kafkapy.protocol import (
-    ApiKey,
-    FrameDecoder,
-    RequestHeader,
-    decode_request,
-    decode_request_header,
-    encode_response,
-)
+from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_response
 from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.framing import FrameSizeError
@@ -59,6 +49,7 @@ from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.faults import InjectedFailure
+from kafkapy.server.frames import FrameSource, frame_source, request_header_prefix, size_prefixed
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
 from kafkapy.server.security.authenticator import authenticate
@@ -70,83 +61,6 @@ __all__ = ["Connection"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-RECEIVE_BYTES = 256 * 1024
-#: frames at least this big get a buffer of their own (received into directly, never copied)
-OWN_BUFFER_BYTES = 64 * 1024
-
-
-class _SocketFrames:
-    """Size-prefixed frames from a socket, received with `recv_into` (see the module doc).
-
-    Same checks as `FrameDecoder`: a negative or oversized length is refused as soon as the
-    prefix is read, before any body byte is buffered. A cancelled `receive()` (idle timeout,
-    shutdown) loses nothing: a large frame in progress is kept and resumed on the next call."""
-
-    __slots__ = ("_buf", "_end", "_got", "_pending", "_start", "_view", "max_frame_bytes", "sock")
-
-    def __init__(self, sock: trio.socket.SocketType, max_frame_bytes: int) -> None:
-        self.sock = sock
-        self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray(RECEIVE_BYTES)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
-        self._pending: bytearray | None = None  # a large frame being received into its own buffer
-        self._got = 0
-
-    async def receive(self) -> list[bytes | bytearray]:
-        """The next complete frames (at least one); [] when the peer closed the connection."""
-        frames: list[bytes | bytearray] = []
-        view = self._view
-        while True:
-            if self._pending is not None:
-                if not await self._fill():
-                    return []
-                frames.append(self._pending)
-                self._pending = None
-            while self._end - self._start >= 4:
-                start = self._start
-                size = _SIZE.unpack_from(self._buf, start)[0]
-                if size < 0 or size > self.max_frame_bytes:
-                    raise FrameSizeError(size, self.max_frame_bytes)
-                have = self._end - start - 4
-                if size >= OWN_BUFFER_BYTES and have < size:
-                    frame = bytearray(size)
-                    frame[:have] = view[start + 4 : self._end]
-                    self._start = self._end
-                    self._pending, self._got = frame, have
-                    break
-                if have < size:
-                    break
-                body = view[start + 4 : start + 4 + size]
-                frames.append(bytearray(body) if size >= OWN_BUFFER_BYTES else bytes(body))
-                self._start = start + 4 + size
-            if self._start == self._end:
-                self._start = self._end = 0
-            if self._pending is not None:
-                continue
-            if frames:
-                return frames
-            if self._start and self._end == len(self._buf):  # partial frame at the very end
-                rest = self._end - self._start
-                view[:rest] = view[self._start : self._end]
-                self._start, self._end = 0, rest
-            n = await self.sock.recv_into(view[self._end :])
-            if n == 0:
-                return []
-            self._end += n
-
-    async def _fill(self) -> bool:
-        """Receive the rest of the pending frame; False when the peer closed first."""
-        frame = self._pending
-        assert frame is not None
-        with memoryview(frame) as target:
-            while self._got < len(frame):
-                n = await self.sock.recv_into(target[self._got :])
-                if n == 0:
-                    return False
-                self._got += n
-        return True
 
 
 @dataclass(slots=True)
@@ -159,36 +73,6 @@ class _Slot:
     close: bool = False
 
 
-class _StreamFrames:
-    """Frames from any other stream (TLS, tests' memory streams) through `FrameDecoder`; same
-    contract as `_SocketFrames.receive` (a cancelled call loses nothing: the decoder keeps it)."""
-
-    __slots__ = ("decoder", "stream")
-
-    def __init__(self, stream: trio.abc.ReceiveStream, max_frame_bytes: int) -> None:
-        self.stream = stream
-        self.decoder = FrameDecoder(max_frame_bytes)
-
-    @property
-    def max_frame_bytes(self) -> int:
-        return self.decoder.max_frame_bytes
-
-    @max_frame_bytes.setter
-    def max_frame_bytes(self, value: int) -> None:
-        self.decoder.max_frame_bytes = value
-
-    async def receive(self) -> list[bytes | bytearray]:
-        """The next complete frames (at least one); [] when the peer closed the connection."""
-        while True:
-            data = await self.stream.receive_some(RECEIVE_BYTES)
-            if not data:
-                return []
-            frames: list[bytes | bytearray] = [*self.decoder.feed(data)]
-            if frames:
-                return frames
-
-
-FrameSource = _SocketFrames | _StreamFrames
 
 
 class Connection:
@@ -223,11 +107,7 @@ class Connection:
         (`security.authenticator`) before the reader and writer start; a connection that fails
         either is closed without serving anything."""
         try:
-            source: FrameSource = (
-                _SocketFrames(self.stream.socket, self.max_request_bytes)
-                if isinstance(self.stream, trio.SocketStream)
-                else _StreamFrames(self.stream, self.max_request_bytes)
-            )
+            source = frame_source(self.stream, self.max_request_bytes)
             early: list[bytes | bytearray] = []
             security = self.security
             if security is not None and (security.ssl_context is not None or security.sasl):
@@ -332,7 +212,7 @@ class Connection:
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as e:
-            return await self._reject(send, slot, _header_prefix(frame), e.reason)
+            return await self._reject(send, slot, request_header_prefix(frame), e.reason)
         except ProtocolError as e:
             log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
             return await self._reject(send, slot, None, f"malformed request: {e.reason}")
@@ -364,7 +244,7 @@ class Connection:
                 answer = encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body)
             else:
                 answer = unsupported_version_response(header)
-            slot.segments = [self._frame(answer)]
+            slot.segments = [size_prefixed(answer)]
             slot.done.set()
             await send.send(slot)
             return True
@@ -464,14 +344,10 @@ class Connection:
         # a code newer than the request version becomes the one Kafka sends that version
         downgrade_errors(header.api_key, header.api_version, response)
         return [
-            self._frame(
+            size_prefixed(
                 encode_response(header.api_key, header.api_version, header.correlation_id, response)
             )
         ]
-
-    @staticmethod
-    def _frame(body: bytes) -> bytes:
-        return _SIZE.pack(len(body)) + body
 
     def _error_segments(
         self,
@@ -511,21 +387,6 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.debug("connection %s: write failed: %s", self.state.peer, e)
         scope.cancel()
-
-
-def _header_prefix(frame: bytes | bytearray) -> RequestHeader | None:
-    """The request header, or at least its fixed part (key, version, correlation id).
-
-    Why the fallback: a client newer than us may send ApiVersions vN with a header layout we
-    cannot know (flexible or not); the fixed 8 bytes are enough to answer it.
-    """
-    try:
-        return decode_request_header(frame)
-    except ProtocolError:
-        if len(frame) < 8:
-            return None
-        api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame)
-        return RequestHeader(api_key, api_version, correlation_id, None)
 
 
 def default_error_response(request: Any, code: ErrorCode) -> Any:

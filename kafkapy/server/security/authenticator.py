@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -39,19 +39,28 @@ from kafkapy.protocol import ApiKey, decode_request, encode_response
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from kafkapy.protocol.sasl import SaslError, SaslSession, SaslState
-from kafkapy.server.context import RequestContext
+from kafkapy.server.broker import Broker
+from kafkapy.server.context import ConnectionState, RequestContext
+from kafkapy.server.frames import FrameSource, request_header_prefix, send_frame
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import lookup
 
 if TYPE_CHECKING:
-    from kafkapy.server.connection import Connection, FrameSource
     from kafkapy.server.security.listener import ListenerSecurity
 
-__all__ = ["authenticate"]
+__all__ = ["Connection", "authenticate"]
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
+
+class Connection(Protocol):
+    """What the authentication phase uses of a client connection (`connection.Connection`)."""
+
+    broker: Broker
+    stream: trio.abc.Stream
+    state: ConnectionState
+    idle_s: float
+    max_request_bytes: int
 
 
 async def authenticate(
@@ -129,7 +138,7 @@ def _count_authentication(conn: Connection, session: SaslSession, *, succeeded: 
 
 
 async def _send(conn: Connection, body: bytes) -> None:
-    await conn.stream.send_all(_SIZE.pack(len(body)) + body)
+    await send_frame(conn.stream, body)
 
 
 async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearray) -> bool:
@@ -148,9 +157,7 @@ async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearra
         header, request = decode_request(frame)
     except UnsupportedVersionError as e:
         if len(frame) >= 8 and struct.unpack_from(">h", frame)[0] == ApiKey.API_VERSIONS:
-            from kafkapy.server.connection import _header_prefix
-
-            header_prefix = _header_prefix(frame)
+            header_prefix = request_header_prefix(frame)
             if header_prefix is not None:
                 await _send(conn, unsupported_version_response(header_prefix))
                 return True

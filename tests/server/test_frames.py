@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from kafkapy.protocol import FrameDecoder, decode_request
 from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.messages import ProduceRequest
-from kafkapy.server.connection import OWN_BUFFER_BYTES, RECEIVE_BYTES, _SocketFrames
+from kafkapy.server.frames import (
+    OWN_BUFFER_BYTES,
+    RECEIVE_BYTES,
+    SocketFrames,
+    request_header_prefix,
+    size_prefixed,
+)
 
 from .helpers import batch
 
@@ -34,7 +40,7 @@ async def _receive_all(data: bytes, chunks: list[int], max_frame: int = 10 * 2**
     a, b = trio.socket.socketpair()
     frames: list[bytes] = []
     with a, b:
-        reader = _SocketFrames(b, max_frame)
+        reader = SocketFrames(b, max_frame)
 
         min_piece = -(-len(data) // MAX_PIECES)
 
@@ -82,7 +88,7 @@ async def test_oversized_and_negative_sizes_are_refused_before_the_body() -> Non
         with a, b, trio.fail_after(10):
             await a.send(prefix + b"x" * 10)
             with pytest.raises(ProtocolError):
-                await _SocketFrames(b, 1000).receive()
+                await SocketFrames(b, 1000).receive()
 
 
 async def test_large_produce_frame_gives_writable_records() -> None:
@@ -104,7 +110,7 @@ async def test_large_produce_frame_gives_writable_records() -> None:
     a, b = trio.socket.socketpair()
     with a, b, trio.fail_after(10):
         await a.send(struct.pack(">i", len(body)) + body[:1000])
-        reader = _SocketFrames(b, 10 * 2**20)
+        reader = SocketFrames(b, 10 * 2**20)
         async with trio.open_nursery() as nursery:
 
             async def rest() -> None:
@@ -121,3 +127,23 @@ async def test_large_produce_frame_gives_writable_records() -> None:
     assert isinstance(got, memoryview)
     assert not got.readonly
     assert bytes(got) == records
+
+
+def test_request_header_prefix_falls_back_to_the_fixed_fields() -> None:
+    """A request whose header we cannot decode (e.g. ApiVersions from a newer client) still
+    yields key, version and correlation id for the UNSUPPORTED_VERSION answer; less than those
+    8 bytes yields None."""
+    full = struct.pack(">hhih", 18, 3, 77, 3) + b"cli" + b"\x00"
+    header = request_header_prefix(full)
+    assert header is not None
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (18, 3, 77, "cli")
+    broken = struct.pack(">hhih", 18, 99, 78, 500)  # client id length runs past the frame
+    header = request_header_prefix(broken)
+    assert header is not None
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (18, 99, 78, None)
+    assert request_header_prefix(b"\x00\x12\x00") is None
+
+
+def test_size_prefixed_frames_decode_back() -> None:
+    decoder = FrameDecoder(1000)
+    assert decoder.feed(size_prefixed(b"abc") + size_prefixed(b"")) == [b"abc", b""]
