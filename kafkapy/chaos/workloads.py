@@ -259,8 +259,10 @@ class TxnProcessor(Workload):
                 producer.produce(TOPIC_TXN_OUT, f"{txn}:{value}".encode(), partition=m.partition() or 0)
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
-            if not self._commit(producer, consumer, txn, values):
-                return False
+            outcome = self._commit(producer, consumer, txn, values)
+            if outcome != "committed":
+                # an abort that rewound goes on with these clients; its offsets were not committed
+                return outcome == "aborted"
             now = self.clock()
             for tp in positions:
                 if tp.offset >= 0:
@@ -274,22 +276,24 @@ class TxnProcessor(Workload):
             self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
             return False
 
-    def _commit(self, producer: Producer, consumer: Consumer, txn: int, values: tuple[int, ...]) -> bool:
+    def _commit(self, producer: Producer, consumer: Consumer, txn: int, values: tuple[int, ...]) -> str:
+        """"committed"; "aborted" (an abortable error: aborted and rewound); "failed" (the end is
+        unknown, or the abort or the rewind failed: the clients must be replaced)."""
         for _ in range(5):
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
                 self.history.add(TxnOutcome(txn, "committed", values, self.clock()))
-                return True
+                return "committed"
             except KafkaException as e:
                 err = _error(e)
                 self.history.client_error(self.workload, f"commit_transaction: {err}")
                 if err.retriable():
                     continue
                 if err.txn_requires_abort():
-                    return self._abort(producer, consumer, txn, values)
+                    return "aborted" if self._abort(producer, consumer, txn, values) else "failed"
                 break
         self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
-        return False
+        return "failed"
 
     def _abort(self, producer: Producer, consumer: Consumer, txn: int, values: tuple[int, ...]) -> bool:
         try:
