@@ -10,6 +10,19 @@ was published, so code that holds one across an `await` sees one consistent stat
 swap `broker.apply_metadata(image, delta)` (the data plane, when it exists) adjusts partition
 roles for what changed, and waiters (`wait_for`) are woken.
 
+Why a restarted broker holds its images back from the data plane: until it has caught up, its
+image is what it replayed from disk plus whatever part of the log it fetched so far - a state
+the cluster has left, where this node may still lead partitions, coordinate groups and
+transactions in epochs that were superseded while it was down. Acting on it (becoming leader,
+loading a coordinator, aborting "expired" transactions and sending their markers) races the
+real leaders. So a broker's data plane sees no image until `ClusterNode.has_joined()`: the
+controller unfences this process's registration only once its heartbeats report the
+registration's own offset applied, so the image then holds everything committed before it.
+The first image published after that carries no delta (the data plane looks at everything).
+Kafka's broker does the same: its publishers are installed only after the controller says it
+caught up (BrokerServer's initial catch-up). The image itself (`node.image`) follows every
+commit meanwhile: heartbeats report its offset, and the Metadata handler waits on `has_joined`.
+
 Error handling: a record that does not decode, or does not fit the image, is logged and
 skipped (the image stays as it was for that record): a bad record must not stop a node from
 following the rest of the log. An exception from `apply_metadata` is logged, never raised into
@@ -53,6 +66,8 @@ class MetadataPublisher:
         self.applied_offset = -1
         self.applied_epoch = 0
         self._changed = trio.Event()
+        #: an image was kept from the data plane (see the module doc); the next one goes whole
+        self.held = False
         subscribe = getattr(node.raft, "subscribe", None)
         if subscribe is not None:
             subscribe(self.on_committed, self.on_snapshot)
@@ -75,13 +90,8 @@ class MetadataPublisher:
             self.applied_epoch = entry.epoch
         self.image = image
         self.node.image = image
-        if not delta.is_empty():
-            apply = getattr(self.broker, "apply_metadata", None)
-            if apply is not None:
-                try:
-                    apply(image, delta)
-                except Exception:
-                    log.exception("broker.apply_metadata failed at offset %d", image.offset)
+        if not delta.is_empty() or self.held:
+            self._publish(image, delta)
         self._changed.set()
         self._changed = trio.Event()
 
@@ -104,14 +114,43 @@ class MetadataPublisher:
         self.applied_epoch = epoch
         self.image = image
         self.node.image = image
-        apply = getattr(self.broker, "apply_metadata", None)
-        if apply is not None:
-            try:
-                apply(image, delta)
-            except Exception:
-                log.exception("broker.apply_metadata failed at snapshot offset %d", image.offset)
+        self._publish(image, delta)
         self._changed.set()
         self._changed = trio.Event()
+
+    def _may_publish(self) -> bool:
+        """May the data plane act on the current image (see the module doc)?"""
+        if not self.node.config.is_broker:
+            return True
+        has_joined = getattr(self.node, "has_joined", None)
+        return has_joined is None or bool(has_joined())
+
+    def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """`broker.apply_metadata(image, delta)` once this node may act on its image; until
+        then the image is held back (and the first one after goes whole, delta None)."""
+        apply = getattr(self.broker, "apply_metadata", None)
+        if apply is None:
+            return
+        if not self._may_publish():
+            if not self.held:
+                log.info(
+                    "node %d: metadata image at offset %d held from the data plane until this "
+                    "broker has caught up and is unfenced", self.node.node_id, image.offset
+                )
+            self.held = True
+            return
+        whole: MetadataDelta | None = delta
+        if self.held:
+            self.held = False
+            whole = None
+            log.info(
+                "node %d caught up at metadata offset %d: publishing its image",
+                self.node.node_id, image.offset,
+            )
+        try:
+            apply(image, whole)
+        except Exception:
+            log.exception("broker.apply_metadata failed at offset %d", image.offset)
 
     @staticmethod
     def _apply(image: MetadataImage, entry: Entry, delta: MetadataDelta) -> None:
