@@ -50,9 +50,6 @@ from kafkapy.protocol.messages import (
 from kafkapy.protocol.messages.describe_configs import (
     DescribeConfigsResponse_DescribeConfigsResourceResult as Entry,
 )
-from kafkapy.protocol.messages.describe_configs import (
-    DescribeConfigsResponse_DescribeConfigsSynonym as Synonym,
-)
 from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest_AlterableConfig as AlterableConfig,
 )
@@ -69,77 +66,17 @@ from kafkapy.server.config import (
 from kafkapy.server.context import RequestContext
 from kafkapy.server.dynamic_config import DYNAMIC_BROKER_KEYS, alter_broker_configs
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.config_entries import broker_synonyms, topic_config_entries
 from kafkapy.server.metadata_store import TopicInfo
 
 __all__ = [
     "handle_alter_configs",
     "handle_describe_configs",
     "handle_incremental_alter_configs",
-    "topic_config_entries",
 ]
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-
-def topic_config_entries(
-    broker: Broker,
-    info: TopicInfo,
-    *,
-    include_synonyms: bool,
-    keys: list[str] | None = None,
-    include_documentation: bool = False,
-) -> list[Entry]:
-    entries: list[Entry] = []
-    for name, key in TOPIC_CONFIGS.items():
-        if (keys is not None and name not in keys) or (not key.listed and name not in info.configs):
-            continue
-        default_value, _, default_source = broker.config.topic_default(name)
-        synonyms: list[Synonym] = []
-        if name in info.configs:
-            value, source = info.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
-            synonyms.append(Synonym(name=name, value=value, source=source))
-        else:
-            value, source = default_value, default_source
-        synonyms += _broker_synonyms(broker, key.broker_synonyms)
-        entries.append(
-            Entry(
-                name=name,
-                value=value,
-                read_only=False,
-                is_default=source == ConfigSource.DEFAULT_CONFIG,
-                config_source=source,
-                is_sensitive=False,
-                synonyms=synonyms if include_synonyms else [],
-                config_type=key.type,
-                documentation=key.doc if include_documentation else None,
-            )
-        )
-    return entries
-
-
-_LAYERED = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-            ConfigSource.STATIC_BROKER_CONFIG)
-
-
-def _broker_synonyms(broker: Broker, names: tuple[str, ...] | list[str]) -> list[Synonym]:
-    """Kafka's synonym order for broker keys: every dynamic per-broker value, then every
-    dynamic cluster default, then every static one (each in the synonyms' precedence order),
-    then the first built-in default."""
-    layers = {name: broker.config.layers(name) for name in names}
-    out = [
-        Synonym(name=name, value=value, source=source)
-        for source in _LAYERED
-        for name in names
-        for value, layer in layers[name]
-        if layer == source
-    ]
-    for name in names:
-        default = [v for v, layer in layers[name] if layer == ConfigSource.DEFAULT_CONFIG]
-        if default:
-            out.append(Synonym(name=name, value=default[0], source=ConfigSource.DEFAULT_CONFIG))
-            break
-    return out
 
 
 def _broker_entries(broker: Broker, resource: str, keys: list[str] | None, include_synonyms: bool,
@@ -152,7 +89,7 @@ def _broker_entries(broker: Broker, resource: str, keys: list[str] | None, inclu
             continue
         key = BROKER_CONFIGS[name]
         sensitive = key.type == ConfigType.PASSWORD  # Kafka hides them; the value is None
-        synonyms = [] if sensitive else _broker_synonyms(broker, [name])
+        synonyms = [] if sensitive else broker_synonyms(broker, [name])
         if resource == "":
             synonyms = [s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
             if not synonyms:

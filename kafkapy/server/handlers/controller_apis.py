@@ -75,9 +75,12 @@ from kafkapy.server.cluster.controller_driver import (
 )
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, decode_suspects
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.elections import election_response, requested_partitions
-from kafkapy.server.handlers.reassignments import alter_reassignments_response
 from kafkapy.server.handlers.registry import controller_handler
+from kafkapy.server.handlers.shared.partition_results import (
+    alter_reassignments_response,
+    election_response,
+    requested_partitions,
+)
 
 __all__ = [
     "handle_allocate_producer_ids",

@@ -21,8 +21,8 @@ from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.metadata import alive_brokers, controller_id_for_clients
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 
 __all__ = ["handle_describe_cluster"]
 

@@ -23,52 +23,19 @@ unclean election (the controller does not model it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from kafkapy.protocol.messages.elect_leaders import ElectLeadersResponse_PartitionResult
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.partition_results import election_response, requested_partitions
 
-__all__ = ["election_response", "handle_elect_leaders", "requested_partitions"]
+__all__ = ["handle_elect_leaders"]
 
 PREFERRED, UNCLEAN = 0, 1
-
-
-def requested_partitions(req: ElectLeadersRequest) -> list[tuple[str, int]] | None:
-    """(topic, partition) pairs in request order, duplicates dropped; None = all partitions."""
-    if req.topic_partitions is None:
-        return None
-    seen: dict[tuple[str, int], None] = {}
-    for t in req.topic_partitions:
-        for p in t.partitions:
-            seen.setdefault((t.topic, p), None)
-    return list(seen)
-
-
-def election_response(
-    results: Iterable[tuple[str, int, ErrorCode, str | None]],
-    topics: Sequence[str] = (),
-) -> ElectLeadersResponse:
-    """Group per-partition results by topic (in first-seen order); `topics` listed first get an
-    entry even without results (Kafka's answer to a null partition list names every topic)."""
-    by_topic: dict[str, list[ElectLeadersResponse_PartitionResult]] = {t: [] for t in topics}
-    for topic, partition, error, message in results:
-        by_topic.setdefault(topic, []).append(
-            ElectLeadersResponse.PartitionResult(
-                partition_id=partition, error_code=error, error_message=message
-            )
-        )
-    return ElectLeadersResponse(
-        replica_election_results=[
-            ElectLeadersResponse.ReplicaElectionResult(topic=t, partition_result=parts)
-            for t, parts in by_topic.items()
-        ]
-    )
 
 
 @handler(ApiKey.ELECT_LEADERS, min_version=0, max_version=2)

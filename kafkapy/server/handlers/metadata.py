@@ -8,12 +8,11 @@ it (v4+ flag; always in v0-3) and answered with their metadata at once - a singl
 leader election to wait for. Illegal names -> INVALID_TOPIC_EXCEPTION; unknown topic ids (v10+)
 -> UNKNOWN_TOPIC_ID.
 
-Cluster mode (docs/cluster.md; single-node behaviour is unchanged): everything comes from the
+Cluster mode (docs/cluster.md): everything comes from the
 published MetadataImage - the unfenced brokers with their endpoint for the request's listener,
 controller id = the Raft leader when it is such a broker and this node still reaches it (else
 this broker, which forwards admin requests to whichever controller becomes active; see
-`controller_id_for_clients`), each partition's leader, leader epoch, replicas, ISR and offline
-replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-creation goes
+`shared/brokers.py`), each partition's leader, leader epoch, replicas, ISR and offline replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-creation goes
 through the controller channel; the answer waits briefly for the new topic to reach the image
 (LEADER_NOT_AVAILABLE if it has not yet, and the client retries). A node that has not joined
 since it started (`ClusterNode.has_joined`: its image is what it replayed from disk, empty
@@ -41,15 +40,13 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
-from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_error
 
 __all__ = [
-    "alive_brokers",
     "auto_create_in_cluster",
-    "controller_id_for_clients",
     "handle_metadata",
     "topic_metadata",
 ]
@@ -115,53 +112,6 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
         else ErrorCode.UNKNOWN_SERVER_ERROR
     )
     return ErrorCode.NONE if code is ErrorCode.TOPIC_ALREADY_EXISTS else code
-
-
-def alive_brokers(image: Any, listener: str) -> list[tuple[int, str, int, str | None]]:
-    """Cluster mode: (id, host, port, rack) of the unfenced brokers advertising `listener`."""
-    out = []
-    for b in sorted(image.brokers.values(), key=lambda b: b.id):
-        ep = b.endpoint(listener) if not b.fenced else None
-        if ep is not None:
-            out.append((b.id, ep.host, ep.port, b.rack))
-    return out
-
-
-def controller_id_for_clients(cluster: Any, listed: list[int]) -> int:
-    """The controller id clients are told (Metadata, DescribeCluster): where they send admin
-    requests (CreateTopics, DeleteTopics, CreatePartitions, configs, ...).
-
-    The Raft leader when it is a listed broker and this node is it or still connected to it;
-    otherwise this broker when listed (it forwards to whichever controller is active, as KRaft
-    brokers do - Kafka names a random live broker), else the lowest listed one (clients cannot
-    talk to controller-only nodes).
-
-    Why not simply the Raft leader: right after the active controller dies, every node still
-    names it for an election timeout, yet the broker unfencing lasts a session timeout longer,
-    so it stays listed. librdkafka sends admin requests only to the controller of its last
-    Metadata answer and refreshes Metadata on a new connection, not on the controller's
-    failures - told the dead node once, its CreateTopics waited for that node to come back
-    (over 100 s). A node whose Raft connection to the leader broke names itself instead: it
-    is alive, since it is answering."""
-    me = getattr(cluster, "node_id", None)
-    raft_leader = getattr(getattr(cluster, "raft", None), "leader_id", None)
-    if raft_leader in listed and (raft_leader == me or _reaches(cluster, raft_leader)):
-        return int(raft_leader)
-    if me in listed:
-        return int(me)
-    return listed[0] if listed else -1
-
-
-def _reaches(cluster: Any, node_id: int) -> bool:
-    """True while this node's Raft connection to `node_id` is up (followers and observers keep
-    a Fetch long-poll in flight on it, so a dead leader's closed socket is seen at once)."""
-    peers = getattr(cluster, "controller_peers", None)
-    if peers is None:
-        return True  # nothing to judge by: keep naming the leader
-    try:
-        return bool(peers.get(node_id).connected)
-    except PeerError:
-        return False
 
 
 def _alive(image: Any, broker_id: int) -> bool:

@@ -40,31 +40,9 @@ from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.partition_results import alter_reassignments_response
 
-__all__ = [
-    "alter_reassignments_response",
-    "handle_alter_partition_reassignments",
-    "handle_list_partition_reassignments",
-]
-
-
-def alter_reassignments_response(
-    results: list[tuple[str, int, ErrorCode, str | None]],
-) -> AlterPartitionReassignmentsResponse:
-    """Group per-partition results by topic, in first-seen order."""
-    by_topic: dict[str, list[Any]] = {}
-    for topic, partition, error, message in results:
-        by_topic.setdefault(topic, []).append(
-            AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
-                partition_index=partition, error_code=error, error_message=message
-            )
-        )
-    return AlterPartitionReassignmentsResponse(
-        responses=[
-            AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t, partitions=parts)
-            for t, parts in by_topic.items()
-        ]
-    )
+__all__ = ["handle_alter_partition_reassignments", "handle_list_partition_reassignments"]
 
 
 def _requested(req: AlterPartitionReassignmentsRequest) -> list[tuple[str, int, list[int] | None]]:

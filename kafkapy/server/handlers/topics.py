@@ -74,8 +74,8 @@ from kafkapy.server.broker import Broker, BrokerError, storage_failure
 from kafkapy.server.cluster.partition_roles import PartitionRole
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.configs import topic_config_entries
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.config_entries import topic_config_entries
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.log import PartitionLog
 
