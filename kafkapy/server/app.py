@@ -38,12 +38,10 @@ from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.faults import serve_fault_control
-from kafkapy.server.group_driver import run_group_driver
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.http.listener import HttpListener, parse_http_address
 from kafkapy.server.http.routes import install_routes
 from kafkapy.server.security import credentials_of, listener_security
-from kafkapy.server.txn_driver import run_txn_driver
 
 if TYPE_CHECKING:
     from kafkapy.server.cluster.node import ClusterNode
@@ -137,8 +135,8 @@ class Server:
                             self._accept_loop, listener, sock_listener, conn_nursery
                         )
                     accept_nursery.start_soon(self._maintenance_loop)
-                    accept_nursery.start_soon(run_group_driver, broker)
-                    accept_nursery.start_soon(run_txn_driver, broker)
+                    accept_nursery.start_soon(broker.group_coordinator.serve)
+                    accept_nursery.start_soon(broker.txn_coordinator.serve)
                     if self.cluster is not None:
                         self.cluster.run(accept_nursery)
                     if self.http is not None:

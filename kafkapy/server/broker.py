@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,13 +37,16 @@ import trio
 
 from kafkapy import __version__
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
 from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
+from kafkapy.server.group_driver import GroupDriver
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
 from kafkapy.server.metadata_store import (
     INTERNAL_TOPICS,
+    LEADER_EPOCH,
     TOPICS_FILE_NAME,
     MetaProperties,
     TopicInfo,
@@ -54,6 +56,7 @@ from kafkapy.server.metadata_store import (
 )
 from kafkapy.server.notify import PartitionWaiters
 from kafkapy.server.stats import BrokerStats
+from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
@@ -65,13 +68,7 @@ __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms", "sto
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH = 0
 BROKER_LOCK_FILE = ".kafkapy-broker.lock"
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds: record timestamps and retention are wall-clock in Kafka."""
-    return time.time_ns() // 1_000_000
 
 
 def _lock_data_dir(data_dir: Path) -> int:
@@ -191,6 +188,9 @@ class Broker:
         # listener name -> (host, port) advertised to clients; filled in once sockets are bound
         self.endpoints: dict[str, tuple[str, int]] = {}
         self.version = __version__
+        #: the coordinator runtimes (state loaded on first use; the server runs their timers)
+        self.group_coordinator = GroupDriver(self)
+        self.txn_coordinator = TxnDriver(self)
 
     # -- start-up ---------------------------------------------------------------------------------
     def _load_dynamic_configs(self) -> None:

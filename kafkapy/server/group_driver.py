@@ -1,16 +1,17 @@
-"""The trio driver of the group coordinator: persistence, timers and pending responses.
+"""The group coordinator's adapter to the coordinator runtime: its own rules around it.
 
-Why a driver: `GroupCoordinator` is a plain state machine (no trio, no files), so that the
-cluster issue can later run one per `__consumer_offsets` partition leader. This module is the
-runtime around it, after Kafka's coordinator runtime: it hands each request to the coordinator,
-appends the records it returns to `__consumer_offsets` as one record batch per partition (the
-normal log path; the topic is compacted by the log cleaner), answers the requests that
-completed, and sleeps until `next_deadline()` to run the timers.
+`GroupCoordinator` is a plain state machine (no trio, no files); `CoordinatorRuntime` keeps it in
+`__consumer_offsets` (ownership of the partitions, load by replay, append and wait for
+replication, timers). What is the group coordinator's own lives here: it hands each request to
+the coordinator, appends the records it returns as one record batch per partition and producer
+(the topic is compacted by the log cleaner), answers the requests that completed - a JoinGroup
+or SyncGroup may be answered later, by another member's request or a timer (`wait`) - and turns
+a failed write into what each API answers.
 
-Resource handling: one `GroupDriver` per `Broker` (`await group_driver(broker)`), created on
-first use; it loads `__consumer_offsets` the first time (creating the topic if missing).
-`run_group_driver(broker)` is the long-lived timer task the server starts; cancelling it is the
-way to stop it. Without it (in-process handler tests) timers do not fire.
+Resource handling: the `Broker` builds one (`broker.group_coordinator`); `await ready()` loads
+`__consumer_offsets` on first use (creating the topic if missing), and `serve()` is the server's
+timer task (session expiry, rebalance, retention), which also loads it right after start-up so
+the first consumer does not pay for it.
 
 Transactions: TxnOffsetCommit records are appended as transactional batches of the producer;
 they count once `on_transaction_marker` (called by whoever writes the marker) or, at load, the
@@ -18,31 +19,23 @@ marker in the log commits them.
 
 Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
 have written it). The state must follow the log, so when an append fails (disk full, I/O error,
-log offline) the driver replays that partition's log (the start-up load path) and reverts the
-coordinator to it (`GroupCoordinator.revert`; the replay runs on the event loop, about 10 ms per
-1,000 records, which compaction keeps few; a log that cannot be read either leaves the groups with
-what could be read); requests waiting on a reverted group are answered with the error, and `finish` raises `GroupWriteError`, which each handler turns into the code
-Kafka gives for a failed write of that API (NOT_COORDINATOR for a storage error, so clients look
-the coordinator up again and retry). The broker stays up; the timer task logs and carries on.
-
-Partitioned mode (cluster mode, docs/cluster.md; also selectable on one node for tests): one
-`GroupCoordinator` per `__consumer_offsets` partition this broker leads (`owned`), loaded from
-that partition's log in a worker thread when the leadership arrives (`on_become_leader`; the
-group's requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and dropped when it leaves
-(`on_become_follower`: NOT_COORDINATOR, and so for waiting Join/SyncGroups, so clients look the
-coordinator up again). `coordinator_for(group_id)` is how handlers reach the right one. Appends
-are answered only once the partition's high watermark passed them (`wait_replicated`); a failed
-wait reverts the coordinator to the log before those records, as a failed append does.
-Single-node mode keeps the one coordinator of every partition, loaded at once, as before.
+log offline) or, in partitioned mode, does not replicate, the driver replays that partition's log
+below the failed records (the load path) and reverts the coordinator to it
+(`GroupCoordinator.revert`; the replay runs on the event loop, about 10 ms per 1,000 records,
+which compaction keeps few; a log that cannot be read either leaves the groups with what could
+be read); requests waiting on a reverted group are answered with the error, and `finish` raises
+`GroupWriteError`, which each handler turns into the code Kafka gives for a failed write of that
+API (NOT_COORDINATOR for a storage error, so clients look the coordinator up again and retry).
+The broker stays up; the timer task logs and carries on. A partition that moves away drops its
+coordinator; its waiting Join/SyncGroups are answered NOT_COORDINATOR.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import weakref
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -61,39 +54,18 @@ from kafkapy.coordinator.group import (
     offsets_partition_for,
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.records import (
-    Record,
-    build_batch,
-    decode_records,
-    parse_control_record,
-)
-from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
+from kafkapy.protocol.records import Record, decode_records, parse_control_record
+from kafkapy.server.clock import now_ms
 from kafkapy.server.config import BrokerConfig
-from kafkapy.server.internal_topics import (
-    OwnedPartitions,
-    cluster_of,
-    create_internal_logs,
-    ensure_cluster_topic,
-    internal_partition_log,
-    log_batches,
-    partition_count,
-    register_internal_topic,
-    register_role_listener,
-    wait_replicated,
-)
-from kafkapy.server.metadata_store import TopicInfo
+from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime, MissingPartition
+from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
-from kafkapy.storage.errors import KafkaStorageError, StorageError
+from kafkapy.storage.errors import StorageError
 
-__all__ = [
-    "GroupDriver",
-    "GroupWriteError",
-    "existing_group_driver",
-    "group_config_from",
-    "group_driver",
-    "install_group_driver",
-    "run_group_driver",
-]
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+
+__all__ = ["GroupDriver", "GroupWriteError", "group_config_from"]
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +151,10 @@ class _FailedWrite:
     #: partitioned mode: where the unreplicated records start in each partition's log
     revert_to: dict[int, int] = field(default_factory=dict)
 
+    def add(self, partition: int, records: list[GroupRecord]) -> None:
+        self.records.extend(records)
+        self.partitions.add(partition)
+
 
 @dataclass(slots=True)
 class _Appended:
@@ -190,6 +166,8 @@ class _Appended:
 
 
 def _error_code_of(exc: Exception) -> ErrorCode:
+    if isinstance(exc, MissingPartition):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if isinstance(exc, StorageError | ProtocolError):
         return exc.error_code
     if isinstance(exc, OSError):
@@ -203,90 +181,31 @@ class _Waiter:
     answer: Answer | None = None
 
 
-class GroupDriver:
+class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
     def __init__(self, broker: Broker, *, partitioned: bool | None = None) -> None:
-        self.broker = broker
         self.config = group_config_from(broker.config)
-        # single-node mode: the coordinator of every partition
-        self.coordinator = GroupCoordinator(self.config)
-        self.num_partitions = max(_int(broker.config, "offsets.topic.num.partitions", 50), 1)
-        self.partitioned = cluster_of(broker) is not None if partitioned is None else partitioned
-        self.owned: OwnedPartitions[GroupCoordinator] = OwnedPartitions()
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
-        self._changed = trio.Event()
-        self._loading: trio.Event | None = None
-        self._sleep_until: int | None = None  # the timer task's wake-up time while it sleeps
-        self._nursery: trio.Nursery | None = None  # run()'s, for partition loads
-        self._queued_loads: list[tuple[int, int]] = []  # leaderships that came before run()
-        self.loaded = False
-        if cluster_of(broker) is not None:
-            register_role_listener(broker, self, CONSUMER_OFFSETS_TOPIC)
-
-    # -- which coordinator -----------------------------------------------------------------
-
-    def partition_for(self, group_id: str) -> int:
-        if self.partitioned:
-            count = partition_count(self.broker, CONSUMER_OFFSETS_TOPIC)
-            if count:
-                self.num_partitions = count
-        return offsets_partition_for(group_id, self.num_partitions)
-
-    def coordinator_for(self, group_id: str) -> GroupCoordinator | ErrorCode:
-        """The coordinator of the group, or NOT_COORDINATOR (its partition is led elsewhere) /
-        COORDINATOR_LOAD_IN_PROGRESS (being loaded here)."""
-        if not self.partitioned:
-            return self.coordinator
-        return self.owned.lookup(self.partition_for(group_id))
-
-    def coordinators(self) -> list[GroupCoordinator]:
-        """Every loaded coordinator (ListGroups, timers)."""
-        if not self.partitioned:
-            return [self.coordinator]
-        return [c for _, c in sorted(self.owned.loaded().items())]
-
-    def _coordinator_of_partition(self, partition: int) -> GroupCoordinator | None:
-        if not self.partitioned:
-            return self.coordinator
-        found = self.owned.lookup(partition)
-        return None if isinstance(found, ErrorCode) else found
-
-    # -- partition leadership (partitioned mode) ---------------------------------------------
-
-    def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
-        """Role listener: load the partition's groups (in the background; until then its
-        groups answer COORDINATOR_LOAD_IN_PROGRESS)."""
-        if topic != CONSUMER_OFFSETS_TOPIC or not self.partitioned:
-            return
-        previous = self.owned.lookup(partition)
-        if not self.owned.begin_load(partition, leader_epoch):
-            return
-        if not isinstance(previous, ErrorCode):  # led again in a newer epoch: reload
-            self._release(previous)
-        if self._nursery is None:
-            self._queued_loads.append((partition, leader_epoch))
-        else:
-            self._nursery.start_soon(self._load_partition, partition, leader_epoch)
-
-    def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None:
-        """Role listener: forget the partition's groups; requests waiting in a rebalance are
-        answered NOT_COORDINATOR so their clients find the new coordinator."""
-        if topic != CONSUMER_OFFSETS_TOPIC or not self.partitioned:
-            return
-        coordinator = self.owned.drop(partition)
-        if coordinator is None:
-            return
-        self._release(coordinator)
-        log.info(
-            "%s-%d moved away (leader epoch %d): unloaded %d groups",
-            CONSUMER_OFFSETS_TOPIC,
-            partition,
-            leader_epoch,
-            len(coordinator.groups),
+        super().__init__(
+            broker,
+            topic=CONSUMER_OFFSETS_TOPIC,
+            num_partitions=_int(broker.config, "offsets.topic.num.partitions", 50),
+            partitioner=offsets_partition_for,
+            replication_factor_key="offsets.topic.replication.factor",
+            partitioned=partitioned,
         )
 
-    def _release(self, coordinator: GroupCoordinator) -> None:
-        """A coordinator is dropped: the Join/SyncGroups waiting in it get NOT_COORDINATOR."""
+    # -- the runtime's interface -------------------------------------------------------------
+
+    def new_coordinator(self, leader_epoch: int) -> GroupCoordinator:
+        return GroupCoordinator(self.config)
+
+    async def activate(self, coordinator: GroupCoordinator) -> None:
+        coordinator.load_complete(now_ms())
+
+    def deactivate(self, coordinator: GroupCoordinator) -> None:
+        """A coordinator is dropped: the Join/SyncGroups waiting in it get NOT_COORDINATOR, so
+        their clients find the new coordinator."""
         moved = ErrorCode.NOT_COORDINATOR
         for group in coordinator.groups.values():
             for m in group.members.values():
@@ -295,80 +214,10 @@ class GroupDriver:
                 if m.awaiting_sync is not None:
                     self._deliver(m.awaiting_sync, SyncGroupResult(moved))
 
-    def _plog(self, partition: int) -> PartitionLog | None:
-        if cluster_of(self.broker) is None:
-            return internal_partition_log(self.broker, CONSUMER_OFFSETS_TOPIC, partition)
-        return self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition) or self.broker.logs.get(
-            CONSUMER_OFFSETS_TOPIC, partition
-        )
+    def describe(self, coordinator: GroupCoordinator) -> str:
+        return f"{len(coordinator.groups)} groups"
 
-    async def _load_partition(self, partition: int, leader_epoch: int) -> None:
-        """Replay the partition's log into a new coordinator (the bulk in a worker thread, the
-        tail appended meanwhile - markers - on the trio thread) and install it, unless the
-        leadership changed in between."""
-        started = now_ms()
-        coordinator = GroupCoordinator(self.config)
-        loaded = 0
-        try:
-            plog = self._plog(partition)
-            if plog is not None:
-                end = plog.log_end_offset
-                loaded = await trio.to_thread.run_sync(
-                    self._replay_log, plog, coordinator, None, end
-                )
-                loaded += self._replay_log(plog, coordinator, end, None)
-        except Exception:  # storage trouble: stay unloaded so clients keep retrying elsewhere
-            log.exception("loading %s-%d failed", CONSUMER_OFFSETS_TOPIC, partition)
-            if self.owned.is_current(partition, leader_epoch):
-                self.owned.drop(partition)
-            return
-        coordinator.load_complete(now_ms())
-        if self.owned.finish_load(partition, leader_epoch, coordinator):
-            log.info(
-                "loaded %s-%d (leader epoch %d): %d records, %d groups in %d ms",
-                CONSUMER_OFFSETS_TOPIC,
-                partition,
-                leader_epoch,
-                loaded,
-                len(coordinator.groups),
-                now_ms() - started,
-            )
-            self._changed.set()
-
-    # -- start-up ------------------------------------------------------------------------
-
-    async def ensure_loaded(self) -> None:
-        """Create `__consumer_offsets` if needed and replay it into the coordinator (once).
-
-        Concurrent callers wait for the first one. A new topic has nothing to load, so the
-        coordinator is ready at once; its 50 empty logs (about a second of fsyncs on a slow
-        disk) are created in a worker thread meanwhile, and `_append` creates the one it needs
-        first on demand. A crash in between is harmless: start-up creates the logs of every
-        known topic.
-        """
-        if self.partitioned and not self.loaded:
-            # partitions load as their leadership arrives; one node still makes the topic
-            self.loaded = True
-            if cluster_of(self.broker) is None and CONSUMER_OFFSETS_TOPIC not in self.broker.topics:
-                await create_internal_logs(self.broker, self._register_topic())
-        while not self.loaded:
-            if self._loading is not None:
-                await self._loading.wait()
-                continue
-            self._loading = trio.Event()
-            try:
-                if CONSUMER_OFFSETS_TOPIC in self.broker.topics:
-                    self._load()
-                else:
-                    info = self._register_topic()
-                    self.coordinator.load_complete(now_ms())
-                    self.loaded = True
-                    await create_internal_logs(self.broker, info)
-            finally:
-                self._loading.set()
-                self._loading = None
-
-    def _topic_configs(self) -> dict[str, str]:
+    def topic_configs(self) -> dict[str, str]:
         return {
             "cleanup.policy": "compact",
             # Kafka's offsets.topic.segment.bytes: small enough for the cleaner to get at
@@ -377,60 +226,8 @@ class GroupDriver:
             ),
         }
 
-    def _register_topic(self) -> TopicInfo:
-        return register_internal_topic(
-            self.broker, CONSUMER_OFFSETS_TOPIC, self.num_partitions, self._topic_configs()
-        )
-
-    async def ensure_topic(self) -> bool:
-        """Cluster mode: does `__consumer_offsets` exist? The first call asks the controller
-        to create it (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until it is there)."""
-        if cluster_of(self.broker) is None:
-            return True
-        return await ensure_cluster_topic(
-            self.broker,
-            CONSUMER_OFFSETS_TOPIC,
-            self.num_partitions,
-            self._topic_configs(),
-            "offsets.topic.replication.factor",
-        )
-
-    def _partition_log(self, partition: int) -> PartitionLog:
-        plog = self._plog(partition)
-        if plog is None:
-            raise _MissingPartition(f"{CONSUMER_OFFSETS_TOPIC}-{partition} does not exist")
-        return plog
-
-    def _load(self) -> None:
-        info = self.broker.topics.get(CONSUMER_OFFSETS_TOPIC)
-        assert info is not None
-        self.num_partitions = info.partitions
-        loaded = 0
-        for partition in range(info.partitions):
-            loaded += self._replay_partition(partition, self.coordinator)
-        self.coordinator.load_complete(now_ms())
-        self.loaded = True
-        log.info(
-            "group coordinator loaded %d records: %d groups", loaded, len(self.coordinator.groups)
-        )
-
-    def _replay_partition(
-        self, partition: int, into: GroupCoordinator, end: int | None = None
-    ) -> int:
-        """Replay one `__consumer_offsets` partition's log into `into`; returns the number of
-        records read. Used at start-up and to revert the state after a failed append."""
-        plog = (
-            self.broker.partition_log(CONSUMER_OFFSETS_TOPIC, partition)
-            if cluster_of(self.broker) is None
-            else self._plog(partition)
-        )
-        if plog is None:
-            return 0
-        return self._replay_log(plog, into, None, end)
-
-    @staticmethod
-    def _replay_log(
-        plog: PartitionLog, into: GroupCoordinator, start: int | None, end: int | None
+    def replay_log(
+        self, plog: PartitionLog, into: GroupCoordinator, start: int | None, end: int | None
     ) -> int:
         """Replay the batches of [start, end) into `into` (any thread if `into` is private)."""
         loaded = 0
@@ -448,6 +245,17 @@ class GroupDriver:
                     log.warning("skipping unreadable %s record: %s", CONSUMER_OFFSETS_TOPIC, exc)
         return loaded
 
+    def next_deadline(self) -> int | None:
+        deadlines = [d for c in self.coordinators() if (d := c.next_deadline()) is not None]
+        return min(deadlines, default=None)
+
+    async def fire_timers(self) -> None:
+        for coordinator in self.coordinators():
+            try:
+                await self.finish(coordinator.poll(now_ms()))
+            except GroupWriteError as exc:  # reverted; expiry retries at its next check
+                log.warning("group coordinator timers: %s", exc)
+
     # -- requests ------------------------------------------------------------------------
 
     def next_request_id(self) -> int:
@@ -462,28 +270,19 @@ class GroupDriver:
         """
         failed, appended = self._append(result.records)
         for partition, done in appended.items():
-            code = await wait_replicated(self.broker, CONSUMER_OFFSETS_TOPIC, partition, done.end)
+            code = await self.wait_replicated(partition, done.end)
             if code is not ErrorCode.NONE:
-                log.warning(
-                    "%s-%d did not replicate (%s): reverting %d group records",
-                    CONSUMER_OFFSETS_TOPIC,
-                    partition,
-                    code.name,
-                    len(done.records),
-                )
+                log.warning("%s-%d did not replicate (%s): reverting %d group records",
+                            CONSUMER_OFFSETS_TOPIC, partition, code.name, len(done.records))
                 failed = failed or _FailedWrite(cause=code)
-                failed.records.extend(done.records)
-                failed.partitions.add(partition)
+                failed.add(partition, done.records)
                 failed.revert_to[partition] = done.start
         completions = result.completions
         if failed is not None:
             completions = self._revert(failed, completions)
         for c in completions:
             self._deliver(c.request_id, c.response)
-        # wake the timer task only if a timer now fires before the time it sleeps until
-        deadline = self._next_deadline()
-        if deadline is not None and (self._sleep_until is None or deadline < self._sleep_until):
-            self._changed.set()
+        self.wake(self.next_deadline())
         if failed is not None:
             groups = frozenset(r.group_id for r in failed.records)
             raise GroupWriteError(failed.cause, groups, result.response)
@@ -522,97 +321,59 @@ class GroupDriver:
     def _append(
         self, records: list[GroupRecord]
     ) -> tuple[_FailedWrite | None, dict[int, _Appended]]:
-        """One batch per `__consumer_offsets` partition through the normal append path.
+        """One batch per `__consumer_offsets` partition and producer.
 
         Every batch is tried (a partition that works keeps its records); returns what failed,
         for `_revert` (None when everything was written), and in partitioned mode the end
         offset and records of each appended partition, to wait for their replication.
         """
         appended: dict[int, _Appended] = {}
-        if not records:
-            return None, appended
         batches: dict[tuple[int, int, int], list[GroupRecord]] = {}
         for r in records:
             partition = self.partition_for(r.group_id)
             batches.setdefault((partition, r.producer_id, r.producer_epoch), []).append(r)
-        now = now_ms()
         failed: _FailedWrite | None = None
         for (partition, producer_id, producer_epoch), group_records in batches.items():
             try:
-                plog = self._partition_log(partition)
-                data = build_batch(
-                    [
-                        Record(i, 0, encode_key(r.key), encode_value(r.value))
-                        for i, r in enumerate(group_records)
-                    ],
-                    base_timestamp=now,
+                done = self.append(
+                    partition,
+                    [Record(i, 0, encode_key(r.key), encode_value(r.value))
+                     for i, r in enumerate(group_records)],
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
-                    is_transactional=producer_id >= 0,
                 )
-                epoch = self.owned.leader_epoch(partition) if self.partitioned else None
-                before = plog.log_end_offset
-                plog.append(data, now_ms=now, leader_epoch=LEADER_EPOCH if epoch is None else epoch)
             except Exception as exc:  # the state must follow the log whatever broke
-                code = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    if isinstance(exc, _MissingPartition)
-                    else _error_code_of(exc)
-                )
-                log.warning(
-                    "append to %s-%d failed (%s): reverting %d group records to the log",
-                    CONSUMER_OFFSETS_TOPIC,
-                    partition,
-                    exc,
-                    len(group_records),
-                    exc_info=code is ErrorCode.UNKNOWN_SERVER_ERROR,
-                )
+                code = _error_code_of(exc)
+                log.warning("append to %s-%d failed (%s): reverting %d group records to the log",
+                            CONSUMER_OFFSETS_TOPIC, partition, exc, len(group_records),
+                            exc_info=code is ErrorCode.UNKNOWN_SERVER_ERROR)
                 failed = failed or _FailedWrite(cause=code)
-                failed.records.extend(group_records)
-                failed.partitions.add(partition)
+                failed.add(partition, group_records)
                 continue
-            self.broker.after_append(CONSUMER_OFFSETS_TOPIC, partition, plog)
             if self.partitioned:
-                done = appended.setdefault(partition, _Appended(before, before))
-                done.end = plog.log_end_offset
-                done.records.extend(group_records)
+                _note(appended, partition, done, group_records)
         return failed, appended
 
     def _revert(self, failed: _FailedWrite, completions: list[Completion]) -> list[Completion]:
-        """Bring the coordinator back to what the log of the failed partitions holds (replayed
-        by the start-up load path; in partitioned mode the log below the failed records and
-        below the high watermark, since there the failed records are in the log, replicated too
-        few times or not at all); returns the completions to deliver instead."""
+        """Bring the coordinators of the failed partitions back to what their logs hold below
+        the failed records (`committed_end`); returns the completions to deliver instead."""
         error = GroupWriteError(failed.cause, frozenset(), None).group_error
-        if not self.partitioned:
-            log_state = GroupCoordinator(self.coordinator.config)
-            for partition in sorted(failed.partitions):
-                try:
-                    self._replay_partition(partition, log_state)
-                except Exception:  # unreadable too: the groups fall back to what could be read
-                    log.exception("cannot re-read %s-%d", CONSUMER_OFFSETS_TOPIC, partition)
-            return self.coordinator.revert(
-                failed.records, log_state, error=error, now_ms=now_ms(), completions=completions
-            ).completions
         for partition in sorted(failed.partitions):
             records = [r for r in failed.records if self.partition_for(r.group_id) == partition]
-            coordinator = self._coordinator_of_partition(partition)
+            coordinator = self.coordinator_of_partition(partition)
             if coordinator is None:  # moved away meanwhile: its answers become the error
                 groups = {r.group_id for r in records}
                 completions = [
                     _as_error(c, error) if c.group_id in groups else c for c in completions
                 ]
                 continue
-            log_state = GroupCoordinator(self.config)
-            plog = self._plog(partition)
+            log_state = self.new_coordinator(0)
             try:
+                plog = self.partition_log(partition)
                 if plog is not None:
-                    # the log as it was before the failed records (and never above the HW)
-                    end = min(
-                        plog.high_watermark, failed.revert_to.get(partition, plog.high_watermark)
-                    )
-                    self._replay_log(plog, log_state, None, end)
-            except Exception:
+                    end = self.committed_end(partition, plog, failed.revert_to.get(partition))
+                    self.replay_log(plog, log_state, None, end)
+            except Exception:  # unreadable too: the groups fall back to what could be read
                 log.exception("cannot re-read %s-%d", CONSUMER_OFFSETS_TOPIC, partition)
             completions = coordinator.revert(
                 records, log_state, error=error, now_ms=now_ms(), completions=completions
@@ -629,55 +390,19 @@ class GroupDriver:
         if partition is None or not self.partitioned:
             targets = self.coordinators()
         else:
-            found = self._coordinator_of_partition(partition)
+            found = self.coordinator_of_partition(partition)
             targets = [] if found is None else [found]
         for coordinator in targets:
             coordinator.replay_transaction_marker(producer_id, commit)
 
-    # -- timers --------------------------------------------------------------------------
 
-    def _next_deadline(self) -> int | None:
-        if not self.partitioned:
-            return self.coordinator.next_deadline()
-        deadlines = [
-            d for c in self.owned.loaded().values() if (d := c.next_deadline()) is not None
-        ]
-        return min(deadlines, default=None)
-
-    async def run(self) -> None:
-        """Fire the coordinators' timers at their deadlines and load the partitions whose
-        leadership arrives, forever (cancel to stop)."""
-        await self.ensure_loaded()
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            for partition, epoch in self._queued_loads:
-                nursery.start_soon(self._load_partition, partition, epoch)
-            self._queued_loads.clear()
-            try:
-                await self._run_timers()
-            finally:
-                self._nursery = None
-
-    async def _run_timers(self) -> None:
-        while True:
-            self._changed = trio.Event()
-            deadline = self._sleep_until = self._next_deadline()
-            if deadline is None:
-                await self._changed.wait()
-            else:
-                delay_s = (deadline - now_ms()) / 1000
-                if delay_s > 0:
-                    with trio.move_on_after(delay_s):
-                        await self._changed.wait()
-            self._sleep_until = None
-            for coordinator in self.coordinators():
-                try:
-                    await self.finish(coordinator.poll(now_ms()))
-                except GroupWriteError as exc:  # reverted; expiry retries at its next check
-                    log.warning("group coordinator timers: %s", exc)
-                except Exception:
-                    log.exception("group coordinator timers failed")
-                    await trio.sleep(0.1)
+def _note(
+    appended: dict[int, _Appended], partition: int, done: Appended, records: list[GroupRecord]
+) -> None:
+    """Add one batch to what `finish` appended to the partition."""
+    seen = appended.setdefault(partition, _Appended(done.start, done.end))
+    seen.end = done.end
+    seen.records.extend(records)
 
 
 def _as_error(c: Completion, error: ErrorCode) -> Completion:
@@ -689,42 +414,3 @@ def _as_error(c: Completion, error: ErrorCode) -> Completion:
         else SyncGroupResult(error)
     )
     return Completion(c.request_id, answer, c.group_id)
-
-
-class _MissingPartition(KafkaStorageError):
-    """The `__consumer_offsets` partition of a group does not exist (COORDINATOR_NOT_AVAILABLE)."""
-
-
-_DRIVERS: weakref.WeakKeyDictionary[Broker, GroupDriver] = weakref.WeakKeyDictionary()
-
-
-async def group_driver(broker: Broker) -> GroupDriver:
-    """The broker's driver, created and loaded on first use."""
-    driver = _DRIVERS.get(broker)
-    if driver is None:
-        driver = _DRIVERS[broker] = GroupDriver(broker)
-    await driver.ensure_loaded()
-    return driver
-
-
-def existing_group_driver(broker: Broker) -> GroupDriver | None:
-    """The broker's driver if one was created (no side effect: for read-only views)."""
-    return _DRIVERS.get(broker)
-
-
-async def run_group_driver(broker: Broker) -> None:
-    """The server's long-lived task for group timers (session expiry, rebalance, retention).
-
-    It also creates and loads `__consumer_offsets` right after start-up, so the first consumer
-    does not pay for it.
-    """
-    driver = _DRIVERS.get(broker)
-    if driver is None:
-        driver = _DRIVERS[broker] = GroupDriver(broker)
-    await driver.run()
-
-
-def install_group_driver(broker: Broker, driver: GroupDriver) -> None:
-    """Make `driver` the broker's own (one built by hand, e.g. partitioned mode on one node
-    for tests); call it before the server starts or any request arrives."""
-    _DRIVERS[broker] = driver

@@ -22,17 +22,19 @@ import logging
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import trio
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import BatchHeader, iter_batches
-from kafkapy.server.broker import Broker
 from kafkapy.server.metadata_store import TopicInfo, new_topic_id
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
 
 __all__ = [
     "OwnedPartitions",
@@ -296,17 +298,12 @@ async def ensure_cluster_topic(
 
 
 def register_role_listener(broker: Broker, listener: RoleListener, topic: str) -> None:
-    """Subscribe to partition role changes and replay the current roles of `topic` from the
-    image, so leadership that arrived before the driver existed is not missed."""
+    """Subscribe to partition role changes and, once the cluster is there, replay the current
+    roles of `topic` from the image, so leadership that arrived before the listener existed is
+    not missed."""
+    broker.role_listeners.append(listener)
     cluster = cluster_of(broker)
-    listeners = getattr(broker, "role_listeners", None)
-    if cluster is None:
-        return
-    if listeners is None:
-        log.error("the broker has no role_listeners: %s partitions are never loaded", topic)
-        return
-    listeners.append(listener)
-    t = _topic(cluster, topic)
+    t = None if cluster is None else _topic(cluster, topic)
     if t is None:
         return
     for p, part in sorted(t.partitions.items()):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "LEADER_EPOCH",
     "TOPICS_FILE_NAME",
     "MetaProperties",
     "TopicInfo",
@@ -29,6 +30,8 @@ __all__ = [
 
 TOPICS_FILE_NAME = "kafkapy-topics.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: a single node leads every partition of this table in this leader epoch
+LEADER_EPOCH = 0
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 

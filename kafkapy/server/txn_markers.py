@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -41,11 +42,14 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkapy.protocol.records import build_control_batch, parse_batch_header
-from kafkapy.server.broker import LEADER_EPOCH, Broker, now_ms
+from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.group_driver import group_driver
 from kafkapy.server.internal_topics import cluster_of, partition_leader, wait_replicated
+from kafkapy.server.metadata_store import LEADER_EPOCH
 from kafkapy.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
 
 __all__ = [
     "RETRY_CODES",
@@ -235,7 +239,7 @@ async def write_marker(
     except (StorageError, ProtocolError) as exc:
         log.error("producer state of %s-%d unavailable: %s", tp.topic, tp.partition, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
-    groups = await group_driver(broker) if tp.topic == OFFSETS_TOPIC else None
+    groups = await broker.group_coordinator.ready() if tp.topic == OFFSETS_TOPIC else None
     current = (broker.partition_log(tp.topic, tp.partition) if cluster is None
                else broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key))
     if current is not plog:

@@ -22,7 +22,6 @@ from kafkapy.protocol.messages import (
     TxnOffsetCommitRequest,
 )
 from kafkapy.protocol.records import build_control_batch
-from kafkapy.server.group_driver import group_driver
 from tests.server.helpers import Client, running_broker
 
 E = ErrorCode
@@ -61,7 +60,7 @@ async def test_transactional_offsets_follow_markers_across_restart(tmp_path: Pat
             assert await txn_commit(c, 5, 40) == E.NONE
             assert await fetch(c, True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
             assert await fetch(c, False) == (-1, E.NONE)
-            driver = await group_driver(broker)
+            driver = await broker.group_coordinator.ready()
             plog = broker.partition_log(CONSUMER_OFFSETS_TOPIC, 0)
             assert plog is not None
             # what the transaction marker writer does: append the marker, tell the driver

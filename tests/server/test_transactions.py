@@ -27,7 +27,6 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkapy.server import txn_markers
-from kafkapy.server.txn_driver import txn_driver
 
 from .helpers import Client, running_broker
 
@@ -196,7 +195,7 @@ async def test_transaction_past_its_timeout_is_aborted(tmp_path: Path) -> None:
             assert await latest(c, "slow", committed=True) == 2  # data + abort marker
             assert (await fetch(c, "slow", committed=True))[0] == []
             assert (await tx.end(True)).error_code == E.PRODUCER_FENCED
-            driver = await txn_driver(broker)
+            driver = await broker.txn_coordinator.ready()
             assert driver.coordinator.transactions["tx-slow"].state.value == "CompleteAbort"
             await c.aclose()
 
@@ -310,7 +309,7 @@ async def test_markers_interrupted_by_a_restart_are_resent_at_load(tmp_path: Pat
             assert await tx.init() == E.NONE
             assert await tx.add("p") == E.NONE
             assert (await tx.send("p", b"decided"))[0] == E.NONE
-            driver = await txn_driver(broker)
+            driver = await broker.txn_coordinator.ready()
             prepared = driver.commit(driver.coordinator.end_txn(
                 "tx-p", tx.pid, tx.epoch, True, int(time.time() * 1000)))
             assert prepared.written

@@ -39,7 +39,7 @@ from kafkapy.protocol.messages.consumer_group_describe import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupWriteError, group_driver
+from kafkapy.server.group_driver import GroupWriteError
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
@@ -95,7 +95,7 @@ async def handle_consumer_group_heartbeat(
 
     if ctx.api_version >= 1 and not req.member_id:
         return fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
-    driver = await group_driver(broker)
+    driver = await broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return fail(coordinator)
@@ -180,7 +180,7 @@ async def handle_consumer_group_describe(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
     broker = ctx.broker
-    driver = await group_driver(broker)
+    driver = await broker.group_coordinator.ready()
     operations = (
         GROUP_AUTHORIZED_OPERATIONS
         if req.include_authorized_operations

@@ -57,10 +57,10 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
+from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.internal_topics import partition_count, partition_exists
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, txn_driver
+from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC
 
 __all__ = [
     "handle_offset_commit",
@@ -148,7 +148,7 @@ async def handle_offset_commit(
     ctx: RequestContext, req: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     broker = ctx.broker
-    driver = await group_driver(broker)
+    driver = await broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return offset_commit_error_response(req, ctx.api_version, coordinator)
@@ -228,7 +228,7 @@ def _fetched_topics(
 @handler(ApiKey.OFFSET_FETCH, min_version=0, max_version=9)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     version = ctx.api_version
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     require_stable = req.require_stable if version >= 7 else False
     if version >= 8:
         response = OffsetFetchResponse()
@@ -271,7 +271,7 @@ async def handle_offset_delete(
     ctx: RequestContext, req: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
     broker = ctx.broker
-    driver = await group_driver(broker)
+    driver = await broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return OffsetDeleteResponse(error_code=coordinator)
@@ -318,7 +318,7 @@ async def handle_txn_offset_commit(
     ctx: RequestContext, req: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
     broker = ctx.broker
-    driver = await group_driver(broker)
+    driver = await broker.group_coordinator.ready()
     v3 = ctx.api_version >= 3
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
@@ -341,7 +341,7 @@ async def handle_txn_offset_commit(
         # producer's ongoing transaction, or a delayed commit could join a later transaction.
         # (Without __transaction_state no coordinator ever served a transactional producer
         # here, so there is nothing to verify against.)
-        refused = (await txn_driver(broker)).verify(
+        refused = (await broker.txn_coordinator.ready()).verify(
             req.transactional_id, req.producer_id, req.producer_epoch,
             TxnPartition(OFFSETS_TOPIC, driver.partition_for(req.group_id)),
         )

@@ -73,10 +73,10 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupDriver, GroupWriteError, group_driver
+from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.internal_topics import cluster_of, coordinator_node
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, txn_driver
+from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC
 
 __all__ = [
     "handle_delete_groups",
@@ -129,7 +129,7 @@ async def handle_find_coordinator(
     if broker.shutting_down:  # send clients elsewhere (or to retry) rather than to us
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif key_type == GROUP_KEY:
-        await group_driver(broker)  # creates and loads __consumer_offsets on first use
+        await broker.group_coordinator.ready()  # creates and loads __consumer_offsets on first use
     elif key_type != TRANSACTION_KEY:
         error = ErrorCode.INVALID_REQUEST
     found = error is ErrorCode.NONE
@@ -164,11 +164,11 @@ async def _find_in_cluster(
     broker = ctx.broker
     partition_of: Callable[[str], int]
     if key_type == GROUP_KEY:
-        groups = await group_driver(broker)
+        groups = await broker.group_coordinator.ready()
         exists = await groups.ensure_topic()
         topic, partition_of = CONSUMER_OFFSETS_TOPIC, groups.partition_for
     else:
-        txns = await txn_driver(broker)
+        txns = await broker.txn_coordinator.ready()
         exists = await txns.ensure_topic()
         topic, partition_of = TRANSACTION_STATE_TOPIC, txns.partition_for
     answers = []
@@ -253,7 +253,7 @@ async def _settle(
 
 @handler(ApiKey.JOIN_GROUP, min_version=0, max_version=9)
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return _join_response(
@@ -287,7 +287,7 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
 
 @handler(ApiKey.SYNC_GROUP, min_version=0, max_version=5)
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return SyncGroupResponse(error_code=coordinator)
@@ -318,7 +318,7 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
 
 @handler(ApiKey.HEARTBEAT, min_version=0, max_version=4)
 async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return HeartbeatResponse(error_code=coordinator)
@@ -337,7 +337,7 @@ async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> Heartb
 
 @handler(ApiKey.LEAVE_GROUP, min_version=0, max_version=5)
 async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     batched = ctx.api_version >= 3
     members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in req.members]
@@ -375,7 +375,7 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
 async def handle_describe_groups(
     ctx: RequestContext, req: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     operations = (
         GROUP_AUTHORIZED_OPERATIONS
         if ctx.api_version >= 3 and req.include_authorized_operations
@@ -424,7 +424,7 @@ def _describe(driver: GroupDriver, group_ids: list[str]) -> list[DescribedGroup]
 
 @handler(ApiKey.LIST_GROUPS, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     listed = [
         g
         for coordinator in driver.coordinators()
@@ -452,7 +452,7 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
 async def handle_delete_groups(
     ctx: RequestContext, req: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    driver = await group_driver(ctx.broker)
+    driver = await ctx.broker.group_coordinator.ready()
     by_coordinator: dict[int, tuple[GroupCoordinator, list[str]]] = {}
     refused: dict[str, ErrorCode] = {}
     for gid in req.groups_names:

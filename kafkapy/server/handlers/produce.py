@@ -75,7 +75,6 @@ from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.metadata import auto_create_in_cluster
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
-from kafkapy.server.txn_driver import txn_driver
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 
 __all__ = ["handle_produce"]
@@ -179,7 +178,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                 idempotent = _producer_batches(part.records)
                 if idempotent:
                     txn = (
-                        await txn_driver(broker)
+                        await broker.txn_coordinator.ready()
                         if any(h.is_transactional for h in idempotent) else None
                     )
                     mgr = await broker.producer_states.get((topic.name, part.index), plog)

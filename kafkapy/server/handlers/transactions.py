@@ -69,7 +69,7 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.internal_topics import cluster_of, ensure_producer_ids, partition_exists
-from kafkapy.server.txn_driver import TxnDriver, txn_driver
+from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.server.txn_markers import write_marker
 
 __all__ = [
@@ -99,7 +99,7 @@ async def handle_init_producer_id(
         return InitProducerIdResponse(
             error_code=ErrorCode.NONE, producer_id=broker.producer_ids.allocate(), producer_epoch=0
         )
-    driver = await txn_driver(broker)
+    driver = await broker.txn_coordinator.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
         return InitProducerIdResponse(error_code=coordinator, producer_id=-1, producer_epoch=-1)
@@ -163,7 +163,7 @@ async def handle_add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     broker = ctx.broker
-    driver = await txn_driver(broker)
+    driver = await broker.txn_coordinator.ready()
     if ctx.api_version < 4:
         parts = _partitions(req.v3_and_below_topics)
         coordinator = driver.coordinator_for(req.v3_and_below_transactional_id)
@@ -236,7 +236,7 @@ async def _add_batch_partitioned(
 async def handle_add_offsets_to_txn(
     ctx: RequestContext, req: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
-    driver = await txn_driver(ctx.broker)
+    driver = await ctx.broker.txn_coordinator.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
         return AddOffsetsToTxnResponse(error_code=coordinator)
@@ -248,7 +248,7 @@ async def handle_add_offsets_to_txn(
 
 @handler(ApiKey.END_TXN, min_version=0, max_version=5)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
-    driver = await txn_driver(ctx.broker)
+    driver = await ctx.broker.txn_coordinator.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
         return EndTxnResponse(error_code=coordinator)
@@ -290,7 +290,7 @@ async def handle_describe_transactions(
     ctx: RequestContext, req: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
     D = DescribeTransactionsResponse
-    driver = await txn_driver(ctx.broker)
+    driver = await ctx.broker.txn_coordinator.ready()
     response = D()
     for d in _describe(driver, req.transactional_ids):
         topics: dict[str, list[int]] = {}
@@ -310,7 +310,7 @@ async def handle_list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
     L = ListTransactionsResponse
-    driver = await txn_driver(ctx.broker)
+    driver = await ctx.broker.txn_coordinator.ready()
     now = now_ms()
     results = [
         coordinator.list_transactions(

@@ -17,9 +17,6 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkapy.server.group_driver import existing_group_driver
-from kafkapy.server.txn_driver import existing_txn_driver
-
 if TYPE_CHECKING:
     from kafkapy.server.app import Server
     from kafkapy.server.broker import Broker
@@ -215,9 +212,7 @@ def group_views(broker: Broker) -> list[GroupView]:
     """Groups of the coordinators this node runs, with members and committed offsets; the lag
     of a partition is its high watermark here minus the committed offset (None when the
     partition has no replica on this node)."""
-    driver = existing_group_driver(broker)
-    if driver is None:
-        return []
+    driver = broker.group_coordinator
     logs = broker.logs.logs()
     out: list[GroupView] = []
     for coordinator in driver.coordinators():
@@ -246,10 +241,8 @@ def group_views(broker: Broker) -> list[GroupView]:
 
 def transaction_states(broker: Broker) -> dict[str, int]:
     """How many transactional ids are in each state (Ongoing, PrepareCommit, ...)."""
-    driver = existing_txn_driver(broker)
+    driver = broker.txn_coordinator
     counts: dict[str, int] = {}
-    if driver is None:
-        return counts
     for coordinator in driver.coordinators():
         for md in coordinator.transactions.values():
             counts[md.state.value] = counts.get(md.state.value, 0) + 1

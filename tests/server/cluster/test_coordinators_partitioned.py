@@ -35,8 +35,8 @@ from kafkapy.protocol.messages import (
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.config import BrokerConfig
-from kafkapy.server.group_driver import GroupDriver, install_group_driver
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver, install_txn_driver
+from kafkapy.server.group_driver import GroupDriver
+from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
 from tests.server.helpers import IO_TIMEOUT_S, Client
 from tests.server.test_transactions import Txn, fetch
 
@@ -60,8 +60,7 @@ async def partitioned_broker(
     settings.update(overrides)
     broker = Broker(BrokerConfig(settings))
     groups, txns = GroupDriver(broker, partitioned=True), TxnDriver(broker, partitioned=True)
-    install_group_driver(broker, groups)
-    install_txn_driver(broker, txns)
+    broker.group_coordinator, broker.txn_coordinator = groups, txns
     server = Server(broker)
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.run)

@@ -20,10 +20,8 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FindCoordinatorRequest
 from kafkapy.protocol.records import iter_batches
-from kafkapy.server import txn_driver as txn_driver_module
 from kafkapy.server import txn_markers
 from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.txn_driver import txn_driver
 from tests.server.cluster.replication_helpers import MiniController, Node, running_cluster, wait_for
 from tests.server.test_transactions import Txn
 
@@ -79,7 +77,7 @@ def _data_topic(controller: MiniController, coordinator: Node) -> str:
 
 
 def _state(coordinator: Node) -> TxnState | None:
-    driver = txn_driver_module._DRIVERS[coordinator.broker]
+    driver = coordinator.broker.txn_coordinator
     owner = driver.coordinator_for(TID)
     if isinstance(owner, ErrorCode) or TID not in owner.transactions:
         return None
@@ -96,7 +94,7 @@ async def test_end_txn_does_not_wait_for_a_hung_leader_and_the_marker_follows_th
             hung = HungPeer()
             await nursery.start(hung.serve)
             coord = await _coordinator(nodes)
-            await txn_driver(coord.broker)
+            await coord.broker.txn_coordinator.ready()
             topic = _data_topic(controller, coord)
             leader = nodes[controller.image.topics[topic].partitions[0].leader]
             # the coordinator's marker connections reach the data leader's address as a hung

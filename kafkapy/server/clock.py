@@ -1,0 +1,13 @@
+"""The broker's wall clock, in a module of its own so every server part can read it without
+importing the `Broker` (which owns the coordinator runtimes that read it too)."""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["now_ms"]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds: record timestamps and retention are wall-clock in Kafka."""
+    return time.time_ns() // 1_000_000

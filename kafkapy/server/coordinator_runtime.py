@@ -1,0 +1,407 @@
+"""The trio runtime shared by the group and the transaction coordinator (Kafka's
+CoordinatorRuntime): everything about keeping a plain state machine's durable state in a
+compacted internal topic, whatever the records mean.
+
+Why one runtime: `GroupCoordinator` and `TransactionCoordinator` are plain classes (no trio, no
+files), and both need the same things around them - an internal topic (`__consumer_offsets`,
+`__transaction_state`) created on first use, the state rebuilt by replaying its log, one
+coordinator per partition this broker leads, appends that are answered only once replicated and
+reverted when they fail, and a task that fires timers. `CoordinatorRuntime[C]` does those; a
+coordinator's adapter (`GroupDriver`, `TxnDriver`) subclasses it and supplies the small typed
+interface below (the abstract methods): how to build its state machine, how to replay a log into
+it, what to do once one is loaded or dropped, and its timers. Its own rules - what a failed write
+answers, markers, pending responses - stay in the adapter.
+
+Ownership: the `Broker` builds one runtime per coordinator (`broker.group_coordinator`,
+`broker.txn_coordinator`); handlers reach them through the broker. `serve()` is the long-lived task
+the server starts; cancelling it stops it. Without it (in-process tests) timers do not fire and
+partition loads stay queued.
+
+Single node: one coordinator (`coordinator`) for every partition, loaded by `ensure_loaded` the
+first time it is needed (the log read in a worker thread, then the tail appended meanwhile on
+the trio thread). Partitioned mode (cluster mode, docs/cluster.md; also selectable on one node
+for tests): the runtime is a role listener; `on_become_leader` loads the partition into a new
+coordinator in the background (its keys answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and
+`on_become_follower` drops it (NOT_COORDINATOR), each load tied to the leader epoch it started
+for (`OwnedPartitions`), so a stale load is discarded.
+
+Error handling: a partition whose log cannot be read stays unloaded (logged; clients keep
+retrying); a failing timer run is logged and retried after `timer_retry_s`, so the runtime
+never takes the server down.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Self, TypeVar
+
+import trio
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.records import Record, build_batch
+from kafkapy.server.clock import now_ms
+from kafkapy.server.internal_topics import (
+    OwnedPartitions,
+    cluster_of,
+    create_internal_logs,
+    ensure_cluster_topic,
+    internal_partition_log,
+    partition_count,
+    register_internal_topic,
+    register_role_listener,
+    wait_replicated,
+)
+from kafkapy.server.metadata_store import LEADER_EPOCH, TopicInfo
+from kafkapy.storage import PartitionLog
+from kafkapy.storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import Broker
+
+__all__ = ["Appended", "CoordinatorRuntime", "MissingPartition", "NotOwned"]
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+
+
+class MissingPartition(KafkaStorageError):
+    """The internal topic has no such partition (yet): the key's coordinator is not available."""
+
+
+class NotOwned(KafkaStorageError):
+    """The partition is no longer led here by the coordinator that made the records."""
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where one batch went: its partition's log end before and after it."""
+
+    start: int
+    end: int
+
+
+class CoordinatorRuntime(ABC, Generic[C]):
+    """Ownership, load by replay, append and replication, and timers of one internal topic."""
+
+    #: pause after a timer run failed, before the next
+    timer_retry_s = 0.1
+
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        topic: str,
+        num_partitions: int,
+        partitioner: Callable[[str, int], int],
+        replication_factor_key: str,
+        partitioned: bool | None = None,
+    ) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.num_partitions = max(num_partitions, 1)
+        self._partitioner = partitioner
+        self._replication_factor_key = replication_factor_key
+        self.partitioned = broker.config.cluster_mode if partitioned is None else partitioned
+        self.owned: OwnedPartitions[C] = OwnedPartitions()
+        #: single-node mode: the coordinator of every partition (replaced when loaded)
+        self.coordinator: C = self.new_coordinator(0)
+        self.loaded = False
+        self.loaded_event = trio.Event()
+        self._loading: trio.Event | None = None
+        self._changed = trio.Event()
+        self._sleep_until: int | None = None  # the timer task's wake-up time while it sleeps
+        self._nursery: trio.Nursery | None = None  # serve()'s: partition loads, background work
+        self._queued_loads: list[tuple[int, int]] = []  # leaderships that came before serve()
+        if self.partitioned:
+            register_role_listener(broker, self, topic)
+
+    # -- the coordinator's side (the typed interface an adapter implements) ------------------
+
+    @abstractmethod
+    def new_coordinator(self, leader_epoch: int) -> C:
+        """An empty state machine for a partition led in `leader_epoch` (0 on a single node)."""
+
+    @abstractmethod
+    def replay_log(self, plog: PartitionLog, into: C, start: int | None, end: int | None) -> int:
+        """Replay the batches of [start, end) of one log into `into`; the number of records.
+        Runs in a worker thread while `into` is private to the load."""
+
+    @abstractmethod
+    async def activate(self, coordinator: C) -> None:
+        """A loaded coordinator was installed (nothing awaited since): finish its load."""
+
+    @abstractmethod
+    def deactivate(self, coordinator: C) -> None:
+        """A coordinator was dropped (its partition moved away, or is reloaded)."""
+
+    @abstractmethod
+    def describe(self, coordinator: C) -> str:
+        """What a coordinator holds, for log lines ("3 groups")."""
+
+    @abstractmethod
+    def topic_configs(self) -> dict[str, str]:
+        """The internal topic's configs when it is created."""
+
+    @abstractmethod
+    def next_deadline(self) -> int | None:
+        """When `fire_timers` must run next (wall-clock ms), None if no timer is set."""
+
+    @abstractmethod
+    async def fire_timers(self) -> None:
+        """Run the timers that are due."""
+
+    # -- which coordinator -------------------------------------------------------------------
+
+    def partition_for(self, key: str) -> int:
+        """The internal topic's partition of a group id / transactional id."""
+        if self.partitioned:
+            count = partition_count(self.broker, self.topic)
+            if count:
+                self.num_partitions = count
+        return self._partitioner(key, self.num_partitions)
+
+    def coordinator_for(self, key: str) -> C | ErrorCode:
+        """The key's coordinator, or NOT_COORDINATOR (its partition is led elsewhere) /
+        COORDINATOR_LOAD_IN_PROGRESS (being loaded here)."""
+        if not self.partitioned:
+            return self.coordinator
+        return self.owned.lookup(self.partition_for(key))
+
+    def coordinator_of_partition(self, partition: int) -> C | None:
+        if not self.partitioned:
+            return self.coordinator
+        found = self.owned.lookup(partition)
+        return None if isinstance(found, ErrorCode) else found
+
+    def coordinators(self) -> list[C]:
+        """Every loaded coordinator, by partition."""
+        if not self.partitioned:
+            return [self.coordinator]
+        return [c for _, c in sorted(self.owned.loaded().items())]
+
+    # -- partition leadership (partitioned mode) ---------------------------------------------
+
+    def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
+        """Role listener: load the partition in the background."""
+        if topic != self.topic or not self.partitioned:
+            return
+        previous = self.owned.lookup(partition)
+        if not self.owned.begin_load(partition, leader_epoch):
+            return
+        if not isinstance(previous, ErrorCode):  # led again in a newer epoch: reload
+            self.deactivate(previous)
+        if self._nursery is None:
+            self._queued_loads.append((partition, leader_epoch))
+        else:
+            self._nursery.start_soon(self._load_partition, partition, leader_epoch)
+
+    def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None:
+        """Role listener: drop the partition's coordinator."""
+        if topic != self.topic or not self.partitioned:
+            return
+        coordinator = self.owned.drop(partition)
+        if coordinator is None:
+            return
+        self.deactivate(coordinator)
+        log.info("%s-%d moved away (leader epoch %d): unloaded %s", self.topic, partition,
+                 leader_epoch, self.describe(coordinator))
+
+    async def _load_partition(self, partition: int, leader_epoch: int) -> None:
+        """Replay the partition's log into a new coordinator and install it, unless the
+        leadership changed in between. The coordinator epoch is the partition's leader epoch
+        (Kafka's): what an older coordinator of the same keys writes is refused."""
+        started = now_ms()
+        self.partition_for("")  # the topic's real partition count, from the image
+        coordinator = self.new_coordinator(leader_epoch)
+        try:
+            loaded = await self._replay(self.partition_log(partition), coordinator)
+        except Exception:  # storage trouble: stay unloaded so clients keep retrying elsewhere
+            log.exception("loading %s-%d failed", self.topic, partition)
+            if self.owned.is_current(partition, leader_epoch):
+                self.owned.drop(partition)
+            return
+        if not self.owned.finish_load(partition, leader_epoch, coordinator):
+            return
+        log.info("loaded %s-%d (leader epoch %d): %d records, %s in %d ms", self.topic, partition,
+                 leader_epoch, loaded, self.describe(coordinator), now_ms() - started)
+        self.wake()
+        await self.activate(coordinator)
+
+    async def _replay(self, plog: PartitionLog | None, into: C) -> int:
+        """The bulk of the log in a worker thread, then what was appended meanwhile (markers
+        of transactions, written by the trio thread) on the trio thread."""
+        if plog is None:
+            return 0
+        end = plog.log_end_offset
+        loaded = await trio.to_thread.run_sync(self.replay_log, plog, into, None, end)
+        return loaded + self.replay_log(plog, into, end, None)
+
+    # -- start-up ----------------------------------------------------------------------------
+
+    async def ready(self) -> Self:
+        """This runtime once its state is loaded (created and loaded on first use)."""
+        await self.ensure_loaded()
+        return self
+
+    async def ensure_loaded(self) -> None:
+        """Create the internal topic if needed and replay it into the coordinator (once;
+        concurrent callers wait for the first). Partitioned mode loads partitions as their
+        leadership arrives instead; on one node it still makes the topic.
+
+        A new topic has nothing to load, so the coordinator is ready at once; its empty logs
+        (about a second of fsyncs on a slow disk) are created in a worker thread meanwhile, and
+        an append creates the one it needs first on demand. A crash in between is harmless:
+        start-up creates the logs of every known topic."""
+        if self.partitioned:
+            if not self.loaded:
+                self._set_loaded()
+                if cluster_of(self.broker) is None and self.topic not in self.broker.topics:
+                    await create_internal_logs(self.broker, self._register_topic())
+            return
+        while not self.loaded:
+            if self._loading is not None:
+                await self._loading.wait()
+                continue
+            self._loading = trio.Event()
+            created: TopicInfo | None = None
+            try:
+                info = self.broker.topics.get(self.topic)
+                if info is None:
+                    created = self._register_topic()
+                    coordinator = self.new_coordinator(0)
+                else:
+                    self.num_partitions = info.partitions
+                    coordinator = await self._load_all(info)
+                self.coordinator = coordinator
+                self._set_loaded()
+            finally:
+                self._loading.set()
+                self._loading = None
+            await self.activate(coordinator)
+            if created is not None:
+                await create_internal_logs(self.broker, created)
+
+    async def _load_all(self, info: TopicInfo) -> C:
+        coordinator = self.new_coordinator(0)
+        loaded = 0
+        for partition in range(info.partitions):
+            loaded += await self._replay(self.broker.partition_log(self.topic, partition),
+                                         coordinator)
+        log.info("%s loaded %d records: %s", self.topic, loaded, self.describe(coordinator))
+        return coordinator
+
+    def _set_loaded(self) -> None:
+        self.loaded = True
+        self.loaded_event.set()
+
+    def _register_topic(self) -> TopicInfo:
+        return register_internal_topic(
+            self.broker, self.topic, self.num_partitions, self.topic_configs()
+        )
+
+    async def ensure_topic(self) -> bool:
+        """Cluster mode: does the internal topic exist? The first call asks the controller to
+        create it (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until it is there)."""
+        if cluster_of(self.broker) is None:
+            return True
+        return await ensure_cluster_topic(
+            self.broker, self.topic, self.num_partitions, self.topic_configs(),
+            self._replication_factor_key,
+        )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def partition_log(self, partition: int) -> PartitionLog | None:
+        """The partition's log here (on one node created now if the topic has the partition
+        but its log is not made yet); None if there is none."""
+        if cluster_of(self.broker) is None:
+            return internal_partition_log(self.broker, self.topic, partition)
+        return (self.broker.partition_log(self.topic, partition)
+                or self.broker.logs.get(self.topic, partition))
+
+    def append(
+        self, partition: int, records: list[Record], owner: C | None = None, *,
+        producer_id: int = -1, producer_epoch: int = -1,
+    ) -> Appended:
+        """Append `records` as one batch (transactional when `producer_id` >= 0) through the
+        normal log path, in the partition's leader epoch.
+
+        Raises `NotOwned` (partitioned mode) when the partition is not led here, or not by
+        `owner` any more, `MissingPartition` when it does not exist, and whatever the log
+        raises (StorageError, OSError, ...); nothing was appended then."""
+        epoch = LEADER_EPOCH
+        if self.partitioned:
+            current = self.owned.leader_epoch(partition)
+            if current is None or (owner is not None and self.owned.lookup(partition) is not owner):
+                raise NotOwned(f"{self.topic}-{partition} moved away")
+            epoch = current
+        plog = self.partition_log(partition)
+        if plog is None:
+            raise MissingPartition(f"{self.topic}-{partition} does not exist")
+        now = now_ms()
+        data = build_batch(records, base_timestamp=now, producer_id=producer_id,
+                           producer_epoch=producer_epoch, is_transactional=producer_id >= 0)
+        start = plog.log_end_offset
+        plog.append(data, now_ms=now, leader_epoch=epoch)
+        self.broker.after_append(self.topic, partition, plog)
+        return Appended(start, plog.log_end_offset)
+
+    async def wait_replicated(self, partition: int, end: int) -> ErrorCode:
+        """Until the partition's high watermark passed `end` (acks=all for coordinator writes;
+        at once on a single node, which is the whole ISR)."""
+        return await wait_replicated(self.broker, self.topic, partition, end)
+
+    def committed_end(self, partition: int, plog: PartitionLog, failed_start: int | None) -> int:
+        """Where the log a failed write is reverted to ends: below the failed records and, in
+        partitioned mode, below the high watermark (the records stay in the log there,
+        replicated too few times or not at all)."""
+        if not self.partitioned:
+            return plog.log_end_offset if failed_start is None else failed_start
+        hw = plog.high_watermark
+        return hw if failed_start is None else min(hw, failed_start)
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def wake(self, deadline: int | None = None) -> None:
+        """Make the timer task recompute its deadline: always, or only if `deadline` comes
+        before the time it sleeps until."""
+        if deadline is None or self._sleep_until is None or deadline < self._sleep_until:
+            self._changed.set()
+
+    async def serve(self) -> None:
+        """Load the state, then fire the timers at their deadlines and load the partitions
+        whose leadership arrives, forever (cancel to stop)."""
+        await self.ensure_loaded()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for partition, epoch in self._queued_loads:
+                nursery.start_soon(self._load_partition, partition, epoch)
+            self._queued_loads.clear()
+            try:
+                await self._timer_loop()
+            finally:
+                self._nursery = None
+
+    async def _timer_loop(self) -> None:
+        while True:
+            self._changed = trio.Event()
+            deadline = self._sleep_until = self.next_deadline()
+            delay_ms = None if deadline is None else deadline - now_ms()
+            if delay_ms is None:
+                await self._changed.wait()
+            elif delay_ms > 0:
+                with trio.move_on_after(delay_ms / 1000):
+                    await self._changed.wait()
+            else:
+                self._sleep_until = None
+                try:
+                    await self.fire_timers()
+                except Exception:
+                    log.exception("%s coordinator timers failed", self.topic)
+                    await trio.sleep(self.timer_retry_s)
+            # something changed, a deadline passed or timers ran: recompute
+            self._sleep_until = None

@@ -1,0 +1,252 @@
+"""The coordinator runtime on its own, with a toy coordinator (a register per key), against a
+real broker's logs: load by replay on one node and after a restart, ownership changes in
+partitioned mode (load, drop, reload in a newer epoch, a stale leadership ignored), a failed
+append that leaves the log as it was and is reverted to it, and timers firing at their
+deadline.
+
+The storage failure is real: the active segment's descriptor is swapped for a read-only one of
+the same file, so the log's own append gets the OS error (as in test_group_write_failures).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.records import Record, decode_records
+from kafkapy.server.broker import Broker
+from kafkapy.server.clock import now_ms
+from kafkapy.server.config import BrokerConfig
+from kafkapy.server.coordinator_runtime import CoordinatorRuntime, MissingPartition, NotOwned
+from kafkapy.server.internal_topics import log_batches
+from kafkapy.storage import PartitionLog
+from kafkapy.storage.errors import StorageError
+
+TOPIC = "__registers"
+PARTITIONS = 2
+TIMEOUT_S = 30
+
+
+def partition_of(key: str, count: int) -> int:
+    return zlib.crc32(key.encode()) % count
+
+
+def key_in(partition: int) -> str:
+    return next(f"k{i}" for i in range(100) if partition_of(f"k{i}", PARTITIONS) == partition)
+
+
+class Registers:
+    """The toy state machine: changed only by replaying what the log holds."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.values: dict[str, str] = {}
+        self.loaded = False
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.values.pop(key.decode(), None)
+        else:
+            self.values[key.decode()] = value.decode()
+
+
+class RegisterRuntime(CoordinatorRuntime[Registers]):
+    def __init__(self, broker: Broker, *, partitioned: bool) -> None:
+        self.deactivated: list[Registers] = []
+        self.deadline: int | None = None
+        self.fired = trio.Event()
+        super().__init__(broker, topic=TOPIC, num_partitions=PARTITIONS,
+                         partitioner=partition_of, replication_factor_key="unused",
+                         partitioned=partitioned)
+
+    def new_coordinator(self, leader_epoch: int) -> Registers:
+        return Registers(leader_epoch)
+
+    def replay_log(self, plog: PartitionLog, into: Registers, start: int | None,
+                   end: int | None) -> int:
+        count = 0
+        for data, pos, header in log_batches(plog, start, end):
+            for record in decode_records(data, pos, header):
+                assert record.key is not None
+                into.replay(record.key, record.value)
+                count += 1
+        return count
+
+    async def activate(self, coordinator: Registers) -> None:
+        coordinator.loaded = True
+
+    def deactivate(self, coordinator: Registers) -> None:
+        self.deactivated.append(coordinator)
+
+    def describe(self, coordinator: Registers) -> str:
+        return f"{len(coordinator.values)} registers"
+
+    def topic_configs(self) -> dict[str, str]:
+        return {"cleanup.policy": "compact"}
+
+    def next_deadline(self) -> int | None:
+        return self.deadline
+
+    async def fire_timers(self) -> None:
+        self.deadline = None
+        self.fired.set()
+
+    def write(self, key: str, value: str) -> ErrorCode:
+        """An operation as the adapters do it: append, then apply; a failed append reverts the
+        key's coordinator to what its partition's log holds."""
+        coordinator = self.coordinator_for(key)
+        if isinstance(coordinator, ErrorCode):
+            return coordinator
+        partition = self.partition_for(key)
+        try:
+            self.append(partition, [Record(0, 0, key.encode(), value.encode())], coordinator)
+        except StorageError:
+            plog = self.partition_log(partition)
+            assert plog is not None
+            log_state = self.new_coordinator(0)
+            self.replay_log(plog, log_state, None, self.committed_end(partition, plog, None))
+            coordinator.values = log_state.values
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        coordinator.replay(key.encode(), value.encode())
+        return ErrorCode.NONE
+
+
+def new_broker(data_dir: Path) -> Broker:
+    return Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir),
+                                "log.retention.check.interval.ms": "600000"}))
+
+
+@contextmanager
+def read_only_disk(plog: PartitionLog) -> Iterator[None]:
+    """Appends to `plog` fail with an OS error until the block ends."""
+    fd = plog.segments[-1].fd
+    saved = os.dup(fd)
+    read_only = os.open(plog.segments[-1].log_path, os.O_RDONLY)
+    try:
+        os.dup2(read_only, fd)
+        yield
+    finally:
+        os.close(read_only)
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+async def test_one_node_creates_the_topic_then_loads_it_back_by_replay(tmp_path: Path) -> None:
+    broker = new_broker(tmp_path)
+    try:
+        runtime = RegisterRuntime(broker, partitioned=False)
+        await runtime.ready()
+        assert runtime.coordinator.loaded
+        assert broker.topics.get(TOPIC) is not None
+        assert runtime.write("a", "1") is ErrorCode.NONE
+        assert runtime.write("b", "2") is ErrorCode.NONE
+        assert runtime.write("a", "3") is ErrorCode.NONE
+        with pytest.raises(MissingPartition):
+            runtime.append(PARTITIONS, [Record(0, 0, b"x", b"y")])
+    finally:
+        broker.close()
+    broker = new_broker(tmp_path)
+    try:
+        runtime = RegisterRuntime(broker, partitioned=False)
+        assert runtime.coordinator.values == {}
+        await runtime.ready()
+        assert runtime.coordinator.values == {"a": "3", "b": "2"}
+        assert runtime.coordinator.loaded
+    finally:
+        broker.close()
+
+
+async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Path) -> None:
+    broker = new_broker(tmp_path)
+    try:
+        runtime = RegisterRuntime(broker, partitioned=False)
+        await runtime.ready()
+        key = key_in(0)
+        assert runtime.write(key, "kept") is ErrorCode.NONE
+        plog = runtime.partition_log(0)
+        assert plog is not None
+        end = plog.log_end_offset
+        with read_only_disk(plog):
+            assert runtime.write(key, "lost") is ErrorCode.KAFKA_STORAGE_ERROR
+        assert plog.log_end_offset == end
+        assert runtime.coordinator.values == {key: "kept"}
+        assert runtime.write(key, "after") is ErrorCode.NONE  # the disk is back
+    finally:
+        broker.close()
+    broker = new_broker(tmp_path)
+    try:
+        runtime = RegisterRuntime(broker, partitioned=False)
+        await runtime.ready()
+        assert runtime.coordinator.values == {key: "after"}
+    finally:
+        broker.close()
+
+
+async def test_ownership_changes_load_drop_and_reload_the_partition(tmp_path: Path) -> None:
+    broker = new_broker(tmp_path)
+    runtime = RegisterRuntime(broker, partitioned=True)
+    key = key_in(1)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.serve)
+            with trio.fail_after(TIMEOUT_S):
+                assert runtime.coordinator_for(key) is ErrorCode.NOT_COORDINATOR
+                runtime.on_become_leader(TOPIC, 1, 5)
+                assert runtime.coordinator_for(key) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                await runtime.owned.wait_loaded(1)
+                first = runtime.coordinator_for(key)
+                assert isinstance(first, Registers)
+                assert (first.epoch, first.loaded) == (5, True)
+                assert runtime.write(key, "v1") is ErrorCode.NONE
+                assert runtime.write(key_in(0), "x") is ErrorCode.NOT_COORDINATOR
+
+                runtime.on_become_leader(TOPIC, 1, 4)  # an older leadership: ignored
+                assert runtime.coordinator_for(key) is first
+
+                runtime.on_become_follower(TOPIC, 1, 6)
+                assert runtime.coordinator_for(key) is ErrorCode.NOT_COORDINATOR
+                assert runtime.deactivated == [first]
+                with pytest.raises(NotOwned):  # what the old coordinator would still write
+                    runtime.append(1, [Record(0, 0, key.encode(), b"stale")], first)
+
+                runtime.on_become_leader(TOPIC, 1, 7)
+                await runtime.owned.wait_loaded(1)
+                second = runtime.coordinator_for(key)
+                assert isinstance(second, Registers)
+                assert second is not first
+                assert (second.epoch, second.values) == (7, {key: "v1"})
+                plog = runtime.partition_log(1)
+                assert plog is not None  # written in the leader epoch of its time
+                assert [h.partition_leader_epoch for _, _, h in log_batches(plog)] == [5]
+            nursery.cancel_scope.cancel()
+    finally:
+        broker.close()
+
+
+async def test_timers_fire_at_their_deadline_and_a_wake_brings_one_forward(
+    tmp_path: Path,
+) -> None:
+    broker = new_broker(tmp_path)
+    runtime = RegisterRuntime(broker, partitioned=False)
+    try:
+        async with trio.open_nursery() as nursery:
+            runtime.deadline = now_ms() + 3_600_000  # an hour away: the task sleeps
+            nursery.start_soon(runtime.serve)
+            with trio.fail_after(TIMEOUT_S):
+                await runtime.ready()
+                await trio.testing.wait_all_tasks_blocked()
+                assert not runtime.fired.is_set()
+                runtime.deadline = now_ms()
+                runtime.wake(runtime.deadline)  # earlier than the hour it sleeps until
+                await runtime.fired.wait()
+                assert runtime.deadline is None  # fire_timers ran
+            nursery.cancel_scope.cancel()
+    finally:
+        broker.close()
