@@ -1,15 +1,14 @@
-"""What the coordinator runtimes share about their internal topics (`__consumer_offsets` for
-`group_driver`, `__transaction_state` for `txn_driver`).
+"""The internal topics' building blocks under `coordinator_runtime` (`__consumer_offsets`,
+`__transaction_state`), and the coordinator lookups FindCoordinator and the marker writer make.
 
-Why shared: both keep a coordinator's durable state in a compacted topic of their own, so both
-register the topic on first use, create its logs off the event loop, find (or lazily create) the
-log of one partition, and rebuild the state at start by reading every batch of a log from its
-start. Those steps are the same whatever the records mean; what a record means, and what a
-failure answers, stays with each driver.
+Why a module of its own: registering an internal topic, creating its logs off the event loop,
+finding (or lazily creating) the log of one partition and reading a log's batches from its start
+are the same whatever the records mean, and some of it (`coordinator_node`, `partition_leader`)
+is used by handlers that have no runtime of their own.
 
 Cluster mode (`broker.cluster is not None`, docs/cluster.md): the topics are created through
 the active controller (`ensure_cluster_topic`), the coordinator of a key is the leader of its
-partition in the metadata image (`coordinator_node`), and each driver keeps one coordinator per
+partition in the metadata image (`coordinator_node`), and each runtime keeps one coordinator per
 partition this broker leads (`OwnedPartitions`): loaded when the partition's leadership arrives
 (`on_become_leader`), dropped when it leaves. Appends are answered only once replicated
 (`wait_replicated`). Everything about the cluster is read through the small structural views
