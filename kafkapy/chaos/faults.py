@@ -277,6 +277,19 @@ class DiskFill:
         with contextlib.suppress(FileNotFoundError):
             (directory / FILL_NAME).unlink()
 
+    def keep_copies(self) -> list[Path]:
+        """Copy every mounted data dir to `<dir>.kept` beside it (the tmpfs goes with the
+        unmount), so `kafkapy dump-log` can read the nodes' logs after a run; the fill file is
+        left out. A copy that fails is skipped (the copy is a help, not the run's result)."""
+        kept = []
+        for directory in self.mounted:
+            target = directory.with_name(directory.name + ".kept")
+            with contextlib.suppress(OSError):
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(directory, target, ignore=shutil.ignore_patterns(FILL_NAME))
+                kept.append(target)
+        return kept
+
     def close(self) -> None:
         """Unmount every data dir mounted (idempotent; also registered atexit)."""
         for directory in self.mounted:

@@ -81,6 +81,8 @@ class ChaosOptions:
     keep: bool = False
     disk_mib: int = 256
     rate_per_s: float = 50.0
+    #: librdkafka `debug` contexts for every workload client (None: off)
+    client_debug: str | None = None
     progress: Callable[[str], None] = print
 
 
@@ -96,11 +98,12 @@ class RunOutcome:
     stuck_workloads: list[str]
 
 
-def _client_logger(path: Path) -> logging.Logger:
-    """A logger writing librdkafka's messages to `path` only (they are many during faults)."""
+def _client_logger(path: Path, *, debug: bool = False) -> logging.Logger:
+    """A logger writing librdkafka's messages to `path` only (they are many during faults);
+    with `debug` its debug lines too (`--client-debug`)."""
     logger = logging.getLogger(f"kafkapy.chaos.clients.{path}")
     logger.propagate = False
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
     if not logger.handlers:
         handler = logging.FileHandler(path, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -390,7 +393,10 @@ class ChaosRun:
         self._capabilities()
         base = self.options.base_dir or Path(tempfile.mkdtemp(prefix="kafkapy-chaos-"))
         base.mkdir(parents=True, exist_ok=True)
-        self.client_extra = {"logger": _client_logger(base / "clients.log")}
+        debug = bool(self.options.client_debug)
+        self.client_extra = {"logger": _client_logger(base / "clients.log", debug=debug)}
+        if debug:
+            self.client_extra["debug"] = self.options.client_debug
         workloads: list[Workload] = []
         stuck: list[str] = []
         horizon = 0.0
@@ -419,7 +425,7 @@ class ChaosRun:
         finally:
             for w in workloads:
                 w.stopping.set()
-            self._cleanup()
+            self._cleanup(keep_data=self.options.keep or anomalies)
             with contextlib.suppress(OSError):
                 self.history.dump(base / "history.jsonl")
             if not self.options.keep and not anomalies and self.options.base_dir is None:
@@ -428,12 +434,16 @@ class ChaosRun:
             self.options, self.schedule, self.history, result, self.skipped, base, self.clock(), stuck
         )
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, *, keep_data: bool = False) -> None:
+        """Heal, stop the nodes, remove the rules; with `keep_data` the tmpfs data dirs are
+        copied out (`nodeN.kept`) before they are unmounted."""
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 self._heal(FaultRecord(-1, "cleanup", [], [], self.clock()))
             self.cluster.stop()
         self.network.close()
+        if keep_data:
+            self.disk.keep_copies()
         self.disk.close()
 
 

@@ -52,10 +52,14 @@ def _kinds(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str,
 @click.option("--keep", is_flag=True, help="keep the data dir and node logs")
 @click.option("--disk-mib", default=256, show_default=True, type=click.IntRange(16), help="tmpfs size per node")
 @click.option("--rate", default=50.0, show_default=True, type=click.FloatRange(1), help="acks=all messages/s")
+@click.option(
+    "--client-debug", default=None, metavar="CONTEXTS",
+    help="librdkafka debug contexts for the workloads' clients (e.g. eos,msg), logged to clients.log",
+)
 def chaos(
     nodes: int, seed: int | None, duration: float, kinds: tuple[str, ...], config_file: Path | None,
     overrides: tuple[str, ...], json_path: str | None, data_dir: Path | None, keep: bool,
-    disk_mib: int, rate: float,
+    disk_mib: int, rate: float, client_debug: str | None,
 ) -> int:
     """Run seeded faults against a local kafkapy cluster and check what clients saw."""
     from kafkapy.chaos.report import render
@@ -79,7 +83,7 @@ def chaos(
     console.print(f"kafkapy chaos: seed {seed} (replay with --seed {seed}), {nodes} nodes, faults {','.join(kinds)}")
     options = ChaosOptions(
         nodes=nodes, seed=seed, duration_s=duration, kinds=kinds, config=config, base_dir=data_dir,
-        keep=keep, disk_mib=disk_mib, rate_per_s=rate, progress=lambda line: console.print(line, highlight=False),
+        keep=keep, disk_mib=disk_mib, rate_per_s=rate, client_debug=client_debug, progress=lambda line: console.print(line, highlight=False),
     )
     try:
         outcome = ChaosRun(options).run()

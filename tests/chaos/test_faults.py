@@ -146,3 +146,18 @@ def test_close_unmounts(disk: tuple[DiskFill, Path]) -> None:
 
 def _mount_points() -> list[str]:
     return [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+
+
+def test_kept_copies_outlive_the_unmount_without_the_fill(disk: tuple[DiskFill, Path]) -> None:
+    """A run that keeps its data (`--keep`, or an anomaly) copies each tmpfs data dir out
+    before the unmount, so the node logs can still be read with `kafkapy dump-log`."""
+    fill, directory = disk
+    (directory / "t-0").mkdir()
+    (directory / "t-0" / "00000000000000000000.log").write_bytes(b"batch")
+    fill.fill(directory)
+    assert fill.keep_copies() == [directory.with_name("node1.kept")]
+    fill.close()
+    kept = directory.with_name("node1.kept")
+    assert (kept / "t-0" / "00000000000000000000.log").read_bytes() == b"batch"
+    assert not (kept / FILL_NAME).exists()
+    assert not (directory / "t-0").exists(), "the tmpfs is gone"
