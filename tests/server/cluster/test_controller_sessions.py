@@ -20,7 +20,7 @@ from kafkapy.server.cluster.controller_driver import ControllerDriver
 from kafkapy.server.config import BrokerConfig
 from kafkapy.testing.cluster import TEST_OVERRIDES
 from kafkapy.testing.local import open_cluster
-from tests.server.handlers.test_controller_apis import (
+from tests.server.cluster.controller_helpers import (
     active_controller,
     create_replicated,
     image_of,

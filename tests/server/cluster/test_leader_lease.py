@@ -19,7 +19,7 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.testing.local import LocalNode, open_cluster
-from tests.server.handlers.test_controller_apis import (
+from tests.server.cluster.controller_helpers import (
     call,
     create_replicated,
     image_of,
