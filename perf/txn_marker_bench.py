@@ -113,10 +113,15 @@ async def one_run(base: Path, detect_s: float) -> dict[str, float]:
                 break
         leader = nodes[controller.image.topics[topic].partitions[0].leader]
         real = coord.cluster.broker_address
-        _marker_home()._MARKER_PEERS[coord.broker] = PeerPool(
+        pool = PeerPool(
             lambda n: ("127.0.0.1", hung.port) if n == leader.node_id else real(n),
             client_id="bench-markers",
         )
+        runtime = getattr(coord.broker, "txn_coordinator", None)
+        if runtime is not None and hasattr(runtime, "marker_peers"):
+            runtime.marker_peers.pool = pool
+        else:  # older trees keep the pool in a module-level registry (A/B runs)
+            _marker_home()._MARKER_PEERS[coord.broker] = pool
         to_coord, to_leader = await coord.client(), await leader.client()
         tx = Txn(to_coord, TID)
         assert await tx.init() == ErrorCode.NONE

@@ -116,6 +116,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
         self._sleep_until: int | None = None  # the timer task's wake-up time while it sleeps
         self._nursery: trio.Nursery | None = None  # serve()'s: partition loads, background work
         self._queued_loads: list[tuple[int, int]] = []  # leaderships that came before serve()
+        self._asking_controller = False  # ensure_topic's CreateTopics is in flight
         if self.partitioned:
             register_role_listener(broker, self, topic)
 
@@ -308,10 +309,16 @@ class CoordinatorRuntime(ABC, Generic[C]):
         create it (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until it is there)."""
         if cluster_of(self.broker) is None:
             return True
-        return await ensure_cluster_topic(
-            self.broker, self.topic, self.num_partitions, self.topic_configs(),
-            self._replication_factor_key,
-        )
+        if self._asking_controller:  # one request at a time; the client retries meanwhile
+            return partition_count(self.broker, self.topic) is not None
+        self._asking_controller = True
+        try:
+            return await ensure_cluster_topic(
+                self.broker, self.topic, self.num_partitions, self.topic_configs(),
+                self._replication_factor_key,
+            )
+        finally:
+            self._asking_controller = False
 
     # -- writes ------------------------------------------------------------------------------
 

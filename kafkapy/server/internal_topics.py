@@ -246,15 +246,13 @@ def coordinator_node(
     return ErrorCode.NONE, found[0], where[0], where[1]
 
 
-_CREATING: dict[tuple[int, str], trio.Event] = {}
-
-
 async def ensure_cluster_topic(
     broker: Broker, name: str, partitions: int, configs: dict[str, str], rf_key: str
 ) -> bool:
     """Cluster mode: is the internal topic in the image? If not, ask the controller to create
-    it (one request at a time per topic; TOPIC_ALREADY_EXISTS is fine) and answer False - the
-    caller answers COORDINATOR_NOT_AVAILABLE and the client retries, as with Kafka.
+    it (TOPIC_ALREADY_EXISTS is fine; the caller keeps it to one request at a time) and answer
+    whether it is there now - if not, the caller answers COORDINATOR_NOT_AVAILABLE and the
+    client retries, as with Kafka.
 
     Replication factor: `rf_key` (3 by default) capped at the number of registered brokers,
     so a two-node cluster still gets its coordinators (while a registered broker is fenced the
@@ -266,9 +264,6 @@ async def ensure_cluster_topic(
         return False
     if name in image.topics:
         return True
-    key = (id(broker), name)
-    if key in _CREATING:
-        return False
     registered = len(image.brokers)
     wanted = broker.config.get(rf_key)
     rf = max(1, min(int(wanted) if wanted else 3, registered))
@@ -280,7 +275,6 @@ async def ensure_cluster_topic(
         )],
         timeout_ms=REPLICATION_TIMEOUT_MS,
     )
-    _CREATING[key] = done = trio.Event()
     try:
         response: CreateTopicsResponse = await cluster.channel.create_topics(request)
         code = ErrorCode(response.topics[0].error_code) if response.topics else ErrorCode.NONE
@@ -290,9 +284,6 @@ async def ensure_cluster_topic(
             log.info("asked the controller for %s (%d partitions, rf %d)", name, partitions, rf)
     except Exception as exc:  # controller unreachable, no leader yet, ...: the client retries
         log.warning("creating %s through the controller failed: %s", name, exc)
-    finally:
-        del _CREATING[key]
-        done.set()
     return _topic(cluster, name) is not None
 
 

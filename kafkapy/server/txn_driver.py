@@ -67,7 +67,7 @@ from kafkapy.server.internal_topics import log_batches
 from kafkapy.server.txn_markers import (
     RETRY_CODES,
     RETRY_CODES_CLUSTER,
-    close_marker_peers,
+    MarkerPeers,
     send_markers,
 )
 from kafkapy.storage import PartitionLog
@@ -125,6 +125,8 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
         self._writing: set[str] = set()  # transactional ids whose markers are being written
         self._next_expiry_ms = 0
         self._marker_retry_ms: int | None = None  # when pending markers are retried next
+        #: the connections markers go to other brokers on (cluster mode)
+        self.marker_peers = MarkerPeers(broker)
         super().__init__(
             broker,
             topic=TRANSACTION_STATE_TOPIC,
@@ -317,8 +319,8 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
         retry = RETRY_CODES_CLUSTER if self.partitioned else RETRY_CODES
         try:
             codes = await send_markers(
-                self.broker, action.partitions, action.producer_id, action.producer_epoch,
-                action.coordinator_epoch, action.commit,
+                self.broker, self.marker_peers, action.partitions, action.producer_id,
+                action.producer_epoch, action.coordinator_epoch, action.commit,
             )
             if not any(code in retry for code in codes.values()):
                 await self._complete(action, target)
@@ -340,8 +342,8 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                 todo = action.partitions - written
                 try:
                     codes = await send_markers(
-                        self.broker, todo, action.producer_id, action.producer_epoch,
-                        action.coordinator_epoch, action.commit,
+                        self.broker, self.marker_peers, todo, action.producer_id,
+                        action.producer_epoch, action.coordinator_epoch, action.commit,
                     )
                 except Exception:  # a bug must not end the task (and its siblings): retry
                     log.exception("writing the markers of %s failed", tid)
@@ -443,7 +445,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                     await trio.sleep(_RETRY_S)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await close_marker_peers(self.broker)
+                await self.marker_peers.aclose()
 
 
 #: how long EndTxn waits for its markers before answering (they go on in the background)

@@ -12,7 +12,7 @@ WriteTxnMarkers.
   once the marker is replicated (acks=all).
 - `send_markers`: markers for a set of partitions wherever their leaders are (metadata image):
   local ones by `write_marker`, the others by one WriteTxnMarkers v1 per leader, leaders in
-  parallel, on connections of their own (`_marker_peers`; never the replica fetchers'). A
+  parallel, on connections of their own (`MarkerPeers`; never the replica fetchers'). A
   request in flight is abandoned (NOT_LEADER_OR_FOLLOWER) as soon as the image moves one of
   its partitions, so the caller re-sends at the new leader at once instead of waiting out a
   hung former leader's request timeout.
@@ -25,7 +25,6 @@ failures are logged at WARNING, abandoned requests at INFO.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -54,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RETRY_CODES",
     "RETRY_CODES_CLUSTER",
-    "close_marker_peers",
+    "MarkerPeers",
     "send_marker",
     "send_markers",
     "write_marker",
@@ -75,47 +74,49 @@ _MARKER_TIMEOUT_S = 10.0
 _LEADER_CHECK_S = 0.1
 
 
-_MARKER_PEERS: weakref.WeakKeyDictionary[Broker, PeerPool] = weakref.WeakKeyDictionary()
-
-
-def _marker_peers(broker: Broker) -> PeerPool | None:
+class MarkerPeers:
     """The connections markers travel on: their own, as Kafka's marker channel is, never the
     replica fetchers' (a marker waits for replication, which needs the fetchers' requests to
     flow - queued behind the marker on one pipelined connection they would wait for each
-    other until a timeout)."""
-    pool = _MARKER_PEERS.get(broker)
-    if pool is None:
-        cluster = cluster_of(broker)
-        resolve = getattr(cluster, "broker_address", None)
-        if resolve is None:
-            return None
-        pool = _MARKER_PEERS[broker] = PeerPool(
-            resolve,
-            client_id=f"kafkapy-txn-markers-{broker.node_id}",
-            security=getattr(cluster, "broker_security", None),
-        )
-    return pool
+    other until a timeout). Owned by the transaction coordinator's runtime; the pool is made
+    on first use, once the node's cluster part can resolve broker addresses."""
 
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.pool: PeerPool | None = None
 
-async def close_marker_peers(broker: Broker) -> None:
-    pool = _MARKER_PEERS.pop(broker, None)
-    if pool is not None:
-        await pool.aclose()
+    def get(self) -> PeerPool | None:
+        if self.pool is None:
+            cluster = cluster_of(self._broker)
+            resolve = getattr(cluster, "broker_address", None)
+            if resolve is None:
+                return None
+            self.pool = PeerPool(
+                resolve,
+                client_id=f"kafkapy-txn-markers-{self._broker.node_id}",
+                security=getattr(cluster, "broker_security", None),
+            )
+        return self.pool
+
+    async def aclose(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            await pool.aclose()
 
 
 async def send_marker(
-    broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
-    coordinator_epoch: int, commit: bool,
+    broker: Broker, peers: MarkerPeers, tp: TopicPartition, producer_id: int,
+    producer_epoch: int, coordinator_epoch: int, commit: bool,
 ) -> ErrorCode:
     """One partition's marker wherever its leader is (see `send_markers`)."""
-    codes = await send_markers(broker, {tp}, producer_id, producer_epoch, coordinator_epoch,
-                               commit)
+    codes = await send_markers(broker, peers, {tp}, producer_id, producer_epoch,
+                               coordinator_epoch, commit)
     return codes[tp]
 
 
 async def send_markers(
-    broker: Broker, partitions: Iterable[TopicPartition], producer_id: int, producer_epoch: int,
-    coordinator_epoch: int, commit: bool,
+    broker: Broker, peers: MarkerPeers, partitions: Iterable[TopicPartition], producer_id: int,
+    producer_epoch: int, coordinator_epoch: int, commit: bool,
 ) -> dict[TopicPartition, ErrorCode]:
     """Markers for `partitions` wherever their leaders are: `write_marker` here, else one
     WriteTxnMarkers v1 per leader named by the metadata image, the leaders in parallel
@@ -144,8 +145,8 @@ async def send_markers(
                 out[tp] = await write_marker(broker, tp, producer_id, producer_epoch,
                                              coordinator_epoch, commit)
         else:
-            out.update(await _remote_markers(broker, leader, tps, producer_id, producer_epoch,
-                                             coordinator_epoch, commit))
+            out.update(await _remote_markers(broker, peers, leader, tps, producer_id,
+                                             producer_epoch, coordinator_epoch, commit))
 
     async with trio.open_nursery() as nursery:
         for leader, tps in by_leader.items():
@@ -154,13 +155,13 @@ async def send_markers(
 
 
 async def _remote_markers(
-    broker: Broker, leader: int, tps: list[TopicPartition], producer_id: int,
-    producer_epoch: int, coordinator_epoch: int, commit: bool,
+    broker: Broker, marker_peers: MarkerPeers, leader: int, tps: list[TopicPartition],
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
 ) -> dict[TopicPartition, ErrorCode]:
     """One WriteTxnMarkers to `leader` for `tps`. Abandoned (NOT_LEADER_OR_FOLLOWER, so the
     caller re-sends at once) as soon as the image moves one of the partitions to another
     leader: a hung or dead former leader must not hold the transaction for a request timeout."""
-    peers = _marker_peers(broker)
+    peers = marker_peers.get()
     if peers is None:
         return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     W = WriteTxnMarkersRequest

@@ -1,8 +1,8 @@
 """The coordinator runtime on its own, with a toy coordinator (a register per key), against a
 real broker's logs: load by replay on one node and after a restart, ownership changes in
 partitioned mode (load, drop, reload in a newer epoch, a stale leadership ignored), a failed
-append that leaves the log as it was and is reverted to it, and timers firing at their
-deadline.
+append that leaves the log as it was and is reverted to it, timers firing at their
+deadline, and the cluster topic asked of the controller one request at a time.
 
 The storage failure is real: the active segment's descriptor is swapped for a read-only one of
 the same file, so the log's own append gets the OS error (as in test_group_write_failures).
@@ -15,11 +15,14 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 import trio
 
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import Record, decode_records
 from kafkapy.server.broker import Broker
 from kafkapy.server.clock import now_ms
@@ -249,4 +252,49 @@ async def test_timers_fire_at_their_deadline_and_a_wake_brings_one_forward(
                 assert runtime.deadline is None  # fire_timers ran
             nursery.cancel_scope.cancel()
     finally:
+        broker.close()
+
+
+class FakeController:
+    """A cluster node's view of the controller: CreateTopics answers once `release` is set,
+    then the topic is in the image."""
+
+    def __init__(self) -> None:
+        self.image = SimpleNamespace(topics={}, brokers={1: SimpleNamespace(fenced=False)})
+        self.channel = self
+        self.requests: list[CreateTopicsRequest] = []
+        self.release = trio.Event()
+
+    async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        self.requests.append(request)
+        await self.release.wait()
+        self.image.topics[TOPIC] = SimpleNamespace(partitions={})
+        return CreateTopicsResponse(topics=[])
+
+
+async def test_the_cluster_topic_is_asked_of_the_controller_once_at_a_time(
+    tmp_path: Path,
+) -> None:
+    broker = new_broker(tmp_path)
+    controller = FakeController()
+    broker.cluster = cast(Any, controller)
+    runtime = RegisterRuntime(broker, partitioned=True)
+    answers: list[bool] = []
+
+    async def ask() -> None:
+        answers.append(await runtime.ensure_topic())
+
+    try:
+        with trio.fail_after(TIMEOUT_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask)
+                await trio.testing.wait_all_tasks_blocked()
+                assert await runtime.ensure_topic() is False  # in flight: the client retries
+                controller.release.set()
+            assert answers == [True]
+            assert await runtime.ensure_topic() is True
+        assert [t.name for r in controller.requests for t in r.topics] == [TOPIC]
+        assert controller.requests[0].topics[0].replication_factor == 1  # one broker registered
+    finally:
+        broker.cluster = None
         broker.close()

@@ -20,7 +20,6 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FindCoordinatorRequest
 from kafkapy.protocol.records import iter_batches
-from kafkapy.server import txn_markers
 from kafkapy.server.cluster.peer import PeerPool
 from tests.server.cluster.replication_helpers import MiniController, Node, running_cluster, wait_for
 from tests.server.test_transactions import Txn
@@ -100,7 +99,7 @@ async def test_end_txn_does_not_wait_for_a_hung_leader_and_the_marker_follows_th
             # the coordinator's marker connections reach the data leader's address as a hung
             # process would answer: never
             real = coord.cluster.broker_address
-            txn_markers._MARKER_PEERS[coord.broker] = PeerPool(
+            coord.broker.txn_coordinator.marker_peers.pool = PeerPool(
                 lambda n: ("127.0.0.1", hung.port) if n == leader.node_id else real(n),
                 client_id="markers-under-test",
             )
