@@ -1,6 +1,6 @@
-"""The metadata quorum's APIs on the controller listener: Vote (52), BeginQuorumEpoch (53),
-EndQuorumEpoch (54), DescribeQuorum (55), Fetch (1) and FetchSnapshot (59, v0-1) of
-`__cluster_metadata-0`.
+"""The metadata quorum's APIs on the controller listener: Vote (52) v0-1, BeginQuorumEpoch (53)
+v0-1, EndQuorumEpoch (54) v0-1, DescribeQuorum (55) v0-2, Fetch (1) v12-17 and FetchSnapshot (59)
+v0-1 of `__cluster_metadata-0`.
 
 Each handler maps the wire request to the Raft message (`raft_wire`), lets the node's
 `RaftDriver` answer it (the driver persists what the answer relies on before returning), and

@@ -19,7 +19,7 @@ Two registries: `REGISTRY` (`@handler`) serves the broker listeners; `CONTROLLER
 mode - Raft's Vote/BeginQuorumEpoch/Fetch and the broker-to-controller RPCs. Why apart: Kafka
 answers different APIs on the two listener kinds, and a client that reached the controller port
 by mistake must not see produce/fetch advertised there. Each registry answers ApiVersions with
-its own list (the controller one registers its ApiVersions handler here, below).
+its own list (the controller one registers its ApiVersions handler, ApiVersions v0-4, here below).
 """
 
 from __future__ import annotations
