@@ -38,7 +38,7 @@ SET, DELETE = 0, 1
 SOURCES = {
     0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
     3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-    6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG",
 }
 DEFAULT_CONFIG = 5
 _KIND = {TOPIC: "topic", BROKER: "broker", GROUP: "group"}
@@ -137,7 +137,7 @@ def _entity_options(func: Any) -> Any:
         click.option("--topic", help="a topic"),
         click.option("--broker", metavar="ID", help="one broker's dynamic configs (node id)"),
         click.option("--broker-defaults", is_flag=True, help="the cluster-wide broker defaults"),
-        click.option("--group", help="a consumer group (group.* configs, KIP-848)"),
+        click.option("--group", help="a consumer group (consumer.* group configs, KIP-848)"),
     ]):
         func = option(func)
     return func

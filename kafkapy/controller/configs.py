@@ -8,13 +8,16 @@ Rules:
   the controller acts on (`DYNAMIC_BROKER_CONFIGS`) and those `ControllerConfig.
   broker_config_check` accepts (the brokers' own dynamic configs, which they apply from the
   image); others are INVALID_CONFIG (INVALID_REQUEST without a check). SET / DELETE only.
+- GROUP resources (KIP-848 group configs, a group id that need not exist): SET / DELETE; the
+  resulting override set must pass `ControllerConfig.group_config_check` (INVALID_CONFIG;
+  INVALID_REQUEST without a check or for an empty group id).
 - Every changed name is one ConfigRecord (value None = removed); unchanged values write nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kafkapy.controller.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from kafkapy.controller.state import ControllerResult, ControllerState
@@ -138,6 +141,31 @@ def _broker_configs(
     return current, new
 
 
+def _group_configs(
+    st: ControllerState, change: ConfigChange
+) -> tuple[dict[str, str], dict[str, str]]:
+    check = st.config.group_config_check
+    if check is None:
+        raise _Reject(ErrorCode.INVALID_REQUEST, "group configs are not supported")
+    if not change.resource_name:
+        raise _Reject(ErrorCode.INVALID_REQUEST, "the group id must not be empty")
+    current = dict(st.image.group_configs.get(change.resource_name, {}))
+    new = _apply_ops(current, change.ops)
+    problem = check(new)
+    if problem is not None:
+        raise _Reject(ErrorCode.INVALID_CONFIG, problem)
+    return current, new
+
+
+_RESOURCES: dict[
+    int, Callable[[ControllerState, ConfigChange], tuple[dict[str, str], dict[str, str]]]
+] = {
+    ConfigResourceType.TOPIC: _topic_configs,
+    ConfigResourceType.BROKER: _broker_configs,
+    ConfigResourceType.GROUP: _group_configs,
+}
+
+
 def incremental_alter_configs(
     st: ControllerState, changes: Sequence[ConfigChange], *, validate_only: bool = False
 ) -> ControllerResult[list[ConfigResult]]:
@@ -145,14 +173,12 @@ def incremental_alter_configs(
     results: list[ConfigResult] = []
     for change in changes:
         try:
-            if change.resource_type == ConfigResourceType.TOPIC:
-                old, new = _topic_configs(st, change)
-            elif change.resource_type == ConfigResourceType.BROKER:
-                old, new = _broker_configs(st, change)
-            else:
+            resource = _RESOURCES.get(change.resource_type)
+            if resource is None:
                 raise _Reject(
                     ErrorCode.INVALID_REQUEST, f"unsupported resource type {change.resource_type}"
                 )
+            old, new = resource(st, change)
         except _Reject as rej:
             results.append(
                 ConfigResult(change.resource_type, change.resource_name, rej.error, rej.message)

@@ -105,6 +105,7 @@ class MetadataDelta:
     deleted_topics: dict[uuid.UUID, TopicImage] = dataclasses.field(default_factory=dict)
     changed_brokers: set[int] = dataclasses.field(default_factory=set)
     changed_broker_configs: set[str] = dataclasses.field(default_factory=set)
+    changed_group_configs: set[str] = dataclasses.field(default_factory=set)
     producer_ids_changed: bool = False
 
     def is_empty(self) -> bool:
@@ -113,6 +114,7 @@ class MetadataDelta:
             or self.deleted_topics
             or self.changed_brokers
             or self.changed_broker_configs
+            or self.changed_group_configs
             or self.producer_ids_changed
         )
 
@@ -128,6 +130,8 @@ class MetadataImage:
     topics_by_id: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict)
     # Broker configs by resource name: "" is the cluster-wide default, else the broker id.
     broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # Group configs (KIP-848) by group id; a group need not exist to have them.
+    group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     next_producer_id: int = 0
     offset: int = -1
 
@@ -138,6 +142,7 @@ class MetadataImage:
             topics={name: t.copy() for name, t in self.topics.items()},
             topics_by_id=dict(self.topics_by_id),
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
+            group_configs={k: dict(v) for k, v in self.group_configs.items()},
             next_producer_id=self.next_producer_id,
             offset=self.offset,
         )
@@ -278,6 +283,9 @@ class MetadataImage:
         elif record.resource_type == ConfigResourceType.BROKER:
             configs = self.broker_configs.setdefault(record.resource_name, {})
             d.changed_broker_configs.add(record.resource_name)
+        elif record.resource_type == ConfigResourceType.GROUP:
+            configs = self.group_configs.setdefault(record.resource_name, {})
+            d.changed_group_configs.add(record.resource_name)
         else:
             raise MetadataApplyError(f"unknown config resource type {record.resource_type}")
         if record.value is None:
@@ -286,6 +294,8 @@ class MetadataImage:
             configs[record.name] = record.value
         if not configs and record.resource_type == ConfigResourceType.BROKER:
             del self.broker_configs[record.resource_name]
+        if not configs and record.resource_type == ConfigResourceType.GROUP:
+            del self.group_configs[record.resource_name]
 
     def broker_config(self, broker_id: int, name: str) -> str | None:
         """A dynamic broker config: the broker's own value, else the cluster default."""

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafkapy.protocol.config_types import ConfigResourceType
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -62,13 +63,6 @@ class RecordType(enum.IntEnum):
     PRODUCER_IDS = 15
     BROKER_REGISTRATION_CHANGE = 17
     NO_OP = 20
-
-
-class ConfigResourceType(enum.IntEnum):
-    """ConfigResource types as in IncrementalAlterConfigs (`TOPIC` 2, `BROKER` 4)."""
-
-    TOPIC = 2
-    BROKER = 4
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -168,7 +162,8 @@ class RemoveTopicRecord:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConfigRecord:
-    """A config set (value) or removed (None) on a topic or a broker ("" = cluster default)."""
+    """A config set (value) or removed (None) on a topic, a broker ("" = cluster default) or a
+    group (KIP-848 group configs)."""
 
     resource_type: int
     resource_name: str

@@ -88,6 +88,9 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     for resource, configs in image.broker_configs.items():
         for name, value in configs.items():
             yield ConfigRecord(ConfigResourceType.BROKER, resource, name, value)
+    for group, configs in image.group_configs.items():
+        for name, value in configs.items():
+            yield ConfigRecord(ConfigResourceType.GROUP, group, name, value)
     if image.next_producer_id > 0:
         yield ProducerIdsRecord(-1, -1, image.next_producer_id)
     for t in image.topics.values():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from kafkapy.controller.image import MetadataImage, PartitionImage, TopicImage
@@ -53,6 +53,9 @@ class ControllerConfig:
     # The brokers' other dynamic configs: (name, value) -> why it cannot be set, None if it can
     # (the broker layer knows the keys; None here: only the controller's own two are taken).
     broker_config_check: Callable[[str, str], str | None] | None = None
+    # Group configs (KIP-848): a group's whole new override set -> why it cannot be stored, None
+    # if it can (the group coordinator's table and the broker's bounds; None here: refused).
+    group_config_check: Callable[[Mapping[str, str]], str | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -198,6 +198,7 @@ class Broker:
         over the static ones before the logs take their defaults."""
         if self.topics.broker_configs:
             self.apply_dynamic_configs(self.topics.broker_configs)
+        self.config.set_group_configs(self.topics.group_configs)
 
     def _reconcile_logs(self) -> None:
         """Open the logs of known topics; adopt or drop partition dirs the topic table lacks.
@@ -551,6 +552,8 @@ class Broker:
             if changed and self.apply_dynamic_configs(image.broker_configs):
                 for info in self.topics.all():
                     self.apply_topic_configs(info)
+            if delta is None or delta.changed_group_configs:
+                self.config.set_group_configs(image.group_configs)
             self.replicas.apply(image, delta)
 
     def apply_dynamic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> bool:

@@ -452,6 +452,30 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "2147483647",
             "Most members a KIP-848 consumer group admits (GROUP_MAX_SIZE_REACHED beyond).",
         ),
+        _B(
+            "group.consumer.min.session.timeout.ms",
+            _T.INT,
+            "45000",
+            "Smallest consumer.session.timeout.ms a consumer group's config may set.",
+        ),
+        _B(
+            "group.consumer.max.session.timeout.ms",
+            _T.INT,
+            "60000",
+            "Largest consumer.session.timeout.ms a consumer group's config may set.",
+        ),
+        _B(
+            "group.consumer.min.heartbeat.interval.ms",
+            _T.INT,
+            "5000",
+            "Smallest consumer.heartbeat.interval.ms a consumer group's config may set.",
+        ),
+        _B(
+            "group.consumer.max.heartbeat.interval.ms",
+            _T.INT,
+            "15000",
+            "Largest consumer.heartbeat.interval.ms a consumer group's config may set.",
+        ),
         _B("offsets.topic.num.partitions", _T.INT, "50", "Partitions of __consumer_offsets."),
         _B(
             "offsets.topic.replication.factor",
@@ -874,6 +898,9 @@ class BrokerConfig:
         self._explicit: dict[str, str] = {}
         self._dynamic_broker: dict[str, str] = {}
         self._dynamic_default: dict[str, str] = {}
+        # group id -> its group configs (KIP-848); updated in place, so the group coordinators'
+        # view of it (GroupConfig.group_overrides) follows every change
+        self.group_configs: dict[str, dict[str, str]] = {}
         self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
         self._inter_node: dict[str, str] = {}  # security_settings.INTER_NODE_KEYS
         for key, value in explicit.items():
@@ -1087,6 +1114,11 @@ class BrokerConfig:
         """Replace the dynamic layers (validated by the caller)."""
         self._dynamic_broker = dict(per_broker)
         self._dynamic_default = dict(cluster_default)
+
+    def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        """Replace every group's configs (validated by the caller), in place."""
+        self.group_configs.clear()
+        self.group_configs.update({g: dict(v) for g, v in configs.items() if v})
 
     def dynamic_layers(self) -> tuple[dict[str, str], dict[str, str]]:
         """(per broker, cluster default): what `set_dynamic` was last given."""

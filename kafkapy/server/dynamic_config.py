@@ -17,28 +17,41 @@ Cluster mode keeps them in the metadata log (ConfigRecord, resource type BROKER)
 controller validates with `dynamic_config_problem` (`kafkapy.controller.configs`), and each
 broker applies the image's values the same way (`Broker.apply_metadata` ->
 `Broker.apply_dynamic_configs`), so DescribeConfigs on any broker shows them with their source.
+
+Group configs (KIP-848, resource type GROUP) go the same way: checked against the group
+coordinator's table and this broker's `group.consumer.min/max.*` bounds (`group_config_check`,
+which the controller is given), kept in the metadata log (ConfigRecord, GROUP) in a cluster and
+in the topic store on a single node, and handed to the group coordinators through
+`BrokerConfig.group_configs`, which they read at each heartbeat.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import trio
 
+from kafkapy.coordinator.group import group_config_problem
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.broker import Broker, BrokerError
 from kafkapy.server.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
+    BrokerConfig,
     ConfigError,
     check_broker_value,
     validate_topic_config,
 )
+from kafkapy.server.group_driver import group_config_from
 from kafkapy.storage import LogConfig
 from kafkapy.storage.errors import InvalidLogConfigError
 
 __all__ = [
     "DYNAMIC_BROKER_KEYS",
     "alter_broker_configs",
+    "alter_group_configs",
     "dynamic_config_problem",
+    "group_config_check",
     "push_defaults",
 ]
 
@@ -107,3 +120,27 @@ async def alter_broker_configs(
     broker.topics.set_broker_configs(resource, values)
     if broker.apply_dynamic_configs(broker.topics.broker_configs):
         await trio.to_thread.run_sync(push_defaults, broker)
+
+
+def group_config_check(config: BrokerConfig) -> Callable[[Mapping[str, str]], str | None]:
+    """Why a group's new config set cannot be stored (INVALID_CONFIG), or None: the group
+    coordinator's table against `config`'s bounds (also the controller's check)."""
+    bounds = group_config_from(config)
+    return lambda configs: group_config_problem(configs, bounds)
+
+
+async def alter_group_configs(
+    broker: Broker, group_id: str, values: dict[str, str], *, validate_only: bool = False
+) -> None:
+    """Replace one group's configs on a single node (persisted; the coordinators see them at
+    their members' next heartbeat). Raises BrokerError (INVALID_REQUEST for an empty group id,
+    INVALID_CONFIG for a name or value that cannot be taken)."""
+    if not group_id:
+        raise BrokerError(ErrorCode.INVALID_REQUEST, "the group id must not be empty")
+    problem = group_config_check(broker.config)(values)
+    if problem is not None:
+        raise BrokerError(ErrorCode.INVALID_CONFIG, problem)
+    if validate_only:
+        return
+    broker.topics.set_group_configs(group_id, values)
+    broker.config.set_group_configs(broker.topics.group_configs)

@@ -92,6 +92,15 @@ def group_config_from(config: BrokerConfig) -> GroupConfig:
         consumer_session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
         consumer_assignors=tuple(config.get_list("group.consumer.assignors")) or ("uniform",),
         consumer_max_size=config.get_int("group.consumer.max.size"),
+        consumer_min_session_timeout_ms=config.get_int("group.consumer.min.session.timeout.ms"),
+        consumer_max_session_timeout_ms=config.get_int("group.consumer.max.session.timeout.ms"),
+        consumer_min_heartbeat_interval_ms=config.get_int(
+            "group.consumer.min.heartbeat.interval.ms"
+        ),
+        consumer_max_heartbeat_interval_ms=config.get_int(
+            "group.consumer.max.heartbeat.interval.ms"
+        ),
+        group_overrides=config.group_configs,
     )
 
 

@@ -100,8 +100,8 @@ class TopicInfo:
 
 class TopicStore:
     """The topic table, indexed by name and id, persisted to `path` (None: memory only); on a
-    single node it also keeps the dynamic broker configs (`broker_configs`), which a cluster
-    keeps in the metadata log."""
+    single node it also keeps the dynamic broker configs (`broker_configs`) and the group
+    configs (`group_configs`), which a cluster keeps in the metadata log."""
 
     FORMAT_VERSION = 1
 
@@ -111,6 +111,8 @@ class TopicStore:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         #: dynamic broker configs by resource name ("" = cluster default, else a node id)
         self.broker_configs: dict[str, dict[str, str]] = {}
+        #: group configs (KIP-848) by group id
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.existed = False
         if path is not None and path.exists():
             self.existed = True
@@ -121,6 +123,8 @@ class TopicStore:
                 self._index(TopicInfo.from_json(raw))
             for resource, values in doc.get("broker_configs", {}).items():
                 self.broker_configs[str(resource)] = {str(k): str(v) for k, v in values.items()}
+            for group, values in doc.get("group_configs", {}).items():
+                self.group_configs[str(group)] = {str(k): str(v) for k, v in values.items()}
 
     def _index(self, info: TopicInfo) -> None:
         self._by_name[info.name] = info
@@ -164,6 +168,14 @@ class TopicStore:
             self.broker_configs.pop(resource, None)
         self.save()
 
+    def set_group_configs(self, group_id: str, values: dict[str, str]) -> None:
+        """Replace one group's configs (empty: none left) and persist."""
+        if values:
+            self.group_configs[group_id] = dict(values)
+        else:
+            self.group_configs.pop(group_id, None)
+        self.save()
+
     def remove(self, name: str) -> TopicInfo | None:
         info = self._by_name.pop(name, None)
         if info is not None:
@@ -178,6 +190,8 @@ class TopicStore:
             "version": self.FORMAT_VERSION, "topics": [t.to_json() for t in self.all()]}
         if self.broker_configs:
             doc["broker_configs"] = self.broker_configs
+        if self.group_configs:
+            doc["group_configs"] = self.group_configs
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
 

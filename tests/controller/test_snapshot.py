@@ -85,7 +85,9 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(RemoveTopicRecord, topic_ids),
     st.builds(
         ConfigRecord,
-        st.sampled_from([ConfigResourceType.TOPIC, ConfigResourceType.BROKER]),
+        st.sampled_from(
+            [ConfigResourceType.TOPIC, ConfigResourceType.BROKER, ConfigResourceType.GROUP]
+        ),
         st.sampled_from(["a", "b", "", "1"]),
         st.sampled_from(["x", "y"]),
         st.none() | st.sampled_from(["1", "2"]),

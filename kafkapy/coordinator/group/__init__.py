@@ -11,6 +11,12 @@ from kafkapy.coordinator.group.consumer import (
 )
 from kafkapy.coordinator.group.consumer_state import ConsumerGroup, ConsumerGroupState, MemberState
 from kafkapy.coordinator.group.coordinator import GroupCoordinator
+from kafkapy.coordinator.group.group_configs import (
+    GROUP_CONFIGS,
+    GroupConfigKey,
+    group_config_problem,
+    group_setting,
+)
 from kafkapy.coordinator.group.records import (
     CONSUMER_OFFSETS_TOPIC,
     ConsumerGroupKey,
@@ -54,6 +60,7 @@ from kafkapy.coordinator.group.state import VALID_PREVIOUS, ClassicGroup, GroupS
 
 __all__ = [
     "CONSUMER_OFFSETS_TOPIC",
+    "GROUP_CONFIGS",
     "PENDING",
     "VALID_PREVIOUS",
     "ClassicGroup",
@@ -70,6 +77,7 @@ __all__ = [
     "DescribedMember",
     "FetchedOffset",
     "GroupConfig",
+    "GroupConfigKey",
     "GroupCoordinator",
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -98,5 +106,7 @@ __all__ = [
     "decode_value",
     "encode_key",
     "encode_value",
+    "group_config_problem",
+    "group_setting",
     "offsets_partition_for",
 ]

@@ -45,6 +45,7 @@ from kafkapy.coordinator.group.consumer_state import (
     partition_set,
 )
 from kafkapy.coordinator.group.core import TimerKey, TimerKind
+from kafkapy.coordinator.group.group_configs import group_setting
 from kafkapy.coordinator.group.offsets import OffsetOps
 from kafkapy.coordinator.group.records import (
     ConsumerGroupKey,
@@ -289,7 +290,7 @@ class ConsumerGroupOps(OffsetOps):
             self._write_member(group, member_id, after)
         self._schedule(
             (TimerKind.CONSUMER_SESSION, group_id, member_id),
-            now_ms + self.config.consumer_session_timeout_ms,
+            now_ms + group_setting(self.config, group_id, "consumer.session.timeout.ms"),
         )
         revoking_key: TimerKey = (TimerKind.CONSUMER_REVOCATION, group_id, member_id)
         if after.state == MemberState.UNREVOKED_PARTITIONS:
@@ -304,7 +305,7 @@ class ConsumerGroupOps(OffsetOps):
             None,
             member_id,
             after.member_epoch,
-            self.config.consumer_heartbeat_interval_ms,
+            group_setting(self.config, group_id, "consumer.heartbeat.interval.ms"),
             _listing(after.assigned) if (full or changed) else None,
         )
 
@@ -426,7 +427,8 @@ class ConsumerGroupOps(OffsetOps):
             for member_id in group.members:
                 self._schedule(
                     (TimerKind.CONSUMER_SESSION, group.group_id, member_id),
-                    now_ms + self.config.consumer_session_timeout_ms,
+                    now_ms
+                    + group_setting(self.config, group.group_id, "consumer.session.timeout.ms"),
                 )
 
     # -- offsets and administration --------------------------------------------------------

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 
 from kafkapy.coordinator.group.consumer import ConsumerGroupOps
 from kafkapy.coordinator.group.core import GroupCoordinatorCore, TimerKey, TimerKind
+from kafkapy.coordinator.group.group_configs import group_setting
 from kafkapy.coordinator.group.records import (
     ConsumerGroupKey,
     ConsumerMemberKey,
@@ -725,11 +726,9 @@ class GroupCoordinator(ConsumerGroupOps):
         if group is None:
             return
         self.consumer_groups[group_id] = group
+        session_ms = group_setting(self.config, group_id, "consumer.session.timeout.ms")
         for member_id in group.members:
-            self._schedule(
-                (TimerKind.CONSUMER_SESSION, group_id, member_id),
-                now_ms + self.config.consumer_session_timeout_ms,
-            )
+            self._schedule((TimerKind.CONSUMER_SESSION, group_id, member_id), now_ms + session_ms)
 
     def load_complete(self, now_ms: int) -> None:
         super().load_complete(now_ms)

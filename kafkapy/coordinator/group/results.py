@@ -17,6 +17,7 @@ Every operation returns `Result(response, records, completions)`:
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
@@ -81,6 +82,16 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    # bounds of the per-group overrides (group.consumer.min/max.*)
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
+    # group id -> its group configs (KIP-848, `group_configs`): a read-only view the server
+    # keeps current from the cluster metadata, read at each heartbeat
+    group_overrides: Mapping[str, Mapping[str, str]] = field(
+        default_factory=dict, hash=False, compare=False
+    )
 
 
 @dataclass(slots=True)

@@ -109,6 +109,7 @@ class MetadataPublisher:
                 delta.deleted_topics[topic_id] = old.topics[name]
         delta.changed_brokers.update(old.brokers, image.brokers)
         delta.changed_broker_configs.update(old.broker_configs, image.broker_configs)
+        delta.changed_group_configs.update(old.group_configs, image.group_configs)
         delta.producer_ids_changed = True
         self.applied_offset = image.offset
         self.applied_epoch = epoch

@@ -14,6 +14,13 @@ Behaviour:
 - Alter a BROKER resource (single node): the dynamic broker configs of `dynamic_config` - the
   broker defaults of topic configs - take effect at once and are persisted; other keys are
   INVALID_CONFIG, another broker id INVALID_REQUEST.
+- GROUP resources (KIP-848 group configs, resource type 32; the group need not exist):
+  describe lists `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` with the
+  group's value (DYNAMIC_GROUP_CONFIG) or the broker's `group.consumer.*` default; alters are
+  checked against the broker's `group.consumer.min/max.*` bounds (INVALID_CONFIG), stored with
+  the metadata (`dynamic_config.alter_group_configs`) and applied by the group coordinator from
+  each member's next heartbeat. An empty group id is INVALID_REQUEST. `share.*` configs: no
+  share groups, so unknown (INVALID_CONFIG).
 - AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs applies SET /
   DELETE / APPEND / SUBTRACT (the last two on list configs) to it. Values are validated
   (INVALID_CONFIG), changes take effect on the partition logs at once (retention, segment size,
@@ -37,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
+from kafkapy.coordinator.group import GROUP_CONFIGS, GroupConfigKey
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -49,6 +57,9 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.protocol.messages.describe_configs import (
     DescribeConfigsResponse_DescribeConfigsResourceResult as Entry,
+)
+from kafkapy.protocol.messages.describe_configs import (
+    DescribeConfigsResponse_DescribeConfigsSynonym as Synonym,
 )
 from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest_AlterableConfig as AlterableConfig,
@@ -64,7 +75,11 @@ from kafkapy.server.config import (
     TopicConfigKey,
 )
 from kafkapy.server.context import RequestContext
-from kafkapy.server.dynamic_config import DYNAMIC_BROKER_KEYS, alter_broker_configs
+from kafkapy.server.dynamic_config import (
+    DYNAMIC_BROKER_KEYS,
+    alter_broker_configs,
+    alter_group_configs,
+)
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.config_entries import broker_synonyms, topic_config_entries
 from kafkapy.server.metadata_store import TopicInfo
@@ -75,7 +90,7 @@ __all__ = [
     "handle_incremental_alter_configs",
 ]
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -111,6 +126,29 @@ def _broker_entries(broker: Broker, resource: str, keys: list[str] | None, inclu
     return entries
 
 
+def _group_entries(broker: Broker, group_id: str, keys: list[str] | None, include_synonyms: bool,
+                   include_doc: bool) -> list[Entry]:
+    """Every group config: the group's own value, else the broker key it defaults to."""
+    own = broker.config.group_configs.get(group_id, {})
+    entries: list[Entry] = []
+    for name, key in GROUP_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        synonyms = broker_synonyms(broker, [key.broker_default])
+        value: str | None = own.get(name)
+        source = ConfigSource.DYNAMIC_GROUP_CONFIG
+        if value is not None:
+            synonyms.insert(0, Synonym(name=name, value=value, source=source))
+        else:
+            value, source = broker.config.get(key.broker_default), ConfigSource.DEFAULT_CONFIG
+        entries.append(Entry(
+            name=name, value=value, read_only=False, is_default=source == ConfigSource.DEFAULT_CONFIG,
+            config_source=source, is_sensitive=False, synonyms=synonyms if include_synonyms else [],
+            config_type=key.type, documentation=key.doc if include_doc else None,
+        ))
+    return entries
+
+
 def _is_this_broker(broker: Broker, name: str) -> bool:
     return name == "" or name == str(broker.node_id)
 
@@ -143,6 +181,12 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
         elif res.resource_type == BROKER_LOGGER:
             if not _is_this_broker(broker, res.resource_name):
                 result.error_code = ErrorCode.INVALID_REQUEST
+        elif res.resource_type == GROUP:
+            if not res.resource_name:
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = "The group id must not be empty"
+                continue
+            result.configs = _group_entries(broker, res.resource_name, keys, synonyms, docs)
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"Unsupported resource type {res.resource_type}"
@@ -153,13 +197,15 @@ async def _alter(broker: Broker, resource_type: int, resource_name: str, new: di
     """Shared tail of both alter APIs; `new` is the complete override set (None: error already)."""
     if resource_type == BROKER_LOGGER:
         return ErrorCode.INVALID_REQUEST, "Broker logger levels cannot be changed in kafkapy"
-    if resource_type not in (TOPIC, BROKER):
+    if resource_type not in (TOPIC, BROKER, GROUP):
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     assert new is not None
     try:
+        values = {k: v for k, v in new.items() if v is not None}
         if resource_type == BROKER:
-            values = {k: v for k, v in new.items() if v is not None}
             await alter_broker_configs(broker, resource_name, values, validate_only=validate_only)
+        elif resource_type == GROUP:
+            await alter_group_configs(broker, resource_name, values, validate_only=validate_only)
         else:
             await broker.set_topic_configs_async(resource_name, new, validate_only=validate_only)
     except BrokerError as e:
@@ -199,11 +245,16 @@ def _incremental_broker(broker: Broker, resource: str, configs: list[AlterableCo
     return _apply_ops(new, configs, lambda name: broker.config.get(name) or "", BROKER_CONFIGS)
 
 
+def _incremental_group(broker: Broker, group_id: str, configs: list[AlterableConfig]) -> dict[str, str | None]:
+    new: dict[str, str | None] = dict(broker.topics.group_configs.get(group_id, {}))
+    return _apply_ops(new, configs, lambda name: "", GROUP_CONFIGS)
+
+
 def _apply_ops(
     new: dict[str, str | None],
     configs: list[AlterableConfig],
     effective: Callable[[str], str],
-    known: Mapping[str, TopicConfigKey | BrokerConfigKey],
+    known: Mapping[str, TopicConfigKey | BrokerConfigKey | GroupConfigKey],
 ) -> dict[str, str | None]:
     """SET / DELETE / APPEND / SUBTRACT on an override set; `effective` gives a list config's
     value when it has no override (what APPEND / SUBTRACT start from)."""
@@ -236,6 +287,13 @@ def _apply_ops(
     return new
 
 
+_INCREMENTAL: dict[int, Callable[[Broker, str, list[AlterableConfig]], dict[str, str | None]]] = {
+    TOPIC: lambda broker, name, configs: _incremental(broker.topics.get(name), broker, configs),
+    BROKER: _incremental_broker,
+    GROUP: _incremental_group,
+}
+
+
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     if ctx.broker.cluster is not None:
@@ -245,13 +303,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
     for res in req.resources:
         code: ErrorCode
         message: str | None
-        if res.resource_type in (TOPIC, BROKER):
+        if res.resource_type in _INCREMENTAL:
             try:
-                new = (
-                    _incremental(broker.topics.get(res.resource_name), broker, res.configs)
-                    if res.resource_type == TOPIC
-                    else _incremental_broker(broker, res.resource_name, res.configs)
-                )
+                new = _INCREMENTAL[res.resource_type](broker, res.resource_name, res.configs)
                 code, message = await _alter(broker, res.resource_type, res.resource_name, new, req.validate_only)
             except BrokerError as e:
                 code, message = e.error_code, e.message
@@ -293,6 +347,8 @@ def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> di
         return dict(topic.configs) if topic is not None else {}
     if resource_type == BROKER:
         return dict(getattr(image, "broker_configs", {}).get(name, {}))
+    if resource_type == GROUP:
+        return dict(getattr(image, "group_configs", {}).get(name, {}))
     return {}
 
 
@@ -307,6 +363,8 @@ def _replaceable(resource_type: int) -> set[str]:
         return set(TOPIC_CONFIGS)
     if resource_type == BROKER:
         return set(DYNAMIC_BROKER_CONFIGS) | DYNAMIC_BROKER_KEYS
+    if resource_type == GROUP:
+        return set(GROUP_CONFIGS)
     return set()
 
 

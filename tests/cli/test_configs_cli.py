@@ -1,0 +1,46 @@
+"""`kafkapy configs` for groups (KIP-848 group configs) against a real broker, as a user runs it."""
+
+from __future__ import annotations
+
+from .conftest import kafkapy
+
+
+def test_group_configs_describe_alter_and_delete(bootstrap: str) -> None:
+    def described(*flags: str) -> dict[str, tuple[str, str]]:
+        r = kafkapy("configs", "describe", "--group", "orders", *flags, "--json", bootstrap=bootstrap)
+        assert r.code == 0, r.stderr
+        return {c["name"]: (c["value"], c["source"]) for c in r.json()}
+
+    assert described() == {}  # nothing set; --all shows the broker's defaults
+    assert described("--all") == {
+        "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
+        "consumer.session.timeout.ms": ("45000", "DEFAULT_CONFIG"),
+    }
+    r = kafkapy("configs", "alter", "--group", "orders", "--add-config",
+                "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert described() == {
+        "consumer.heartbeat.interval.ms": ("6000", "DYNAMIC_GROUP_CONFIG"),
+        "consumer.session.timeout.ms": ("50000", "DYNAMIC_GROUP_CONFIG"),
+    }
+    table = kafkapy("configs", "describe", "--group", "orders", bootstrap=bootstrap)
+    assert table.code == 0, table.stderr
+    assert "consumer.session.timeout.ms" in table.stdout
+    assert "DYNAMIC_GROUP_CONFIG" in table.stdout
+    r = kafkapy("configs", "alter", "--group", "orders", "--delete-config", "consumer.heartbeat.interval.ms",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert described() == {"consumer.session.timeout.ms": ("50000", "DYNAMIC_GROUP_CONFIG")}
+
+
+def test_group_config_errors_name_the_kafka_code(bootstrap: str) -> None:
+    r = kafkapy("configs", "alter", "--group", "orders", "--add-config", "consumer.session.timeout.ms=1000",
+                bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_CONFIG (error code 40)" in r.stderr
+    assert "group.consumer.min.session.timeout.ms" in r.stderr
+    r = kafkapy("configs", "alter", "--group", "orders", "--add-config", "share.record.lock.duration.ms=1",
+                bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_CONFIG" in r.stderr
+    assert "Traceback" not in r.stderr

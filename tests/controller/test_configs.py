@@ -1,0 +1,70 @@
+"""Config changes in the controller: GROUP resources (KIP-848 group configs) as ConfigRecords."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kafkapy.controller.controller import ConfigChange, ConfigOp, ControllerConfig
+from kafkapy.controller.records import ConfigRecord, ConfigResourceType
+from kafkapy.controller.snapshot import decode_snapshot, encode_snapshot
+from kafkapy.protocol.errors import ErrorCode
+from tests.controller.helpers import CLUSTER_ID, Cluster
+
+G = ConfigResourceType.GROUP
+SET, DELETE, APPEND = 0, 1, 2
+
+
+def _check(configs: Mapping[str, str]) -> str | None:
+    """A stand-in for the group coordinator's table: one key, an int of at least 10."""
+    for name, value in configs.items():
+        if name != "consumer.session.timeout.ms":
+            return f"Unknown group config name: {name}"
+        if not value.isdigit() or int(value) < 10:
+            return f"bad {name}"
+    return None
+
+
+def _cluster(check: bool = True) -> Cluster:
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, group_config_check=_check if check else None))
+    c.start(1)
+    return c
+
+
+def _alter(c: Cluster, group: str, *ops: ConfigOp, validate_only: bool = False) -> ErrorCode:
+    [r] = c.run(c.ctl.incremental_alter_configs([ConfigChange(G, group, list(ops))], validate_only=validate_only))
+    return r.error
+
+
+def test_group_configs_are_config_records_of_the_group_and_need_no_group() -> None:
+    c = _cluster()
+    result = c.ctl.incremental_alter_configs(
+        [ConfigChange(G, "never-joined", [ConfigOp("consumer.session.timeout.ms", SET, "50")])]
+    )
+    assert result.records == [ConfigRecord(G, "never-joined", "consumer.session.timeout.ms", "50")]
+    c.run(result)
+    assert c.replica.group_configs == {"never-joined": {"consumer.session.timeout.ms": "50"}}
+    assert c.last_delta.changed_group_configs == {"never-joined"}
+    assert _alter(c, "never-joined", ConfigOp("consumer.session.timeout.ms", DELETE, None)) is ErrorCode.NONE
+    assert c.replica.group_configs == {}
+
+
+def test_bad_group_configs_are_refused_and_change_nothing() -> None:
+    c = _cluster()
+    assert _alter(c, "g", ConfigOp("consumer.session.timeout.ms", SET, "5")) is ErrorCode.INVALID_CONFIG
+    assert _alter(c, "g", ConfigOp("share.record.lock.duration.ms", SET, "50")) is ErrorCode.INVALID_CONFIG
+    assert _alter(c, "g", ConfigOp("consumer.session.timeout.ms", APPEND, "50")) is ErrorCode.INVALID_CONFIG
+    assert _alter(c, "", ConfigOp("consumer.session.timeout.ms", SET, "50")) is ErrorCode.INVALID_REQUEST
+    assert _alter(c, "g", ConfigOp("consumer.session.timeout.ms", SET, "50"), validate_only=True) is ErrorCode.NONE
+    assert c.ctl.image.group_configs == {}
+
+
+def test_without_a_group_check_group_configs_are_not_supported() -> None:
+    c = _cluster(check=False)
+    assert _alter(c, "g", ConfigOp("consumer.session.timeout.ms", SET, "50")) is ErrorCode.INVALID_REQUEST
+
+
+def test_group_configs_survive_a_snapshot() -> None:
+    c = _cluster()
+    _alter(c, "g", ConfigOp("consumer.session.timeout.ms", SET, "50"))
+    _, loaded = decode_snapshot(encode_snapshot(c.ctl.image, end_offset=c.ctl.image.offset + 1, epoch=1, timestamp_ms=0))
+    assert loaded.group_configs == {"g": {"consumer.session.timeout.ms": "50"}}
