@@ -8,18 +8,30 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from kafkapy.protocol import RequestHeader, decode_response, encode_request
+from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
+from kafkapy.server.config import BrokerConfig, ConfigSource
 
 IO_TIMEOUT_S = 10
 
@@ -41,6 +53,8 @@ async def running_broker(data_dir: Path | None, **overrides: str) -> AsyncIterat
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.run)
         try:
+            with trio.fail_after(IO_TIMEOUT_S):
+                assert await server.wait_ready(), "the server stopped before it was ready"
             yield broker, server, bound[0].port
         finally:
             server.request_shutdown()
@@ -108,3 +122,179 @@ def batch(*values: bytes, key: bytes | None = None, timestamp: int | None = None
     ts = timestamp if timestamp is not None else int(time.time() * 1000)
     records = [Record(i, 0, key, v, []) for i, v in enumerate(values)]
     return build_batch(records, base_timestamp=ts)
+
+
+class TopicRequestError(AssertionError):
+    """An admin request answered `error_code` for the topic (tests match on it)."""
+
+    def __init__(self, what: str, error_code: int, message: str | None = None) -> None:
+        super().__init__(f"{what}: {ErrorCode(error_code).name} ({message})")
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class TopicListing:
+    """A topic as Metadata lists it."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    internal: bool = False
+
+
+# Topic administration over the wire. Why not the broker's own methods: a topic exists once the
+# node has published it (a single node included), so tests create, grow, alter and delete topics
+# the way clients do and wait until Metadata shows the outcome.
+
+
+async def create_topic(
+    port: int,
+    name: str,
+    partitions: int = -1,
+    configs: Mapping[str, str | None] | None = None,
+) -> TopicListing:
+    """Create `name` (CreateTopics v7; -1 partitions: the broker's default) and return once
+    Metadata lists it with a leader for every partition; TopicRequestError if refused."""
+    topic = CreateTopicsRequest.CreatableTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=-1,
+        configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+            for k, v in (configs or {}).items()
+        ],
+    )
+    request = CreateTopicsRequest(topics=[topic], timeout_ms=IO_TIMEOUT_S * 1000)
+    async with _admin_client(port) as client:
+        response = await client.request(ApiKey.CREATE_TOPICS, 7, request)
+        (result,) = response.topics
+        if result.error_code != ErrorCode.NONE:
+            raise TopicRequestError(f"create {name}", result.error_code, result.error_message)
+        await _wait_for_leaders(client, name, result.num_partitions)
+    return TopicListing(name, result.topic_id, result.num_partitions)
+
+
+async def create_partitions(port: int, name: str, count: int) -> None:
+    """Grow `name` to `count` partitions (CreatePartitions v3) and return once Metadata lists a
+    leader for each; TopicRequestError if refused."""
+    grow = CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count)
+    request = CreatePartitionsRequest(topics=[grow], timeout_ms=IO_TIMEOUT_S * 1000)
+    async with _admin_client(port) as client:
+        response = await client.request(ApiKey.CREATE_PARTITIONS, 3, request)
+        (result,) = response.results
+        if result.error_code != ErrorCode.NONE:
+            raise TopicRequestError(f"grow {name}", result.error_code, result.error_message)
+        await _wait_for_leaders(client, name, count)
+
+
+async def alter_topic_configs(port: int, name: str, configs: Mapping[str, str | None]) -> None:
+    """Set (a None value: delete) the topic's own configs with IncrementalAlterConfigs v1;
+    TopicRequestError if refused. The logs apply them once the change is published: tests that
+    look at a log wait for it (`wait_until`)."""
+    ops = [
+        IncrementalAlterConfigsRequest.AlterableConfig(
+            name=k, config_operation=0 if v is not None else 1, value=v
+        )
+        for k, v in configs.items()
+    ]
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=2, resource_name=name, configs=ops
+    )
+    request = IncrementalAlterConfigsRequest(resources=[resource])
+    async with _admin_client(port) as client:
+        response = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+    (result,) = response.responses
+    if result.error_code != ErrorCode.NONE:
+        raise TopicRequestError(f"alter {name}", result.error_code, result.error_message)
+
+
+async def delete_topic(port: int, name: str) -> None:
+    """Delete `name` (DeleteTopics v6) and return once Metadata no longer lists it;
+    TopicRequestError if refused."""
+    topic = DeleteTopicsRequest.DeleteTopicState(name=name)
+    request = DeleteTopicsRequest(topics=[topic], timeout_ms=IO_TIMEOUT_S * 1000)
+    async with _admin_client(port) as client:
+        response = await client.request(ApiKey.DELETE_TOPICS, 6, request)
+        (result,) = response.responses
+        if result.error_code != ErrorCode.NONE:
+            raise TopicRequestError(f"delete {name}", result.error_code, result.error_message)
+
+        def gone(md: MetadataResponse) -> bool:
+            return all(t.name != name or t.error_code != ErrorCode.NONE for t in md.topics)
+
+        await _wait_for_metadata(client, name, gone, f"topic {name} is still listed")
+
+
+async def list_topics(port: int) -> dict[str, TopicListing]:
+    """Every topic Metadata (v12, no auto-creation) lists without error, internal ones included."""
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    async with _admin_client(port) as client:
+        md = await client.request(ApiKey.METADATA, 12, request)
+    return {
+        t.name: TopicListing(t.name, t.topic_id, len(t.partitions), t.is_internal)
+        for t in md.topics
+        if t.name is not None and t.error_code == ErrorCode.NONE
+    }
+
+
+async def topic_overrides(port: int, name: str) -> dict[str, str | None]:
+    """The topic's own configs (DescribeConfigs v4, source DYNAMIC_TOPIC_CONFIG): those set on it
+    at creation or since, which override the broker's defaults."""
+    resource = DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=name)
+    async with _admin_client(port) as client:
+        response = await client.request(
+            ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[resource])
+        )
+    (result,) = response.results
+    if result.error_code != ErrorCode.NONE:
+        raise TopicRequestError(f"describe {name}", result.error_code, result.error_message)
+    return {
+        c.name: c.value
+        for c in result.configs
+        if c.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    }
+
+
+async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = IO_TIMEOUT_S) -> None:
+    """Poll `condition` until true (state a node applies once a change is published, such as a
+    topic config reaching its logs); AssertionError naming `what` after `timeout_s`."""
+    with trio.move_on_after(timeout_s):
+        while True:
+            if condition():
+                return
+            await trio.sleep(0.01)
+    raise AssertionError(f"timed out waiting until {what}")
+
+
+@asynccontextmanager
+async def _admin_client(port: int) -> AsyncIterator[Client]:
+    client = await Client.connect(port)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def _wait_for_leaders(client: Client, name: str, partitions: int) -> None:
+    def led(md: MetadataResponse) -> bool:
+        for t in md.topics:
+            if t.name == name and t.error_code == ErrorCode.NONE:
+                leaders = [p.leader_id for p in t.partitions if p.error_code == ErrorCode.NONE]
+                return len(leaders) == partitions and min(leaders, default=-1) >= 0
+        return False
+
+    await _wait_for_metadata(client, name, led, f"topic {name} has no leader for all {partitions} partitions")
+
+
+async def _wait_for_metadata(
+    client: Client, name: str, done: Callable[[MetadataResponse], bool], failure: str
+) -> None:
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=name)], allow_auto_topic_creation=False
+    )
+    with trio.move_on_after(IO_TIMEOUT_S):
+        while True:
+            if done(await client.request(ApiKey.METADATA, 12, request)):
+                return
+            await trio.sleep(0.01)
+    raise AssertionError(failure)

@@ -4,6 +4,7 @@ test_describe_cluster.py, test_describe_topic_partitions.py, test_log_dirs.py in
 from __future__ import annotations
 
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ from kafkapy.server.metadata_store import TopicInfo
 from kafkapy.storage.topic_config import TOPIC_CONFIGS
 
 from ..controller.helpers import CLUSTER_ID, Cluster
-from .helpers import Client, batch, running_broker
+from .helpers import Client, batch, create_topic, list_topics, running_broker, wait_until
 
 CT = CreateTopicsRequest
 
@@ -49,7 +50,7 @@ def creatable(name: str, partitions: int = 1, rf: int = 1, configs: dict[str, st
 
 
 async def test_create_topics_semantics() -> None:
-    async with running_broker(None, **{"num.partitions": "4"}) as (broker, _, port):
+    async with running_broker(None, **{"num.partitions": "4"}) as (_, _, port):
         client = await Client.connect(port)
         req = CT(timeout_ms=1000, topics=[
             creatable("plain", 2, configs={"retention.ms": "1000"}),
@@ -76,19 +77,19 @@ async def test_create_topics_semantics() -> None:
         }
         by_name = {t.name: t for t in resp.topics}
         assert (by_name["defaults"].num_partitions, by_name["manual"].num_partitions) == (4, 2)
-        assert by_name["plain"].topic_id == broker.topic_id_of("plain")
+        assert by_name["plain"].topic_id == (await list_topics(port))["plain"].topic_id
         retention = next(c for c in by_name["plain"].configs if c.name == "retention.ms")
         assert (retention.value, retention.config_source) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG)
         again = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("plain")]))
         assert again.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
         dry = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("dry")], validate_only=True))
         assert dry.topics[0].error_code == 0
-        assert "dry" not in broker.topics
+        assert "dry" not in await list_topics(port)
 
 
 async def test_delete_topics_by_name_and_id() -> None:
-    async with running_broker(None) as (broker, _, port):
-        a, b = broker.create_topic("a", 1), broker.create_topic("b", 1)
+    async with running_broker(None) as (_, _, port):
+        a, b = await create_topic(port, "a", 1), await create_topic(port, "b", 1)
         client = await Client.connect(port)
         by_name = await client.request(ApiKey.DELETE_TOPICS, 5, DeleteTopicsRequest(topic_names=["a", "zz"]))
         assert [(r.name, r.error_code) for r in by_name.responses] == [("a", 0), ("zz", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
@@ -97,12 +98,12 @@ async def test_delete_topics_by_name_and_id() -> None:
             DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=a.topic_id),
         ]))
         assert [(r.name, r.error_code) for r in by_id.responses] == [("b", 0), (None, ErrorCode.UNKNOWN_TOPIC_ID)]
-        assert len(broker.topics) == 0 or set(t.name for t in broker.topics.all()) <= {"__consumer_offsets"}
+        assert set(await list_topics(port)) <= {"__consumer_offsets"}
 
 
 async def test_create_partitions_and_delete_records() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         resp = await client.request(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(topics=[
             CreatePartitionsRequest.CreatePartitionsTopic(name="t", count=3),
@@ -130,7 +131,7 @@ async def test_create_partitions_and_delete_records() -> None:
 
 async def test_describe_and_alter_topic_configs_live() -> None:
     async with running_broker(None, **{"log.retention.ms": "5000"}) as (broker, _, port):
-        broker.create_topic("c", 1, {"cleanup.policy": "compact"})
+        await create_topic(port, "c", 1, {"cleanup.policy": "compact"})
         client = await Client.connect(port)
 
         async def describe() -> dict[str, tuple[str | None, int]]:
@@ -155,6 +156,7 @@ async def test_describe_and_alter_topic_configs_live() -> None:
         assert cfg["cleanup.policy"] == ("compact,delete", ConfigSource.DYNAMIC_TOPIC_CONFIG)
         plog = broker.partition_log("c", 0)
         assert plog is not None
+        await wait_until(lambda: plog.config.retention_ms == 60000, "retention.ms reaches the log")
         assert (plog.config.retention_ms, plog.config.compact, plog.config.delete) == (60000, True, True)
 
         replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
@@ -162,7 +164,8 @@ async def test_describe_and_alter_topic_configs_live() -> None:
         assert (await client.request(ApiKey.ALTER_CONFIGS, 2, replace)).responses[0].error_code == 0
         cfg = await describe()
         assert cfg["cleanup.policy"] == ("delete", ConfigSource.DEFAULT_CONFIG)
-        assert plog.config.segment_bytes == 1048576
+        await wait_until(lambda: plog.config.segment_bytes == 1048576, "segment.bytes reaches the log")
+        assert not plog.config.compact
 
         bad = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
             resource_type=2, resource_name="c", configs=[AlterConfigsRequest.AlterableConfig(name="retention.ms", value="abc")])])
@@ -204,18 +207,19 @@ async def test_metadata_auto_create_and_unknown_topics() -> None:
         md = await client.request(ApiKey.METADATA, 12, req)
         got = {t.name: (t.error_code, len(t.partitions)) for t in md.topics}
         assert got == {"auto": (0, 2), "in valid": (ErrorCode.INVALID_TOPIC_EXCEPTION, 0)}
-        assert md.topics[0].topic_id == broker.topic_id_of("auto")
+        assert md.topics[0].topic_id == (await list_topics(port))["auto"].topic_id
+        assert md.topics[0].topic_id != uuid.UUID(int=0)
         assert (md.controller_id, md.cluster_id, md.brokers[0].port) == (1, broker.cluster_id, port)
         no_create = await client.request(ApiKey.METADATA, 12, MetadataRequest(
             allow_auto_topic_creation=False, topics=[MetadataRequest.MetadataRequestTopic(name="other")]))
         assert no_create.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert "other" not in broker.topics
+        assert "other" not in await list_topics(port)
 
 
 async def test_retention_change_takes_effect_in_the_background() -> None:
     settings = {"log.retention.check.interval.ms": "100", "log.segment.bytes": "1024"}
     async with running_broker(None, **settings) as (broker, _, port):
-        broker.create_topic("r", 1)
+        await create_topic(port, "r", 1)
         client = await Client.connect(port)
         ten_minutes_ago = now_ms() - 600_000
         for i in range(6):
@@ -268,7 +272,7 @@ async def test_topic_creation_does_not_stall_other_connections(monkeypatch: pyte
 
 async def test_delete_then_recreate_gets_a_fresh_empty_topic() -> None:
     async with running_broker(None) as (broker, _, port):
-        old = broker.create_topic("again", 1)
+        old = await create_topic(port, "again", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, 9, ProduceRequest(acks=1, topic_data=[ProduceRequest.TopicProduceData(
             name="again", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(b"old"))])]))
@@ -320,7 +324,7 @@ async def test_topic_creation_failing_in_the_log_store_is_logged(
         with caplog.at_level("WARNING", logger="kafkapy.server.broker"):
             resp = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("blocked", 3)]))
         assert resp.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
-        assert "blocked" not in broker.topics
+        assert "blocked" not in await list_topics(port)
         assert broker.partition_log("blocked", 0) is None
         warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert any("creating topic blocked" in w and "blocked-1" in w for w in warnings), warnings
@@ -330,7 +334,7 @@ async def test_create_topics_and_partitions_over_the_per_request_limit() -> None
     """Kafka's controller limit, on one node: more than 10,000 partitions in one CreateTopics is
     POLICY_VIOLATION for every topic; a CreatePartitions topic that takes the request past
     10,000 new partitions is INVALID_PARTITIONS while an earlier one in it succeeds."""
-    async with running_broker(None, **{"num.partitions": "2"}) as (broker, _, port):
+    async with running_broker(None, **{"num.partitions": "2"}) as (_, _, port):
         client = await Client.connect(port)
         req = CT(topics=[creatable("a", 9_999), creatable("b", -1, -1)])  # 9,999 + 2
         resp = await client.request(ApiKey.CREATE_TOPICS, 7, req)
@@ -338,15 +342,16 @@ async def test_create_topics_and_partitions_over_the_per_request_limit() -> None
             ("a", ErrorCode.POLICY_VIOLATION), ("b", ErrorCode.POLICY_VIOLATION),
         ]
         assert resp.topics[0].error_message == "Excessively large number of partitions per request."
-        assert "a" not in broker.topics
-        broker.create_topic("x", 1)
-        broker.create_topic("y", 1)
+        assert "a" not in await list_topics(port)
+        await create_topic(port, "x", 1)
+        await create_topic(port, "y", 1)
         topic = CreatePartitionsRequest.CreatePartitionsTopic
         grow = await client.request(ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(topics=[
             topic(name="x", count=3), topic(name="y", count=1 + 9_999),
         ]))
         assert [r.error_code for r in grow.results] == [0, ErrorCode.INVALID_PARTITIONS]
-        assert (broker.topics.get("x").partitions, broker.topics.get("y").partitions) == (3, 1)
+        listed = await list_topics(port)
+        assert (listed["x"].partitions, listed["y"].partitions) == (3, 1)
 
 
 def _config_samples() -> list[tuple[str, str]]:

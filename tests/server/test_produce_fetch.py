@@ -18,7 +18,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.protocol.records import decode_records, iter_batches, parse_batch_header
 
-from .helpers import Client, batch, running_broker
+from .helpers import Client, batch, create_topic, list_topics, running_broker, topic_overrides
 
 PRODUCE_V = 9
 FETCH_V = 12
@@ -47,8 +47,8 @@ def values(records: bytes | memoryview | None) -> list[tuple[int, bytes | None]]
 
 
 async def test_produce_then_fetch_round_trip_with_offsets_and_leader_epoch(tmp_path: Path) -> None:
-    async with running_broker(tmp_path) as (broker, _, port):
-        broker.create_topic("t", 2)
+    async with running_broker(tmp_path) as (_, _, port):
+        await create_topic(port, "t", 2)
         client = await Client.connect(port)
         r1 = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"a", b"b")))
         r2 = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"c")))
@@ -64,8 +64,8 @@ async def test_produce_then_fetch_round_trip_with_offsets_and_leader_epoch(tmp_p
 
 
 async def test_fetch_inside_a_batch_returns_the_whole_batch() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"0", b"1", b"2")))
         part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 1))).responses[0].partitions[0]
@@ -73,8 +73,8 @@ async def test_fetch_inside_a_batch_returns_the_whole_batch() -> None:
 
 
 async def test_fetch_offset_out_of_range_reports_log_start() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x")))
         part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 5))).responses[0].partitions[0]
@@ -86,8 +86,8 @@ async def test_fetch_offset_out_of_range_reports_log_start() -> None:
 
 
 async def test_long_poll_fetch_wakes_on_append_from_another_connection() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         consumer, producer = await Client.connect(port), await Client.connect(port)
         await consumer.send(ApiKey.FETCH, FETCH_V, fetch_req("t", 0, wait_ms=10_000, min_bytes=1))
         await trio.sleep(0.2)
@@ -99,8 +99,8 @@ async def test_long_poll_fetch_wakes_on_append_from_another_connection() -> None
 
 
 async def test_long_poll_fetch_times_out_with_empty_records() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         start = trio.current_time()
         resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0, wait_ms=300, min_bytes=1))
@@ -109,8 +109,8 @@ async def test_long_poll_fetch_times_out_with_empty_records() -> None:
 
 
 async def test_min_bytes_waits_for_enough_data() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         consumer, producer = await Client.connect(port), await Client.connect(port)
         first = batch(b"x" * 10)
         await producer.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", first))
@@ -122,8 +122,8 @@ async def test_min_bytes_waits_for_enough_data() -> None:
 
 
 async def test_max_bytes_limits_but_first_batch_always_comes() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 2)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 2)
         client = await Client.connect(port)
         for p in (0, 1):
             for _ in range(3):
@@ -135,8 +135,8 @@ async def test_max_bytes_limits_but_first_batch_always_comes() -> None:
 
 
 async def test_produce_errors_per_partition() -> None:
-    async with running_broker(None, **{"auto.create.topics.enable": "false", "message.max.bytes": "2000"}) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None, **{"auto.create.topics.enable": "false", "message.max.bytes": "2000"}) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
 
         async def code(req: ProduceRequest) -> int:
@@ -155,8 +155,8 @@ async def test_produce_errors_per_partition() -> None:
 
 
 async def test_acks_zero_sends_no_response_but_appends() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.send(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"silent"), acks=0))
         client.pending.clear()  # no response will come for it
@@ -165,18 +165,16 @@ async def test_acks_zero_sends_no_response_but_appends() -> None:
 
 
 async def test_produce_auto_creates_topics() -> None:
-    async with running_broker(None, **{"num.partitions": "3"}) as (broker, _, port):
+    async with running_broker(None, **{"num.partitions": "3"}) as (_, _, port):
         client = await Client.connect(port)
         resp = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("fresh", batch(b"x")))
         assert resp.responses[0].partition_responses[0].error_code == 0
-        info = broker.topics.get("fresh")
-        assert info is not None
-        assert info.partitions == 3
+        assert (await list_topics(port))["fresh"].partitions == 3
 
 
 async def test_log_append_time_topic_stamps_broker_time() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1, {"message.timestamp.type": "LogAppendTime"})
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1, {"message.timestamp.type": "LogAppendTime"})
         client = await Client.connect(port)
         resp = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x", timestamp=1000)))
         stamped = resp.responses[0].partition_responses[0].log_append_time_ms
@@ -187,8 +185,8 @@ async def test_log_append_time_topic_stamps_broker_time() -> None:
 
 
 async def test_list_offsets_earliest_latest_timestamp_and_max() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         for ts in (1000, 3000, 2000):
             await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"v", timestamp=ts)))
@@ -208,8 +206,8 @@ async def test_list_offsets_earliest_latest_timestamp_and_max() -> None:
 
 
 async def test_offset_for_leader_epoch() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"a", b"b")))
         req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
@@ -224,16 +222,14 @@ async def test_offset_for_leader_epoch() -> None:
 
 
 async def test_acknowledged_messages_survive_restart(tmp_path: Path) -> None:
-    async with running_broker(tmp_path) as (broker, _, port):
-        broker.create_topic("keep", 1, {"retention.ms": "-1"})
+    async with running_broker(tmp_path) as (_, _, port):
+        await create_topic(port, "keep", 1, {"retention.ms": "-1"})
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("keep", batch(b"1", b"2")))
-        topic_id = broker.topic_id_of("keep")
-    async with running_broker(tmp_path) as (broker, _, port):
-        assert broker.topic_id_of("keep") == topic_id
-        info = broker.topics.get("keep")
-        assert info is not None
-        assert info.configs == {"retention.ms": "-1"}
+        topic_id = (await list_topics(port))["keep"].topic_id
+    async with running_broker(tmp_path) as (_, _, port):
+        assert (await list_topics(port))["keep"].topic_id == topic_id
+        assert await topic_overrides(port, "keep") == {"retention.ms": "-1"}
         client = await Client.connect(port)
         part = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req("keep", 0))).responses[0].partitions[0]
         assert values(part.records) == [(0, b"1"), (1, b"2")]
@@ -241,7 +237,7 @@ async def test_acknowledged_messages_survive_restart(tmp_path: Path) -> None:
 
 async def test_fault_hook_drops_connection_after_append_without_answer() -> None:
     async with running_broker(None, **{"kafkapy.test.fault.drop.after.produce.append": "2"}) as (broker, _, port):
-        broker.create_topic("f", 1)
+        await create_topic(port, "f", 1)
         client = await Client.connect(port)
 
         def req(v: bytes) -> ProduceRequest:
@@ -263,8 +259,8 @@ def _open_fds() -> int:
 
 
 async def test_fetch_responses_do_not_leak_file_descriptors() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x" * 10_000)))
         await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
@@ -284,7 +280,7 @@ async def test_fetch_responses_do_not_leak_file_descriptors() -> None:
 async def test_produce_v0_to_v2_is_advertised_but_answered_unsupported() -> None:
     """Old librdkafka only compresses when Produce v0 is listed; the request itself is refused."""
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("old", 1)
+        await create_topic(port, "old", 1)
         client = await Client.connect(port)
         versions = await client.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
         assert [(k.min_version, k.max_version) for k in versions.api_keys if k.api_key == ApiKey.PRODUCE] == [(0, 11)]
@@ -297,7 +293,7 @@ async def test_produce_v0_to_v2_is_advertised_but_answered_unsupported() -> None
 
 async def test_read_committed_fetch_lists_aborted_transactions() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("tx", 1)
+        await create_topic(port, "tx", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("tx", batch(b"a", b"b")))
         plog = broker.partition_log("tx", 0)
