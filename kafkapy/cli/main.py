@@ -188,7 +188,7 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     from kafkapy.server.config import BrokerConfig, ConfigError
     from kafkapy.server.connection_quotas import ConnectionQuotas
     from kafkapy.server.data_dirs import check_data_dir
-    from kafkapy.server.security import credentials_of, listener_security
+    from kafkapy.server.security import listener_security
     from kafkapy.storage.errors import StorageError
 
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
@@ -199,7 +199,7 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
                 check_data_dir(data_dir)
         broker = Broker(config, memory=memory)
         # TLS files and SASL settings are checked now, so a bad path is one clear line (exit 2)
-        listener_security(config, credentials_of(broker))
+        listener_security(config, broker.credentials)
         ConnectionQuotas(config)  # connection limits and their overrides, likewise
     except (ConfigError, ValueError, OSError, StorageError) as e:
         print(f"kafkapy: {e}", file=sys.stderr)

@@ -41,7 +41,7 @@ from kafkapy.server.faults import serve_fault_control
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.http.listener import HttpListener, parse_http_address
 from kafkapy.server.http.routes import install_routes
-from kafkapy.server.security import credentials_of, listener_security
+from kafkapy.server.security import listener_security
 
 if TYPE_CHECKING:
     from kafkapy.server.cluster.node import ClusterNode
@@ -72,7 +72,7 @@ class Server:
         load_handlers()
         self.broker = broker
         # TLS contexts and SASL settings per listener; ConfigError here (bad certificate path)
-        self.security = listener_security(broker.config, credentials_of(broker))
+        self.security = listener_security(broker.config, broker.credentials)
         self.bound: list[BoundListener] = []
         cluster_config = broker.config.cluster
         self.quotas = ConnectionQuotas(

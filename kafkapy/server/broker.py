@@ -29,13 +29,13 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from kafkapy import __version__
+from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
@@ -51,10 +51,12 @@ from kafkapy.server.metadata_store import (
     MetaProperties,
     TopicInfo,
     TopicStore,
+    cluster_id_for,
     new_topic_id,
     topic_name_error,
 )
 from kafkapy.server.notify import PartitionWaiters
+from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.server.stats import BrokerStats
 from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
@@ -64,7 +66,7 @@ from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 if TYPE_CHECKING:
     from kafkapy.server.cluster.node import ClusterNode
 
-__all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "FaultHooks", "now_ms", "storage_failure"]
+__all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "now_ms", "storage_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,18 @@ def _lock_data_dir(data_dir: Path) -> int:
         os.close(fd)
         raise ValueError(f"data dir {data_dir} is in use by another kafkapy process") from None
     return fd
+
+
+def _configured_faults(config: BrokerConfig) -> FaultInjector | None:
+    """The test fault injector the `kafkapy.test.fault.*` configs ask for (None: off, the
+    production case)."""
+    drop_after = config.get_int("kafkapy.test.fault.drop.after.produce.append")
+    if drop_after <= 0 and not config.get("kafkapy.test.fault.control.socket"):
+        return None
+    injector = FaultInjector()
+    if drop_after > 0:
+        injector.drop_after_produce_append(drop_after)
+    return injector
 
 
 class BrokerError(Exception):
@@ -103,32 +117,20 @@ def storage_failure(exc: StorageError, what: str) -> ErrorCode:
     return exc.error_code
 
 
-@dataclass(slots=True)
-class FaultHooks:
-    """TEST ONLY fault injection, off by default (`kafkapy.test.fault.*` configs).
-
-    `drop_after_produce_append`: after that many successful produce appends (counting from 1),
-    close the connection instead of answering - the "appended but never acknowledged" case the
-    transaction and idempotence tests need.
-    """
-
-    drop_after_produce_append: int = 0
-    produce_appends: int = 0
-
-    def should_drop_after_append(self) -> bool:
-        if self.drop_after_produce_append <= 0:
-            return False
-        self.produce_appends += 1
-        return self.produce_appends == self.drop_after_produce_append
-
-
 class Broker:
     """Resource handling: `Broker.open()` opens the logs; `close()` flushes and closes them with
     the clean-shutdown marker and removes the temporary data dir of a `--memory` broker."""
 
-    def __init__(self, config: BrokerConfig, *, memory: bool = False) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, memory: bool = False, fault_injector: FaultInjector | None = None
+    ) -> None:
+        """`fault_injector`: a test's request faults (kafkapy.server.faults); without one, a
+        `kafkapy.test.fault.*` config makes one, and production has none."""
         self.config = config
         self.node_id = config.node_id
+        #: the SASL user database (PLAIN passwords, SCRAM credentials); first, as a bad user
+        #: list (ValueError) must fail before the data dirs are locked
+        self.credentials = CredentialStore.from_config(config)
         self._temp_dir: Path | None = None
         if memory:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))
@@ -152,7 +154,8 @@ class Broker:
             self.logs.close(clean=False)
             self._release_locks()
             raise
-        self.cluster_id = self.meta.cluster_id
+        #: cluster mode: derived from the voters, the same on every member (`cluster_id_for`)
+        self.cluster_id = cluster_id_for(config.cluster) if config.cluster is not None else self.meta.cluster_id
         #: the ClusterNode in cluster mode (it sets this), None on a single node
         self.cluster: ClusterNode | None = None
         #: partition roles in cluster mode (see kafkapy.server.cluster.partition_roles)
@@ -176,11 +179,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
-        self.faults = FaultHooks(config.get_int("kafkapy.test.fault.drop.after.produce.append"))
-        # request faults for tests (kafkapy.server.faults); None: off, the production case
-        self.fault_injector: FaultInjector | None = None
-        if config.get("kafkapy.test.fault.control.socket"):
-            self.fault_injector = FaultInjector()
+        self.fault_injector = fault_injector or _configured_faults(config)
         self.producer_ids = ProducerIds(self.data_dirs[0])
         self.producer_states = ProducerStates(config.get_int("producer.id.expiration.ms"))
         self.storage_lock = trio.Lock()
@@ -544,7 +543,7 @@ class Broker:
         self.waiters.notify((topic, partition))
 
     # -- cluster mode -----------------------------------------------------------------------------
-    def apply_metadata(self, image: Any, delta: Any) -> None:
+    def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         """A new MetadataImage was published (`delta`: what changed, None = look at everything):
         topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles)."""
         if self.replicas is not None:

@@ -4,8 +4,8 @@ Why at the broker: a fault injected where requests are dispatched reaches every 
 alike (librdkafka, kafka-python, the Java client) without a proxy or a mocked client - the
 client sees a real error code, a real disconnect or a real slow answer (the idea of franz-go's
 kfake `ControlKey`). Off by default: a broker has no `FaultInjector` (`Broker.fault_injector` is
-None) unless a test harness sets one in-process, or `kafkapy.test.fault.control.socket` names a
-Unix socket through which another process installs rules (`serve_fault_control`; a Unix socket
+None) unless a test harness passes one to the Broker in-process, a `kafkapy.test.fault.*` config
+asks for one, or `kafkapy.test.fault.control.socket` names a Unix socket through which another process installs rules (`serve_fault_control`; a Unix socket
 is local by construction and is created mode 0600).
 
 Rules: `fail(api_key, error_code, count=N)` answers the next N requests of that key with the
@@ -14,7 +14,10 @@ answer has no place for an error code closes the connection, as for a handler cr
 `drop(api_key, count=N)` closes the connection instead of answering (responses queued before it
 still go out), `delay(api_key, delay_ms, count=N)` holds the request that long and then serves
 it. `count=None` applies until `clear()`. Rules of one key are used in the order they were
-added; a `client_id` limits a rule to one client's requests. Every request is recorded
+added; a `client_id` limits a rule to one client's requests. `drop_after_produce_append(n)`
+closes the connection instead of answering the Produce request that made the n-th successful
+partition append from then on - data appended but never acknowledged, which the idempotence and
+transaction tests need (also set by `kafkapy.test.fault.drop.after.produce.append=N`). Every request is recorded
 (`requests()`, bounded), with the fault it got, so a test can also just observe what a client
 sent.
 
@@ -104,6 +107,7 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._observed: deque[ObservedRequest] = deque(maxlen=max_observed)
+        self._appends_until_drop = 0  # 0: no drop_after_produce_append pending
 
     # -- installing rules ---------------------------------------------------------------------
     def fail(
@@ -125,6 +129,14 @@ class FaultInjector:
             raise ValueError("delay_ms must be >= 0")
         self._add(api_key, FaultAction("delay", delay_ms=int(delay_ms)), count, client_id)
 
+    def drop_after_produce_append(self, nth: int) -> None:
+        """Close the connection instead of answering the Produce request whose partition append
+        is the `nth` successful one from now on (counting from 1; once)."""
+        if nth < 1:
+            raise ValueError("nth must be >= 1")
+        with self._lock:
+            self._appends_until_drop = int(nth)
+
     def _add(self, api_key: int, action: FaultAction, count: int | None, client_id: str | None) -> None:
         if count is not None and count < 1:
             raise ValueError("count must be >= 1 (or None: until clear())")
@@ -136,6 +148,7 @@ class FaultInjector:
         with self._lock:
             self._rules.clear()
             self._observed.clear()
+            self._appends_until_drop = 0
 
     # -- reading back -------------------------------------------------------------------------
     def rules(self) -> list[FaultRule]:
@@ -177,6 +190,15 @@ class FaultInjector:
             )
             return action
 
+    def on_produce_append(self) -> bool:
+        """The produce handler made one successful partition append; True: this is the one
+        `drop_after_produce_append` counts to (close the connection instead of answering)."""
+        with self._lock:
+            if self._appends_until_drop <= 0:
+                return False
+            self._appends_until_drop -= 1
+            return self._appends_until_drop == 0
+
     # -- the control channel's commands ---------------------------------------------------------
     def command(self, message: dict[str, Any]) -> Any:
         """Run one control-channel command (`{"op": ..., ...}`); ValueError/KeyError/TypeError
@@ -190,6 +212,8 @@ class FaultInjector:
             self.drop(message["api_key"], count=count, client_id=client_id)
         elif op == "delay":
             self.delay(message["api_key"], message["delay_ms"], count=count, client_id=client_id)
+        elif op == "drop_after_produce_append":
+            self.drop_after_produce_append(message["nth"])
         elif op == "clear":
             self.clear()
         elif op == "requests":

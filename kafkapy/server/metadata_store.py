@@ -16,6 +16,10 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kafkapy.server.config import ClusterConfig
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -25,6 +29,7 @@ __all__ = [
     "TopicInfo",
     "TopicStore",
     "atomic_write",
+    "cluster_id_for",
     "topic_name_error",
 ]
 
@@ -206,6 +211,16 @@ def new_topic_id() -> uuid.UUID:
 def new_cluster_id() -> str:
     """Kafka's format: a random UUID as 22 URL-safe base64 characters."""
     return base64.urlsafe_b64encode(new_topic_id().bytes).decode().rstrip("=")
+
+
+def cluster_id_for(config: ClusterConfig) -> str:
+    """The cluster id every member derives from the voter set (Kafka's 22-character form).
+
+    Why derived: members are started independently (no `kafka-storage format` step), yet clients
+    expect one cluster id from every broker; the voter set is what they all share."""
+    voters = ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(config.voters.items()))
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, f"kafkapy-cluster:{voters}").bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,8 +90,7 @@ class ThreadBroker:
             **({"log.dirs": str(self.data_dir)} if self.data_dir is not None else {}),
             **self.overrides,
         }
-        broker = Broker(BrokerConfig(settings), memory=self.data_dir is None)
-        broker.fault_injector = self.faults
+        broker = Broker(BrokerConfig(settings), memory=self.data_dir is None, fault_injector=self.faults)
         server = Server(broker)
         async with trio.open_nursery() as nursery:
             bound = await nursery.start(server.run)

@@ -69,6 +69,18 @@ def test_bad_rules_are_refused() -> None:
     assert faults.rules() == []
 
 
+def test_drop_after_produce_append_counts_successful_appends_once() -> None:
+    faults = FaultInjector()
+    assert not faults.on_produce_append()  # nothing pending: never a drop
+    faults.drop_after_produce_append(3)
+    assert [faults.on_produce_append() for _ in range(5)] == [False, False, True, False, False]
+    faults.command({"op": "drop_after_produce_append", "nth": 1})
+    faults.clear()
+    assert not faults.on_produce_append(), "clear() forgets a pending drop"
+    with pytest.raises(ValueError, match="nth"):
+        faults.drop_after_produce_append(0)
+
+
 def test_observed_requests_are_bounded_and_filtered() -> None:
     faults = FaultInjector(max_observed=10)
     for _ in range(15):
@@ -82,6 +94,8 @@ def test_observed_requests_are_bounded_and_filtered() -> None:
 async def test_a_broker_has_no_injector_unless_asked() -> None:
     async with running_broker(None) as (broker, _, _port):
         assert broker.fault_injector is None
+    async with running_broker(None, **{"kafkapy.test.fault.drop.after.produce.append": "2"}) as (broker, _, _):
+        assert broker.fault_injector is not None, "the config's drop is one of the injector's faults"
 
 
 async def test_failed_produce_answers_the_error_per_partition_and_appends_nothing() -> None:

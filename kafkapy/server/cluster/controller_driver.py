@@ -51,6 +51,7 @@ from kafkapy.server.dynamic_config import dynamic_config_problem, group_config_c
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
     from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.server.cluster.raft_driver import RaftDriver
 
 __all__ = [
     "METADATA_OFFSET_TAG",
@@ -138,13 +139,13 @@ class ControllerDriver:
 
     # -- state ----------------------------------------------------------------------------------
 
-    def _raft(self) -> Any:
+    def _raft(self) -> RaftDriver:
         return self.node.raft
 
     def active(self) -> QuorumController | None:
         """The controller if this node is the active controller now, else None."""
         raft = self._raft()
-        if self._controller is None or raft is None:
+        if self._controller is None:
             return None
         if not raft.is_leader or raft.epoch != self._epoch:
             self._controller = None
@@ -154,8 +155,6 @@ class ControllerDriver:
     def _maybe_activate(self) -> None:
         raft = self._raft()
         publisher = self.node.publisher
-        if raft is None or publisher is None:
-            return
         if not raft.is_leader:
             if self._controller is not None:
                 log.info("node %d is no longer the active controller", self.node.node_id)
@@ -285,16 +284,13 @@ class ControllerDriver:
                 deadline = controller.next_deadline_ms()
                 if deadline is not None:
                     timeout = min(timeout, max(0.0, (deadline - monotonic_ms()) / 1000))
-            elif raft is not None and raft.is_leader:
+            elif raft.is_leader:
                 timeout = _POLL_S  # leader, waiting for its epoch's first entry to be applied
             # Sleep until the next timer, or until Raft's leadership changes.
-            changed = getattr(raft, "leader_changed", None)
+            changed = raft.leader_changed
             before = trio.current_time()
             with trio.move_on_after(timeout) as sleep:
-                if changed is not None:
-                    await changed.wait()
-                else:
-                    await trio.sleep(timeout)
+                await changed.wait()
             if sleep.cancelled_caught:
                 self._note_oversleep(trio.current_time() - before - timeout)
 

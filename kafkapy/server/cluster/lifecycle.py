@@ -202,7 +202,7 @@ class ControllerChannel:
         pause = _RETRY_S
         last_error = "no controller leader known"
         while trio.current_time() < deadline:
-            leader = getattr(self.node.raft, "leader_id", None)
+            leader = self.node.raft.leader_id
             if leader is not None and leader in self.node.config.voters:
                 try:
                     timeout = min(per_try, max(0.05, deadline - trio.current_time()))
@@ -250,8 +250,6 @@ class ControllerChannel:
         """`pool.request` to `leader`, abandoned with PeerError once Raft names another leader
         (see the module docstring)."""
         raft = self.node.raft
-        if getattr(raft, "leader_changed", None) is None:
-            return await pool.request(leader, api_key, version, body, timeout_s=timeout_s)
         answers: list[Any] = []
         errors: list[PeerError] = []
 
@@ -279,12 +277,7 @@ class ControllerChannel:
     async def _after_write(self, response: Any) -> Any:
         """Strip the controller's metadata offset and wait until the local image has it."""
         offset = pop_metadata_offset(response)
-        publisher = self.node.publisher
-        if (
-            offset >= 0
-            and publisher is not None
-            and not await publisher.wait_applied(offset, _IMAGE_WAIT_S)
-        ):
+        if offset >= 0 and not await self.node.publisher.wait_applied(offset, _IMAGE_WAIT_S):
             log.warning(
                 "metadata offset %d not applied locally within %.0f s", offset, _IMAGE_WAIT_S
             )
@@ -338,7 +331,7 @@ class ControllerChannel:
 
     def _broker_epoch(self) -> int:
         lifecycle = self.node.lifecycle
-        return int(getattr(lifecycle, "broker_epoch", -1))
+        return lifecycle.broker_epoch if lifecycle is not None else -1
 
     async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
         """AlterPartition v3; `broker_id` / `broker_epoch` filled in when left at 0 / -1."""
@@ -370,9 +363,10 @@ class ControllerChannel:
 class BrokerLifecycle:
     """Registration and heartbeats of this broker (see the module docstring)."""
 
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: Broker, node: ClusterNode, channel: ControllerChannel) -> None:
         self.broker = broker
         self.node = node
+        self.channel = channel
         self.incarnation_id = uuid.uuid4()
         #: -1 until the controller accepted a registration of this incarnation
         self.broker_epoch = -1
@@ -402,17 +396,11 @@ class BrokerLifecycle:
             lambda node_id: node.config.voters.get(node_id),
             client_id=f"kafkapy-heartbeat-{node.config.node_id}",
             security=node.controller_security,
+            on_gone=self.report_gone,
         )
-        self._heartbeat_peers.on_gone = self.report_gone
-
-    def _channel(self) -> ControllerChannel:
-        channel = self.node.channel
-        if not isinstance(channel, ControllerChannel):
-            channel = ControllerChannel(self.broker, self.node)
-        return channel
 
     def _applied_offset(self) -> int:
-        return int(getattr(self.node.publisher, "applied_offset", -1))
+        return self.node.publisher.applied_offset
 
     def _listeners(self) -> list[BrokerRegistrationRequest_Listener]:
         config = self.broker.config
@@ -430,7 +418,7 @@ class BrokerLifecycle:
         return out
 
     def _epoch_dir(self) -> Path | None:
-        dirs = getattr(self.broker, "data_dirs", None)
+        dirs = self.broker.data_dirs
         return dirs[0] if dirs else None
 
     async def register(self) -> bool:
@@ -447,7 +435,7 @@ class BrokerLifecycle:
             previous_broker_epoch=self._previous_epoch,
         )
         try:
-            response: BrokerRegistrationResponse = await self._channel().call(
+            response: BrokerRegistrationResponse = await self.channel.call(
                 ApiKey.BROKER_REGISTRATION, 3, request
             )
         except PeerError as exc:
@@ -538,7 +526,7 @@ class BrokerLifecycle:
         if suspects:
             request.unknown_tagged_fields[SUSPECTS_TAG] = encode_suspects(suspects)
         try:
-            response: BrokerHeartbeatResponse = await self._channel().call(
+            response: BrokerHeartbeatResponse = await self.channel.call(
                 ApiKey.BROKER_HEARTBEAT,
                 1,
                 request,
@@ -581,9 +569,7 @@ class BrokerLifecycle:
         finally:
             with trio.CancelScope(shield=True):
                 await self._heartbeat_peers.aclose()
-                channel = self.node.channel
-                if isinstance(channel, ControllerChannel):
-                    await channel.aclose()
+                await self.channel.aclose()
 
     async def _run(self) -> None:
         while True:

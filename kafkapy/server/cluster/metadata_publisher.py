@@ -1,21 +1,23 @@
-"""MetadataPublisher: committed metadata-log entries -> `node.image` -> the broker.
+"""MetadataPublisher: committed metadata-log entries -> `image` -> the broker.
 
 Why every node replays the log itself: the image is a pure function of the committed records,
 so brokers, the active controller and standby controllers agree on topics, leaders and ISRs
 without any other channel, and a restarted node rebuilds its image by replaying its log.
 
 Each run of committed entries from Raft (in offset order, each once) is applied to a *copy* of
-the current image, which then replaces `node.image`: an image object is never mutated after it
-was published, so code that holds one across an `await` sees one consistent state. After the
-swap `broker.apply_metadata(image, delta)` (the data plane, when it exists) adjusts partition
-roles for what changed, and waiters (`wait_for`) are woken.
+the current image, which then replaces `image` (the node's `image`): an image object is never
+mutated after it was published, so code that holds one across an `await` sees one consistent
+state. After the swap `apply_metadata(image, delta)` (the broker's: the data plane) adjusts
+partition roles for what changed, and waiters (`wait_for`) are woken. The node subscribes
+`on_committed` / `on_snapshot` to Raft.
 
 Why a restarted broker holds its images back from the data plane: until it has caught up, its
 image is what it replayed from disk plus whatever part of the log it fetched so far - a state
 the cluster has left, where this node may still lead partitions, coordinate groups and
 transactions in epochs that were superseded while it was down. Acting on it (becoming leader,
 loading a coordinator, aborting "expired" transactions and sending their markers) races the
-real leaders. So a broker's data plane sees no image until `ClusterNode.has_joined()`: the
+real leaders. So a broker's data plane sees no image until `may_publish()` (the node's
+`ClusterNode.has_joined()` on a node with the broker role): the
 controller unfences this process's registration only once its heartbeats report the
 registration's own offset applied, so the image then holds everything committed before it.
 The first image published after that carries no delta (the data plane looks at everything).
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import trio
 
@@ -45,10 +47,11 @@ from kafkapy.protocol.errors import ProtocolError
 
 if TYPE_CHECKING:
     from kafkapy.raft import Entry
-    from kafkapy.server.broker import Broker
-    from kafkapy.server.cluster.node import ClusterNode
 
-__all__ = ["MetadataPublisher"]
+__all__ = ["ApplyMetadata", "MetadataPublisher"]
+
+#: what follows a published image: `(image, delta)`, delta None = look at everything
+ApplyMetadata: TypeAlias = Callable[[MetadataImage, MetadataDelta | None], None]
 
 log = logging.getLogger(__name__)
 
@@ -56,23 +59,21 @@ log = logging.getLogger(__name__)
 class MetadataPublisher:
     """See the module docstring."""
 
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
-        self.broker = broker
-        self.node = node
-        image = node.image if isinstance(node.image, MetadataImage) else MetadataImage()
-        self.image: MetadataImage = image
-        node.image = image
+    def __init__(
+        self, apply_metadata: ApplyMetadata, *, node_id: int, may_publish: Callable[[], bool] = lambda: True
+    ) -> None:
+        """`may_publish()`: may the data plane act on the current image yet (see the module
+        doc)? `node_id` names this node in the log."""
+        self._apply_metadata = apply_metadata
+        self._may_publish = may_publish
+        self.node_id = node_id
+        self.image = MetadataImage()
         #: offset / Raft epoch of the last committed entry applied (-1 / 0: none yet)
         self.applied_offset = -1
         self.applied_epoch = 0
         self._changed = trio.Event()
         #: an image was kept from the data plane (see the module doc); the next one goes whole
         self.held = False
-        subscribe = getattr(node.raft, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self.on_committed, self.on_snapshot)
-        else:
-            log.warning("raft driver has no subscribe(): the metadata image will stay empty")
 
     def on_committed(self, entries: Sequence[Entry]) -> None:
         """Apply a run of committed entries and publish the result (Raft's callback)."""
@@ -88,12 +89,7 @@ class MetadataPublisher:
             image.offset = entry.offset
             self.applied_offset = entry.offset
             self.applied_epoch = entry.epoch
-        self.image = image
-        self.node.image = image
-        if not delta.is_empty() or self.held:
-            self._publish(image, delta)
-        self._changed.set()
-        self._changed = trio.Event()
+        self.publish(image, delta, skip_apply=delta.is_empty() and not self.held)
 
     def on_snapshot(self, image: MetadataImage, epoch: int) -> None:
         """Replace the image with a metadata snapshot's (Raft's snapshot callback: at start-up,
@@ -113,45 +109,40 @@ class MetadataPublisher:
         delta.producer_ids_changed = True
         self.applied_offset = image.offset
         self.applied_epoch = epoch
+        self.publish(image, delta)
+
+    def publish(self, image: MetadataImage, delta: MetadataDelta | None, *, skip_apply: bool = False) -> None:
+        """Make `image` the published one, hand it to the data plane (unless `skip_apply`:
+        nothing changed) and wake the waiters."""
         self.image = image
-        self.node.image = image
-        self._publish(image, delta)
+        if not skip_apply:
+            self._publish(image, delta)
         self._changed.set()
         self._changed = trio.Event()
 
-    def _may_publish(self) -> bool:
-        """May the data plane act on the current image (see the module doc)?"""
-        if not self.node.config.is_broker:
-            return True
-        has_joined = getattr(self.node, "has_joined", None)
-        return has_joined is None or bool(has_joined())
-
-    def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
-        """`broker.apply_metadata(image, delta)` once this node may act on its image; until
-        then the image is held back (and the first one after goes whole, delta None)."""
-        apply = getattr(self.broker, "apply_metadata", None)
-        if apply is None:
-            return
+    def _publish(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
+        """`apply_metadata(image, delta)` once this node may act on its image; until then the
+        image is held back (and the first one after goes whole, delta None)."""
         if not self._may_publish():
             if not self.held:
                 log.info(
                     "node %d: metadata image at offset %d held from the data plane until this "
-                    "broker has caught up and is unfenced", self.node.node_id, image.offset
+                    "broker has caught up and is unfenced", self.node_id, image.offset
                 )
             self.held = True
             return
-        whole: MetadataDelta | None = delta
+        whole = delta
         if self.held:
             self.held = False
             whole = None
             log.info(
                 "node %d caught up at metadata offset %d: publishing its image",
-                self.node.node_id, image.offset,
+                self.node_id, image.offset,
             )
         try:
-            apply(image, whole)
+            self._apply_metadata(image, whole)
         except Exception:
-            log.exception("broker.apply_metadata failed at offset %d", image.offset)
+            log.exception("apply_metadata failed at offset %d", image.offset)
 
     @staticmethod
     def _apply(image: MetadataImage, entry: Entry, delta: MetadataDelta) -> None:

@@ -44,6 +44,7 @@ from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
     from kafkapy.storage import PartitionLog
 
 __all__ = ["PartitionRole", "ReplicaManager", "monotonic_ms"]
@@ -295,9 +296,9 @@ class ReplicaManager:
         if role is not None:
             self._signal(role)
 
-    def _fetchers(self) -> Any:
+    def _fetchers(self) -> ReplicaFetcherManager | None:
         cluster = self.broker.cluster
-        return getattr(cluster, "fetchers", None) if cluster is not None else None
+        return cluster.fetchers if cluster is not None else None
 
     def _stop_fetching(self, key: Key) -> None:
         fetchers = self._fetchers()
@@ -415,7 +416,7 @@ class ReplicaManager:
 
     def check_isr(self, nursery: trio.Nursery, lag_ms: int, keys: set[Key] | None = None) -> None:
         """Propose the ISR changes due for `keys` (None: every led partition)."""
-        image = getattr(self.broker.cluster, "image", None)
+        image = self.broker.cluster.image if self.broker.cluster is not None else None
         now = monotonic_ms()
         roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
         for role in roles:
@@ -432,8 +433,8 @@ class ReplicaManager:
                 nursery.start_soon(self._alter_partition, role, proposal)
 
     def _alter_request(self, role: PartitionRole, proposal: IsrProposal) -> AlterPartitionRequest:
-        image = getattr(self.broker.cluster, "image", None)
-        brokers = getattr(image, "brokers", {}) or {}
+        cluster = self.broker.cluster
+        brokers = cluster.image.brokers if cluster is not None else {}
 
         def epoch_of(r: int) -> int:
             reg = brokers.get(r)
@@ -463,12 +464,11 @@ class ReplicaManager:
         """Send one ISR change and apply the controller's answer (one in flight per partition)."""
         state = role.leader_state
         assert state is not None
-        channel = getattr(self.broker.cluster, "channel", None)
+        cluster = self.broker.cluster
         try:
-            send = getattr(channel, "alter_partition", None)
-            if send is None:
-                raise RuntimeError("no controller channel with alter_partition")
-            response = await send(self._alter_request(role, proposal))
+            if cluster is None:
+                raise RuntimeError("no controller channel (not in cluster mode)")
+            response = await cluster.channel.alter_partition(self._alter_request(role, proposal))
             code = ErrorCode(response.error_code)
             result = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
             if code is ErrorCode.NONE and result is not None:

@@ -510,13 +510,14 @@ class PeerPool:
         *,
         client_id: str,
         security: PeerSecurity | None = None,
+        on_gone: Callable[[int], None] | None = None,
     ) -> None:
         self._resolve = resolve
         self.client_id = client_id
         self.security = security
         #: called with the node id when a request fails with `PeerError.gone` (the node's
         #: process may be dead: the cluster node has the controller check, see node.py)
-        self.on_gone: Callable[[int], None] | None = None
+        self.on_gone = on_gone
         self._clients: dict[int, PeerClient] = {}
         self._stale: list[PeerClient] = []
 

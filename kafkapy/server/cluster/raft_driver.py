@@ -41,7 +41,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -63,11 +63,12 @@ from kafkapy.raft import (
     SnapshotId,
 )
 from kafkapy.server.cluster.metadata_log import MetadataLog, read_quorum_state, write_quorum_state
-from kafkapy.server.cluster.peer import PeerError
+from kafkapy.server.cluster.peer import PeerError, PeerPool
 from kafkapy.server.cluster.raft_wire import request_to_wire, response_from_wire
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.config import ClusterConfig
+    from kafkapy.storage import LogManager
 
 __all__ = ["NotLeaderError", "RaftDriver"]
 
@@ -93,13 +94,24 @@ def now_ms() -> int:
 class RaftDriver:
     """One node's Raft replica of `__cluster_metadata-0` (see the module doc)."""
 
-    def __init__(self, broker: Broker, node: Any) -> None:
-        config = node.config
-        self.broker = broker
-        self.node = node
+    def __init__(
+        self,
+        config: ClusterConfig,
+        logs: LogManager,
+        peers: PeerPool,
+        *,
+        cluster_id: str,
+        snapshot_bytes: int,
+        published_image: Callable[[], MetadataImage] | None = None,
+    ) -> None:
+        """`peers`: the voters' controller listeners; `published_image`: the image the
+        subscribers published (what a snapshot holds; None: no snapshots are written)."""
+        self.cluster_id = cluster_id
+        self._peers = peers
+        self._published_image = published_image
         self.node_id: int = config.node_id
         self.voters = frozenset(int(v) for v in config.voters)
-        self.log = MetadataLog.open(broker.logs)
+        self.log = MetadataLog.open(logs)
         self.request_timeout_s = max(0.1, config.request_timeout_ms / 1000)
         state = read_quorum_state(self.log.directory)
         self._fetch_max_wait_ms = min(FETCH_MAX_WAIT_MS, max(10, config.fetch_timeout_ms // 4))
@@ -129,7 +141,7 @@ class RaftDriver:
         self._pending_snapshot: SnapshotId | None = None
         # offsets below this were handed to the subscribers (the log start is in a snapshot)
         self._committed_end = self.log.start_offset()
-        self.snapshot_bytes: int = broker.config.get_int(SNAPSHOT_BYTES_CONFIG)
+        self.snapshot_bytes = snapshot_bytes
         self._bytes_since_snapshot = 0
         self._snapshotting = False
         #: snapshots this process wrote / installed from the leader (tests, DescribeQuorum)
@@ -408,11 +420,12 @@ class RaftDriver:
             self._snapshotting
             or self._nursery is None
             or self._bytes_since_snapshot < self.snapshot_bytes
+            or self._published_image is None
         ):
             return
-        image = getattr(self.node, "image", None)
-        if not isinstance(image, MetadataImage) or image.offset + 1 != self._committed_end:
-            return  # the published image does not match what was committed (no publisher)
+        image = self._published_image()
+        if image.offset + 1 != self._committed_end:
+            return  # the published image does not match what was committed
         epoch = self.log.epoch_at(image.offset)
         if epoch is None or image.offset + 1 <= self.log.start_offset():
             return
@@ -468,7 +481,7 @@ class RaftDriver:
         """Send one request and step its answer (or its failure) into the core."""
         wire = request_to_wire(
             req,
-            cluster_id=self.broker.cluster_id,
+            cluster_id=self.cluster_id,
             dst=dst,
             max_wait_ms=self._fetch_max_wait_ms,
             max_bytes=FETCH_MAX_BYTES,
@@ -478,7 +491,7 @@ class RaftDriver:
             timeout += self._fetch_max_wait_ms / 1000
         response: RaftResponse | None = None
         try:
-            body = await self.node.controller_peers.request(
+            body = await self._peers.request(
                 dst, wire.api_key, wire.version, wire.body, timeout_s=timeout
             )
             response = response_from_wire(req, body)

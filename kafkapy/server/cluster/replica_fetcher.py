@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -47,6 +47,7 @@ from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.node import ClusterNode
     from kafkapy.storage import PartitionLog
 
 __all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager", "whole_batches"]
@@ -70,19 +71,19 @@ class FetchState:
 class ReplicaFetcherManager:
     """`ReplicaFetcherManager(broker, node)`; see the module doc."""
 
-    def __init__(self, broker: Broker, node: Any) -> None:
+    def __init__(self, broker: Broker, node: ClusterNode) -> None:
         self.broker = broker
         self.node = node
         self.partitions: dict[Key, FetchState] = {}
         self._running: set[int] = set()
         self._changed = trio.Event()
-        cfg = getattr(node, "config", None)
-        self.max_wait_ms = int(getattr(cfg, "replica_fetch_wait_max_ms", 500))
-        self.min_bytes = int(getattr(cfg, "replica_fetch_min_bytes", 1))
-        self.max_bytes = int(getattr(cfg, "replica_fetch_max_bytes", 1 << 20))
-        self.response_max_bytes = int(getattr(cfg, "replica_fetch_response_max_bytes", 10 << 20))
-        self.backoff_s = int(getattr(cfg, "replica_fetch_backoff_ms", 1000)) / 1000
-        self.request_timeout_s = int(getattr(cfg, "request_timeout_ms", 30000)) / 1000
+        cfg = node.config
+        self.max_wait_ms = cfg.replica_fetch_wait_max_ms
+        self.min_bytes = cfg.replica_fetch_min_bytes
+        self.max_bytes = cfg.replica_fetch_max_bytes
+        self.response_max_bytes = cfg.replica_fetch_response_max_bytes
+        self.backoff_s = cfg.replica_fetch_backoff_ms / 1000
+        self.request_timeout_s = cfg.request_timeout_ms / 1000
         self.fetches = 0  # requests answered (introspection for tests and logs)
         self._nursery: trio.Nursery | None = None  # run()'s, for producer state loads
 
@@ -162,8 +163,7 @@ class ReplicaFetcherManager:
 
     def _request(self, states: list[FetchState]) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState]]:
         broker_epoch = -1
-        image = getattr(self.node, "image", None)
-        reg = getattr(image, "brokers", {}).get(self.broker.node_id) if image is not None else None
+        reg = self.node.image.brokers.get(self.broker.node_id)
         if reg is not None:
             broker_epoch = int(reg.epoch)
         topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}

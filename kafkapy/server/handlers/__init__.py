@@ -1,64 +1,42 @@
 """Request handlers, one module per API family; importing a module registers its handlers.
 
-Later layers add their modules to `HANDLER_MODULES` (e.g. `groups`); `load_handlers()` is
-idempotent and called once by the broker at start-up.
-
-`CONTROLLER_HANDLER_MODULES` hold the controller-listener handlers (`@controller_handler`, cluster
-mode: Raft's quorum APIs, the broker-to-controller RPCs). They are written by different parts of
-the cluster work and may land at different times, so a module that does not exist yet is skipped
-(logged at debug level) instead of breaking start-up; an import error *inside* a module that does
-exist still propagates.
+`load_handlers()` imports every handler module (the client APIs, then the controller listener's
+`@controller_handler` ones: Raft's quorum APIs and the broker-to-controller RPCs); it is
+idempotent and called once by the Server at start-up. A new handler module is added to its
+import list here. The imports are inside the function so that importing one handler module (or
+the registry) does not import them all.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
-
-__all__ = ["CONTROLLER_HANDLER_MODULES", "HANDLER_MODULES", "load_handlers"]
-
-log = logging.getLogger(__name__)
-
-HANDLER_MODULES: list[str] = [
-    "api_versions",
-    "metadata",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "offset_for_leader_epoch",
-    "topics",
-    "configs",
-    "describe_cluster",
-    "describe_topic_partitions",
-    "describe_quorum",
-    "log_dirs",
-    "acls",
-    "producer_ids",
-    "elections",
-    "reassignments",
-    "groups",
-    "group_offsets",
-    "consumer_groups",
-    "transactions",
-    "sasl",
-    "scram_credentials",
-]
-
-CONTROLLER_HANDLER_MODULES: list[str] = [
-    "quorum",
-    "controller_apis",
-]
+__all__ = ["load_handlers"]
 
 
 def load_handlers() -> None:
-    for name in HANDLER_MODULES:
-        importlib.import_module(f"{__name__}.{name}")
-    importlib.import_module(f"{__name__}.registry")  # the controller listener's ApiVersions
-    for name in CONTROLLER_HANDLER_MODULES:
-        module = f"{__name__}.{name}"
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            log.debug("controller handler module %s not present", module)
+    from kafkapy.server.handlers import (  # noqa: F401  (imported to register their handlers)
+        acls,
+        api_versions,
+        configs,
+        consumer_groups,
+        controller_apis,
+        describe_cluster,
+        describe_quorum,
+        describe_topic_partitions,
+        elections,
+        fetch,
+        group_offsets,
+        groups,
+        list_offsets,
+        log_dirs,
+        metadata,
+        offset_for_leader_epoch,
+        produce,
+        producer_ids,
+        quorum,
+        reassignments,
+        registry,
+        sasl,
+        scram_credentials,
+        topics,
+        transactions,
+    )

@@ -149,7 +149,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     wait_for_hw = clustered and req.acks == -1
     partition_log = broker.partition_log
     after_append = broker.after_append
-    faults = broker.faults
+    faults = broker.fault_injector
     produced = broker.stats.produced
     for topic in req.topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
@@ -239,7 +239,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             produced(topic.name, len(part.records), result.last_offset - result.base_offset + 1)
             if result.flush_needed:
                 flush.append((topic.name, part.index))
-            drop = drop or faults.should_drop_after_append()
+            drop = drop or (faults is not None and faults.on_produce_append())
             answer = PartitionResponse(
                 index=part.index,
                 error_code=ErrorCode.NONE,

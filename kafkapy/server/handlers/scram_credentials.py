@@ -35,7 +35,6 @@ from kafkapy.protocol.messages.describe_user_scram_credentials import (
 from kafkapy.protocol.sasl import SCRAM_MAX_ITERATIONS, SCRAM_MIN_ITERATIONS, ScramCredential
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.security.credentials import credentials_of
 
 __all__ = ["handle_alter_user_scram_credentials", "handle_describe_user_scram_credentials"]
 
@@ -48,7 +47,7 @@ _IDS = {name: i for i, name in MECHANISM_IDS.items()}
 async def handle_describe_user_scram_credentials(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
-    known = credentials_of(ctx.broker).scram_users()
+    known = ctx.broker.credentials.scram_users()
     # null or empty: every user with credentials (librdkafka sends an empty list, Kafka treats
     # both alike)
     names = [u.name for u in req.users] if req.users else sorted(known)
@@ -80,7 +79,7 @@ async def handle_alter_user_scram_credentials(
             for u in users
         ]
         return AlterUserScramCredentialsResponse(results=results)
-    store = credentials_of(ctx.broker)
+    store = ctx.broker.credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     seen: set[tuple[str, int]] = set()
     for name, mech_id in [(d.name, d.mechanism) for d in req.deletions] + [

@@ -5,13 +5,12 @@ The SASL state machine and mechanisms are sans-IO (`kafkapy.protocol.sasl`); the
 (`kafkapy.server.app`) wraps TLS listeners' sockets in `trio.SSLStream`.
 """
 
-from kafkapy.server.security.credentials import CredentialStore, credentials_of
+from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.server.security.listener import ListenerSecurity, listener_security, ssl_context
 
 __all__ = [
     "CredentialStore",
     "ListenerSecurity",
-    "credentials_of",
     "listener_security",
     "ssl_context",
 ]

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import hmac
 import re
-import weakref
 from typing import TYPE_CHECKING
 
 from kafkapy.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
     from kafkapy.server.config import BrokerConfig
 
-__all__ = ["CredentialStore", "credentials_of", "parse_users"]
+__all__ = ["CredentialStore", "parse_users"]
 
 _JAAS_USER = re.compile(r'\buser_([^\s="]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -53,7 +51,8 @@ def jaas_users(value: str) -> dict[str, str]:
 
 
 class CredentialStore:
-    """PLAIN passwords (config only) and SCRAM credentials per (mechanism, user)."""
+    """PLAIN passwords (config only) and SCRAM credentials per (mechanism, user); the Broker
+    owns one (`broker.credentials`, built from its config)."""
 
     def __init__(self, users: dict[str, str] | None = None) -> None:
         self._plain: dict[str, bytes] = {}
@@ -94,14 +93,3 @@ class CredentialStore:
         for (mechanism, user), credential in sorted(self._scram.items()):
             out.setdefault(user, []).append((mechanism, credential.iterations))
         return out
-
-
-_STORES: weakref.WeakKeyDictionary[Broker, CredentialStore] = weakref.WeakKeyDictionary()
-
-
-def credentials_of(broker: Broker) -> CredentialStore:
-    """The broker's user database, built from its config on first use."""
-    store = _STORES.get(broker)
-    if store is None:
-        store = _STORES[broker] = CredentialStore.from_config(broker.config)
-    return store

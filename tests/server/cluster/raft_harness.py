@@ -15,9 +15,8 @@ import trio
 
 from kafkapy.raft import Entry, NotLeaderError
 from kafkapy.server.broker import Broker
-from kafkapy.server.cluster.node import cluster_id_for
 from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.cluster.raft_driver import RaftDriver
+from kafkapy.server.cluster.raft_driver import SNAPSHOT_BYTES_CONFIG, RaftDriver
 from kafkapy.server.config import BrokerConfig, ClusterConfig
 from kafkapy.server.connection import Connection
 from kafkapy.server.handlers import load_handlers
@@ -92,10 +91,15 @@ class Quorum:
         broker = Broker(config)
         assert config.cluster is not None
         cluster = config.cluster
-        broker.cluster_id = cluster_id_for(cluster)
         node = RaftOnlyNode(cluster, PeerPool(lambda nid: cluster.voters.get(nid), client_id=f"raft-test-{node_id}"))
-        setattr(broker, "cluster", node)  # noqa: B010  (what ClusterNode does)
-        node.raft = RaftDriver(broker, node)
+        setattr(broker, "cluster", node)  # noqa: B010  (the quorum handlers find the driver there)
+        node.raft = RaftDriver(
+            cluster,
+            broker.logs,
+            node.controller_peers,
+            cluster_id=broker.cluster_id,
+            snapshot_bytes=config.get_int(SNAPSHOT_BYTES_CONFIG),
+        )
         node.raft.subscribe(node.applied.extend)
         member.broker, member.node, member.stopped = broker, node, trio.Event()
         listeners = [] if observer else await trio.open_tcp_listeners(member.port, host="127.0.0.1")

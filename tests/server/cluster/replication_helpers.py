@@ -129,6 +129,9 @@ class Channel:
         await trio.lowlevel.checkpoint()
         return self.controller.alter_partition(self.broker_id, req)
 
+    async def aclose(self) -> None:
+        """No connections of its own (the node closes its channel at shutdown)."""
+
     async def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
         await trio.lowlevel.checkpoint()
         response = CreateTopicsResponse()
@@ -157,8 +160,7 @@ class Node:
     def publish(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         if self.stopped:
             return
-        self.cluster.image = image
-        self.broker.apply_metadata(image, delta)
+        self.cluster.publisher.publish(image, delta)
 
     async def client(self) -> Client:
         return await Client.connect(self.port)
@@ -195,8 +197,9 @@ async def start_node(
     server = Server(broker)
     cluster = server.cluster
     assert cluster is not None
-    # only the data plane runs: the metadata comes from `controller` directly
-    cluster.raft = cluster.publisher = cluster.controller = cluster.lifecycle = None
+    # only the data plane runs: the metadata comes from `controller` directly (through the
+    # node's publisher, which has no task of its own)
+    cluster.raft = cluster.controller = cluster.lifecycle = None
     cluster.channel = Channel(controller, node_id)
     bound = await nursery.start(server.run)
     node = Node(node_id, broker, server, bound[0].port)

@@ -219,7 +219,7 @@ async def test_alter_configs_through_a_lagging_broker_replaces_every_override(tm
             assert await lagging.publisher.wait_for(
                 lambda image: image.topics["replaced"].configs.get("cleanup.policy") == "compact", 10
             )
-            lagging.image = before  # as if its publisher had not applied that change yet
+            lagging.publisher.image = before  # as if its publisher had not applied that change yet
 
             replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
                 resource_type=TOPIC, resource_name="replaced",

@@ -20,9 +20,10 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsRequest, MetadataRequest
 from kafkapy.server.app import BoundListener, Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.cluster.node import ClusterNode, cluster_id_for
+from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.peer import PeerClient, PeerError
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.metadata_store import cluster_id_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,11 +1,12 @@
 """ClusterNode's duties towards the parts it runs (docs/cluster.md, node.py).
 
-What the cluster relies on: the parts are built in contract order on the right roles; a part
+What the cluster relies on: the parts are built in contract order on the right roles, the real
+classes with their dependencies (Raft feeds the publisher, whose image is the node's); a part
 whose run() raises is restarted (one bug must not silently stop, say, heartbeats for good) with a
-growing pause; at SIGTERM the lifecycle's controlled shutdown comes first and Raft resigns last;
-a failing shutdown step does not skip the others; readiness means "registered and unfenced".
-The parts' own behaviour is tested by their owners; here small stand-ins record what the node
-asks of them, on a real cluster-mode Broker.
+growing pause; at SIGTERM the lifecycle's controlled shutdown runs, and a failing one is logged,
+not raised; readiness means "registered and unfenced". The parts' own behaviour is tested by
+their owners; here small stand-ins record what the node asks of them, on a real cluster-mode
+Broker.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ import trio
 import trio.testing
 
 from kafkapy.server.broker import Broker
+from kafkapy.server.cluster.controller_driver import ControllerDriver
+from kafkapy.server.cluster.lifecycle import BrokerLifecycle, ControllerChannel
 from kafkapy.server.cluster.node import ClusterNode
+from kafkapy.server.cluster.raft_driver import RaftDriver
+from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
 from kafkapy.server.config import BrokerConfig
 
 SETTINGS = {
@@ -41,15 +46,17 @@ class Part:
             raise RuntimeError(f"{self.name} broke")
         await trio.sleep_forever()
 
-    async def shutdown(self) -> None:
-        self.log.append(("shutdown", self.name, trio.current_time()))
-        if self.name == "controller":
-            raise RuntimeError("a failing step must not stop the others")
 
 
 class Lifecycle(Part):
+    def __init__(self, name: str, log: list[tuple[str, str, float]], *, fail: bool = False) -> None:
+        super().__init__(name, log)
+        self.fail = fail
+
     async def controlled_shutdown(self) -> None:
         self.log.append(("controlled", self.name, trio.current_time()))
+        if self.fail:
+            raise RuntimeError("a failing controlled shutdown is logged, not raised")
 
 
 def broker_and_node(tmp_path: Path, **extra: str) -> tuple[Broker, ClusterNode]:
@@ -61,8 +68,14 @@ async def test_parts_follow_the_roles(tmp_path: Path) -> None:
     broker, node = broker_and_node(tmp_path / "combined")
     try:
         assert broker.cluster is node
-        assert list(node.parts()) == ["raft", "publisher", "controller", "lifecycle", "fetchers"]
-        assert node.channel is not None
+        assert list(node.parts()) == ["raft", "controller", "lifecycle", "fetchers"]
+        assert isinstance(node.raft, RaftDriver)
+        assert isinstance(node.controller, ControllerDriver)
+        assert isinstance(node.channel, ControllerChannel)
+        assert isinstance(node.lifecycle, BrokerLifecycle)
+        assert node.lifecycle.channel is node.channel
+        assert isinstance(node.fetchers, ReplicaFetcherManager)
+        assert node.image is node.publisher.image
     finally:
         broker.close()
     broker, node = broker_and_node(
@@ -70,7 +83,7 @@ async def test_parts_follow_the_roles(tmp_path: Path) -> None:
     )
     try:
         assert node.controller is None
-        assert list(node.parts()) == ["raft", "publisher", "lifecycle", "fetchers"]
+        assert list(node.parts()) == ["raft", "lifecycle", "fetchers"]
         # the voters' controller listeners are known from the config, brokers' from the image
         assert node.controller_peers.get(2).address == ("127.0.0.1", 2)
         assert node.broker_address(2) is None
@@ -81,11 +94,10 @@ async def test_parts_follow_the_roles(tmp_path: Path) -> None:
 async def test_failing_part_restarts_and_shutdown_order(tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
     broker, node = broker_and_node(tmp_path)
     log: list[tuple[str, str, float]] = []
-    node.raft = Part("raft", log)
-    node.publisher = Part("publisher", log)
-    node.controller = Part("controller", log)
-    node.lifecycle = Lifecycle("lifecycle", log)
-    node.fetchers = Part("fetchers", log, failures=3)
+    node.raft = Part("raft", log)  # type: ignore[assignment]
+    node.controller = Part("controller", log)  # type: ignore[assignment]
+    node.lifecycle = Lifecycle("lifecycle", log, fail=True)  # type: ignore[assignment]
+    node.fetchers = Part("fetchers", log, failures=3)  # type: ignore[assignment]
     try:
         async with trio.open_nursery() as nursery:
             node.run(nursery)
@@ -100,14 +112,7 @@ async def test_failing_part_restarts_and_shutdown_order(tmp_path: Path, autojump
             log.clear()
             await node.shutdown(5)
             nursery.cancel_scope.cancel()
-        assert [(kind, name) for kind, name, _ in log] == [
-            ("controlled", "lifecycle"),
-            ("shutdown", "fetchers"),
-            ("shutdown", "lifecycle"),
-            ("shutdown", "controller"),
-            ("shutdown", "publisher"),
-            ("shutdown", "raft"),
-        ]
+        assert [(kind, name) for kind, name, _ in log] == [("controlled", "lifecycle")]
     finally:
         broker.close()
 
@@ -119,7 +124,8 @@ async def test_ready_means_registered_and_unfenced(tmp_path: Path, autojump_cloc
     broker, node = broker_and_node(tmp_path)
     try:
         image = MetadataImage()
-        node.image = image
+        node.publisher.publish(image, None)
+        assert node.image is image
         assert not node.is_ready()
         image.apply(RegisterBrokerRecord(
             broker_id=1, incarnation_id=uuid.uuid4(), broker_epoch=7,

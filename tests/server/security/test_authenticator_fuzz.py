@@ -22,7 +22,7 @@ from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.connection import Connection
 from kafkapy.server.handlers import load_handlers
-from kafkapy.server.security import ListenerSecurity, credentials_of, listener_security
+from kafkapy.server.security import ListenerSecurity, listener_security
 
 from ..helpers import batch
 
@@ -62,7 +62,7 @@ def sasl_listener() -> Iterator[tuple[Broker, ListenerSecurity]]:
     )
     broker = Broker(config, memory=True)
     try:
-        yield broker, listener_security(config, credentials_of(broker))["SASL_PLAINTEXT"]
+        yield broker, listener_security(config, broker.credentials)["SASL_PLAINTEXT"]
     finally:
         broker.close()
 

@@ -12,7 +12,6 @@ from kafkapy.protocol.messages import (
     DescribeUserScramCredentialsRequest,
 )
 from kafkapy.protocol.sasl import ScramServer
-from kafkapy.server.security.credentials import credentials_of
 
 from ..helpers import Client, running_broker
 
@@ -46,7 +45,7 @@ async def test_describe_alter_and_the_next_login_uses_the_new_credential() -> No
                                              deletions=[Delete(name="alice", mechanism=2)]),
         )  # fmt: skip
         assert [(r.user, r.error_code) for r in altered.results] == [("alice", 0), ("carol", 0)]
-        store = credentials_of(broker)
+        store = broker.credentials
         assert store.scram("SCRAM-SHA-512", "alice") is None
         first = ScramServer("SCRAM-SHA-256", lambda u: store.scram("SCRAM-SHA-256", u)).evaluate(
             b"n,,n=carol,r=x"
@@ -85,6 +84,6 @@ async def test_alter_refusals_leave_that_user_unchanged() -> None:
             "twice": ErrorCode.DUPLICATE_RESOURCE,
             "": ErrorCode.UNACCEPTABLE_CREDENTIAL,
         }
-        assert set(credentials_of(broker).scram_users()) == {"alice"}
-        assert credentials_of(broker).scram("SCRAM-SHA-256", "alice") is not None
+        assert set(broker.credentials.scram_users()) == {"alice"}
+        assert broker.credentials.scram("SCRAM-SHA-256", "alice") is not None
         await client.aclose()
