@@ -30,7 +30,7 @@ import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -44,6 +44,7 @@ from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.group_driver import GroupDriver
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
+from kafkapy.server.internal_topics import RoleListener
 from kafkapy.server.metadata_store import (
     INTERNAL_TOPICS,
     LEADER_EPOCH,
@@ -161,7 +162,7 @@ class Broker:
         #: partition roles in cluster mode (see kafkapy.server.cluster.partition_roles)
         self.replicas: ReplicaManager | None = None
         #: `on_become_leader` / `on_become_follower(topic, partition, leader_epoch)` callbacks
-        self.role_listeners: list[Any] = []
+        self.role_listeners: list[RoleListener] = []
         # names whose log files are being created or deleted in a worker thread
         self._creating: dict[str, trio.Event] = {}
         if config.cluster_mode:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OwnedPartitions",
+    "RoleListener",
     "cluster_of",
     "coordinator_node",
     "create_internal_logs",
@@ -162,6 +163,9 @@ class ClusterView(Protocol):
 
 
 class RoleListener(Protocol):
+    """Told when this broker starts or stops leading a partition (the coordinator runtimes,
+    for their internal topic's partitions)."""
+
     def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None: ...
     def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None: ...
 
