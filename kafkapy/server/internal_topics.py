@@ -18,7 +18,6 @@ below, so this module depends on the contract, not on the modules that implement
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
@@ -394,27 +393,17 @@ class OwnedPartitions(Generic[C]):
             await owned.loaded.wait()
 
 
-_WARNED_LOCAL_IDS: weakref.WeakSet[Broker] = weakref.WeakSet()
-
-
 async def ensure_producer_ids(broker: Broker, count: int = 1) -> ErrorCode:
     """Make `count` calls of `broker.producer_ids.allocate()` safe now. Cluster mode draws the
     ids from controller blocks (AllocateProducerIds, unique across the cluster; the next block
     is fetched when 90% of the current one is used); while no block can be had the answer is
-    COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A node whose controller channel is not
-    built keeps the local file's ids (logged once)."""
+    COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
     cluster = cluster_of(broker)
     ids = broker.producer_ids
     if cluster is None:
         return ErrorCode.NONE
     if not ids.from_controller:
-        channel = cluster.channel
-        if channel is None or not hasattr(channel, "allocate_producer_ids"):
-            if broker not in _WARNED_LOCAL_IDS:
-                log.warning("no controller channel: producer ids are only unique on this node")
-                _WARNED_LOCAL_IDS.add(broker)
-            return ErrorCode.NONE
-        ids.use_blocks_from(channel.allocate_producer_ids)
+        ids.use_blocks_from(cluster.channel.allocate_producer_ids)
     await ids.prefetch()  # first: nothing may await between `ensure_available` and the use
     try:
         await ids.ensure_available(count)
