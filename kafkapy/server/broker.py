@@ -40,6 +40,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
+from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.group_driver import GroupDriver
@@ -65,6 +66,7 @@ from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 if TYPE_CHECKING:
+    from kafkapy.protocol.headers import RequestHeader
     from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "now_ms", "storage_failure"]
@@ -258,6 +260,11 @@ class Broker:
         if listener_name in self.endpoints:
             return self.endpoints[listener_name]
         return next(iter(self.endpoints.values()), ("127.0.0.1", 9092))
+
+    def request_context(self, header: RequestHeader, connection: ConnectionState) -> RequestContext:
+        """A handler's context for a request this process makes of itself (the controller
+        channel's in-process calls, `cluster/lifecycle.py`)."""
+        return RequestContext(self, header, connection)
 
     # -- topics -----------------------------------------------------------------------------------
     def log_config(self, info: TopicInfo) -> LogConfig:

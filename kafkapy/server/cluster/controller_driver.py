@@ -49,7 +49,7 @@ from kafkapy.server.cluster.liveness import GoneDetector
 from kafkapy.server.dynamic_config import dynamic_config_problem, group_config_check
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.node import ClusterNode
     from kafkapy.server.cluster.raft_driver import RaftDriver
 
@@ -102,7 +102,7 @@ def monotonic_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-def controller_config(broker: Broker, node: ClusterNode) -> ControllerConfig:
+def controller_config(broker: BrokerHost, node: ClusterNode) -> ControllerConfig:
     cfg = node.config
     return ControllerConfig(
         session_timeout_ms=cfg.session_timeout_ms,
@@ -120,7 +120,7 @@ def controller_config(broker: Broker, node: ClusterNode) -> ControllerConfig:
 class ControllerDriver:
     """See the module docstring."""
 
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: BrokerHost, node: ClusterNode) -> None:
         self.broker = broker
         self.node = node
         self.config = controller_config(broker, node)

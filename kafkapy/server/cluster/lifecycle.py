@@ -100,11 +100,11 @@ from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequ
 from kafkapy.server.cluster.controller_driver import pop_metadata_offset
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
 from kafkapy.server.cluster.peer import PeerError, PeerPool
-from kafkapy.server.context import ConnectionState, RequestContext
+from kafkapy.server.context import ConnectionState
 from kafkapy.server.handlers.registry import lookup
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["BrokerLifecycle", "ControllerChannel", "ControllerUnavailableError"]
@@ -161,7 +161,7 @@ def _top_error(response: Any) -> ErrorCode:
 class ControllerChannel:
     """Broker -> active controller requests (see the module docstring)."""
 
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: BrokerHost, node: ClusterNode) -> None:
         self.broker = broker
         self.node = node
         self.timeout_s = max(node.config.request_timeout_ms, 1000) / 1000 * 3
@@ -229,7 +229,7 @@ class ControllerChannel:
         if spec is None or not spec.supports(version):
             raise PeerError(f"no controller handler for {api_key.name} v{version}")
         header = RequestHeader(int(api_key), version, 0, f"kafkapy-channel-{self.node.node_id}")
-        ctx = RequestContext(self.broker, header, ConnectionState("in-process", "in-process"))
+        ctx = self.broker.request_context(header, ConnectionState("in-process", "in-process"))
         with trio.move_on_after(timeout_s):
             try:
                 return await spec.func(ctx, body)
@@ -363,7 +363,7 @@ class ControllerChannel:
 class BrokerLifecycle:
     """Registration and heartbeats of this broker (see the module docstring)."""
 
-    def __init__(self, broker: Broker, node: ClusterNode, channel: ControllerChannel) -> None:
+    def __init__(self, broker: BrokerHost, node: ClusterNode, channel: ControllerChannel) -> None:
         self.broker = broker
         self.node = node
         self.channel = channel

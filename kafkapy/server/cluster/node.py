@@ -47,7 +47,7 @@ from kafkapy.server.config import ClusterConfig
 from kafkapy.server.security.inter_node import controller_peer_security, inter_broker_peer_security
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.host import BrokerHost
 
 __all__ = ["ClusterNode", "NodePart"]
 
@@ -67,7 +67,7 @@ class NodePart(Protocol):
 class ClusterNode:
     """One node's cluster-mode state and tasks (see the module doc for the parts)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerHost) -> None:
         config = broker.config.cluster
         if config is None:
             raise ValueError("ClusterNode needs cluster mode (more than one voter, or a broker-only node)")

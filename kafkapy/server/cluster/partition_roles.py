@@ -1,8 +1,8 @@
 """Cluster mode data plane: each local partition's role (leader / follower) and its bookkeeping.
 
-Why a module of its own beside `Broker`: the single-node broker must stay byte-for-byte what it
-was, so everything cluster-specific lives here and the broker only delegates when
-`broker.cluster is not None` (`broker.replicas` is this object then, None otherwise).
+Why a module of its own beside `Broker`: a partition's replication role and its bookkeeping are
+the cluster's data plane (Kafka's ReplicaManager); the broker delegates to it (`broker.replicas`)
+and it sees the broker only through `cluster.host.BrokerHost`.
 
 What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode):
 - `apply(image, delta)`: topics come from the metadata image (the TopicStore stays in memory,
@@ -43,7 +43,7 @@ from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
     from kafkapy.storage import PartitionLog
 
@@ -98,7 +98,7 @@ class PartitionRole:
 
 
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerHost) -> None:
         self.broker = broker
         self.roles: dict[Key, PartitionRole] = {}
         self._isr_wakeup = trio.Event()

@@ -46,7 +46,7 @@ from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.node import ClusterNode
     from kafkapy.storage import PartitionLog
 
@@ -71,7 +71,7 @@ class FetchState:
 class ReplicaFetcherManager:
     """`ReplicaFetcherManager(broker, node)`; see the module doc."""
 
-    def __init__(self, broker: Broker, node: ClusterNode) -> None:
+    def __init__(self, broker: BrokerHost, node: ClusterNode) -> None:
         self.broker = broker
         self.node = node
         self.partitions: dict[Key, FetchState] = {}
