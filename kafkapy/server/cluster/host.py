@@ -11,7 +11,7 @@ checks that where the broker hands itself to a part.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kafkapy.controller.image import MetadataDelta, MetadataImage
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kafkapy.server.config import BrokerConfig
     from kafkapy.server.context import ConnectionState, RequestContext
     from kafkapy.server.idempotence import ProducerStates
+    from kafkapy.server.internal_topics import RoleListener
     from kafkapy.server.metadata_store import TopicInfo, TopicStore
     from kafkapy.server.notify import PartitionWaiters
     from kafkapy.server.stats import BrokerStats
@@ -56,7 +57,7 @@ class BrokerHost(Protocol):
     @property
     def stats(self) -> BrokerStats: ...
     @property
-    def role_listeners(self) -> list[Any]: ...
+    def role_listeners(self) -> list[RoleListener]: ...
     @property
     def default_log_config(self) -> LogConfig: ...
     @property
