@@ -1,8 +1,11 @@
-"""`kafkapy configs describe|alter` for topics, brokers and groups (kafka-configs.sh).
+"""`kafkapy configs describe|alter` for topics, brokers, broker loggers and groups (kafka-configs.sh).
 
 Brokers have Kafka's two dynamic levels: one broker (`--broker ID`: DescribeConfigs and
 IncrementalAlterConfigs go to that broker, as Kafka's admin client sends them) and the cluster
 default (`--broker-defaults`: resource name "", any broker, which forwards to the controller).
+A broker's log levels (`--broker-logger ID`, Kafka's `--entity-type broker-loggers`) go to that
+broker: `describe` lists its loggers, `alter --add-config kafkapy.server.broker=DEBUG` sets one
+and `--delete-config` makes it follow its parent again.
 `describe` shows what was set (not Kafka's built-in defaults) unless `--all`, with each value's
 source. The CLI only sends the requests; what a broker refuses is shown with its error code.
 """
@@ -33,7 +36,7 @@ from kafkapy.protocol.messages import (
 
 __all__ = ["BROKER", "GROUP", "TOPIC", "alter_configs", "configs", "describe_configs", "split_configs"]
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE = 0, 1
 SOURCES = {
     0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -41,12 +44,12 @@ SOURCES = {
     6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG",
 }
 DEFAULT_CONFIG = 5
-_KIND = {TOPIC: "topic", BROKER: "broker", GROUP: "group"}
+_KIND = {TOPIC: "topic", BROKER: "broker", BROKER_LOGGER: "broker logger", GROUP: "group"}
 
 
 def _target(admin: Admin, resource_type: int, name: str) -> KafkaWireClient:
     """Where Kafka's admin client sends a config request for this resource."""
-    if resource_type == BROKER and name:
+    if resource_type in (BROKER, BROKER_LOGGER) and name:
         try:
             return admin.broker(int(name))
         except ValueError:
@@ -122,13 +125,15 @@ def alter_configs(
         check(r.error_code, label, r.error_message)
 
 
-def _resource(topic: str | None, broker: str | None, broker_defaults: bool, group: str | None) -> tuple[int, str]:
-    chosen = [(TOPIC, topic), (BROKER, broker), (GROUP, group)]
+def _resource(topic: str | None, broker: str | None, broker_defaults: bool, group: str | None,
+              broker_logger: str | None) -> tuple[int, str]:
+    chosen = [(TOPIC, topic), (BROKER, broker), (GROUP, group), (BROKER_LOGGER, broker_logger)]
     given = [(t, n) for t, n in chosen if n is not None]
     if broker_defaults:
         given.append((BROKER, ""))
     if len(given) != 1:
-        raise click.UsageError("name one of --topic, --broker, --broker-defaults, --group")
+        raise click.UsageError(
+            "name one of --topic, --broker, --broker-defaults, --group, --broker-logger")
     return given[0][0], str(given[0][1])
 
 
@@ -138,6 +143,8 @@ def _entity_options(func: Any) -> Any:
         click.option("--broker", metavar="ID", help="one broker's dynamic configs (node id)"),
         click.option("--broker-defaults", is_flag=True, help="the cluster-wide broker defaults"),
         click.option("--group", help="a consumer group (consumer.* group configs, KIP-848)"),
+        click.option("--broker-logger", metavar="ID",
+                     help="one broker's log levels (logger=LEVEL; kafka-configs' broker-loggers)"),
     ]):
         func = option(func)
     return func
@@ -154,10 +161,10 @@ def configs() -> None:
 @client_options
 def describe(
     settings: ClientSettings, topic: str | None, broker: str | None, broker_defaults: bool,
-    group: str | None, show_all: bool,
+    group: str | None, broker_logger: str | None, show_all: bool,
 ) -> int:
     """Show the configs set on a topic, a broker, the broker defaults or a group."""
-    resource_type, name = _resource(topic, broker, broker_defaults, group)
+    resource_type, name = _resource(topic, broker, broker_defaults, group, broker_logger)
     with Admin(settings) as admin:
         items = describe_configs(admin, resource_type, name)
     if not show_all:
@@ -195,10 +202,10 @@ def split_configs(items: Iterable[str]) -> list[str]:
 @client_options
 def alter(
     settings: ClientSettings, topic: str | None, broker: str | None, broker_defaults: bool,
-    group: str | None, add_config: tuple[str, ...], delete_config: tuple[str, ...], validate_only: bool,
+    group: str | None, broker_logger: str | None, add_config: tuple[str, ...], delete_config: tuple[str, ...], validate_only: bool,
 ) -> int:
     """Set or remove configs of a topic, a broker, the broker defaults or a group."""
-    resource_type, name = _resource(topic, broker, broker_defaults, group)
+    resource_type, name = _resource(topic, broker, broker_defaults, group, broker_logger)
     add = {k: v.strip("[]") if v.startswith("[") else v
            for k, v in parse_key_values(split_configs(add_config), "--add-config").items()}
     delete = split_configs(delete_config)

@@ -7,7 +7,8 @@ Rules:
 - BROKER resources ("" = cluster default, else a registered broker id): the dynamic configs
   the controller acts on (`DYNAMIC_BROKER_CONFIGS`) and those `ControllerConfig.
   broker_config_check` accepts (the brokers' own dynamic configs, which they apply from the
-  image); others are INVALID_CONFIG (INVALID_REQUEST without a check). SET / DELETE only.
+  image); others are INVALID_CONFIG (INVALID_REQUEST without a check). APPEND / SUBTRACT on
+  the list-typed ones named by `ControllerConfig.broker_list_configs`.
 - GROUP resources (KIP-848 group configs, a group id that need not exist): SET / DELETE; the
   resulting override set must pass `ControllerConfig.group_config_check` (INVALID_CONFIG;
   INVALID_REQUEST without a check or for an empty group id).
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset(n for n, k in TOPIC_CONFIGS.items() if k.type == ConfigType.LIST)
+_TOPIC_LISTS = {n: k.default for n, k in TOPIC_CONFIGS.items() if k.type == ConfigType.LIST}
 _BOOL = frozenset({"true", "false"})
 DYNAMIC_BROKER_CONFIGS = frozenset({"unclean.leader.election.enable", "min.insync.replicas"})
 
@@ -70,7 +71,12 @@ class _Reject(Exception):
         self.message = message
 
 
-def _apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
+def _apply_ops(
+    current: Mapping[str, str], ops: Sequence[ConfigOp], lists: Mapping[str, str]
+) -> dict[str, str]:
+    """SET / DELETE / APPEND / SUBTRACT on one resource's overrides; `lists` names the
+    list-typed configs with the default an APPEND / SUBTRACT starts from when there is no
+    override (Kafka's ConfigDef default)."""
     names = [o.name for o in ops]
     if len(set(names)) != len(names):
         raise _Reject(ErrorCode.INVALID_REQUEST, "duplicate config name")
@@ -83,10 +89,9 @@ def _apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str,
         elif o.op == DELETE:
             new.pop(o.name, None)
         elif o.op in (APPEND, SUBTRACT):
-            if o.name not in LIST_CONFIGS:
+            if o.name not in lists:
                 raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name} is not a list config")
-            key = TOPIC_CONFIGS.get(o.name)
-            base = new.get(o.name, key.default if key is not None else "")
+            base = new.get(o.name, lists[o.name])
             items = [v.strip() for v in base.split(",") if v.strip()]
             given = [v.strip() for v in (o.value or "").split(",") if v.strip()]
             if o.op == APPEND:
@@ -105,7 +110,7 @@ def _topic_configs(
     topic = st.image.topics.get(change.resource_name)
     if topic is None:
         raise _Reject(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "topic does not exist")
-    new = _apply_ops(topic.configs, change.ops)
+    new = _apply_ops(topic.configs, change.ops, _TOPIC_LISTS)
     try:
         validate_topic_configs(new)
     except InvalidLogConfigError as exc:
@@ -123,10 +128,8 @@ def _broker_configs(
     for o in change.ops:
         if o.name not in DYNAMIC_BROKER_CONFIGS and check is None:
             raise _Reject(ErrorCode.INVALID_REQUEST, f"{o.name} cannot be changed dynamically")
-        if o.op in (APPEND, SUBTRACT):
-            raise _Reject(ErrorCode.INVALID_CONFIG, f"{o.name}: APPEND/SUBTRACT on broker configs")
     current = dict(st.image.broker_configs.get(name, {}))
-    new = _apply_ops(current, change.ops)
+    new = _apply_ops(current, change.ops, st.config.broker_list_configs)
     if check is not None:
         for key, value in new.items():
             problem = None if key in DYNAMIC_BROKER_CONFIGS else check(key, value)
@@ -150,7 +153,7 @@ def _group_configs(
     if not change.resource_name:
         raise _Reject(ErrorCode.INVALID_REQUEST, "the group id must not be empty")
     current = dict(st.image.group_configs.get(change.resource_name, {}))
-    new = _apply_ops(current, change.ops)
+    new = _apply_ops(current, change.ops, {})
     problem = check(new)
     if problem is not None:
         raise _Reject(ErrorCode.INVALID_CONFIG, problem)

@@ -53,6 +53,8 @@ class ControllerConfig:
     # The brokers' other dynamic configs: (name, value) -> why it cannot be set, None if it can
     # (the broker layer knows the keys; None here: only the controller's own two are taken).
     broker_config_check: Callable[[str, str], str | None] | None = None
+    # Which of those are list-typed (APPEND / SUBTRACT), with their built-in default.
+    broker_list_configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Group configs (KIP-848): a group's whole new override set -> why it cannot be stored, None
     # if it can (the group coordinator's table and the broker's bounds; None here: refused).
     group_config_check: Callable[[Mapping[str, str]], str | None] | None = None

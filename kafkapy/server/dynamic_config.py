@@ -39,6 +39,7 @@ from kafkapy.server.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
+    ConfigType,
     check_broker_value,
     validate_topic_config,
 )
@@ -48,6 +49,7 @@ from kafkapy.storage.errors import InvalidLogConfigError
 
 __all__ = [
     "DYNAMIC_BROKER_KEYS",
+    "DYNAMIC_BROKER_LISTS",
     "alter_broker_configs",
     "alter_group_configs",
     "dynamic_config_problem",
@@ -63,6 +65,12 @@ _TOPIC_OF: dict[str, str] = {
     if syn in BROKER_CONFIGS
 }
 DYNAMIC_BROKER_KEYS = frozenset(_TOPIC_OF)
+#: the list-typed ones (APPEND / SUBTRACT) -> the built-in default they start from
+DYNAMIC_BROKER_LISTS = {
+    name: BROKER_CONFIGS[name].default or ""
+    for name in sorted(DYNAMIC_BROKER_KEYS)
+    if BROKER_CONFIGS[name].type == ConfigType.LIST
+}
 _UNIT_KEYS = frozenset({"log.retention.minutes", "log.retention.hours", "log.roll.hours"})
 
 

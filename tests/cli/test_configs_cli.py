@@ -44,3 +44,26 @@ def test_group_config_errors_name_the_kafka_code(bootstrap: str) -> None:
     assert r.code == 1
     assert "INVALID_CONFIG" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_broker_logger_levels(bootstrap: str) -> None:
+    def levels() -> dict[str, tuple[str, str]]:
+        r = kafkapy("configs", "describe", "--broker-logger", "1", "--json", bootstrap=bootstrap)
+        assert r.code == 0, r.stderr
+        return {c["name"]: (c["value"], c["source"]) for c in r.json()}
+
+    before = levels()
+    assert before["root"] == ("WARN", "DYNAMIC_BROKER_LOGGER_CONFIG")  # the broker's --log-level
+    assert "kafkapy.server.broker" in before
+    r = kafkapy("configs", "alter", "--broker-logger", "1", "--add-config", "kafkapy.server.broker=DEBUG",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert levels()["kafkapy.server.broker"] == ("DEBUG", "DYNAMIC_BROKER_LOGGER_CONFIG")
+    r = kafkapy("configs", "alter", "--broker-logger", "1", "--delete-config", "kafkapy.server.broker",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert levels()["kafkapy.server.broker"] == ("WARN", "DYNAMIC_BROKER_LOGGER_CONFIG")
+    bad = kafkapy("configs", "alter", "--broker-logger", "1", "--add-config", "kafkapy.server.broker=LOUD",
+                  bootstrap=bootstrap)
+    assert bad.code == 1
+    assert "INVALID_CONFIG (error code 40)" in bad.stderr

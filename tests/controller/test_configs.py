@@ -68,3 +68,21 @@ def test_group_configs_survive_a_snapshot() -> None:
     _alter(c, "g", ConfigOp("consumer.session.timeout.ms", SET, "50"))
     _, loaded = decode_snapshot(encode_snapshot(c.ctl.image, end_offset=c.ctl.image.offset + 1, epoch=1, timestamp_ms=0))
     assert loaded.group_configs == {"g": {"consumer.session.timeout.ms": "50"}}
+
+
+def test_list_typed_broker_configs_take_append_and_subtract() -> None:
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, broker_config_check=lambda name, value: None,
+                                 broker_list_configs={"log.cleanup.policy": "delete"}))
+    c.start(1)
+    B = ConfigResourceType.BROKER
+
+    def alter(*ops: ConfigOp) -> ErrorCode:
+        [r] = c.run(c.ctl.incremental_alter_configs([ConfigChange(B, "", list(ops))]))
+        return r.error
+
+    assert alter(ConfigOp("log.cleanup.policy", APPEND, "compact")) is ErrorCode.NONE
+    assert c.replica.broker_configs[""] == {"log.cleanup.policy": "delete,compact"}
+    assert alter(ConfigOp("log.cleanup.policy", 3, "delete,nothing")) is ErrorCode.NONE
+    assert c.replica.broker_configs[""] == {"log.cleanup.policy": "compact"}
+    assert alter(ConfigOp("log.retention.ms", APPEND, "1")) is ErrorCode.INVALID_CONFIG
+    assert c.replica.broker_configs[""] == {"log.cleanup.policy": "compact"}

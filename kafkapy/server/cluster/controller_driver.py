@@ -46,7 +46,11 @@ from kafkapy.controller.topics import PREFERRED
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
 from kafkapy.server.cluster.liveness import GoneDetector
-from kafkapy.server.dynamic_config import dynamic_config_problem, group_config_check
+from kafkapy.server.dynamic_config import (
+    DYNAMIC_BROKER_LISTS,
+    dynamic_config_problem,
+    group_config_check,
+)
 
 if TYPE_CHECKING:
     from kafkapy.server.cluster.host import BrokerHost
@@ -113,6 +117,7 @@ def controller_config(broker: BrokerHost, node: ClusterNode) -> ControllerConfig
         cluster_id=broker.cluster_id,
         delete_topic_enable=broker.config.get_bool("delete.topic.enable"),
         broker_config_check=dynamic_config_problem,
+        broker_list_configs=DYNAMIC_BROKER_LISTS,
         group_config_check=group_config_check(broker.config),
     )
 

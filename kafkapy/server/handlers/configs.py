@@ -10,7 +10,10 @@ Behaviour:
 - Describe a BROKER (resource name = our node id): every broker key kafkapy knows with its
   effective value, source and synonyms (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
   STATIC_BROKER_CONFIG, DEFAULT_CONFIG, in Kafka's order); the dynamic ones are writable. ""
-  lists the dynamic cluster defaults only. BROKER_LOGGER: an empty list.
+  lists the dynamic cluster defaults only.
+- BROKER_LOGGER (resource name = our node id): describe lists `root` and kafkapy's loggers with
+  their levels; IncrementalAlterConfigs SETs or DELETEs levels (`broker_loggers`), answered by
+  this node in a cluster too; AlterConfigs does not take them (INVALID_REQUEST), as in Kafka.
 - Alter a BROKER resource (single node): the dynamic broker configs of `dynamic_config` - the
   broker defaults of topic configs - take effect at once and are persisted; other keys are
   INVALID_CONFIG, another broker id INVALID_REQUEST.
@@ -31,17 +34,18 @@ IncrementalAlterConfigs (AlterConfigs becomes SET for every given name and DELET
 current override not given); the controller validates and commits them, every broker applies
 them from the metadata image, and the answer comes once this broker's image has them. There
 BROKER resources ("" or a broker id) accept the dynamic configs the controller acts on
-(`unclean.leader.election.enable`, `min.insync.replicas`).
+(`unclean.leader.election.enable`, `min.insync.replicas`) and the brokers' dynamic keys, with
+APPEND / SUBTRACT on list-typed ones (`log.cleanup.policy`).
 
 Password-typed broker keys (SASL users, JAAS) are described with no value and
 `is_sensitive=True`, as Kafka does.
 
-Not yet: broker logger levels (BROKER_LOGGER alters -> INVALID_REQUEST), client quotas.
+Not yet: client quotas, CLIENT_METRICS resources.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
 from kafkapy.coordinator.group import GROUP_CONFIGS, GroupConfigKey
@@ -64,7 +68,14 @@ from kafkapy.protocol.messages.describe_configs import (
 from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest_AlterableConfig as AlterableConfig,
 )
+from kafkapy.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest_AlterConfigsResource as AlterConfigsResource,
+)
+from kafkapy.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsResponse_AlterConfigsResourceResponse as AlterConfigsResourceResponse,
+)
 from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.broker_loggers import LoggerChange, LoggerError, alter_loggers, logger_levels
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.config import (
     BROKER_CONFIGS,
@@ -77,6 +88,7 @@ from kafkapy.server.config import (
 from kafkapy.server.context import RequestContext
 from kafkapy.server.dynamic_config import (
     DYNAMIC_BROKER_KEYS,
+    DYNAMIC_BROKER_LISTS,
     alter_broker_configs,
     alter_group_configs,
 )
@@ -179,8 +191,11 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                 continue
             result.configs = _broker_entries(broker, res.resource_name, keys, synonyms, docs)
         elif res.resource_type == BROKER_LOGGER:
-            if not _is_this_broker(broker, res.resource_name):
+            if res.resource_name != str(broker.node_id):
                 result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = f"Unexpected broker id, expected {broker.node_id}"
+                continue
+            result.configs = _logger_entries(keys)
         elif res.resource_type == GROUP:
             if not res.resource_name:
                 result.error_code = ErrorCode.INVALID_REQUEST
@@ -193,10 +208,32 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
     return response
 
 
+def _logger_entries(keys: list[str] | None) -> list[Entry]:
+    return [
+        Entry(name=name, value=level, read_only=False, is_default=False,
+              config_source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, is_sensitive=False,
+              synonyms=[], config_type=ConfigType.STRING)
+        for name, level in logger_levels(keys)
+    ]
+
+
+def _alter_loggers(broker: Broker, res: AlterConfigsResource,
+                   validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """Log levels are this node's own: answered here, in a cluster too (Kafka's broker does)."""
+    if res.resource_name != str(broker.node_id):
+        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
+    try:
+        alter_loggers([LoggerChange(c.name, c.config_operation, c.value) for c in res.configs],
+                      validate_only=validate_only)
+    except LoggerError as e:
+        return e.error, e.message
+    return ErrorCode.NONE, None
+
+
 async def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str, str | None] | None, validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Shared tail of both alter APIs; `new` is the complete override set (None: error already)."""
     if resource_type == BROKER_LOGGER:
-        return ErrorCode.INVALID_REQUEST, "Broker logger levels cannot be changed in kafkapy"
+        return ErrorCode.INVALID_REQUEST, "AlterConfigs does not take BROKER_LOGGER: use IncrementalAlterConfigs"
     if resource_type not in (TOPIC, BROKER, GROUP):
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     assert new is not None
@@ -242,7 +279,7 @@ def _incremental(info: TopicInfo | None, broker: Broker, configs: list[Alterable
 
 def _incremental_broker(broker: Broker, resource: str, configs: list[AlterableConfig]) -> dict[str, str | None]:
     new: dict[str, str | None] = dict(broker.topics.broker_configs.get(resource, {}))
-    return _apply_ops(new, configs, lambda name: broker.config.get(name) or "", BROKER_CONFIGS)
+    return _apply_ops(new, configs, lambda name: DYNAMIC_BROKER_LISTS.get(name, ""), BROKER_CONFIGS)
 
 
 def _incremental_group(broker: Broker, group_id: str, configs: list[AlterableConfig]) -> dict[str, str | None]:
@@ -296,14 +333,22 @@ _INCREMENTAL: dict[int, Callable[[Broker, str, list[AlterableConfig]], dict[str,
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    if ctx.broker.cluster is not None:
-        return await _forward_incremental(ctx, req)
     broker = ctx.broker
+    forward = [r for r in req.resources if r.resource_type != BROKER_LOGGER]
+    forwarded: Iterator[AlterConfigsResourceResponse] = iter(())
+    if broker.cluster is not None and forward:
+        answer = await _forward_incremental(ctx, IncrementalAlterConfigsRequest(resources=forward, validate_only=req.validate_only))
+        forwarded = iter(answer.responses)
     response = IncrementalAlterConfigsResponse()
     for res in req.resources:
         code: ErrorCode
         message: str | None
-        if res.resource_type in _INCREMENTAL:
+        if res.resource_type == BROKER_LOGGER:
+            code, message = _alter_loggers(broker, res, req.validate_only)
+        elif broker.cluster is not None:
+            response.responses.append(next(forwarded))
+            continue
+        elif res.resource_type in _INCREMENTAL:
             try:
                 new = _INCREMENTAL[res.resource_type](broker, res.resource_name, res.configs)
                 code, message = await _alter(broker, res.resource_type, res.resource_name, new, req.validate_only)
