@@ -188,6 +188,21 @@ class RaftCore:
     def high_watermark(self) -> int:
         return self._hw
 
+    def has_quorum_contact(self, now_ms: int) -> bool:
+        """A leader that a majority of voters fetched from within the fetch timeout. A voter
+        stands, or grants a vote, only once its fetch timeout passed without an answer from
+        this leader, so a successor is elected no earlier than about a fetch timeout (less one
+        network delay) after this leader's last majority contact. A leader resumed after a
+        pause, or cut off, fails this at once, although its check-quorum step-down (at 1.5
+        fetch timeouts, at its next tick) may not have run yet."""
+        st = self._role_state
+        if not isinstance(st, LeaderState):
+            return False
+        if len(self.voters) <= 1:
+            return True
+        now = max(self._now, now_ms)
+        return now - st.quorum_last_seen_ms(self.voters, self.node_id, now) < self._fetch_timeout_ms
+
     def replica_progress(self) -> dict[int, ReplicaProgress]:
         """The leader's view of every replica that fetched (DescribeQuorum); empty elsewhere."""
         st = self._role_state

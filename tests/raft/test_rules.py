@@ -490,6 +490,29 @@ def test_leader_without_quorum_resigns() -> None:
     assert core.role is Role.RESIGNED
 
 
+def test_leader_loses_quorum_contact_one_fetch_timeout_after_its_last_majority_fetch() -> None:
+    """A leader resumed after a pause or cut off still holds LeaderState until its check-quorum
+    tick runs (1.5 fetch timeouts); what it answers without a commit (broker heartbeats) must
+    not count meanwhile: a successor can be elected a fetch timeout after the last fetch a
+    majority made to it. A later fetch of any follower (with the leader, a majority of three)
+    restores contact; a non-leader never has it; a sole voter always has it."""
+    core = make()
+    elect(core)
+    start = core.next_deadline_ms() - ELECTION_MS
+    fetch(core, 2, 1, 1, start + 100)
+    assert core.has_quorum_contact(start + 100 + FETCH_TIMEOUT_MS - 1)
+    # no tick in between (the paused process): still leader, but no contact any more
+    assert not core.has_quorum_contact(start + 100 + FETCH_TIMEOUT_MS)
+    assert core.is_leader
+    fetch(core, 3, 1, 1, start + 100 + FETCH_TIMEOUT_MS + 5)
+    assert core.has_quorum_contact(start + 100 + FETCH_TIMEOUT_MS + 5)
+    follower = make(node_id=2)
+    assert not follower.has_quorum_contact(0)
+    sole = make(voters=(1,), epochs=[1], state=QuorumState(1))
+    assert sole.is_leader
+    assert sole.has_quorum_contact(10 * FETCH_TIMEOUT_MS)
+
+
 def test_leader_reannounces_itself_to_silent_voters() -> None:
     """KIP-595: BeginQuorumEpoch is re-sent to voters that have not fetched lately."""
     core = make()

@@ -187,6 +187,10 @@ class RaftDriver:
         """The end of what the subscribers have been given (offsets below it are applied)."""
         return self._committed_end
 
+    def has_quorum_contact(self) -> bool:
+        """`RaftCore.has_quorum_contact` now (see there)."""
+        return self.core.has_quorum_contact(now_ms())
+
     def replica_progress(self) -> dict[int, ReplicaProgress]:
         return self.core.replica_progress()
 

@@ -16,7 +16,11 @@ metadata carry the committed metadata offset in a private tagged field (see
 
 A BrokerHeartbeat may carry, in a private tagged field, the nodes whose connections failed at
 the sender (`liveness.SUSPECTS_TAG`): the controller probes them (fencing a crashed broker early,
-see `server/cluster/liveness.py`).
+see `server/cluster/liveness.py`). A heartbeat answered unfenced without a commit (nothing
+changed) is answered only while a majority of voters fetched from this controller within the
+Raft fetch timeout (`RaftCore.has_quorum_contact`); otherwise NOT_CONTROLLER: a controller that
+resumes after a pause could otherwise renew a broker's leader lease (lifecycle.py) from a state
+a newer controller has replaced, before its own check-quorum step-down runs.
 
 Version mapping, as Kafka does it: AlterPartition v0-1 name topics (v2+ ids; an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID), v0-2 send plain ISR ids (v3 ids with
@@ -107,6 +111,13 @@ def _driver(ctx: RequestContext) -> ControllerDriver | None:
     return driver if isinstance(driver, ControllerDriver) else None
 
 
+def _has_quorum_contact(driver: ControllerDriver | None) -> bool:
+    """Does this node's Raft leadership still hold (`RaftDriver.has_quorum_contact`)?"""
+    raft = getattr(getattr(driver, "node", None), "raft", None)
+    check = getattr(raft, "has_quorum_contact", None)
+    return check is None or bool(check())
+
+
 #: the longest commit wait an admin request's `timeout_ms` may ask for
 MAX_ADMIN_COMMIT_WAIT_S = 60.0
 
@@ -185,6 +196,11 @@ async def handle_broker_heartbeat(
     if outcome is None:
         return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
     reply, _ = outcome
+    if not reply.is_fenced and not _has_quorum_contact(driver):
+        # An answer that wrote nothing was not checked by a commit: a controller that was
+        # paused or cut off (another may have fenced this broker and moved its leaderships
+        # since) must not renew the broker's leader lease from its stale state.
+        return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER)
     return BrokerHeartbeatResponse(
         error_code=reply.error,
         is_caught_up=reply.is_caught_up,

@@ -17,9 +17,10 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.messages import BrokerHeartbeatRequest, ProduceRequest
 from kafkapy.testing.local import LocalNode, open_cluster
 from tests.server.cluster.controller_helpers import (
+    active_controller,
     call,
     create_replicated,
     image_of,
@@ -84,3 +85,29 @@ async def test_a_leader_without_a_lease_refuses_writes_unless_the_lease_is_off(
             lifecycle.wake()
             await wait_until("the lease renewed", lifecycle.holds_lease)
             assert _code(await call(leader.broker_port, ApiKey.PRODUCE, 9, _produce(1))) is ErrorCode.NONE
+
+
+async def test_a_controller_out_of_touch_with_its_quorum_renews_no_lease(tmp_path: Path) -> None:
+    """The active controller whose voters stopped fetching from it (resumed after a pause, or
+    cut off) answers heartbeats NOT_CONTROLLER - before its check-quorum step-down runs, which
+    is held back here by holding its Raft lock as a paused process's late timer would. Its
+    answer would renew a broker's lease from a state a successor may have replaced."""
+    with trio.fail_after(140):
+        async with open_cluster(tmp_path, 3) as nodes:
+            controller = active_controller(nodes)
+            cluster: Any = controller.broker.cluster
+            raft = cluster.raft
+            request = BrokerHeartbeatRequest(
+                broker_id=controller.node_id,
+                broker_epoch=cluster.lifecycle.broker_epoch,
+                current_metadata_offset=2**31 - 1,
+            )
+            answer = await call(controller.controller_port, ApiKey.BROKER_HEARTBEAT, 1, request)
+            assert (ErrorCode(answer.error_code), answer.is_fenced) == (ErrorCode.NONE, False)
+            async with raft._lock:  # no fetch, no tick gets in
+                stale = int(trio.current_time() * 1000) - 10 * cluster.config.fetch_timeout_ms
+                for progress in raft.core._role_state.progress.values():
+                    progress.last_fetch_ms = stale
+                assert raft.is_leader
+                answer = await call(controller.controller_port, ApiKey.BROKER_HEARTBEAT, 1, request)
+                assert ErrorCode(answer.error_code) is ErrorCode.NOT_CONTROLLER
