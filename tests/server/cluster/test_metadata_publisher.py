@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.controller.records import (
@@ -49,26 +49,34 @@ class FakeRaft:
         self.on_snapshot = on_snapshot
 
 
-class FakeNode:
-    """The parts of ClusterNode the publisher uses, with ClusterNode's own `has_joined`."""
-
-    has_joined = ClusterNode.has_joined
-
-    def __init__(self, *, is_broker: bool = True) -> None:
-        self.node_id = ME
-        self.config = SimpleNamespace(is_broker=is_broker)
-        self.image: Any = None
-        self.raft = FakeRaft()
-        self.lifecycle = SimpleNamespace(incarnation_id=NEW_INCARNATION)
-        self._joined = False
-
-
 class RecordingBroker:
     def __init__(self) -> None:
         self.applied: list[tuple[MetadataImage, MetadataDelta | None]] = []
 
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         self.applied.append((image, delta))
+
+
+class FakeNode:
+    """What ClusterNode wires around its publisher, with ClusterNode's own `has_joined` as the
+    broker role's `may_publish`."""
+
+    def __init__(self, broker: RecordingBroker, *, is_broker: bool = True) -> None:
+        self.node_id = ME
+        self.lifecycle = SimpleNamespace(incarnation_id=NEW_INCARNATION)
+        self._joined = False
+        self.raft = FakeRaft()
+        self.publisher = MetadataPublisher(
+            broker.apply_metadata, node_id=ME, may_publish=self.has_joined if is_broker else lambda: True
+        )
+        self.raft.subscribe(self.publisher.on_committed, self.publisher.on_snapshot)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.publisher.image
+
+    def has_joined(self) -> bool:
+        return ClusterNode.has_joined(cast(ClusterNode, self))
 
 
 def registration(broker_id: int, incarnation: uuid.UUID, epoch: int) -> RegisterBrokerRecord:
@@ -109,9 +117,9 @@ def txn_leader(image: MetadataImage) -> tuple[int, int]:
 
 
 def test_a_restarted_broker_acts_on_no_image_before_it_caught_up_and_was_unfenced() -> None:
-    node = FakeNode()
     broker = RecordingBroker()
-    publisher = MetadataPublisher(broker, node)  # type: ignore[arg-type]
+    node = FakeNode(broker)
+    publisher = node.publisher
     raft = node.raft
     assert raft.on_committed is not None
     assert raft.on_snapshot is not None
@@ -152,9 +160,8 @@ def test_a_restarted_broker_acts_on_no_image_before_it_caught_up_and_was_unfence
 
 
 def test_a_controller_only_node_publishes_at_once() -> None:
-    node = FakeNode(is_broker=False)
     broker = RecordingBroker()
-    MetadataPublisher(broker, node)  # type: ignore[arg-type]
+    node = FakeNode(broker, is_broker=False)
     assert node.raft.on_snapshot is not None
     node.raft.on_snapshot(stale_image(), 4)
     assert len(broker.applied) == 1
