@@ -70,9 +70,16 @@ async def test_a_group_config_set_through_one_broker_is_applied_by_the_groups_co
                 found = await find(first, group)
                 return found if found.error_code == ErrorCode.NONE else None
 
-            at = (await until("a coordinator", coordinator)).node_id
-            member = await clients[at].request(
-                ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, ConsumerGroupHeartbeatRequest(
-                    group_id=group, member_id="m", member_epoch=0, rebalance_timeout_ms=30_000,
-                    subscribed_topic_names=["t"], topic_partitions=[]))
+            async def joined() -> Any:
+                # as a client does: find the coordinator, and again while it is not ready yet
+                at = (await until("a coordinator", coordinator)).node_id
+                member = await clients[at].request(
+                    ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, ConsumerGroupHeartbeatRequest(
+                        group_id=group, member_id="m", member_epoch=0, rebalance_timeout_ms=30_000,
+                        subscribed_topic_names=["t"], topic_partitions=[]))
+                retry = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                return None if member.error_code in retry else member
+
+            member = await until("a heartbeat answered by the coordinator", joined)
             assert (member.error_code, member.heartbeat_interval_ms) == (ErrorCode.NONE, 9000)
