@@ -442,6 +442,20 @@ def test_list_config_append_subtract_and_synonyms(admin_extra_run: tuple[str, Ev
     assert detail["type"] == "LIST"
 
 
+def test_group_configs_and_broker_loggers(admin_extra_run: tuple[str, Events]) -> None:
+    """kafka-configs.sh --entity-type groups (KIP-848 group configs) and broker-loggers, through
+    the Java Admin's incrementalAlterConfigs / describeConfigs (GROUP 32, BROKER_LOGGER 8)."""
+    _, events = admin_extra_run
+    assert events.one("groupConfigs")["configs"] == {
+        "consumer.heartbeat.interval.ms": "500:DEFAULT_CONFIG",  # this module's broker setting
+        "consumer.session.timeout.ms": "50000:DYNAMIC_GROUP_CONFIG",
+    }
+    levels = events.one("brokerLoggers")["levels"]
+    assert levels["set"] == "DEBUG:DYNAMIC_BROKER_LOGGER_CONFIG"
+    # deleted: the logger follows root again
+    assert levels["delete"] == f"{levels['delete-root']}:DYNAMIC_BROKER_LOGGER_CONFIG"
+
+
 def test_transaction_tools(admin_extra_run: tuple[str, Events]) -> None:
     """kafka-transactions.sh list / describe / describe-producers after one committed txn."""
     prefix, events = admin_extra_run

@@ -130,6 +130,31 @@ final class AdminExtra {
       bc.put("_count", brokerConfig.entries().size());
       AdminOps.emit("describeConfigs-broker", "configs", bc);
 
+      // kafka-configs.sh --entity-type groups: a KIP-848 group config on a group nobody joined
+      ConfigResource groupRes = new ConfigResource(ConfigResource.Type.GROUP, group + "-cfg");
+      AdminOps.get(admin.incrementalAlterConfigs(Map.of(groupRes, List.of(new AlterConfigOp(
+          new ConfigEntry("consumer.session.timeout.ms", "50000"), AlterConfigOp.OpType.SET)))).all());
+      Map<String, Object> gc = new TreeMap<>();
+      for (ConfigEntry e : AdminOps.get(admin.describeConfigs(List.of(groupRes)).all()).get(groupRes).entries()) {
+        gc.put(e.name(), e.value() + ":" + e.source().name());
+      }
+      AdminOps.emit("groupConfigs", "configs", gc);
+
+      // kafka-configs.sh --entity-type broker-loggers: set a level, then delete it again
+      ConfigResource loggerRes = new ConfigResource(ConfigResource.Type.BROKER_LOGGER, "1");
+      String logger = "kafkapy.server.broker";
+      Map<String, Object> lc = new TreeMap<>();
+      for (Map.Entry<String, AlterConfigOp> step : List.of(
+          Map.entry("set", new AlterConfigOp(new ConfigEntry(logger, "DEBUG"), AlterConfigOp.OpType.SET)),
+          Map.entry("delete", new AlterConfigOp(new ConfigEntry(logger, ""), AlterConfigOp.OpType.DELETE)))) {
+        AdminOps.get(admin.incrementalAlterConfigs(Map.of(loggerRes, List.of(step.getValue()))).all());
+        Config levels = AdminOps.get(admin.describeConfigs(List.of(loggerRes)).all()).get(loggerRes);
+        ConfigEntry e = levels.get(logger);
+        lc.put(step.getKey(), e.value() + ":" + e.source().name());
+        lc.put(step.getKey() + "-root", levels.get("root").value());
+      }
+      AdminOps.emit("brokerLoggers", "levels", lc);
+
       Collection<TransactionListing> txns = AdminOps.get(admin.listTransactions().all());
       List<Object> listed = new ArrayList<>();
       for (TransactionListing t : txns) {
