@@ -24,6 +24,7 @@ from kafkapy.protocol.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
     MetadataResponse,
@@ -253,6 +254,25 @@ async def topic_overrides(port: int, name: str) -> dict[str, str | None]:
         for c in result.configs
         if c.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     }
+
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+async def find_coordinator(client: Client, key: str, key_type: int = GROUP_KEY) -> int:
+    """FindCoordinator v3 for a group (or, `TRANSACTION_KEY`, a transactional id) until it
+    answers, as a client retries it while the coordinator's internal topic is made and loaded;
+    the coordinator's node id."""
+    request = FindCoordinatorRequest(key=key, key_type=key_type)
+    error = ErrorCode.REQUEST_TIMED_OUT
+    with trio.move_on_after(IO_TIMEOUT_S):
+        while True:
+            found = await client.request(ApiKey.FIND_COORDINATOR, 3, request)
+            if found.error_code == ErrorCode.NONE:
+                return int(found.node_id)
+            error = ErrorCode(found.error_code)
+            await trio.sleep(0.02)
+    raise AssertionError(f"no coordinator for {key!r} (last error {error.name})")
 
 
 async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = IO_TIMEOUT_S) -> None:

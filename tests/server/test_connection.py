@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import struct
@@ -22,7 +23,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.handlers.registry import REGISTRY
 
-from .helpers import Client, batch, running_broker
+from .helpers import Client, batch, create_topic, running_broker
 
 
 async def test_api_versions_lists_registered_handlers_within_codec_ranges() -> None:
@@ -61,8 +62,8 @@ async def test_unsupported_api_versions_version_gets_v0_error_with_our_versions(
 async def test_pipelined_responses_come_back_in_request_order() -> None:
     """A long-poll fetch first, then quick requests: answers still arrive in request order, and
     the quick ones are not held up by the fetch's wait (it releases its turn)."""
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         fetch = FetchRequest(
             max_wait_ms=3000, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
@@ -89,8 +90,8 @@ async def test_pipelined_responses_come_back_in_request_order() -> None:
 
 
 async def test_produces_on_one_connection_append_in_request_order() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("order", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "order", 1)
         client = await Client.connect(port)
         for i in range(30):
             req = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
@@ -172,8 +173,8 @@ async def test_shutdown_is_prompt_with_idle_connections_open(tmp_path: Path) -> 
 
 
 async def test_shutdown_answers_a_waiting_long_poll_fetch() -> None:
-    async with running_broker(None) as (broker, server, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, server, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         fetch = FetchRequest(
             max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
@@ -215,14 +216,14 @@ async def test_peer_reset_mid_request_is_quiet(caplog: pytest.LogCaptureFixture)
 async def test_handler_exception_answers_unknown_server_error_and_keeps_serving(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
 
-        def explode(*_: object) -> None:
+        async def explode(*_: object) -> None:
             raise RuntimeError("boom")
 
-        monkeypatch.setattr(broker, "partition_log", explode)
-        monkeypatch.setattr(broker, "advertised", explode)
+        for api in (ApiKey.PRODUCE, ApiKey.DESCRIBE_CLUSTER):
+            monkeypatch.setitem(REGISTRY, api, dataclasses.replace(REGISTRY[api], func=explode))
         client = await Client.connect(port)
         produce = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
             name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(b"x"))])])

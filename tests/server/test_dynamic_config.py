@@ -15,8 +15,9 @@ from kafkapy.protocol.messages import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from kafkapy.server.broker import Broker
 from kafkapy.server.config import ConfigSource
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, running_broker, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 TOPIC, BROKER = 2, 4
@@ -42,15 +43,26 @@ async def _describe(c: Client, rtype: int, name: str, key: str) -> tuple[str | N
     return entry.value, [(s.name, s.value, s.source) for s in entry.synonyms]
 
 
+async def _log_has(broker: Broker, topic: str, attr: str, value: object) -> None:
+    """Partition 0 of `topic` has the config `attr` == `value`, once the node applied the change
+    (it does so when the change is published)."""
+
+    def reached() -> bool:
+        plog = broker.partition_log(topic, 0)
+        return plog is not None and getattr(plog.config, attr) == value
+
+    await wait_until(reached, f"{topic}-0 has {attr}={value!r}")
+
+
 async def test_layers_effect_synonyms_and_restart(tmp_path: Path) -> None:
     async with running_broker(tmp_path, **{"log.retention.hours": "100"}) as (broker, _, port):
-        broker.create_topic("t", 1)
-        broker.create_topic("own", 1, {"retention.ms": "1000"})
+        await create_topic(port, "t", 1)
+        await create_topic(port, "own", 1, {"retention.ms": "1000"})
         node = str(broker.node_id)
         c = await Client.connect(port)
         with trio.fail_after(30):
             assert await _alter(c, _incremental("", Op(name="log.retention.ms", config_operation=SET, value="7200000"))) == 0
-            assert broker.partition_log("t", 0).config.retention_ms == 7_200_000  # type: ignore[union-attr]
+            await _log_has(broker, "t", "retention_ms", 7_200_000)
             assert await _alter(c, _incremental(node, Op(name="log.retention.ms", config_operation=SET, value="3600000"))) == 0
             value, synonyms = await _describe(c, TOPIC, "t", "retention.ms")
             assert value == "3600000"
@@ -61,14 +73,14 @@ async def test_layers_effect_synonyms_and_restart(tmp_path: Path) -> None:
                 ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
             ]
             assert (await _describe(c, BROKER, "", "log.retention.ms"))[0] == "7200000"
-            assert broker.partition_log("t", 0).config.retention_ms == 3_600_000  # type: ignore[union-attr]
-            assert broker.partition_log("own", 0).config.retention_ms == 1000  # type: ignore[union-attr]
+            await _log_has(broker, "t", "retention_ms", 3_600_000)
+            await _log_has(broker, "own", "retention_ms", 1000)
             # validate_only changes nothing; list configs take APPEND; refusals
             assert await _alter(c, _incremental(node, Op(name="log.segment.bytes", config_operation=SET, value="2048"),
                                                 validate_only=True)) == 0
             assert broker.partition_log("t", 0).config.segment_bytes == 1 << 30  # type: ignore[union-attr]
             assert await _alter(c, _incremental(node, Op(name="log.cleanup.policy", config_operation=APPEND, value="compact"))) == 0
-            assert broker.partition_log("t", 0).config.cleanup_policy == "delete,compact"  # type: ignore[union-attr]
+            await _log_has(broker, "t", "cleanup_policy", "delete,compact")
             assert await _alter(c, _incremental(node, Op(name="num.io.threads", config_operation=SET, value="4"))) == ErrorCode.INVALID_CONFIG
             assert await _alter(c, _incremental(node, Op(name="log.segment.bytes", config_operation=SET, value="ten"))) == ErrorCode.INVALID_CONFIG
             assert await _alter(c, _incremental("7", Op(name="log.retention.ms", config_operation=SET, value="1"))) == ErrorCode.INVALID_REQUEST
@@ -80,21 +92,21 @@ async def test_layers_effect_synonyms_and_restart(tmp_path: Path) -> None:
                 ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]
         await c.aclose()
     async with running_broker(tmp_path, **{"log.retention.hours": "100"}) as (broker, _, port):
-        assert broker.partition_log("t", 0).config.retention_ms == 3_600_000  # type: ignore[union-attr]
-        assert broker.partition_log("t", 0).config.cleanup_policy == "delete,compact"  # type: ignore[union-attr]
+        await _log_has(broker, "t", "retention_ms", 3_600_000)
+        await _log_has(broker, "t", "cleanup_policy", "delete,compact")
         assert broker.config.source("log.retention.ms") == ConfigSource.DYNAMIC_BROKER_CONFIG
 
 
 async def test_delete_goes_back_to_the_static_value(tmp_path: Path) -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+        await create_topic(port, "t", 1)
         node = str(broker.node_id)
         c = await Client.connect(port)
         with trio.fail_after(30):
             assert await _alter(c, _incremental(node, Op(name="message.max.bytes", config_operation=SET, value="2000"))) == 0
-            assert broker.partition_log("t", 0).config.max_message_bytes == 2000  # type: ignore[union-attr]
+            await _log_has(broker, "t", "max_message_bytes", 2000)
             assert await _alter(c, _incremental(node, Op(name="message.max.bytes", config_operation=DELETE))) == 0
-            assert broker.partition_log("t", 0).config.max_message_bytes == 1048588  # type: ignore[union-attr]
+            await _log_has(broker, "t", "max_message_bytes", 1048588)
             value, synonyms = await _describe(c, BROKER, node, "message.max.bytes")
         await c.aclose()
     assert (value, synonyms) == ("1048588", [("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)])

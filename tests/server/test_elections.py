@@ -10,7 +10,7 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,8 +36,8 @@ def outcome(response: ElectLeadersResponse) -> dict[tuple[str, int], ErrorCode]:
 
 async def test_single_node_election_is_never_needed() -> None:
     with trio.fail_after(30):
-        async with running_broker(None) as (broker, _, port):
-            broker.create_topic("one", 2)
+        async with running_broker(None) as (_, _, port):
+            await create_topic(port, "one", 2)
             client = await Client.connect(port)
             try:
                 wanted = {"one": [0, 1, 1, 5], "other": [0]}

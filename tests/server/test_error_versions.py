@@ -25,7 +25,7 @@ from kafkapy.server.handlers.registry import CONTROLLER_REGISTRY, REGISTRY
 from tests.protocol.specs import REFERENCE_DIR
 from tests.server.test_transactions import TXN_SETTINGS, Txn
 
-from .helpers import Client, running_broker
+from .helpers import Client, create_topic, running_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,8 +103,8 @@ async def test_add_partitions_v0_fenced_producer_gets_invalid_producer_epoch(tmp
     from kafkapy.protocol.messages import AddPartitionsToTxnRequest
 
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("z", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "z", 1)
             c = await Client.connect(port)
             old = Txn(c, "tx-z")
             assert await old.init() == E.NONE

@@ -16,7 +16,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsRequest, MetadataRequest, ProduceRequest
 from kafkapy.server.faults import FaultAction, FaultInjector
 from kafkapy.testing.faults import FaultClient, FaultControlError
-from tests.server.helpers import Client, batch, running_broker
+from tests.server.helpers import Client, batch, create_topic, running_broker
 
 
 def _produce(topic: str, value: bytes) -> ProduceRequest:
@@ -100,7 +100,7 @@ async def test_a_broker_has_no_injector_unless_asked() -> None:
 
 async def test_failed_produce_answers_the_error_per_partition_and_appends_nothing() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+        await create_topic(port, "t", 1)
         broker.fault_injector = faults = FaultInjector()
         faults.fail(ApiKey.PRODUCE, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         client = await Client.connect(port)
@@ -153,8 +153,8 @@ async def test_delayed_request_is_held_then_served() -> None:
 # -- the control socket ------------------------------------------------------------------------
 async def test_control_socket_installs_rules_in_the_broker(tmp_path: Path) -> None:
     path = tmp_path / "f.sock"
-    async with running_broker(None, **{"kafkapy.test.fault.control.socket": str(path)}) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None, **{"kafkapy.test.fault.control.socket": str(path)}) as (_, _, port):
+        await create_topic(port, "t", 1)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         control = FaultClient(path)
         await trio.to_thread.run_sync(

@@ -13,7 +13,7 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest, ProduceRequest
 from kafkapy.server.fetch_session import FetchSessionCache, SessionPartition
 
-from .helpers import Client, batch, running_broker
+from .helpers import Client, batch, create_topic, running_broker
 
 FETCH_V = 12
 
@@ -97,7 +97,7 @@ def _parts(resp: object) -> dict[int, int]:
 
 async def test_full_then_incremental_fetches_carry_only_changes() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("s", 3)
+        await create_topic(port, "s", 3)
         client = await Client.connect(port)
         full = await client.request(ApiKey.FETCH, FETCH_V, _fetch("s", [(0, 0), (1, 0), (2, 0)], session_id=0, epoch=0))
         assert full.error_code == 0
@@ -123,7 +123,7 @@ async def test_full_then_incremental_fetches_carry_only_changes() -> None:
 
 async def test_session_errors_and_close() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("s", 1)
+        await create_topic(port, "s", 1)
         client = await Client.connect(port)
         unknown = await client.request(ApiKey.FETCH, FETCH_V, _fetch("s", [], session_id=12345, epoch=1))
         assert unknown.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
@@ -136,8 +136,8 @@ async def test_session_errors_and_close() -> None:
 
 
 async def test_sessions_beyond_the_cache_size_fall_back_to_sessionless() -> None:
-    async with running_broker(None, **{"max.incremental.fetch.session.cache.slots": "1"}) as (broker, _, port):
-        broker.create_topic("s", 1)
+    async with running_broker(None, **{"max.incremental.fetch.session.cache.slots": "1"}) as (_, _, port):
+        await create_topic(port, "s", 1)
         client = await Client.connect(port)
         first = await client.request(ApiKey.FETCH, FETCH_V, _fetch("s", [(0, 0)], session_id=0, epoch=0))
         second = await client.request(ApiKey.FETCH, FETCH_V, _fetch("s", [(0, 0)], session_id=0, epoch=0))
@@ -146,8 +146,8 @@ async def test_sessions_beyond_the_cache_size_fall_back_to_sessionless() -> None
 
 
 async def test_topic_ids_in_v13_and_unknown_topic_id() -> None:
-    async with running_broker(None) as (broker, _, port):
-        info = broker.create_topic("ids", 1)
+    async with running_broker(None) as (_, _, port):
+        info = await create_topic(port, "ids", 1)
         client = await Client.connect(port)
         stranger = uuid.uuid4()
         req = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1, topics=[
@@ -161,8 +161,8 @@ async def test_topic_ids_in_v13_and_unknown_topic_id() -> None:
 
 async def test_sessions_rotate_partitions_so_none_starves() -> None:
     """With a budget for one batch per fetch, a session serves both busy partitions in turn."""
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("busy", 2)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "busy", 2)
         client = await Client.connect(port)
         for p in (0, 1):
             for i in range(4):

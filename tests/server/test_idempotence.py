@@ -19,7 +19,7 @@ from kafkapy.protocol.records import Record, build_batch, build_control_batch
 from kafkapy.server.idempotence import BLOCK_SIZE, ProducerIds, ProducerStates
 from kafkapy.storage import PartitionLog
 
-from .helpers import Client, running_broker
+from .helpers import Client, create_topic, running_broker
 
 
 def pid_batch(pid: int, epoch: int, seq: int, *values: bytes) -> bytes:
@@ -44,7 +44,7 @@ def test_producer_ids_are_unique_across_restarts(tmp_path: Path) -> None:
 
 async def test_init_producer_id_and_sequence_rules(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as (broker, _, port):
-        broker.create_topic("idem", 1)
+        await create_topic(port, "idem", 1)
         client = await Client.connect(port)
         init = await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
         assert (init.error_code, init.producer_epoch) == (0, 0)
@@ -72,7 +72,7 @@ async def test_init_producer_id_and_sequence_rules(tmp_path: Path) -> None:
         assert plog.log_end_offset == 3
         # transactional ids are served by the transaction coordinator: tests/server/test_transactions*.py
     # after a clean restart (snapshot) the retry is still recognised and the sequence continues
-    async with running_broker(tmp_path) as (broker, _, port):
+    async with running_broker(tmp_path) as (_, _, port):
         client = await Client.connect(port)
         p = (await client.request(ApiKey.PRODUCE, 9, produce("idem", pid_batch(pid, 0, 2, b"c")))).responses[0].partition_responses[0]
         assert (p.error_code, p.base_offset) == (0, 2)
@@ -82,7 +82,7 @@ async def test_init_producer_id_and_sequence_rules(tmp_path: Path) -> None:
 
 async def test_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as (broker, _, port):
-        broker.create_topic("replay", 1)
+        await create_topic(port, "replay", 1)
         client = await Client.connect(port)
         pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
         await client.request(ApiKey.PRODUCE, 9, produce("replay", pid_batch(pid, 0, 0, b"a")))
@@ -97,7 +97,7 @@ async def test_state_is_rebuilt_from_the_log_without_a_snapshot(tmp_path: Path) 
 
 async def test_idle_producers_expire() -> None:
     async with running_broker(None, **{"producer.id.expiration.ms": "1"}) as (broker, _, port):
-        broker.create_topic("exp", 1)
+        await create_topic(port, "exp", 1)
         client = await Client.connect(port)
         pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
         await client.request(ApiKey.PRODUCE, 9, produce("exp", pid_batch(pid, 0, 0, b"a")))
@@ -112,8 +112,8 @@ async def test_only_the_periodic_sweep_expires_producer_state() -> None:
     `producer.id.expiration.ms` survives until the sweep runs (no expiry inside an append),
     and is gone after it."""
     settings = {"producer.id.expiration.ms": "50", "producer.id.expiration.check.interval.ms": "3600000"}
-    async with running_broker(None, **settings) as (broker, _, port):
-        broker.create_topic("sweep", 1)
+    async with running_broker(None, **settings) as (_, _, port):
+        await create_topic(port, "sweep", 1)
         client = await Client.connect(port)
         pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
         await client.request(ApiKey.PRODUCE, 9, produce("sweep", pid_batch(pid, 0, 0, b"a")))
@@ -122,7 +122,7 @@ async def test_only_the_periodic_sweep_expires_producer_state() -> None:
         assert p.error_code == ErrorCode.NONE
     settings["producer.id.expiration.check.interval.ms"] = "20"
     async with running_broker(None, **settings) as (broker, _, port):
-        broker.create_topic("sweep", 1)
+        await create_topic(port, "sweep", 1)
         client = await Client.connect(port)
         pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
         await client.request(ApiKey.PRODUCE, 9, produce("sweep", pid_batch(pid, 0, 0, b"a")))
@@ -136,8 +136,8 @@ async def test_only_the_periodic_sweep_expires_producer_state() -> None:
 
 
 async def test_describe_producers_lists_active_producers() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("desc", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "desc", 1)
         client = await Client.connect(port)
         pid = (await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())).producer_id
         await client.request(ApiKey.PRODUCE, 9, produce("desc", pid_batch(pid, 0, 0, b"a", b"b", b"c")))

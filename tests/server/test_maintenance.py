@@ -14,7 +14,7 @@ from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.storage.writeback import PAGE_SIZE, WRITEBACK_SUPPORTED
 
-from .helpers import Client, running_broker
+from .helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.skipif(not WRITEBACK_SUPPORTED, reason="no sync_file_range here")
 
@@ -28,7 +28,7 @@ def _produce(topic: str, value: bytes, count: int) -> ProduceRequest:
 async def test_produced_bytes_are_handed_to_writeback_soon(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (broker, _, port):
-            broker.create_topic("wb", 1, {})
+            await create_topic(port, "wb", 1)
             c = await Client.connect(port)
             for _ in range(3):  # 3 x ~1 MiB through the real produce path
                 resp = await c.request(ApiKey.PRODUCE, 9, _produce("wb", b"w" * 1024, 1000))

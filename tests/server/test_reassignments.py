@@ -16,7 +16,7 @@ from kafkapy.protocol.messages import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 async def test_single_node_reassignments() -> None:
     with trio.fail_after(30):
         async with running_broker(None) as (broker, _, port):
-            broker.create_topic("one", 1)
+            await create_topic(port, "one", 1)
             client = await Client.connect(port)
             try:
                 moves = [(0, [broker.node_id]), (0, [broker.node_id, 7]), (0, None), (3, [1])]

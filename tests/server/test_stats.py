@@ -13,10 +13,8 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse
 from kafkapy.protocol.raw_response import RawResponse
-from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.stats import Histogram, RequestLog, api_name, error_counts
-from tests.server.helpers import Client, batch, running_broker
+from tests.server.helpers import Client, batch, create_topic, running_broker
 
 
 def produce_request(topic: str, *partitions: int, acks: int = 1) -> ProduceRequest:
@@ -68,20 +66,22 @@ def test_histogram_buckets_are_cumulative() -> None:
     assert (hist.count, hist.sum) == (4, 56.5)
 
 
-def test_request_log_names_must_be_kafka_api_names() -> None:
+async def test_request_log_names_must_be_kafka_api_names() -> None:
     assert RequestLog(["produce", " Fetch "]).wants(ApiKey.FETCH)
     assert not RequestLog(["Produce"]).wants(ApiKey.METADATA)
     assert RequestLog(["all"]).wants(ApiKey.METADATA)
     with pytest.raises(ValueError, match=r"unknown API name.*Prodce"):
         RequestLog(["Prodce"])
     with pytest.raises(ValueError, match="Prodce"):
-        Broker(BrokerConfig({"kafkapy.log.requests": "Prodce"}), memory=True)
+        async with running_broker(None, **{"kafkapy.log.requests": "Prodce"}):
+            pass
 
 
 async def test_requests_errors_and_times_are_counted_per_api() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 2)
+        await create_topic(port, "t", 2)
         stats = broker.stats
+        metadata_before = stats.requests[("Metadata", 12)]  # create_topic waits with Metadata
         client = await Client.connect(port)
         response = await client.request(ApiKey.PRODUCE, 9, produce_request("t", 0, 1, 7))
         codes = [p.error_code for p in response.responses[0].partition_responses]
@@ -90,7 +90,7 @@ async def test_requests_errors_and_times_are_counted_per_api() -> None:
         await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=None))
         await client.aclose()
         assert stats.requests[("Produce", 9)] == 2
-        assert stats.requests[("Metadata", 12)] == 1
+        assert stats.requests[("Metadata", 12)] == metadata_before + 1
         assert stats.errors[("Produce", ErrorCode.NONE)] == 3
         assert stats.errors[("Produce", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)] == 1
         assert stats.total_time_ms["Produce"].count == 2
@@ -101,8 +101,8 @@ async def test_requests_errors_and_times_are_counted_per_api() -> None:
 
 async def test_request_log_line_per_request_of_the_chosen_apis(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="kafkapy.request")
-    async with running_broker(None, **{"kafkapy.log.requests": "Produce"}) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None, **{"kafkapy.log.requests": "Produce"}) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, 9, produce_request("t", 0, 3))
         await client.request(ApiKey.METADATA, 12, MetadataRequest(topics=None))
@@ -147,7 +147,7 @@ async def test_a_non_kafka_client_is_named_in_the_log(
 
 async def test_log_flush_times_are_observed() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("synced", 1, {"flush.messages": "1"})
+        await create_topic(port, "synced", 1, {"flush.messages": "1"})
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, 9, produce_request("synced", 0))
         await client.aclose()
@@ -156,14 +156,14 @@ async def test_log_flush_times_are_observed() -> None:
 
 async def test_fetches_are_also_counted_as_consumer_or_follower_fetches() -> None:
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("f", 1)
+        created = await create_topic(port, "f", 1)
         client = await Client.connect(port)
         topics = [FetchRequest.FetchTopic(topic="f", partitions=[
             FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])]
         await client.request(ApiKey.FETCH, 12, FetchRequest(replica_id=-1, max_wait_ms=0, topics=topics))
         follower = FetchRequest(
             replica_state=FetchRequest.ReplicaState(replica_id=2, replica_epoch=1), max_wait_ms=0,
-            topics=[FetchRequest.FetchTopic(topic_id=broker.topic_id_of("f"), partitions=[
+            topics=[FetchRequest.FetchTopic(topic_id=created.topic_id, partitions=[
                 FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])],
         )
         await client.request(ApiKey.FETCH, 15, follower)

@@ -28,9 +28,19 @@ from kafkapy.protocol.messages import (
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
 from kafkapy.server import txn_markers
 
-from .helpers import Client, running_broker
+from .helpers import (
+    IO_TIMEOUT_S,
+    TRANSACTION_KEY,
+    Client,
+    create_topic,
+    find_coordinator,
+    running_broker,
+)
 
 TXN_SETTINGS = {"transaction.state.log.num.partitions": "2"}
+RETRIED_BY_CLIENTS = {
+    E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,
+}
 
 
 def txn_batch(pid: int, epoch: int, seq: int, *values: bytes, transactional: bool = True) -> bytes:
@@ -47,15 +57,21 @@ class Txn:
         self.pid, self.epoch, self.seq = -1, -1, 0
 
     async def init(self, version: int = 4) -> int:
-        for _ in range(50):
-            r = await self.c.request(ApiKey.INIT_PRODUCER_ID, version, InitProducerIdRequest(
-                transactional_id=self.tid, transaction_timeout_ms=self.timeout_ms))
-            if r.error_code != E.CONCURRENT_TRANSACTIONS:
-                break
-            await trio.sleep(0.02)
-        if r.error_code == E.NONE:
+        """FindCoordinator, then InitProducerId, retrying what a client retries (the coordinator
+        still loading, a previous transaction still completing); the error code it ends with."""
+        code = int(E.REQUEST_TIMED_OUT)
+        with trio.move_on_after(IO_TIMEOUT_S):
+            while True:
+                await find_coordinator(self.c, self.tid, TRANSACTION_KEY)
+                r = await self.c.request(ApiKey.INIT_PRODUCER_ID, version, InitProducerIdRequest(
+                    transactional_id=self.tid, transaction_timeout_ms=self.timeout_ms))
+                code = int(r.error_code)
+                if code not in RETRIED_BY_CLIENTS:
+                    break
+                await trio.sleep(0.02)
+        if code == E.NONE:
             self.pid, self.epoch, self.seq = r.producer_id, r.producer_epoch, 0
-        return int(r.error_code)
+        return code
 
     async def add(self, topic: str, partition: int = 0) -> int:
         r = await self.c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
@@ -114,8 +130,8 @@ async def latest(c: Client, topic: str, committed: bool) -> int:
 
 async def test_commit_and_abort_visible_only_as_decided(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("t", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "t", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-a")
             assert await tx.init() == E.NONE
@@ -157,8 +173,8 @@ async def test_commit_and_abort_visible_only_as_decided(tmp_path: Path) -> None:
 
 async def test_zombie_is_fenced_and_its_open_transaction_aborted(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("z", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "z", 1)
             c = await Client.connect(port)
             old = Txn(c, "tx-z")
             assert await old.init() == E.NONE
@@ -180,8 +196,8 @@ async def test_zombie_is_fenced_and_its_open_transaction_aborted(tmp_path: Path)
 
 async def test_transaction_past_its_timeout_is_aborted(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("slow", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "slow", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-slow", timeout_ms=300)
             assert await tx.init() == E.NONE
@@ -195,8 +211,9 @@ async def test_transaction_past_its_timeout_is_aborted(tmp_path: Path) -> None:
             assert await latest(c, "slow", committed=True) == 2  # data + abort marker
             assert (await fetch(c, "slow", committed=True))[0] == []
             assert (await tx.end(True)).error_code == E.PRODUCER_FENCED
-            driver = await broker.txn_coordinator.ready()
-            assert driver.coordinator.transactions["tx-slow"].state.value == "CompleteAbort"
+            d = await c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                                DescribeTransactionsRequest(transactional_ids=["tx-slow"]))
+            assert d.transaction_states[0].transaction_state == "CompleteAbort"
             await c.aclose()
 
 
@@ -205,8 +222,8 @@ async def test_restart_mid_transaction_keeps_lso_then_completes(tmp_path: Path) 
     restarted producer's InitProducerId aborts it. A commit whose markers were written survives
     too, with the .txnindex rebuilt from the log when it was lost."""
     with trio.fail_after(90):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("r", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "r", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-r")
             assert await tx.init() == E.NONE
@@ -224,7 +241,7 @@ async def test_restart_mid_transaction_keeps_lso_then_completes(tmp_path: Path) 
         assert any(f.suffix == ".txnindex" for f in lost)
         for f in lost:
             f.unlink()
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
             c = await Client.connect(port)
             assert await latest(c, "r", committed=True) == 4  # the open transaction's start
             values, part = await fetch(c, "r", committed=True)
@@ -249,8 +266,8 @@ async def test_end_txn_v5_bumps_epoch_and_fences_a_late_end_txn(tmp_path: Path) 
     """Transactions v2 (KIP-890 part 2): every EndTxn bumps the epoch, so a delayed EndTxn of
     the previous transaction cannot commit the next one (torn transaction)."""
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("v2", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "v2", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-v2")
             assert await tx.init(version=5) == E.NONE
@@ -277,8 +294,8 @@ async def test_end_txn_v5_bumps_epoch_and_fences_a_late_end_txn(tmp_path: Path) 
 
 async def test_write_txn_markers_from_the_wire(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("m", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "m", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-m")
             assert await tx.init() == E.NONE
@@ -303,7 +320,7 @@ async def test_markers_interrupted_by_a_restart_are_resent_at_load(tmp_path: Pat
     completes the commit without any client asking."""
     with trio.fail_after(60):
         async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("p", 1)
+            await create_topic(port, "p", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-p")
             assert await tx.init() == E.NONE
@@ -316,7 +333,7 @@ async def test_markers_interrupted_by_a_restart_are_resent_at_load(tmp_path: Pat
             assert prepared.response.error == E.NONE
             assert await latest(c, "p", committed=True) == 0  # no marker yet
             await c.aclose()
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
             c = await Client.connect(port)
             for _ in range(100):
                 if await latest(c, "p", committed=True) == 2:
@@ -353,14 +370,15 @@ async def test_txn_offset_commit_needs_add_offsets_and_lands_with_the_marker(tmp
         return -2 if p.error_code else int(p.committed_offset)
 
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("in", 1)
-            broker.create_topic("out", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "in", 1)
+            await create_topic(port, "out", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-o")
             assert await tx.init() == E.NONE
             assert await tx.add("out") == E.NONE
             assert (await tx.send("out", b"derived"))[0] == E.NONE
+            await find_coordinator(c, "g")
             # the group was never added to the transaction: refused, nothing pending
             assert await commit_offset(tx, 7) == E.INVALID_TXN_STATE
             assert await committed(c) == -1
@@ -413,8 +431,8 @@ async def test_a_marker_whose_write_failed_is_retried_by_the_timer(
 
     monkeypatch.setattr(txn_markers, "write_marker", failing)
     with trio.fail_after(60):
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("t", 1)
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
+            await create_topic(port, "t", 1)
             c = await Client.connect(port)
             tx = Txn(c, "tx-retry")
             assert await tx.init() == E.NONE

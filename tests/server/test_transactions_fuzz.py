@@ -26,7 +26,7 @@ from kafkapy.protocol.messages import (
     WriteTxnMarkersRequest,
 )
 
-from .helpers import Client, running_broker
+from .helpers import Client, create_topic, running_broker
 from .test_transactions import TXN_SETTINGS, txn_batch
 
 tids = st.sampled_from(["a", "b", ""])
@@ -82,8 +82,8 @@ def requests() -> st.SearchStrategy[tuple[int, int, Any]]:
 def test_any_transaction_request_gets_an_answer(script: list[tuple[int, int, Any]]) -> None:
     async def main() -> None:
         with trio.fail_after(60):
-            async with running_broker(None, **TXN_SETTINGS) as (broker, _, port):
-                broker.create_topic("t", 1)
+            async with running_broker(None, **TXN_SETTINGS) as (_, _, port):
+                await create_topic(port, "t", 1)
                 c = await Client.connect(port)
                 for key, version, req in script:
                     resp = await c.request(key, version, req)  # asserts an answer came

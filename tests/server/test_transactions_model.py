@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kafkapy.protocol.errors import ErrorCode as E
 
-from .helpers import Client, running_broker
+from .helpers import Client, create_topic, running_broker
 from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
 
 Step = tuple[str, int]
@@ -39,8 +39,8 @@ class Model:
 
 
 async def run_scenario(script: list[Step]) -> None:
-    async with running_broker(None, **TXN_SETTINGS) as (broker, _, port):
-        broker.create_topic("m", 1)
+    async with running_broker(None, **TXN_SETTINGS) as (_, _, port):
+        await create_topic(port, "m", 1)
         c = await Client.connect(port)
         producers = [Txn(c, "tx-0"), Txn(c, "tx-1")]
         for p in producers:

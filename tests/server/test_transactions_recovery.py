@@ -13,7 +13,7 @@ from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.messages import InitProducerIdRequest
 from kafkapy.protocol.records import Record, build_batch
 
-from .helpers import Client, running_broker
+from .helpers import Client, create_topic, running_broker
 from .test_idempotence import pid_batch, produce
 from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
 
@@ -21,7 +21,7 @@ from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
 async def test_roll_snapshots_and_damaged_snapshot_fallback(tmp_path: Path) -> None:
     with trio.fail_after(90):
         async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
-            broker.create_topic("s", 1, {"segment.bytes": "1024"})
+            await create_topic(port, "s", 1, {"segment.bytes": "1024"})
             c = await Client.connect(port)
             tx = Txn(c, "tx-s")
             assert await tx.init() == E.NONE
@@ -40,7 +40,7 @@ async def test_roll_snapshots_and_damaged_snapshot_fallback(tmp_path: Path) -> N
         snapshots = sorted((tmp_path / "s-0").glob("*.snapshot"))
         assert len(snapshots) >= 2
         snapshots[-1].write_bytes(b"KPPS garbage")  # the newest is damaged
-        async with running_broker(tmp_path, **TXN_SETTINGS) as (broker, _, port):
+        async with running_broker(tmp_path, **TXN_SETTINGS) as (_, _, port):
             c = await Client.connect(port)
             open_at = 12  # 6 x (data + marker)
             assert await latest(c, "s", committed=True) == open_at
@@ -62,8 +62,8 @@ async def test_producer_state_survives_retention_past_its_batches(tmp_path: Path
     loaded: after another restart the producer's retry is still recognised and its sequence
     continues (the issue's "survives retention")."""
     with trio.fail_after(90):
-        async with running_broker(tmp_path) as (broker, _, port):
-            broker.create_topic("ret", 1, {"segment.bytes": "1024"})
+        async with running_broker(tmp_path) as (_, _, port):
+            await create_topic(port, "ret", 1, {"segment.bytes": "1024"})
             c = await Client.connect(port)
             init = await c.request(ApiKey.INIT_PRODUCER_ID, 4,
                                    InitProducerIdRequest(transactional_id=None))
@@ -82,7 +82,7 @@ async def test_producer_state_survives_retention_past_its_batches(tmp_path: Path
             plog.delete_records_before(plog.segments[-2].base_offset)
             await broker.run_maintenance("retention")
             assert plog.log_start_offset > 1
-        async with running_broker(tmp_path) as (broker, _, port):
+        async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
             retry = (await c.request(ApiKey.PRODUCE, 9, produce("ret", pid_batch(pid, 0, 0, b"once")))).responses[0]
             assert (retry.partition_responses[0].error_code, retry.partition_responses[0].base_offset) == (E.NONE, 0)

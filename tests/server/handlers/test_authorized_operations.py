@@ -18,7 +18,7 @@ from kafkapy.protocol.messages import (
     DescribeTopicPartitionsRequest,
     MetadataRequest,
 )
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,8 +31,8 @@ def test_bit_fields_have_kafkas_operation_counts() -> None:
 
 
 async def test_every_request_form_reports_all_supported_operations() -> None:
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         c = await Client.connect(port)
         with trio.fail_after(20):
             want = [MetadataRequest.MetadataRequestTopic(name="t")]

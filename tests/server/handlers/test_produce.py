@@ -19,7 +19,7 @@ from kafkapy.protocol.errors import ErrorCode, InvalidRecordError, ProtocolError
 from kafkapy.protocol.messages import InitProducerIdRequest, ProduceRequest
 from kafkapy.protocol.records import BatchHeader, Record, build_batch, iter_batches
 from kafkapy.server.handlers.produce import _producer_batches
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -83,7 +83,7 @@ async def test_one_request_mixing_plain_and_idempotent_partitions() -> None:
     """A retried request: the idempotent partitions answer with their first offsets and are not
     written again, the plain partitions (no producer id) are appended a second time."""
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 6)
+        await create_topic(port, "t", 6)
         client = await Client.connect(port)
         with trio.fail_after(20):
             init = await client.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest())
@@ -108,7 +108,7 @@ async def test_record_errors_name_the_refused_records_from_v8() -> None:
     """A keyless record on a compacted topic: INVALID_RECORD with Kafka's message and the
     record's index in `record_errors` (v8+); the batch is not written, other partitions are."""
     async with running_broker(None) as (broker, _, port):
-        broker.create_topic("c", 2, {"cleanup.policy": "compact"})
+        await create_topic(port, "c", 2, {"cleanup.policy": "compact"})
         client = await Client.connect(port)
         now = int(time.time() * 1000)
         bad = build_batch([Record(0, 0, b"k", b"a"), Record(1, 0, None, b"b")], base_timestamp=now)
