@@ -23,20 +23,23 @@ single-node paths above are unchanged.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from kafkapy import __version__
 from kafkapy.controller.image import MetadataDelta, MetadataImage
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.headers import RequestHeader
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
@@ -44,6 +47,7 @@ from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.group_driver import GroupDriver
+from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
 from kafkapy.server.internal_topics import RoleListener
 from kafkapy.server.metadata_store import (
@@ -66,7 +70,6 @@ from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.protocol.headers import RequestHeader
     from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "now_ms", "storage_failure"]
@@ -261,10 +264,18 @@ class Broker:
             return self.endpoints[listener_name]
         return next(iter(self.endpoints.values()), ("127.0.0.1", 9092))
 
-    def request_context(self, header: RequestHeader, connection: ConnectionState) -> RequestContext:
-        """A handler's context for a request this process makes of itself (the controller
-        channel's in-process calls, `cluster/lifecycle.py`)."""
-        return RequestContext(self, header, connection)
+    def own_controller_call(
+        self, api_key: ApiKey, version: int, client_id: str
+    ) -> Callable[[Any], Awaitable[Any]] | None:
+        """The controller listener's handler of `api_key` v`version`, bound to a request context
+        of this process's own, for the controller channel's in-process calls
+        (`cluster/lifecycle.py`); None when no controller handler serves that version."""
+        spec = lookup(api_key, controller=True)
+        if spec is None or not spec.supports(version):
+            return None
+        header = RequestHeader(int(api_key), version, 0, client_id)
+        ctx = RequestContext(self, header, ConnectionState("in-process", "in-process"))
+        return functools.partial(spec.func, ctx)
 
     # -- topics -----------------------------------------------------------------------------------
     def log_config(self, info: TopicInfo) -> LogConfig:

@@ -14,36 +14,29 @@ Persistence: a single node keeps them in its topic store (`kafkapy-topics.json`,
 topic overrides); they are layered into `BrokerConfig` at start-up (`Broker`) and after every
 change.
 Cluster mode keeps them in the metadata log (ConfigRecord, resource type BROKER): the active
-controller validates with `dynamic_config_problem` (`kafkapy.controller.configs`), and each
-broker applies the image's values the same way (`Broker.apply_metadata` ->
+controller validates with `config_rules.dynamic_config_problem` (`kafkapy.controller.configs`),
+and each broker applies the image's values the same way (`Broker.apply_metadata` ->
 `Broker.apply_dynamic_configs`), so DescribeConfigs on any broker shows them with their source.
 
 Group configs (KIP-848, resource type GROUP) go the same way: checked against the group
-coordinator's table and this broker's `group.consumer.min/max.*` bounds (`group_config_check`,
-which the controller is given), kept in the metadata log (ConfigRecord, GROUP) in a cluster and
-in the topic store on a single node, and handed to the group coordinators through
-`BrokerConfig.group_configs`, which they read at each heartbeat.
+coordinator's table and this broker's `group.consumer.min/max.*` bounds
+(`config_rules.group_config_check`, which the controller is given), kept in the metadata log
+(ConfigRecord, GROUP) in a cluster and in the topic store on a single node, and handed to the
+group coordinators through `BrokerConfig.group_configs`, which they read at each heartbeat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
 import trio
 
-from kafkapy.coordinator.group import group_config_problem
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.broker import Broker, BrokerError
-from kafkapy.server.config import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    BrokerConfig,
-    ConfigError,
-    ConfigType,
-    check_broker_value,
-    validate_topic_config,
+from kafkapy.server.config_rules import (
+    DYNAMIC_BROKER_KEYS,
+    DYNAMIC_BROKER_LISTS,
+    dynamic_config_problem,
+    group_config_check,
 )
-from kafkapy.server.group_driver import group_config_from
 from kafkapy.storage import LogConfig
 from kafkapy.storage.errors import InvalidLogConfigError
 
@@ -52,48 +45,15 @@ __all__ = [
     "DYNAMIC_BROKER_LISTS",
     "alter_broker_configs",
     "alter_group_configs",
-    "dynamic_config_problem",
-    "group_config_check",
     "push_defaults",
 ]
-
-#: broker key -> the topic config it is the default of
-_TOPIC_OF: dict[str, str] = {
-    syn: name
-    for name, key in TOPIC_CONFIGS.items()
-    for syn in key.broker_synonyms
-    if syn in BROKER_CONFIGS
-}
-DYNAMIC_BROKER_KEYS = frozenset(_TOPIC_OF)
-#: the list-typed ones (APPEND / SUBTRACT) -> the built-in default they start from
-DYNAMIC_BROKER_LISTS = {
-    name: BROKER_CONFIGS[name].default or ""
-    for name in sorted(DYNAMIC_BROKER_KEYS)
-    if BROKER_CONFIGS[name].type == ConfigType.LIST
-}
-_UNIT_KEYS = frozenset({"log.retention.minutes", "log.retention.hours", "log.roll.hours"})
 
 
 def _check(name: str, value: str) -> None:
     """INVALID_CONFIG unless `name` may change at run time and `value` is valid for it."""
-    if name not in DYNAMIC_BROKER_KEYS:
-        known = "unknown broker config" if name not in BROKER_CONFIGS else "not dynamic in kafkapy"
-        raise BrokerError(ErrorCode.INVALID_CONFIG, f"{name}: {known}; cannot update it at run time")
-    try:
-        check_broker_value(name, value)
-        if name not in _UNIT_KEYS:
-            validate_topic_config(_TOPIC_OF[name], value)
-    except ConfigError as e:
-        raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
-
-
-def dynamic_config_problem(name: str, value: str) -> str | None:
-    """Why `name` cannot be set to `value` at run time, or None (the controller's check)."""
-    try:
-        _check(name, value)
-    except BrokerError as e:
-        return e.message or name
-    return None
+    problem = dynamic_config_problem(name, value)
+    if problem is not None:
+        raise BrokerError(ErrorCode.INVALID_CONFIG, problem)
 
 
 def push_defaults(broker: Broker) -> None:
@@ -128,13 +88,6 @@ async def alter_broker_configs(
     broker.topics.set_broker_configs(resource, values)
     if broker.apply_dynamic_configs(broker.topics.broker_configs):
         await trio.to_thread.run_sync(push_defaults, broker)
-
-
-def group_config_check(config: BrokerConfig) -> Callable[[Mapping[str, str]], str | None]:
-    """Why a group's new config set cannot be stored (INVALID_CONFIG), or None: the group
-    coordinator's table against `config`'s bounds (also the controller's check)."""
-    bounds = group_config_from(config)
-    return lambda configs: group_config_problem(configs, bounds)
 
 
 async def alter_group_configs(

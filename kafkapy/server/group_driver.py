@@ -42,7 +42,6 @@ import trio
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
     Completion,
-    GroupConfig,
     GroupCoordinator,
     GroupRecord,
     JoinGroupResult,
@@ -57,6 +56,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records, parse_control_record
 from kafkapy.server.clock import now_ms
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.config_rules import group_config_from
 from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime, MissingPartition
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
@@ -65,7 +65,7 @@ from kafkapy.storage.errors import StorageError
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
 
-__all__ = ["GroupDriver", "GroupWriteError", "group_config_from"]
+__all__ = ["GroupDriver", "GroupWriteError"]
 
 log = logging.getLogger(__name__)
 
@@ -76,32 +76,6 @@ Answer = JoinGroupResult | SyncGroupResult
 def _int(config: BrokerConfig, name: str, default: int) -> int:
     value = config.get(name)
     return int(value) if value is not None else default
-
-
-def group_config_from(config: BrokerConfig) -> GroupConfig:
-    """Kafka's broker settings for groups (every key is in the broker's config table)."""
-    return GroupConfig(
-        initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-        min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-        max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-        max_size=config.get_int("group.max.size"),
-        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
-        offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
-        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
-        consumer_heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-        consumer_session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
-        consumer_assignors=tuple(config.get_list("group.consumer.assignors")) or ("uniform",),
-        consumer_max_size=config.get_int("group.consumer.max.size"),
-        consumer_min_session_timeout_ms=config.get_int("group.consumer.min.session.timeout.ms"),
-        consumer_max_session_timeout_ms=config.get_int("group.consumer.max.session.timeout.ms"),
-        consumer_min_heartbeat_interval_ms=config.get_int(
-            "group.consumer.min.heartbeat.interval.ms"
-        ),
-        consumer_max_heartbeat_interval_ms=config.get_int(
-            "group.consumer.max.heartbeat.interval.ms"
-        ),
-        group_overrides=config.group_configs,
-    )
 
 
 # Kafka's translation of a failed append to __consumer_offsets into the coordinator's answer

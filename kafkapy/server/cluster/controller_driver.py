@@ -46,7 +46,7 @@ from kafkapy.controller.topics import PREFERRED
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
 from kafkapy.server.cluster.liveness import GoneDetector
-from kafkapy.server.dynamic_config import (
+from kafkapy.server.config_rules import (
     DYNAMIC_BROKER_LISTS,
     dynamic_config_problem,
     group_config_check,

@@ -4,24 +4,23 @@ Why: the cluster parts (`node`, `partition_roles`, `replica_fetcher`, `lifecycle
 `controller_driver`) run inside a broker and read its logs, topics, waiters, producer state and
 configuration, but the broker facade (`kafkapy.server.broker`) builds them - so they name what
 they use here instead of importing it, and the import-linter contract "the cluster parts do not
-import the broker facade" keeps it that way. `Broker` satisfies `BrokerHost` structurally; mypy
-checks that where the broker hands itself to a part.
+import the broker facade" (directly or through another module) keeps it that way. `Broker`
+satisfies `BrokerHost` structurally; mypy checks that where the broker hands itself to a part.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from kafkapy.controller.image import MetadataDelta, MetadataImage
-    from kafkapy.protocol.headers import RequestHeader
+    from kafkapy.protocol.api_keys import ApiKey
     from kafkapy.server.cluster.node import ClusterNode
     from kafkapy.server.cluster.partition_roles import ReplicaManager
     from kafkapy.server.config import BrokerConfig
-    from kafkapy.server.context import ConnectionState, RequestContext
     from kafkapy.server.idempotence import ProducerStates
-    from kafkapy.server.internal_topics import RoleListener
     from kafkapy.server.metadata_store import TopicInfo, TopicStore
     from kafkapy.server.notify import PartitionWaiters
     from kafkapy.server.stats import BrokerStats
@@ -57,7 +56,7 @@ class BrokerHost(Protocol):
     @property
     def stats(self) -> BrokerStats: ...
     @property
-    def role_listeners(self) -> list[RoleListener]: ...
+    def role_listeners(self) -> list[Any]: ...
     @property
     def default_log_config(self) -> LogConfig: ...
     @property
@@ -66,4 +65,6 @@ class BrokerHost(Protocol):
     def log_config(self, info: TopicInfo) -> LogConfig: ...
     def topic_config_value(self, info: TopicInfo, key: str) -> str: ...
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None: ...
-    def request_context(self, header: RequestHeader, connection: ConnectionState) -> RequestContext: ...
+    def own_controller_call(
+        self, api_key: ApiKey, version: int, client_id: str
+    ) -> Callable[[Any], Awaitable[Any]] | None: ...

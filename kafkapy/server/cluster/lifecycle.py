@@ -73,7 +73,6 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.headers import RequestHeader
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
@@ -100,8 +99,6 @@ from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequ
 from kafkapy.server.cluster.controller_driver import pop_metadata_offset
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
 from kafkapy.server.cluster.peer import PeerError, PeerPool
-from kafkapy.server.context import ConnectionState
-from kafkapy.server.handlers.registry import lookup
 
 if TYPE_CHECKING:
     from kafkapy.server.cluster.host import BrokerHost
@@ -225,14 +222,13 @@ class ControllerChannel:
     async def _call_local(self, api_key: ApiKey, version: int, body: Any, timeout_s: float) -> Any:
         """Run the controller handler of `api_key` in this process (see the module docstring);
         PeerError where the wire path would have one (a timeout, a handler that raised)."""
-        spec = lookup(api_key, controller=True)
-        if spec is None or not spec.supports(version):
+        client_id = f"kafkapy-channel-{self.node.node_id}"
+        call = self.broker.own_controller_call(api_key, version, client_id)
+        if call is None:
             raise PeerError(f"no controller handler for {api_key.name} v{version}")
-        header = RequestHeader(int(api_key), version, 0, f"kafkapy-channel-{self.node.node_id}")
-        ctx = self.broker.request_context(header, ConnectionState("in-process", "in-process"))
         with trio.move_on_after(timeout_s):
             try:
-                return await spec.func(ctx, body)
+                return await call(body)
             except Exception as exc:  # the wire path closes the connection: retried the same way
                 log.exception("in-process %s to the controller failed", api_key.name)
                 raise PeerError(f"{api_key.name} failed in the controller: {exc!r}") from exc

@@ -16,7 +16,7 @@ from kafkapy.protocol.messages import (
     IncrementalAlterConfigsRequest,
 )
 from kafkapy.server.config import BROKER_CONFIGS, BrokerConfig
-from kafkapy.server.group_driver import group_config_from
+from kafkapy.server.config_rules import group_config_from
 from tests.server.handlers.test_consumer_groups import beat, make_topic
 from tests.server.helpers import Client, running_broker
 

@@ -1,0 +1,95 @@
+"""Which config values the broker and the controller accept at run time, and the group
+coordinator's settings from the broker's config: pure functions over the config tables.
+
+Why a module of its own: the broker applies these rules (`dynamic_config`, the group driver) and
+the active controller checks the same ones before it commits a ConfigRecord
+(`cluster/controller_driver.py`); neither side needs the other's machinery for it, so the
+cluster parts do not import the broker through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kafkapy.coordinator.group import GroupConfig, group_config_problem
+from kafkapy.server.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    ConfigType,
+    check_broker_value,
+    validate_topic_config,
+)
+
+__all__ = [
+    "DYNAMIC_BROKER_KEYS",
+    "DYNAMIC_BROKER_LISTS",
+    "dynamic_config_problem",
+    "group_config_check",
+    "group_config_from",
+]
+
+#: broker key -> the topic config it is the default of
+_TOPIC_OF: dict[str, str] = {
+    syn: name
+    for name, key in TOPIC_CONFIGS.items()
+    for syn in key.broker_synonyms
+    if syn in BROKER_CONFIGS
+}
+#: the broker keys kafkapy takes at run time: the broker defaults of topic configs
+DYNAMIC_BROKER_KEYS = frozenset(_TOPIC_OF)
+#: the list-typed ones (APPEND / SUBTRACT) -> the built-in default they start from
+DYNAMIC_BROKER_LISTS = {
+    name: BROKER_CONFIGS[name].default or ""
+    for name in sorted(DYNAMIC_BROKER_KEYS)
+    if BROKER_CONFIGS[name].type == ConfigType.LIST
+}
+_UNIT_KEYS = frozenset({"log.retention.minutes", "log.retention.hours", "log.roll.hours"})
+
+
+def dynamic_config_problem(name: str, value: str) -> str | None:
+    """Why `name` cannot be set to `value` at run time (INVALID_CONFIG), or None."""
+    if name not in DYNAMIC_BROKER_KEYS:
+        known = "unknown broker config" if name not in BROKER_CONFIGS else "not dynamic in kafkapy"
+        return f"{name}: {known}; cannot update it at run time"
+    try:
+        check_broker_value(name, value)
+        if name not in _UNIT_KEYS:
+            validate_topic_config(_TOPIC_OF[name], value)
+    except ConfigError as e:
+        return str(e) or name
+    return None
+
+
+def group_config_from(config: BrokerConfig) -> GroupConfig:
+    """Kafka's broker settings for groups (every key is in the broker's config table)."""
+    return GroupConfig(
+        initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+        min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        max_size=config.get_int("group.max.size"),
+        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+        consumer_heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        consumer_session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        consumer_assignors=tuple(config.get_list("group.consumer.assignors")) or ("uniform",),
+        consumer_max_size=config.get_int("group.consumer.max.size"),
+        consumer_min_session_timeout_ms=config.get_int("group.consumer.min.session.timeout.ms"),
+        consumer_max_session_timeout_ms=config.get_int("group.consumer.max.session.timeout.ms"),
+        consumer_min_heartbeat_interval_ms=config.get_int(
+            "group.consumer.min.heartbeat.interval.ms"
+        ),
+        consumer_max_heartbeat_interval_ms=config.get_int(
+            "group.consumer.max.heartbeat.interval.ms"
+        ),
+        group_overrides=config.group_configs,
+    )
+
+
+def group_config_check(config: BrokerConfig) -> Callable[[Mapping[str, str]], str | None]:
+    """Why a group's new config set cannot be stored (INVALID_CONFIG), or None: the group
+    coordinator's table against `config`'s bounds (also the controller's check)."""
+    bounds = group_config_from(config)
+    return lambda configs: group_config_problem(configs, bounds)
