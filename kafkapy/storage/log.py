@@ -50,7 +50,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kafkapy.protocol.errors import InvalidRecordError, ProtocolError
@@ -99,6 +99,10 @@ _LEADER_EPOCH_AT = 12
 
 class PartitionLog(LogRecovery, LogQueries):
     """A partition's log in `directory`; see the module docstring for the locking rules."""
+
+    #: called with (log directory, reason) when a write, roll, fsync or truncation fails with an
+    #: I/O error (Kafka's LogDirFailureChannel); the LogManager sets it on the logs it opens
+    io_failure_listener: Callable[[Path, str], None] | None = None
 
     def __init__(
         self,
@@ -361,11 +365,18 @@ class PartitionLog(LogRecovery, LogQueries):
         except KafkaStorageError as exc:
             if os.fstat(active.fd).st_size != active.size:
                 self._offline = str(exc)
+            self._io_failed(str(exc))
             raise
         except OSError as exc:
             self._offline = str(exc)
+            self._io_failed(str(exc))
             raise KafkaStorageError(str(exc)) from exc
         self._leo = active.next_offset
+
+    def _io_failed(self, reason: str) -> None:
+        listener = self.io_failure_listener
+        if listener is not None:
+            listener(self.directory, reason)
 
     def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
         """Seal the active segment and start a new one at `base_offset` (the next offset)."""
@@ -377,6 +388,7 @@ class PartitionLog(LogRecovery, LogQueries):
                                     index_interval_bytes=self.config.index_interval_bytes,
                                     now_ms=now_ms)
         except OSError as exc:
+            self._io_failed(f"cannot roll segment: {exc}")
             raise KafkaStorageError(f"cannot roll segment: {exc}") from exc
         self.segments.append(new)
         self._bases.append(base_offset)
@@ -562,6 +574,7 @@ class PartitionLog(LogRecovery, LogQueries):
                 removed = active.truncate_to(offset)
             except OSError as exc:
                 self._offline = str(exc)
+                self._io_failed(f"truncation failed: {exc}")
                 raise KafkaStorageError(f"truncation failed: {exc}") from exc
             log.info("%s: truncated to offset %d (%d bytes)", self.directory.name, offset, removed)
             if active.next_offset < self._log_start_offset:
@@ -668,6 +681,7 @@ class PartitionLog(LogRecovery, LogQueries):
         except OSError as exc:
             with self._lock:
                 self._offline = f"fsync failed: {exc}"
+            self._io_failed(f"fsync failed: {exc}")
             raise KafkaStorageError(f"flush of {self.directory.name} failed: {exc}") from exc
         with self._lock:
             for seg in targets:
@@ -681,15 +695,19 @@ class PartitionLog(LogRecovery, LogQueries):
             if epochs_unsynced:
                 self.leader_epochs.write(fsync=True)
         # The checkpoint's write and fsync happen outside the log's lock, like the data's.
-        if snapshot is not None:
-            self._write_checkpoint_snapshot(*snapshot, fsync=True)
-            return
-        with self._checkpoint_file_lock:
-            if not self._checkpoint_synced and not self._closed:
-                # written unsynced since (e.g. a high watermark checkpoint): the same
-                # content, so an fsync makes it durable without rewriting it
-                fsync_file(self.directory / OFFSETS_FILE)
-                self._checkpoint_synced = True
+        try:
+            if snapshot is not None:
+                self._write_checkpoint_snapshot(*snapshot, fsync=True)
+                return
+            with self._checkpoint_file_lock:
+                if not self._checkpoint_synced and not self._closed:
+                    # written unsynced since (e.g. a high watermark checkpoint): the same
+                    # content, so an fsync makes it durable without rewriting it
+                    fsync_file(self.directory / OFFSETS_FILE)
+                    self._checkpoint_synced = True
+        except OSError as exc:
+            self._io_failed(f"checkpoint write failed: {exc}")
+            raise KafkaStorageError(f"checkpoint of {self.directory.name} failed: {exc}") from exc
 
     def start_writeback(self, now_ms: int, *, min_bytes: int, max_delay_ms: int) -> int:
         """Start the kernel's writeback of bytes appended since the last call (see

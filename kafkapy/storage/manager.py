@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kafkapy.protocol.errors import ProtocolError
@@ -89,6 +89,9 @@ class LogManager:
         #: how long each fsync of `flush_dirty` took (ms); the server drains it into its metrics
         self.flush_times_ms: list[float] = []
         self._dir_locks: list[int] = []
+        #: told (data dir, log dir, reason) when a log's write or fsync fails with an I/O error
+        #: (Kafka's LogDirFailureChannel); cluster mode halts the node (server/cluster/node.py)
+        self.on_io_failure: Callable[[Path, Path, str], None] | None = None
         started = time.monotonic()
         try:
             for data_dir in self.data_dirs:
@@ -148,9 +151,18 @@ class LogManager:
             if tp in self._logs:
                 log.error("%s exists in two data directories; using the first", entry.name)
                 continue
-            self._logs[tp] = PartitionLog(path, None, defaults=self.default_config,
-                                         clean_shutdown=clean, now_ms=now_ms)
+            self._logs[tp] = self._watched(PartitionLog(path, None, defaults=self.default_config,
+                                                        clean_shutdown=clean, now_ms=now_ms))
             self._per_dir[data_dir] += 1
+
+    def _watched(self, plog: PartitionLog) -> PartitionLog:
+        plog.io_failure_listener = self._io_failed
+        return plog
+
+    def _io_failed(self, directory: Path, reason: str) -> None:
+        listener = self.on_io_failure
+        if listener is not None:
+            listener(directory.parent, directory, reason)
 
     # --- lookup and lifecycle ---------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -193,9 +205,9 @@ class LogManager:
             target = self._preferred.pop((topic, partition), None) or min(
                 self.data_dirs, key=lambda d: self._per_dir[d])
             try:
-                plog = PartitionLog(target / f"{topic}-{partition}",
-                                    config if config is not None else self.default_config,
-                                    topic_id=topic_id)
+                plog = self._watched(PartitionLog(target / f"{topic}-{partition}",
+                                                  config if config is not None else self.default_config,
+                                                  topic_id=topic_id))
             except OSError as exc:
                 raise KafkaStorageError(f"cannot create {topic}-{partition}: {exc}") from exc
             if config is not None:
@@ -289,7 +301,7 @@ class LogManager:
         return moved
 
     def _reopen(self, key: TopicPartition, directory: Path) -> PartitionLog:
-        plog = PartitionLog(directory, None, defaults=self.default_config, clean_shutdown=True)
+        plog = self._watched(PartitionLog(directory, None, defaults=self.default_config, clean_shutdown=True))
         with self._lock:
             self._logs[key] = plog
         return plog

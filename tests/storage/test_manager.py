@@ -297,3 +297,49 @@ def test_a_failed_copy_leaves_the_log_where_it_was(tmp_path: Path, monkeypatch: 
     assert [v for _, _, v in read_all(back)] == [b"x"]
     assert [p for p in target.iterdir() if p.is_dir()] == []
     manager.close()
+
+
+def test_an_io_failure_of_any_log_is_reported_with_its_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's LogDirFailureChannel: a failed write or fsync of a log - opened at start or
+    created later - reaches `on_io_failure` with the data dir, the log dir and the reason (the
+    cluster node halts on it); the caller still gets KAFKA_STORAGE_ERROR."""
+    import errno
+    import os
+
+    import kafkapy.storage.segment as segment
+
+    first = LogManager([tmp_path])
+    first.get_or_create("old", 0).append(batch([b"a"]), now_ms=BASE_TS)
+    first.close()
+    manager = LogManager([tmp_path])
+    reports: list[tuple[Path, Path, str]] = []
+    manager.on_io_failure = lambda data_dir, log_dir, reason: reports.append((data_dir, log_dir, reason))
+    fresh = manager.get_or_create("new", 0)
+    fresh.append(batch([b"b"]), now_ms=BASE_TS)
+
+    def full(fd: int, data: object, position: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment, "_write_all", full)
+    for plog in (manager.get("old", 0), fresh):
+        assert plog is not None
+        with pytest.raises(KafkaStorageError):
+            plog.append(batch([b"c"]), now_ms=BASE_TS)
+    assert [(d, p.name) for d, p, _ in reports] == [(tmp_path, "old-0"), (tmp_path, "new-0")]
+    assert all("No space left" in reason for _, _, reason in reports)
+
+    monkeypatch.undo()
+
+    def fsync_fails(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    fresh.append(batch([b"d"]), now_ms=BASE_TS)
+    monkeypatch.setattr(os, "fsync", fsync_fails)
+    with pytest.raises(KafkaStorageError):
+        fresh.flush()
+    assert reports[-1][1].name == "new-0"
+    assert "fsync failed" in reports[-1][2]
+    monkeypatch.undo()
+    manager.close(clean=False)

@@ -21,6 +21,19 @@ Error handling: a part whose `run()` raises is logged with its traceback and res
 pause (doubling to 5 s), so one failing part does not take the node's other duties down;
 cancellation (shutdown) stops them all.
 
+Log dir failure (Kafka's LogDirFailureChannel and its "all log dirs offline: halt"): a write,
+roll, fsync or checkpoint of any of this node's logs failing with an I/O error (a full disk:
+ENOSPC) halts the process at once, exit code 1, without answering the request that hit it.
+A leader that stayed up on a full disk answered the batch that failed KAFKA_STORAGE_ERROR and
+the producer's next batch, in flight behind it, OUT_OF_ORDER_SEQUENCE_NUMBER: librdkafka then
+bumps its epoch and resends what it had in flight on every partition with new sequence numbers,
+so batches other leaders had appended (waiting for an ISR that included the full disk) were
+written twice. Once the process is gone, its connections fail (a retry with the same sequence
+numbers) and the controller fences it and moves its leaderships (liveness.py); after a restart
+the logs are recovered from their recovery point. A single node (no replicas to take over)
+keeps answering KAFKA_STORAGE_ERROR instead. Unlike Kafka, one failed data dir of several halts
+the node too (replicas are not moved between a node's dirs).
+
 Construct it inside `trio.run` (the Server does, in its constructor): the parts read trio's clock
 when they are built.
 
@@ -30,8 +43,11 @@ shutdown; `aclose()` closes the peer connections.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -56,6 +72,15 @@ log = logging.getLogger(__name__)
 _RESTART_MIN_S = 0.5
 _RESTART_MAX_S = 5.0
 _READY_POLL_S = 0.05
+
+
+def _halt_process() -> None:
+    """Exit now with code 1 (Kafka's Exit.halt): no clean shutdown, whose writes would fail on
+    the same disk; the logs are recovered at the next start."""
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(1)
 
 
 class NodePart(Protocol):
@@ -109,6 +134,18 @@ class ClusterNode:
         self.lifecycle = BrokerLifecycle(broker, self, self.channel) if config.is_broker else None
         self.fetchers = ReplicaFetcherManager(broker, self) if config.is_broker else None
         self._joined = False
+        #: what a log dir failure does (see the module doc; in-process tests replace it)
+        self.halt: Callable[[], None] = _halt_process
+        broker.logs.on_io_failure = self.log_dir_failed
+
+    def log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
+        """A log of `data_dir` failed with an I/O error: halt (see the module doc). Called
+        from whichever thread hit it, before the failing request is answered."""
+        log.critical(
+            "node %d halting: data dir %s failed (%s: %s); restart it once the disk is usable",
+            self.node_id, data_dir, log_dir.name, reason,
+        )
+        self.halt()
 
     @property
     def image(self) -> MetadataImage:
