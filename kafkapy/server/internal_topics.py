@@ -11,16 +11,15 @@ the active controller (`ensure_cluster_topic`), the coordinator of a key is the 
 partition in the metadata image (`coordinator_node`), and each runtime keeps one coordinator per
 partition this broker leads (`OwnedPartitions`): loaded when the partition's leadership arrives
 (`on_become_leader`), dropped when it leaves. Appends are answered only once replicated
-(`wait_replicated`). Everything about the cluster is read through the small structural views
-below, so this module depends on the contract, not on the modules that implement it.
+(`wait_replicated`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import trio
 
@@ -32,7 +31,9 @@ from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from kafkapy.controller.image import TopicImage
     from kafkapy.server.broker import Broker
+    from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = [
     "OwnedPartitions",
@@ -131,36 +132,6 @@ C = TypeVar("C")
 REPLICATION_TIMEOUT_MS = 5_000
 
 
-class PartitionView(Protocol):
-    """What the coordinators read of a partition in the metadata image."""
-
-    @property
-    def leader(self) -> int: ...
-    @property
-    def leader_epoch(self) -> int: ...
-
-
-class TopicView(Protocol):
-    @property
-    def partitions(self) -> Mapping[int, PartitionView]: ...
-
-
-class ImageView(Protocol):
-    @property
-    def topics(self) -> Mapping[str, TopicView]: ...
-    @property
-    def brokers(self) -> Mapping[int, Any]: ...
-
-
-class ClusterView(Protocol):
-    """The part of `ClusterNode` (GLUE) the coordinators use."""
-
-    @property
-    def image(self) -> ImageView: ...
-    @property
-    def channel(self) -> Any: ...
-
-
 class RoleListener(Protocol):
     """Told when this broker starts or stops leading a partition (the coordinator runtimes,
     for their internal topic's partitions)."""
@@ -169,19 +140,13 @@ class RoleListener(Protocol):
     def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None: ...
 
 
-def cluster_of(broker: Broker) -> ClusterView | None:
-    """`broker.cluster` (None on a single node, also before the cluster glue exists)."""
-    return cast("ClusterView | None", getattr(broker, "cluster", None))
+def cluster_of(broker: Broker) -> ClusterNode | None:
+    """The node's cluster part (`broker.cluster`; None on a single node)."""
+    return broker.cluster
 
 
-def _image(cluster: ClusterView) -> ImageView | None:
-    """The published image (None before the first one, or before the controller part exists)."""
-    return cast("ImageView | None", getattr(cluster, "image", None))
-
-
-def _topic(cluster: ClusterView, name: str) -> TopicView | None:
-    image = _image(cluster)
-    return None if image is None else image.topics.get(name)
+def _topic(cluster: ClusterNode, name: str) -> TopicImage | None:
+    return cluster.image.topics.get(name)
 
 
 def partition_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
@@ -210,28 +175,21 @@ def partition_exists(broker: Broker, topic: str, partition: int) -> bool:
     return partition_leader(broker, topic, partition) is not None
 
 
-def _endpoints(registration: Any) -> list[Any]:
-    eps = getattr(registration, "endpoints", ())
-    return list(eps.values()) if isinstance(eps, Mapping) else list(eps)
-
-
 def broker_endpoint(broker: Broker, node_id: int, listener: str) -> tuple[str, int] | None:
     """Where node `node_id` serves `listener` (clients are sent to the listener they came in
     on, as Kafka does); None if it is unknown or fenced."""
     cluster = cluster_of(broker)
     if cluster is None:
         return broker.advertised(listener) if node_id == broker.node_id else None
-    image = _image(cluster)
-    reg = None if image is None else image.brokers.get(node_id)
-    if reg is None or getattr(reg, "fenced", False):
+    reg = cluster.image.brokers.get(node_id)
+    if reg is None or reg.fenced:
         return None
-    eps = _endpoints(reg)
-    chosen = next((e for e in eps if getattr(e, "name", None) == listener), None)
+    chosen = reg.endpoint(listener)
     if chosen is None and node_id == broker.node_id and listener in broker.endpoints:
         return broker.endpoints[listener]
     if chosen is None:
         return None
-    return str(chosen.host), int(chosen.port)
+    return chosen.host, chosen.port
 
 
 def coordinator_node(
@@ -262,9 +220,7 @@ async def ensure_cluster_topic(
     controller refuses and the lookup is retried, as Kafka waits for enough live brokers)."""
     cluster = cluster_of(broker)
     assert cluster is not None
-    image = _image(cluster)
-    if image is None:
-        return False
+    image = cluster.image
     if name in image.topics:
         return True
     registered = len(image.brokers)
@@ -309,11 +265,10 @@ async def wait_replicated(broker: Broker, topic: str, partition: int, end_offset
     DATAPLANE's `broker.wait_replicated`). A single node is done at once (it is the ISR)."""
     if cluster_of(broker) is None:
         return ErrorCode.NONE
-    wait = getattr(broker, "wait_replicated", None)
-    if wait is None:  # the data plane is not there: nothing replicates, answer as one node
-        return ErrorCode.NONE
     try:
-        return ErrorCode(await wait(topic, partition, end_offset, REPLICATION_TIMEOUT_MS))
+        return ErrorCode(
+            await broker.wait_replicated(topic, partition, end_offset, REPLICATION_TIMEOUT_MS)
+        )
     except Exception as exc:
         log.warning("waiting for %s-%d to replicate failed: %s", topic, partition, exc)
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -79,7 +79,7 @@ class MarkerPeers:
     replica fetchers' (a marker waits for replication, which needs the fetchers' requests to
     flow - queued behind the marker on one pipelined connection they would wait for each
     other until a timeout). Owned by the transaction coordinator's runtime; the pool is made
-    on first use, once the node's cluster part can resolve broker addresses."""
+    on first use (cluster mode only: a single node sends no markers)."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -88,13 +88,12 @@ class MarkerPeers:
     def get(self) -> PeerPool | None:
         if self.pool is None:
             cluster = cluster_of(self._broker)
-            resolve = getattr(cluster, "broker_address", None)
-            if resolve is None:
+            if cluster is None:
                 return None
             self.pool = PeerPool(
-                resolve,
+                cluster.broker_address,
                 client_id=f"kafkapy-txn-markers-{self._broker.node_id}",
-                security=getattr(cluster, "broker_security", None),
+                security=cluster.broker_security,
             )
         return self.pool
 

@@ -132,6 +132,15 @@ class Channel:
     async def aclose(self) -> None:
         """No connections of its own (the node closes its channel at shutdown)."""
 
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids from the controller, as AllocateProducerIds gives one."""
+        await trio.lowlevel.checkpoint()
+        reply = self.controller.commit(self.controller.ctl.allocate_producer_ids(
+            self.broker_id, self.controller.epochs[self.broker_id]))
+        if reply.error != ErrorCode.NONE:
+            raise RuntimeError(f"AllocateProducerIds: {reply.error.name}")
+        return reply.start, reply.length
+
     async def create_topics(self, req: CreateTopicsRequest) -> CreateTopicsResponse:
         await trio.lowlevel.checkpoint()
         response = CreateTopicsResponse()
