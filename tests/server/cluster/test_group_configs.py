@@ -13,6 +13,7 @@ import trio
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.config_types import ConfigSource
 from kafkapy.protocol.messages import (
+    AlterConfigsRequest,
     ConsumerGroupHeartbeatRequest,
     CreateTopicsRequest,
     DescribeConfigsRequest,
@@ -83,3 +84,11 @@ async def test_a_group_config_set_through_one_broker_is_applied_by_the_groups_co
 
             member = await until("a heartbeat answered by the coordinator", joined)
             assert (member.error_code, member.heartbeat_interval_ms) == (ErrorCode.NONE, 9000)
+
+            # AlterConfigs replaces the group's whole set (through another broker)
+            replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+                resource_type=GROUP, resource_name=group,
+                configs=[AlterConfigsRequest.AlterableConfig(name="consumer.session.timeout.ms", value="50000")])])
+            last = clients[nodes[2].node_id]
+            assert (await last.request(ApiKey.ALTER_CONFIGS, 2, replace)).responses[0].error_code == 0
+            assert await _described(last, group) == ("5000", ConfigSource.DEFAULT_CONFIG)
