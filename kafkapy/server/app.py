@@ -9,7 +9,7 @@ long-poll fetches so they answer now, waits up to `kafkapy.shutdown.grace.ms` fo
 drain, cancels what is left, and closes the broker (flush + clean-shutdown marker). Idle client
 connections therefore never delay shutdown.
 
-Cluster mode (docs/cluster.md): the Server builds the `ClusterNode` (which sets `broker.cluster`),
+Cluster mode (docs/cluster.md): the Server has the broker build its `ClusterNode` (`broker.cluster`),
 starts its parts' tasks beside the maintenance loop, and at shutdown gives the lifecycle a
 bounded chance to hand partitions over before the tasks are cancelled. `wait_ready()` is what
 the CLI awaits before its ready line (at once on a single node).
@@ -90,9 +90,7 @@ class Server:
         self.http: HttpListener | None = None
         self._serving = False
         if broker.config.cluster_mode:
-            from kafkapy.server.cluster.node import ClusterNode
-
-            self.cluster = ClusterNode(broker)
+            self.cluster = broker.open_cluster()
 
     def request_shutdown(self) -> None:
         self._shutdown.set()

@@ -13,7 +13,7 @@ replicas = ISR = [node id], and the high watermark is the log end offset after e
 Handlers call domain methods here (`create_topic`, `append`, ...) that raise `BrokerError` with a
 Kafka error code; storage never sees wire types.
 
-Cluster mode (docs/cluster.md): `cluster` is the `ClusterNode` (set by it) and `replicas` the
+Cluster mode (docs/cluster.md): `cluster` is the `ClusterNode` (`open_cluster()`) and `replicas` the
 `ReplicaManager` holding each local partition's role; topics come from the metadata image
 (`apply_metadata`), the topic table stays in memory and the high watermark follows the ISR
 instead of the log end. Every cluster branch is behind `replicas is not None`, so the
@@ -162,7 +162,7 @@ class Broker:
             raise
         #: cluster mode: derived from the voters, the same on every member (`cluster_id_for`)
         self.cluster_id = cluster_id_for(config.cluster) if config.cluster is not None else self.meta.cluster_id
-        #: the ClusterNode in cluster mode (it sets this), None on a single node
+        #: the ClusterNode in cluster mode (`open_cluster()` builds it), None on a single node
         self.cluster: ClusterNode | None = None
         #: partition roles in cluster mode (see kafkapy.server.cluster.partition_roles)
         self.replicas: ReplicaManager | None = None
@@ -244,6 +244,19 @@ class Broker:
 
     def _list_disk_logs(self) -> list[tuple[str, int]]:
         return list(self.logs.logs())
+
+    def open_cluster(self) -> ClusterNode:
+        """Build this broker's cluster node and keep it as `cluster` (cluster mode; ValueError
+        otherwise). Call it inside `trio.run` (the Server does, in its constructor): the node's
+        parts read trio's clock."""
+        # imported here, not at the top: modules the node's parts use import this one (the
+        # controller driver's dynamic_config check)
+        from kafkapy.server.cluster.node import ClusterNode
+
+        if self.cluster is not None:
+            raise ValueError("the cluster node is already open")
+        self.cluster = ClusterNode(self)
+        return self.cluster
 
     # -- listeners --------------------------------------------------------------------------------
     def set_bound(self, listener: Listener, host: str, port: int) -> None:

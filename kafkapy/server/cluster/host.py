@@ -30,10 +30,11 @@ __all__ = ["BrokerHost"]
 
 
 class BrokerHost(Protocol):
-    """The broker as the cluster parts see it (read-only but for `cluster`, which the node sets
-    on the broker it joins)."""
+    """The broker as the cluster parts see it (read-only: the broker builds its node itself,
+    `Broker.open_cluster()`)."""
 
-    cluster: ClusterNode | None
+    @property
+    def cluster(self) -> ClusterNode | None: ...
 
     @property
     def config(self) -> BrokerConfig: ...

@@ -34,8 +34,8 @@ the logs are recovered from their recovery point. A single node (no replicas to 
 keeps answering KAFKA_STORAGE_ERROR instead. Unlike Kafka, one failed data dir of several halts
 the node too (replicas are not moved between a node's dirs).
 
-Construct it inside `trio.run` (the Server does, in its constructor): the parts read trio's clock
-when they are built.
+The Broker builds it (`Broker.open_cluster()`, kept as `broker.cluster`) inside `trio.run` (the
+Server has it do so in its constructor): the parts read trio's clock when they are built.
 
 Resource handling: `run(nursery)` starts the tasks in the server's nursery, which cancels them at
 shutdown; `aclose()` closes the peer connections.
@@ -99,7 +99,6 @@ class ClusterNode:
         self.broker = broker
         self.config: ClusterConfig = config
         self.node_id = config.node_id
-        broker.cluster = self
         client_id = f"kafkapy-node-{config.node_id}"
         #: TLS / SASL of connections to the controller and to the inter-broker listener
         self.controller_security = controller_peer_security(broker.config)

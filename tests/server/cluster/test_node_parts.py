@@ -15,6 +15,7 @@ import itertools
 import uuid
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -61,7 +62,7 @@ class Lifecycle(Part):
 
 def broker_and_node(tmp_path: Path, **extra: str) -> tuple[Broker, ClusterNode]:
     broker = Broker(BrokerConfig({**SETTINGS, "log.dirs": str(tmp_path), **extra}))
-    return broker, ClusterNode(broker)
+    return broker, broker.open_cluster()
 
 
 async def test_parts_follow_the_roles(tmp_path: Path) -> None:
@@ -87,6 +88,17 @@ async def test_parts_follow_the_roles(tmp_path: Path) -> None:
         # the voters' controller listeners are known from the config, brokers' from the image
         assert node.controller_peers.get(2).address == ("127.0.0.1", 2)
         assert node.broker_address(2) is None
+    finally:
+        broker.close()
+
+
+async def test_the_broker_opens_its_node_once(tmp_path: Path) -> None:
+    broker, node = broker_and_node(tmp_path / "cluster")
+    try:
+        assert broker.cluster is node
+        with pytest.raises(ValueError, match="already open"):
+            broker.open_cluster()
+        assert broker.cluster is node
     finally:
         broker.close()
 
