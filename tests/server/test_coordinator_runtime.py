@@ -2,7 +2,8 @@
 real broker's logs: load by replay on one node and after a restart, ownership changes in
 partitioned mode (load, drop, reload in a newer epoch, a stale leadership ignored), a failed
 append that leaves the log as it was and is reverted to it, timers firing at their
-deadline, and the cluster topic asked of the controller one request at a time.
+deadline, the cluster topic asked of the controller one request at a time, and loads that
+are overtaken by a leadership change or fail.
 
 The storage failure is real: the active segment's descriptor is swapped for a read-only one of
 the same file, so the log's own append gets the OS error (as in test_group_write_failures).
@@ -11,6 +12,7 @@ the same file, so the log's own append gets the OS error (as in test_group_write
 from __future__ import annotations
 
 import os
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -297,4 +299,75 @@ async def test_the_cluster_topic_is_asked_of_the_controller_once_at_a_time(
         assert controller.requests[0].topics[0].replication_factor == 1  # one broker registered
     finally:
         broker.cluster = None
+        broker.close()
+
+
+class GatedRuntime(RegisterRuntime):
+    """Its loads wait in the worker thread until `gate` opens, and fail while `broken`."""
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker, partitioned=True)
+        self.gate = threading.Event()
+        self.broken = False
+        self.tail_replayed = trio.Event()  # a load read its log to the end (then installs)
+
+    def replay_log(self, plog: PartitionLog, into: Registers, start: int | None,
+                   end: int | None) -> int:
+        if start is None:  # the bulk of a load, in the worker thread
+            self.gate.wait(TIMEOUT_S)
+            if self.broken:
+                raise OSError("unreadable segment")
+        else:
+            self.tail_replayed.set()
+        return super().replay_log(plog, into, start, end)
+
+
+async def test_a_load_overtaken_by_the_leadership_moving_away_is_discarded(
+    tmp_path: Path,
+) -> None:
+    broker = new_broker(tmp_path)
+    runtime = GatedRuntime(broker)
+    key = key_in(0)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.serve)
+            with trio.fail_after(TIMEOUT_S):
+                await runtime.ready()
+                runtime.on_become_leader(TOPIC, 0, 3)
+                await trio.testing.wait_all_tasks_blocked()  # the load waits in its thread
+                runtime.on_become_follower(TOPIC, 0, 4)
+                runtime.gate.set()
+                await runtime.tail_replayed.wait()  # the load finished: nothing installed
+                assert runtime.coordinator_for(key) is ErrorCode.NOT_COORDINATOR
+                assert runtime.owned.loaded() == {}
+            nursery.cancel_scope.cancel()
+    finally:
+        broker.close()
+
+
+async def test_a_load_that_fails_leaves_the_partition_unowned_until_led_again(
+    tmp_path: Path,
+) -> None:
+    broker = new_broker(tmp_path)
+    runtime = GatedRuntime(broker)
+    runtime.gate.set()
+    key = key_in(0)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.serve)
+            with trio.fail_after(TIMEOUT_S):
+                await runtime.ready()
+                runtime.broken = True
+                runtime.on_become_leader(TOPIC, 0, 3)
+                await runtime.owned.wait_loaded(0)
+                # clients are sent to look the coordinator up again, not told to wait
+                assert runtime.coordinator_for(key) is ErrorCode.NOT_COORDINATOR
+                runtime.broken = False
+                runtime.on_become_leader(TOPIC, 0, 4)
+                await runtime.owned.wait_loaded(0)
+                loaded = runtime.coordinator_for(key)
+                assert isinstance(loaded, Registers)
+                assert loaded.epoch == 4
+            nursery.cancel_scope.cancel()
+    finally:
         broker.close()
