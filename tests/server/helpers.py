@@ -24,6 +24,8 @@ from kafkapy.protocol.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    DescribeTransactionsRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
@@ -37,6 +39,21 @@ from kafkapy.server.config import BrokerConfig, ConfigSource
 IO_TIMEOUT_S = 10
 
 
+def build_node(data_dir: Path | None, settings: Mapping[str, str]) -> Server:
+    """The node `settings` describe (no data dir: a temporary one, as `--memory`), built as
+    `kafkapy serve` builds it but not started; its broker is `server.broker`. Every test builds
+    its node here, so how a node is composed is written once."""
+    full = dict(settings)
+    if data_dir is not None:
+        full["log.dirs"] = str(data_dir)
+    broker = Broker(BrokerConfig(full), memory=data_dir is None)
+    try:
+        return Server(broker)
+    except BaseException:
+        broker.close()
+        raise
+
+
 @asynccontextmanager
 async def running_broker(data_dir: Path | None, **overrides: str) -> AsyncIterator[tuple[Broker, Server, int]]:
     """Start a broker + server in a nursery; yields (broker, server, port); stops it cleanly."""
@@ -46,11 +63,9 @@ async def running_broker(data_dir: Path | None, **overrides: str) -> AsyncIterat
         # one partition: creating and closing 50 of them costs seconds on a slow shared disk
         "offsets.topic.num.partitions": "1",
     }
-    if data_dir is not None:
-        settings["log.dirs"] = str(data_dir)
     settings.update(overrides)
-    broker = Broker(BrokerConfig(settings), memory=data_dir is None)
-    server = Server(broker)
+    server = build_node(data_dir, settings)
+    broker = server.broker
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.run)
         try:
@@ -257,22 +272,40 @@ async def topic_overrides(port: int, name: str) -> dict[str, str | None]:
 
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+#: the answers of a coordinator that is not (yet) serving a key: clients look it up again and retry
+COORDINATOR_NOT_READY = frozenset({
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+})
 
 
 async def find_coordinator(client: Client, key: str, key_type: int = GROUP_KEY) -> int:
-    """FindCoordinator v3 for a group (or, `TRANSACTION_KEY`, a transactional id) until it
-    answers, as a client retries it while the coordinator's internal topic is made and loaded;
-    the coordinator's node id."""
-    request = FindCoordinatorRequest(key=key, key_type=key_type)
+    """Return once the coordinator of a group (or, `TRANSACTION_KEY`, a transactional id) serves
+    it: FindCoordinator v3 answers, and a describe of the key (DescribeGroups /
+    DescribeTransactions) no longer says the coordinator is missing or loading - what a client
+    retries while the internal topic is made and loaded. The coordinator's node id."""
+    find = FindCoordinatorRequest(key=key, key_type=key_type)
     error = ErrorCode.REQUEST_TIMED_OUT
     with trio.move_on_after(IO_TIMEOUT_S):
         while True:
-            found = await client.request(ApiKey.FIND_COORDINATOR, 3, request)
-            if found.error_code == ErrorCode.NONE:
-                return int(found.node_id)
+            found = await client.request(ApiKey.FIND_COORDINATOR, 3, find)
             error = ErrorCode(found.error_code)
+            if error == ErrorCode.NONE:
+                error = await _describe_key(client, key, key_type)
+                if error not in COORDINATOR_NOT_READY:
+                    return int(found.node_id)
             await trio.sleep(0.02)
-    raise AssertionError(f"no coordinator for {key!r} (last error {error.name})")
+    raise AssertionError(f"no coordinator serves {key!r} (last error {error.name})")
+
+
+async def _describe_key(client: Client, key: str, key_type: int) -> ErrorCode:
+    if key_type == GROUP_KEY:
+        groups = await client.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[key]))
+        return ErrorCode(groups.groups[0].error_code)
+    request = DescribeTransactionsRequest(transactional_ids=[key])
+    described = await client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, request)
+    return ErrorCode(described.transaction_states[0].error_code)
 
 
 async def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = IO_TIMEOUT_S) -> None:

@@ -28,11 +28,11 @@ from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import Record, decode_records
 from kafkapy.server.broker import Broker
 from kafkapy.server.clock import now_ms
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.coordinator_runtime import CoordinatorRuntime, MissingPartition, NotOwned
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
+from tests.server.helpers import build_node
 
 TOPIC = "__registers"
 PARTITIONS = 2
@@ -124,8 +124,8 @@ class RegisterRuntime(CoordinatorRuntime[Registers]):
 
 
 def new_broker(data_dir: Path) -> Broker:
-    return Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data_dir),
-                                "log.retention.check.interval.ms": "600000"}))
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.retention.check.interval.ms": "600000"}
+    return build_node(data_dir, settings).broker
 
 
 @contextmanager

@@ -14,7 +14,6 @@ import trio
 from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
-    CreateTopicsRequest,
     DescribeGroupsRequest,
     JoinGroupRequest,
     OffsetFetchRequest,
@@ -22,16 +21,9 @@ from kafkapy.protocol.messages import (
     TxnOffsetCommitRequest,
 )
 from kafkapy.protocol.records import build_control_batch
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, find_coordinator, running_broker
 
 E = ErrorCode
-
-
-async def make_topic(c: Client, name: str) -> None:
-    r = await c.request(ApiKey.CREATE_TOPICS, 5, CreateTopicsRequest(topics=[
-        CreateTopicsRequest.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
-        timeout_ms=5000))
-    assert r.topics[0].error_code == E.NONE
 
 
 async def txn_commit(c: Client, pid: int, offset: int) -> int:
@@ -56,7 +48,8 @@ async def test_transactional_offsets_follow_markers_across_restart(tmp_path: Pat
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (broker, _, port):
             c = await Client.connect(port)
-            await make_topic(c, "t")
+            await find_coordinator(c, "g")
+            await create_topic(port, "t", 1)
             assert await txn_commit(c, 5, 40) == E.NONE
             assert await fetch(c, True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
             assert await fetch(c, False) == (-1, E.NONE)
@@ -73,6 +66,7 @@ async def test_transactional_offsets_follow_markers_across_restart(tmp_path: Pat
             await c.aclose()
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "g")
             assert await fetch(c, False) == (40, E.NONE)
             assert await fetch(c, True) == (-1, E.UNSTABLE_OFFSET_COMMIT)  # 6 still open
             await c.aclose()
@@ -83,6 +77,7 @@ async def test_group_generation_and_assignment_reload(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "live")
             j = await c.request(ApiKey.JOIN_GROUP, 3, JoinGroupRequest(
                 group_id="live", session_timeout_ms=6000, rebalance_timeout_ms=6000,
                 protocol_type="consumer",
@@ -96,6 +91,7 @@ async def test_group_generation_and_assignment_reload(tmp_path: Path) -> None:
             await c.aclose()
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "live")
             d = await c.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["live"]))
             g = d.groups[0]
             assert g.group_state == "Stable"

@@ -18,7 +18,6 @@ import trio
 from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
-    CreateTopicsRequest,
     DescribeGroupsRequest,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -27,7 +26,7 @@ from kafkapy.protocol.messages import (
     SyncGroupRequest,
 )
 from kafkapy.server.broker import Broker
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, find_coordinator, running_broker
 
 E = ErrorCode
 SUB = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00"  # consumer Subscription v0 of "t"
@@ -49,13 +48,6 @@ def read_only_disk(broker: Broker) -> Iterator[None]:
         os.close(read_only)
         os.dup2(saved, fd)
         os.close(saved)
-
-
-async def make_topic(c: Client) -> None:
-    r = await c.request(ApiKey.CREATE_TOPICS, 5, CreateTopicsRequest(topics=[
-        CreateTopicsRequest.CreatableTopic(name="t", num_partitions=1, replication_factor=1)],
-        timeout_ms=5000))
-    assert r.topics[0].error_code == E.NONE
 
 
 async def commit(c: Client, offset: int, *, group: str = "g", member: str = "",
@@ -113,7 +105,8 @@ async def test_failed_commit_is_not_visible_and_not_lost_by_restart(tmp_path: Pa
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (broker, _, port):
             c = await Client.connect(port)
-            await make_topic(c)
+            await find_coordinator(c, "g")
+            await create_topic(port, "t", 1)
             assert await commit(c, 5) == E.NONE
             with read_only_disk(broker):
                 assert await commit(c, 9) == E.NOT_COORDINATOR  # Kafka's code: look us up again
@@ -124,6 +117,7 @@ async def test_failed_commit_is_not_visible_and_not_lost_by_restart(tmp_path: Pa
             await c.aclose()
         async with running_broker(tmp_path) as (broker, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "g")
             assert await committed(c) == 5  # what OffsetFetch showed is what the log has
             assert await commit(c, 11) == E.NONE  # the disk is back: commits work again
             assert await committed(c) == 11
@@ -134,6 +128,7 @@ async def test_failed_group_metadata_writes_answer_not_coordinator(tmp_path: Pat
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (broker, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "live")
             error, generation, member = await join(c)
             assert (error, generation) == (E.NONE, 1)
             assert await sync(c, member, 1, b"mine") == E.NONE
@@ -167,7 +162,8 @@ async def test_group_configs_are_honoured(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_broker(tmp_path, **settings) as (_, _, port):
             c = await Client.connect(port)
-            await make_topic(c)
+            await find_coordinator(c, "g")
+            await create_topic(port, "t", 1)
             assert await commit(c, 1, metadata="x" * 9) == E.OFFSET_METADATA_TOO_LARGE
             assert await committed(c) == -1
             assert await commit(c, 1, metadata="x" * 8) == E.NONE
@@ -199,6 +195,7 @@ async def test_describe_groups_authorized_operations(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "live")
             assert (await join(c))[0] == E.NONE
             asked = await c.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(
                 groups=["live", "unknown"], include_authorized_operations=True))

@@ -56,17 +56,21 @@ class Txn:
         self.c, self.tid, self.timeout_ms = client, tid, timeout_ms
         self.pid, self.epoch, self.seq = -1, -1, 0
 
-    async def init(self, version: int = 4) -> int:
+    async def init(self, version: int = 4, *, look_up: bool = True) -> int:
         """FindCoordinator, then InitProducerId, retrying what a client retries (the coordinator
-        still loading, a previous transaction still completing); the error code it ends with."""
+        still loading, a previous transaction still completing); the error code it ends with.
+        `look_up=False`: InitProducerId alone, retried only while a transaction completes (to see
+        what this broker answers when it does not coordinate the id)."""
+        retried = RETRIED_BY_CLIENTS if look_up else {E.CONCURRENT_TRANSACTIONS}
         code = int(E.REQUEST_TIMED_OUT)
         with trio.move_on_after(IO_TIMEOUT_S):
             while True:
-                await find_coordinator(self.c, self.tid, TRANSACTION_KEY)
+                if look_up:
+                    await find_coordinator(self.c, self.tid, TRANSACTION_KEY)
                 r = await self.c.request(ApiKey.INIT_PRODUCER_ID, version, InitProducerIdRequest(
                     transactional_id=self.tid, transaction_timeout_ms=self.timeout_ms))
                 code = int(r.error_code)
-                if code not in RETRIED_BY_CLIENTS:
+                if code not in retried:
                     break
                 await trio.sleep(0.02)
         if code == E.NONE:

@@ -37,7 +37,7 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.group_driver import GroupDriver
 from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
-from tests.server.helpers import IO_TIMEOUT_S, Client
+from tests.server.helpers import IO_TIMEOUT_S, Client, create_topic
 from tests.server.test_transactions import Txn, fetch
 
 E = ErrorCode
@@ -116,8 +116,8 @@ async def test_groups_answer_only_for_partitions_led_and_reload_from_the_log(
     tmp_path: Path,
 ) -> None:
     with trio.fail_after(60):
-        async with partitioned_broker(tmp_path) as (broker, groups, _, port):
-            broker.create_topic("t", 1)
+        async with partitioned_broker(tmp_path) as (_, groups, _, port):
+            await create_topic(port, "t", 1)
             c = await Client.connect(port)
             g = group_in(1)
             assert await commit(c, g, 5) == E.NOT_COORDINATOR  # nothing led yet
@@ -216,12 +216,12 @@ async def test_a_stale_load_is_not_installed(tmp_path: Path) -> None:
 
 async def test_transactions_follow_their_partition(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with partitioned_broker(tmp_path) as (broker, _, txns, port):
-            broker.create_topic("t", 1)
+        async with partitioned_broker(tmp_path) as (_, _, txns, port):
+            await create_topic(port, "t", 1)
             c = await Client.connect(port)
             p = partition_for("tx-a", PARTITIONS)
             tx = Txn(c, "tx-a")
-            assert await tx.init() == E.NOT_COORDINATOR
+            assert await tx.init(look_up=False) == E.NOT_COORDINATOR
             await lead(txns, TRANSACTION_STATE_TOPIC, p, 4)
             assert await tx.init() == E.NONE
             assert await tx.add("t") == E.NONE
@@ -257,8 +257,8 @@ async def test_a_prepared_commit_is_finished_by_the_next_leader(tmp_path: Path) 
     """The coordinator moved after PrepareCommit but before the markers: the partition's next
     leader loads the Prepare state and writes the markers itself."""
     with trio.fail_after(60):
-        async with partitioned_broker(tmp_path) as (broker, _, txns, port):
-            broker.create_topic("t", 1)
+        async with partitioned_broker(tmp_path) as (_, _, txns, port):
+            await create_topic(port, "t", 1)
             c = await Client.connect(port)
             p = partition_for("tx-b", PARTITIONS)
             await lead(txns, TRANSACTION_STATE_TOPIC, p, 1)
@@ -300,8 +300,8 @@ async def test_a_failing_marker_send_is_logged_and_retried(
 
     monkeypatch.setattr(txn_driver_module, "send_markers", flaky)
     with trio.fail_after(60):
-        async with partitioned_broker(tmp_path) as (broker, _, txns, port):
-            broker.create_topic("t", 1)
+        async with partitioned_broker(tmp_path) as (_, _, txns, port):
+            await create_topic(port, "t", 1)
             c = await Client.connect(port)
             tid = tid_in(0)
             await lead(txns, TRANSACTION_STATE_TOPIC, 0, 1)

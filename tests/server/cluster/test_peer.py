@@ -26,7 +26,7 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
 )
 from kafkapy.server.cluster.peer import PeerClient, PeerError, PeerPool
-from tests.server.helpers import batch, running_broker
+from tests.server.helpers import batch, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,8 +59,8 @@ async def test_pipelined_requests_each_get_their_own_answer() -> None:
 
 
 async def test_unanswered_request_times_out_and_the_next_one_works() -> None:
-    async with running_broker(None) as (broker, _server, port):
-        broker.create_topic("quiet", 1)
+    async with running_broker(None) as (_, _server, port):
+        await create_topic(port, "quiet", 1)
         client = PeerClient("127.0.0.1", port, client_id="peer-test")
         # a long poll on an empty partition: the broker holds it back for max_wait_ms
         fetch = FetchRequest(
@@ -80,8 +80,8 @@ async def test_unanswered_request_times_out_and_the_next_one_works() -> None:
 async def test_a_timeout_fails_the_requests_in_flight_with_it() -> None:
     """Contract (docs/cluster.md): a timed-out request closes its connection, so another long
     poll in flight on it fails at once instead of hanging; the next request reconnects."""
-    async with running_broker(None) as (broker, _server, port):
-        broker.create_topic("quiet2", 1)
+    async with running_broker(None) as (_, _server, port):
+        await create_topic(port, "quiet2", 1)
         client = PeerClient("127.0.0.1", port, client_id="peer-test")
 
         def fetch(wait_ms: int) -> FetchRequest:
@@ -115,8 +115,8 @@ async def test_a_timeout_fails_the_requests_in_flight_with_it() -> None:
 
 
 async def test_long_poll_is_answered_when_data_arrives_while_others_pipeline() -> None:
-    async with running_broker(None) as (broker, _server, port):
-        broker.create_topic("poll", 1)
+    async with running_broker(None) as (_, _server, port):
+        await create_topic(port, "poll", 1)
         client = PeerClient("127.0.0.1", port, client_id="peer-test")
         fetch = FetchRequest(
             replica_id=-1, max_wait_ms=8000, min_bytes=1, max_bytes=1 << 20,

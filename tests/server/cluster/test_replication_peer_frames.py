@@ -24,7 +24,7 @@ from kafkapy.protocol import ApiKey, decode_request, decode_request_header, enco
 from kafkapy.protocol.messages import FetchRequest, FetchResponse, MetadataRequest, ProduceRequest
 from kafkapy.protocol.records import iter_batches
 from kafkapy.server.cluster.peer import OWN_BUFFER_BYTES, PeerClient
-from tests.server.helpers import batch, running_broker
+from tests.server.helpers import batch, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,9 +123,7 @@ async def test_a_large_fetch_answer_is_the_batches_the_broker_holds() -> None:
     """End to end: several ~200 KiB batches fetched in one answer (received into its own
     buffer) and small Metadata answers pipelined with it; the records are the broker's bytes."""
     async with running_broker(None) as (broker, _server, port):
-        broker.create_topic("big", 1)
-        info = broker.topics.get("big")
-        assert info is not None
+        info = await create_topic(port, "big", 1)
         client = PeerClient("127.0.0.1", port, client_id="frames-test")
         value = b"v" * 200_000
         for i in range(4):

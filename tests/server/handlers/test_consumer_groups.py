@@ -18,40 +18,15 @@ from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
-    CreateTopicsRequest,
     JoinGroupRequest,
     ListGroupsRequest,
-    MetadataRequest,
 )
 from tests.server.cluster.test_coordinators_partitioned import lead, partitioned_broker
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, find_coordinator, running_broker
 from tests.server.test_group_write_failures import read_only_disk
 
 E = ErrorCode
 TP = ConsumerGroupHeartbeatRequest.TopicPartitions
-
-
-async def make_topic(c: Client, name: str, partitions: int) -> uuid.UUID:
-    r = await c.request(
-        ApiKey.CREATE_TOPICS,
-        5,
-        CreateTopicsRequest(
-            topics=[
-                CreateTopicsRequest.CreatableTopic(
-                    name=name, num_partitions=partitions, replication_factor=1
-                )
-            ],
-            timeout_ms=5000,
-        ),
-    )
-    assert r.topics[0].error_code == E.NONE
-    m = await c.request(
-        ApiKey.METADATA,
-        12,
-        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]),
-    )
-    topic_id: uuid.UUID = m.topics[0].topic_id
-    return topic_id
 
 
 async def beat(c: Client, version: int = 1, **fields: Any) -> Any:
@@ -71,7 +46,8 @@ async def test_two_members_split_then_one_leaves(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
-            tid = await make_topic(c, "t", 4)
+            await find_coordinator(c, "g")
+            tid = (await create_topic(port, "t", 4)).topic_id
             a = await beat(
                 c, member_id="a", member_epoch=0, subscribed_topic_names=["t"], topic_partitions=[]
             )
@@ -132,7 +108,8 @@ async def test_group_survives_a_restart(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
-            tid = await make_topic(c, "t", 2)
+            await find_coordinator(c, "g")
+            tid = (await create_topic(port, "t", 2)).topic_id
             a = await beat(
                 c,
                 version=0,
@@ -146,6 +123,7 @@ async def test_group_survives_a_restart(tmp_path: Path) -> None:
             await c.aclose()
         async with running_broker(tmp_path) as (_, _, port):
             c = await Client.connect(port)
+            await find_coordinator(c, "g")
             again = await beat(
                 c,
                 version=0,
@@ -164,7 +142,8 @@ async def test_bad_heartbeats_get_error_codes() -> None:
     with trio.fail_after(60):
         async with running_broker(None) as (_, _, port):
             c = await Client.connect(port)
-            await make_topic(c, "t", 1)
+            await find_coordinator(c, "g")
+            await create_topic(port, "t", 1)
             r = await beat(c, member_id="", member_epoch=0, subscribed_topic_names=["t"])
             assert r.error_code == E.INVALID_REQUEST  # v1: the client names itself
             r = await beat(c, member_id="m", member_epoch=0, subscribed_topic_regex="t.*")
@@ -215,7 +194,8 @@ async def test_failed_write_answers_not_coordinator_and_keeps_the_log_state(
     with trio.fail_after(60):
         async with running_broker(tmp_path) as (broker, _, port):
             c = await Client.connect(port)
-            tid = await make_topic(c, "t", 2)
+            await find_coordinator(c, "g")
+            tid = (await create_topic(port, "t", 2)).topic_id
             a = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"])
             assert a.error_code == E.NONE
             with read_only_disk(broker):
@@ -247,7 +227,7 @@ async def test_partitioned_coordinator_moves_and_reloads_the_group(tmp_path: Pat
     with trio.fail_after(60):
         async with partitioned_broker(tmp_path) as (_, groups, _, port):
             c = await Client.connect(port)
-            tid = await make_topic(c, "t", 2)
+            tid = (await create_topic(port, "t", 2)).topic_id
             r = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"])
             assert r.error_code == E.NOT_COORDINATOR
             await lead(groups, CONSUMER_OFFSETS_TOPIC, partition, 1)

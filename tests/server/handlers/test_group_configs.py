@@ -17,8 +17,8 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.config import BROKER_CONFIGS, BrokerConfig
 from kafkapy.server.config_rules import group_config_from
-from tests.server.handlers.test_consumer_groups import beat, make_topic
-from tests.server.helpers import Client, running_broker
+from tests.server.handlers.test_consumer_groups import beat
+from tests.server.helpers import Client, create_topic, find_coordinator, running_broker
 
 pytestmark = pytest.mark.timeout(90)
 GROUP = 32
@@ -99,8 +99,9 @@ async def test_bad_group_configs_are_refused_with_kafkas_codes() -> None:
             assert (await alter(c, "", Op(name=SESSION, config_operation=SET, value="50000")))[0] == ErrorCode.INVALID_REQUEST
             assert await alter(c, "g", Op(name=SESSION, config_operation=SET, value="50000"), validate_only=True) == (0, None)
             assert (await describe(c, ""))[0] == ErrorCode.INVALID_REQUEST
+            _, configs = await describe(c, "g")
+            assert {source for _, source, _, _ in configs.values()} == {ConfigSource.DEFAULT_CONFIG}
         assert broker.config.group_configs == {}
-        assert broker.topics.group_configs == {}
 
 
 async def test_alter_configs_replaces_a_groups_whole_set() -> None:
@@ -120,8 +121,9 @@ async def test_alter_configs_replaces_a_groups_whole_set() -> None:
 async def test_the_coordinator_gives_members_the_groups_heartbeat_interval() -> None:
     async with running_broker(None) as (_, _, port):
         c = await Client.connect(port)
+        await find_coordinator(c, "g")
         with trio.fail_after(60):
-            await make_topic(c, "t", 2)
+            await create_topic(port, "t", 2)
             a = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"], topic_partitions=[])
             assert (a.error_code, a.heartbeat_interval_ms) == (ErrorCode.NONE, 5000)
             assert (await alter(c, "g", Op(name=HEARTBEAT, config_operation=SET, value="12000")))[0] == 0

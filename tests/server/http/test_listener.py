@@ -12,13 +12,11 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.server.app import ListenError, Server
-from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
+from kafkapy.server.app import ListenError
 from kafkapy.server.http import listener as listener_module
 from kafkapy.server.http.listener import HttpResponse, parse_http_address
 from kafkapy.testing.cluster import free_ports
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, build_node, running_broker
 
 HTTP = {"kafkapy.http.listener": "127.0.0.1:0"}
 
@@ -184,7 +182,7 @@ async def test_idle_http_connection_is_closed(monkeypatch: pytest.MonkeyPatch) -
 
 async def test_bad_address_and_port_in_use_refuse_to_start() -> None:
     for value, reason in (("nonsense", "bad HTTP listener"), ("127.0.0.1:99999", "port")):
-        server = Server(Broker(BrokerConfig({"kafkapy.http.listener": value}), memory=True))
+        server = build_node(None, {"kafkapy.http.listener": value})
         with pytest.raises(ListenError, match=reason):
             await server.run()
     with socket.socket() as taken:
@@ -192,7 +190,7 @@ async def test_bad_address_and_port_in_use_refuse_to_start() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "kafkapy.http.listener": f"127.0.0.1:{port}"}
-        server = Server(Broker(BrokerConfig(settings), memory=True))
+        server = build_node(None, settings)
         with pytest.raises(ListenError, match=f"cannot listen on HTTP 127.0.0.1:{port}"):
             await server.run()
 
@@ -203,12 +201,11 @@ async def test_readyz_is_503_until_a_cluster_member_has_joined(tmp_path: Path) -
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
     settings = {
         "node.id": "1",
-        "log.dirs": str(tmp_path / "node1"),
         "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_ports[0]}",
         "controller.quorum.voters": voters,
         **HTTP,
     }
-    server = Server(Broker(BrokerConfig(settings)))
+    server = build_node(tmp_path / "node1", settings)
     assert server.readiness() == (False, "listeners not bound yet")
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
@@ -225,10 +222,7 @@ async def test_readyz_is_503_until_a_cluster_member_has_joined(tmp_path: Path) -
 
 
 async def test_open_http_connections_do_not_delay_shutdown() -> None:
-    broker = Broker(
-        BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", **HTTP}), memory=True
-    )
-    server = Server(broker)
+    server = build_node(None, {"listeners": "PLAINTEXT://127.0.0.1:0", **HTTP})
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
         assert server.http is not None

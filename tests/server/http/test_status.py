@@ -12,7 +12,7 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.server.http.page import render_page
 from kafkapy.server.http.status import History, status_json
-from tests.server.helpers import Client, running_broker
+from tests.server.helpers import Client, create_topic, running_broker
 from tests.server.test_stats import produce_request
 
 HTTP = {"kafkapy.http.listener": "127.0.0.1:0"}
@@ -29,9 +29,9 @@ def fetch(port: int, path: str) -> tuple[int, str, bytes]:
 
 
 async def test_api_status_page_fragment_and_assets() -> None:
-    async with running_broker(None, **HTTP) as (broker, server, port):
+    async with running_broker(None, **HTTP) as (_, server, port):
         assert server.http is not None
-        broker.create_topic("shown", 2)
+        await create_topic(port, "shown", 2)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, 9, produce_request("shown", 0, 1))
         await client.aclose()
@@ -72,9 +72,9 @@ async def test_api_status_page_fragment_and_assets() -> None:
 
 
 async def test_history_rates_follow_the_counters() -> None:
-    async with running_broker(None) as (broker, server, port):
+    async with running_broker(None) as (_, server, port):
         history = History(server)
-        broker.create_topic("r", 1)
+        await create_topic(port, "r", 1)
         history.sample()
         client = await Client.connect(port)
         for _ in range(4):

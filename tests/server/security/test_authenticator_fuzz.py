@@ -19,12 +19,10 @@ from kafkapy.protocol.messages import (
     SaslHandshakeRequest,
 )
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.connection import Connection
-from kafkapy.server.handlers import load_handlers
-from kafkapy.server.security import ListenerSecurity, listener_security
+from kafkapy.server.security import ListenerSecurity
 
-from ..helpers import batch
+from ..helpers import batch, build_node
 
 
 def _frame(api_key: int, version: int, msg: object) -> bytes:
@@ -56,15 +54,13 @@ _pieces = st.one_of(
 
 @pytest.fixture(scope="module")
 def sasl_listener() -> Iterator[tuple[Broker, ListenerSecurity]]:
-    load_handlers()
-    config = BrokerConfig(
-        {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "kafkapy.sasl.users": "alice:pw"}
+    server = build_node(
+        None, {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "kafkapy.sasl.users": "alice:pw"}
     )
-    broker = Broker(config, memory=True)
     try:
-        yield broker, listener_security(config, broker.credentials)["SASL_PLAINTEXT"]
+        yield server.broker, server.security["SASL_PLAINTEXT"]
     finally:
-        broker.close()
+        server.broker.close()
 
 
 @settings(max_examples=60, deadline=None)

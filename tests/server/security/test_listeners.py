@@ -33,7 +33,7 @@ from kafkapy.protocol.records import decode_records, iter_batches
 from kafkapy.server.app import Server
 from kafkapy.testing.certs import CertFiles, make_certs
 
-from ..helpers import IO_TIMEOUT_S, Client, batch, running_broker
+from ..helpers import IO_TIMEOUT_S, Client, batch, build_node, create_topic, running_broker
 
 LISTENERS = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
 USERS = {"kafkapy.sasl.users": "alice:alice-secret,bob:b:ob"}
@@ -67,7 +67,8 @@ def _produce(topic: str, *values: bytes) -> ProduceRequest:
 
 
 async def test_plain_login_then_requests_including_ones_pipelined_behind_the_last_token() -> None:
-    async with sasl_broker() as (_, _, sasl_port):
+    async with sasl_broker() as (_, plain_port, sasl_port):
+        await create_topic(plain_port, "t", 1)
         client = await Client.connect(sasl_port)
         versions = await client.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())
         listed = {k.api_key for k in versions.api_keys}
@@ -117,6 +118,7 @@ async def test_unauthenticated_produce_closes_the_connection_and_others_carry_on
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with sasl_broker() as (_, plain_port, sasl_port):
+        await create_topic(plain_port, "t", 1)
         intruder = await Client.connect(sasl_port)
         await intruder.send(ApiKey.PRODUCE, 9, _produce("t", b"sneaky"))
         assert await intruder.read_frame() is None
@@ -253,8 +255,7 @@ async def test_sasl_ssl_with_client_certificates_required(certs: CertFiles) -> N
 def test_bad_tls_and_sasl_settings_fail_at_start_with_a_clear_message(
     tmp_path: Path, certs: CertFiles
 ) -> None:
-    from kafkapy.server.broker import Broker
-    from kafkapy.server.config import BrokerConfig, ConfigError
+    from kafkapy.server.config import ConfigError
 
     cases = [
         ({"listeners": "SSL://127.0.0.1:0"}, "ssl.keystore.location"),
@@ -265,11 +266,7 @@ def test_bad_tls_and_sasl_settings_fail_at_start_with_a_clear_message(
     ]  # fmt: skip
 
     def start(settings: dict[str, str]) -> None:
-        broker = Broker(BrokerConfig(settings), memory=True)
-        try:
-            Server(broker)
-        finally:
-            broker.close()
+        build_node(None, settings).broker.close()
 
     for settings, message in cases:
         with pytest.raises((ConfigError, ValueError), match=message):
@@ -291,6 +288,7 @@ async def test_frames_over_512_kib_are_refused_before_authentication_only(
     big = _produce("t", b"x" * 700_000)  # a 700 KB frame
     async with running_broker(None, **overrides) as (_, server, _):
         port = _port(server, protocol)
+        await create_topic(_port(server, "PLAINTEXT"), "t", 1)
 
         async def connect() -> Client:
             return await (_tls_client(port, certs) if protocol == "SASL_SSL" else Client.connect(port))
