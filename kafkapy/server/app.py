@@ -206,8 +206,7 @@ class Server:
         if cluster is not None and not cluster.is_ready():
             if not cluster.config.is_broker:
                 return False, "no Raft leader known yet"
-            brokers = getattr(cluster.image, "brokers", None) or {}
-            if cluster.node_id not in brokers:
+            if cluster.node_id not in cluster.image.brokers:
                 return False, "broker not registered with the controller yet"
             return False, "broker registration fenced (catching up with the metadata log)"
         return True, ""

@@ -386,14 +386,16 @@ async def _forward_incremental(ctx: RequestContext, req: IncrementalAlterConfigs
 
 def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> dict[str, str]:
     cluster = ctx.broker.cluster
-    image = getattr(cluster, "image", None)
+    if cluster is None:
+        return {}
+    image = cluster.image
     if resource_type == TOPIC:
-        topic = getattr(image, "topics", {}).get(name)
+        topic = image.topics.get(name)
         return dict(topic.configs) if topic is not None else {}
     if resource_type == BROKER:
-        return dict(getattr(image, "broker_configs", {}).get(name, {}))
+        return dict(image.broker_configs.get(name, {}))
     if resource_type == GROUP:
-        return dict(getattr(image, "group_configs", {}).get(name, {}))
+        return dict(image.group_configs.get(name, {}))
     return {}
 
 

@@ -107,15 +107,12 @@ log = logging.getLogger(__name__)
 
 def _driver(ctx: RequestContext) -> ControllerDriver | None:
     cluster = ctx.broker.cluster
-    driver = getattr(cluster, "controller", None) if cluster is not None else None
-    return driver if isinstance(driver, ControllerDriver) else None
+    return cluster.controller if cluster is not None else None
 
 
 def _has_quorum_contact(driver: ControllerDriver | None) -> bool:
     """Does this node's Raft leadership still hold (`RaftDriver.has_quorum_contact`)?"""
-    raft = getattr(getattr(driver, "node", None), "raft", None)
-    check = getattr(raft, "has_quorum_contact", None)
-    return check is None or bool(check())
+    return driver is None or driver.node.raft.has_quorum_contact()
 
 
 #: the longest commit wait an admin request's `timeout_ms` may ask for

@@ -14,12 +14,11 @@ Not yet: racks without a metadata image.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
@@ -33,7 +32,7 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
     if broker.replicas is not None and broker.cluster is not None:
-        response = _describe_cluster_from_image(ctx, req)
+        response = _describe_cluster_from_image(ctx, req, broker.cluster)
     else:
         response = _describe_single_node(ctx, req)
     if req.include_cluster_authorized_operations:
@@ -57,9 +56,10 @@ def _describe_single_node(ctx: RequestContext, req: DescribeClusterRequest) -> D
     return response
 
 
-def _describe_cluster_from_image(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+def _describe_cluster_from_image(
+    ctx: RequestContext, req: DescribeClusterRequest, cluster: ClusterNode
+) -> DescribeClusterResponse:
     broker = ctx.broker
-    cluster: Any = broker.cluster
     listed = alive_brokers(cluster.image, ctx.connection.listener_name)
     response = DescribeClusterResponse(
         cluster_id=broker.cluster_id,

@@ -63,7 +63,7 @@ async def handle_describe_topic_partitions(
 ) -> DescribeTopicPartitionsResponse:
     broker = ctx.broker
     node = broker.node_id
-    image: Any = broker.cluster.image if broker.replicas is not None and broker.cluster is not None else None
+    image = broker.cluster.image if broker.replicas is not None and broker.cluster is not None else None
     names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
     cursor = req.cursor
     if cursor is not None:

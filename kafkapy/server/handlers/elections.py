@@ -23,11 +23,10 @@ unclean election (the controller does not model it).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
+from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
@@ -46,7 +45,7 @@ async def handle_elect_leaders(
     if ctx.api_version == 0:
         req.election_type = PREFERRED
     if broker.cluster is not None:
-        return await _cluster_elect_leaders(ctx, req)
+        return await _cluster_elect_leaders(ctx, req, broker.cluster)
     wanted = requested_partitions(req)
     names = [t.name for t in broker.topics.all()]
     if wanted is None:  # every partition is led by its only replica: nothing to report
@@ -64,9 +63,8 @@ async def handle_elect_leaders(
 
 
 async def _cluster_elect_leaders(
-    ctx: RequestContext, req: ElectLeadersRequest
+    ctx: RequestContext, req: ElectLeadersRequest, cluster: ClusterNode
 ) -> ElectLeadersResponse:
-    cluster: Any = ctx.broker.cluster
     ctx.release_turn()
     try:
         response: ElectLeadersResponse = await cluster.channel.elect_leaders(req)

@@ -57,7 +57,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
     by_dir: dict[str, dict[str, list[LogDirPartition]]] = {
         str(d.resolve()): {} for d in broker.data_dirs
     }
-    image: Any = broker.cluster.image if broker.cluster is not None else None
+    image = broker.cluster.image if broker.cluster is not None else None
     for (topic, partition), plog in sorted(broker.logs.logs().items()):
         if topic not in broker.topics:
             continue

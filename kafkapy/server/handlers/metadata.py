@@ -40,6 +40,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
+from kafkapy.server.cluster.node import ClusterNode
+from kafkapy.server.cluster.partition_roles import ReplicaManager
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
@@ -91,9 +93,8 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
     replication factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
     if topic_name_error(name) is not None:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    channel = getattr(broker.cluster, "channel", None)
-    create = getattr(channel, "create_topics", None)
-    if create is None:
+    cluster = broker.cluster
+    if cluster is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     request = CreateTopicsRequest(
         topics=[
@@ -102,7 +103,7 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
         timeout_ms=30000,
     )
     try:
-        response = await create(request)
+        response = await cluster.channel.create_topics(request)
     except Exception as exc:  # no controller yet, ...: the client retries
         log.info("auto-creating %s through the controller failed: %s", name, exc)
         return ErrorCode.LEADER_NOT_AVAILABLE
@@ -143,7 +144,7 @@ def _cluster_topic(image: Any, t: Any) -> TopicEntry:
     )
 
 
-async def _joined(cluster: Any, replicas: Any) -> bool:
+async def _joined(cluster: ClusterNode, replicas: ReplicaManager) -> bool:
     """`cluster.has_joined()`, waiting up to `_JOIN_WAIT_S` (image publishes) for it."""
     with trio.move_on_after(_JOIN_WAIT_S):
         while not cluster.has_joined():
@@ -152,11 +153,10 @@ async def _joined(cluster: Any, replicas: Any) -> bool:
     return False
 
 
-async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+async def _cluster_metadata(
+    ctx: RequestContext, req: MetadataRequest, cluster: ClusterNode, replicas: ReplicaManager
+) -> MetadataResponse:
     broker = ctx.broker
-    cluster: Any = broker.cluster
-    replicas = broker.replicas
-    assert replicas is not None
     if not await _joined(cluster, replicas):
         raise CloseConnection(
             f"node {cluster.node_id} has not rejoined the cluster since it started: "
@@ -213,7 +213,7 @@ async def _cluster_metadata(ctx: RequestContext, req: MetadataRequest) -> Metada
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     if broker.replicas is not None and broker.cluster is not None:
-        response = await _cluster_metadata(ctx, req)
+        response = await _cluster_metadata(ctx, req, broker.cluster, broker.replicas)
     else:
         response = await _single_node_metadata(ctx, req)
     if ctx.api_version >= 8:

@@ -272,7 +272,7 @@ def _leader_check(broker: Broker, topic: str, partition: int, acks: int) -> Erro
     role = broker.replicas.leader_role(topic, partition)
     if role is None or role.leader_state is None:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    lifecycle = getattr(broker.cluster, "lifecycle", None)
+    lifecycle = broker.cluster.lifecycle if broker.cluster is not None else None
     if lifecycle is not None and not lifecycle.holds_lease():
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if acks == -1 and not role.leader_state.enough_replicas(broker.replicas.min_insync_replicas(topic)):

@@ -18,7 +18,6 @@ node that is not in cluster mode - gets an error code, never a crash.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
@@ -38,6 +37,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.raft import FetchRequest as RaftFetchRequest
 from kafkapy.server.cluster.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from kafkapy.server.cluster.raft_driver import RaftDriver
 from kafkapy.server.cluster.raft_driver import now_ms as raft_now_ms
 from kafkapy.server.cluster.raft_wire import request_from_wire, response_to_wire
 from kafkapy.server.context import RequestContext
@@ -56,9 +56,9 @@ __all__ = [
 MAX_FETCH_WAIT_MS = 1000
 
 
-def _driver(ctx: RequestContext) -> Any:
-    cluster = getattr(ctx.broker, "cluster", None)
-    return getattr(cluster, "raft", None) if cluster is not None else None
+def _driver(ctx: RequestContext) -> RaftDriver | None:
+    cluster = ctx.broker.cluster
+    return cluster.raft if cluster is not None else None
 
 
 async def _answer(

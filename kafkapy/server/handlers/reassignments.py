@@ -26,8 +26,6 @@ authorization.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -80,7 +78,7 @@ async def handle_alter_partition_reassignments(
         return alter_reassignments_response(
             [_single_node(broker, t, p, r) for t, p, r in _requested(req)]
         )
-    cluster: Any = broker.cluster
+    cluster = broker.cluster
     ctx.release_turn()
     try:
         response: AlterPartitionReassignmentsResponse = (
@@ -102,7 +100,7 @@ async def handle_list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
     response = ListPartitionReassignmentsResponse()
-    cluster: Any = ctx.broker.cluster
+    cluster = ctx.broker.cluster
     if cluster is None:
         return response
     image = cluster.image

@@ -39,7 +39,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from typing import Any
 
 import trio
 
@@ -296,7 +295,7 @@ def _low_watermark(broker: Broker, role: PartitionRole, plog: PartitionLog) -> i
     """Kafka's low watermark: the lowest log start over the leader and every replica on a live
     (unfenced) broker, as their fetches report it (-1 until a follower fetched from this leader)."""
     low = plog.log_start_offset
-    image: Any = broker.cluster.image if broker.cluster is not None else None
+    image = broker.cluster.image if broker.cluster is not None else None
     for replica in role.replicas:
         if replica == broker.node_id:
             continue

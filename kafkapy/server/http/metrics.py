@@ -122,7 +122,7 @@ class BrokerCollector:
         for conn in server.connections:
             name = conn.state.listener_name
             connections[name] = connections.get(name, 0) + 1
-        registered = getattr(getattr(broker.cluster, "image", None), "brokers", None)
+        registered = broker.cluster.image.brokers if broker.cluster is not None else None
         cache = broker.fetch_sessions
         return Snapshot(
             node_id=broker.node_id,

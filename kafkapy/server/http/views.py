@@ -131,7 +131,7 @@ def partition_views(broker: Broker) -> list[PartitionView]:
     else:
         image = cluster.image
         internal = {info.name for info in broker.topics.all() if info.internal}
-        for name, topic in sorted(getattr(image, "topics", {}).items()):
+        for name, topic in sorted(image.topics.items()):
             min_isr = _min_isr(broker, dict(topic.configs))
             for p, part in sorted(topic.partitions.items()):
                 view = PartitionView(
@@ -164,7 +164,7 @@ def broker_views(broker: Broker) -> list[BrokerView]:
         return [BrokerView(broker.node_id, host, port)]
     out = []
     listener = cluster.config.inter_broker_listener_name
-    for node_id, reg in sorted(getattr(cluster.image, "brokers", {}).items()):
+    for node_id, reg in sorted(cluster.image.brokers.items()):
         endpoint = reg.endpoint(listener) or (reg.endpoints[0] if reg.endpoints else None)
         host, port = (endpoint.host, endpoint.port) if endpoint is not None else ("", 0)
         out.append(BrokerView(node_id, host, port, reg.rack, reg.fenced, reg.in_controlled_shutdown))
@@ -192,18 +192,16 @@ def cluster_view(server: Server) -> dict[str, Any]:
         view.update(controller_id=broker.node_id, active_controller=True, quorum=None)
         return view
     raft = cluster.raft
-    leader = getattr(raft, "leader_id", None)
+    leader = raft.leader_id
     view["controller_id"] = leader if leader is not None else -1
-    view["active_controller"] = bool(
-        cluster.controller is not None and getattr(raft, "is_leader", False)
-    )
+    view["active_controller"] = cluster.controller is not None and raft.is_leader
     view["quorum"] = {
         "voters": sorted(cluster.config.voters),
         "leader_id": leader if leader is not None else -1,
-        "epoch": int(getattr(raft, "epoch", 0)),
-        "high_watermark": int(getattr(raft, "high_watermark", -1)),
-        "state": str(getattr(getattr(raft, "role", None), "name", "unknown")).lower(),
-        "metadata_offset": int(getattr(cluster.image, "offset", -1)),
+        "epoch": raft.epoch,
+        "high_watermark": raft.high_watermark,
+        "state": raft.role.name.lower(),
+        "metadata_offset": cluster.image.offset,
     }
     return view
 

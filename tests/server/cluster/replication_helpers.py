@@ -207,9 +207,13 @@ async def start_node(
     cluster = server.cluster
     assert cluster is not None
     # only the data plane runs: the metadata comes from `controller` directly (through the
-    # node's publisher, which has no task of its own)
-    cluster.raft = cluster.controller = cluster.lifecycle = None
-    cluster.channel = Channel(controller, node_id)
+    # node's publisher, which has no task of its own); the node's Raft replica exists but never
+    # runs (no leader known: clients are told this broker is the controller)
+    cluster.controller = cluster.lifecycle = None
+    cluster.channel = Channel(controller, node_id)  # type: ignore[assignment]
+    fetchers = cluster.fetchers
+    assert fetchers is not None
+    cluster.parts = lambda: {"fetchers": fetchers}  # type: ignore[method-assign]
     bound = await nursery.start(server.run)
     node = Node(node_id, broker, server, bound[0].port)
     controller.register(node)

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kafkapy.server.cluster.peer import PeerError
+
+if TYPE_CHECKING:
+    from kafkapy.controller.image import MetadataImage
+    from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["alive_brokers", "controller_id_for_clients"]
 
 
-def alive_brokers(image: Any, listener: str) -> list[tuple[int, str, int, str | None]]:
+def alive_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, int, str | None]]:
     """Cluster mode: (id, host, port, rack) of the unfenced brokers advertising `listener`."""
     out = []
     for b in sorted(image.brokers.values(), key=lambda b: b.id):
@@ -20,7 +24,7 @@ def alive_brokers(image: Any, listener: str) -> list[tuple[int, str, int, str | 
     return out
 
 
-def controller_id_for_clients(cluster: Any, listed: list[int]) -> int:
+def controller_id_for_clients(cluster: ClusterNode, listed: list[int]) -> int:
     """The controller id clients are told (Metadata, DescribeCluster): where they send admin
     requests (CreateTopics, DeleteTopics, CreatePartitions, configs, ...).
 
@@ -36,22 +40,19 @@ def controller_id_for_clients(cluster: Any, listed: list[int]) -> int:
     failures - told the dead node once, its CreateTopics waited for that node to come back
     (over 100 s). A node whose Raft connection to the leader broke names itself instead: it
     is alive, since it is answering."""
-    me = getattr(cluster, "node_id", None)
-    raft_leader = getattr(getattr(cluster, "raft", None), "leader_id", None)
-    if raft_leader in listed and (raft_leader == me or _reaches(cluster, raft_leader)):
-        return int(raft_leader)
+    me = cluster.node_id
+    raft_leader = cluster.raft.leader_id
+    if raft_leader is not None and raft_leader in listed and (raft_leader == me or _reaches(cluster, raft_leader)):
+        return raft_leader
     if me in listed:
-        return int(me)
+        return me
     return listed[0] if listed else -1
 
 
-def _reaches(cluster: Any, node_id: int) -> bool:
+def _reaches(cluster: ClusterNode, node_id: int) -> bool:
     """True while this node's Raft connection to `node_id` is up (followers and observers keep
     a Fetch long-poll in flight on it, so a dead leader's closed socket is seen at once)."""
-    peers = getattr(cluster, "controller_peers", None)
-    if peers is None:
-        return True  # nothing to judge by: keep naming the leader
     try:
-        return bool(peers.get(node_id).connected)
+        return cluster.controller_peers.get(node_id).connected
     except PeerError:
         return False
