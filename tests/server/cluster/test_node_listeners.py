@@ -24,14 +24,15 @@ from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.peer import PeerClient, PeerError
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_store import cluster_id_for
+from tests.server.helpers import build_node
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @asynccontextmanager
 async def serving(settings: dict[str, str]) -> AsyncIterator[tuple[Broker, Server, list[BoundListener]]]:
-    broker = Broker(BrokerConfig(settings), memory=True)
-    server = Server(broker)
+    server = build_node(None, settings)
+    broker = server.broker
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.run)
         try:
