@@ -13,7 +13,7 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
@@ -78,14 +78,17 @@ class KafkaAdmin:
         if wait:
             self.wait_for_topic(name, partitions)
 
-    def delete_topic(self, name: str) -> None:
-        """Delete `name`; AdminError on failure (UNKNOWN_TOPIC_OR_PARTITION if it is not there)."""
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
+        """Delete `name`; AdminError on failure (UNKNOWN_TOPIC_OR_PARTITION if it is not there).
+        `wait`: return once no bootstrap address lists it (the deletion is published)."""
         request = DeleteTopicsRequest(topic_names=[name], timeout_ms=int(self.timeout_s * 1000))
         response = self._send(ApiKey.DELETE_TOPICS, DELETE_TOPICS_VERSION, request)
         assert isinstance(response, DeleteTopicsResponse)
         for result in response.responses:
             if result.error_code != ErrorCode.NONE:
                 raise AdminError(f"delete {name}: {_describe(result.error_code, None)}", result.error_code)
+        if wait:
+            self._wait_everywhere(name, lambda response: not _listed(response, name), "is still listed by")
 
     def list_topics(self) -> dict[str, int]:
         """Topic name -> partition count, from one broker's Metadata."""
@@ -94,19 +97,23 @@ class KafkaAdmin:
 
     def wait_for_topic(self, name: str, partitions: int) -> None:
         """Block until every bootstrap address lists `name` with a leader for each partition."""
+        self._wait_everywhere(
+            name, lambda response: _led(response, name, partitions), "has no leader for every partition on"
+        )
+
+    def _wait_everywhere(self, name: str, done: Callable[[MetadataResponse], bool], failure: str) -> None:
         deadline = time.monotonic() + self.timeout_s
         pending = list(self.addresses)
         while pending:
             address = pending[0]
             try:
-                response = self._metadata([name], [address])
-                if _led(response, name, partitions):
+                if done(self._metadata([name], [address])):
                     pending.pop(0)
                     continue
             except (OSError, AdminError):
                 pass
             if time.monotonic() > deadline:
-                raise AdminError(f"topic {name} has no leader for every partition on {address[0]}:{address[1]}")
+                raise AdminError(f"topic {name} {failure} {address[0]}:{address[1]}")
             time.sleep(0.05)
 
     # -- transport ------------------------------------------------------------------------------
@@ -162,6 +169,10 @@ def _led(response: MetadataResponse, name: str, partitions: int) -> bool:
             leaders = [p.leader_id for p in topic.partitions if p.error_code == ErrorCode.NONE]
             return len(leaders) >= partitions and all(leader >= 0 for leader in leaders)
     return False
+
+
+def _listed(response: MetadataResponse, name: str) -> bool:
+    return any(t.name == name and t.error_code == ErrorCode.NONE for t in response.topics)
 
 
 def _describe(code: int, message: str | None) -> str:
