@@ -40,12 +40,13 @@ IO_TIMEOUT_S = 10
 
 
 def build_node(data_dir: Path | None, settings: Mapping[str, str]) -> Server:
-    """The node `settings` describe (no data dir: a temporary one, as `--memory`), built as
-    `kafkapy serve` builds it but not started; its broker is `server.broker`. Every test builds
-    its node here, so how a node is composed is written once."""
+    """The node `settings` describe, built as `kafkapy serve` builds it but not started; its
+    broker is `server.broker`. `data_dir`: its `log.dirs` unless `settings` name them; None: a
+    temporary one, as `--memory`. Every test builds its node here, so how a node is composed
+    is written once."""
     full = dict(settings)
     if data_dir is not None:
-        full["log.dirs"] = str(data_dir)
+        full.setdefault("log.dirs", str(data_dir))  # an explicit `log.dirs` wins
     broker = Broker(BrokerConfig(full), memory=data_dir is None)
     try:
         return Server(broker)

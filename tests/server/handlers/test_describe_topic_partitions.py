@@ -11,24 +11,18 @@ from pathlib import Path
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import CreateTopicsRequest, DescribeTopicPartitionsRequest
+from kafkapy.protocol.messages import DescribeTopicPartitionsRequest
 
-from ..helpers import Client, running_broker
+from ..helpers import Client, create_topic, running_broker
 
 DTP = DescribeTopicPartitionsRequest
-
-
-async def _create(client: Client, name: str, partitions: int) -> None:
-    resp = await client.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[
-        CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)]))
-    assert resp.topics[0].error_code == ErrorCode.NONE, resp.topics[0].error_message
 
 
 async def test_pages_follow_the_cursor(tmp_path: Path) -> None:
     async with running_broker(tmp_path) as (_, _, port):
         client = await Client.connect(port)
-        await _create(client, "d", 2)
-        await _create(client, "c", 1)
+        await create_topic(port, "d", 2)
+        await create_topic(port, "c", 1)
         first = await client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DTP(
             topics=[DTP.TopicRequest(name="d"), DTP.TopicRequest(name="c")], response_partition_limit=2))
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in first.topics] == [

@@ -15,11 +15,10 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AlterReplicaLogDirsRequest,
-    CreateTopicsRequest,
     DescribeLogDirsRequest,
 )
 
-from ..helpers import Client, running_broker
+from ..helpers import Client, create_topic, running_broker
 
 ARL = AlterReplicaLogDirsRequest
 
@@ -33,9 +32,7 @@ async def test_replicas_are_listed_and_moved_between_log_dirs(tmp_path: Path) ->
     one, two = (tmp_path / "one").resolve(), (tmp_path / "two").resolve()
     async with running_broker(tmp_path, **{"log.dirs": f"{one},{two}"}) as (_, _, port):
         client = await Client.connect(port)
-        created = await client.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(topics=[
-            CreateTopicsRequest.CreatableTopic(name="d", num_partitions=2, replication_factor=1)]))
-        assert created.topics[0].error_code == ErrorCode.NONE
+        await create_topic(port, "d", 2)
         dirs = await client.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
         assert sorted(r.log_dir for r in dirs.results) == sorted([str(one), str(two)])
         assert all(r.total_bytes > 0 and r.usable_bytes >= 0 for r in dirs.results)
