@@ -14,58 +14,119 @@ Cluster mode (`controller.quorum.voters` naming more than one voter, see docs/cl
 same command on every node; the ready line then waits until the node has joined (its broker
 registration is unfenced) and lists the broker listeners first, then the controller listener.
 
-Why click: every command family (topics, groups, chaos, ...) registers itself on the one `cli`
-group with `cli.add_command`, shares options through `kafkapy.cli.common.client_options`, and gets
-usage errors with exit status 2 for free. Exit status: 0 ok, 1 an error (from the cluster, or a
-broker that cannot start), 2 usage or configuration.
+Why click: every command family (topics, groups, chaos, ...) is one click group or command in a
+module of its own, shares options through `kafkapy.cli.common.client_options`, and gets usage
+errors with exit status 2 for free. Exit status: 0 ok, 1 an error (from the cluster, or a broker
+that cannot start), 2 usage or configuration.
+
+Start-up time: a family's module (and what it pulls in: the protocol codecs, rich, trio, the
+broker) is imported only when that family runs (`LazyGroup`), so `kafkapy --help` and
+`kafkapy --version` load click alone; `perf/cli_bench.py` measures it.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-
-from kafkapy.cli.chaos import chaos
-from kafkapy.cli.cluster import cluster
-from kafkapy.cli.configs import configs
-from kafkapy.cli.consume import consume
-from kafkapy.cli.dump_log import dump_log
-from kafkapy.cli.groups import groups
-from kafkapy.cli.produce import produce
-from kafkapy.cli.topics import topics
 
 if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the broker
     import trio
 
     from kafkapy.server.app import Server
 
-__all__ = ["cli", "main"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "main"]
 
 log = logging.getLogger("kafkapy")
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _version() -> str:
+# name -> (module:attribute, the one-line summary `kafkapy --help` shows without importing it;
+# tests/cli/test_main.py checks each against the command's own help)
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "chaos": ("kafkapy.cli.chaos:chaos",
+              "Run seeded faults against a local kafkapy cluster and check what clients saw."),
+    "cluster": ("kafkapy.cli.cluster:cluster",
+                "Inspect a cluster, its metadata quorum, or start a local one."),
+    "configs": ("kafkapy.cli.configs:configs",
+                "Describe or alter topic, broker and group configs (kafka-configs.sh)."),
+    "consume": ("kafkapy.cli.consume:consume",
+                "Consume records and print them (a group, or assigned partitions)."),
+    "dump-log": ("kafkapy.cli.dump_log:dump_log",
+                 "Print segments, indexes, snapshots and checkpoints of a data directory (kafka-dump-log)."),
+    "groups": ("kafkapy.cli.groups:groups",
+               "List, describe, reset or delete consumer groups (kafka-consumer-groups.sh)."),
+    "produce": ("kafkapy.cli.produce:produce", "Produce records from stdin or a file, one per line."),
+    "topics": ("kafkapy.cli.topics:topics",
+               "Create, list, describe, alter and delete topics (kafka-topics.sh)."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands in `LAZY_COMMANDS` are imported when first used.
+
+    Listing them (`kafkapy --help`) shows the summaries stored with them instead of importing
+    each module for its docstring; `kafkapy topics ...` imports kafkapy.cli.topics only.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in LAZY_COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attribute = LAZY_COMMANDS[cmd_name][0].partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{LAZY_COMMANDS[cmd_name][0]} is not a click command")
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                command = self.commands[name]
+                if command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(limit)))
+            else:
+                summary = click.Command(name, help=LAZY_COMMANDS[name][1])
+                rows.append((name, summary.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib import metadata
+
     try:
-        return metadata.version("kafkapy")
+        version = metadata.version("kafkapy")
     except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-        return "unknown"
+        version = "unknown"
+    click.echo(f"kafkapy {version}")
+    ctx.exit()
 
 
 @click.group(
+    cls=LazyGroup,
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(_version(), "--version", "-V", prog_name="kafkapy", message="%(prog)s %(version)s")
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
 @click.pass_context
 def cli(ctx: click.Context) -> int:
     """kafkapy: a Kafka-compatible broker in Python, and the tools to drive it.
@@ -238,16 +299,6 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
         print(f"kafkapy: {failures[0]}", file=sys.stderr)
         return 1
     return 0
-
-
-cli.add_command(groups)
-cli.add_command(chaos)
-cli.add_command(topics)
-cli.add_command(configs)
-cli.add_command(produce)
-cli.add_command(consume)
-cli.add_command(cluster)
-cli.add_command(dump_log)
 
 
 def main(argv: list[str] | None = None) -> int:

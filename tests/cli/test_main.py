@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -102,6 +103,50 @@ def test_help_without_command() -> None:
     result = subprocess.run([sys.executable, "-m", "kafkapy"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
     assert "serve" in result.stdout
+
+
+def test_help_lists_every_command_with_its_own_summary() -> None:
+    """The summaries `kafkapy --help` shows without importing a command are the commands' own."""
+    import click
+
+    from kafkapy.cli.main import LAZY_COMMANDS, cli
+
+    ctx = click.Context(cli)
+    for name, (_, summary) in LAZY_COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert command.get_short_help_str(limit=1000) == summary, name
+    shown = run_cli("--help").stdout
+    for name in [*LAZY_COMMANDS, "serve"]:
+        assert re.search(rf"^  {name} +\S", shown, re.MULTILINE), name
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["serve", "--help"]])
+def test_help_and_version_load_no_command_module(args: list[str]) -> None:
+    """`kafkapy --help` loads click alone: no protocol codecs, rich, trio or broker."""
+    code = (
+        "import json, sys; from kafkapy.cli.main import main; main(sys.argv[1:]); "
+        "print(json.dumps(sorted({m.split('.')[0] if not m.startswith('kafkapy.') "
+        "else '.'.join(m.split('.')[:3]) for m in sys.modules})), file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
+    assert not loaded & {"trio", "rich", "construct", "confluent_kafka", "kafkapy.protocol", "kafkapy.server",
+                         "kafkapy.cli.topics", "kafkapy.cli.common"}, loaded
+    assert "click" in loaded
+
+
+def test_a_command_loads_only_its_own_family() -> None:
+    code = (
+        "import json, sys; from kafkapy.cli.main import main; main(['topics', '--help']); "
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kafkapy.cli.'))), file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
+    assert "kafkapy.cli.topics" in loaded
+    assert not loaded & {"kafkapy.cli.chaos", "kafkapy.cli.dump_log", "kafkapy.cli.consume", "kafkapy.cli.produce"}
 
 
 def test_port_in_use_is_one_clear_error() -> None:
