@@ -278,8 +278,12 @@ class TxnProcessor(Workload):
 
     def _commit(self, producer: Producer, consumer: Consumer, txn: int, values: tuple[int, ...]) -> str:
         """"committed"; "aborted" (an abortable error: aborted and rewound); "failed" (the end is
-        unknown, or the abort or the rewind failed: the clients must be replaced)."""
-        for _ in range(5):
+        unknown, or the abort or the rewind failed: the clients must be replaced). A retriable
+        failure is retried (up to 5 tries of CALL_TIMEOUT_S) only while the run goes on: once
+        `stop()` was asked, the thread must end within JOIN_TIMEOUT_S."""
+        for attempt in range(5):
+            if attempt and self.stopping.is_set():
+                break
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
                 self.history.add(TxnOutcome(txn, "committed", values, self.clock()))

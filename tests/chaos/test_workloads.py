@@ -113,3 +113,19 @@ def test_a_commit_of_unknown_end_replaces_the_clients() -> None:
     assert not goes_on
     assert [t.outcome for t in history.txns] == ["unknown"]
     assert history.commits == []
+
+
+def test_a_retriable_commit_failure_is_not_retried_once_the_run_stops() -> None:
+    """Five tries of a 30 s commit would hold the thread past stop()'s 45 s join: once the run
+    stops, the transaction's end is recorded unknown after the try in progress."""
+    history = History()
+    proc = processor(history)
+    producer = FakeProducer(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+    proc.stopping.set()
+    goes_on = proc._transaction(producer, FakeConsumer(), [FakeMessage(2302, 0)])  # type: ignore[arg-type, list-item]
+    assert not goes_on
+    assert producer.calls.count("commit") == 1
+    assert [t.outcome for t in history.txns] == ["unknown"]
+    running = FakeProducer(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
+    processor(History())._transaction(running, FakeConsumer(), [FakeMessage(2302, 0)])  # type: ignore[arg-type, list-item]
+    assert running.calls.count("commit") == 5
