@@ -44,6 +44,7 @@ from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
 from kafkapy.server.context import ConnectionState, RequestContext
+from kafkapy.server.errors import BrokerError, storage_failure
 from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.group_driver import GroupDriver
@@ -62,6 +63,7 @@ from kafkapy.server.metadata_store import (
     topic_name_error,
 )
 from kafkapy.server.notify import PartitionWaiters
+from kafkapy.server.partitions import Partitions
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.server.stats import BrokerStats
 from kafkapy.server.txn_driver import TxnDriver
@@ -102,25 +104,6 @@ def _configured_faults(config: BrokerConfig) -> FaultInjector | None:
     if drop_after > 0:
         injector.drop_after_produce_append(drop_after)
     return injector
-
-
-class BrokerError(Exception):
-    """A domain failure a handler turns into `error_code` (+ `message` where the API has one)."""
-
-    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or error_code.name)
-        self.error_code = error_code
-        self.message = message
-
-
-def storage_failure(exc: StorageError, what: str) -> ErrorCode:
-    """The code to answer a request that failed in the log store with, logging why when the
-    store itself failed (a disk error, too many open files: KAFKA_STORAGE_ERROR or an unexpected
-    error), so an operator sees the cause and not only the client its bare error code. Failures
-    the request caused (MESSAGE_TOO_LARGE, OFFSET_OUT_OF_RANGE, ...) are the client's to see."""
-    if exc.error_code in (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_SERVER_ERROR):
-        log.warning("%s failed in the log store: %s: %s", what, type(exc).__name__, exc)
-    return exc.error_code
 
 
 class Broker:
@@ -196,6 +179,8 @@ class Broker:
         #: the coordinator runtimes (state loaded on first use; the server runs their timers)
         self.group_coordinator = GroupDriver(self)
         self.txn_coordinator = TxnDriver(self)
+        #: every handler's way to partition data (leader lookup, append, read, offsets)
+        self.partitions = Partitions(self)
 
     # -- start-up ---------------------------------------------------------------------------------
     def _load_dynamic_configs(self) -> None:

@@ -44,7 +44,6 @@ from kafkapy.protocol.records import build_control_batch, parse_batch_header
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.internal_topics import cluster_of, partition_leader, wait_replicated
-from kafkapy.server.metadata_store import LEADER_EPOCH
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -217,32 +216,21 @@ async def write_marker(
     wire). A partition that no longer exists counts as done (UNKNOWN_TOPIC_OR_PARTITION).
     Cluster mode: only the partition's leader writes it (else NOT_LEADER_OR_FOLLOWER, so the
     coordinator retries at the new leader), and it is answered once replicated (acks=all)."""
-    key = (tp.topic, tp.partition)
-    cluster = cluster_of(broker)
-    leader_epoch = LEADER_EPOCH
-    if cluster is None:
-        plog = broker.partition_log(tp.topic, tp.partition)
-    else:
-        found = partition_leader(broker, tp.topic, tp.partition)
-        if found is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if found[0] != broker.node_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        leader_epoch = found[1]
-        plog = broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key)
-        if plog is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if plog is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    partitions = broker.partitions
+    lp = partitions.leader(tp.topic, tp.partition)
+    if isinstance(lp, ErrorCode):
+        return lp
+    plog = lp.log
     try:
-        mgr = await broker.producer_states.get(key, plog)
+        mgr = await partitions.producer_state(lp)
     except (StorageError, ProtocolError) as exc:
         log.error("producer state of %s-%d unavailable: %s", tp.topic, tp.partition, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
     groups = await broker.group_coordinator.ready() if tp.topic == OFFSETS_TOPIC else None
-    current = (broker.partition_log(tp.topic, tp.partition) if cluster is None
-               else broker.partition_log(tp.topic, tp.partition) or broker.logs.get(*key))
-    if current is not plog:
+    again = partitions.leader(tp.topic, tp.partition)  # leadership may have moved meanwhile
+    if isinstance(again, ErrorCode):
+        return again
+    if again.log is not plog:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # no await from here to the append: nothing else appends to the partition in between
     now = now_ms()
@@ -259,7 +247,7 @@ async def write_marker(
         pending = mgr.validate_append([batch], now, AppendOrigin.COORDINATOR)
         if isinstance(pending, BatchMetadata):  # only client batches are duplicates
             return ErrorCode.NONE
-        plog.append(data, now_ms=now, leader_epoch=leader_epoch, from_client=False)
+        plog.append(data, now_ms=now, leader_epoch=again.leader_epoch, from_client=False)
         result = mgr.complete_append(pending)
         for a in result.aborted:
             plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
@@ -275,6 +263,6 @@ async def write_marker(
     broker.after_append(tp.topic, tp.partition, plog)
     if groups is not None:
         groups.on_transaction_marker(producer_id, commit, tp.partition)
-    if cluster is not None:
-        return await wait_replicated(broker, tp.topic, tp.partition, plog.log_end_offset)
-    return ErrorCode.NONE
+    if plog.high_watermark >= plog.log_end_offset:  # the leader alone is the ISR
+        return ErrorCode.NONE
+    return await wait_replicated(broker, tp.topic, tp.partition, plog.log_end_offset)

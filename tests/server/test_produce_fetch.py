@@ -72,6 +72,21 @@ async def test_fetch_inside_a_batch_returns_the_whole_batch() -> None:
         assert values(part.records) == [(0, b"0"), (1, b"1"), (2, b"2")]
 
 
+async def test_fetch_checks_the_clients_leader_epoch() -> None:
+    """One node leads in epoch 0: a consumer naming epoch 0 (what Metadata told it) or none
+    reads; a newer epoch is UNKNOWN_LEADER_EPOCH (the client retries), as on a cluster leader."""
+    async with running_broker(None) as (broker, _, port):
+        broker.create_topic("t", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x")))
+        for epoch, code, records in [(-1, ErrorCode.NONE, [(0, b"x")]), (0, ErrorCode.NONE, [(0, b"x")]),
+                                     (1, ErrorCode.UNKNOWN_LEADER_EPOCH, [])]:
+            req = fetch_req("t", 0)
+            req.topics[0].partitions[0].current_leader_epoch = epoch
+            part = (await client.request(ApiKey.FETCH, FETCH_V, req)).responses[0].partitions[0]
+            assert (part.error_code, values(part.records)) == (code, records)
+
+
 async def test_fetch_offset_out_of_range_reports_log_start() -> None:
     async with running_broker(None) as (_, _, port):
         await create_topic(port, "t", 1)

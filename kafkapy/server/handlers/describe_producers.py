@@ -28,7 +28,6 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.handlers.topics import leader_error
 from kafkapy.server.internal_topics import ensure_producer_ids
 
 __all__ = ["handle_describe_producers", "handle_init_producer_id"]
@@ -51,7 +50,7 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
     """DescribeProducers (key 61): v0. The active idempotent producers of each partition, from
     its producer state (loaded on demand); unknown partitions -> UNKNOWN_TOPIC_OR_PARTITION;
     cluster mode: a partition this broker does not lead -> NOT_LEADER_OR_FOLLOWER (as Kafka)."""
-    broker = ctx.broker
+    partitions = ctx.broker.partitions
     response = DescribeProducersResponse()
     for topic in req.topics:
         out = DescribeProducersResponse.TopicResponse(name=topic.name)
@@ -61,12 +60,11 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
             out.partitions.append(part)
             # Kafka answers from the leader only: a follower's producer state is not kept up to
             # date (it is rebuilt from the log when the follower becomes leader).
-            not_here = leader_error(broker, topic.name, index)
-            plog = broker.partition_log(topic.name, index)
-            if not_here is not None or plog is None:
-                part.error_code = not_here or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            lp = partitions.leader(topic.name, index)
+            if isinstance(lp, ErrorCode):
+                part.error_code = lp
                 continue
-            mgr = await broker.producer_states.get((topic.name, index), plog)
+            mgr = await partitions.producer_state(lp)
             part.active_producers = [
                 DescribeProducersResponse.ProducerState(
                     producer_id=d.producer_id, producer_epoch=d.producer_epoch,

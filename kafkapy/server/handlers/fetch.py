@@ -23,13 +23,14 @@ are returned like any batch, as Kafka does; clients skip them.
 Inside a session, partitions that returned data move to the back of the order, so one busy
 partition cannot starve the others of the response budget.
 
-Cluster mode (docs/cluster.md; single-node behaviour is unchanged): only the partition's leader
-answers (else NOT_LEADER_OR_FOLLOWER); a current_leader_epoch (v9+) behind / ahead of the
-leader's -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. A follower's fetch (replica_id >= 0, or
-ReplicaState from v15) reads up to the log end instead of the HW, reports the follower's
-progress to the partition's LeaderState (which may move the HW, waking acks=all producers and
-long polls) and, from v12, gets `diverging_epoch` instead of data when its last fetched epoch
-ends earlier on the leader than its fetch offset (KIP-279), so it truncates first.
+Leadership (`kafkapy.server.partitions`, as for every partition API): only the partition's
+leader answers (else NOT_LEADER_OR_FOLLOWER); a current_leader_epoch (v9+) behind / ahead of the
+leader's -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (one node leads in epoch 0). A follower's
+fetch (replica_id >= 0, or ReplicaState from v15) reads up to the log end instead of the HW,
+reports the follower's progress to the partition's LeaderState (which may move the HW, waking
+acks=all producers and long polls) and, from v12, gets `diverging_epoch` instead of data when
+its last fetched epoch ends earlier on the leader than its fetch offset (KIP-279), so it
+truncates first.
 
 Not yet: preferred read replicas (KIP-392).
 """
@@ -48,12 +49,11 @@ from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fet
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.raw_response import FileRegion, RawResponse
 from kafkapy.server.broker import Broker
-from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.context import RequestContext
 from kafkapy.server.fetch_session import FetchSession, SessionPartition, TopicRef
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.partitions import LeaderPartition
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
-from kafkapy.storage.log import PartitionLog
 
 __all__ = ["handle_fetch"]
 
@@ -97,38 +97,27 @@ class _Reader:
 
     def __init__(self, broker: Broker, req: FetchRequest, version: int, wanted: list[_Wanted]) -> None:
         self.broker = broker
+        self.partitions = broker.partitions
         self.version = version
         self.by_id = version >= 13
         self.read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
         self.max_bytes = req.max_bytes if req.max_bytes > 0 else 0
         self.wanted = wanted
-        # cluster mode only: partition roles, and the fetching follower's id (-1: a consumer)
-        self.replicas: ReplicaManager | None = broker.replicas
+        # the fetching follower's id (-1: a consumer)
         self.replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
 
-    def _cluster_check(self, w: _Wanted, name: str, plog: PartitionLog, part: PartitionPart) -> bool:
-        """Cluster mode: leader and epoch checks, follower progress and divergence; True when
-        `part` is answered already (an error or a diverging epoch)."""
-        assert self.replicas is not None
-        role: PartitionRole | None = self.replicas.leader_role(name, w.partition)
-        if role is None:
-            part.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    def _follower_check(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
+        """A follower's fetch: True when `part` is answered already with a diverging epoch
+        (v12+, KIP-279); its progress is reported once per request, not per long-poll wake-up."""
+        diverging = self.partitions.follower_fetch(
+            lp, self.replica_id, w.fetch_offset, w.last_fetched_epoch if self.version >= 12 else -1,
+            w.log_start_offset, report=not w.follower_reported,
+        )
+        if diverging is not None:
+            part.diverging_epoch = diverging
+            part.high_watermark = lp.log.high_watermark
             return True
-        if w.current_leader_epoch >= 0 and w.current_leader_epoch != role.leader_epoch:
-            part.error_code = (ErrorCode.FENCED_LEADER_EPOCH if w.current_leader_epoch < role.leader_epoch
-                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
-            return True
-        if self.replica_id < 0:
-            return False
-        if self.version >= 12 and w.last_fetched_epoch >= 0:
-            epoch, end = plog.leader_epochs.end_offset_for(w.last_fetched_epoch, plog.log_end_offset)
-            if epoch < w.last_fetched_epoch or end < w.fetch_offset:
-                part.diverging_epoch = (epoch, end)
-                part.high_watermark = plog.high_watermark
-                return True
-        if not w.follower_reported:  # once per request, not per long-poll wake-up
-            w.follower_reported = True
-            self.replicas.on_follower_fetch(role, self.replica_id, w.fetch_offset, plog, w.log_start_offset)
+        w.follower_reported = True
         return False
 
     def _resolve(self, ref: TopicRef) -> tuple[str, uuid.UUID, ErrorCode]:
@@ -148,30 +137,35 @@ class _Reader:
         budget = self.max_bytes
         total = 0
         any_error = False
+        follower = self.replica_id >= 0
+        leader = self.partitions.leader
+        read = self.partitions.read
         for w in self.wanted:
             name, topic_id, code = self._resolve(w.ref)
             part = PartitionPart(w.partition, aborted=[] if self.read_committed else None)
             results.append((w, name, topic_id, part))
-            plog = self.broker.partition_log(name, w.partition) if code == ErrorCode.NONE else None
-            if plog is None:
-                part.error_code = code if code != ErrorCode.NONE else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if code is not ErrorCode.NONE:
+                part.error_code = code
                 any_error = True
                 continue
+            lp = leader(name, w.partition, w.current_leader_epoch)
+            if isinstance(lp, ErrorCode):
+                part.error_code = lp
+                any_error = True
+                continue
+            plog = lp.log
             part.log_start_offset = plog.log_start_offset
             part.high_watermark = plog.high_watermark
             part.last_stable_offset = plog.last_stable_offset
-            if self.replicas is not None and self._cluster_check(w, name, plog, part):
+            if follower and self._follower_check(w, lp, part):
                 any_error = True
                 continue
             limit = min(w.max_bytes, budget)
             if limit <= 0 and total > 0:
                 continue
-            if self.replicas is not None and self.replica_id >= 0:
-                max_offset = plog.log_end_offset  # followers replicate beyond the HW
-            else:
-                max_offset = rr_limit(plog.high_watermark, plog.last_stable_offset, self.read_committed)
             try:
-                rr = plog.read(w.fetch_offset, max(limit, 1), max_offset=max_offset)
+                rr = read(lp, w.fetch_offset, max(limit, 1), read_committed=self.read_committed,
+                          follower=follower)
             except OffsetOutOfRangeError:
                 part.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 any_error = True
@@ -197,18 +191,14 @@ class _Reader:
         return results, total, any_error
 
 
-def rr_limit(high_watermark: int, last_stable_offset: int, read_committed: bool) -> int:
-    return last_stable_offset if read_committed else high_watermark
-
-
 async def _load_producer_states(broker: Broker, wanted: list[_Wanted]) -> None:
     """read_committed stops at the LSO, which a partition's producer state sets: load it
     first (once per partition; after a restart this is what finds open transactions)."""
+    partitions = broker.partitions
     for w in wanted:
         info = broker.topics.by_id(w.ref) if isinstance(w.ref, uuid.UUID) else broker.topics.get(w.ref)
-        plog = broker.partition_log(info.name, w.partition) if info is not None else None
-        if info is not None and plog is not None:
-            await broker.producer_states.ensure_loaded((info.name, w.partition), plog)
+        if info is not None:
+            await partitions.load_stable_offset(info.name, w.partition)
 
 
 def _session_wanted(session: FetchSession) -> list[_Wanted]:

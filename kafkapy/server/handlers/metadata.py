@@ -37,7 +37,7 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import CreateTopicsRequest, MetadataRequest, MetadataResponse
+from kafkapy.protocol.messages import MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
 from kafkapy.server.cluster.node import ClusterNode
@@ -45,10 +45,10 @@ from kafkapy.server.cluster.partition_roles import ReplicaManager
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
-from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_error
+from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo
+from kafkapy.server.partitions import auto_create_in_cluster
 
 __all__ = [
-    "auto_create_in_cluster",
     "handle_metadata",
     "topic_metadata",
 ]
@@ -88,31 +88,6 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = _ZERO_
     )
 
 
-async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
-    """Cluster mode: ask the active controller for `name` with the default partition count and
-    replication factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
-    if topic_name_error(name) is not None:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    cluster = broker.cluster
-    if cluster is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    request = CreateTopicsRequest(
-        topics=[
-            CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)
-        ],
-        timeout_ms=30000,
-    )
-    try:
-        response = await cluster.channel.create_topics(request)
-    except Exception as exc:  # no controller yet, ...: the client retries
-        log.info("auto-creating %s through the controller failed: %s", name, exc)
-        return ErrorCode.LEADER_NOT_AVAILABLE
-    code = (
-        ErrorCode(response.topics[0].error_code)
-        if response.topics
-        else ErrorCode.UNKNOWN_SERVER_ERROR
-    )
-    return ErrorCode.NONE if code is ErrorCode.TOPIC_ALREADY_EXISTS else code
 
 
 def _alive(image: Any, broker_id: int) -> bool:

@@ -50,46 +50,20 @@ implicit add).
 
 from __future__ import annotations
 
-import logging
-import struct
-import time
-
-import trio
-
-from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch
-from kafkapy.coordinator.txn import TopicPartition
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import (
-    ErrorCode,
-    InvalidRecordError,
-    ProtocolError,
-    RecordValidationError,
-)
+from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
-from kafkapy.protocol.records import BatchHeader, iter_batches
-from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError, now_ms, storage_failure
+from kafkapy.server.clock import now_ms
 from kafkapy.server.context import CloseConnection, RequestContext
-from kafkapy.server.handlers.metadata import auto_create_in_cluster
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
-from kafkapy.storage.errors import KafkaStorageError, StorageError
 
 __all__ = ["handle_produce"]
 
-log = logging.getLogger(__name__)
-
-# Record batch v2 layout: batchLength (int32) at byte 8, producerId (int64) at byte 43, header
-# 61 bytes, a batch spans batchLength + 12 bytes. Read directly by `_producer_batches`' one-batch
-# fast path (see there).
-_BATCH_LENGTH = struct.Struct(">i")
-_PRODUCER_ID = struct.Struct(">q")
-_BATCH_LENGTH_AT = 8
-_PRODUCER_ID_AT = 43
-_BATCH_HEADER_BYTES = 61
-_LOG_OVERHEAD = 12
+_NONE = ErrorCode.NONE
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionResponse:
@@ -109,26 +83,6 @@ def produce_error_response(req: ProduceRequest, version: int, code: ErrorCode) -
     )
 
 
-async def _topic_error(broker: Broker, name: str) -> ErrorCode | None:
-    if name in INTERNAL_TOPICS:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    if broker.replicas is not None:
-        if broker.topics.get(name) is not None:
-            return None
-        if broker.auto_create_allowed():
-            await auto_create_in_cluster(broker, name)
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if await broker.wait_until_created(name) is not None:
-        return None
-    if broker.auto_create_allowed():
-        try:
-            await broker.auto_create(name)
-            return None
-        except BrokerError as e:
-            return e.error_code
-    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
 @handler(ApiKey.PRODUCE, min_version=0, max_version=11, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
@@ -141,197 +95,76 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         return produce_error_response(req, ctx.api_version, ErrorCode.UNSUPPORTED_VERSION)
     flush: list[tuple[str, int]] = []
     drop = False
-    replicated: list[tuple[str, PartitionResponse, int]] = []  # cluster acks=-1: wait for the HW
-    # Per request, not per partition: the broker's bound methods are looked up once, and one
-    # clock reading per topic (after its awaits) stamps its partitions' appends (what a
-    # LogAppendTime topic records) - a 1,000-partition request runs the inner loop 1,000 times.
-    clustered = broker.replicas is not None
-    wait_for_hw = clustered and req.acks == -1
-    partition_log = broker.partition_log
-    after_append = broker.after_append
+    replicated: list[tuple[str, PartitionResponse, int]] = []  # acks=-1: wait for the HW
+    # Per request, not per partition: the bound methods are looked up once, and one clock
+    # reading per topic (after its awaits) stamps its partitions' appends (what a LogAppendTime
+    # topic records) - a 1,000-partition request runs the inner loop 1,000 times.
+    partitions = broker.partitions
+    leader = partitions.leader
+    append = partitions.append
     faults = broker.fault_injector
-    produced = broker.stats.produced
+    acks = req.acks
+    transactional_id = req.transactional_id
     for topic in req.topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
-        topic_error = await _topic_error(broker, topic.name)
+        if topic.name in INTERNAL_TOPICS:
+            topic_error = ErrorCode.INVALID_TOPIC_EXCEPTION
+        else:
+            topic_error = await partitions.writable_topic(topic.name)
         append_ms = now_ms()
         for part in topic.partition_data:
-            if topic_error is not None:
+            if topic_error is not ErrorCode.NONE:
                 out.partition_responses.append(_error(part.index, topic_error))
                 continue
-            plog = partition_log(topic.name, part.index)
-            if plog is None:
-                out.partition_responses.append(_error(part.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            lp = leader(topic.name, part.index)
+            if isinstance(lp, ErrorCode):
+                out.partition_responses.append(_error(part.index, lp))
                 continue
             if part.records is None or len(part.records) == 0:
                 out.partition_responses.append(_error(part.index, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
                 continue
-            leader_epoch = LEADER_EPOCH
-            if clustered:
-                code = _leader_check(broker, topic.name, part.index, req.acks)
-                if isinstance(code, ErrorCode):
-                    out.partition_responses.append(_error(part.index, code))
-                    continue
-                leader_epoch = code
-            try:
-                idempotent = _producer_batches(part.records)
-                if idempotent:
-                    txn = (
-                        await broker.txn_coordinator.ready()
-                        if any(h.is_transactional for h in idempotent) else None
-                    )
-                    mgr = await broker.producer_states.get((topic.name, part.index), plog)
-                    if broker.partition_log(topic.name, part.index) is not plog:
-                        raise KafkaStorageError("the partition was deleted meanwhile")
-                    if broker.replicas is not None:  # leadership may have moved during the awaits
-                        again = _leader_check(broker, topic.name, part.index, 0)
-                        if isinstance(again, ErrorCode):
-                            out.partition_responses.append(_error(part.index, again))
-                            continue
-                        leader_epoch = again
-                    if txn is not None:
-                        # KIP-890 part 1, checked after the last await so no marker can land
-                        # between the check and the append
-                        first = idempotent[0]
-                        code = txn.verify(
-                            req.transactional_id, first.producer_id, first.producer_epoch,
-                            TopicPartition(topic.name, part.index),
-                        )
-                        if code is not ErrorCode.NONE:
-                            out.partition_responses.append(_error(
-                                part.index, code, "partition not in the producer's transaction"
-                            ))
-                            continue
-                    # after the awaits above: the clock has moved since the request arrived
-                    append_ms = now_ms()
-                    pending = mgr.validate_append(_with_offsets(idempotent, plog.log_end_offset), append_ms)
-                    if isinstance(pending, BatchMetadata):  # a retry of a written batch
-                        retried = PartitionResponse(
-                            index=part.index, error_code=ErrorCode.NONE, base_offset=pending.first_offset,
-                            log_start_offset=plog.log_start_offset,
-                        )
-                        out.partition_responses.append(retried)
-                        if wait_for_hw:
-                            replicated.append((topic.name, retried, pending.last_offset + 1))
-                        continue
-                    # no await from validation to commit: nothing else can append in between
-                    result = plog.append(part.records, now_ms=append_ms, leader_epoch=leader_epoch)
-                    mgr.complete_append(pending)
-                else:
-                    result = plog.append(part.records, now_ms=append_ms, leader_epoch=leader_epoch)
-            except RecordValidationError as e:
-                refused = _error(part.index, e.error_code, e.reason)
-                refused.record_errors = [
-                    ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                    for i, m in e.record_errors
-                ]
+            done = await append(lp, part.records, required_acks=acks, transactional_id=transactional_id,
+                                append_ms=append_ms)
+            if done.error is not _NONE:
+                refused = _error(part.index, done.error, done.message)
+                if done.record_errors:
+                    refused.record_errors = [
+                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in done.record_errors
+                    ]
                 out.partition_responses.append(refused)
                 continue
-            except ProtocolError as e:
-                out.partition_responses.append(_error(part.index, e.error_code, str(e)))
-                continue
-            except StorageError as e:
-                code = storage_failure(e, f"Produce to {topic.name}-{part.index}")
-                out.partition_responses.append(_error(part.index, code, str(e)))
-                continue
-            after_append(topic.name, part.index, plog)
-            produced(topic.name, len(part.records), result.last_offset - result.base_offset + 1)
-            if result.flush_needed:
+            if done.flush_needed:
                 flush.append((topic.name, part.index))
-            drop = drop or (faults is not None and faults.on_produce_append())
+            if not done.duplicate:
+                drop = drop or (faults is not None and faults.on_produce_append())
             answer = PartitionResponse(
                 index=part.index,
                 error_code=ErrorCode.NONE,
-                base_offset=result.base_offset,
-                log_append_time_ms=result.log_append_time_ms,
-                log_start_offset=result.log_start_offset,
+                base_offset=done.base_offset,
+                log_append_time_ms=done.log_append_time_ms,
+                log_start_offset=done.log_start_offset,
             )
             out.partition_responses.append(answer)
-            if wait_for_hw:
-                replicated.append((topic.name, answer, result.last_offset + 1))
+            if acks == -1 and not done.committed:
+                replicated.append((topic.name, answer, done.end_offset))
     if flush:
         ctx.release_turn()
-        await _flush(broker, flush)
+        await partitions.flush(flush)
     if replicated:
         ctx.release_turn()
-        await _wait_replicated(broker, replicated, req.timeout_ms)
+        codes = await partitions.wait_replicated(
+            [(name, answer.index, end) for name, answer, end in replicated], req.timeout_ms
+        )
+        for (_, answer, _), code in zip(replicated, codes, strict=True):
+            if code is not ErrorCode.NONE:
+                answer.error_code = code
     if drop:
         raise CloseConnection("test fault: drop after produce append")
-    if req.acks == 0:
+    if acks == 0:
         if any(p.error_code for t in response.responses for p in t.partition_responses):
             # the client reads no answer, so Kafka signals the failure by closing
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
     return response
-
-
-def _leader_check(broker: Broker, topic: str, partition: int, acks: int) -> ErrorCode | int:
-    """Cluster mode: the leader epoch to stamp, or the error to answer with."""
-    assert broker.replicas is not None
-    role = broker.replicas.leader_role(topic, partition)
-    if role is None or role.leader_state is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    lifecycle = broker.cluster.lifecycle if broker.cluster is not None else None
-    if lifecycle is not None and not lifecycle.holds_lease():
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if acks == -1 and not role.leader_state.enough_replicas(broker.replicas.min_insync_replicas(topic)):
-        return ErrorCode.NOT_ENOUGH_REPLICAS
-    return role.leader_epoch
-
-
-async def _wait_replicated(broker: Broker, waits: list[tuple[str, PartitionResponse, int]], timeout_ms: int) -> None:
-    """acks=-1 in cluster mode: every appended partition waits for its HW, all within one
-    `timeout_ms` (as Kafka's delayed produce); failures replace that partition's error code."""
-    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
-    for topic, answer, end in waits:
-        left_ms = max(int((deadline - trio.current_time()) * 1000), 0)
-        code = await broker.wait_replicated(topic, answer.index, end, left_ms)
-        if code is not ErrorCode.NONE:
-            answer.error_code = code
-
-
-def _producer_batches(records: bytes | memoryview) -> list[BatchHeader]:
-    """The batch headers when the batches carry a producer id (idempotent producer), else [].
-
-    Per batch, never per record; malformed input is left for the log's own validation. Fast path
-    for the common case of one batch without a producer id (what a non-idempotent client sends
-    per partition): one read of its producerId field instead of parsing the header, which the
-    log then parses again (a tenth of the handler's time with 1,000 one-batch partitions)."""
-    size = len(records)
-    if size >= _BATCH_HEADER_BYTES:
-        (length,) = _BATCH_LENGTH.unpack_from(records, _BATCH_LENGTH_AT)
-        if length + _LOG_OVERHEAD == size and _PRODUCER_ID.unpack_from(records, _PRODUCER_ID_AT)[0] < 0:
-            return []
-    try:
-        headers = [h for _, h in iter_batches(records)]
-    except ProtocolError:
-        return []
-    if not any(h.producer_id >= 0 for h in headers):
-        return []
-    for h in headers:
-        if h.is_control:
-            raise InvalidRecordError("clients may not produce control batches")
-    return headers
-
-
-def _with_offsets(headers: list[BatchHeader], next_offset: int) -> list[ProducerBatch]:
-    """As the log will number them: consecutively from its end offset."""
-    batches = []
-    for h in headers:
-        batches.append(ProducerBatch.from_header(h, base_offset=next_offset))
-        next_offset += h.last_offset_delta + 1
-    return batches
-
-
-async def _flush(broker: Broker, partitions: list[tuple[str, int]]) -> None:
-    """`flush.messages` asked for an fsync before the acknowledgement."""
-    for topic, partition in partitions:
-        plog = broker.partition_log(topic, partition)
-        if plog is not None:
-            try:
-                started = time.perf_counter()
-                await trio.to_thread.run_sync(plog.flush)
-                broker.stats.log_flush_ms.observe((time.perf_counter() - started) * 1000)
-            except StorageError:
-                log.exception("flush of %s-%d failed", topic, partition)

@@ -70,25 +70,21 @@ from kafkapy.protocol.messages.delete_records import (
     DeleteRecordsResponse_DeleteRecordsPartitionResult as DeleteRecordsPartitionResult,
 )
 from kafkapy.server.broker import Broker, BrokerError, storage_failure
-from kafkapy.server.cluster.partition_roles import PartitionRole
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.config_entries import topic_config_entries
+from kafkapy.server.partitions import Partitions
 from kafkapy.storage.errors import StorageError
-from kafkapy.storage.log import PartitionLog
 
 __all__ = [
     "handle_create_partitions",
     "handle_create_topics",
     "handle_delete_records",
     "handle_delete_topics",
-    "leader_error",
 ]
 
 log = logging.getLogger(__name__)
-
-_LOW_WATERMARK_RECHECK_S = 0.25
 
 
 def _too_many_partitions(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse | None:
@@ -260,7 +256,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
 
 @handler(ApiKey.DELETE_RECORDS, min_version=0, max_version=2)
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
-    broker = ctx.broker
+    partitions = ctx.broker.partitions
     response = DeleteRecordsResponse()
     moved: list[tuple[str, int, int, DeleteRecordsPartitionResult]] = []
     for topic in req.topics:
@@ -269,81 +265,33 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
         for p in topic.partitions:
             result = DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1)
             out.partitions.append(result)
-            not_here = leader_error(broker, topic.name, p.partition_index)
-            plog = broker.partition_log(topic.name, p.partition_index)
-            if not_here is not None or plog is None:
-                result.error_code = not_here or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            lp = partitions.leader(topic.name, p.partition_index)
+            if isinstance(lp, ErrorCode):
+                result.error_code = lp
                 continue
-            offset = plog.high_watermark if p.offset == -1 else p.offset
+            offset = lp.log.high_watermark if p.offset == -1 else p.offset
             try:
-                result.low_watermark = plog.delete_records_before(offset)
+                result.low_watermark = partitions.delete_records(lp, offset)
             except StorageError as e:
                 result.error_code = storage_failure(e, f"DeleteRecords of {topic.name}-{p.partition_index}")
                 continue
-            broker.waiters.notify((topic.name, p.partition_index))  # followers' long polls too
             moved.append((topic.name, p.partition_index, offset, result))
-    if moved and broker.replicas is not None:
+    if moved:
         ctx.release_turn()
         deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
         async with trio.open_nursery() as nursery:
             for name, index, offset, result in moved:
-                nursery.start_soon(_await_low_watermark, broker, name, index, offset, result, deadline)
+                nursery.start_soon(_await_low_watermark, partitions, name, index, offset, result, deadline)
     return response
 
 
-def _low_watermark(broker: Broker, role: PartitionRole, plog: PartitionLog) -> int:
-    """Kafka's low watermark: the lowest log start over the leader and every replica on a live
-    (unfenced) broker, as their fetches report it (-1 until a follower fetched from this leader)."""
-    low = plog.log_start_offset
-    image = broker.cluster.image if broker.cluster is not None else None
-    for replica in role.replicas:
-        if replica == broker.node_id:
-            continue
-        reg = image.brokers.get(replica) if image is not None else None
-        if reg is None or reg.fenced:
-            continue
-        low = min(low, role.follower_log_starts.get(replica, -1))
-    return low
-
-
 async def _await_low_watermark(
-    broker: Broker, topic: str, partition: int, offset: int, result: DeleteRecordsPartitionResult, deadline: float
+    partitions: Partitions, topic: str, partition: int, offset: int,
+    result: DeleteRecordsPartitionResult, deadline: float,
 ) -> None:
-    """Cluster mode: answer once every live replica has moved its log start to `offset` (so a
-    fail-over cannot bring the deleted records back), as Kafka's DelayedDeleteRecords does;
-    REQUEST_TIMED_OUT at the request's timeout, NOT_LEADER_OR_FOLLOWER if leadership moves."""
-    assert broker.replicas is not None
-    for _ in range(1_000_000):
-        role = broker.replicas.leader_role(topic, partition)
-        plog = broker.logs.get(topic, partition)
-        if role is None or plog is None:
-            result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return
-        result.low_watermark = _low_watermark(broker, role, plog)
-        if result.low_watermark >= offset:
-            result.error_code = ErrorCode.NONE
-            return
-        if trio.current_time() >= deadline:
-            result.error_code = ErrorCode.REQUEST_TIMED_OUT
-            return
-        changed = role.changed  # a follower reported a new log start, or the role changed
-        # ... or a follower's broker was fenced, which may not touch this partition: look again
-        with trio.move_on_at(min(deadline, trio.current_time() + _LOW_WATERMARK_RECHECK_S)):
-            await changed.wait()
-    result.error_code = ErrorCode.REQUEST_TIMED_OUT
-
-
-def leader_error(broker: Broker, topic: str, partition: int) -> ErrorCode | None:
-    """Cluster mode: why this broker may not serve a leader-only request for the partition
-    (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER), or None; always None on one node."""
-    if broker.replicas is None:
-        return None
-    info = broker.topics.get(topic)
-    if info is None or not 0 <= partition < info.partitions:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if broker.replicas.leader_role(topic, partition) is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return None
+    result.error_code, low = await partitions.wait_low_watermark(topic, partition, offset, deadline)
+    if low >= 0:
+        result.low_watermark = low
 
 
 # -- cluster mode: forwarded to the active controller ---------------------------------------------

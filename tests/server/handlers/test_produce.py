@@ -1,8 +1,9 @@
 """Produce handler: how a request's batches are told apart (plain vs idempotent producer).
 
-`_producer_batches` reads one field for the common one-batch, no-producer-id partition instead of
-parsing every header; whatever the bytes, it must classify exactly as parsing all headers does,
-or a retried idempotent batch would be written twice (or a plain one checked for sequences).
+`kafkapy.server.partitions.producer_batches` reads one field for the common one-batch,
+no-producer-id partition instead of parsing every header; whatever the bytes, it must classify
+exactly as parsing all headers does, or a retried idempotent batch would be written twice (or a
+plain one checked for sequences).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, InvalidRecordError, ProtocolError
 from kafkapy.protocol.messages import InitProducerIdRequest, ProduceRequest
 from kafkapy.protocol.records import BatchHeader, Record, build_batch, iter_batches
-from kafkapy.server.handlers.produce import _producer_batches
+from kafkapy.server.partitions import producer_batches
 from tests.server.helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -70,9 +71,9 @@ def test_classification_matches_parsing_every_header(
     expected = _by_parsing_every_header(bytes(raw))
     if expected is InvalidRecordError:
         with pytest.raises(InvalidRecordError):
-            _producer_batches(bytes(raw))
+            producer_batches(bytes(raw))
         return
-    got = _producer_batches(memoryview(raw))  # the server hands in a view of its receive buffer
+    got = producer_batches(memoryview(raw))  # the server hands in a view of its receive buffer
     assert [(h.producer_id, h.base_sequence) for h in got] == [
         (h.producer_id, h.base_sequence)
         for h in expected  # type: ignore[union-attr]

@@ -1,0 +1,182 @@
+"""The partition facade's lookup (`Partitions.leader`), the one leader/epoch check every
+partition API answers with: leader, not the leader, a fenced or unknown client epoch, an
+unknown topic or partition - on a single node and on a cluster node whose roles come from a
+metadata image.
+
+What users rely on: a client that names a stale leader epoch is told FENCED_LEADER_EPOCH (it
+refreshes its metadata), one ahead of the broker UNKNOWN_LEADER_EPOCH (it retries), a request
+to a replica that does not lead NOT_LEADER_OR_FOLLOWER, and the leader's epoch comes back with
+the leader's own log (what Produce stamps on the batches and ListOffsets returns).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkapy.controller.image import MetadataImage
+from kafkapy.controller.records import (
+    Endpoint,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.server.broker import Broker
+from kafkapy.server.config import BrokerConfig
+from kafkapy.server.partitions import LeaderPartition, Partitions
+from tests.server.cluster.replication_helpers import node_config
+
+LED_EPOCH = 5  # the leader epoch of the partition the cluster node leads
+_epochs = st.integers(-(2**31), 2**31 - 1)
+_lookup_settings = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _expected(current_leader_epoch: int, leader_epoch: int) -> ErrorCode | None:
+    """Kafka's rule, written out: None = the lookup finds the leader."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return None
+    return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+@pytest.fixture
+def single(tmp_path: Path) -> Iterator[Broker]:
+    broker = Broker(BrokerConfig({"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
+    broker.create_topic("t", 2)
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def _image() -> MetadataImage:
+    """Node 1's view: it leads t-0 (epoch LED_EPOCH), follows t-1 (leader 2), and holds no
+    replica of `elsewhere`."""
+    image = MetadataImage()
+    records: list[MetadataRecord] = []
+    for node in (1, 2):
+        records += [
+            RegisterBrokerRecord(node, uuid.uuid4(), 10 + node, (Endpoint("PLAINTEXT", "127.0.0.1", 1),), None),
+            UnfenceBrokerRecord(node, 10 + node),
+        ]
+    t, elsewhere = uuid.uuid4(), uuid.uuid4()
+    records += [
+        TopicRecord("t", t),
+        PartitionRecord(0, t, (1, 2), (1, 2), leader=1, leader_epoch=LED_EPOCH),
+        PartitionRecord(1, t, (2, 1), (2, 1), leader=2, leader_epoch=3),
+        TopicRecord("elsewhere", elsewhere),
+        PartitionRecord(0, elsewhere, (2,), (2,), leader=2, leader_epoch=1),
+    ]
+    for offset, record in enumerate(records):
+        image.apply(record, offset)
+    return image
+
+
+@pytest.fixture
+def clustered(tmp_path: Path) -> Iterator[Broker]:
+    broker = Broker(node_config(1, tmp_path))
+    assert broker.replicas is not None
+
+    async def publish() -> None:  # partition roles keep trio time (ISR lag)
+        broker.apply_metadata(_image(), None)
+
+    trio.run(publish)
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def test_single_node_leads_every_partition_in_epoch_0(single: Broker) -> None:
+    partitions = single.partitions
+    for p in (0, 1):
+        lp = partitions.leader("t", p)
+        assert isinstance(lp, LeaderPartition)
+        assert (lp.topic, lp.partition, lp.leader_epoch) == ("t", p, 0)
+        assert lp.log is single.logs.get("t", p)
+
+
+def test_cluster_node_answers_for_the_partitions_it_leads(clustered: Broker) -> None:
+    partitions = clustered.partitions
+    lp = partitions.leader("t", 0)
+    assert isinstance(lp, LeaderPartition)
+    assert lp.leader_epoch == LED_EPOCH
+    assert lp.log is clustered.logs.get("t", 0)
+    # a follower replica (its log is here) and a partition with no replica here
+    assert clustered.logs.get("t", 1) is not None
+    assert partitions.leader("t", 1) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partitions.leader("elsewhere", 0) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+@pytest.mark.parametrize("model", ["single", "clustered"])
+def test_unknown_topics_and_partitions(model: str, request: pytest.FixtureRequest) -> None:
+    partitions: Partitions = request.getfixturevalue(model).partitions
+    for topic, partition in [("missing", 0), ("t", 2), ("t", -1), ("", 0)]:
+        assert partitions.leader(topic, partition) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert partitions.leader(topic, partition, 0) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize(("current", "expected"), [
+    (LED_EPOCH - 1, ErrorCode.FENCED_LEADER_EPOCH),
+    (0, ErrorCode.FENCED_LEADER_EPOCH),
+    (LED_EPOCH + 1, ErrorCode.UNKNOWN_LEADER_EPOCH),
+    (LED_EPOCH, None),
+    (-1, None),
+])
+def test_cluster_epoch_checks(clustered: Broker, current: int, expected: ErrorCode | None) -> None:
+    found = clustered.partitions.leader("t", 0, current)
+    if expected is None:
+        assert isinstance(found, LeaderPartition)
+        assert found.leader_epoch == LED_EPOCH
+    else:
+        assert found is expected
+
+
+def test_not_leader_wins_over_the_epoch_check(clustered: Broker) -> None:
+    """Off the leader, the client's epoch is not compared (it may be the real leader's)."""
+    assert clustered.partitions.leader("t", 1, 3) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert clustered.partitions.leader("t", 1, 99) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+@_lookup_settings
+@given(current=_epochs)
+def test_any_client_epoch_on_a_single_node(single: Broker, current: int) -> None:
+    found = single.partitions.leader("t", 1, current)
+    expected = _expected(current, 0)
+    if expected is None:
+        assert isinstance(found, LeaderPartition)
+        assert found.leader_epoch == 0
+    else:
+        assert found is expected
+
+
+@_lookup_settings
+@given(current=_epochs)
+def test_any_client_epoch_on_a_cluster_leader(clustered: Broker, current: int) -> None:
+    found = clustered.partitions.leader("t", 0, current)
+    expected = _expected(current, LED_EPOCH)
+    if expected is None:
+        assert isinstance(found, LeaderPartition)
+        assert found.leader_epoch == LED_EPOCH
+    else:
+        assert found is expected
+
+
+def test_single_node_end_offset_for_epoch(single: Broker) -> None:
+    """OffsetForLeaderEpoch on one node: every partition was led in epoch 0 since creation."""
+    partitions = single.partitions
+    lp = partitions.leader("t", 0)
+    assert isinstance(lp, LeaderPartition)
+    assert partitions.end_offset_for_epoch(lp, 0) == (0, 0)
+    assert partitions.end_offset_for_epoch(lp, -1) == (0, 0)
+    assert partitions.end_offset_for_epoch(lp, 1) == (-1, -1)
