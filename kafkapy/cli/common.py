@@ -66,6 +66,8 @@ _ADVICE: dict[ErrorCode, str] = {
     ErrorCode.INVALID_PARTITIONS: "the partition count must be at least 1",
     ErrorCode.INVALID_REPLICATION_FACTOR: "use at most as many replicas as there are brokers "
     "(`kafkapy cluster info`)",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "name existing brokers, each once per partition "
+    "(`kafkapy cluster info` lists them)",
     ErrorCode.INVALID_CONFIG: "check the key and value (`kafkapy configs describe --all` lists the keys)",
     ErrorCode.INVALID_TOPIC_EXCEPTION: "topic names are up to 249 of [a-zA-Z0-9._-]",
     ErrorCode.GROUP_ID_NOT_FOUND: "check the name with `kafkapy groups list`",

@@ -6,6 +6,10 @@ success, `add-partitions --partitions N` sets the new total. `describe` shows pe
 leader, replicas, ISR and offline replicas (Metadata), the log start and end offsets (ListOffsets
 to each leader) and the size on the leader (DescribeLogDirs), so one command answers "where is my
 data and how much is there"; `--under-replicated-partitions` keeps those with ISR < replicas.
+`--replica-assignment 1:2,2:3,3:1` places replicas by hand as kafka-topics.sh does (partitions
+separated by commas, a partition's replicas by colons, the first its preferred leader): at
+creation it replaces `--partitions`/`--replication-factor`; with `add-partitions`/`alter
+--partitions` it lists every partition and only the new ones' entries are sent (Kafka's rule).
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ from kafkapy.protocol.messages import (
     DescribeLogDirsResponse,
     MetadataResponse,
 )
+from kafkapy.protocol.messages.create_partitions import (
+    CreatePartitionsRequest_CreatePartitionsAssignment,
+)
+from kafkapy.protocol.messages.create_topics import CreateTopicsRequest_CreatableReplicaAssignment
 
 __all__ = ["topics"]
 
@@ -62,26 +70,69 @@ def topics() -> None:
     pass
 
 
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """Kafka's `--replica-assignment`: `1:2,2:3` is partition 0 on [1, 2], partition 1 on [2, 3]."""
+    flag = "--replica-assignment"
+    partitions: list[list[int]] = []
+    for index, item in enumerate(text.split(",")):
+        try:
+            replicas = [int(r) for r in item.strip().split(":")]
+        except ValueError:
+            raise click.BadParameter(
+                f"partition {index}: {item.strip()!r} is not broker ids separated by ':'", param_hint=flag
+            ) from None
+        if len(set(replicas)) != len(replicas):
+            raise click.BadParameter(f"partition {index} names a broker twice: {item.strip()}", param_hint=flag)
+        if partitions and len(replicas) != len(partitions[0]):
+            raise click.BadParameter(
+                f"partition {index} has {len(replicas)} replicas, partition 0 has {len(partitions[0])}",
+                param_hint=flag,
+            )
+        partitions.append(replicas)
+    return partitions
+
+
+def _assignment_option(func: Any) -> Any:
+    return click.option(
+        "--replica-assignment", metavar="B:B,B:B,...",
+        help="brokers per partition by hand: partitions separated by ',', replicas by ':' "
+        "(the first is the preferred leader)",
+    )(func)
+
+
 @topics.command()
 @_topic_option
-@click.option("--partitions", type=int, default=-1, help="partition count [default: the broker's num.partitions]")
-@click.option("--replication-factor", type=int, default=-1,
+@click.option("--partitions", type=int, help="partition count [default: the broker's num.partitions]")
+@click.option("--replication-factor", type=int,
               help="replicas per partition [default: the broker's default.replication.factor]")
+@_assignment_option
 @click.option("--config", multiple=True, metavar="K=V", help="a topic config (repeatable)")
 @click.option("--if-not-exists", is_flag=True, help="an existing topic is not an error")
 @click.option("--validate-only", is_flag=True, help="let the controller check it, create nothing")
 @client_options
 def create(
-    settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int,
-    replication_factor: int, config: tuple[str, ...], if_not_exists: bool, validate_only: bool,
+    settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int | None,
+    replication_factor: int | None, replica_assignment: str | None, config: tuple[str, ...],
+    if_not_exists: bool, validate_only: bool,
 ) -> int:
     """Create topics."""
     names = _names(topic, topic_option)
     configs = parse_key_values(split_configs(config), "--config")
+    assignments: list[CreateTopicsRequest_CreatableReplicaAssignment] = []
+    if replica_assignment is not None:
+        if partitions is not None or replication_factor is not None:
+            raise click.UsageError("--replica-assignment replaces --partitions and --replication-factor")
+        assignments = [
+            CreateTopicsRequest.CreatableReplicaAssignment(partition_index=i, broker_ids=replicas)
+            for i, replicas in enumerate(parse_replica_assignment(replica_assignment))
+        ]
     request = CreateTopicsRequest(
         topics=[
             CreateTopicsRequest.CreatableTopic(
-                name=n, num_partitions=partitions, replication_factor=replication_factor,
+                name=n,
+                num_partitions=-1 if partitions is None else partitions,
+                replication_factor=-1 if replication_factor is None else replication_factor,
+                assignments=list(assignments),
                 configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
             )
             for n in names
@@ -272,11 +323,30 @@ def delete(settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple
     return 0
 
 
-def _add_partitions(admin: Admin, names: list[str], total: int) -> None:
+def _new_assignments(
+    admin: Admin, names: list[str], total: int, replica_assignment: str | None
+) -> list[CreatePartitionsRequest_CreatePartitionsAssignment] | None:
+    """The entries of `--replica-assignment` past each topic's current partitions, or None."""
+    if replica_assignment is None:
+        return None
+    wanted = parse_replica_assignment(replica_assignment)
+    if len(wanted) != total:
+        raise click.UsageError(
+            f"--replica-assignment lists {len(wanted)} partitions, --partitions asks for {total}")
+    current = {len(t.partitions) for t in _metadata(admin, names, False).topics}
+    if len(current) != 1:
+        raise click.UsageError("--replica-assignment needs topics with the same partition count")
+    return [CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=replicas)
+            for replicas in wanted[current.pop():]]
+
+
+def _add_partitions(admin: Admin, names: list[str], total: int, replica_assignment: str | None = None) -> None:
+    assignments = _new_assignments(admin, names, total, replica_assignment)
     response: CreatePartitionsResponse = admin.call(
         ApiKey.CREATE_PARTITIONS,
         CreatePartitionsRequest(
-            topics=[CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=total, assignments=None) for n in names],
+            topics=[CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=total, assignments=assignments)
+                    for n in names],
             timeout_ms=TIMEOUT_MS,
         ),
     )
@@ -287,12 +357,16 @@ def _add_partitions(admin: Admin, names: list[str], total: int) -> None:
 @topics.command("add-partitions")
 @_topic_option
 @click.option("--partitions", type=click.IntRange(min=1), required=True, help="the new total partition count")
+@_assignment_option
 @client_options
-def add_partitions(settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int) -> int:
+def add_partitions(
+    settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int,
+    replica_assignment: str | None,
+) -> int:
     """Grow topics to N partitions (Kafka never shrinks a topic)."""
     names = _names(topic, topic_option)
     with Admin(settings) as admin:
-        _add_partitions(admin, names, partitions)
+        _add_partitions(admin, names, partitions, replica_assignment)
     out = Output(settings)
     if settings.json:
         out.emit([{"topic": n, "partitions": partitions} for n in names])
@@ -305,12 +379,13 @@ def add_partitions(settings: ClientSettings, topic: tuple[str, ...], topic_optio
 @topics.command()
 @_topic_option
 @click.option("--partitions", type=click.IntRange(min=1), help="the new total partition count")
+@_assignment_option
 @click.option("--config", multiple=True, metavar="K=V", help="set a topic config (repeatable)")
 @click.option("--delete-config", multiple=True, metavar="K", help="remove a topic config (repeatable)")
 @client_options
 def alter(
     settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int | None,
-    config: tuple[str, ...], delete_config: tuple[str, ...],
+    replica_assignment: str | None, config: tuple[str, ...], delete_config: tuple[str, ...],
 ) -> int:
     """Change topics' partition count or configs."""
     names = _names(topic, topic_option)
@@ -318,13 +393,15 @@ def alter(
     delete = split_configs(delete_config)
     if partitions is None and not add and not delete:
         raise click.UsageError("give --partitions, --config or --delete-config")
+    if replica_assignment is not None and partitions is None:
+        raise click.UsageError("--replica-assignment goes with --partitions")
     with Admin(settings) as admin:
         admin.leaders(names)  # a missing topic fails here with its own error code
         if add or delete:
             for n in names:
                 alter_configs(admin, TOPIC, n, add, delete)
         if partitions is not None:
-            _add_partitions(admin, names, partitions)
+            _add_partitions(admin, names, partitions, replica_assignment)
     out = Output(settings)
     if settings.json:
         out.emit([{"topic": n, "partitions": partitions, "set": add, "deleted": delete} for n in names])

@@ -86,6 +86,24 @@ def _stop(proc: subprocess.Popen[str], bootstrap: str) -> None:
     assert all(_closed(a) for a in bootstrap.split(","))
 
 
+def _replica_assignment_on_three_nodes(bootstrap: str) -> None:
+    """`topics create/add-partitions --replica-assignment` places replicas where asked."""
+    def replicas() -> list[list[int]]:
+        (topic,) = kafkapy("topics", "describe", "placed", "--json", bootstrap=bootstrap).json()
+        return [p["replicas"] for p in sorted(topic["partitions"], key=lambda p: p["partition"])]
+
+    r = kafkapy("topics", "create", "placed", "--replica-assignment", "2:3,3:1", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert replicas() == [[2, 3], [3, 1]]
+    r = kafkapy("topics", "add-partitions", "placed", "--partitions", "3", "--replica-assignment", "2:3,3:1,1:2",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert replicas() == [[2, 3], [3, 1], [1, 2]]
+    r = kafkapy("topics", "create", "misplaced", "--replica-assignment", "1:9", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_REPLICA_ASSIGNMENT (error code 39)" in r.stderr
+
+
 @pytest.mark.timeout(300)
 def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> None:
     data = tmp_path / "cluster"
@@ -111,6 +129,7 @@ def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> 
         (topic,) = kafkapy("topics", "describe", "kept", "--json", bootstrap=bootstrap).json()
         assert all(len(p["replicas"]) == 3 for p in topic["partitions"])
         assert sum(p["log_end_offset"] for p in topic["partitions"]) == 2
+        _replica_assignment_on_three_nodes(bootstrap)
     finally:
         _stop(proc, bootstrap)
     proc, again, _ = _start(data)

@@ -106,6 +106,50 @@ def test_usage_errors_exit_2(bootstrap: str) -> None:
     assert "KEY=VALUE" in r.stderr
 
 
+def test_replica_assignment_by_hand(bootstrap: str) -> None:
+    """kafka-topics.sh's `--replica-assignment` (',' between partitions, ':' between replicas)."""
+    def placement(topic: str) -> list[tuple[int, list[int], int]]:
+        (described,) = kafkapy("topics", "describe", topic, "--json", bootstrap=bootstrap).json()
+        return [(p["partition"], p["replicas"], p["leader"]) for p in described["partitions"]]
+
+    r = kafkapy("topics", "create", "placed", "--replica-assignment", "1,1,1", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert r.json() == [{"topic": "placed", "created": True, "partitions": 3, "replication_factor": 1,
+                         "topic_id": r.json()[0]["topic_id"]}]
+    assert placement("placed") == [(0, [1], 1), (1, [1], 1), (2, [1], 1)]
+    # growing: the list names every partition, only the new ones' entries are sent
+    r = kafkapy("topics", "add-partitions", "placed", "--partitions", "4", "--replica-assignment", "1,1,1,1",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert placement("placed")[3] == (3, [1], 1)
+    r = kafkapy("topics", "alter", "placed", "--partitions", "5", "--replica-assignment", "1,1,1,1,7",
+                bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_REPLICA_ASSIGNMENT (error code 39)" in r.stderr
+    assert len(placement("placed")) == 4
+    # a broker that does not exist: the broker's error code and what to do
+    r = kafkapy("topics", "create", "misplaced", "--replica-assignment", "2", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_REPLICA_ASSIGNMENT (error code 39)" in r.stderr
+    assert "kafkapy cluster info" in r.stderr
+    names = [t["topic"] for t in kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()]
+    assert "misplaced" not in names
+    # malformed lists and flags that contradict it are usage errors, nothing sent
+    for flags, message in [
+        (["--replica-assignment", "1:x"], "'1:x' is not broker ids"),
+        (["--replica-assignment", "1:1"], "names a broker twice"),
+        (["--replica-assignment", "1:2,1"], "partition 1 has 1 replicas, partition 0 has 2"),
+        (["--replica-assignment", "1", "--partitions", "1"], "replaces --partitions"),
+    ]:
+        r = kafkapy("topics", "create", "misplaced", *flags, bootstrap=bootstrap)
+        assert r.code == 2, flags
+        assert message in r.stderr, r.stderr
+    r = kafkapy("topics", "add-partitions", "placed", "--partitions", "6", "--replica-assignment", "1,1",
+                bootstrap=bootstrap)
+    assert r.code == 2
+    assert "lists 2 partitions, --partitions asks for 6" in r.stderr
+
+
 def test_unreachable_broker_is_one_clear_line_fast() -> None:
     """No broker, or a port that accepts but never answers: one line, exit 1, no hang (the
     client's connect and set-up timeouts are 5 s; the subprocess timeout only guards a hang)."""
