@@ -56,7 +56,6 @@ class HandlerSpec:
     max_version: int
     func: HandlerFunc
     error_response: ErrorResponseFunc | None
-    fallback: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -72,16 +71,14 @@ def handler(
     min_version: int,
     max_version: int,
     error_response: ErrorResponseFunc | None = None,
-    fallback: bool = False,
 ) -> Callable[[F], F]:
     """Register `func` as the handler of `api_key` for [min_version, max_version].
 
-    The range is clamped to the codec's; a range that does not overlap it is a programming error.
-    A `fallback` handler (a minimal stand-in until a fuller one exists) gives way to a regular
-    registration of the same key, whichever module loads first; two regular ones are an error.
+    The range is clamped to the codec's; a range that does not overlap it, or a second handler
+    for the same key, is a programming error.
     """
 
-    return _registrar(REGISTRY, api_key, min_version, max_version, error_response, fallback)
+    return _registrar(REGISTRY, api_key, min_version, max_version, error_response)
 
 
 def controller_handler(
@@ -90,10 +87,9 @@ def controller_handler(
     min_version: int,
     max_version: int,
     error_response: ErrorResponseFunc | None = None,
-    fallback: bool = False,
 ) -> Callable[[F], F]:
     """`handler` for the controller listener: same rules, registered in `CONTROLLER_REGISTRY`."""
-    return _registrar(CONTROLLER_REGISTRY, api_key, min_version, max_version, error_response, fallback)
+    return _registrar(CONTROLLER_REGISTRY, api_key, min_version, max_version, error_response)
 
 
 def _registrar(
@@ -102,7 +98,6 @@ def _registrar(
     min_version: int,
     max_version: int,
     error_response: ErrorResponseFunc | None,
-    fallback: bool,
 ) -> Callable[[F], F]:
     def register(func: F) -> F:
         codec = SUPPORTED_VERSIONS.get(api_key)
@@ -113,11 +108,8 @@ def _registrar(
             raise ValueError(f"{api_key.name}: v{min_version}-{max_version} outside codec {codec}")
         existing = registry.get(api_key)
         if existing is not None and existing.func is not func:
-            if fallback:
-                return func  # a regular handler already serves this key
-            if not existing.fallback:
-                raise ValueError(f"{api_key.name}: handler registered twice")
-        registry[api_key] = HandlerSpec(api_key, low, high, func, error_response, fallback)
+            raise ValueError(f"{api_key.name}: handler registered twice")
+        registry[api_key] = HandlerSpec(api_key, low, high, func, error_response)
         return func
 
     return register

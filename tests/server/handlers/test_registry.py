@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from kafkapy.protocol import ApiKey
 from kafkapy.server.handlers import load_handlers
-from kafkapy.server.handlers.registry import CONTROLLER_REGISTRY, REGISTRY, HandlerSpec
+from kafkapy.server.handlers.registry import CONTROLLER_REGISTRY, REGISTRY, HandlerSpec, handler
 
 load_handlers()
 
@@ -30,3 +31,16 @@ def test_the_handler_module_doc_names_the_api_and_its_versions(listener: str, sp
     # the name, then within the same clause the served range (e.g. "DescribeCluster (key 60) v0-1")
     pattern = re.escape(name) + r"[^.;]{0,40}?" + re.escape(versions) + r"(?![-\d])"
     assert re.search(pattern, doc), f"{module.__name__} serves {name} {versions} ({listener}) but its doc does not say so"
+
+
+def test_a_second_handler_for_a_served_api_is_refused() -> None:
+    """One handler per API: registering another one for a key already served is a programming
+    error, and the served one stays."""
+    served = REGISTRY[ApiKey.DESCRIBE_PRODUCERS]
+
+    async def another(ctx: object, req: object) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="registered twice"):
+        handler(ApiKey.DESCRIBE_PRODUCERS, min_version=0, max_version=0)(another)
+    assert REGISTRY[ApiKey.DESCRIBE_PRODUCERS] is served
