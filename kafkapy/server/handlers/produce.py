@@ -33,7 +33,7 @@ transactional write; the coordinator is local, so it costs a lookup); otherwise
 INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING or INVALID_PRODUCER_EPOCH (fenced) and nothing is
 written. This is what keeps a delayed write of a finished transaction out of a later one.
 
-Cluster mode (docs/cluster.md; single-node behaviour is unchanged): only the partition's leader
+Cluster mode (docs/cluster.md): only the partition's leader
 takes writes (else NOT_LEADER_OR_FOLLOWER) and stamps its leader epoch on the batches. acks=-1
 first checks the committed ISR against `min.insync.replicas` (NOT_ENOUGH_REPLICAS, nothing
 written), appends, then waits - turn released - until the HW passes the batches or `timeout_ms`
