@@ -44,6 +44,10 @@ been fenced and replaced, `kafkapy.leader.lease.enable`) answers NOT_LEADER_OR_F
 Unknown topics are auto-created through the controller and answered UNKNOWN_TOPIC_OR_PARTITION
 this time (the client retries once its metadata shows the leader).
 
+Where the rules live: the leader lookup, the write checks, idempotence, the KIP-890 check, the
+append and the HW wait are the partition facade's (`broker.partitions`,
+kafkapy.server.partitions); this module maps the request onto it and its results onto the answer.
+
 Not yet: quotas, Produce v12 (transactions v2's
 implicit add).
 """
