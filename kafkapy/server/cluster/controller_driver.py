@@ -53,9 +53,10 @@ from kafkapy.server.config_rules import (
 )
 
 if TYPE_CHECKING:
-    from kafkapy.server.cluster.host import BrokerHost
-    from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
     from kafkapy.server.cluster.raft_driver import RaftDriver
+    from kafkapy.server.config import BrokerConfig, ClusterConfig
+    from kafkapy.server.stats import BrokerStats
 
 __all__ = [
     "METADATA_OFFSET_TAG",
@@ -106,35 +107,48 @@ def monotonic_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-def controller_config(broker: BrokerHost, node: ClusterNode) -> ControllerConfig:
-    cfg = node.config
+def controller_config(config: BrokerConfig, cluster: ClusterConfig, cluster_id: str) -> ControllerConfig:
     return ControllerConfig(
-        session_timeout_ms=cfg.session_timeout_ms,
-        default_partitions=broker.config.get_int("num.partitions"),
-        default_replication_factor=cfg.default_replication_factor,
-        min_insync_replicas=cfg.min_insync_replicas,
-        unclean_leader_election_enable=cfg.unclean_leader_election,
-        cluster_id=broker.cluster_id,
-        delete_topic_enable=broker.config.get_bool("delete.topic.enable"),
+        session_timeout_ms=cluster.session_timeout_ms,
+        default_partitions=config.get_int("num.partitions"),
+        default_replication_factor=cluster.default_replication_factor,
+        min_insync_replicas=cluster.min_insync_replicas,
+        unclean_leader_election_enable=cluster.unclean_leader_election,
+        cluster_id=cluster_id,
+        delete_topic_enable=config.get_bool("delete.topic.enable"),
         broker_config_check=dynamic_config_problem,
         broker_list_configs=DYNAMIC_BROKER_LISTS,
-        group_config_check=group_config_check(broker.config),
+        group_config_check=group_config_check(config),
     )
 
 
 class ControllerDriver:
     """See the module docstring."""
 
-    def __init__(self, broker: BrokerHost, node: ClusterNode) -> None:
-        self.broker = broker
-        self.node = node
-        self.config = controller_config(broker, node)
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster: ClusterConfig,
+        raft: RaftDriver,
+        publisher: MetadataPublisher,
+        *,
+        cluster_id: str,
+        stats: BrokerStats,
+    ) -> None:
+        """`raft` / `publisher`: this node's metadata quorum replica and the image it publishes;
+        `stats`: where the commit latency goes."""
+        self.cluster_config = cluster
+        self.node_id = cluster.node_id
+        self.raft = raft
+        self.publisher = publisher
+        self.stats = stats
+        self.config = controller_config(config, cluster, cluster_id)
         self._controller: QuorumController | None = None
         self._epoch = -1
         self._last_proposed = -1
         self._last_proposed_epoch = -1
         self._lock = trio.Lock()
-        self.request_timeout_s = max(node.config.request_timeout_ms, 1000) / 1000
+        self.request_timeout_s = max(cluster.request_timeout_ms, 1000) / 1000
         #: Kafka's `leader.imbalance.check.interval.seconds` (auto.leader.rebalance.enable): how
         #: often the active controller moves leadership back to preferred replicas (0 = never)
         self.rebalance_interval_s = _REBALANCE_INTERVAL_S
@@ -145,7 +159,7 @@ class ControllerDriver:
     # -- state ----------------------------------------------------------------------------------
 
     def _raft(self) -> RaftDriver:
-        return self.node.raft
+        return self.raft
 
     def active(self) -> QuorumController | None:
         """The controller if this node is the active controller now, else None."""
@@ -159,10 +173,10 @@ class ControllerDriver:
 
     def _maybe_activate(self) -> None:
         raft = self._raft()
-        publisher = self.node.publisher
+        publisher = self.publisher
         if not raft.is_leader:
             if self._controller is not None:
-                log.info("node %d is no longer the active controller", self.node.node_id)
+                log.info("node %d is no longer the active controller", self.node_id)
             self._controller = None
             return
         if self._controller is not None and self._epoch == raft.epoch:
@@ -182,7 +196,7 @@ class ControllerDriver:
         self._epoch = raft.epoch
         log.info(
             "node %d is the active controller (epoch %d, metadata offset %d, %d brokers)",
-            self.node.node_id,
+            self.node_id,
             raft.epoch,
             image.offset,
             len(image.brokers),
@@ -243,7 +257,7 @@ class ControllerDriver:
             except NotLeaderError as exc:
                 raise NotControllerError(f"metadata offset {last} was lost") from exc
             commit_ms = (time.perf_counter() - proposed_at) * 1000
-            self.broker.stats.raft_commit_latency_ms.observe(commit_ms)
+            self.stats.raft_commit_latency_ms.observe(commit_ms)
             return result.response, last
         raise NotControllerError(f"metadata offset {last} not committed in time")
 
@@ -309,7 +323,7 @@ class ControllerDriver:
         controller.extend_sessions(int(overslept_s * 1000))
         log.warning(
             "controller on node %d did not run for %.1f s: broker sessions extended by that",
-            self.node.node_id,
+            self.node_id,
             overslept_s,
         )
 

@@ -79,8 +79,9 @@ class GoneDetector:
 
     def __init__(self, driver: ControllerDriver) -> None:
         self.driver = driver
-        self.node = driver.node
-        self.heartbeat_interval_ms = max(self.node.config.heartbeat_interval_ms, 10)
+        self.cluster_config = driver.cluster_config
+        self.node_id = driver.node_id
+        self.heartbeat_interval_ms = max(self.cluster_config.heartbeat_interval_ms, 10)
         self._last_probe: dict[int, float] = {}
         self._probing: set[int] = set()
         self._seen_controller: Any = None
@@ -91,7 +92,7 @@ class GoneDetector:
     def suspect(self, node_id: int, reason: str) -> None:
         """Probe `node_id` soon if it is an active broker (see the module docstring)."""
         controller = self.driver.active()
-        if controller is None or self._nursery is None or node_id == self.node.node_id:
+        if controller is None or self._nursery is None or node_id == self.node_id:
             return
         registration = controller.image.brokers.get(node_id)
         if registration is None or registration.fenced or node_id in self._probing:
@@ -104,10 +105,10 @@ class GoneDetector:
         self._nursery.start_soon(self._probe, node_id, registration.epoch, reason)
 
     def _addresses(self, node_id: int, registration: Any) -> list[tuple[str, int]]:
-        name = self.node.config.inter_broker_listener_name
+        name = self.cluster_config.inter_broker_listener_name
         endpoints = [e for e in registration.endpoints if e.name == name] or list(registration.endpoints)
         out = [(str(e.host), int(e.port)) for e in endpoints]
-        voter = self.node.config.voters.get(node_id)
+        voter = self.cluster_config.voters.get(node_id)
         if voter is not None:
             out.append(voter)
         return out

@@ -128,10 +128,32 @@ class ClusterNode:
             may_publish=self.has_joined if config.is_broker else lambda: True,
         )
         self.raft.subscribe(self.publisher.on_committed, self.publisher.on_snapshot)
-        self.controller = ControllerDriver(broker, self) if config.is_controller else None
+        self.controller = (
+            ControllerDriver(
+                broker.config,
+                config,
+                self.raft,
+                self.publisher,
+                cluster_id=broker.cluster_id,
+                stats=broker.stats,
+            )
+            if config.is_controller
+            else None
+        )
         self.channel = ControllerChannel(broker, self)
         self.lifecycle = BrokerLifecycle(broker, self, self.channel) if config.is_broker else None
-        self.fetchers = ReplicaFetcherManager(broker, self) if config.is_broker else None
+        self.fetchers = (
+            ReplicaFetcherManager(
+                config,
+                logs=broker.logs,
+                replicas=broker.replicas,
+                producer_states=broker.producer_states,
+                peers=self.broker_peers,
+                image=lambda: self.image,
+            )
+            if config.is_broker
+            else None
+        )
         self._joined = False
         #: what a log dir failure does (see the module doc; in-process tests replace it)
         self.halt: Callable[[], None] = _halt_process

@@ -1,8 +1,8 @@
 """Cluster mode data plane: each local partition's role (leader / follower) and its bookkeeping.
 
-Why a module of its own beside `Broker`: a partition's replication role and its bookkeeping are
-the cluster's data plane (Kafka's ReplicaManager); the broker delegates to it (`broker.replicas`)
-and it sees the broker only through `cluster.host.BrokerHost`.
+The broker delegates to it (`broker.replicas`); it uses of the broker only what `ReplicaHost`
+names, and of the cluster node only what `ClusterLink` names (the published image, the controller
+channel's AlterPartition, the replica fetchers), so it imports neither.
 
 What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode):
 - `apply(image, delta)`: topics come from the metadata image (the TopicStore stays in memory,
@@ -32,22 +32,34 @@ import itertools
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import AlterPartitionRequest
+from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.replication.partition import IsrProposal, LeaderState
-from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo
+from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.server.cluster.host import BrokerHost
-    from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
-    from kafkapy.storage import PartitionLog
+    from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
+    from kafkapy.server.config import BrokerConfig
+    from kafkapy.server.idempotence import ProducerStates
+    from kafkapy.server.notify import PartitionWaiters
+    from kafkapy.server.stats import BrokerStats
+    from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
-__all__ = ["PartitionRole", "ReplicaManager", "monotonic_ms"]
+__all__ = [
+    "AlterPartitionChannel",
+    "ClusterLink",
+    "FollowerFetchers",
+    "PartitionRole",
+    "ReplicaHost",
+    "ReplicaManager",
+    "RoleListener",
+    "monotonic_ms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +74,64 @@ _OUTCOME_UNKNOWN = frozenset({
 })
 ALTER_RETRY_S = 0.5  # pause after a failed AlterPartition, so a refused change is not re-sent per fetch
 _WAITER_SEQ = itertools.count()  # tie-break of equal end offsets in a waiter heap
+
+
+class RoleListener(Protocol):
+    """Hears about every role or leader epoch change of a local partition (the coordinators)."""
+
+    def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None: ...
+    def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None: ...
+
+
+class FollowerFetchers(Protocol):
+    """The replica fetchers (kafkapy.server.cluster.replica_fetcher): what a follower fetches."""
+
+    def add_partition(self, topic: str, partition: int, topic_id: uuid.UUID, leader: int, leader_epoch: int) -> None: ...
+    def remove_partition(self, topic: str, partition: int) -> None: ...
+
+
+class AlterPartitionChannel(Protocol):
+    """The controller channel (kafkapy.server.cluster.lifecycle): where ISR changes go."""
+
+    async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse: ...
+
+
+class ClusterLink(Protocol):
+    """What partition roles use of the cluster node (kafkapy.server.cluster.node)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+    @property
+    def channel(self) -> AlterPartitionChannel: ...
+    @property
+    def fetchers(self) -> FollowerFetchers | None: ...
+
+
+class ReplicaHost(Protocol):
+    """What partition roles use of the broker they run in (kafkapy.server.broker)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def topics(self) -> TopicStore: ...
+    @property
+    def waiters(self) -> PartitionWaiters: ...
+    @property
+    def producer_states(self) -> ProducerStates: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def default_log_config(self) -> LogConfig: ...
+    @property
+    def role_listeners(self) -> list[RoleListener]: ...
+    @property
+    def cluster(self) -> ClusterLink | None: ...
+    def log_config(self, info: TopicInfo) -> LogConfig: ...
+    def topic_config_value(self, info: TopicInfo, key: str) -> str: ...
 
 
 def monotonic_ms() -> int:
@@ -98,7 +168,7 @@ class PartitionRole:
 
 
 class ReplicaManager:
-    def __init__(self, broker: BrokerHost) -> None:
+    def __init__(self, broker: ReplicaHost) -> None:
         self.broker = broker
         self.roles: dict[Key, PartitionRole] = {}
         self._isr_wakeup = trio.Event()
@@ -119,7 +189,7 @@ class ReplicaManager:
         """Return after the next `apply` (an auto-create waiting for its topic)."""
         await self._applied.wait()
 
-    def apply(self, image: Any, delta: Any) -> None:
+    def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         """React to a newly published image (see the module doc)."""
         try:
             self._apply(image, delta)
@@ -127,14 +197,15 @@ class ReplicaManager:
             self._applied.set()
             self._applied = trio.Event()
 
-    def _apply(self, image: Any, delta: Any) -> None:
+    def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
-        first = not self._applied_once or delta is None
-        if first:
+        if not self._applied_once or delta is None:
+            first = True
             changed = set(image.topics)
             deleted = [t for t in broker.topics.all() if t.name not in image.topics]
             self._applied_once = True
         else:
+            first = False
             changed = set(delta.changed_topics)
             deleted = [
                 info for t in delta.deleted_topics.values()
@@ -159,7 +230,7 @@ class ReplicaManager:
             broker.waiters.notify((info.name, p))
         log.info("removed topic %s", info.name)
 
-    def _apply_topic(self, image: Any, t: Any) -> None:
+    def _apply_topic(self, image: MetadataImage, t: TopicImage) -> None:
         broker = self.broker
         count = max(t.partitions) + 1 if t.partitions else 0
         old = broker.topics.get(t.name)
@@ -190,7 +261,9 @@ class ReplicaManager:
             log.exception("cannot open the log of %s-%d", info.name, p)
             return None
 
-    def _apply_partition(self, image: Any, info: TopicInfo, p: int, part: Any, configs_changed: bool) -> None:
+    def _apply_partition(
+        self, image: MetadataImage, info: TopicInfo, p: int, part: PartitionImage, configs_changed: bool
+    ) -> None:
         broker = self.broker
         node_id = broker.node_id
         key = (info.name, p)
@@ -228,7 +301,7 @@ class ReplicaManager:
             return
         self._become_follower(info, p, part)
 
-    def _update(self, role: PartitionRole, part: Any) -> None:
+    def _update(self, role: PartitionRole, part: PartitionImage) -> None:
         role.replicas = tuple(part.replicas)
         role.isr = tuple(part.isr)
         role.partition_epoch = part.partition_epoch
@@ -237,7 +310,7 @@ class ReplicaManager:
             role.partition_epoch = role.leader_state.partition_epoch
         self._signal(role)
 
-    def _become_leader(self, info: TopicInfo, p: int, part: Any, plog: PartitionLog, now: int) -> None:
+    def _become_leader(self, info: TopicInfo, p: int, part: PartitionImage, plog: PartitionLog, now: int) -> None:
         key = (info.name, p)
         self._stop_fetching(key)
         old = self.roles.get(key)
@@ -264,7 +337,7 @@ class ReplicaManager:
             except Exception:
                 log.exception("role listener failed on %s-%d", info.name, p)
 
-    def _become_follower(self, info: TopicInfo, p: int, part: Any) -> None:
+    def _become_follower(self, info: TopicInfo, p: int, part: PartitionImage) -> None:
         """The partition's producer state stays: the replica fetcher replays the leader's
         batches into it and a truncation makes it reload (`ProducerStates`), so it is right
         when this replica leads again."""
@@ -296,7 +369,7 @@ class ReplicaManager:
         if role is not None:
             self._signal(role)
 
-    def _fetchers(self) -> ReplicaFetcherManager | None:
+    def _fetchers(self) -> FollowerFetchers | None:
         cluster = self.broker.cluster
         return cluster.fetchers if cluster is not None else None
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,9 +47,12 @@ from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.server.cluster.host import BrokerHost
-    from kafkapy.server.cluster.node import ClusterNode
-    from kafkapy.storage import PartitionLog
+    from kafkapy.controller.image import MetadataImage
+    from kafkapy.server.cluster.partition_roles import ReplicaManager
+    from kafkapy.server.cluster.peer import PeerPool
+    from kafkapy.server.config import ClusterConfig
+    from kafkapy.server.idempotence import ProducerStates
+    from kafkapy.storage import LogManager, PartitionLog
 
 __all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager", "whole_batches"]
 
@@ -69,15 +73,30 @@ class FetchState:
 
 
 class ReplicaFetcherManager:
-    """`ReplicaFetcherManager(broker, node)`; see the module doc."""
+    """See the module doc."""
 
-    def __init__(self, broker: BrokerHost, node: ClusterNode) -> None:
-        self.broker = broker
-        self.node = node
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        logs: LogManager,
+        replicas: ReplicaManager | None,
+        producer_states: ProducerStates,
+        peers: PeerPool,
+        image: Callable[[], MetadataImage],
+    ) -> None:
+        """`replicas`: the partition roles (their ISR loop runs here); `peers`: the other
+        brokers' inter-broker listeners; `image()`: the published metadata image."""
+        self.node_id = config.node_id
+        self.logs = logs
+        self.replicas = replicas
+        self.producer_states = producer_states
+        self.peers = peers
+        self._image = image
         self.partitions: dict[Key, FetchState] = {}
         self._running: set[int] = set()
         self._changed = trio.Event()
-        cfg = node.config
+        cfg = config
         self.max_wait_ms = cfg.replica_fetch_wait_max_ms
         self.min_bytes = cfg.replica_fetch_min_bytes
         self.max_bytes = cfg.replica_fetch_max_bytes
@@ -105,7 +124,7 @@ class ReplicaFetcherManager:
         """Run the fetcher tasks (one per source broker) and the ISR maintenance loop."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            replicas = self.broker.replicas
+            replicas = self.replicas
             if replicas is not None:
                 nursery.start_soon(replicas.run_isr_maintenance)
             while True:
@@ -140,7 +159,7 @@ class ReplicaFetcherManager:
             await trio.sleep(self.backoff_s)
             return
         try:
-            body = await self.node.broker_peers.request(
+            body = await self.peers.request(
                 leader, ApiKey.FETCH, FETCH_VERSION, request,
                 timeout_s=self.max_wait_ms / 1000 + self.request_timeout_s, raw=True,
             )
@@ -163,13 +182,13 @@ class ReplicaFetcherManager:
 
     def _request(self, states: list[FetchState]) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState]]:
         broker_epoch = -1
-        reg = self.node.image.brokers.get(self.broker.node_id)
+        reg = self._image().brokers.get(self.node_id)
         if reg is not None:
             broker_epoch = int(reg.epoch)
         topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}
         sent: dict[tuple[uuid.UUID, int], FetchState] = {}
         for s in states:
-            plog = self.broker.logs.get(s.topic, s.partition)
+            plog = self.logs.get(s.topic, s.partition)
             if plog is None:
                 continue
             ft = topics.get(s.topic_id)
@@ -185,8 +204,8 @@ class ReplicaFetcherManager:
             ))
             sent[(s.topic_id, s.partition)] = s
         request = FetchRequest(
-            replica_id=self.broker.node_id,
-            replica_state=FetchRequest.ReplicaState(replica_id=self.broker.node_id, replica_epoch=broker_epoch),
+            replica_id=self.node_id,
+            replica_state=FetchRequest.ReplicaState(replica_id=self.node_id, replica_epoch=broker_epoch),
             max_wait_ms=self.max_wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
@@ -198,7 +217,7 @@ class ReplicaFetcherManager:
         return request, sent
 
     async def _process(self, state: FetchState, part: FetchedPartition) -> None:
-        plog = self.broker.logs.get(state.topic, state.partition)
+        plog = self.logs.get(state.topic, state.partition)
         if plog is None:
             return
         code = ErrorCode(part.error_code)
@@ -213,7 +232,7 @@ class ReplicaFetcherManager:
                     self._append(state, plog, records)
                 plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
                 # the LSO follows open transactions here too, and snapshots are taken at roll
-                self.broker.producer_states.on_append((state.topic, state.partition), plog)
+                self.producer_states.on_append((state.topic, state.partition), plog)
                 if part.log_start_offset > plog.log_start_offset:
                     plog.follow_log_start(part.log_start_offset)
                 return
@@ -236,7 +255,7 @@ class ReplicaFetcherManager:
             return
         plog.append_as_follower(data)
         key = (state.topic, state.partition)
-        if self.broker.producer_states.on_replicated(key, plog, data):
+        if self.producer_states.on_replicated(key, plog, data):
             self._load_producer_state(key, plog)
 
     def _load_producer_state(self, key: Key, plog: PartitionLog) -> None:
@@ -245,7 +264,7 @@ class ReplicaFetcherManager:
         when the load ends (`ProducerStates.get`)."""
         async def load() -> None:
             try:
-                await self.broker.producer_states.get(key, plog)
+                await self.producer_states.get(key, plog)
             except Exception:  # the fetchers share the nursery: never take replication down
                 log.exception("%s-%d: loading producer state failed (the next producer batch "
                               "or the first use as leader tries again)", *key)

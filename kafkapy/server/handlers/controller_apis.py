@@ -112,7 +112,7 @@ def _driver(ctx: RequestContext) -> ControllerDriver | None:
 
 def _has_quorum_contact(driver: ControllerDriver | None) -> bool:
     """Does this node's Raft leadership still hold (`RaftDriver.has_quorum_contact`)?"""
-    return driver is None or driver.node.raft.has_quorum_contact()
+    return driver is None or driver.raft.has_quorum_contact()
 
 
 #: the longest commit wait an admin request's `timeout_ms` may ask for

@@ -8,8 +8,7 @@ every supported topic operation (no authorizer).
 
 from __future__ import annotations
 
-from typing import Any
-
+from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
@@ -36,7 +35,7 @@ def _partition(node: int, index: int) -> PartitionEntry:
     )
 
 
-def _image_partition(image: Any, topic: str, index: int) -> PartitionEntry:
+def _image_partition(image: MetadataImage, topic: str, index: int) -> PartitionEntry:
     """Cluster mode: the partition as the metadata image has it."""
     part = image.partition(topic, index)
     if part is None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 import trio
 
+from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -89,7 +89,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
     return response
 
 
-def _hosted(image: Any, node_id: int, topic: str, partition: int) -> bool:
+def _hosted(image: MetadataImage, node_id: int, topic: str, partition: int) -> bool:
     """Cluster mode: the image lists this broker as a replica of the partition."""
     part = image.partition(topic, partition)
     return part is not None and node_id in part.replicas

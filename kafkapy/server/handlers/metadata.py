@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 import trio
 
+from kafkapy.controller.image import MetadataImage, TopicImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
@@ -90,12 +90,12 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = _ZERO_
 
 
 
-def _alive(image: Any, broker_id: int) -> bool:
+def _alive(image: MetadataImage, broker_id: int) -> bool:
     reg = image.brokers.get(broker_id)
     return reg is not None and not reg.fenced
 
 
-def _cluster_topic(image: Any, t: Any) -> TopicEntry:
+def _cluster_topic(image: MetadataImage, t: TopicImage) -> TopicEntry:
     partitions = []
     for p, part in sorted(t.partitions.items()):
         leader = part.leader if part.leader >= 0 and _alive(image, part.leader) else -1

@@ -18,6 +18,7 @@ import trio
 from kafkapy.controller.image import MetadataImage
 from kafkapy.server.cluster.controller_driver import ControllerDriver
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.stats import BrokerStats
 from kafkapy.testing.cluster import TEST_OVERRIDES
 from kafkapy.testing.local import open_cluster
 from tests.server.cluster.controller_helpers import (
@@ -75,13 +76,11 @@ async def test_a_re_elected_node_activates_although_its_earlier_proposals_were_l
     )
     assert config.cluster is not None
     image = MetadataImage()
-    node = SimpleNamespace(
-        node_id=1,
-        config=config.cluster,
-        raft=SimpleNamespace(is_leader=True, epoch=5, leader_changed=None),
-        publisher=SimpleNamespace(applied_epoch=5, applied_offset=image.offset, image=image),
+    raft = SimpleNamespace(is_leader=True, epoch=5, leader_changed=None)
+    publisher = SimpleNamespace(applied_epoch=5, applied_offset=image.offset, image=image)
+    driver = ControllerDriver(
+        config, config.cluster, raft, publisher, cluster_id="c", stats=BrokerStats()  # type: ignore[arg-type]
     )
-    driver = ControllerDriver(SimpleNamespace(config=config, cluster_id="c"), node)  # type: ignore[arg-type]
     driver._last_proposed = image.offset + 40  # proposed in epoch 3, then truncated
     driver._last_proposed_epoch = 3
     driver._maybe_activate()
