@@ -6,6 +6,10 @@ transactions; librdkafka does all of that and is the client most users script ag
 client (`kafkapy.cli.wire.Admin`) still checks first that a broker answers, so an unreachable
 cluster is one clear line within seconds instead of librdkafka's message timeout.
 
+Large inputs: a progress bar on stderr when it is a terminal (through a file's size for `--file`
+or stdin redirected from a file, the bytes so far for a pipe; none while a person types), and a
+rate line at the end for 1,000 records or more, or with `--verbose`.
+
 Input: one record per line. `--key-separator SEP` splits `key SEP value`; `--format json` takes
 one JSON object per line with `key`, `value`, `headers` (an object or a list of [name, value])
 and `partition`; a key, value or header value is a string (UTF-8) or {"base64": "..."} for bytes,
@@ -15,7 +19,10 @@ as `kafkapy consume --format json` prints them, so the two round-trip any record
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -133,22 +140,37 @@ class _Delivery:
                 self.out.line(f"{msg.topic()} partition {msg.partition()} offset {msg.offset()}")
 
 
+def input_size(source: IO[bytes]) -> int | None:
+    """The size of `source` when it is a regular file (`--file`, or stdin redirected from one)."""
+    try:
+        status = os.fstat(source.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
 def _progress(total: int | None, show: bool) -> Any:
+    """A bar on stderr: how far through the input (a file's size known) or how much so far (a pipe)."""
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    columns = [TextColumn("producing"), BarColumn(), DownloadColumn(), TransferSpeedColumn()]
-    progress = Progress(*columns, disable=not show, transient=True)
-    progress.add_task("produce", total=total)
+    columns = [TextColumn("producing {task.fields[records]:,} records"), BarColumn(), DownloadColumn(),
+               TransferSpeedColumn()]
+    progress = Progress(*columns, console=Console(stderr=True), disable=not show, transient=True)
+    progress.add_task("produce", total=total, records=0)
     return progress
 
 
 def _send_all(
     producer: Any, topic: str, records: Iterator[Record], partition: int | None, delivery: _Delivery,
-    file: IO[bytes] | None, total: int | None,
+    source: IO[bytes], show_progress: bool,
 ) -> tuple[int, int]:
     """Hand every record to librdkafka (waiting while its queue is full); (records, bytes)."""
     produced = read = 0
-    with _progress(total, sys.stderr.isatty() and file is not None) as progress:
+    size = input_size(source)
+    shown_at = time.monotonic()
+    with _progress(size, show_progress) as progress:
+        task = progress.task_ids[0]
         for record in records:
             target = record.partition if record.partition is not None else partition
             kwargs: dict[str, Any] = {"value": record.value, "key": record.key,
@@ -164,10 +186,11 @@ def _send_all(
             producer.poll(0)
             produced += 1
             read += len(record.value or b"") + len(record.key or b"") + 1
-            if file is not None and produced % 1000 == 0:  # the file position: the bar ends at 100%
-                progress.update(progress.task_ids[0], completed=file.tell())
-        if file is not None:
-            progress.update(progress.task_ids[0], completed=total)
+            if show_progress and (produced % 1000 == 0 or time.monotonic() - shown_at > 0.2):
+                # a file: its position, so the bar ends at 100%; a pipe: the bytes so far
+                progress.update(task, completed=source.tell() if size is not None else read, records=produced)
+                shown_at = time.monotonic()
+        progress.update(task, completed=size if size is not None else read, records=produced)
     return produced, read
 
 
@@ -219,7 +242,8 @@ def produce(
     except KafkaException as e:
         raise CliError(f"producer configuration: {e.args[0].str()}") from None
     source: IO[bytes] = input_file.open("rb") if input_file else sys.stdin.buffer
-    total = input_file.stat().st_size if input_file else None
+    # a person typing records sees no bar; a file or a pipe does, when stderr is a terminal
+    show_progress = sys.stderr.isatty() and (input_file is not None or not sys.stdin.isatty())
     started = time.monotonic()
     produced = 0
     try:
@@ -227,7 +251,7 @@ def produce(
             producer.init_transactions(30)
             producer.begin_transaction()
         produced, read = _send_all(producer, topic, read_records(source, fmt, key_separator, headers),
-                                   partition, delivery, source if input_file else None, total)
+                                   partition, delivery, source, show_progress)
         if transactional_id:
             producer.commit_transaction(30)
         remaining = producer.flush(35)

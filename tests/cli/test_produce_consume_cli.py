@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,10 +147,79 @@ def test_progress_summary_for_large_input(bootstrap: str) -> None:
     create(bootstrap, "big", 1)
     r = kafkapy("produce", "big", "--compression", "lz4", stdin="x" * 100 + "\n" * 1, bootstrap=bootstrap)
     assert "produced" not in r.stderr  # small inputs stay quiet
+    assert "producing" not in r.stderr  # no bar when stderr is not a terminal
     r = kafkapy("produce", "big", "--compression", "lz4", stdin=("y" * 100 + "\n") * 20_000, bootstrap=bootstrap)
     assert r.code == 0, r.stderr
     assert "produced 20000 records to big in" in r.stderr
     assert "records/s" in r.stderr
+
+
+def _produce_on_a_terminal(bootstrap: str, topic: str, data: bytes, stdin_kind: str, tmp_path: Path) -> str:
+    """`kafkapy produce` with stderr on a pseudo-terminal; what the terminal showed, escapes removed."""
+    import pty
+    import threading
+
+    master, terminal = pty.openpty()
+    stdin: Any
+    if stdin_kind == "redirected file":
+        (tmp_path / "input.txt").write_bytes(data)
+        stdin = (tmp_path / "input.txt").open("rb")
+    else:
+        stdin = subprocess.PIPE if stdin_kind == "pipe" else terminal
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "produce", topic, "--bootstrap-server", bootstrap],
+        stdin=stdin, stdout=subprocess.DEVNULL, stderr=terminal,
+        env={**os.environ, "KAFKAPY_PROFILE": os.devnull, "COLUMNS": "120", "TERM": "xterm"},
+    )
+    os.close(terminal)
+    shown: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    if stdin_kind == "pipe":
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.close()
+    elif stdin_kind == "typed":
+        os.write(master, data + b"\x04")  # Ctrl-D: end of input
+    try:
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if stdin_kind == "redirected file":
+            stdin.close()
+    reader.join(10)
+    os.close(master)
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", b"".join(shown).decode(errors="replace"))
+
+
+@pytest.mark.parametrize("stdin_kind", ["redirected file", "pipe", "typed"])
+def test_progress_bar_for_stdin_on_a_terminal(bootstrap: str, tmp_path: Path, stdin_kind: str) -> None:
+    """A bar through the file's size for stdin redirected from a file, bytes so far for a pipe,
+    none while a person types; then the rate line."""
+    topic = f"bar-{stdin_kind.replace(' ', '-')}"
+    create(bootstrap, topic, 1)
+    lines = 2 if stdin_kind == "typed" else 30_000
+    shown = _produce_on_a_terminal(bootstrap, topic, (b"z" * 100 + b"\n") * lines, stdin_kind, tmp_path)
+    if stdin_kind == "typed":
+        assert "producing" not in shown
+    else:
+        assert "producing 30,000 records" in shown
+        assert ("3.0/3.0 MB" if stdin_kind == "redirected file" else "3.0/? MB") in shown
+        assert f"produced 30000 records to {topic} in" in shown
+    r = kafkapy("consume", topic, "--from-beginning", "--exit-at-end", "--format", "json", bootstrap=bootstrap)
+    assert len(r.stdout.splitlines()) == lines
 
 
 def test_ctrl_c_stops_a_following_consumer_cleanly(bootstrap: str) -> None:
