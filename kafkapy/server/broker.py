@@ -31,7 +31,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -41,6 +41,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import RequestHeader
 from kafkapy.server.clock import now_ms
+from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
 from kafkapy.server.context import ConnectionState, RequestContext
@@ -70,9 +71,6 @@ from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
-
-if TYPE_CHECKING:
-    from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "now_ms", "storage_failure"]
 
@@ -234,10 +232,6 @@ class Broker:
         """Build this broker's cluster node and keep it as `cluster` (cluster mode; ValueError
         otherwise). Call it inside `trio.run` (the Server does, in its constructor): the node's
         parts read trio's clock."""
-        # imported here, not at the top: modules the node's parts use import this one (the
-        # controller driver's dynamic_config check)
-        from kafkapy.server.cluster.node import ClusterNode
-
         if self.cluster is not None:
             raise ValueError("the cluster node is already open")
         self.cluster = ClusterNode(self)
