@@ -7,7 +7,9 @@ runs. The commands:
 - `python -c pass`: the interpreter's own start, the floor under every other figure;
 - `kafkapy --help`, `kafkapy --version`, `kafkapy topics --help`: no broker involved;
 - `kafkapy topics list` and `kafkapy topics list --json` against a broker (a `kafkapy serve
-  --memory` this script starts, or `--bootstrap-server`).
+  --memory` this script starts, or `--bootstrap-server`);
+- `kafkapy topics list` against a port nobody listens on and against one that accepts but never
+  answers (the issue's "unreachable broker: a clear message in under 10 s"; exit status 1).
 
 A/B in one run: `--tree LABEL=DIR` (repeatable) runs the same commands with `PYTHONPATH=DIR`,
 e.g. a checkout of an older commit (`git archive REF | tar -x -C DIR`); runs of all trees are
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -32,13 +35,16 @@ from pathlib import Path
 
 READY = re.compile(r"kafkapy ready: listening on (127\.0\.0\.1):(\d+)")
 
-COMMANDS: list[tuple[str, list[str], bool]] = [
-    ("python -c pass", ["-c", "pass"], False),
-    ("kafkapy --help", ["-m", "kafkapy", "--help"], False),
-    ("kafkapy --version", ["-m", "kafkapy", "--version"], False),
-    ("kafkapy topics --help", ["-m", "kafkapy", "topics", "--help"], False),
-    ("kafkapy topics list", ["-m", "kafkapy", "topics", "list"], True),
-    ("kafkapy topics list --json", ["-m", "kafkapy", "topics", "list", "--json"], True),
+# name, arguments, which server (None, "broker", "refused", "silent"), expected exit status
+COMMANDS: list[tuple[str, list[str], str | None, int]] = [
+    ("python -c pass", ["-c", "pass"], None, 0),
+    ("kafkapy --help", ["-m", "kafkapy", "--help"], None, 0),
+    ("kafkapy --version", ["-m", "kafkapy", "--version"], None, 0),
+    ("kafkapy topics --help", ["-m", "kafkapy", "topics", "--help"], None, 0),
+    ("kafkapy topics list", ["-m", "kafkapy", "topics", "list"], "broker", 0),
+    ("kafkapy topics list --json", ["-m", "kafkapy", "topics", "list", "--json"], "broker", 0),
+    ("topics list, port refused", ["-m", "kafkapy", "topics", "list"], "refused", 1),
+    ("topics list, port silent", ["-m", "kafkapy", "topics", "list"], "silent", 1),
 ]
 
 
@@ -58,11 +64,11 @@ def start_broker() -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("the broker did not start")
 
 
-def run_once(args: list[str], env: dict[str, str], cwd: str) -> float:
+def run_once(args: list[str], env: dict[str, str], cwd: str, expected: int) -> float:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True, timeout=60)
     elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
+    if proc.returncode != expected:
         raise SystemExit(f"{args} failed ({proc.returncode}): {proc.stderr.decode(errors='replace')}")
     return elapsed
 
@@ -101,13 +107,21 @@ def main() -> int:
     # an empty working directory: `python -m` puts it first on sys.path, where a source tree
     # would shadow the --tree under test
     neutral = tempfile.TemporaryDirectory()
+    refused, silent = socket.socket(), socket.socket()
+    refused.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # the kernel accepts; nobody ever answers
+    servers = {"broker": bootstrap, "refused": f"127.0.0.1:{refused.getsockname()[1]}",
+               "silent": f"127.0.0.1:{silent.getsockname()[1]}"}
     try:
         for _ in range(args.runs):
-            for name, cmd, needs_broker in COMMANDS:
-                full = [*cmd, "--bootstrap-server", bootstrap] if needs_broker else cmd
+            for name, cmd, server, expected in COMMANDS:
+                full = [*cmd, "--bootstrap-server", servers[server]] if server else cmd
                 for label, env in trees:
-                    samples.setdefault((label, name), []).append(run_once(full, env, neutral.name))
+                    samples.setdefault((label, name), []).append(run_once(full, env, neutral.name, expected))
     finally:
+        refused.close()
+        silent.close()
         neutral.cleanup()
         if broker is not None:
             broker.terminate()
@@ -115,7 +129,7 @@ def main() -> int:
 
     results = []
     print(f"{'tree':<8} {'command':<28} {'median ms':>10} {'min':>8} {'p90':>8} {'max':>8}   ({args.runs} runs)")
-    for name, _, _ in COMMANDS:
+    for name, *_ in COMMANDS:
         for label, _ in trees:
             s = summary(samples[(label, name)])
             results.append({"tree": label, "command": name, "runs": args.runs, **s})

@@ -42,10 +42,12 @@ from kafkapy.cli.common import (
     parse_key_values,
 )
 from kafkapy.cli.wire import Admin
+from kafkapy.protocol.errors import ErrorCode
 
 __all__ = ["produce"]
 
 SUMMARY_RECORDS = 1000
+_LOCAL_UNKNOWN_TOPIC = -188  # librdkafka's RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
 ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
 
 
@@ -125,11 +127,17 @@ class _Delivery:
         self.delivered = 0
         self.failed = 0
         self.first_error: str | None = None
+        self.first_code: int | None = None  # a Kafka error code, when the failure was one
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.failed += 1
-            self.first_error = self.first_error or f"{err.name()} ({err.str()})"
+            if self.first_error is None:
+                self.first_error = f"{err.name()} ({err.str()})"
+                code = err.code()
+                # librdkafka's own "unknown topic" (-188, learnt from Metadata) is Kafka's code 3
+                self.first_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if code == _LOCAL_UNKNOWN_TOPIC else (
+                    code if code > 0 else None)
             return
         self.delivered += 1
         if self.verbose:
@@ -269,6 +277,9 @@ def produce(
         if input_file:
             source.close()
     elapsed = max(time.monotonic() - started, 1e-6)
+    if delivery.failed and delivery.first_code is not None:
+        raise CliError(f"{delivery.failed + remaining} of {produced} records to {topic} were not delivered",
+                       delivery.first_code)
     if remaining or delivery.failed:
         raise CliError(
             f"{delivery.failed + remaining} of {produced} records to {topic} were not delivered"

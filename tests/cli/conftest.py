@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -45,12 +46,13 @@ def kafkapy(
     return Result(proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> Iterator[str]:
-    """One in-memory broker per test module (auto-creation on, 1 partition by default)."""
+@contextlib.contextmanager
+def broker(*overrides: str) -> Iterator[str]:
+    """An in-memory `kafkapy serve` subprocess on a free port (overrides: KEY=VALUE); its address."""
+    flags = [arg for item in overrides for arg in ("--override", item)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners", "PLAINTEXT://127.0.0.1:0",
-         "--log-level", "WARNING", "--override", "group.initial.rebalance.delay.ms=0"],
+         "--log-level", "WARNING", "--override", "group.initial.rebalance.delay.ms=0", *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     assert proc.stderr is not None
@@ -78,3 +80,10 @@ def bootstrap() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Iterator[str]:
+    """One in-memory broker per test module (auto-creation on, 1 partition by default)."""
+    with broker() as address:
+        yield address

@@ -244,6 +244,37 @@ def test_unknown_command_and_option_are_usage_errors() -> None:
     assert "No such option" in result.stderr
 
 
+CLIENT_COMMANDS = [
+    ["topics", "list"], ["topics", "describe", "t"], ["topics", "create", "t"], ["topics", "delete", "t"],
+    ["produce", "t"], ["consume", "t", "--exit-at-end"], ["groups", "list"], ["groups", "describe", "--group", "g"],
+    ["configs", "describe", "--topic", "t"], ["cluster", "info"], ["cluster", "quorum"],
+]
+
+
+@pytest.mark.parametrize("command", CLIENT_COMMANDS, ids=" ".join)
+def test_every_client_command_fails_clearly_without_a_broker(command: list[str]) -> None:
+    """Nothing listening: one line naming the address, exit 1, within the client's connect
+    timeout (the subprocess timeout only guards a hang; perf/cli_bench.py times it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkapy", *command, "--bootstrap-server", f"127.0.0.1:{port}"],
+        input="x\n", capture_output=True, text=True, timeout=30, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(f"kafkapy: cannot connect to 127.0.0.1:{port}")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [*CLIENT_COMMANDS, ["dump-log", "f"], ["serve"], ["chaos"]], ids=" ".join)
+def test_every_command_refuses_an_unknown_flag_with_exit_2(command: list[str]) -> None:
+    result = run_cli(*command, "--no-such-flag")
+    assert result.returncode == 2
+    assert "No such option '--no-such-flag'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_data_dir_and_memory_exclude_each_other(tmp_path: Path) -> None:
     result = run_cli("serve", "--memory", "--data-dir", str(tmp_path))
     assert result.returncode == 2

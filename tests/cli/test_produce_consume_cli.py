@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import kafkapy
+from tests.cli.conftest import broker, kafkapy
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -141,6 +141,18 @@ def test_produce_errors(bootstrap: str) -> None:
     r = kafkapy("consume", "no-such-topic", "--exit-at-end", bootstrap=bootstrap)
     assert r.code == 1
     assert "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+
+
+def test_unknown_topic_without_auto_creation_names_the_code() -> None:
+    with broker("auto.create.topics.enable=false") as address:
+        r = kafkapy("produce", "nope", stdin="x\n", bootstrap=address)
+        assert r.code == 1
+        assert "records to nope were not delivered: UNKNOWN_TOPIC_OR_PARTITION (error code 3)" in r.stderr
+        assert "kafkapy topics list" in r.stderr
+        r = kafkapy("consume", "nope", "--group", "g", "--exit-at-end", bootstrap=address)
+        assert r.code == 1
+        assert "nope: UNKNOWN_TOPIC_OR_PARTITION (error code 3)" in r.stderr
+        assert kafkapy("topics", "list", "--exclude-internal", "--json", bootstrap=address).json() == []
 
 
 def test_progress_summary_for_large_input(bootstrap: str) -> None:
