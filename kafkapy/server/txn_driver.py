@@ -123,6 +123,11 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
 
     def __init__(self, broker: Broker, *, partitioned: bool | None = None) -> None:
         self._writing: set[str] = set()  # transactional ids whose markers are being written
+        #: transactional ids whose newest state records are appended but not replicated yet:
+        #: their in-memory state (already replayed) is no decision yet, so the timers leave
+        #: them alone - markers sent for an unreplicated PrepareCommit contradicted the next
+        #: leader, which never saw it and aborted (offsets committed, output aborted)
+        self._replicating: dict[str, int] = {}
         self._next_expiry_ms = 0
         self._marker_retry_ms: int | None = None  # when pending markers are retried next
         #: the connections markers go to other brokers on (cluster mode)
@@ -216,7 +221,16 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
         target = self.coordinator if coordinator is None else coordinator
         outcome, appended = self._commit(result, target)
         if outcome.written and self.partitioned and appended:
-            outcome = await self._replicated(result, target, outcome, appended)
+            tids = {tid for r in result.records if (tid := decode_key(r.key)[1])}
+            for tid in tids:
+                self._replicating[tid] = self._replicating.get(tid, 0) + 1
+            try:
+                outcome = await self._replicated(result, target, outcome, appended)
+            finally:
+                for tid in tids:
+                    left = self._replicating.pop(tid) - 1
+                    if left:
+                        self._replicating[tid] = left
         if outcome.written and result.markers:
             await self.write_markers(result.markers, target)
         return outcome
@@ -391,7 +405,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                 if md.state is TxnState.ONGOING:
                     deadline = min(deadline, md.txn_start_timestamp + md.txn_timeout_ms + 1)
                 elif (md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-                      and tid not in self._writing):
+                      and tid not in self._writing and tid not in self._replicating):
                     if self._marker_retry_ms is None:
                         self._marker_retry_ms = now + int(_RETRY_S * 1000)
                     deadline = min(deadline, self._marker_retry_ms)
@@ -415,7 +429,8 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                     log.info("transactional ids expired: %s", ", ".join(expired.response))
                 await self.run(expired, coordinator)
             pending = [m for m in coordinator.pending_markers()
-                       if m.transactional_id not in self._writing]
+                       if m.transactional_id not in self._writing
+                       and m.transactional_id not in self._replicating]
             if pending:
                 log.info("retrying the markers of %s",
                          ", ".join(sorted(m.transactional_id for m in pending)))

@@ -318,3 +318,45 @@ async def test_a_failing_marker_send_is_logged_and_retried(
             assert failures == []
             assert any("writing the markers of" in r.getMessage() for r in caplog.records)
             await c.aclose()
+
+
+async def test_an_unreplicated_prepare_commit_sends_no_markers(tmp_path: Path) -> None:
+    """While a PrepareCommit waits for the ISR, the coordinator's in-memory state already says
+    PrepareCommit; the timers must not send its COMMIT markers. A chaos run (seed 7) had a
+    coordinator whose follower was paused send COMMIT to `__consumer_offsets` for a
+    PrepareCommit that never replicated; the next leader, which never saw it, aborted the
+    transaction on its timeout: offsets committed, output aborted, 95 values lost."""
+    with trio.fail_after(60):
+        async with partitioned_broker(tmp_path) as (_, _, txns, port):
+            await create_topic(port, "t", 1)
+            c = await Client.connect(port)
+            tid = tid_in(0)
+            await lead(txns, TRANSACTION_STATE_TOPIC, 0, 1)
+            tx = Txn(c, tid)
+            assert await tx.init() == E.NONE
+            assert await tx.add("t") == E.NONE
+            assert (await tx.send("t", b"undecided"))[0] == E.NONE
+            release = trio.Event()
+
+            async def isr_stuck(partition: int, end: int) -> ErrorCode:
+                await release.wait()
+                return E.NOT_LEADER_OR_FOLLOWER  # the leadership moved meanwhile
+
+            txns.wait_replicated = isr_stuck  # type: ignore[method-assign]
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tx.end, True)
+                coordinator = txns.coordinator_for(tid)
+                assert not isinstance(coordinator, ErrorCode)
+                for _ in range(200):
+                    if str(coordinator.transactions[tid].state.name) == "PREPARE_COMMIT":
+                        break
+                    await trio.sleep(0.01)
+                assert coordinator.transactions[tid].state.name == "PREPARE_COMMIT"
+                await txns.fire_timers()
+                await trio.sleep(0.3)  # a marker task would have written by now
+                reader = await Client.connect(port)
+                assert (await fetch(reader, "t", committed=True))[0] == [], "COMMIT sent undecided"
+                await reader.aclose()
+                release.set()
+            assert coordinator.transactions[tid].state.name == "ONGOING"  # reverted to the log
+            await c.aclose()
