@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,28 @@ def _replica_assignment_on_three_nodes(bootstrap: str) -> None:
     assert "INVALID_REPLICA_ASSIGNMENT (error code 39)" in r.stderr
 
 
+def _group_configs_on_three_nodes(bootstrap: str) -> None:
+    """`configs alter --group` through one broker; every broker then describes the group's config
+    (a ConfigRecord in the metadata log, applied by each broker as it catches up)."""
+    r = kafkapy("configs", "alter", "--group", "orders", "--add-config", "consumer.session.timeout.ms=50000",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    for address in bootstrap.split(","):
+        deadline = time.monotonic() + 30
+        while True:
+            d = kafkapy("configs", "describe", "--group", "orders", "--json", bootstrap=address)
+            assert d.code == 0, d.stderr
+            if d.json():
+                break
+            assert time.monotonic() < deadline, f"{address} never showed the group config"
+        assert [(c["name"], c["value"], c["source"]) for c in d.json()] == [
+            ("consumer.session.timeout.ms", "50000", "DYNAMIC_GROUP_CONFIG")]
+    r = kafkapy("configs", "alter", "--group", "orders", "--add-config", "consumer.session.timeout.ms=1",
+                bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_CONFIG (error code 40)" in r.stderr
+
+
 @pytest.mark.timeout(300)
 def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> None:
     data = tmp_path / "cluster"
@@ -130,6 +153,7 @@ def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> 
         assert all(len(p["replicas"]) == 3 for p in topic["partitions"])
         assert sum(p["log_end_offset"] for p in topic["partitions"]) == 2
         _replica_assignment_on_three_nodes(bootstrap)
+        _group_configs_on_three_nodes(bootstrap)
     finally:
         _stop(proc, bootstrap)
     proc, again, _ = _start(data)
