@@ -68,7 +68,9 @@ class BoundListener:
 
 
 class Server:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, *, shares_process: bool = False) -> None:
+        """`shares_process`: other nodes run in this process (kafkapy.testing.local), so a
+        failed data dir stops this server instead of exiting the process (ClusterNode.halt)."""
         load_handlers()
         self.broker = broker
         # TLS contexts and SASL settings per listener; ConfigError here (bad certificate path)
@@ -90,7 +92,7 @@ class Server:
         self.http: HttpListener | None = None
         self._serving = False
         if broker.config.cluster_mode:
-            self.cluster = broker.open_cluster()
+            self.cluster = broker.open_cluster(halt=self.request_shutdown if shares_process else None)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -235,7 +237,7 @@ class Server:
         return result
 
     async def _drain(self, conn_nursery: trio.Nursery) -> None:
-        self.broker.shutting_down = True
+        self.broker.begin_shutdown()
         for conn in list(self.connections):
             conn.stop_reading()
         self.broker.waiters.wake_all()

@@ -134,7 +134,7 @@ class Broker:
             raise
         self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
         # first: the log manager locks the data dirs (a second broker on them fails here)
-        self.logs = LogManager(self.data_dirs, self.default_log_config)
+        self.logs = LogManager(self.data_dirs, self.default_log_config, on_io_failure=self._log_dir_failed)
         try:
             self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
         except BaseException:
@@ -228,13 +228,24 @@ class Broker:
     def _list_disk_logs(self) -> list[tuple[str, int]]:
         return list(self.logs.logs())
 
-    def open_cluster(self) -> ClusterNode:
+    def _log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
+        """A log's write or fsync failed with an I/O error (any thread): the cluster node halts
+        (ClusterNode.log_dir_failed); a single node keeps answering KAFKA_STORAGE_ERROR."""
+        if self.cluster is not None:
+            self.cluster.log_dir_failed(data_dir, log_dir, reason)
+
+    def begin_shutdown(self) -> None:
+        """The server stopped reading requests: long polls answer now and group requests are
+        sent elsewhere (`shutting_down`)."""
+        self.shutting_down = True
+
+    def open_cluster(self, *, halt: Callable[[], None] | None = None) -> ClusterNode:
         """Build this broker's cluster node and keep it as `cluster` (cluster mode; ValueError
         otherwise). Call it inside `trio.run` (the Server does, in its constructor): the node's
-        parts read trio's clock."""
+        parts read trio's clock. `halt`: what a log dir failure does (None: exit the process)."""
         if self.cluster is not None:
             raise ValueError("the cluster node is already open")
-        self.cluster = ClusterNode(self)
+        self.cluster = ClusterNode(self, halt=halt)
         return self.cluster
 
     # -- listeners --------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         now_ms: int | None = None,
+        on_io_failure: Callable[[Path, Path, str], None] | None = None,
     ) -> None:
         if isinstance(data_dirs, (str, Path)):
             data_dirs = [data_dirs]
@@ -91,7 +92,7 @@ class LogManager:
         self._dir_locks: list[int] = []
         #: told (data dir, log dir, reason) when a log's write or fsync fails with an I/O error
         #: (Kafka's LogDirFailureChannel); cluster mode halts the node (server/cluster/node.py)
-        self.on_io_failure: Callable[[Path, Path, str], None] | None = None
+        self.on_io_failure = on_io_failure
         started = time.monotonic()
         try:
             for data_dir in self.data_dirs:

@@ -78,11 +78,9 @@ async def open_cluster(
                     **(overrides or {}),
                 }
                 broker = Broker(BrokerConfig(settings))
-                server = Server(broker)
-                if server.cluster is not None:
-                    # a failed data dir halts a node process (ClusterNode.halt): here that node
-                    # stops, not the process every node of the test shares
-                    server.cluster.halt = server.request_shutdown
+                # a failed data dir halts a node process (ClusterNode.halt): here that node
+                # stops, not the process every node of the test shares
+                server = Server(broker, shares_process=True)
                 bound = await nursery.start(server.run)
                 started.append(LocalNode(node_id, broker, server, bound))
             with trio.fail_after(ready_timeout_s):

@@ -313,9 +313,10 @@ def test_an_io_failure_of_any_log_is_reported_with_its_data_dir(
     first = LogManager([tmp_path])
     first.get_or_create("old", 0).append(batch([b"a"]), now_ms=BASE_TS)
     first.close()
-    manager = LogManager([tmp_path])
     reports: list[tuple[Path, Path, str]] = []
-    manager.on_io_failure = lambda data_dir, log_dir, reason: reports.append((data_dir, log_dir, reason))
+    manager = LogManager(
+        [tmp_path], on_io_failure=lambda data_dir, log_dir, reason: reports.append((data_dir, log_dir, reason))
+    )
     fresh = manager.get_or_create("new", 0)
     fresh.append(batch([b"b"]), now_ms=BASE_TS)
 

@@ -154,7 +154,7 @@ class ControllerDriver:
         self.rebalance_interval_s = _REBALANCE_INTERVAL_S
         self._last_rebalance: float | None = None
         #: fences crashed brokers early on positive evidence (liveness.py)
-        self.gone = GoneDetector(self)
+        self.gone = GoneDetector(cluster, active=self.active, fence_gone=self._fence_gone)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -203,6 +203,13 @@ class ControllerDriver:
         )
 
     # -- operations -----------------------------------------------------------------------------
+
+    async def _fence_gone(self, node_id: int, epoch: int) -> bool:
+        """Fence a broker whose process is gone (liveness.py); False if not done."""
+        try:
+            return await self.submit(lambda c: c.fence_gone(node_id, epoch))
+        except NotControllerError:
+            return False
 
     async def submit(self, op: Callable[[QuorumController], ControllerResult[T]]) -> T:
         """Run `op` on the active controller, commit its records, return its response."""

@@ -67,7 +67,7 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -101,10 +101,34 @@ from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
 from kafkapy.server.cluster.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
+    from kafkapy.server.cluster.controller_driver import ControllerDriver
     from kafkapy.server.cluster.host import BrokerHost
-    from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
+    from kafkapy.server.cluster.peer import PeerSecurity
+    from kafkapy.server.cluster.raft_driver import RaftDriver
+    from kafkapy.server.config import ClusterConfig
 
-__all__ = ["BrokerLifecycle", "ControllerChannel", "ControllerUnavailableError"]
+__all__ = ["BrokerLifecycle", "ChannelNode", "ControllerChannel", "ControllerUnavailableError"]
+
+
+class ChannelNode(Protocol):
+    """What the controller channel and the broker lifecycle use of their cluster node
+    (kafkapy.server.cluster.node builds them with itself)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def config(self) -> ClusterConfig: ...
+    @property
+    def controller_security(self) -> PeerSecurity | None: ...
+    @property
+    def raft(self) -> RaftDriver: ...
+    @property
+    def publisher(self) -> MetadataPublisher: ...
+    @property
+    def controller(self) -> ControllerDriver | None: ...
+    @property
+    def lifecycle(self) -> BrokerLifecycle | None: ...
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +182,7 @@ def _top_error(response: Any) -> ErrorCode:
 class ControllerChannel:
     """Broker -> active controller requests (see the module docstring)."""
 
-    def __init__(self, broker: BrokerHost, node: ClusterNode) -> None:
+    def __init__(self, broker: BrokerHost, node: ChannelNode) -> None:
         self.broker = broker
         self.node = node
         self.timeout_s = max(node.config.request_timeout_ms, 1000) / 1000 * 3
@@ -359,7 +383,7 @@ class ControllerChannel:
 class BrokerLifecycle:
     """Registration and heartbeats of this broker (see the module docstring)."""
 
-    def __init__(self, broker: BrokerHost, node: ClusterNode, channel: ControllerChannel) -> None:
+    def __init__(self, broker: BrokerHost, node: ChannelNode, channel: ControllerChannel) -> None:
         self.broker = broker
         self.node = node
         self.channel = channel

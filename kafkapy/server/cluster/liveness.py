@@ -37,7 +37,10 @@ import trio
 from kafkapy.server.cluster.peer import is_gone_error
 
 if TYPE_CHECKING:
-    from kafkapy.server.cluster.controller_driver import ControllerDriver
+    from collections.abc import Awaitable, Callable
+
+    from kafkapy.controller.controller import QuorumController
+    from kafkapy.server.config import ClusterConfig
 
 __all__ = ["SUSPECTS_TAG", "GoneDetector", "decode_suspects", "encode_suspects"]
 
@@ -77,10 +80,20 @@ async def _refuses(host: str, port: int) -> bool:
 class GoneDetector:
     """See the module docstring."""
 
-    def __init__(self, driver: ControllerDriver) -> None:
-        self.driver = driver
-        self.cluster_config = driver.cluster_config
-        self.node_id = driver.node_id
+    def __init__(
+        self,
+        cluster_config: ClusterConfig,
+        *,
+        active: Callable[[], QuorumController | None],
+        fence_gone: Callable[[int, int], Awaitable[bool]],
+    ) -> None:
+        """`active()`: the controller while this node is the active one (the driver's);
+        `fence_gone(node_id, epoch)`: commit the fencing, False if it was not done (no longer
+        the active controller, or that registration is not the active one any more)."""
+        self._active = active
+        self._fence_gone = fence_gone
+        self.cluster_config = cluster_config
+        self.node_id = cluster_config.node_id
         self.heartbeat_interval_ms = max(self.cluster_config.heartbeat_interval_ms, 10)
         self._last_probe: dict[int, float] = {}
         self._probing: set[int] = set()
@@ -91,7 +104,7 @@ class GoneDetector:
 
     def suspect(self, node_id: int, reason: str) -> None:
         """Probe `node_id` soon if it is an active broker (see the module docstring)."""
-        controller = self.driver.active()
+        controller = self._active()
         if controller is None or self._nursery is None or node_id == self.node_id:
             return
         registration = controller.image.brokers.get(node_id)
@@ -115,7 +128,7 @@ class GoneDetector:
 
     async def _probe(self, node_id: int, epoch: int, reason: str) -> None:
         try:
-            controller = self.driver.active()
+            controller = self._active()
             registration = controller.image.brokers.get(node_id) if controller else None
             if registration is None or registration.epoch != epoch:
                 return
@@ -123,13 +136,7 @@ class GoneDetector:
             refused = [await _refuses(host, port) for host, port in addresses]
             if not addresses or not all(refused):
                 return
-            from kafkapy.server.cluster.controller_driver import NotControllerError
-
-            try:
-                fenced = await self.driver.submit(lambda c: c.fence_gone(node_id, epoch))
-            except NotControllerError:
-                return
-            if fenced:
+            if await self._fence_gone(node_id, epoch):
                 self.fenced_early += 1
                 log.warning(
                     "fenced broker %d (epoch %d) before its session expired: %s, and %s refuse "
@@ -144,7 +151,7 @@ class GoneDetector:
 
     def _check(self) -> None:
         """Suspect every active broker after a takeover, and brokers whose heartbeat is late."""
-        controller = self.driver.active()
+        controller = self._active()
         if controller is None:
             self._seen_controller = None
             return

@@ -92,7 +92,8 @@ class NodePart(Protocol):
 class ClusterNode:
     """One node's cluster-mode state and tasks (see the module doc for the parts)."""
 
-    def __init__(self, broker: BrokerHost) -> None:
+    def __init__(self, broker: BrokerHost, *, halt: Callable[[], None] | None = None) -> None:
+        """`halt`: what a log dir failure does (None: exit the process; see the module doc)."""
         config = broker.config.cluster
         if config is None:
             raise ValueError("ClusterNode needs cluster mode (more than one voter, or a broker-only node)")
@@ -155,9 +156,9 @@ class ClusterNode:
             else None
         )
         self._joined = False
-        #: what a log dir failure does (see the module doc; in-process tests replace it)
-        self.halt: Callable[[], None] = _halt_process
-        broker.logs.on_io_failure = self.log_dir_failed
+        #: what a log dir failure does (see the module doc): exit the process, or for a node
+        #: sharing its process with others (kafkapy.testing.local) stop its server
+        self.halt = halt if halt is not None else _halt_process
 
     def log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
         """A log of `data_dir` failed with an I/O error: halt (see the module doc). Called
