@@ -7,9 +7,10 @@ error codes) end to end without any mocked broker; real-client tests live in com
 from __future__ import annotations
 
 import struct
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,56 @@ async def running_broker(data_dir: Path | None, **overrides: str) -> AsyncIterat
             server.request_shutdown()
             with trio.fail_after(IO_TIMEOUT_S):
                 await server.stopped.wait()
+
+
+class NodeThread:
+    """A node (`running_broker(data_dir, **overrides)`) served by a trio loop in a background
+    thread, for synchronous tests (hypothesis state machines, sync fixtures): `call` runs a
+    coroutine function in that loop; `stop` shuts the node down and joins the thread."""
+
+    def __init__(self, data_dir: Path | None, **overrides: str) -> None:
+        self._data_dir = data_dir
+        self._overrides = overrides
+        self._started = threading.Event()
+        self._failure: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self.broker: Broker | None = None
+        self.port = 0
+        self._thread = threading.Thread(target=self._main, name="kafkapy-node", daemon=True)
+        self._thread.start()
+        if not self._started.wait(IO_TIMEOUT_S * 3):
+            raise TimeoutError("the node did not start")
+        if self._failure is not None:
+            raise self._failure
+
+    def _main(self) -> None:
+        try:
+            trio.run(self._serve)
+        except BaseException as e:  # handed to the test thread
+            self._failure = e
+        finally:
+            self._started.set()
+
+    async def _serve(self) -> None:
+        async with running_broker(self._data_dir, **self._overrides) as (broker, _, port):
+            self.broker, self.port = broker, port
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+            self._started.set()
+            await self._stop.wait()
+
+    def call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        assert self._token is not None
+        return trio.from_thread.run(fn, *args, trio_token=self._token)
+
+    def stop(self) -> None:
+        if self._token is not None and self._stop is not None:
+            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(IO_TIMEOUT_S * 3)
+        assert not self._thread.is_alive(), "the node did not stop"
+        if self._failure is not None:
+            raise self._failure
 
 
 class Client:

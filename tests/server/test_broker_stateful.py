@@ -5,89 +5,34 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-import trio
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from kafkapy.server.broker import Broker
-
 from .helpers import (
-    IO_TIMEOUT_S,
+    NodeThread,
     TopicRequestError,
     alter_topic_configs,
     create_partitions,
     create_topic,
     delete_topic,
     list_topics,
-    running_broker,
     topic_overrides,
     wait_until,
 )
 
 NAMES = st.sampled_from(["a", "b", "c.d", "c_d"])
 DEFAULT_RETENTION_MS = 604800000
-
-
-class NodeThread:
-    """A node (`running_broker` on `data_dir`) served by a trio loop in a background thread, so a
-    synchronous hypothesis state machine can drive it: `call` runs a coroutine function there."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self._data_dir = data_dir
-        self._started = threading.Event()
-        self._failure: BaseException | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self.broker: Broker | None = None
-        self.port = 0
-        self._thread = threading.Thread(target=self._main, name="kafkapy-node", daemon=True)
-        self._thread.start()
-        if not self._started.wait(IO_TIMEOUT_S * 3):
-            raise TimeoutError("the node did not start")
-        if self._failure is not None:
-            raise self._failure
-
-    def _main(self) -> None:
-        try:
-            trio.run(self._serve)
-        except BaseException as e:  # handed to the test thread
-            self._failure = e
-        finally:
-            self._started.set()
-
-    async def _serve(self) -> None:
-        overrides = {"log.segment.bytes": "1048576"}
-        async with running_broker(self._data_dir, **overrides) as (broker, _, port):
-            self.broker, self.port = broker, port
-            self._token = trio.lowlevel.current_trio_token()
-            self._stop = trio.Event()
-            self._started.set()
-            await self._stop.wait()
-
-    def call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        assert self._token is not None
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
-
-    def stop(self) -> None:
-        if self._token is not None and self._stop is not None:
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join(IO_TIMEOUT_S * 3)
-        assert not self._thread.is_alive(), "the node did not stop"
-        if self._failure is not None:
-            raise self._failure
+SEGMENT = {"log.segment.bytes": "1048576"}
 
 
 class TopicTableMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="kafkapy-test-"))
-        self.node = NodeThread(self.dir)
+        self.node = NodeThread(self.dir, **SEGMENT)
         self.model: dict[str, tuple[int, dict[str, str]]] = {}
 
     def teardown(self) -> None:
@@ -135,7 +80,7 @@ class TopicTableMachine(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         self.node.stop()
-        self.node = NodeThread(self.dir)
+        self.node = NodeThread(self.dir, **SEGMENT)
 
     @invariant()
     def table_matches_model(self) -> None:

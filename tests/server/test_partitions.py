@@ -31,9 +31,9 @@ from kafkapy.controller.records import (
 )
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.partitions import LeaderPartition, Partitions
 from tests.server.cluster.replication_helpers import node_config
+from tests.server.helpers import NodeThread, create_topic
 
 LED_EPOCH = 5  # the leader epoch of the partition the cluster node leads
 _epochs = st.integers(-(2**31), 2**31 - 1)
@@ -51,12 +51,14 @@ def _expected(current_leader_epoch: int, leader_epoch: int) -> ErrorCode | None:
 
 @pytest.fixture
 def single(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(BrokerConfig({"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
-    broker.create_topic("t", 2)
+    """A running single node with topic `t` (2 partitions), looked up from the test's thread."""
+    node = NodeThread(tmp_path)
     try:
-        yield broker
+        node.call(create_topic, node.port, "t", 2)
+        assert node.broker is not None
+        yield node.broker
     finally:
-        broker.close()
+        node.stop()
 
 
 def _image() -> MetadataImage:

@@ -75,8 +75,8 @@ async def test_fetch_inside_a_batch_returns_the_whole_batch() -> None:
 async def test_fetch_checks_the_clients_leader_epoch() -> None:
     """One node leads in epoch 0: a consumer naming epoch 0 (what Metadata told it) or none
     reads; a newer epoch is UNKNOWN_LEADER_EPOCH (the client retries), as on a cluster leader."""
-    async with running_broker(None) as (broker, _, port):
-        broker.create_topic("t", 1)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "t", 1)
         client = await Client.connect(port)
         await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"x")))
         for epoch, code, records in [(-1, ErrorCode.NONE, [(0, b"x")]), (0, ErrorCode.NONE, [(0, b"x")]),

@@ -18,6 +18,7 @@ from kafkapy.protocol.messages import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.connection import Connection
 from kafkapy.server.security import ListenerSecurity
@@ -54,9 +55,12 @@ _pieces = st.one_of(
 
 @pytest.fixture(scope="module")
 def sasl_listener() -> Iterator[tuple[Broker, ListenerSecurity]]:
-    server = build_node(
-        None, {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "kafkapy.sasl.users": "alice:pw"}
-    )
+    settings = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "kafkapy.sasl.users": "alice:pw"}
+
+    async def build() -> Server:  # in a trio run: a node's parts may read trio's clock
+        return build_node(None, settings)
+
+    server = trio.run(build)
     try:
         yield server.broker, server.security["SASL_PLAINTEXT"]
     finally:
