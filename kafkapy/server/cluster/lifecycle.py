@@ -67,7 +67,7 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 
@@ -109,6 +109,15 @@ if TYPE_CHECKING:
     from kafkapy.server.config import ClusterConfig
 
 __all__ = ["BrokerLifecycle", "ChannelNode", "ControllerChannel", "ControllerUnavailableError"]
+
+R = TypeVar("R")
+
+
+class _AdminRequest(Protocol):
+    """An admin write forwarded to the controller: bounded by its own `timeout_ms`."""
+
+    @property
+    def timeout_ms(self) -> int: ...
 
 
 class ChannelNode(Protocol):
@@ -294,7 +303,7 @@ class ControllerChannel:
             raise errors[0]
         raise PeerError(f"node {leader} is no longer the Raft leader (now {raft.leader_id})")
 
-    async def _after_write(self, response: Any) -> Any:
+    async def _after_write(self, response: R) -> R:
         """Strip the controller's metadata offset and wait until the local image has it."""
         offset = pop_metadata_offset(response)
         if offset >= 0 and not await self.node.publisher.wait_applied(offset, _IMAGE_WAIT_S):
@@ -307,7 +316,9 @@ class ControllerChannel:
         """The client's request timeout (bounded to [channel timeout, 60 s])."""
         return max(self.timeout_s, min(request_timeout_ms, 60_000) / 1000)
 
-    async def _admin_call(self, api_key: ApiKey, version: int, request: Any) -> Any:
+    async def _admin_call(
+        self, api_key: ApiKey, version: int, request: _AdminRequest, response_type: type[R]
+    ) -> R:
         """An admin write: one try may take as long as the controller's commit wait for it
         (the client's `timeout_ms`, see `handlers/controller_apis.py`), so a slow commit is waited
         for rather than retried - a retry of an applied operation answers as if it had not
@@ -320,26 +331,30 @@ class ControllerChannel:
             timeout_s=self._admin_timeout_s(request.timeout_ms) + 1.0,
             per_try_s=commit_wait_s + 1.0,
         )
+        if not isinstance(response, response_type):
+            raise PeerError(f"{api_key.name}: the controller answered a {type(response).__name__}")
         return await self._after_write(response)
 
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        return await self._admin_call(ApiKey.CREATE_TOPICS, 7, request)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.CREATE_TOPICS, 7, request, CreateTopicsResponse)
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        return await self._admin_call(ApiKey.DELETE_TOPICS, 6, request)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.DELETE_TOPICS, 6, request, DeleteTopicsResponse)
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        return await self._admin_call(ApiKey.CREATE_PARTITIONS, 3, request)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.CREATE_PARTITIONS, 3, request, CreatePartitionsResponse)
 
     async def alter_partition_reassignments(
         self, request: AlterPartitionReassignmentsRequest
     ) -> AlterPartitionReassignmentsResponse:
         """AlterPartitionReassignments v0 (bounded by the request's own timeout)."""
-        return await self._admin_call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request)  # type: ignore[no-any-return]
+        return await self._admin_call(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request, AlterPartitionReassignmentsResponse
+        )
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         """ElectLeaders v2 (the request's own timeout bounds the wait for a controller)."""
-        return await self._admin_call(ApiKey.ELECT_LEADERS, 2, request)  # type: ignore[no-any-return]
+        return await self._admin_call(ApiKey.ELECT_LEADERS, 2, request, ElectLeadersResponse)
 
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest
@@ -347,7 +362,7 @@ class ControllerChannel:
         response: IncrementalAlterConfigsResponse = await self.call(
             ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request
         )
-        return await self._after_write(response)  # type: ignore[no-any-return]
+        return await self._after_write(response)
 
     def _broker_epoch(self) -> int:
         lifecycle = self.node.lifecycle
