@@ -175,6 +175,42 @@ def test_internal_topic_decoders(written: DataDir) -> None:
     assert first["value"] == f"none-0-0{PAD}"
 
 
+def test_forced_transaction_log_decoder(written: DataDir, tmp_path: Path) -> None:
+    """A copy outside its topic's directory is decoded only when the decoder is asked for."""
+    copy = tmp_path / "copied" / "00000000000000000000.log"
+    copy.parent.mkdir()
+    copy.write_bytes(sorted((written.path / "__transaction_state-0").glob("*.log"))[0].read_bytes())
+    code, docs, _ = dump(copy, "-d")
+    assert code == 0
+    raw = [r["value"] for b in docs[0]["batches"] for r in b["records"]]
+    assert not any(isinstance(v, dict) and "transactional_id" in v for v in raw)
+    code, docs, _ = dump(copy, "-d", "--transaction-log-decoder")
+    assert code == 0
+    decoded = [r["value"] for b in docs[0]["batches"] for r in b["records"]]
+    assert {"dump-commit", "dump-abort"} <= {v.get("transactional_id") for v in decoded if isinstance(v, dict)}
+
+
+
+def test_forced_cluster_metadata_decoder(tmp_path: Path) -> None:
+    """A metadata log segment (records as the controller encodes them) outside its directory."""
+    from kafkapy.controller.records import TopicRecord, encode_record
+    from kafkapy.protocol.records import Record, build_batch
+
+    topic = TopicRecord(name="meta-topic", topic_id=uuid.uuid4())
+    segment = tmp_path / "copied" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(build_batch([Record(value=encode_record(topic))], base_timestamp=1, partition_leader_epoch=1))
+    code, docs, _ = dump(segment, "-d")
+    assert code == 0
+    assert set(docs[0]["batches"][0]["records"][0]["value"]) == {"base64"}  # raw bytes
+    code, docs, _ = dump(segment, "-d", "--cluster-metadata-decoder")
+    assert code == 0
+    (value,) = [r["value"] for b in docs[0]["batches"] for r in b["records"]]
+    assert value["type"] == "TopicRecord"
+    assert value["name"] == "meta-topic"
+    assert value["topic_id"] == str(topic.topic_id)
+
+
 def test_checkpoints(written: DataDir) -> None:
     part = written.path / "d-none-0"
     code, docs, _ = dump(part / "offsets.checkpoint", part / "partition.metadata", part / "leader-epoch-checkpoint")

@@ -150,6 +150,32 @@ def test_replica_assignment_by_hand(bootstrap: str) -> None:
     assert "lists 2 partitions, --partitions asks for 6" in r.stderr
 
 
+def test_validate_only_changes_nothing(bootstrap: str) -> None:
+    r = kafkapy("topics", "create", "checked", "--partitions", "2", "--validate-only", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert r.json()[0]["created"] is False
+    assert r.json()[0]["partitions"] == 2
+    assert "would create topic checked" in kafkapy("topics", "create", "checked", "--validate-only",
+                                                   bootstrap=bootstrap).stdout
+    names = [t["topic"] for t in kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()]
+    assert "checked" not in names
+    bad = kafkapy("topics", "create", "checked", "--partitions", "0", "--validate-only", bootstrap=bootstrap)
+    assert bad.code == 1
+    assert "INVALID_PARTITIONS" in bad.stderr
+
+    assert kafkapy("topics", "create", "kept-config", bootstrap=bootstrap).code == 0
+    r = kafkapy("configs", "alter", "--topic", "kept-config", "--add-config", "retention.ms=5000", "--validate-only",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert "validated configs of topic kept-config" in r.stdout
+    described = kafkapy("configs", "describe", "--topic", "kept-config", "--json", bootstrap=bootstrap).json()
+    assert [c for c in described if c["name"] == "retention.ms"] == []
+    r = kafkapy("configs", "alter", "--topic", "kept-config", "--add-config", "cleanup.policy=sometimes",
+                "--validate-only", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "INVALID_CONFIG (error code 40)" in r.stderr
+
+
 def test_unreachable_broker_is_one_clear_line_fast() -> None:
     """No broker, or a port that accepts but never answers: one line, exit 1, no hang (the
     client's connect and set-up timeouts are 5 s; the subprocess timeout only guards a hang)."""
