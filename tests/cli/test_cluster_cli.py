@@ -166,3 +166,32 @@ def test_start_three_nodes_quorum_and_keep_data_between_runs(tmp_path: Path) -> 
     # keep the data, but a run without --data-dir leaves nothing behind
     assert (data / "node1" / "meta.properties").exists()
 
+
+
+@pytest.mark.timeout(300)
+def test_describe_filters_find_the_partitions_a_dead_node_leaves_short(tmp_path: Path) -> None:
+    """topics describe --under-replicated-partitions / --unavailable-partitions after a SIGKILL."""
+    from kafkapy.testing.cluster import ClusterProcesses
+
+    with ClusterProcesses(tmp_path, 3, log_level="WARNING") as procs:
+        bootstrap = procs.bootstrap
+        for topic, assignment in [("spread", "1:2:3,2:3:1"), ("solo3", "3"), ("solo1", "1")]:
+            r = kafkapy("topics", "create", topic, "--replica-assignment", assignment, bootstrap=bootstrap)
+            assert r.code == 0, r.stderr
+
+        def filtered(flag: str) -> dict[str, list[int]]:
+            r = kafkapy("topics", "describe", "--exclude-internal", flag, "--json", bootstrap=survivors)
+            assert r.code == 0, r.stderr
+            return {t["topic"]: [p["partition"] for p in t["partitions"]] for t in r.json() if t["partitions"]}
+
+        survivors = procs.bootstrap_of(1, 2)
+        assert filtered("--under-replicated-partitions") == {}
+        assert filtered("--unavailable-partitions") == {}
+        procs.kill(3)
+        deadline = time.monotonic() + 60  # fenced within seconds of its ports refusing connections
+        while filtered("--unavailable-partitions") != {"solo3": [0]}:
+            assert time.monotonic() < deadline, filtered("--unavailable-partitions")
+            time.sleep(0.5)
+        while filtered("--under-replicated-partitions") != {"spread": [0, 1]}:
+            assert time.monotonic() < deadline, filtered("--under-replicated-partitions")
+            time.sleep(0.5)
