@@ -17,6 +17,11 @@ and divide the instruction difference by N (the `--callgrind` flag does both and
 
 Options: `--partitions P` (batches per request, default 1), `--records R` per batch (default
 80), `--value-bytes` (default 1024), `--version` of Produce (default 9), `--json PATH`.
+
+`--fetch` measures a consumer's Fetch (v12, read_uncommitted, no session) instead: each
+partition holds one such batch, and every request reads it back from offset 0 - decode,
+`handle_fetch` (which encodes its answer around file regions) and closing the regions' fds, as
+the connection does after sending.
 """
 
 from __future__ import annotations
@@ -42,15 +47,17 @@ from typing import Any
 import trio
 
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
-from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.messages import FetchRequest, ProduceRequest
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.connection import Connection
 from kafkapy.server.context import ConnectionState, RequestContext
+from kafkapy.server.handlers.fetch import handle_fetch
 from kafkapy.server.handlers.produce import handle_produce
 
 TOPIC = "cost"
+FETCH_VERSION = 12
 
 
 def build_frame(version: int, partitions: int, records: int, value_bytes: int) -> bytes:
@@ -74,6 +81,62 @@ def build_frame(version: int, partitions: int, records: int, value_bytes: int) -
         ],
     )
     return encode_request(RequestHeader(ApiKey.PRODUCE, version, 1, "request-cost"), req)
+
+
+def build_fetch_frame(partitions: int) -> bytes:
+    """One consumer Fetch of every partition from offset 0 (no session, no wait)."""
+    req = FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=TOPIC, partitions=[
+            FetchRequest.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+            for p in range(partitions)
+        ])],
+    )
+    return encode_request(RequestHeader(ApiKey.FETCH, FETCH_VERSION, 1, "request-cost"), req)
+
+
+async def _fetch_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
+    broker = Broker(
+        BrokerConfig({"log.dirs": data_dir, "log.retention.check.interval.ms": "600000"})
+    )
+    broker.create_topic(TOPIC, args.partitions)
+    state = ConnectionState("PLAINTEXT", "request-cost")
+    produce_header, produce = decode_request(
+        bytearray(build_frame(args.version, args.partitions, args.records, args.value_bytes))
+    )
+    await handle_produce(RequestContext(broker, produce_header, state, 0), produce)
+    frame = build_fetch_frame(args.partitions)
+    phases = {"decode": 0.0, "handle": 0.0, "encode": 0.0}
+
+    async def one(seq: int, timed: bool) -> None:
+        t0 = time.process_time()
+        header, req = decode_request(bytearray(frame))
+        t1 = time.process_time()
+        resp = await handle_fetch(RequestContext(broker, header, state, seq), req)
+        t2 = time.process_time()
+        assert resp.fds(), "the fetch returned no record data"
+        for fd in resp.fds():  # the connection closes them once the answer is sent
+            os.close(fd)
+        t3 = time.process_time()
+        if timed:
+            phases["decode"] += t1 - t0
+            phases["handle"] += t2 - t1
+            phases["encode"] += t3 - t2
+
+    for i in range(3):
+        await one(i + 1, False)
+    gc.disable()
+    start = time.process_time()
+    for i in range(args.requests):
+        await one(i + 4, True)
+    cpu = time.process_time() - start
+    gc.enable()
+    broker.close()
+    n = max(args.requests, 1)
+    return {
+        "cpu_us_per_request": cpu / n * 1e6,
+        **{f"{k}_us": v / n * 1e6 for k, v in phases.items()},
+    }
 
 
 async def _loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
@@ -175,7 +238,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
             return trio.run(_socket_loop, args, d)
     with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
-        return trio.run(_loop, args, d)
+        return trio.run(_fetch_loop if args.fetch else _loop, args, d)
 
 
 def _callgrind(args: argparse.Namespace) -> dict[str, Any]:
@@ -203,6 +266,7 @@ def _callgrind(args: argparse.Namespace) -> dict[str, Any]:
                 str(args.version),
                 "--inner",
                 *(["--socket"] if args.socket else []),
+                *(["--fetch"] if args.fetch else []),
             ]
             env = dict(os.environ, PYTHONHASHSEED="0")
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
@@ -227,6 +291,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--socket", action="store_true", help="through a Connection on a socket pair")
     p.add_argument("--inflight", type=int, default=5, help="--socket: requests in flight")
+    p.add_argument("--fetch", action="store_true", help="a consumer Fetch instead of a Produce")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path)
     args = p.parse_args()

@@ -61,6 +61,7 @@ FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 READ_COMMITTED = 1
 _ZERO = uuid.UUID(int=0)
+_NONE = ErrorCode.NONE  # per partition: a module global reads faster than the enum's attribute
 
 
 @dataclass(slots=True)
@@ -125,11 +126,11 @@ class _Reader:
             info = self.broker.topics.by_id(ref)
             if info is None:
                 return "", ref, ErrorCode.UNKNOWN_TOPIC_ID
-            return info.name, ref, ErrorCode.NONE
+            return info.name, ref, _NONE
         info = self.broker.topics.get(ref)
         if info is None:
             return ref, _ZERO, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return ref, info.topic_id, ErrorCode.NONE
+        return ref, info.topic_id, _NONE
 
     def read(self) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
         """(per-partition results, record bytes, any error)."""
@@ -144,12 +145,12 @@ class _Reader:
             name, topic_id, code = self._resolve(w.ref)
             part = PartitionPart(w.partition, aborted=[] if self.read_committed else None)
             results.append((w, name, topic_id, part))
-            if code is not ErrorCode.NONE:
+            if code is not _NONE:
                 part.error_code = code
                 any_error = True
                 continue
             lp = leader(name, w.partition, w.current_leader_epoch)
-            if isinstance(lp, ErrorCode):
+            if not isinstance(lp, LeaderPartition):  # (an enum's isinstance is slower)
                 part.error_code = lp
                 any_error = True
                 continue
