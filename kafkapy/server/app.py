@@ -54,6 +54,8 @@ _ACCEPT_RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 # How often new log bytes are handed to the kernel's writeback (LogManager.start_writeback):
 # short enough that a 250 MB/s produce leaves at most ~60 MB per partition to write at once.
 WRITEBACK_INTERVAL_S = 0.25
+#: the longest a quorum of one waits to be ready before it reports itself started anyway
+READY_WAIT_S = 30.0
 
 
 class ListenError(OSError):
@@ -80,19 +82,19 @@ class Server:
         self.quotas = ConnectionQuotas(
             broker.config,
             exempt_listeners=frozenset(
-                [cluster_config.inter_broker_listener_name] if cluster_config is not None else []
+                [cluster_config.inter_broker_listener_name] if cluster_config.voters_configured else []
             ),
         )
         self.connections: set[Connection] = set()
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
         self._grace_s = broker.config.get_int("kafkapy.shutdown.grace.ms") / 1000
-        self.cluster: ClusterNode | None = None
         #: the HTTP listener (`kafkapy.http.listener`), None when off; bound in `run()`
         self.http: HttpListener | None = None
         self._serving = False
-        if broker.config.cluster_mode:
-            self.cluster = broker.open_cluster(halt=self.request_shutdown if shares_process else None)
+        self.cluster: ClusterNode = broker.open_cluster(
+            halt=self.request_shutdown if shares_process else None
+        )
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -137,16 +139,19 @@ class Server:
                     accept_nursery.start_soon(self._maintenance_loop)
                     accept_nursery.start_soon(broker.group_coordinator.serve)
                     accept_nursery.start_soon(broker.txn_coordinator.serve)
-                    if self.cluster is not None:
-                        self.cluster.run(accept_nursery)
+                    self.cluster.run(accept_nursery)
                     if self.http is not None:
                         accept_nursery.start_soon(self.http.serve, accept_nursery)
                     await self._start_fault_control(accept_nursery)
                     self._serving = True
+                    if self.cluster.config.quorum_of_one:
+                        # it needs nobody else: report it started once it serves, so whoever
+                        # starts a lone node (tests, harnesses) can use it at once
+                        with trio.move_on_after(READY_WAIT_S):
+                            await self._ready_or_shutdown()
                     task_status.started(list(self.bound))
                     await self._shutdown.wait()
-                    if self.cluster is not None:
-                        await self.cluster.shutdown(self._grace_s)
+                    await self.cluster.shutdown(self._grace_s)
                     accept_nursery.cancel_scope.cancel()
                 for _, sock_listener in sockets:
                     await sock_listener.aclose()
@@ -155,9 +160,8 @@ class Server:
                 await self._drain(conn_nursery)
         finally:
             with trio.CancelScope(shield=True):
-                if self.cluster is not None:
-                    with trio.move_on_after(1):
-                        await self.cluster.aclose()
+                with trio.move_on_after(1):
+                    await self.cluster.aclose()
                 async with broker.storage_lock:
                     broker.close()
             self.stopped.set()
@@ -175,7 +179,7 @@ class Server:
         """Broker listeners, then (cluster mode, controller role) the controller listeners."""
         config = self.broker.config
         listeners = list(config.listeners)
-        if config.cluster is not None and config.cluster.is_controller:
+        if config.cluster.is_controller:
             listeners += config.controller_listeners
         return listeners
 
@@ -205,7 +209,7 @@ class Server:
         if not self._serving:
             return False, "listeners not bound yet"
         cluster = self.cluster
-        if cluster is not None and not cluster.is_ready():
+        if not cluster.is_ready():
             if not cluster.config.is_broker:
                 return False, "no Raft leader known yet"
             if cluster.node_id not in cluster.image.brokers:
@@ -216,8 +220,6 @@ class Server:
     async def wait_ready(self) -> bool:
         """True once the node is ready to serve (a single node at once; a cluster member when
         `ClusterNode.is_ready()`); False if the server stopped first."""
-        if self.cluster is None:
-            return not self.stopped.is_set()
         cluster = self.cluster
         async with trio.open_nursery() as nursery:
             result = False
@@ -235,6 +237,20 @@ class Server:
             nursery.start_soon(ready)
             nursery.start_soon(stopped)
         return result
+
+    async def _ready_or_shutdown(self) -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def ready() -> None:
+                await self.cluster.wait_ready()
+                nursery.cancel_scope.cancel()
+
+            async def shutdown() -> None:
+                await self._shutdown.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(ready)
+            nursery.start_soon(shutdown)
 
     async def _drain(self, conn_nursery: trio.Nursery) -> None:
         self.broker.begin_shutdown()

@@ -41,6 +41,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import RequestHeader
 from kafkapy.server.clock import now_ms
+from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
@@ -55,7 +56,6 @@ from kafkapy.server.internal_topics import RoleListener
 from kafkapy.server.metadata_store import (
     INTERNAL_TOPICS,
     LEADER_EPOCH,
-    TOPICS_FILE_NAME,
     MetaProperties,
     TopicInfo,
     TopicStore,
@@ -142,8 +142,11 @@ class Broker:
             self._release_locks()
             raise
         #: cluster mode: derived from the voters, the same on every member (`cluster_id_for`)
-        self.cluster_id = cluster_id_for(config.cluster) if config.cluster is not None else self.meta.cluster_id
-        #: the ClusterNode in cluster mode (`open_cluster()` builds it), None on a single node
+        # (a quorum of one, with no voters configured, keeps the one of its data dir)
+        self.cluster_id = (
+            cluster_id_for(config.cluster) if config.cluster.voters_configured else self.meta.cluster_id
+        )
+        #: the ClusterNode (`open_cluster()` builds it)
         self.cluster: ClusterNode | None = None
         #: partition roles in cluster mode (see kafkapy.server.cluster.partition_roles)
         self.replicas: ReplicaManager | None = None
@@ -151,15 +154,17 @@ class Broker:
         self.role_listeners: list[RoleListener] = []
         # names whose log files are being created or deleted in a worker thread
         self._creating: dict[str, trio.Event] = {}
-        if config.cluster_mode:
-            # the metadata log is the topic table: memory only, filled by apply_metadata; the
-            # logs on disk keep their checkpointed high watermarks (not everything is committed)
-            self.topics = TopicStore(None)
-            self.replicas = ReplicaManager(self)
-        else:
-            self.topics = TopicStore(self.data_dirs[0] / TOPICS_FILE_NAME)
-            self._load_dynamic_configs()
-            self._reconcile_logs()
+        # the metadata log is the topic table: memory only, filled by apply_metadata; the
+        # logs on disk keep their checkpointed high watermarks (not everything is committed)
+        self.topics = TopicStore(None)
+        self.replicas = ReplicaManager(self)
+        try:
+            if config.cluster.quorum_of_one:
+                migrate_topics_file(self.logs, self.data_dirs[0], self.node_id)
+        except BaseException:
+            self.logs.close(clean=False)
+            self._release_locks()
+            raise
         #: counters for /metrics and request logging (ValueError: unknown API in log.requests)
         self.stats = BrokerStats(config.get_list("kafkapy.log.requests"))
         self.waiters = PartitionWaiters()
@@ -181,57 +186,11 @@ class Broker:
         self.partitions = Partitions(self)
 
     # -- start-up ---------------------------------------------------------------------------------
-    def _load_dynamic_configs(self) -> None:
-        """Single node: layer the stored dynamic broker configs (kafkapy.server.dynamic_config)
-        over the static ones before the logs take their defaults."""
-        if self.topics.broker_configs:
-            self.apply_dynamic_configs(self.topics.broker_configs)
-        self.config.set_group_configs(self.topics.group_configs)
-
-    def _reconcile_logs(self) -> None:
-        """Open the logs of known topics; adopt or drop partition dirs the topic table lacks.
-
-        A data dir without a topic table (written by hand, or by an older kafkapy) is adopted;
-        with a table, a dir of an unknown topic is a delete that crashed half-way and is removed.
-        """
-        on_disk: dict[str, set[int]] = {}
-        for topic, partition in self._list_disk_logs():
-            on_disk.setdefault(topic, set()).add(partition)
-        for info in self.topics.all():
-            for p in range(info.partitions):
-                self.logs.get_or_create(info.name, p, self.log_config(info), info.topic_id)
-        for topic, parts in on_disk.items():
-            if topic in self.topics:
-                continue
-            if self.topics.existed:
-                log.warning("removing partitions of deleted topic %s", topic)
-                for p in parts:
-                    self.logs.delete_log(topic, p)
-            else:
-                count = max(parts) + 1
-                first = self.logs.get(topic, min(parts))
-                on_disk_id = first.topic_id if first is not None else uuid.UUID(int=0)
-                topic_id = on_disk_id if on_disk_id.int else new_topic_id()
-                overrides = first.config_overrides if first is not None else {}
-                info = TopicInfo(topic, topic_id, count, overrides, topic in INTERNAL_TOPICS)
-                log.info("adopting topic %s (%d partitions) found on disk", topic, count)
-                self.topics.put(info)
-                for p in range(count):
-                    self.logs.get_or_create(topic, p, self.log_config(info), info.topic_id)
-        if not self.topics.existed:
-            self.topics.save()
-        # Single node: the leader is the whole ISR, so everything the log recovered is committed
-        # (Kafka moves the HW to the LEO as soon as the lone replica leads again).
-        for plog in self.logs.logs().values():
-            plog.high_watermark = plog.log_end_offset
-
-    def _list_disk_logs(self) -> list[tuple[str, int]]:
-        return list(self.logs.logs())
-
     def _log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
         """A log's write or fsync failed with an I/O error (any thread): the cluster node halts
-        (ClusterNode.log_dir_failed); a single node keeps answering KAFKA_STORAGE_ERROR."""
-        if self.cluster is not None:
+        (ClusterNode.log_dir_failed); a quorum of one - a single node, with no replica anywhere
+        to take over - keeps answering KAFKA_STORAGE_ERROR."""
+        if self.cluster is not None and not self.config.cluster.quorum_of_one:
             self.cluster.log_dir_failed(data_dir, log_dir, reason)
 
     def begin_shutdown(self) -> None:

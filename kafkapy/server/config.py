@@ -843,7 +843,9 @@ class ClusterConfig:
 
     node_id: int
     roles: frozenset[str]
-    voters: Mapping[int, tuple[str, int]]
+    #: voter id -> its controller listener; None for a quorum of one with no controller
+    #: listener (nobody else can reach it, and it reaches itself in-process)
+    voters: Mapping[int, tuple[str, int] | None]
     controller_listener_names: tuple[str, ...]
     inter_broker_listener_name: str
     election_timeout_ms: int
@@ -872,6 +874,17 @@ class ClusterConfig:
     @property
     def is_voter(self) -> bool:
         return self.node_id in self.voters
+
+    @property
+    def quorum_of_one(self) -> bool:
+        """This node is the only voter: its Raft replica leads at once and everything it
+        needs to serve is in this process (`kafkapy serve` with no voters configured)."""
+        return set(self.voters) == {self.node_id}
+
+    @property
+    def voters_configured(self) -> bool:
+        """False for the implicit quorum of one (no `controller.quorum.voters`)."""
+        return any(address is not None for address in self.voters.values())
 
     @property
     def controller_listener_name(self) -> str:
@@ -941,36 +954,38 @@ class BrokerConfig:
             n.upper() for n in self.get_list("controller.listener.names")
         )
         self.controller_listeners = self._controller_listeners(self.get_str("listeners"))
-        self.cluster = self._cluster_config()
-        if self.cluster is None and self._inter_node:
-            log.info("%s: no inter-node traffic on a single node", ", ".join(self._inter_node))
-        if not self.listeners and (self.cluster is None or self.cluster.is_broker):
+        if not self.listeners and "broker" in self._roles():
             raise ConfigError("no broker listener configured (see 'listeners')")
+        self.cluster = self._cluster_config()
+        if not self.cluster.voters_configured and self._inter_node:
+            log.info("%s: no inter-node traffic on a single node", ", ".join(self._inter_node))
 
-    @property
-    def cluster_mode(self) -> bool:
-        """True when this node is a member of a multi-node cluster (docs/cluster.md): more than one
-        voter, or a broker-only node. A lone combined node stays the single-node broker."""
-        return self.cluster is not None
-
-    def _cluster_config(self) -> ClusterConfig | None:
+    def _roles(self) -> frozenset[str]:
         roles_list = [r.lower() for r in self.get_list("process.roles")]
         bad = [r for r in roles_list if r not in _ROLES]
         if bad or not roles_list:
             raise ConfigError(
                 f"process.roles must be broker, controller or both, got {self.get('process.roles')!r}"
             )
-        roles = frozenset(roles_list)
-        voters = parse_voters(self.get_str("controller.quorum.voters"))
+        return frozenset(roles_list)
+
+    def _cluster_config(self) -> ClusterConfig:
+        """Every node is a member of a KRaft-style cluster (docs/cluster.md); a node with the
+        controller role and no `controller.quorum.voters` is a quorum of one - the single node
+        of `kafkapy serve` - whose voter set is just itself, with or without a controller
+        listener."""
+        roles = self._roles()
+        configured = parse_voters(self.get_str("controller.quorum.voters"))
         servers = _parse_servers(self.get_str("controller.quorum.bootstrap.servers"))
         node_id = self.node_id
-        if len(voters) <= 1 and len(servers) <= 1 and "controller" in roles:
-            if voters and node_id not in voters:
-                log.warning(
-                    "node.id %d is not in controller.quorum.voters; running as a single node",
-                    node_id,
-                )
-            return None
+        controller_names = tuple(n.upper() for n in self.get_list("controller.listener.names"))
+        own = next(
+            (lst for lst in self.controller_listeners if controller_names and lst.name == controller_names[0]),
+            None,
+        )
+        voters: dict[int, tuple[str, int] | None] = dict(configured)
+        if not configured and len(servers) <= 1 and "controller" in roles:
+            voters = {node_id: (own.host or "127.0.0.1", own.port) if own is not None else None}
         if not voters:
             raise ConfigError(
                 "cluster mode needs controller.quorum.voters (ID@HOST:PORT,...): kafkapy does not "
@@ -984,16 +999,14 @@ class BrokerConfig:
             raise ConfigError(
                 f"node.id {node_id} is in controller.quorum.voters but process.roles lacks controller"
             )
-        controller_names = tuple(n.upper() for n in self.get_list("controller.listener.names"))
-        if not controller_names:
+        alone = set(voters) == {node_id}
+        if not controller_names and not alone:
             raise ConfigError("cluster mode needs controller.listener.names")
-        if "controller" in roles and not any(
-            lst.name == controller_names[0] for lst in self.controller_listeners
-        ):
+        if "controller" in roles and own is None and not alone:
             raise ConfigError(
                 f"the controller listener {controller_names[0]} (controller.listener.names) is missing from listeners"
             )
-        inter_broker = self._inter_broker_listener() if "broker" in roles else ""
+        inter_broker = self._inter_broker_listener(alone) if "broker" in roles else ""
         return ClusterConfig(
             node_id=node_id,
             roles=roles,
@@ -1016,9 +1029,11 @@ class BrokerConfig:
             unclean_leader_election=self.get_bool("unclean.leader.election.enable"),
         )
 
-    def _inter_broker_listener(self) -> str:
+    def _inter_broker_listener(self, alone: bool = False) -> str:
         """Kafka's choice: `inter.broker.listener.name`, else the broker listener whose protocol
-        is `security.inter.broker.protocol` (PLAINTEXT by default); not both."""
+        is `security.inter.broker.protocol` (PLAINTEXT by default); not both. A quorum of one
+        with no listener of that protocol takes its first broker listener: no broker ever
+        connects to it, so the setting is inert there (a SASL_SSL-only node starts)."""
         named = (self.get("inter.broker.listener.name") or "").strip().upper()
         protocol = self.inter_node("security.inter.broker.protocol")
         if named and protocol:
@@ -1033,6 +1048,8 @@ class BrokerConfig:
         for lst in self.listeners:
             if lst.security_protocol == wanted:
                 return lst.name
+        if alone and self.listeners:
+            return self.listeners[0].name
         raise ConfigError(
             f"no broker listener speaks security.inter.broker.protocol {wanted} "
             "(set inter.broker.listener.name)"

@@ -105,7 +105,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
         self.num_partitions = max(num_partitions, 1)
         self._partitioner = partitioner
         self._replication_factor_key = replication_factor_key
-        self.partitioned = broker.config.cluster_mode if partitioned is None else partitioned
+        self.partitioned = True if partitioned is None else partitioned
         self.owned: OwnedPartitions[C] = OwnedPartitions()
         #: single-node mode: the coordinator of every partition (replaced when loaded)
         self.coordinator: C = self.new_coordinator(0)

@@ -218,7 +218,7 @@ def cluster_id_for(config: ClusterConfig) -> str:
 
     Why derived: members are started independently (no `kafka-storage format` step), yet clients
     expect one cluster id from every broker; the voter set is what they all share."""
-    voters = ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(config.voters.items()))
+    voters = ",".join(f"{i}@{a[0]}:{a[1]}" for i, a in sorted(config.voters.items()) if a is not None)
     raw = uuid.uuid5(uuid.NAMESPACE_URL, f"kafkapy-cluster:{voters}").bytes
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 

@@ -160,7 +160,11 @@ class Partitions:
             if broker.topics.get(name) is not None:
                 return ErrorCode.NONE
             if broker.auto_create_allowed():
-                await auto_create_in_cluster(broker, name)
+                code = await auto_create_in_cluster(broker, name)
+                if code is ErrorCode.NONE and broker.topics.get(name) is not None:
+                    # created and already published here: append now; a partition led by
+                    # another broker answers NOT_LEADER_OR_FOLLOWER and the client moves there
+                    return ErrorCode.NONE
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if await broker.wait_until_created(name) is not None:
             return ErrorCode.NONE

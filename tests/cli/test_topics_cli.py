@@ -5,7 +5,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import trio
+
 from tests.cli.conftest import kafkapy
+from tests.server.helpers import Client, find_coordinator
+
+
+async def _look_up_a_group_coordinator(port: int) -> None:
+    client = await Client.connect(port)
+    try:
+        await find_coordinator(client, "t-life-readers")
+    finally:
+        await client.aclose()
 
 
 def test_create_describe_alter_delete(bootstrap: str) -> None:
@@ -24,6 +35,8 @@ def test_create_describe_alter_delete(bootstrap: str) -> None:
     assert {"topic": "t-life", "partitions": 3, "replication_factor": 1, "internal": False} in [
         {k: v for k, v in t.items() if k != "topic_id"} for t in listed]
     assert all(not t["internal"] for t in listed)
+    # __consumer_offsets is made by the first group coordinator look-up (as in Kafka)
+    trio.run(_look_up_a_group_coordinator, int(bootstrap.rsplit(":", 1)[1]))
     with_internal = kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()
     assert any(t["topic"] == "__consumer_offsets" and t["internal"] for t in with_internal)
 

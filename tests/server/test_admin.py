@@ -315,19 +315,33 @@ async def test_metadata_advertises_the_configured_address() -> None:
 async def test_topic_creation_failing_in_the_log_store_is_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A creation the disk refuses (here: a file where partition 1's directory must go) answers
-    KAFKA_STORAGE_ERROR, leaves no partition of the topic behind, and logs the cause at WARNING
-    so an operator sees more than the client's bare error code."""
+    """A partition the disk refuses (here: a file where partition 1's directory must go): the
+    topic is created - the controller commits it before any broker opens a log, as Kafka's
+    does - the cause is logged with the partition's name so an operator sees more than a
+    client's error code, and that partition refuses writes (a retriable code: the client
+    waits for it) while the others take them."""
     async with running_broker(tmp_path) as (broker, _, port):
         (tmp_path / "blocked-1").write_text("not a directory")
         client = await Client.connect(port)
-        with caplog.at_level("WARNING", logger="kafkapy.server.broker"):
+        with caplog.at_level("WARNING", logger="kafkapy.server.cluster.partition_roles"):
             resp = await client.request(ApiKey.CREATE_TOPICS, 7, CT(topics=[creatable("blocked", 3)]))
-        assert resp.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
-        assert "blocked" not in await list_topics(port)
-        assert broker.partition_log("blocked", 0) is None
-        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-        assert any("creating topic blocked" in w and "blocked-1" in w for w in warnings), warnings
+            assert resp.topics[0].error_code == ErrorCode.NONE
+            await wait_until(lambda: broker.partition_log("blocked", 0) is not None, "blocked-0 opens")
+        assert broker.partition_log("blocked", 1) is None
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= 30]
+        assert any("blocked-1" in w for w in warnings), warnings
+
+        def produce(partition: int) -> ProduceRequest:
+            return ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+                name="blocked", partition_data=[ProduceRequest.PartitionProduceData(
+                    index=partition, records=batch(b"x"))])])
+
+        refused = await client.request(ApiKey.PRODUCE, 9, produce(1))
+        assert refused.responses[0].partition_responses[0].error_code in (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR)
+        taken = await client.request(ApiKey.PRODUCE, 9, produce(0))
+        assert taken.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        await client.aclose()
 
 
 async def test_create_topics_and_partitions_over_the_per_request_limit() -> None:

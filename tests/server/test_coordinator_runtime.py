@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,15 @@ from typing import Any, cast
 import pytest
 import trio
 
+from kafkapy.controller.image import MetadataImage
+from kafkapy.controller.records import (
+    Endpoint,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import Record, decode_records
@@ -128,6 +138,27 @@ def new_broker(data_dir: Path) -> Broker:
     return build_node(data_dir, settings).broker
 
 
+def publish_topic_led_elsewhere(broker: Broker) -> None:
+    """Give the node's metadata the toy topic, every partition led by node 2 with a replica
+    here (so its logs exist), so only the test hands this node leaderships. Call it inside
+    trio (partition roles keep trio time)."""
+    image = MetadataImage()
+    topic_id = uuid.uuid4()
+    records: list[MetadataRecord] = []
+    for node in (1, 2):
+        records += [
+            RegisterBrokerRecord(node, uuid.uuid4(), 10 + node, (Endpoint("PLAINTEXT", "127.0.0.1", 1),), None),
+            UnfenceBrokerRecord(node, 10 + node),
+        ]
+    records.append(TopicRecord(TOPIC, topic_id))
+    records += [
+        PartitionRecord(p, topic_id, (2, 1), (2, 1), leader=2) for p in range(PARTITIONS)
+    ]
+    for offset, record in enumerate(records):
+        image.apply(record, offset)
+    broker.apply_metadata(image, None)
+
+
 @contextmanager
 def read_only_disk(plog: PartitionLog) -> Iterator[None]:
     """Appends to `plog` fail with an OS error until the block ends."""
@@ -149,7 +180,8 @@ async def test_one_node_creates_the_topic_then_loads_it_back_by_replay(tmp_path:
         runtime = RegisterRuntime(broker, partitioned=False)
         await runtime.ready()
         assert runtime.coordinator.loaded
-        assert broker.topics.get(TOPIC) is not None
+        info = broker.topics.get(TOPIC)
+        assert info is not None
         assert runtime.write("a", "1") is ErrorCode.NONE
         assert runtime.write("b", "2") is ErrorCode.NONE
         assert runtime.write("a", "3") is ErrorCode.NONE
@@ -159,6 +191,7 @@ async def test_one_node_creates_the_topic_then_loads_it_back_by_replay(tmp_path:
         broker.close()
     broker = new_broker(tmp_path)
     try:
+        broker.topics.put(info)  # what the node's metadata image holds again after a restart
         runtime = RegisterRuntime(broker, partitioned=False)
         assert runtime.coordinator.values == {}
         await runtime.ready()
@@ -173,6 +206,8 @@ async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Pa
     try:
         runtime = RegisterRuntime(broker, partitioned=False)
         await runtime.ready()
+        info = broker.topics.get(TOPIC)
+        assert info is not None
         key = key_in(0)
         assert runtime.write(key, "kept") is ErrorCode.NONE
         plog = runtime.partition_log(0)
@@ -187,6 +222,7 @@ async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Pa
         broker.close()
     broker = new_broker(tmp_path)
     try:
+        broker.topics.put(info)  # what the node's metadata image holds again after a restart
         runtime = RegisterRuntime(broker, partitioned=False)
         await runtime.ready()
         assert runtime.coordinator.values == {key: "after"}
@@ -196,6 +232,7 @@ async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Pa
 
 async def test_ownership_changes_load_drop_and_reload_the_partition(tmp_path: Path) -> None:
     broker = new_broker(tmp_path)
+    publish_topic_led_elsewhere(broker)
     runtime = RegisterRuntime(broker, partitioned=True)
     key = key_in(1)
     try:
@@ -326,6 +363,7 @@ async def test_a_load_overtaken_by_the_leadership_moving_away_is_discarded(
     tmp_path: Path,
 ) -> None:
     broker = new_broker(tmp_path)
+    publish_topic_led_elsewhere(broker)
     runtime = GatedRuntime(broker)
     key = key_in(0)
     try:
@@ -349,6 +387,7 @@ async def test_a_load_that_fails_leaves_the_partition_unowned_until_led_again(
     tmp_path: Path,
 ) -> None:
     broker = new_broker(tmp_path)
+    publish_topic_led_elsewhere(broker)
     runtime = GatedRuntime(broker)
     runtime.gate.set()
     key = key_in(0)

@@ -29,11 +29,13 @@ from kafkapy.controller.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.server.broker import Broker
 from kafkapy.server.partitions import LeaderPartition, Partitions
 from tests.server.cluster.replication_helpers import node_config
-from tests.server.helpers import NodeThread, create_topic
+from tests.server.helpers import Client, NodeThread, batch, create_topic
 
 LED_EPOCH = 5  # the leader epoch of the partition the cluster node leads
 _epochs = st.integers(-(2**31), 2**31 - 1)
@@ -174,11 +176,25 @@ def test_any_client_epoch_on_a_cluster_leader(clustered: Broker, current: int) -
         assert found is expected
 
 
+async def _produce_one(port: int) -> None:
+    client = await Client.connect(port)
+    try:
+        request = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+            name="t", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch(b"x"))])])
+        answer = await client.request(ApiKey.PRODUCE, 9, request)
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    finally:
+        await client.aclose()
+
+
 def test_single_node_end_offset_for_epoch(single: Broker) -> None:
-    """OffsetForLeaderEpoch on one node: every partition was led in epoch 0 since creation."""
+    """OffsetForLeaderEpoch on one node, as on any leader: its writes are in epoch 0, so epoch
+    0 - and a later epoch a client names (the largest at or below it is 0) - ends at the log
+    end."""
+    port = next(iter(single.endpoints.values()))[1]
+    trio.run(_produce_one, port)
     partitions = single.partitions
     lp = partitions.leader("t", 0)
     assert isinstance(lp, LeaderPartition)
-    assert partitions.end_offset_for_epoch(lp, 0) == (0, 0)
-    assert partitions.end_offset_for_epoch(lp, -1) == (0, 0)
-    assert partitions.end_offset_for_epoch(lp, 1) == (-1, -1)
+    assert partitions.end_offset_for_epoch(lp, 0) == (0, 1)
+    assert partitions.end_offset_for_epoch(lp, 1) == (0, 1)

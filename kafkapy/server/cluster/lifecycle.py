@@ -248,9 +248,34 @@ class ControllerChannel:
                     if _top_error(response) != ErrorCode.NOT_CONTROLLER:
                         return response
                     last_error = f"node {leader} is not the active controller yet"
-            await trio.sleep(pause)
+            await self._wait_for_news(pause)
             pause = min(_RETRY_MAX_S, pause * 2)
         raise ControllerUnavailableError(f"{api_key.name}: {last_error}")
+
+    async def _wait_for_news(self, pause_s: float) -> None:
+        """Before a retry: wait `pause_s`, or less if Raft's leader changes or a metadata
+        entry is applied (a new controller activates once it applied its epoch's first entry),
+        so a node whose own controller is starting does not sleep through its activation."""
+        raft = self.node.raft
+        publisher = self.node.publisher
+        changed = getattr(raft, "leader_changed", None)
+        with trio.move_on_after(pause_s):
+            async with trio.open_nursery() as nursery:
+                if changed is not None:
+
+                    async def leader() -> None:
+                        await changed.wait()
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(leader)
+                if publisher is not None:
+
+                    async def applied() -> None:
+                        await publisher.wait_applied(publisher.applied_offset + 1, pause_s)
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(applied)
+                await trio.sleep(pause_s)
 
     async def _call_local(self, api_key: ApiKey, version: int, body: Any, timeout_s: float) -> Any:
         """Run the controller handler of `api_key` in this process (see the module docstring);
@@ -476,7 +501,7 @@ class BrokerLifecycle:
         except PeerError as exc:
             log.info("broker %d: registration not possible yet: %s", self.node.node_id, exc)
             return False
-        pop_metadata_offset(response)
+        offset = pop_metadata_offset(response)
         code = ErrorCode(response.error_code)
         if code != ErrorCode.NONE:
             if code != self._last_refusal:  # once per reason: a duplicate lasts a session
@@ -493,6 +518,11 @@ class BrokerLifecycle:
             except OSError as exc:  # only costs a faster takeover after a crash
                 log.warning("broker %d: could not store its epoch: %s", self.node.node_id, exc)
         log.info("broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
+        # The controller unfences a broker whose heartbeat shows its registration applied:
+        # waiting for that here lets the first heartbeat unfence it.
+        publisher = self.node.publisher
+        if offset >= 0 and publisher is not None:
+            await publisher.wait_applied(offset, self.heartbeat_interval_s)
         return True
 
     def report_gone(self, node_id: int) -> None:
@@ -612,20 +642,42 @@ class BrokerLifecycle:
                 await trio.sleep(min(self.heartbeat_interval_s, 0.2))
                 continue
             await self.heartbeat()
-            interval = self.heartbeat_interval_s
-            if self.fenced or self.want_shutdown:
-                interval = min(interval, 0.05)
-            with trio.move_on_after(interval):
-                await self._wake.wait()
+            await self._until_next_heartbeat()
             self._wake = trio.Event()
+
+    async def _until_next_heartbeat(self) -> None:
+        """The heartbeat interval, or a `wake()`; while fenced or shutting down at most 50 ms,
+        and less if a metadata entry is applied meanwhile: what the controller waits for (this
+        broker catching up with the metadata log) shows as a publish."""
+        interval = self.heartbeat_interval_s
+        hurry = self.fenced or self.want_shutdown
+        if hurry:
+            interval = min(interval, 0.05)
+        publisher = self.node.publisher
+        with trio.move_on_after(interval):
+            async with trio.open_nursery() as nursery:
+                if hurry and publisher is not None:
+
+                    async def applied() -> None:
+                        await publisher.wait_applied(publisher.applied_offset + 1, interval)
+                        nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(applied)
+                await self._wake.wait()
+                nursery.cancel_scope.cancel()
 
     def wake(self) -> None:
         """Send the next heartbeat now instead of after the interval."""
         self._wake.set()
 
     async def controlled_shutdown(self) -> None:
-        """Ask the controller to move leadership away; returns once it says we may stop."""
+        """Ask the controller to move leadership away; returns once it says we may stop.
+        Skipped when no other broker is unfenced: nobody could take a leadership over, and a
+        single node would only answer the requests still in flight NOT_LEADER_OR_FOLLOWER."""
         if self.broker_epoch < 0:
+            return
+        brokers = self.node.publisher.image.brokers
+        if not any(b.id != self.node.node_id and not b.fenced for b in brokers.values()):
             return
         self.want_shutdown = True
         self.wake()

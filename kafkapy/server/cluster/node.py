@@ -30,8 +30,8 @@ bumps its epoch and resends what it had in flight on every partition with new se
 so batches other leaders had appended (waiting for an ISR that included the full disk) were
 written twice. Once the process is gone, its connections fail (a retry with the same sequence
 numbers) and the controller fences it and moves its leaderships (liveness.py); after a restart
-the logs are recovered from their recovery point. A single node (no replicas to take over)
-keeps answering KAFKA_STORAGE_ERROR instead. Unlike Kafka, one failed data dir of several halts
+the logs are recovered from their recovery point. A quorum of one (a single node: no
+replica anywhere to take over) keeps answering KAFKA_STORAGE_ERROR instead. Unlike Kafka, one failed data dir of several halts
 the node too (replicas are not moved between a node's dirs).
 
 The Broker builds it (`Broker.open_cluster()`, kept as `broker.cluster`) inside `trio.run` (the
@@ -95,8 +95,6 @@ class ClusterNode:
     def __init__(self, broker: BrokerHost, *, halt: Callable[[], None] | None = None) -> None:
         """`halt`: what a log dir failure does (None: exit the process; see the module doc)."""
         config = broker.config.cluster
-        if config is None:
-            raise ValueError("ClusterNode needs cluster mode (more than one voter, or a broker-only node)")
         self.broker = broker
         self.config: ClusterConfig = config
         self.node_id = config.node_id
@@ -229,8 +227,10 @@ class ClusterNode:
     def is_ready(self) -> bool:
         """True once this node can do its job (see the module doc)."""
         if self.config.is_broker:
+            # this process's registration (a restarted node's image holds its previous one,
+            # unfenced, until the new one is committed)
             registration = self.image.brokers.get(self.node_id)
-            return registration is not None and not registration.fenced
+            return self.has_joined() and registration is not None and not registration.fenced
         return self.raft.leader_id is not None
 
     def has_joined(self) -> bool:
@@ -258,7 +258,11 @@ class ClusterNode:
                 leader = self.raft.leader_id
                 log.info("node %d waiting to join the cluster (raft leader %s)", self.node_id, leader)
                 next_note = trio.current_time() + 5
-            await trio.sleep(_READY_POLL_S)
+            if self.config.is_broker and self.publisher is not None:
+                # readiness is a fact of the published image: wake on the next publish
+                await self.publisher.wait_applied(self.publisher.applied_offset + 1, _READY_POLL_S)
+            else:
+                await trio.sleep(_READY_POLL_S)
 
     async def shutdown(self, timeout_s: float) -> None:
         """At SIGTERM, before the tasks are cancelled: a broker's controlled shutdown (hand its

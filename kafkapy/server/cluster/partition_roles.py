@@ -39,6 +39,7 @@ import trio
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.replication.partition import IsrProposal, LeaderState
+from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.storage.errors import StorageError
 
@@ -214,10 +215,34 @@ class ReplicaManager:
         for info in deleted:
             # absent from a first image: forget it, but only a RemoveTopicRecord deletes data
             self._remove_topic(info, delete_logs=not first)
+        if first:
+            self._delete_strays(image)
         for name in sorted(changed):
             t = image.topics.get(name)
             if t is not None:
                 self._apply_topic(image, t)
+
+    def _delete_strays(self, image: MetadataImage) -> None:
+        """Delete the logs on disk of topics the image does not have (or has under another
+        topic id): a deletion that crashed before its files were gone, or that happened while
+        this node was down (Kafka's stray logs). Only on a whole image, which the publisher
+        hands over once this broker has caught up, so it holds every topic that exists."""
+        logs = self.broker.logs
+        for (topic, partition), plog in list(logs.logs().items()):
+            if topic == METADATA_TOPIC:
+                continue
+            t = image.topics.get(topic)
+            if (
+                t is not None
+                and partition in t.partitions
+                and (not plog.topic_id.int or plog.topic_id == t.topic_id)
+            ):
+                continue
+            log.warning("%s-%d belongs to no topic in the metadata: deleting it", topic, partition)
+            try:
+                logs.delete_log(topic, partition)
+            except StorageError:
+                log.exception("cannot delete the stray log %s-%d", topic, partition)
 
     def _remove_topic(self, info: TopicInfo, *, delete_logs: bool) -> None:
         broker = self.broker

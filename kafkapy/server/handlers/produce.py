@@ -41,8 +41,9 @@ written), appends, then waits - turn released - until the HW passes the batches 
 NOT_LEADER_OR_FOLLOWER when leadership moved meanwhile); acks=1 answers after the local append.
 A leader whose lease ran out (no unfenced heartbeat answer for a session timeout: it may have
 been fenced and replaced, `kafkapy.leader.lease.enable`) answers NOT_LEADER_OR_FOLLOWER.
-Unknown topics are auto-created through the controller and answered UNKNOWN_TOPIC_OR_PARTITION
-this time (the client retries once its metadata shows the leader).
+Unknown topics are auto-created through the controller; the write goes ahead when the topic is
+published here by the time the creation returns (a single node: always), else it is answered
+UNKNOWN_TOPIC_OR_PARTITION this time (the client retries once its metadata shows the leader).
 
 Where the rules live: the leader lookup, the write checks, idempotence, the KIP-890 check, the
 append and the HW wait are the partition facade's (`broker.partitions`,

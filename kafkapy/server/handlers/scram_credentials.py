@@ -10,10 +10,10 @@ RESOURCE_NOT_FOUND. A user with any error gets none of its changes applied. Desc
 null or empty lists every user with credentials.
 
 Not yet: persistence - credentials altered at run time live in memory and a restart goes back
-to the configured users (Kafka keeps them in the metadata log). Cluster mode: each broker has
-its own user database from its config, so AlterUserScramCredentials is refused there
-(INVALID_REQUEST with the reason) instead of changing one broker only; Describe answers from the
-receiving broker's configured users.
+to the configured users (Kafka keeps them in the metadata log). A quorum of more than one node:
+each broker has its own user database from its config, so AlterUserScramCredentials is refused
+there (INVALID_REQUEST with the reason) instead of changing one broker only; Describe answers
+from the receiving broker's configured users.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ async def handle_alter_user_scram_credentials(
     ctx: RequestContext, req: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
     users = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
-    if ctx.broker.config.cluster_mode:
+    if not ctx.broker.config.cluster.quorum_of_one:
         reason = ("kafkapy keeps SCRAM credentials per broker (kafkapy.sasl.users); "
                   "AlterUserScramCredentials works on a single node only")  # fmt: skip
         results = [

@@ -102,8 +102,8 @@ def _peer_security(config: BrokerConfig, name: str, mechanism_key: str) -> PeerS
 def inter_broker_peer_security(config: BrokerConfig) -> PeerSecurity | None:
     """How brokers connect to each other's inter-broker listener (None: PLAINTEXT)."""
     cluster = config.cluster
-    if cluster is None:
-        return None
+    if not cluster.voters_configured:
+        return None  # a quorum of one: no broker ever connects to another
     return _peer_security(
         config, cluster.inter_broker_listener_name, "sasl.mechanism.inter.broker.protocol"
     )
@@ -112,8 +112,8 @@ def inter_broker_peer_security(config: BrokerConfig) -> PeerSecurity | None:
 def controller_peer_security(config: BrokerConfig) -> PeerSecurity | None:
     """How nodes connect to the voters' controller listener (None: PLAINTEXT)."""
     cluster = config.cluster
-    if cluster is None:
-        return None
+    if not cluster.voters_configured:
+        return None  # a quorum of one reaches its controller in-process
     return _peer_security(
         config, cluster.controller_listener_name, "sasl.mechanism.controller.protocol"
     )

@@ -121,12 +121,11 @@ def listener_security(
     result: dict[str, ListenerSecurity] = {}
     cluster = config.cluster
     served = list(config.listeners)
-    if cluster is not None and cluster.is_controller:
+    if cluster.is_controller:
         served += config.controller_listeners
-    if cluster is not None:
-        controller_peer_security(config)
-        if cluster.is_broker:
-            inter_broker_peer_security(config)
+    controller_peer_security(config)
+    if cluster.is_broker:
+        inter_broker_peer_security(config)
     for listener in served:
         protocol = listener.security_protocol
         context = ssl_context(config, listener.name) if protocol in ("SSL", "SASL_SSL") else None

@@ -61,6 +61,9 @@ async def partitioned_broker(
     broker = Broker(BrokerConfig(settings))
     groups, txns = GroupDriver(broker, partitioned=True), TxnDriver(broker, partitioned=True)
     broker.group_coordinator, broker.txn_coordinator = groups, txns
+    # the node leads every partition of the internal topics it makes: the test, not the data
+    # plane, decides what these coordinators lead
+    broker.role_listeners.clear()
     server = Server(broker)
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.run)
@@ -70,6 +73,18 @@ async def partitioned_broker(
             server.request_shutdown()
             with trio.fail_after(IO_TIMEOUT_S):
                 await server.stopped.wait()
+
+
+async def offsets_topic_made(c: Client, group: str) -> None:
+    """FindCoordinator until it names a node: the node has made `__consumer_offsets` (what a
+    client's first look-up does), whose partitions the test then hands out with `lead`."""
+    with trio.fail_after(IO_TIMEOUT_S):
+        for _ in range(IO_TIMEOUT_S * 50):
+            found = await c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group))
+            if found.error_code == ErrorCode.NONE:
+                return
+            await trio.sleep(0.02)
+    raise AssertionError(f"FindCoordinator never named a node for {group!r}")
 
 
 async def lead(driver: GroupDriver | TxnDriver, topic: str, partition: int, epoch: int) -> None:
@@ -120,6 +135,7 @@ async def test_groups_answer_only_for_partitions_led_and_reload_from_the_log(
             await create_topic(port, "t", 1)
             c = await Client.connect(port)
             g = group_in(1)
+            await offsets_topic_made(c, g)
             assert await commit(c, g, 5) == E.NOT_COORDINATOR  # nothing led yet
             assert (await fetched(c, g))[0] == E.NOT_COORDINATOR
             for p in range(PARTITIONS):

@@ -27,26 +27,52 @@ def member(node_id: int = 1, **extra: str) -> dict[str, str]:
     return settings
 
 
-def test_single_voter_is_the_single_node_broker() -> None:
-    for explicit in (
-        {},
-        {"controller.quorum.voters": "1@localhost:9093"},
-        {"controller.quorum.bootstrap.servers": "localhost:9093"},
-        {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "controller.quorum.voters": "1@localhost:9093"},
+def test_a_lone_node_is_a_quorum_of_one() -> None:
+    """`kafkapy serve` with no voters (or only itself as a voter) is a combined broker +
+    controller whose quorum is itself: no controller listener is needed, and one named in
+    `listeners` is served as the voter's."""
+    for explicit, voters, controller_listeners in (
+        ({}, {1: None}, []),
+        ({"controller.quorum.bootstrap.servers": "localhost:9093"}, {1: None}, []),
+        ({"controller.quorum.voters": "1@localhost:9093"}, {1: ("localhost", 9093)}, []),
+        (
+            {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"},
+            {1: ("127.0.0.1", 9093)},
+            ["CONTROLLER"],
+        ),
+        (
+            {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "controller.quorum.voters": "1@localhost:9093"},
+            {1: ("localhost", 9093)},
+            ["CONTROLLER"],
+        ),
     ):
         config = BrokerConfig(explicit)
-        assert not config.cluster_mode
-        assert config.cluster is None
+        cluster = config.cluster
+        assert cluster.quorum_of_one
+        assert cluster.voters == voters
+        assert cluster.voters_configured == any(v is not None for v in voters.values())
+        assert cluster.is_broker
+        assert cluster.is_controller
+        assert cluster.inter_broker_listener_name == "PLAINTEXT"
         assert [lst.name for lst in config.listeners] == ["PLAINTEXT"]
+        assert [lst.name for lst in config.controller_listeners] == controller_listeners
+
+
+def test_a_lone_node_with_no_plaintext_listener_needs_no_inter_broker_listener() -> None:
+    """A quorum of one has no other broker to talk to, so a node serving SASL_SSL only starts
+    (its first listener stands in for the inter-broker one); a cluster member would not."""
+    listeners = {"listeners": "SASL_SSL://127.0.0.1:9092"}
+    assert BrokerConfig(listeners).cluster.inter_broker_listener_name == "SASL_SSL"
+    with pytest.raises(ConfigError, match=r"security\.inter\.broker\.protocol PLAINTEXT"):
+        BrokerConfig(member(1, listeners="SASL_SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"))
 
 
 def test_three_voters_make_a_cluster_with_typed_settings() -> None:
     config = BrokerConfig(member(2, **{
         "replica.lag.time.max.ms": "10000", "min.insync.replicas": "2", "default.replication.factor": "3",
     }))
-    assert config.cluster_mode
     cluster = config.cluster
-    assert cluster is not None
+    assert not cluster.quorum_of_one
     assert cluster.node_id == 2
     assert cluster.voters == {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9193), 3: ("127.0.0.1", 9293)}
     assert cluster.is_broker

@@ -109,15 +109,23 @@ async def test_cluster_id_is_shared_by_every_member() -> None:
         assert len(broker.cluster_id) == 22
 
 
-async def test_single_node_never_binds_the_controller_listener() -> None:
+async def test_a_quorum_of_one_serves_the_controller_listener_it_is_given() -> None:
+    """A lone node is a quorum of one; a CONTROLLER listener in its `listeners` is its voter's
+    (the quorum tools reach it there), and it serves clients without one as well."""
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-        "controller.quorum.voters": "1@127.0.0.1:9093",
         "offsets.topic.num.partitions": "1",
     }
     async with serving(settings) as (broker, server, bound):
+        assert [b.listener.name for b in bound] == ["PLAINTEXT", "CONTROLLER"]
+        assert server.cluster.config.quorum_of_one
+        assert broker.cluster is server.cluster
+        assert await server.wait_ready()
+        assert ApiKey.PRODUCE in await _api_keys(bound[0].port)
+        on_controller = await _api_keys(bound[1].port)
+        assert ApiKey.DESCRIBE_QUORUM in on_controller
+        assert ApiKey.PRODUCE not in on_controller
+    async with serving({"listeners": "PLAINTEXT://127.0.0.1:0"}) as (broker, server, bound):
         assert [b.listener.name for b in bound] == ["PLAINTEXT"]
-        assert server.cluster is None
-        assert broker.cluster is None
         assert await server.wait_ready()
         assert ApiKey.PRODUCE in await _api_keys(bound[0].port)

@@ -140,7 +140,13 @@ async def test_ready_means_registered_and_unfenced(tmp_path: Path, autojump_cloc
         assert node.image is image
         assert not node.is_ready()
         image.apply(RegisterBrokerRecord(
-            broker_id=1, incarnation_id=uuid.uuid4(), broker_epoch=7,
+            broker_id=1, incarnation_id=uuid.uuid4(), broker_epoch=5,
+            endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9092),), rack=None, fenced=False,
+        ), 1)
+        assert not node.is_ready(), "a previous process's registration (a restart) is not ready"
+        assert node.lifecycle is not None
+        image.apply(RegisterBrokerRecord(
+            broker_id=1, incarnation_id=node.lifecycle.incarnation_id, broker_epoch=7,
             endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9092),), rack=None, fenced=True,
         ), 1)
         assert not node.is_ready(), "a fenced registration is not ready"

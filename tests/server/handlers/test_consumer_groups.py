@@ -21,7 +21,11 @@ from kafkapy.protocol.messages import (
     JoinGroupRequest,
     ListGroupsRequest,
 )
-from tests.server.cluster.test_coordinators_partitioned import lead, partitioned_broker
+from tests.server.cluster.test_coordinators_partitioned import (
+    lead,
+    offsets_topic_made,
+    partitioned_broker,
+)
 from tests.server.helpers import Client, create_topic, find_coordinator, running_broker
 from tests.server.test_group_write_failures import read_only_disk
 
@@ -228,6 +232,7 @@ async def test_partitioned_coordinator_moves_and_reloads_the_group(tmp_path: Pat
         async with partitioned_broker(tmp_path) as (_, groups, _, port):
             c = await Client.connect(port)
             tid = (await create_topic(port, "t", 2)).topic_id
+            await offsets_topic_made(c, "g")
             r = await beat(c, member_id="a", member_epoch=0, subscribed_topic_names=["t"])
             assert r.error_code == E.NOT_COORDINATOR
             await lead(groups, CONSUMER_OFFSETS_TOPIC, partition, 1)

@@ -31,8 +31,8 @@ async def test_a_single_node_leads_its_quorum_of_one(tmp_path: Path) -> None:
         [part] = topic.partitions
         assert (topic.topic_name, part.leader_id, [v.replica_id for v in part.current_voters]) == (
             "__cluster_metadata", 1, [1])
-        assert [(n.node_id, [(lis.host, lis.port) for lis in n.listeners]) for n in resp.nodes] == [
-            (1, [("127.0.0.1", port)])]
+        # v2 names the voters' controller listeners: a quorum of one started without one has none
+        assert [(n.node_id, n.listeners) for n in resp.nodes] in ([], [(1, [])])
         await client.aclose()
 
 
