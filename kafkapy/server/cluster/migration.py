@@ -84,6 +84,8 @@ class LegacyState:
     topics: list[LegacyTopic] = field(default_factory=list)
     #: dynamic broker configs: "" (cluster default) or a node id -> {name: value}
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: group configs (KIP-848) by group id, which a single node kept in the same file
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     #: the first producer id the old single node had not reserved
     next_producer_id: int = 0
 
@@ -112,6 +114,8 @@ def read_legacy_state(data_dir: Path, logs: LogManager) -> LegacyState | None:
             )
         for resource, values in (doc.get("broker_configs") or {}).items():
             state.broker_configs[str(resource)] = {str(k): str(v) for k, v in values.items()}
+        for group, values in (doc.get("group_configs") or {}).items():
+            state.group_configs[str(group)] = {str(k): str(v) for k, v in values.items()}
     else:
         on_disk: dict[str, list[int]] = {}
         for topic, partition in logs.logs():
@@ -128,7 +132,7 @@ def read_legacy_state(data_dir: Path, logs: LogManager) -> LegacyState | None:
             state.next_producer_id = int(ids.read_text(encoding="ascii").strip())
         except ValueError:
             raise ValueError(f"{ids} is damaged; remove it only if no producer is running") from None
-    if not state.topics and not state.broker_configs and not state.next_producer_id:
+    if not (state.topics or state.broker_configs or state.group_configs or state.next_producer_id):
         return None
     return state
 
@@ -141,6 +145,9 @@ def migration_records(state: LegacyState, node_id: int) -> list[MetadataRecord]:
     for resource, values in sorted(state.broker_configs.items()):
         for name, value in sorted(values.items()):
             records.append(ConfigRecord(ConfigResourceType.BROKER, resource, name, value))
+    for group, values in sorted(state.group_configs.items()):
+        for name, value in sorted(values.items()):
+            records.append(ConfigRecord(ConfigResourceType.GROUP, group, name, value))
     for topic in sorted(state.topics, key=lambda t: t.name):
         records.append(TopicRecord(topic.name, topic.topic_id))
         for name, value in sorted(topic.configs.items()):

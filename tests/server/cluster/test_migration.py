@@ -144,3 +144,22 @@ def test_a_migrated_data_dir_is_not_migrated_twice(tmp_path: Path) -> None:
         assert end.log_end_offset == written
     finally:
         logs.close()
+
+
+async def test_group_configs_a_single_node_kept_in_the_topics_file_are_migrated(tmp_path: Path) -> None:
+    """Between the group configs and the quorum of one, a single node kept them beside the
+    dynamic broker configs in the topics file (`group_configs`); they become ConfigRecords."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / TOPICS_FILE).write_text(json.dumps({
+        "version": 1, "topics": [],
+        "group_configs": {"orders": {"consumer.session.timeout.ms": "50000"}}}))
+    with trio.fail_after(30):
+        async with running_broker(data_dir) as (_, _, port):
+            client = await Client.connect(port)
+            resp = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=32, resource_name="orders", configuration_keys=["consumer.session.timeout.ms"])]))
+            [entry] = resp.results[0].configs
+            assert (entry.value, entry.config_source) == ("50000", ConfigSource.DYNAMIC_GROUP_CONFIG)
+    assert (data_dir / (TOPICS_FILE + MIGRATED_SUFFIX)).exists()
