@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -100,7 +101,23 @@ def make_topic(conn: Conn, name: str, partitions: int = 2) -> None:
     assert r.topics[0].error_code == E.NONE
 
 
+def look_up_coordinator(conn: Conn, group: str) -> None:
+    """What a client does before its first group request: FindCoordinator (which creates
+    `__consumer_offsets` on first use) until the coordinator has loaded the group's partition.
+    Before that, group requests answer NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, as Kafka's."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = conn.call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))
+        if found.error_code == E.NONE:
+            described = conn.call(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[group]))
+            if described.groups[0].error_code == E.NONE:
+                return
+        assert time.monotonic() < deadline, f"no coordinator for group {group} within 30 s"
+        time.sleep(0.05)
+
+
 def join_one(conn: Conn, group: str) -> Any:
+    look_up_coordinator(conn, group)
     first = conn.call(ApiKey.JOIN_GROUP, 5, join_request(group))
     assert first.error_code == E.MEMBER_ID_REQUIRED
     joined = conn.call(ApiKey.JOIN_GROUP, 5, join_request(group, first.member_id))
@@ -154,6 +171,7 @@ def test_join_storm_of_200_members_is_one_rebalance(broker: BrokerProcess) -> No
     group = "storm"
     conns = [Conn(broker.bootstrap) for _ in range(200)]
     try:
+        look_up_coordinator(conns[0], group)
         for c in conns:
             c.send(ApiKey.JOIN_GROUP, 5, join_request(group))
         ids = []
@@ -192,6 +210,7 @@ def test_find_coordinator_forms_and_key_types(conn: Conn, broker: BrokerProcess)
 
 
 def test_join_group_v0_defaults_and_empty_assignment(conn: Conn) -> None:
+    look_up_coordinator(conn, "old-client")
     r = conn.call(ApiKey.JOIN_GROUP, 0, join_request("old-client"))
     assert r.error_code == E.NONE  # no MEMBER_ID_REQUIRED round before v4
     assert r.generation_id == 1
@@ -205,6 +224,8 @@ def test_join_group_v0_defaults_and_empty_assignment(conn: Conn) -> None:
 
 def test_offset_fetch_for_several_groups(conn: Conn, topic_name: str) -> None:
     make_topic(conn, topic_name)
+    for group in ("fetch-a", "fetch-b", "fetch-none"):
+        look_up_coordinator(conn, group)
     assert commit(conn, "fetch-a", topic_name, 11, -1, "") == E.NONE
     assert commit(conn, "fetch-b", topic_name, 22, -1, "") == E.NONE
     groups = [
@@ -225,6 +246,8 @@ def test_list_describe_delete(conn: Conn, topic_name: str) -> None:
     make_topic(conn, topic_name)
     live = f"live-{topic_name}"
     join_one(conn, live)
+    look_up_coordinator(conn, f"idle-{topic_name}")
+    look_up_coordinator(conn, "missing-group")
     assert commit(conn, f"idle-{topic_name}", topic_name, 3, -1, "") == E.NONE
     listed = conn.call(ApiKey.LIST_GROUPS, 5, ListGroupsRequest(states_filter=["CompletingRebalance"]))
     assert live in {g.group_id for g in listed.groups}

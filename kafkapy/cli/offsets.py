@@ -28,12 +28,14 @@ TP = tuple[str, int]
 
 
 def list_offsets(
-    admin: Admin, partitions: Iterable[TP], timestamp: int = LATEST
+    admin: Admin, partitions: Iterable[TP], timestamp: int = LATEST, *, skip_unreachable: bool = False
 ) -> dict[TP, int]:
     """The offset at `timestamp` (EARLIEST, LATEST or ms) of each partition, from its leader.
 
     A timestamp past the last record answers -1 (Kafka's "no such offset"); partitions whose
-    leader answers an error are left out.
+    leader answers an error are left out, and with `skip_unreachable` so are those of a leader
+    that cannot be reached (a describe must still show the partitions of a broker that just
+    died - finding those is what it is run for).
     """
     out: dict[TP, int] = {}
     for leader, tps in admin.by_leader(partitions).items():
@@ -55,7 +57,12 @@ def list_offsets(
                 for t, ps in by_topic.items()
             ],
         )
-        response: ListOffsetsResponse = admin.broker(leader).call(ApiKey.LIST_OFFSETS, request)
+        try:
+            response: ListOffsetsResponse = admin.broker(leader).call(ApiKey.LIST_OFFSETS, request)
+        except CliError:
+            if not skip_unreachable:
+                raise
+            continue
         for topic in response.topics:
             for part in topic.partitions:
                 if part.error_code == ErrorCode.NONE:

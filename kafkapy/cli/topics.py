@@ -216,8 +216,8 @@ def _sizes(admin: Admin, leaders: Iterable[int]) -> dict[tuple[str, int], int]:
 
 def describe_partitions(admin: Admin, md: MetadataResponse) -> list[dict[str, Any]]:
     leader_of = {(str(t.name), p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
-    starts = list_offsets(admin, leader_of, EARLIEST) if leader_of else {}
-    ends = list_offsets(admin, leader_of, LATEST) if leader_of else {}
+    starts = list_offsets(admin, leader_of, EARLIEST, skip_unreachable=True) if leader_of else {}
+    ends = list_offsets(admin, leader_of, LATEST, skip_unreachable=True) if leader_of else {}
     sizes = _sizes(admin, leader_of.values())
     rows = []
     for t in md.topics:
