@@ -38,7 +38,9 @@ INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import trio
 
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
@@ -73,6 +75,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import now_ms
 from kafkapy.server.context import RequestContext
+from kafkapy.server.coordinator_runtime import CoordinatorRuntime
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.internal_topics import cluster_of, coordinator_node
@@ -157,26 +160,43 @@ async def handle_find_coordinator(
     )
 
 
+#: how long FindCoordinator waits for a coordinator partition this node is loading
+LOAD_WAIT_S = 2.0
+
+
+async def _wait_for_local_load(runtime: CoordinatorRuntime[Any], key: str) -> None:
+    """This node leads `key`'s partition but is still loading it (typically the internal topic
+    was created by this very FindCoordinator): answer once the load is done, within
+    `LOAD_WAIT_S`, so the client's next request does not meet COORDINATOR_LOAD_IN_PROGRESS -
+    kafkajs's consumer treats that answer to its first JoinGroup as a crash."""
+    with trio.move_on_after(LOAD_WAIT_S):
+        while runtime.coordinator_for(key) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # noqa: ASYNC110 (no per-partition load event; bounded poll)
+            await trio.sleep(0.005)
+
+
 async def _find_in_cluster(
     ctx: RequestContext, keys: list[str], key_type: int
 ) -> FindCoordinatorResponse:
     """Cluster mode: each key's coordinator is the leader of its internal-topic partition."""
     broker = ctx.broker
     partition_of: Callable[[str], int]
+    runtime: CoordinatorRuntime[Any]
     if key_type == GROUP_KEY:
         groups = await broker.group_coordinator.ready()
         exists = await groups.ensure_topic()
-        topic, partition_of = CONSUMER_OFFSETS_TOPIC, groups.partition_for
+        topic, partition_of, runtime = CONSUMER_OFFSETS_TOPIC, groups.partition_for, groups
     else:
         txns = await broker.txn_coordinator.ready()
         exists = await txns.ensure_topic()
-        topic, partition_of = TRANSACTION_STATE_TOPIC, txns.partition_for
+        topic, partition_of, runtime = TRANSACTION_STATE_TOPIC, txns.partition_for, txns
     answers = []
     for k in keys:
         if exists:
             error, node, host, port = coordinator_node(
                 broker, topic, partition_of(k), ctx.connection.listener_name
             )
+            if error is ErrorCode.NONE and node == broker.node_id:
+                await _wait_for_local_load(runtime, k)
         else:
             error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         message = None if error is ErrorCode.NONE else f"no leader for the {topic} partition yet"
