@@ -169,9 +169,9 @@ async def _wait_for_local_load(runtime: CoordinatorRuntime[Any], key: str) -> No
     was created by this very FindCoordinator): answer once the load is done, within
     `LOAD_WAIT_S`, so the client's next request does not meet COORDINATOR_LOAD_IN_PROGRESS -
     kafkajs's consumer treats that answer to its first JoinGroup as a crash."""
-    with trio.move_on_after(LOAD_WAIT_S):
-        while runtime.coordinator_for(key) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # noqa: ASYNC110 (no per-partition load event; bounded poll)
-            await trio.sleep(0.005)
+    if runtime.coordinator_for(key) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        with trio.move_on_after(LOAD_WAIT_S):
+            await runtime.owned.wait_loaded(runtime.partition_for(key))
 
 
 async def _find_in_cluster(
