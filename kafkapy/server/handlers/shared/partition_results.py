@@ -4,8 +4,8 @@ AlterPartitionReassignments (`reassignments.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -13,9 +13,15 @@ from kafkapy.protocol.messages import (
     ElectLeadersRequest,
     ElectLeadersResponse,
 )
-from kafkapy.protocol.messages.elect_leaders import ElectLeadersResponse_PartitionResult
 
-__all__ = ["alter_reassignments_response", "election_response", "requested_partitions"]
+__all__ = [
+    "PartitionResult",
+    "alter_reassignments_response",
+    "election_response",
+    "requested_partitions",
+]
+
+T = TypeVar("T")
 
 
 def requested_partitions(req: ElectLeadersRequest) -> list[tuple[str, int]] | None:
@@ -29,19 +35,34 @@ def requested_partitions(req: ElectLeadersRequest) -> list[tuple[str, int]] | No
     return list(seen)
 
 
-def election_response(
-    results: Iterable[tuple[str, int, ErrorCode, str | None]],
+PartitionResult = tuple[str, int, ErrorCode, str | None]
+
+
+def _by_topic(
+    results: Iterable[PartitionResult],
+    entry: Callable[[int, ErrorCode, str | None], T],
     topics: Sequence[str] = (),
-) -> ElectLeadersResponse:
-    """Group per-partition results by topic (in first-seen order); `topics` listed first get an
-    entry even without results (Kafka's answer to a null partition list names every topic)."""
-    by_topic: dict[str, list[ElectLeadersResponse_PartitionResult]] = {t: [] for t in topics}
+) -> dict[str, list[T]]:
+    """Per-partition entries grouped by topic in first-seen order; `topics` come first, each with
+    an entry even when it has no results."""
+    by_topic: dict[str, list[T]] = {t: [] for t in topics}
     for topic, partition, error, message in results:
-        by_topic.setdefault(topic, []).append(
-            ElectLeadersResponse.PartitionResult(
-                partition_id=partition, error_code=error, error_message=message
-            )
-        )
+        by_topic.setdefault(topic, []).append(entry(partition, error, message))
+    return by_topic
+
+
+def election_response(
+    results: Iterable[PartitionResult], topics: Sequence[str] = ()
+) -> ElectLeadersResponse:
+    """ElectLeaders' answer; `topics` listed first get an entry even without results (Kafka's
+    answer to a null partition list names every topic)."""
+    by_topic = _by_topic(
+        results,
+        lambda p, error, message: ElectLeadersResponse.PartitionResult(
+            partition_id=p, error_code=error, error_message=message
+        ),
+        topics,
+    )
     return ElectLeadersResponse(
         replica_election_results=[
             ElectLeadersResponse.ReplicaElectionResult(topic=t, partition_result=parts)
@@ -51,16 +72,15 @@ def election_response(
 
 
 def alter_reassignments_response(
-    results: list[tuple[str, int, ErrorCode, str | None]],
+    results: Iterable[PartitionResult],
 ) -> AlterPartitionReassignmentsResponse:
-    """Group per-partition results by topic, in first-seen order."""
-    by_topic: dict[str, list[Any]] = {}
-    for topic, partition, error, message in results:
-        by_topic.setdefault(topic, []).append(
-            AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
-                partition_index=partition, error_code=error, error_message=message
-            )
-        )
+    """AlterPartitionReassignments' answer."""
+    by_topic = _by_topic(
+        results,
+        lambda p, error, message: AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+            partition_index=p, error_code=error, error_message=message
+        ),
+    )
     return AlterPartitionReassignmentsResponse(
         responses=[
             AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t, partitions=parts)
