@@ -9,8 +9,8 @@ to survive a failover except what the records say (broker sessions restart, as i
 
 The decisions live in `brokers.py` (registration, heartbeats, fencing, controlled shutdown,
 producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
-reassignments)
-and `configs.py`; this class is their one entry point.
+reassignments),
+`configs.py` and `scram.py` (SCRAM credentials); this class is their one entry point.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import random
 import uuid
 from collections.abc import Sequence
 
-from kafkapy.controller import brokers, configs, topics
+from kafkapy.controller import brokers, configs, scram, topics
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.records import Endpoint
+from kafkapy.controller.scram import ScramDeletion, ScramResult, ScramUpsertion
 from kafkapy.controller.state import ControllerConfig, ControllerResult, ControllerState
 from kafkapy.controller.topics import (
     AlterPartitionItem,
@@ -60,6 +61,9 @@ __all__ = [
     "Reassignment",
     "ReassignmentResult",
     "RegistrationReply",
+    "ScramDeletion",
+    "ScramResult",
+    "ScramUpsertion",
 ]
 
 
@@ -206,3 +210,10 @@ class QuorumController:
         self, changes: Sequence[ConfigChange], *, validate_only: bool = False
     ) -> ControllerResult[list[ConfigResult]]:
         return configs.incremental_alter_configs(self._st, changes, validate_only=validate_only)
+
+    # -- SCRAM credentials -----------------------------------------------------------------
+
+    def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> ControllerResult[list[ScramResult]]:
+        return scram.alter_user_scram_credentials(self._st, deletions, upsertions)

@@ -33,10 +33,13 @@ from kafkapy.controller.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from kafkapy.protocol.sasl import SCRAM_MECHANISM_TYPES, ScramCredential
 
 __all__ = [
     "BrokerRegistration",
@@ -107,6 +110,7 @@ class MetadataDelta:
     changed_broker_configs: set[str] = dataclasses.field(default_factory=set)
     changed_group_configs: set[str] = dataclasses.field(default_factory=set)
     producer_ids_changed: bool = False
+    changed_scram_users: set[str] = dataclasses.field(default_factory=set)
 
     def is_empty(self) -> bool:
         return not (
@@ -116,6 +120,7 @@ class MetadataDelta:
             or self.changed_broker_configs
             or self.changed_group_configs
             or self.producer_ids_changed
+            or self.changed_scram_users
         )
 
     def _partition(self, topic: str, partition: int) -> None:
@@ -132,6 +137,10 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     # Group configs (KIP-848) by group id; a group need not exist to have them.
     group_configs: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # SCRAM credentials by (user, mechanism name): salted keys only, what SASL logins check
+    scram_credentials: dict[tuple[str, str], ScramCredential] = dataclasses.field(
+        default_factory=dict
+    )
     next_producer_id: int = 0
     offset: int = -1
 
@@ -143,6 +152,7 @@ class MetadataImage:
             topics_by_id=dict(self.topics_by_id),
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             group_configs={k: dict(v) for k, v in self.group_configs.items()},
+            scram_credentials=dict(self.scram_credentials),
             next_producer_id=self.next_producer_id,
             offset=self.offset,
         )
@@ -255,6 +265,17 @@ class MetadataImage:
                     )
                 self.next_producer_id = record.next_producer_id
                 d.producer_ids_changed = True
+            case UserScramCredentialRecord():
+                key = (record.name, self._scram_mechanism(record.mechanism))
+                self.scram_credentials[key] = ScramCredential(
+                    record.salt, record.stored_key, record.server_key, record.iterations
+                )
+                d.changed_scram_users.add(record.name)
+            case RemoveUserScramCredentialRecord():
+                key = (record.name, self._scram_mechanism(record.mechanism))
+                if self.scram_credentials.pop(key, None) is None:
+                    raise MetadataApplyError(f"no {key[1]} credential of user {record.name!r}")
+                d.changed_scram_users.add(record.name)
             case NoOpRecord():
                 pass
         self.offset = offset
@@ -266,6 +287,13 @@ class MetadataImage:
         if b.epoch != epoch:
             raise MetadataApplyError(f"broker {broker_id} has epoch {b.epoch}, not {epoch}")
         return b
+
+    @staticmethod
+    def _scram_mechanism(mechanism: int) -> str:
+        name = SCRAM_MECHANISM_TYPES.get(mechanism)
+        if name is None:
+            raise MetadataApplyError(f"unknown SCRAM mechanism type {mechanism}")
+        return name
 
     def _topic(self, topic_id: uuid.UUID) -> TopicImage:
         t = self.topic_by_id(topic_id)

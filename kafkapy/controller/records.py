@@ -7,7 +7,7 @@ broker agree on brokers, topics, partition leaders and ISRs without any other ch
 Wire form of one record (one Kafka record value in the metadata log), all integers varints:
 `frame version (uvarint, 0) | record type (uvarint) | record version (uvarint, 0) | fields`.
 Fields are written in declaration order by kind (zigzag varints for signed integers, 16 raw
-bytes for UUIDs, length+1 uvarint prefixes for strings and lists with 0 meaning null). The
+bytes for UUIDs, length+1 uvarint prefixes for strings, bytes and lists with 0 meaning null). The
 parser is bounded: every count is checked against the bytes left, varints are capped at ten
 bytes and integer ranges are checked, so garbage raises `ProtocolError`, never anything else.
 """
@@ -37,9 +37,11 @@ __all__ = [
     "RecordType",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
     "decode_record",
     "encode_record",
 ]
@@ -60,9 +62,11 @@ class RecordType(enum.IntEnum):
     FENCE_BROKER = 7
     UNFENCE_BROKER = 8
     REMOVE_TOPIC = 9
+    USER_SCRAM_CREDENTIAL = 11
     PRODUCER_IDS = 15
     BROKER_REGISTRATION_CHANGE = 17
     NO_OP = 20
+    REMOVE_USER_SCRAM_CREDENTIAL = 22
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -181,6 +185,33 @@ class ProducerIdsRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's ScramMechanism type: 1 =
+    SCRAM-SHA-256, 2 = SCRAM-SHA-512), added or replaced: what RFC 5802 says a server keeps,
+    never the password nor the salted password."""
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def __repr__(self) -> str:
+        # the keys let whoever holds them verify guesses offline: kept out of logs
+        return (
+            f"UserScramCredentialRecord(name={self.name!r}, mechanism={self.mechanism}, "
+            f"iterations={self.iterations})"
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NoOpRecord:
     pass
 
@@ -197,6 +228,8 @@ MetadataRecord = (
     | RemoveTopicRecord
     | ConfigRecord
     | ProducerIdsRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
     | NoOpRecord
 )
 
@@ -213,6 +246,7 @@ class _Kind(enum.Enum):
     UUID = "uuid"
     STRING = "string"
     OPT_STRING = "string?"
+    BYTES = "bytes"
     INT32S = "int32[]"
     OPT_INT32S = "int32[]?"
     ENDPOINTS = "endpoints"
@@ -283,6 +317,21 @@ _SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
         RecordType.PRODUCER_IDS,
         (("broker_id", _K.INT32), ("broker_epoch", _K.INT64), ("next_producer_id", _K.INT64)),
     ),
+    UserScramCredentialRecord: (
+        RecordType.USER_SCRAM_CREDENTIAL,
+        (
+            ("name", _K.STRING),
+            ("mechanism", _K.INT8),
+            ("salt", _K.BYTES),
+            ("stored_key", _K.BYTES),
+            ("server_key", _K.BYTES),
+            ("iterations", _K.INT32),
+        ),
+    ),
+    RemoveUserScramCredentialRecord: (
+        RecordType.REMOVE_USER_SCRAM_CREDENTIAL,
+        (("name", _K.STRING), ("mechanism", _K.INT8)),
+    ),
     NoOpRecord: (RecordType.NO_OP, ()),
 }
 
@@ -346,6 +395,9 @@ def _write(out: bytearray, kind: _Kind, value: Any) -> None:
             out += value.bytes
         case _K.STRING | _K.OPT_STRING:
             _string(out, value)
+        case _K.BYTES:
+            _uvarint(out, len(value) + 1)
+            out += value
         case _K.INT32S | _K.OPT_INT32S:
             if value is None:
                 _uvarint(out, 0)
@@ -491,6 +543,13 @@ def _read_endpoints(r: _Reader) -> tuple[Endpoint, ...]:
     return tuple(endpoints)
 
 
+def _read_bytes(r: _Reader) -> bytes:
+    n = r.count(1)
+    if n is None:
+        raise _bad("null bytes in a non-nullable field")
+    return r.take(n)
+
+
 def _read_opt_int32(r: _Reader) -> int | None:
     return r.varint(_K.OPT_INT32) if r.flag(False) else None
 
@@ -506,6 +565,7 @@ _READERS: dict[_Kind, Callable[[_Reader], Any]] = {
     _K.UUID: lambda r: uuid.UUID(bytes=r.take(16)),
     _K.STRING: lambda r: r.text(),
     _K.OPT_STRING: lambda r: r.string(True),
+    _K.BYTES: _read_bytes,
     _K.INT32S: lambda r: _read_list(r, _K.INT32S),
     _K.OPT_INT32S: lambda r: _read_list(r, _K.OPT_INT32S),
     _K.ENDPOINTS: _read_endpoints,

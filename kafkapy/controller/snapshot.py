@@ -10,7 +10,8 @@ the snapshot's epoch as partition leader epoch and offsets counting records from
 - first record: the header - key `kafkapy-snapshot-header`, value
   `version (int16) | end offset (int64) | epoch (int32) | timestamp ms (int64)`;
 - then one record per metadata record (value = `encode_record`), in an order `apply` accepts
-  (brokers, broker configs, producer ids, then each topic with its partitions and configs);
+  (brokers, broker configs, producer ids, SCRAM credentials, then each topic with its
+  partitions and configs);
 - last record: the footer - key `kafkapy-snapshot-footer`, value
   `version (int16) | metadata record count (int64)`.
 A file without its footer (cut short) or with a bad CRC does not decode: `SnapshotError`.
@@ -34,6 +35,7 @@ from kafkapy.controller.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     decode_record,
     encode_record,
 )
@@ -45,6 +47,7 @@ from kafkapy.protocol.records import (
     iter_batches,
     validate_batch,
 )
+from kafkapy.protocol.sasl import SCRAM_MECHANISM_TYPES
 
 __all__ = [
     "SnapshotError",
@@ -63,6 +66,9 @@ _FOOTER = struct.Struct(">hq")
 #: metadata records per batch: big enough that batch overhead is small, small enough that a
 #: FetchSnapshot chunk boundary never matters for memory
 RECORDS_PER_BATCH = 500
+
+
+_MECHANISM_TYPES = {name: t for t, name in SCRAM_MECHANISM_TYPES.items()}
 
 
 class SnapshotError(ValueError):
@@ -93,6 +99,10 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield ConfigRecord(ConfigResourceType.GROUP, group, name, value)
     if image.next_producer_id > 0:
         yield ProducerIdsRecord(-1, -1, image.next_producer_id)
+    for (user, mechanism), c in image.scram_credentials.items():
+        yield UserScramCredentialRecord(
+            user, _MECHANISM_TYPES[mechanism], c.salt, c.stored_key, c.server_key, c.iterations
+        )
     for t in image.topics.values():
         yield TopicRecord(t.name, t.topic_id)
         for pid, p in t.partitions.items():

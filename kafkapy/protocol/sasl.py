@@ -44,6 +44,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
     "SCRAM_MECHANISMS",
+    "SCRAM_MECHANISM_TYPES",
     "SUPPORTED_MECHANISMS",
     "PlainServer",
     "SaslError",
@@ -59,6 +60,8 @@ __all__ = [
 #: SCRAM mechanism name -> hashlib name
 SCRAM_MECHANISMS: dict[str, str] = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 SUPPORTED_MECHANISMS: tuple[str, ...] = ("PLAIN", *SCRAM_MECHANISMS)
+#: Kafka's ScramMechanism type bytes (admin requests, metadata records) -> mechanism name
+SCRAM_MECHANISM_TYPES: dict[int, str] = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 #: Kafka's bounds for SCRAM iterations (ScramMechanism.minIterations / maxIterations)
 SCRAM_MIN_ITERATIONS = 4096
 SCRAM_MAX_ITERATIONS = 16384

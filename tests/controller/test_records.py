@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkapy.controller import records as records_module
 from kafkapy.controller.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -19,11 +24,14 @@ from kafkapy.controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    RecordType,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
     decode_record,
     encode_record,
 )
@@ -67,6 +75,16 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(RemoveTopicRecord, uuids),
     st.builds(ConfigRecord, i8, text, text, st.none() | text),
     st.builds(ProducerIdsRecord, i32, i64, i64),
+    st.builds(
+        UserScramCredentialRecord,
+        text,
+        i8,
+        st.binary(max_size=8),
+        st.binary(max_size=8),
+        st.binary(max_size=8),
+        i32,
+    ),
+    st.builds(RemoveUserScramCredentialRecord, text, i8),
     st.just(NoOpRecord()),
 )
 
@@ -167,3 +185,42 @@ def test_reassignment_fields_make_version_1_and_only_then() -> None:
     assert encode_record(PartitionChangeRecord(0, tid, isr=(1,)))[2] == 0
     with pytest.raises(ProtocolError, match="unknown version"):
         decode_record(b"\x00\x02\x01" + encode_record(TopicRecord("t", tid))[3:])
+
+
+KAFKA_METADATA = Path("/work/shared/kafka-protocol/metadata")
+
+
+@pytest.mark.parametrize(
+    ("cls", "rtype"),
+    [
+        (UserScramCredentialRecord, RecordType.USER_SCRAM_CREDENTIAL),
+        (RemoveUserScramCredentialRecord, RecordType.REMOVE_USER_SCRAM_CREDENTIAL),
+    ],
+)
+def test_scram_records_match_kafkas_definitions(cls: type, rtype: RecordType) -> None:
+    """Kafka's api key, and its fields' names (snake_case) and types in Kafka's order, are the
+    ones the codec writes (the kinds carry Kafka's type names)."""
+    path = KAFKA_METADATA / f"{cls.__name__}.json"
+    if not path.exists():
+        pytest.skip(f"Kafka's metadata record definitions are not on this machine ({path})")
+    lines = [line for line in path.read_text().splitlines() if not line.strip().startswith("//")]
+    spec = json.loads("\n".join(lines))
+    assert spec["apiKey"] == int(rtype)
+    assert spec["validVersions"] == "0"
+    theirs = [
+        (re.sub(r"(?<!^)(?=[A-Z])", "_", f["name"]).lower(), f["type"]) for f in spec["fields"]
+    ]
+    schema_type, fields = records_module._SCHEMAS[cls]
+    assert schema_type == rtype
+    assert [(name, kind.value) for name, kind in fields] == theirs
+    assert [f.name for f in dataclasses.fields(cls)] == [name for name, _ in theirs]
+
+
+def test_a_credential_record_prints_no_keys() -> None:
+    record = UserScramCredentialRecord("alice", 2, b"salt-bytes", b"stored-key", b"server-key", 4096)
+    assert decode_record(encode_record(record)) == record
+    shown = repr(record)
+    assert "alice" in shown
+    assert "salt-bytes" not in shown
+    assert "stored-key" not in shown
+    assert "server-key" not in shown

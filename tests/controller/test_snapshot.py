@@ -22,9 +22,11 @@ from kafkapy.controller.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from kafkapy.controller.snapshot import SnapshotError, decode_snapshot, encode_snapshot
 
@@ -93,6 +95,16 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.none() | st.sampled_from(["1", "2"]),
     ),
     st.builds(ProducerIdsRecord, broker_ids, epochs, st.integers(0, 5000)),
+    st.builds(
+        UserScramCredentialRecord,
+        names,
+        st.integers(0, 3),  # 0 and 3 are no mechanism: skipped, as the publisher does
+        st.binary(max_size=4),
+        st.binary(max_size=4),
+        st.binary(max_size=4),
+        st.integers(4096, 16384),
+    ),
+    st.builds(RemoveUserScramCredentialRecord, names, st.integers(0, 3)),
     st.just(NoOpRecord()),
 )
 

@@ -106,6 +106,7 @@ class MetadataPublisher:
         delta.changed_brokers.update(old.brokers, image.brokers)
         delta.changed_broker_configs.update(old.broker_configs, image.broker_configs)
         delta.changed_group_configs.update(old.group_configs, image.group_configs)
+        delta.changed_scram_users.update(u for u, _ in [*old.scram_credentials, *image.scram_credentials])
         delta.producer_ids_changed = True
         self.applied_offset = image.offset
         self.applied_epoch = epoch
