@@ -85,6 +85,62 @@ class HeartbeatResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerHeartbeat:
+    """What one ConsumerGroupHeartbeat asks; None fields mean "unchanged" (Kafka's rule)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topics: list[str] | None
+    subscribed_regex: str | None
+    server_assignor: str | None
+    owned: Mapping[str, Iterable[int]] | None
+    client_id: str
+    client_host: str
+
+    def fail(self, code: ErrorCode, message: str) -> HeartbeatResult:
+        return HeartbeatResult(code, message, self.member_id or None, self.member_epoch)
+
+    def applied_to(self, member: ConsumerMemberValue | None) -> ConsumerMemberValue:
+        """The member with this heartbeat's fields (a new member from them when None)."""
+        base = member or ConsumerMemberValue(
+            self.instance_id,
+            self.rack_id,
+            self.client_id,
+            self.client_host,
+            self.rebalance_timeout_ms,
+            self.server_assignor,
+            (),
+            0,
+            0,
+            MemberState.STABLE,
+        )
+        return replace(
+            base,
+            instance_id=base.instance_id if self.instance_id is None else self.instance_id,
+            rack_id=base.rack_id if self.rack_id is None else self.rack_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            rebalance_timeout_ms=(
+                self.rebalance_timeout_ms
+                if self.rebalance_timeout_ms > 0
+                else base.rebalance_timeout_ms
+            ),
+            server_assignor=base.server_assignor
+            if self.server_assignor is None
+            else self.server_assignor,
+            subscribed_topics=(
+                base.subscribed_topics
+                if self.subscribed_topics is None
+                else tuple(sorted(set(self.subscribed_topics)))
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DescribedConsumerMember:
     member_id: str
     instance_id: str | None
@@ -137,7 +193,7 @@ class ConsumerGroupOps(OffsetOps):
         now_ms: int,
     ) -> Result[HeartbeatResult]:
         """One heartbeat: join, leave, or reconcile one step; see the module rules."""
-        answer = self._heartbeat(
+        hb = ConsumerHeartbeat(
             group_id,
             member_id,
             member_epoch,
@@ -150,162 +206,150 @@ class ConsumerGroupOps(OffsetOps):
             owned,
             client_id,
             client_host,
-            partitions_of,
-            now_ms,
         )
-        return self._result(answer)
+        return self._result(self._heartbeat(hb, partitions_of, now_ms))
 
     def _heartbeat(
-        self,
-        group_id: str,
-        member_id: str,
-        member_epoch: int,
-        instance_id: str | None,
-        rack_id: str | None,
-        rebalance_timeout_ms: int,
-        subscribed_topics: list[str] | None,
-        subscribed_regex: str | None,
-        server_assignor: str | None,
-        owned: Mapping[str, Iterable[int]] | None,
-        client_id: str,
-        client_host: str,
-        partitions_of: PartitionCounts,
-        now_ms: int,
+        self, hb: ConsumerHeartbeat, partitions_of: PartitionCounts, now_ms: int
     ) -> HeartbeatResult:
-        def fail(code: ErrorCode, message: str) -> HeartbeatResult:
-            return HeartbeatResult(code, message, member_id or None, member_epoch)
-
-        if not group_id:
-            return fail(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        if subscribed_regex:  # librdkafka sends "" for "no regex"
-            return fail(ErrorCode.INVALID_REQUEST, "regex subscriptions are not supported yet")
-        if server_assignor is not None and server_assignor not in self.config.consumer_assignors:
-            return fail(ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {server_assignor} not enabled")
-        if member_epoch < STATIC_LEAVE_EPOCH:
-            return fail(ErrorCode.INVALID_REQUEST, f"invalid MemberEpoch {member_epoch}")
-        if member_epoch != 0 and not member_id:
-            return fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
-        if member_epoch == 0 and subscribed_topics is None:
-            return fail(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set on join.")
-        classic = self.groups.get(group_id)
-        if classic is not None and (classic.members or classic.pending_members):
-            return fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        group = self.consumer_groups.get(group_id)
-        if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            member = None if group is None else group.members.get(member_id)
-            if group is None or member is None:
-                return fail(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {member_id}")
-            if member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
-                left = replace(
-                    member,
-                    member_epoch=STATIC_LEAVE_EPOCH,
-                    previous_member_epoch=member.member_epoch,
-                )
-                self._write_member(group, member_id, left)
-                self._cancel((TimerKind.CONSUMER_REVOCATION, group_id, member_id))
-            else:
-                self._remove_consumer_member(group, member_id, partitions_of)
-            return HeartbeatResult(ErrorCode.NONE, None, member_id, member_epoch, 0)
+        refused = self._refusal(hb)
+        if refused is not None:
+            return hb.fail(*refused)
+        group = self.consumer_groups.get(hb.group_id)
+        if hb.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(group, hb, partitions_of)
         if group is None:
-            if member_epoch != 0:
-                return fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            if hb.member_epoch != 0:
+                return hb.fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} not found.")
             if self.config.consumer_max_size < 1:
-                return fail(ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full")
-            self._write_group(ConsumerGroup(group_id), 0, 0, {})
-            group = self.consumer_groups[group_id]
-        member_id = member_id or new_member_id()
+                return hb.fail(ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full")
+            self._write_group(ConsumerGroup(hb.group_id), 0, 0, {})
+            group = self.consumer_groups[hb.group_id]
+        member_id = hb.member_id or new_member_id()
+        admitted = self._admit(group, member_id, hb)
+        if isinstance(admitted, HeartbeatResult):
+            return admitted
+        return self._step(group, member_id, admitted, hb, partitions_of, now_ms)
+
+    def _refusal(self, hb: ConsumerHeartbeat) -> tuple[ErrorCode, str] | None:
+        """Why the request itself is refused, before any group state is looked at."""
+        if not hb.group_id:
+            return ErrorCode.INVALID_REQUEST, "GroupId can't be empty."
+        if hb.subscribed_regex:  # librdkafka sends "" for "no regex"
+            return ErrorCode.INVALID_REQUEST, "regex subscriptions are not supported yet"
+        if (
+            hb.server_assignor is not None
+            and hb.server_assignor not in self.config.consumer_assignors
+        ):
+            return ErrorCode.UNSUPPORTED_ASSIGNOR, f"assignor {hb.server_assignor} not enabled"
+        if hb.member_epoch < STATIC_LEAVE_EPOCH:
+            return ErrorCode.INVALID_REQUEST, f"invalid MemberEpoch {hb.member_epoch}"
+        if hb.member_epoch != 0 and not hb.member_id:
+            return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
+        if hb.member_epoch == 0 and hb.subscribed_topics is None:
+            return ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set on join."
+        classic = self.groups.get(hb.group_id)
+        if classic is not None and (classic.members or classic.pending_members):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group."
+        return None
+
+    def _leave(
+        self, group: ConsumerGroup | None, hb: ConsumerHeartbeat, partitions_of: PartitionCounts
+    ) -> HeartbeatResult:
+        """Epoch -1 removes the member; -2 keeps a static member's assignment for its successor."""
+        member = None if group is None else group.members.get(hb.member_id)
+        if group is None or member is None:
+            return hb.fail(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {hb.member_id}")
+        if hb.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            left = replace(
+                member, member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=member.member_epoch
+            )
+            self._write_member(group, hb.member_id, left)
+            self._cancel((TimerKind.CONSUMER_REVOCATION, hb.group_id, hb.member_id))
+        else:
+            self._remove_consumer_member(group, hb.member_id, partitions_of)
+        return HeartbeatResult(ErrorCode.NONE, None, hb.member_id, hb.member_epoch, 0)
+
+    def _admit(
+        self, group: ConsumerGroup, member_id: str, hb: ConsumerHeartbeat
+    ) -> ConsumerMemberValue | HeartbeatResult | None:
+        """The member as it stands (None: joining), or the refusal: a full group, an instance id
+        still held, an unknown member, a fenced epoch. A restarted static member takes over its
+        predecessor's assignment here."""
         member = group.members.get(member_id)
-        if member_epoch == 0:
-            if instance_id is not None:
-                holder = group.member_id_of(instance_id)
+        if hb.member_epoch == 0:
+            if hb.instance_id is not None:
+                holder = group.member_id_of(hb.instance_id)
                 if holder is not None and holder != member_id:
                     old = group.members[holder]
                     if old.member_epoch != STATIC_LEAVE_EPOCH:
-                        return fail(
+                        return hb.fail(
                             ErrorCode.UNRELEASED_INSTANCE_ID,
-                            f"instance {instance_id} is still held by member {holder}",
+                            f"instance {hb.instance_id} is still held by member {holder}",
                         )
-                    # the restarted static member takes over its predecessor's assignment
                     self._write_member(group, holder, None)
-                    self._cancel_consumer_timers(group_id, holder)
+                    self._cancel_consumer_timers(hb.group_id, holder)
                     member = replace(old, member_epoch=old.previous_member_epoch)
                     self._write_member(group, member_id, member)
             if member is None and len(group.members) >= self.config.consumer_max_size:
-                return fail(ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full")
+                return hb.fail(ErrorCode.GROUP_MAX_SIZE_REACHED, "the group is full")
         elif member is None:
-            return fail(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {member_id}")
-        elif member_epoch != member.member_epoch:
-            owned_set = {(t, p) for t, ps in (owned or {}).items() for p in ps}
+            return hb.fail(ErrorCode.UNKNOWN_MEMBER_ID, f"unknown member {member_id}")
+        elif hb.member_epoch != member.member_epoch:
+            owned_set = {(t, p) for t, ps in (hb.owned or {}).items() for p in ps}
             if not (
-                member_epoch == member.previous_member_epoch
-                and owned is not None
+                hb.member_epoch == member.previous_member_epoch
+                and hb.owned is not None
                 and owned_set <= as_set(member.assigned)
             ):
-                return fail(
+                return hb.fail(
                     ErrorCode.FENCED_MEMBER_EPOCH,
-                    f"epoch {member_epoch} is not the member's epoch {member.member_epoch}",
+                    f"epoch {hb.member_epoch} is not the member's epoch {member.member_epoch}",
                 )
-        joining = member is None
-        base = member or ConsumerMemberValue(
-            instance_id,
-            rack_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            server_assignor,
-            (),
-            0,
-            0,
-            MemberState.STABLE,
-        )
-        updated = replace(
-            base,
-            instance_id=instance_id if instance_id is not None else base.instance_id,
-            rack_id=rack_id if rack_id is not None else base.rack_id,
-            client_id=client_id,
-            client_host=client_host,
-            rebalance_timeout_ms=(
-                rebalance_timeout_ms if rebalance_timeout_ms > 0 else base.rebalance_timeout_ms
-            ),
-            server_assignor=server_assignor
-            if server_assignor is not None
-            else base.server_assignor,
-            subscribed_topics=(
-                tuple(sorted(set(subscribed_topics)))
-                if subscribed_topics is not None
-                else base.subscribed_topics
-            ),
-        )
-        bump = (
-            joining
-            or updated.subscribed_topics != base.subscribed_topics
-            or updated.server_assignor != base.server_assignor
-        )
+        return member
+
+    def _step(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        member: ConsumerMemberValue | None,
+        hb: ConsumerHeartbeat,
+        partitions_of: PartitionCounts,
+        now_ms: int,
+    ) -> HeartbeatResult:
+        """Write the member's new fields, refresh the target assignment (a new group epoch when
+        the member joined or changed what it subscribes to), reconcile one step, restart its
+        timers, and answer with its assignment when it changed or the member needs a full view."""
+        updated = hb.applied_to(member)
         if updated != member:
             self._write_member(group, member_id, updated)
+        bump = member is None or (
+            updated.subscribed_topics != member.subscribed_topics
+            or updated.server_assignor != member.server_assignor
+        )
         self._refresh_assignment(group, partitions_of, force_bump=bump)
         before = group.members[member_id]
-        after = self._reconcile(group, member_id, before, owned)
+        after = self._reconcile(group, member_id, before, hb.owned)
         if after != before:
             self._write_member(group, member_id, after)
         self._schedule(
-            (TimerKind.CONSUMER_SESSION, group_id, member_id),
-            now_ms + group_setting(self.config, group_id, "consumer.session.timeout.ms"),
+            (TimerKind.CONSUMER_SESSION, hb.group_id, member_id),
+            now_ms + group_setting(self.config, hb.group_id, "consumer.session.timeout.ms"),
         )
-        revoking_key: TimerKey = (TimerKind.CONSUMER_REVOCATION, group_id, member_id)
+        revoking_key: TimerKey = (TimerKind.CONSUMER_REVOCATION, hb.group_id, member_id)
         if after.state == MemberState.UNREVOKED_PARTITIONS:
             if self._deadline(revoking_key) is None:
                 self._schedule(revoking_key, now_ms + after.rebalance_timeout_ms)
         else:
             self._cancel(revoking_key)
-        full = member_epoch == 0 or owned is not None
+        full = hb.member_epoch == 0 or hb.owned is not None
         changed = member is None or after.assigned != member.assigned
         return HeartbeatResult(
             ErrorCode.NONE,
             None,
             member_id,
             after.member_epoch,
-            group_setting(self.config, group_id, "consumer.heartbeat.interval.ms"),
+            group_setting(self.config, hb.group_id, "consumer.heartbeat.interval.ms"),
             _listing(after.assigned) if (full or changed) else None,
         )
 
