@@ -11,6 +11,8 @@ Rules of `apply`:
   can log it and carry on with the next record;
 - a `PartitionChangeRecord` with a leader bumps the leader epoch; every change record bumps the
   partition epoch;
+- an ACL is kept under its id; a second ACL with that id, or with the same binding as one kept
+  (the controller never writes either), and the removal of an unknown id are refused;
 - `offset` always becomes the offset of the last applied record.
 An optional `MetadataDelta` collects what changed so the broker reacts only to that.
 """
@@ -21,6 +23,7 @@ import dataclasses
 import uuid
 
 from kafkapy.controller.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -32,6 +35,7 @@ from kafkapy.controller.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -42,13 +46,31 @@ from kafkapy.controller.records import (
 from kafkapy.protocol.sasl import SCRAM_MECHANISM_TYPES, ScramCredential
 
 __all__ = [
+    "AclKey",
     "BrokerRegistration",
     "MetadataApplyError",
     "MetadataDelta",
     "MetadataImage",
     "PartitionImage",
     "TopicImage",
+    "acl_key",
 ]
+
+#: an ACL binding without its id: (resource type, resource name, pattern type, principal, host,
+#: operation, permission type), what makes two ACLs the same
+AclKey = tuple[int, str, int, str, str, int, int]
+
+
+def acl_key(acl: AccessControlEntryRecord) -> AclKey:
+    return (
+        acl.resource_type,
+        acl.resource_name,
+        acl.pattern_type,
+        acl.principal,
+        acl.host,
+        acl.operation,
+        acl.permission_type,
+    )
 
 
 class MetadataApplyError(ValueError):
@@ -111,6 +133,7 @@ class MetadataDelta:
     changed_group_configs: set[str] = dataclasses.field(default_factory=set)
     producer_ids_changed: bool = False
     changed_scram_users: set[str] = dataclasses.field(default_factory=set)
+    acls_changed: bool = False
 
     def is_empty(self) -> bool:
         return not (
@@ -121,6 +144,7 @@ class MetadataDelta:
             or self.changed_group_configs
             or self.producer_ids_changed
             or self.changed_scram_users
+            or self.acls_changed
         )
 
     def _partition(self, topic: str, partition: int) -> None:
@@ -142,6 +166,9 @@ class MetadataImage:
         default_factory=dict
     )
     next_producer_id: int = 0
+    # ACLs (StandardAuthorizer's, stored in the log) by id, and the id of each binding
+    acls: dict[uuid.UUID, AccessControlEntryRecord] = dataclasses.field(default_factory=dict)
+    acl_ids: dict[AclKey, uuid.UUID] = dataclasses.field(default_factory=dict)
     offset: int = -1
 
     def copy(self) -> MetadataImage:
@@ -154,6 +181,8 @@ class MetadataImage:
             group_configs={k: dict(v) for k, v in self.group_configs.items()},
             scram_credentials=dict(self.scram_credentials),
             next_producer_id=self.next_producer_id,
+            acls=dict(self.acls),
+            acl_ids=dict(self.acl_ids),
             offset=self.offset,
         )
 
@@ -276,6 +305,9 @@ class MetadataImage:
                 if self.scram_credentials.pop(key, None) is None:
                     raise MetadataApplyError(f"no {key[1]} credential of user {record.name!r}")
                 d.changed_scram_users.add(record.name)
+            case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
+                self._acl(record)
+                d.acls_changed = True
             case NoOpRecord():
                 pass
         self.offset = offset
@@ -300,6 +332,21 @@ class MetadataImage:
         if t is None:
             raise MetadataApplyError(f"unknown topic id {topic_id}")
         return t
+
+    def _acl(self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+        if isinstance(record, RemoveAccessControlEntryRecord):
+            acl = self.acls.pop(record.id, None)
+            if acl is None:
+                raise MetadataApplyError(f"no ACL with id {record.id}")
+            del self.acl_ids[acl_key(acl)]
+            return
+        key = acl_key(record)
+        if record.id in self.acls:
+            raise MetadataApplyError(f"ACL id {record.id} is already in use")
+        if key in self.acl_ids:
+            raise MetadataApplyError(f"the ACL {key} exists already as {self.acl_ids[key]}")
+        self.acls[record.id] = record
+        self.acl_ids[key] = record.id
 
     def _config(self, record: ConfigRecord, d: MetadataDelta) -> None:
         if record.resource_type == ConfigResourceType.TOPIC:

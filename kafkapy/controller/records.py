@@ -24,6 +24,7 @@ from kafkapy.protocol.config_types import ConfigResourceType
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
+    "AccessControlEntryRecord",
     "BrokerRegistrationChangeRecord",
     "ConfigRecord",
     "ConfigResourceType",
@@ -36,6 +37,7 @@ __all__ = [
     "ProducerIdsRecord",
     "RecordType",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "TopicRecord",
@@ -65,6 +67,8 @@ class RecordType(enum.IntEnum):
     USER_SCRAM_CREDENTIAL = 11
     PRODUCER_IDS = 15
     BROKER_REGISTRATION_CHANGE = 17
+    ACCESS_CONTROL_ENTRY = 18
+    REMOVE_ACCESS_CONTROL_ENTRY = 19
     NO_OP = 20
     REMOVE_USER_SCRAM_CREDENTIAL = 22
 
@@ -212,6 +216,27 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL binding (Kafka's StandardAclWithId), under the id RemoveAccessControlEntryRecord
+    names. The int8 fields hold Kafka's codes: ResourceType, PatternType (LITERAL / PREFIXED),
+    AclOperation and AclPermissionType; `principal` is `Type:name`, `host` an address or `*`."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    id: uuid.UUID
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NoOpRecord:
     pass
 
@@ -230,6 +255,8 @@ MetadataRecord = (
     | ProducerIdsRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
     | NoOpRecord
 )
 
@@ -332,6 +359,20 @@ _SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
         RecordType.REMOVE_USER_SCRAM_CREDENTIAL,
         (("name", _K.STRING), ("mechanism", _K.INT8)),
     ),
+    AccessControlEntryRecord: (
+        RecordType.ACCESS_CONTROL_ENTRY,
+        (
+            ("id", _K.UUID),
+            ("resource_type", _K.INT8),
+            ("resource_name", _K.STRING),
+            ("pattern_type", _K.INT8),
+            ("principal", _K.STRING),
+            ("host", _K.STRING),
+            ("operation", _K.INT8),
+            ("permission_type", _K.INT8),
+        ),
+    ),
+    RemoveAccessControlEntryRecord: (RecordType.REMOVE_ACCESS_CONTROL_ENTRY, (("id", _K.UUID),)),
     NoOpRecord: (RecordType.NO_OP, ()),
 }
 

@@ -103,6 +103,7 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
         yield UserScramCredentialRecord(
             user, _MECHANISM_TYPES[mechanism], c.salt, c.stored_key, c.server_key, c.iterations
         )
+    yield from image.acls.values()
     for t in image.topics.values():
         yield TopicRecord(t.name, t.topic_id)
         for pid, p in t.partitions.items():

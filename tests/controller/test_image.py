@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 
-from kafkapy.controller.image import MetadataApplyError, MetadataDelta, MetadataImage
+from kafkapy.controller.image import MetadataApplyError, MetadataDelta, MetadataImage, acl_key
 from kafkapy.controller.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -18,6 +20,7 @@ from kafkapy.controller.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -25,6 +28,8 @@ from kafkapy.controller.records import (
 )
 
 TID = uuid.UUID(int=7)
+ACL_ID = uuid.UUID(int=70)
+ACL = AccessControlEntryRecord(ACL_ID, 2, "orders", 3, "User:alice", "*", 4, 3)
 
 
 def build(*records: MetadataRecord) -> MetadataImage:
@@ -39,6 +44,7 @@ def base() -> MetadataImage:
         RegisterBrokerRecord(1, uuid.UUID(int=1), 0, (), None),
         TopicRecord("t", TID),
         PartitionRecord(0, TID, (1, 2), (1, 2), 1),
+        ACL,
     )
 
 
@@ -84,6 +90,9 @@ def test_broker_state_records() -> None:
         ConfigRecord(ConfigResourceType.TOPIC, "nope", "a", "b"),
         ConfigRecord(7, "x", "a", "b"),
         ProducerIdsRecord(1, 0, 0),
+        dataclasses.replace(ACL, resource_name="other"),  # the id is taken
+        dataclasses.replace(ACL, id=uuid.UUID(int=71)),  # the same binding again
+        RemoveAccessControlEntryRecord(uuid.UUID(int=71)),
     ],
 )
 def test_inconsistent_records_raise_and_change_nothing(record: MetadataRecord) -> None:
@@ -101,7 +110,7 @@ def test_copy_is_independent() -> None:
     copy.apply(ConfigRecord(ConfigResourceType.TOPIC, "t", "retention.ms", "1"), 4)
     assert image.topics["t"].partitions[0].isr == (1, 2)
     assert image.topics["t"].configs == {}
-    assert image.offset == 2
+    assert image.offset == 3
 
 
 def test_delta_names_what_changed() -> None:
@@ -129,3 +138,20 @@ def test_producer_ids_only_move_forward() -> None:
     assert image.next_producer_id == 1000
     with pytest.raises(MetadataApplyError):
         image.apply(ProducerIdsRecord(1, 0, 1000), 4)
+
+
+def test_acls_are_kept_by_id_and_by_binding_and_removed_by_id() -> None:
+    image = base()
+    assert image.acls == {ACL_ID: ACL}
+    delta = MetadataDelta()
+    other = dataclasses.replace(ACL, id=uuid.UUID(int=71), operation=2)
+    image.apply(other, 4, delta)
+    assert delta.acls_changed
+    assert not delta.is_empty()
+    copy = image.copy()
+    copy.apply(RemoveAccessControlEntryRecord(ACL_ID), 5)
+    assert set(image.acls) == {ACL_ID, other.id}  # the copy is independent
+    assert set(copy.acls) == {other.id}
+    # the removed binding may come back under a new id
+    copy.apply(dataclasses.replace(ACL, id=uuid.UUID(int=72)), 6)
+    assert copy.acl_ids[acl_key(ACL)] == uuid.UUID(int=72)

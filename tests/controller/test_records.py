@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from kafkapy.controller import records as records_module
 from kafkapy.controller.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     Endpoint,
@@ -26,6 +27,7 @@ from kafkapy.controller.records import (
     ProducerIdsRecord,
     RecordType,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -85,6 +87,8 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         i32,
     ),
     st.builds(RemoveUserScramCredentialRecord, text, i8),
+    st.builds(AccessControlEntryRecord, uuids, i8, text, i8, text, text, i8, i8),
+    st.builds(RemoveAccessControlEntryRecord, uuids),
     st.just(NoOpRecord()),
 )
 
@@ -195,9 +199,11 @@ KAFKA_METADATA = Path("/work/shared/kafka-protocol/metadata")
     [
         (UserScramCredentialRecord, RecordType.USER_SCRAM_CREDENTIAL),
         (RemoveUserScramCredentialRecord, RecordType.REMOVE_USER_SCRAM_CREDENTIAL),
+        (AccessControlEntryRecord, RecordType.ACCESS_CONTROL_ENTRY),
+        (RemoveAccessControlEntryRecord, RecordType.REMOVE_ACCESS_CONTROL_ENTRY),
     ],
 )
-def test_scram_records_match_kafkas_definitions(cls: type, rtype: RecordType) -> None:
+def test_records_match_kafkas_definitions(cls: type, rtype: RecordType) -> None:
     """Kafka's api key, and its fields' names (snake_case) and types in Kafka's order, are the
     ones the codec writes (the kinds carry Kafka's type names)."""
     path = KAFKA_METADATA / f"{cls.__name__}.json"
@@ -224,3 +230,14 @@ def test_a_credential_record_prints_no_keys() -> None:
     assert "salt-bytes" not in shown
     assert "stored-key" not in shown
     assert "server-key" not in shown
+
+
+def test_acl_records_carry_kafkas_type_ids() -> None:
+    """AccessControlEntryRecord / RemoveAccessControlEntryRecord are Kafka's metadata record
+    types 18 / 19; the id (a UUID) comes first, as in Kafka's schema."""
+    acl = AccessControlEntryRecord(uuid.UUID(int=5), 2, "orders", 4, "User:alice", "*", 4, 3)
+    raw = encode_record(acl)
+    assert raw[:3] == b"\x00\x12\x00"
+    assert raw[3:19] == uuid.UUID(int=5).bytes
+    assert encode_record(RemoveAccessControlEntryRecord(uuid.UUID(int=5)))[:3] == b"\x00\x13\x00"
+

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kafkapy.controller.image import MetadataApplyError, MetadataImage
 from kafkapy.controller.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -21,6 +22,7 @@ from kafkapy.controller.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -36,6 +38,7 @@ broker_ids = st.integers(0, 3)
 epochs = st.integers(0, 3)
 topic_ids = st.sampled_from([uuid.UUID(int=i) for i in range(1, 4)])
 names = st.sampled_from(["a", "b", "c"])
+acl_ids = st.sampled_from([uuid.UUID(int=i) for i in range(100, 104)])
 replica_lists = st.lists(broker_ids, max_size=3).map(tuple)
 endpoints = st.builds(
     Endpoint, st.just("PLAINTEXT"), st.just("localhost"), st.integers(1, 9), st.just(0)
@@ -105,6 +108,18 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.integers(4096, 16384),
     ),
     st.builds(RemoveUserScramCredentialRecord, names, st.integers(0, 3)),
+    st.builds(
+        AccessControlEntryRecord,
+        acl_ids,
+        st.sampled_from([2, 3, 4]),
+        names,
+        st.sampled_from([3, 4]),
+        st.sampled_from(["User:a", "User:*"]),
+        st.just("*"),
+        st.sampled_from([2, 4]),
+        st.sampled_from([2, 3]),
+    ),
+    st.builds(RemoveAccessControlEntryRecord, acl_ids),
     st.just(NoOpRecord()),
 )
 
