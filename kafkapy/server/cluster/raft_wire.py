@@ -100,104 +100,109 @@ def request_to_wire(
     req: RaftRequest, *, cluster_id: str, dst: int, max_wait_ms: int, max_bytes: int
 ) -> WireRequest:
     """The wire request for `req` to voter `dst`."""
+    body: object
     match req:
         case VoteRequest():
-            vote_part = m.VoteRequest.PartitionData(
-                partition_index=METADATA_PARTITION,
-                candidate_epoch=req.candidate_epoch,
-                candidate_id=req.candidate_id,
-                last_offset_epoch=req.last_offset_epoch,
-                last_offset=req.last_offset,
-            )
-            if req.pre_vote:
-                vote_part.unknown_tagged_fields[PRE_VOTE_TAG] = b"\x01"
-            body: object = m.VoteRequest(
-                cluster_id=cluster_id,
-                voter_id=dst,
-                topics=[m.VoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[vote_part])],
-            )
+            body = _vote_request(req, cluster_id, dst)
         case BeginQuorumEpochRequest():
-            body = m.BeginQuorumEpochRequest(
-                cluster_id=cluster_id,
-                voter_id=dst,
-                topics=[
-                    m.BeginQuorumEpochRequest.TopicData(
-                        topic_name=METADATA_TOPIC,
-                        partitions=[
-                            m.BeginQuorumEpochRequest.PartitionData(
-                                partition_index=METADATA_PARTITION,
-                                leader_id=req.leader_id,
-                                leader_epoch=req.leader_epoch,
-                            )
-                        ],
-                    )
-                ],
-            )
+            body = _begin_quorum_epoch_request(req, cluster_id, dst)
         case EndQuorumEpochRequest():
-            body = m.EndQuorumEpochRequest(
-                cluster_id=cluster_id,
-                topics=[
-                    m.EndQuorumEpochRequest.TopicData(
-                        topic_name=METADATA_TOPIC,
-                        partitions=[
-                            m.EndQuorumEpochRequest.PartitionData(
-                                partition_index=METADATA_PARTITION,
-                                leader_id=req.leader_id,
-                                leader_epoch=req.leader_epoch,
-                                preferred_successors=list(req.preferred_successors),
-                            )
-                        ],
-                    )
-                ],
-            )
+            body = _end_quorum_epoch_request(req, cluster_id)
         case FetchRequest():
-            body = m.FetchRequest(
-                cluster_id=cluster_id,
-                replica_id=req.replica_id,
-                replica_state=m.FetchRequest.ReplicaState(replica_id=req.replica_id),
-                max_wait_ms=max_wait_ms,
-                min_bytes=1,
-                max_bytes=max_bytes,
-                topics=[
-                    m.FetchRequest.FetchTopic(
-                        topic=METADATA_TOPIC,
-                        topic_id=METADATA_TOPIC_ID,
-                        partitions=[
-                            m.FetchRequest.FetchPartition(
-                                partition=METADATA_PARTITION,
-                                current_leader_epoch=req.current_leader_epoch,
-                                fetch_offset=req.fetch_offset,
-                                last_fetched_epoch=req.last_fetched_epoch,
-                                partition_max_bytes=max_bytes,
-                            )
-                        ],
-                    )
-                ],
-            )
+            body = _fetch_request(req, cluster_id, max_wait_ms, max_bytes)
         case FetchSnapshotRequest():
-            body = m.FetchSnapshotRequest(
-                cluster_id=cluster_id,
-                replica_id=req.replica_id,
-                max_bytes=min(max_bytes, req.max_bytes),
-                topics=[
-                    m.FetchSnapshotRequest.TopicSnapshot(
-                        name=METADATA_TOPIC,
-                        partitions=[
-                            m.FetchSnapshotRequest.PartitionSnapshot(
-                                partition=METADATA_PARTITION,
-                                current_leader_epoch=req.current_leader_epoch,
-                                snapshot_id=m.FetchSnapshotRequest.SnapshotId(
-                                    end_offset=req.snapshot_id.end_offset,
-                                    epoch=req.snapshot_id.epoch,
-                                ),
-                                position=req.position,
-                            )
-                        ],
-                    )
-                ],
-            )
+            body = _fetch_snapshot_request(req, cluster_id, max_bytes)
     key = _KEYS[type(req)]
     return WireRequest(key, _VERSIONS[key], body)
+
+
+def _vote_request(req: VoteRequest, cluster_id: str, dst: int) -> m.VoteRequest:
+    part = m.VoteRequest.PartitionData(
+        partition_index=METADATA_PARTITION,
+        candidate_epoch=req.candidate_epoch,
+        candidate_id=req.candidate_id,
+        last_offset_epoch=req.last_offset_epoch,
+        last_offset=req.last_offset,
+    )
+    if req.pre_vote:
+        part.unknown_tagged_fields[PRE_VOTE_TAG] = b"\x01"
+    return m.VoteRequest(
+        cluster_id=cluster_id,
+        voter_id=dst,
+        topics=[m.VoteRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+    )
+
+
+def _begin_quorum_epoch_request(
+    req: BeginQuorumEpochRequest, cluster_id: str, dst: int
+) -> m.BeginQuorumEpochRequest:
+    part = m.BeginQuorumEpochRequest.PartitionData(
+        partition_index=METADATA_PARTITION, leader_id=req.leader_id, leader_epoch=req.leader_epoch
+    )
+    return m.BeginQuorumEpochRequest(
+        cluster_id=cluster_id,
+        voter_id=dst,
+        topics=[m.BeginQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+    )
+
+
+def _end_quorum_epoch_request(
+    req: EndQuorumEpochRequest, cluster_id: str
+) -> m.EndQuorumEpochRequest:
+    part = m.EndQuorumEpochRequest.PartitionData(
+        partition_index=METADATA_PARTITION,
+        leader_id=req.leader_id,
+        leader_epoch=req.leader_epoch,
+        preferred_successors=list(req.preferred_successors),
+    )
+    return m.EndQuorumEpochRequest(
+        cluster_id=cluster_id,
+        topics=[m.EndQuorumEpochRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+    )
+
+
+def _fetch_request(
+    req: FetchRequest, cluster_id: str, max_wait_ms: int, max_bytes: int
+) -> m.FetchRequest:
+    part = m.FetchRequest.FetchPartition(
+        partition=METADATA_PARTITION,
+        current_leader_epoch=req.current_leader_epoch,
+        fetch_offset=req.fetch_offset,
+        last_fetched_epoch=req.last_fetched_epoch,
+        partition_max_bytes=max_bytes,
+    )
+    return m.FetchRequest(
+        cluster_id=cluster_id,
+        replica_id=req.replica_id,
+        replica_state=m.FetchRequest.ReplicaState(replica_id=req.replica_id),
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        topics=[
+            m.FetchRequest.FetchTopic(
+                topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part]
+            )
+        ],
+    )
+
+
+def _fetch_snapshot_request(
+    req: FetchSnapshotRequest, cluster_id: str, max_bytes: int
+) -> m.FetchSnapshotRequest:
+    part = m.FetchSnapshotRequest.PartitionSnapshot(
+        partition=METADATA_PARTITION,
+        current_leader_epoch=req.current_leader_epoch,
+        snapshot_id=m.FetchSnapshotRequest.SnapshotId(
+            end_offset=req.snapshot_id.end_offset, epoch=req.snapshot_id.epoch
+        ),
+        position=req.position,
+    )
+    return m.FetchSnapshotRequest(
+        cluster_id=cluster_id,
+        replica_id=req.replica_id,
+        max_bytes=min(max_bytes, req.max_bytes),
+        topics=[m.FetchSnapshotRequest.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])],
+    )
 
 
 _KEYS: dict[type, ApiKey] = {
@@ -232,68 +237,96 @@ def request_from_wire(
     if isinstance(body, m.VoteRequest | m.BeginQuorumEpochRequest) and version >= 1:
         _check_voter(body.voter_id, local_id)
     if isinstance(body, m.VoteRequest):
-        _check_cluster(body.cluster_id, cluster_id)
-        topic = _one(list(body.topics), "Vote")
-        assert isinstance(topic, m.VoteRequest.TopicData)
-        p = _one(list(topic.partitions), "Vote")
-        assert isinstance(p, m.VoteRequest.PartitionData)
-        _check_partition(topic.topic_name, p.partition_index)
-        pre_vote = p.unknown_tagged_fields.get(PRE_VOTE_TAG) == b"\x01"
-        return p.candidate_id, VoteRequest(
-            p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset, pre_vote
-        )
+        return _vote_from_wire(body, cluster_id)
     if isinstance(body, m.BeginQuorumEpochRequest):
-        _check_cluster(body.cluster_id, cluster_id)
-        topic = _one(list(body.topics), "BeginQuorumEpoch")
-        assert isinstance(topic, m.BeginQuorumEpochRequest.TopicData)
-        p = _one(list(topic.partitions), "BeginQuorumEpoch")
-        assert isinstance(p, m.BeginQuorumEpochRequest.PartitionData)
-        _check_partition(topic.topic_name, p.partition_index)
-        return p.leader_id, BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+        return _begin_quorum_epoch_from_wire(body, cluster_id)
     if isinstance(body, m.EndQuorumEpochRequest):
-        _check_cluster(body.cluster_id, cluster_id)
-        topic = _one(list(body.topics), "EndQuorumEpoch")
-        assert isinstance(topic, m.EndQuorumEpochRequest.TopicData)
-        p = _one(list(topic.partitions), "EndQuorumEpoch")
-        assert isinstance(p, m.EndQuorumEpochRequest.PartitionData)
-        _check_partition(topic.topic_name, p.partition_index)
-        successors = tuple(p.preferred_successors) or tuple(
-            c.candidate_id for c in p.preferred_candidates
-        )
-        return p.leader_id, EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)
+        return _end_quorum_epoch_from_wire(body, cluster_id)
     if isinstance(body, m.FetchRequest):
-        _check_cluster(body.cluster_id, cluster_id)
-        topic = _one(list(body.topics), "Fetch")
-        assert isinstance(topic, m.FetchRequest.FetchTopic)
-        if version >= 13 and topic.topic_id != METADATA_TOPIC_ID:
-            raise WrongPartitionError(f"Fetch: topic id {topic.topic_id} is not {METADATA_TOPIC}")
-        p = _one(list(topic.partitions), "Fetch")
-        assert isinstance(p, m.FetchRequest.FetchPartition)
-        _check_partition(METADATA_TOPIC if version >= 13 else topic.topic, p.partition)
-        replica = body.replica_state.replica_id if version >= 15 else body.replica_id
-        if p.fetch_offset < 0 or p.last_fetched_epoch < 0:
-            raise WrongPartitionError("Fetch: negative fetch offset or last fetched epoch")
-        return replica, FetchRequest(
-            replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch
-        )
+        return _fetch_from_wire(body, version, cluster_id)
     if isinstance(body, m.FetchSnapshotRequest):
-        _check_cluster(body.cluster_id, cluster_id)
-        topic = _one(list(body.topics), "FetchSnapshot")
-        assert isinstance(topic, m.FetchSnapshotRequest.TopicSnapshot)
-        p = _one(list(topic.partitions), "FetchSnapshot")
-        assert isinstance(p, m.FetchSnapshotRequest.PartitionSnapshot)
-        _check_partition(topic.name, p.partition)
-        sid = p.snapshot_id
-        if sid.end_offset < 0 or sid.epoch < 0:
-            raise WrongPartitionError("FetchSnapshot: negative snapshot id")
-        return body.replica_id, FetchSnapshotRequest(
-            body.replica_id,
-            SnapshotId(sid.end_offset, sid.epoch),
-            p.position,
-            p.current_leader_epoch,
-            body.max_bytes,
-        )
+        return _fetch_snapshot_from_wire(body, cluster_id)
     raise WrongPartitionError(f"not a quorum request: {api_key.name}")
+
+
+def _vote_from_wire(body: m.VoteRequest, cluster_id: str) -> tuple[int, RaftRequest]:
+    _check_cluster(body.cluster_id, cluster_id)
+    topic = _one(list(body.topics), "Vote")
+    assert isinstance(topic, m.VoteRequest.TopicData)
+    p = _one(list(topic.partitions), "Vote")
+    assert isinstance(p, m.VoteRequest.PartitionData)
+    _check_partition(topic.topic_name, p.partition_index)
+    pre_vote = p.unknown_tagged_fields.get(PRE_VOTE_TAG) == b"\x01"
+    return p.candidate_id, VoteRequest(
+        p.candidate_epoch, p.candidate_id, p.last_offset_epoch, p.last_offset, pre_vote
+    )
+
+
+def _begin_quorum_epoch_from_wire(
+    body: m.BeginQuorumEpochRequest, cluster_id: str
+) -> tuple[int, RaftRequest]:
+    _check_cluster(body.cluster_id, cluster_id)
+    topic = _one(list(body.topics), "BeginQuorumEpoch")
+    assert isinstance(topic, m.BeginQuorumEpochRequest.TopicData)
+    p = _one(list(topic.partitions), "BeginQuorumEpoch")
+    assert isinstance(p, m.BeginQuorumEpochRequest.PartitionData)
+    _check_partition(topic.topic_name, p.partition_index)
+    return p.leader_id, BeginQuorumEpochRequest(p.leader_id, p.leader_epoch)
+
+
+def _end_quorum_epoch_from_wire(
+    body: m.EndQuorumEpochRequest, cluster_id: str
+) -> tuple[int, RaftRequest]:
+    _check_cluster(body.cluster_id, cluster_id)
+    topic = _one(list(body.topics), "EndQuorumEpoch")
+    assert isinstance(topic, m.EndQuorumEpochRequest.TopicData)
+    p = _one(list(topic.partitions), "EndQuorumEpoch")
+    assert isinstance(p, m.EndQuorumEpochRequest.PartitionData)
+    _check_partition(topic.topic_name, p.partition_index)
+    successors = tuple(p.preferred_successors) or tuple(
+        c.candidate_id for c in p.preferred_candidates
+    )
+    return p.leader_id, EndQuorumEpochRequest(p.leader_id, p.leader_epoch, successors)
+
+
+def _fetch_from_wire(
+    body: m.FetchRequest, version: int, cluster_id: str
+) -> tuple[int, RaftRequest]:
+    _check_cluster(body.cluster_id, cluster_id)
+    topic = _one(list(body.topics), "Fetch")
+    assert isinstance(topic, m.FetchRequest.FetchTopic)
+    if version >= 13 and topic.topic_id != METADATA_TOPIC_ID:
+        raise WrongPartitionError(f"Fetch: topic id {topic.topic_id} is not {METADATA_TOPIC}")
+    p = _one(list(topic.partitions), "Fetch")
+    assert isinstance(p, m.FetchRequest.FetchPartition)
+    _check_partition(METADATA_TOPIC if version >= 13 else topic.topic, p.partition)
+    replica = body.replica_state.replica_id if version >= 15 else body.replica_id
+    if p.fetch_offset < 0 or p.last_fetched_epoch < 0:
+        raise WrongPartitionError("Fetch: negative fetch offset or last fetched epoch")
+    return replica, FetchRequest(
+        replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch
+    )
+
+
+def _fetch_snapshot_from_wire(
+    body: m.FetchSnapshotRequest, cluster_id: str
+) -> tuple[int, RaftRequest]:
+    _check_cluster(body.cluster_id, cluster_id)
+    topic = _one(list(body.topics), "FetchSnapshot")
+    assert isinstance(topic, m.FetchSnapshotRequest.TopicSnapshot)
+    p = _one(list(topic.partitions), "FetchSnapshot")
+    assert isinstance(p, m.FetchSnapshotRequest.PartitionSnapshot)
+    _check_partition(topic.name, p.partition)
+    sid = p.snapshot_id
+    if sid.end_offset < 0 or sid.epoch < 0:
+        raise WrongPartitionError("FetchSnapshot: negative snapshot id")
+    return body.replica_id, FetchSnapshotRequest(
+        body.replica_id,
+        SnapshotId(sid.end_offset, sid.epoch),
+        p.position,
+        p.current_leader_epoch,
+        body.max_bytes,
+    )
 
 
 def _check_voter(voter_id: int, local_id: int | None) -> None:
@@ -317,106 +350,94 @@ def response_to_wire(resp: RaftResponse) -> object:
     """The wire response body for a Raft response (Fetch v13+ shape for Fetch)."""
     match resp:
         case VoteResponse():
+            vote = m.VoteResponse.PartitionData(
+                partition_index=METADATA_PARTITION,
+                error_code=int(resp.error),
+                leader_id=_leader(resp.leader_id),
+                leader_epoch=resp.leader_epoch,
+                vote_granted=resp.vote_granted,
+            )
             return m.VoteResponse(
-                topics=[
-                    m.VoteResponse.TopicData(
-                        topic_name=METADATA_TOPIC,
-                        partitions=[
-                            m.VoteResponse.PartitionData(
-                                partition_index=METADATA_PARTITION,
-                                error_code=int(resp.error),
-                                leader_id=_leader(resp.leader_id),
-                                leader_epoch=resp.leader_epoch,
-                                vote_granted=resp.vote_granted,
-                            )
-                        ],
-                    )
-                ]
+                topics=[m.VoteResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[vote])]
             )
         case BeginQuorumEpochResponse():
+            begin = m.BeginQuorumEpochResponse.PartitionData(
+                partition_index=METADATA_PARTITION,
+                error_code=int(resp.error),
+                leader_id=_leader(resp.leader_id),
+                leader_epoch=resp.leader_epoch,
+            )
             return m.BeginQuorumEpochResponse(
                 topics=[
                     m.BeginQuorumEpochResponse.TopicData(
-                        topic_name=METADATA_TOPIC,
-                        partitions=[
-                            m.BeginQuorumEpochResponse.PartitionData(
-                                partition_index=METADATA_PARTITION,
-                                error_code=int(resp.error),
-                                leader_id=_leader(resp.leader_id),
-                                leader_epoch=resp.leader_epoch,
-                            )
-                        ],
+                        topic_name=METADATA_TOPIC, partitions=[begin]
                     )
                 ]
             )
         case EndQuorumEpochResponse():
+            end = m.EndQuorumEpochResponse.PartitionData(
+                partition_index=METADATA_PARTITION,
+                error_code=int(resp.error),
+                leader_id=_leader(resp.leader_id),
+                leader_epoch=resp.leader_epoch,
+            )
             return m.EndQuorumEpochResponse(
                 topics=[
-                    m.EndQuorumEpochResponse.TopicData(
-                        topic_name=METADATA_TOPIC,
-                        partitions=[
-                            m.EndQuorumEpochResponse.PartitionData(
-                                partition_index=METADATA_PARTITION,
-                                error_code=int(resp.error),
-                                leader_id=_leader(resp.leader_id),
-                                leader_epoch=resp.leader_epoch,
-                            )
-                        ],
-                    )
+                    m.EndQuorumEpochResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[end])
                 ]
             )
         case FetchResponse():
-            part = m.FetchResponse.PartitionData(
-                partition_index=METADATA_PARTITION,
-                error_code=int(resp.error),
-                high_watermark=resp.high_watermark,
-                log_start_offset=0,
-                current_leader=m.FetchResponse.LeaderIdAndEpoch(
-                    leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch
-                ),
-                records=entries_to_batches(resp.entries),
-            )
-            if resp.diverging_epoch is not None:
-                part.diverging_epoch = m.FetchResponse.EpochEndOffset(
-                    epoch=resp.diverging_epoch[0], end_offset=resp.diverging_epoch[1]
-                )
-            if resp.snapshot_id is not None:
-                part.snapshot_id = m.FetchResponse.SnapshotId(
-                    end_offset=resp.snapshot_id.end_offset, epoch=resp.snapshot_id.epoch
-                )
-            return m.FetchResponse(
-                responses=[
-                    m.FetchResponse.FetchableTopicResponse(
-                        topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part]
-                    )
-                ]
-            )
+            return _fetch_response(resp)
         case FetchSnapshotResponse():
-            return m.FetchSnapshotResponse(
-                topics=[
-                    m.FetchSnapshotResponse.TopicSnapshot(
-                        name=METADATA_TOPIC,
-                        partitions=[
-                            m.FetchSnapshotResponse.PartitionSnapshot(
-                                index=METADATA_PARTITION,
-                                error_code=int(resp.error),
-                                snapshot_id=m.FetchSnapshotResponse.SnapshotId(
-                                    end_offset=resp.snapshot_id.end_offset,
-                                    epoch=resp.snapshot_id.epoch,
-                                ),
-                                current_leader=m.FetchSnapshotResponse.LeaderIdAndEpoch(
-                                    leader_id=_leader(resp.leader_id),
-                                    leader_epoch=resp.leader_epoch,
-                                ),
-                                size=resp.size,
-                                position=resp.position,
-                                unaligned_records=resp.data,
-                            )
-                        ],
-                    )
-                ]
-            )
+            return _fetch_snapshot_response(resp)
     raise TypeError(f"not a Raft response: {resp!r}")
+
+
+def _fetch_response(resp: FetchResponse) -> m.FetchResponse:
+    part = m.FetchResponse.PartitionData(
+        partition_index=METADATA_PARTITION,
+        error_code=int(resp.error),
+        high_watermark=resp.high_watermark,
+        log_start_offset=0,
+        current_leader=m.FetchResponse.LeaderIdAndEpoch(
+            leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch
+        ),
+        records=entries_to_batches(resp.entries),
+    )
+    if resp.diverging_epoch is not None:
+        part.diverging_epoch = m.FetchResponse.EpochEndOffset(
+            epoch=resp.diverging_epoch[0], end_offset=resp.diverging_epoch[1]
+        )
+    if resp.snapshot_id is not None:
+        part.snapshot_id = m.FetchResponse.SnapshotId(
+            end_offset=resp.snapshot_id.end_offset, epoch=resp.snapshot_id.epoch
+        )
+    return m.FetchResponse(
+        responses=[
+            m.FetchResponse.FetchableTopicResponse(
+                topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part]
+            )
+        ]
+    )
+
+
+def _fetch_snapshot_response(resp: FetchSnapshotResponse) -> m.FetchSnapshotResponse:
+    part = m.FetchSnapshotResponse.PartitionSnapshot(
+        index=METADATA_PARTITION,
+        error_code=int(resp.error),
+        snapshot_id=m.FetchSnapshotResponse.SnapshotId(
+            end_offset=resp.snapshot_id.end_offset, epoch=resp.snapshot_id.epoch
+        ),
+        current_leader=m.FetchSnapshotResponse.LeaderIdAndEpoch(
+            leader_id=_leader(resp.leader_id), leader_epoch=resp.leader_epoch
+        ),
+        size=resp.size,
+        position=resp.position,
+        unaligned_records=resp.data,
+    )
+    return m.FetchSnapshotResponse(
+        topics=[m.FetchSnapshotResponse.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])]
+    )
 
 
 def response_from_wire(req: RaftRequest, body: object) -> RaftResponse:
