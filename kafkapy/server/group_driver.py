@@ -19,13 +19,15 @@ marker in the log commits them.
 
 Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
 have written it). The state must follow the log, so when an append fails (disk full, I/O error,
-log offline) or, in partitioned mode, does not replicate, the driver replays that partition's log
-below the failed records (the load path) and reverts the coordinator to it
+log offline) or, in partitioned mode, is lost with the leadership, the driver replays that
+partition's log below the failed records (the load path) and reverts the coordinator to it
 (`GroupCoordinator.revert`; the replay runs on the event loop, about 10 ms per 1,000 records,
 which compaction keeps few; a log that cannot be read either leaves the groups with what could
 be read); requests waiting on a reverted group are answered with the error, and `finish` raises
 `GroupWriteError`, which each handler turns into the code Kafka gives for a failed write of that
 API (NOT_COORDINATOR for a storage error, so clients look the coordinator up again and retry).
+Records that did not replicate in time but stay in the leader's log (`_STILL_IN_LOG`) revert only
+their offset commits; membership and generations stay as written (`_FailedWrite.add_unreplicated`).
 The broker stays up; the timer task logs and carries on. A partition that moves away drops its
 coordinator; its waiting Join/SyncGroups are answered NOT_COORDINATOR.
 """
@@ -45,6 +47,7 @@ from kafkapy.coordinator.group import (
     GroupCoordinator,
     GroupRecord,
     JoinGroupResult,
+    OffsetCommitKey,
     Pending,
     Result,
     SyncGroupResult,
@@ -93,6 +96,10 @@ _TOO_LARGE = (
     ErrorCode.RECORD_LIST_TOO_LARGE,
     ErrorCode.INVALID_FETCH_SIZE,
 )
+#: replication waits that end with the records still in this leader's log, where they may yet
+#: be committed (the ISR grows back) - or are truncated with a leadership change, which unloads
+#: the coordinator anyway
+_STILL_IN_LOG = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 class GroupWriteError(Exception):
@@ -133,10 +140,25 @@ class _FailedWrite:
     cause: ErrorCode = ErrorCode.NONE
     #: partitioned mode: where the unreplicated records start in each partition's log
     revert_to: dict[int, int] = field(default_factory=dict)
+    #: groups whose membership records stay in the log unreplicated (kept, not reverted)
+    kept: set[str] = field(default_factory=set)
 
     def add(self, partition: int, records: list[GroupRecord]) -> None:
         self.records.extend(records)
         self.partitions.add(partition)
+
+    def add_unreplicated(self, partition: int, records: list[GroupRecord]) -> None:
+        """Records that stay in the leader's log: only the offset commits are reverted.
+
+        Why: a commit the client was told failed must not be served by OffsetFetch (Kafka keeps
+        it pending until written). But membership and generations are not undone: the log
+        holds them and may still commit them, and a coordinator that forgot members the log
+        keeps hands the next coordinator stale members (a rebalance then waits a whole session
+        timeout for them) and reuses generation ids. Kafka's coordinator never reverts
+        membership on a failed write either; the members are answered the error and rejoin.
+        """
+        self.add(partition, [r for r in records if isinstance(r.key, OffsetCommitKey)])
+        self.kept.update(r.group_id for r in records if not isinstance(r.key, OffsetCommitKey))
 
 
 @dataclass(slots=True)
@@ -258,7 +280,10 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
                 log.warning("%s-%d did not replicate (%s): reverting %d group records",
                             CONSUMER_OFFSETS_TOPIC, partition, code.name, len(done.records))
                 failed = failed or _FailedWrite(cause=code)
-                failed.add(partition, done.records)
+                if code in _STILL_IN_LOG:
+                    failed.add_unreplicated(partition, done.records)
+                else:
+                    failed.add(partition, done.records)
                 failed.revert_to[partition] = done.start
         completions = result.completions
         if failed is not None:
@@ -267,7 +292,7 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
             self._deliver(c.request_id, c.response)
         self.wake(self.next_deadline())
         if failed is not None:
-            groups = frozenset(r.group_id for r in failed.records)
+            groups = frozenset(r.group_id for r in failed.records) | failed.kept
             raise GroupWriteError(failed.cause, groups, result.response)
         return result.response
 
@@ -341,8 +366,14 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
         """Bring the coordinators of the failed partitions back to what their logs hold below
         the failed records (`committed_end`); returns the completions to deliver instead."""
         error = GroupWriteError(failed.cause, frozenset(), None).group_error
+        if failed.kept:  # their state stays; the requests that waited on it get the error
+            completions = [
+                _as_error(c, error) if c.group_id in failed.kept else c for c in completions
+            ]
         for partition in sorted(failed.partitions):
             records = [r for r in failed.records if self.partition_for(r.group_id) == partition]
+            if not records:
+                continue
             coordinator = self.coordinator_of_partition(partition)
             if coordinator is None:  # moved away meanwhile: its answers become the error
                 groups = {r.group_id for r in records}
