@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import pathlib
 from typing import TYPE_CHECKING
 
 from kafkapy.protocol.errors import ProtocolError
@@ -195,7 +196,54 @@ def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanR
     Appends continue meanwhile (they only touch the active segment); the final swap takes the
     log lock and is abandoned if retention or truncation changed the segments in between.
     """
-    cfg = plog.config
+    plan = _plan(plog, now_ms, force)
+    if plan is None:
+        return None
+    segments = plan.segments
+    fates, producer_tails = _batch_fates(segments)
+    latest = _offset_map(segments, fates)
+    horizon = now_ms - plog.config.delete_retention_ms
+    removed = bytes_out = 0
+    new_bases: list[int] = []
+    for group in _groups(segments, plog.config.segment_bytes):
+        written, dropped = _write_cleaned(
+            plog.directory, group, fates, producer_tails, latest, horizon
+        )
+        bytes_out += written
+        removed += dropped
+        new_bases.append(group[0].base_offset)
+    fsync_dir(plog.directory)
+    swap.crash_point("cleaned")
+    if not _install(plog, plan, new_bases):
+        return None
+    log.info(
+        "%s: cleaned %d segment(s) up to offset %d: %d -> %d bytes, %d records removed",
+        plog.directory.name, len(segments), plan.end_offset, plan.bytes_in, bytes_out, removed,
+    )
+    return CleanResult(
+        segments_in=len(segments),
+        segments_out=len(new_bases),
+        bytes_in=plan.bytes_in,
+        bytes_out=bytes_out,
+        records_removed=removed,
+        end_offset=plan.end_offset,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """The segments one pass cleans, as they were when it was planned (sizes: to notice a
+    change before the swap), and the offset the cleaned range ends at."""
+
+    segments: list[LogSegment]
+    sizes: list[int]
+    bytes_in: int
+    end_offset: int
+
+
+def _plan(plog: PartitionLog, now_ms: int, force: bool) -> _Plan | None:
+    """The pass to run, or None: nothing cleanable, nothing dirty, or (unless forced) a dirty
+    ratio below `min.cleanable.dirty.ratio`."""
     with plog._lock:
         segments = _cleanable(plog, now_ms)
         sizes = [s.size for s in segments]
@@ -203,81 +251,87 @@ def clean_log(plog: PartitionLog, now_ms: int, *, force: bool = False) -> CleanR
         dirty = sum(s.size for s in segments if s.base_offset >= plog.cleaner_offset)
         if not segments or dirty == 0:
             return None
-        if not force and dirty / total < cfg.min_cleanable_dirty_ratio:
+        if not force and dirty / total < plog.config.min_cleanable_dirty_ratio:
             return None
-        bases = [s.base_offset for s in plog.segments]
-        end_offset = bases[len(segments)]
-    directory = plog.directory
-    fates, producer_tails = _batch_fates(segments)
-    latest = _offset_map(segments, fates)
-    horizon = now_ms - cfg.delete_retention_ms
-    removed = 0
-    new_bases: list[int] = []
-    bytes_out = 0
-    for group in _groups(segments, cfg.segment_bytes):
-        base = group[0].base_offset
-        path = directory / f"{segment_name(base)}.log.cleaned"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            pending: list[bytes | memoryview] = []
-            for seg in group:
-                for _, header, data in seg.batches(with_data=True):
-                    assert data is not None
-                    fate = fates.get(header.base_offset, _KEEP)
-                    if fate == _DROP:
-                        removed += header.records_count
+        end_offset = plog.segments[len(segments)].base_offset
+    return _Plan(segments, sizes, total, end_offset)
+
+
+def _write_cleaned(
+    directory: pathlib.Path,
+    group: list[LogSegment],
+    fates: dict[int, int],
+    producer_tails: set[int],
+    latest: dict[bytes, int],
+    horizon: int,
+) -> tuple[int, int]:
+    """Write `group`'s kept batches into one `.log.cleaned` file (fsynced): whole batches stay
+    bytes; only compacted batches that lose records are rewritten. (bytes written, records
+    removed)."""
+    base = group[0].base_offset
+    fd = os.open(
+        directory / f"{segment_name(base)}.log.cleaned", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644
+    )
+    removed = bytes_out = 0
+    try:
+        pending: list[bytes | memoryview] = []
+        for seg in group:
+            for _, header, data in seg.batches(with_data=True):
+                assert data is not None
+                fate = fates.get(header.base_offset, _KEEP)
+                if fate == _DROP:
+                    removed += header.records_count
+                    continue
+                if fate == _COMPACT:
+                    records = decode_records(data, 0, header)
+                    kept = _retained(header, records, latest, horizon)
+                    removed += len(records) - len(kept)
+                    if not kept and header.base_offset not in producer_tails:
                         continue
-                    if fate == _COMPACT:
-                        records = decode_records(data, 0, header)
-                        kept = _retained(header, records, latest, horizon)
-                        removed += len(records) - len(kept)
-                        if not kept and header.base_offset not in producer_tails:
-                            continue
-                        if len(kept) != len(records):
-                            data = memoryview(_rewrite(header, data, kept))
-                    pending.append(bytes(data))
-                    if len(pending) >= 256:
-                        bytes_out += _write_chunks(fd, pending)
-                swap.crash_point("writing")
-            bytes_out += _write_chunks(fd, pending)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        new_bases.append(base)
-    fsync_dir(directory)
-    swap.crash_point("cleaned")
-    old_bases = [s.base_offset for s in segments]
+                    if len(kept) != len(records):
+                        data = memoryview(_rewrite(header, data, kept))
+                pending.append(bytes(data))
+                if len(pending) >= 256:
+                    bytes_out += _write_chunks(fd, pending)
+            swap.crash_point("writing")
+        bytes_out += _write_chunks(fd, pending)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return bytes_out, removed
+
+
+def _install(plog: PartitionLog, plan: _Plan, new_bases: list[int]) -> bool:
+    """Swap the cleaned files in under the log lock (crash-safe through the swap marker), or
+    drop them when retention or truncation changed the planned segments meanwhile."""
+    directory = plog.directory
+    segments = plan.segments
     with plog._lock:
         current = plog.segments[: len(segments)]
-        if current != segments or [s.size for s in current] != sizes:
+        if current != segments or [s.size for s in current] != plan.sizes:
             for base in new_bases:
                 with contextlib.suppress(FileNotFoundError):
                     (directory / f"{segment_name(base)}.log.cleaned").unlink()
             log.info("%s: segments changed during cleaning; clean abandoned", directory.name)
-            return None
-        write_atomic(directory / swap.SWAP_MARKER, swap.marker_text(old_bases, new_bases).encode(),
-                     fsync=True)
+            return False
+        old_bases = [s.base_offset for s in segments]
+        write_atomic(
+            directory / swap.SWAP_MARKER,
+            swap.marker_text(old_bases, new_bases).encode(),
+            fsync=True,
+        )
         swap.crash_point("committed")
         swap.complete_swap(directory, old_bases, new_bases)
         swap.crash_point("swapped")
         fresh = swap.rebuild_indexes(directory, new_bases)
         for seg in fresh:
-            seg.index_interval_bytes = cfg.index_interval_bytes
+            seg.index_interval_bytes = plog.config.index_interval_bytes
         plog.replace_segments(segments, fresh)
         (directory / swap.SWAP_MARKER).unlink()
         fsync_dir(directory)
-        plog.cleaner_offset = max(plog.cleaner_offset, end_offset)
+        plog.cleaner_offset = max(plog.cleaner_offset, plan.end_offset)
         plog.checkpoint_offsets(force=True)
-    log.info("%s: cleaned %d segment(s) up to offset %d: %d -> %d bytes, %d records removed",
-             directory.name, len(segments), end_offset, total, bytes_out, removed)
-    return CleanResult(
-        segments_in=len(segments),
-        segments_out=len(new_bases),
-        bytes_in=total,
-        bytes_out=bytes_out,
-        records_removed=removed,
-        end_offset=end_offset,
-    )
+    return True
 
 
 def _write_chunks(fd: int, pending: list[bytes | memoryview]) -> int:
