@@ -40,6 +40,7 @@ from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import RequestHeader
+from kafkapy.protocol.sasl import ScramCredential
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
@@ -115,9 +116,10 @@ class Broker:
         `kafkapy.test.fault.*` config makes one, and production has none."""
         self.config = config
         self.node_id = config.node_id
-        #: the SASL user database (PLAIN passwords, SCRAM credentials); first, as a bad user
-        #: list (ValueError) must fail before the data dirs are locked
-        self.credentials = CredentialStore.from_config(config)
+        #: the SASL user database (configured users, and the metadata log's SCRAM credentials
+        #: read from the published image); first, as a bad user list (ValueError) must fail
+        #: before the data dirs are locked
+        self.credentials = CredentialStore.from_config(config, published=self._published_scram)
         self._temp_dir: Path | None = None
         if memory:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))
@@ -186,6 +188,10 @@ class Broker:
         self.partitions = Partitions(self)
 
     # -- start-up ---------------------------------------------------------------------------------
+    def _published_scram(self) -> Mapping[tuple[str, str], ScramCredential]:
+        """The metadata log's SCRAM credentials: the cluster node's published image."""
+        return self.cluster.image.scram_credentials if self.cluster is not None else {}
+
     def _log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
         """A log's write or fsync failed with an I/O error (any thread): the cluster node halts
         (ClusterNode.log_dir_failed); a quorum of one - a single node, with no replica anywhere

@@ -80,6 +80,8 @@ from kafkapy.protocol.messages import (
     AlterPartitionReassignmentsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -387,6 +389,16 @@ class ControllerChannel:
         response: IncrementalAlterConfigsResponse = await self.call(
             ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request
         )
+        return await self._after_write(response)
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        """AlterUserScramCredentials v0; answered once the local image has the change, so the
+        next login on this node already checks the new credential."""
+        response = await self.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request)
+        if not isinstance(response, AlterUserScramCredentialsResponse):
+            raise PeerError(f"AlterUserScramCredentials: the controller answered a {type(response).__name__}")
         return await self._after_write(response)
 
     def _broker_epoch(self) -> int:

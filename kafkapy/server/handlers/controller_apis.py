@@ -4,7 +4,7 @@ answered by the active controller (`@controller_handler`, never on broker listen
 BrokerRegistration (62) v0-4, BrokerHeartbeat (63) v0-1, AlterPartition (56) v0-3,
 AllocateProducerIds (67) v0, and the admin requests brokers forward: CreateTopics (19) v2-7,
 DeleteTopics (20) v1-6, CreatePartitions (37) v0-3, IncrementalAlterConfigs (44) v0-1,
-AlterPartitionReassignments (45) v0, ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
+AlterUserScramCredentials (51) v0, AlterPartitionReassignments (45) v0, ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
 needed an election, under an entry for every topic, as Kafka does).
 
 Behaviour: each request becomes one QuorumController operation (kafkapy.controller), run by the
@@ -43,6 +43,8 @@ from kafkapy.controller.controller import (
     NewTopic,
     QuorumController,
     Reassignment,
+    ScramDeletion,
+    ScramUpsertion,
 )
 from kafkapy.controller.records import Endpoint
 from kafkapy.controller.topics import is_partition_limit_refusal
@@ -55,6 +57,8 @@ from kafkapy.protocol.messages import (
     AlterPartitionReassignmentsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -90,6 +94,7 @@ __all__ = [
     "handle_allocate_producer_ids",
     "handle_alter_partition",
     "handle_alter_partition_reassignments",
+    "handle_alter_user_scram_credentials",
     "handle_broker_heartbeat",
     "handle_broker_registration",
     "handle_create_partitions",
@@ -499,5 +504,29 @@ async def handle_incremental_alter_configs(
         )
         for r in results
     ]
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, min_version=0, max_version=0)
+async def handle_alter_user_scram_credentials(
+    ctx: RequestContext, req: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
+    deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
+    upsertions = [
+        ScramUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
+        for u in req.upsertions
+    ]
+    outcome = await _run(ctx, lambda c: c.alter_user_scram_credentials(deletions, upsertions))
+    Out = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    if outcome is None:
+        users = dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions])
+        return AlterUserScramCredentialsResponse(
+            results=[Out(user=u, error_code=ErrorCode.NOT_CONTROLLER) for u in users]
+        )
+    results, offset = outcome
+    response = AlterUserScramCredentialsResponse(
+        results=[Out(user=r.user, error_code=r.error, error_message=r.message) for r in results]
+    )
     set_metadata_offset(response, offset)
     return response

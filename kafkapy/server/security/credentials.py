@@ -7,9 +7,17 @@ Where users come from (a dev broker, so the simplest ways a developer can type t
 - Kafka's own JAAS form, so an existing `server.properties` works unchanged: every
   `user_<name>="<password>"` option of a `sasl.jaas.config` value (including the
   `listener.name.<listener>.<mechanism>.sasl.jaas.config` keys) is a user the same way.
-- AlterUserScramCredentials (kafka-configs --alter --add-config 'SCRAM-SHA-256=[...]') adds,
-  replaces or deletes SCRAM credentials at run time. They live in memory only: a restart goes back
-  to the configured users (Kafka keeps them in its metadata log; kafkapy does not yet).
+- AlterUserScramCredentials (kafka-configs --alter --add-config 'SCRAM-SHA-256=[...]',
+  `kafkapy users create`) adds, replaces or deletes SCRAM credentials at run time, as records
+  in the metadata log (kafkapy.controller.scram): the same on every node, kept across
+  restarts. This store reads them from the node's published metadata image at each login, so
+  a change is in effect on a node as soon as its image has it.
+
+Which credential a SCRAM login checks: the metadata log's for that user and mechanism, else the
+configured user's (a dynamic credential overrides the configured password for its mechanism, as
+dynamic configs override static ones; deleting it brings the configured one back). PLAIN checks
+the configured passwords only (Kafka's PLAIN users live in JAAS too). Configured users are this
+node's own - another node may be configured differently - and cannot be deleted over the wire.
 
 Why SCRAM credentials are derived once at start-up: the broker stores what RFC 5802 says a
 server stores (salt, StoredKey, ServerKey), never needs the password after that, and one PBKDF2
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kafkapy.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
@@ -28,6 +37,9 @@ if TYPE_CHECKING:
     from kafkapy.server.config import BrokerConfig
 
 __all__ = ["CredentialStore", "parse_users"]
+
+#: (user, mechanism name) -> credential: the metadata image's `scram_credentials`
+PublishedScram = Callable[[], Mapping[tuple[str, str], ScramCredential]]
 
 _JAAS_USER = re.compile(r'\buser_([^\s="]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -51,24 +63,30 @@ def jaas_users(value: str) -> dict[str, str]:
 
 
 class CredentialStore:
-    """PLAIN passwords (config only) and SCRAM credentials per (mechanism, user); the Broker
-    owns one (`broker.credentials`, built from its config)."""
+    """PLAIN passwords and SCRAM credentials of the configured users, and the SCRAM credentials
+    of the metadata log (`published()`, read at each lookup); the Broker owns one
+    (`broker.credentials`, built from its config)."""
 
-    def __init__(self, users: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, users: dict[str, str] | None = None, *, published: PublishedScram | None = None
+    ) -> None:
         self._plain: dict[str, bytes] = {}
         self._scram: dict[tuple[str, str], ScramCredential] = {}
+        self._published: PublishedScram = published if published is not None else dict
         for name, password in (users or {}).items():
             self._plain[name] = password.encode("utf-8")
             for mechanism in SCRAM_MECHANISMS:
                 self._scram[(mechanism, name)] = ScramCredential.from_password(mechanism, password)
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> CredentialStore:
+    def from_config(
+        cls, config: BrokerConfig, *, published: PublishedScram | None = None
+    ) -> CredentialStore:
         users: dict[str, str] = {}
         for value in config.jaas_configs():
             users.update(jaas_users(value))
         users.update(parse_users(config.get("kafkapy.sasl.users") or ""))
-        return cls(users)
+        return cls(users, published=published)
 
     def check_plain(self, user: str, password: str) -> bool:
         expected = self._plain.get(user)
@@ -79,17 +97,20 @@ class CredentialStore:
         )
 
     def scram(self, mechanism: str, user: str) -> ScramCredential | None:
-        return self._scram.get((mechanism, user))
+        """The credential a SCRAM login of `user` checks (see the module docstring)."""
+        published = self._published().get((user, mechanism))
+        return published if published is not None else self._scram.get((mechanism, user))
 
-    def set_scram(self, mechanism: str, user: str, credential: ScramCredential) -> None:
-        self._scram[(mechanism, user)] = credential
-
-    def delete_scram(self, mechanism: str, user: str) -> bool:
-        return self._scram.pop((mechanism, user), None) is not None
+    def configured(self, user: str) -> bool:
+        """Is `user` one of this node's configured users?"""
+        return user in self._plain
 
     def scram_users(self) -> dict[str, list[tuple[str, int]]]:
-        """{user: [(mechanism, iterations), ...]} for DescribeUserScramCredentials."""
+        """{user: [(mechanism, iterations), ...]} of every SCRAM login this node accepts, for
+        DescribeUserScramCredentials (a published credential hides the configured one)."""
+        merged = {(user, mechanism): c for (mechanism, user), c in self._scram.items()}
+        merged.update(self._published())
         out: dict[str, list[tuple[str, int]]] = {}
-        for (mechanism, user), credential in sorted(self._scram.items()):
+        for (user, mechanism), credential in sorted(merged.items()):
             out.setdefault(user, []).append((mechanism, credential.iterations))
         return out
