@@ -31,7 +31,7 @@ APIS: tuple[str, ...] = (
     "AlterPartition", "FetchSnapshot", "DescribeCluster", "DescribeProducers",
     "BrokerRegistration", "BrokerHeartbeat", "UnregisterBroker", "DescribeTransactions",
     "ListTransactions", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
-    "DescribeTopicPartitions", "AllocateProducerIds",
+    "DescribeTopicPartitions", "AllocateProducerIds", "DescribeClientQuotas", "AlterClientQuotas",
 )
 
 

@@ -10,7 +10,8 @@ to survive a failover except what the records say (broker sessions restart, as i
 The decisions live in `brokers.py` (registration, heartbeats, fencing, controlled shutdown,
 producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
 reassignments),
-`configs.py` and `scram.py` (SCRAM credentials); this class is their one entry point.
+`configs.py`, `scram.py` (SCRAM credentials) and `quotas.py` (client quotas); this class is
+their one entry point.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import random
 import uuid
 from collections.abc import Sequence
 
-from kafkapy.controller import brokers, configs, scram, topics
+from kafkapy.controller import brokers, configs, quotas, scram, topics
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
+from kafkapy.controller.quotas import QuotaAlteration, QuotaAlterationResult, QuotaOp
 from kafkapy.controller.records import Endpoint
 from kafkapy.controller.scram import ScramDeletion, ScramResult, ScramUpsertion
 from kafkapy.controller.state import ControllerConfig, ControllerResult, ControllerState
@@ -58,6 +60,9 @@ __all__ = [
     "NewTopic",
     "ProducerIdsReply",
     "QuorumController",
+    "QuotaAlteration",
+    "QuotaAlterationResult",
+    "QuotaOp",
     "Reassignment",
     "ReassignmentResult",
     "RegistrationReply",
@@ -217,3 +222,10 @@ class QuorumController:
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> ControllerResult[list[ScramResult]]:
         return scram.alter_user_scram_credentials(self._st, deletions, upsertions)
+
+    # -- client quotas ---------------------------------------------------------------------
+
+    def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
+    ) -> ControllerResult[list[QuotaAlterationResult]]:
+        return quotas.alter_client_quotas(self._st, alterations, validate_only=validate_only)

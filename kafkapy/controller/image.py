@@ -25,6 +25,7 @@ import uuid
 from kafkapy.controller.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
@@ -34,6 +35,7 @@ from kafkapy.controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntity,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
@@ -54,6 +56,7 @@ __all__ = [
     "PartitionImage",
     "TopicImage",
     "acl_key",
+    "quota_entity",
 ]
 
 #: an ACL binding without its id: (resource type, resource name, pattern type, principal, host,
@@ -71,6 +74,11 @@ def acl_key(acl: AccessControlEntryRecord) -> AclKey:
         acl.operation,
         acl.permission_type,
     )
+
+
+def quota_entity(pairs: QuotaEntity | list[tuple[str, str | None]]) -> QuotaEntity:
+    """The canonical form of a client quota entity: its (type, name) pairs sorted by type."""
+    return tuple(sorted(pairs, key=lambda pair: pair[0]))
 
 
 class MetadataApplyError(ValueError):
@@ -134,6 +142,7 @@ class MetadataDelta:
     producer_ids_changed: bool = False
     changed_scram_users: set[str] = dataclasses.field(default_factory=set)
     acls_changed: bool = False
+    client_quotas_changed: bool = False
 
     def is_empty(self) -> bool:
         return not (
@@ -145,6 +154,7 @@ class MetadataDelta:
             or self.producer_ids_changed
             or self.changed_scram_users
             or self.acls_changed
+            or self.client_quotas_changed
         )
 
     def _partition(self, topic: str, partition: int) -> None:
@@ -165,6 +175,8 @@ class MetadataImage:
     scram_credentials: dict[tuple[str, str], ScramCredential] = dataclasses.field(
         default_factory=dict
     )
+    # Client quotas (key -> value) by entity, the entity in its canonical order (`quota_entity`).
+    client_quotas: dict[QuotaEntity, dict[str, float]] = dataclasses.field(default_factory=dict)
     next_producer_id: int = 0
     # ACLs (StandardAuthorizer's, stored in the log) by id, and the id of each binding
     acls: dict[uuid.UUID, AccessControlEntryRecord] = dataclasses.field(default_factory=dict)
@@ -180,6 +192,7 @@ class MetadataImage:
             broker_configs={k: dict(v) for k, v in self.broker_configs.items()},
             group_configs={k: dict(v) for k, v in self.group_configs.items()},
             scram_credentials=dict(self.scram_credentials),
+            client_quotas={k: dict(v) for k, v in self.client_quotas.items()},
             next_producer_id=self.next_producer_id,
             acls=dict(self.acls),
             acl_ids=dict(self.acl_ids),
@@ -308,6 +321,9 @@ class MetadataImage:
             case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
                 self._acl(record)
                 d.acls_changed = True
+            case ClientQuotaRecord():
+                self._client_quota(record)
+                d.client_quotas_changed = True
             case NoOpRecord():
                 pass
         self.offset = offset
@@ -371,6 +387,18 @@ class MetadataImage:
             del self.broker_configs[record.resource_name]
         if not configs and record.resource_type == ConfigResourceType.GROUP:
             del self.group_configs[record.resource_name]
+
+    def _client_quota(self, record: ClientQuotaRecord) -> None:
+        entity = quota_entity(record.entity)
+        if not entity or len({t for t, _ in entity}) != len(entity):
+            raise MetadataApplyError(f"bad client quota entity {record.entity!r}")
+        if record.remove:
+            quotas = self.client_quotas.get(entity, {})
+            quotas.pop(record.key, None)
+            if not quotas:
+                self.client_quotas.pop(entity, None)
+        else:
+            self.client_quotas.setdefault(entity, {})[record.key] = record.value
 
     def broker_config(self, broker_id: int, name: str) -> str | None:
         """A dynamic broker config: the broker's own value, else the cluster default."""

@@ -7,15 +7,17 @@ broker agree on brokers, topics, partition leaders and ISRs without any other ch
 Wire form of one record (one Kafka record value in the metadata log), all integers varints:
 `frame version (uvarint, 0) | record type (uvarint) | record version (uvarint, 0) | fields`.
 Fields are written in declaration order by kind (zigzag varints for signed integers, 16 raw
-bytes for UUIDs, length+1 uvarint prefixes for strings, bytes and lists with 0 meaning null). The
-parser is bounded: every count is checked against the bytes left, varints are capped at ten
-bytes and integer ranges are checked, so garbage raises `ProtocolError`, never anything else.
+bytes for UUIDs, 8 big-endian bytes for doubles, length+1 uvarint prefixes for strings, bytes
+and lists with 0 meaning null). The parser is bounded: every count is checked against the bytes
+left, varints are capped at ten bytes and integer ranges are checked, so garbage raises
+`ProtocolError`, never anything else.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +28,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError
 __all__ = [
     "AccessControlEntryRecord",
     "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "ConfigResourceType",
     "Endpoint",
@@ -35,6 +38,7 @@ __all__ = [
     "PartitionChangeRecord",
     "PartitionRecord",
     "ProducerIdsRecord",
+    "QuotaEntity",
     "RecordType",
     "RegisterBrokerRecord",
     "RemoveAccessControlEntryRecord",
@@ -65,6 +69,7 @@ class RecordType(enum.IntEnum):
     UNFENCE_BROKER = 8
     REMOVE_TOPIC = 9
     USER_SCRAM_CREDENTIAL = 11
+    CLIENT_QUOTA = 14
     PRODUCER_IDS = 15
     BROKER_REGISTRATION_CHANGE = 17
     ACCESS_CONTROL_ENTRY = 18
@@ -188,6 +193,21 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+#: a client quota entity: (entity type, name) pairs sorted by type; a None name = the default
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One client quota set (`remove` False) or removed on an entity: (entity type, name)
+    pairs, types `user` / `client-id`, a None name meaning the type's default (`<default>`)."""
+
+    entity: QuotaEntity
+    key: str
+    value: float
+    remove: bool = False
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class UserScramCredentialRecord:
     """A user's SCRAM credential for one mechanism (Kafka's ScramMechanism type: 1 =
@@ -257,6 +277,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
     | NoOpRecord
 )
 
@@ -277,6 +298,8 @@ class _Kind(enum.Enum):
     INT32S = "int32[]"
     OPT_INT32S = "int32[]?"
     ENDPOINTS = "endpoints"
+    FLOAT64 = "float64"
+    ENTITY = "entity"
 
 
 _K = _Kind
@@ -373,6 +396,10 @@ _SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
         ),
     ),
     RemoveAccessControlEntryRecord: (RecordType.REMOVE_ACCESS_CONTROL_ENTRY, (("id", _K.UUID),)),
+    ClientQuotaRecord: (
+        RecordType.CLIENT_QUOTA,
+        (("entity", _K.ENTITY), ("key", _K.STRING), ("value", _K.FLOAT64), ("remove", _K.BOOL)),
+    ),
     NoOpRecord: (RecordType.NO_OP, ()),
 }
 
@@ -385,6 +412,8 @@ _V1_FIELDS: dict[type[Any], tuple[tuple[str, _Kind, Any], ...]] = {
         ("removing_replicas", _K.OPT_INT32S, None),
     ),
 }
+
+_DOUBLE = struct.Struct(">d")
 
 # Ten 7-bit groups cover a 64-bit zigzag value; longer varints are garbage.
 _MAX_VARINT_BYTES = 10
@@ -446,6 +475,13 @@ def _write(out: bytearray, kind: _Kind, value: Any) -> None:
                 _uvarint(out, len(value) + 1)
                 for item in value:
                     _varint(out, item)
+        case _K.FLOAT64:
+            out += _DOUBLE.pack(value)
+        case _K.ENTITY:
+            _uvarint(out, len(value) + 1)
+            for entity_type, entity_name in value:
+                _string(out, entity_type)
+                _string(out, entity_name)
         case _K.ENDPOINTS:
             _uvarint(out, len(value) + 1)
             for ep in value:
@@ -591,6 +627,13 @@ def _read_bytes(r: _Reader) -> bytes:
     return r.take(n)
 
 
+def _read_entity(r: _Reader) -> QuotaEntity:
+    n = r.count(2)
+    if n is None:
+        raise _bad("null quota entity")
+    return tuple((r.text(), r.string(True)) for _ in range(n))
+
+
 def _read_opt_int32(r: _Reader) -> int | None:
     return r.varint(_K.OPT_INT32) if r.flag(False) else None
 
@@ -610,6 +653,8 @@ _READERS: dict[_Kind, Callable[[_Reader], Any]] = {
     _K.INT32S: lambda r: _read_list(r, _K.INT32S),
     _K.OPT_INT32S: lambda r: _read_list(r, _K.OPT_INT32S),
     _K.ENDPOINTS: _read_endpoints,
+    _K.FLOAT64: lambda r: _DOUBLE.unpack(r.take(8))[0],
+    _K.ENTITY: _read_entity,
 }
 _Readers = tuple[tuple[str, Callable[[_Reader], Any]], ...]
 _DECODERS: dict[int, tuple[type[Any], _Readers, _Readers | None]] = {

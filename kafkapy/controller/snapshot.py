@@ -10,8 +10,8 @@ the snapshot's epoch as partition leader epoch and offsets counting records from
 - first record: the header - key `kafkapy-snapshot-header`, value
   `version (int16) | end offset (int64) | epoch (int32) | timestamp ms (int64)`;
 - then one record per metadata record (value = `encode_record`), in an order `apply` accepts
-  (brokers, broker configs, producer ids, SCRAM credentials, then each topic with its
-  partitions and configs);
+  (brokers, broker and group configs, client quotas, producer ids, SCRAM credentials, ACLs,
+  then each topic with its partitions and configs);
 - last record: the footer - key `kafkapy-snapshot-footer`, value
   `version (int16) | metadata record count (int64)`.
 A file without its footer (cut short) or with a bad CRC does not decode: `SnapshotError`.
@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from kafkapy.controller.image import MetadataApplyError, MetadataImage
 from kafkapy.controller.records import (
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
@@ -97,6 +98,9 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     for group, configs in image.group_configs.items():
         for name, value in configs.items():
             yield ConfigRecord(ConfigResourceType.GROUP, group, name, value)
+    for entity, quotas in image.client_quotas.items():
+        for key, quota in quotas.items():
+            yield ClientQuotaRecord(entity, key, quota)
     if image.next_producer_id > 0:
         yield ProducerIdsRecord(-1, -1, image.next_producer_id)
     for (user, mechanism), c in image.scram_credentials.items():

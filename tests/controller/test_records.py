@@ -17,6 +17,7 @@ from kafkapy.controller import records as records_module
 from kafkapy.controller.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
     FenceBrokerRecord,
@@ -89,6 +90,13 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
     st.builds(RemoveUserScramCredentialRecord, text, i8),
     st.builds(AccessControlEntryRecord, uuids, i8, text, i8, text, text, i8, i8),
     st.builds(RemoveAccessControlEntryRecord, uuids),
+    st.builds(
+        ClientQuotaRecord,
+        st.lists(st.tuples(text, st.none() | text), max_size=3).map(tuple),
+        text,
+        st.floats(allow_nan=False),
+        st.booleans(),
+    ),
     st.just(NoOpRecord()),
 )
 

@@ -9,6 +9,7 @@ from kafkapy.protocol.schema import ApiDef
 from kafkapy.protocol.messages.add_offsets_to_txn import SCHEMA as _add_offsets_to_txn, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kafkapy.protocol.messages.add_partitions_to_txn import SCHEMA as _add_partitions_to_txn, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from kafkapy.protocol.messages.allocate_producer_ids import SCHEMA as _allocate_producer_ids, AllocateProducerIdsRequest, AllocateProducerIdsResponse
+from kafkapy.protocol.messages.alter_client_quotas import SCHEMA as _alter_client_quotas, AlterClientQuotasRequest, AlterClientQuotasResponse
 from kafkapy.protocol.messages.alter_configs import SCHEMA as _alter_configs, AlterConfigsRequest, AlterConfigsResponse
 from kafkapy.protocol.messages.alter_partition import SCHEMA as _alter_partition, AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.protocol.messages.alter_partition_reassignments import SCHEMA as _alter_partition_reassignments, AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
@@ -28,6 +29,7 @@ from kafkapy.protocol.messages.delete_groups import SCHEMA as _delete_groups, De
 from kafkapy.protocol.messages.delete_records import SCHEMA as _delete_records, DeleteRecordsRequest, DeleteRecordsResponse
 from kafkapy.protocol.messages.delete_topics import SCHEMA as _delete_topics, DeleteTopicsRequest, DeleteTopicsResponse
 from kafkapy.protocol.messages.describe_acls import SCHEMA as _describe_acls, DescribeAclsRequest, DescribeAclsResponse
+from kafkapy.protocol.messages.describe_client_quotas import SCHEMA as _describe_client_quotas, DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from kafkapy.protocol.messages.describe_cluster import SCHEMA as _describe_cluster, DescribeClusterRequest, DescribeClusterResponse
 from kafkapy.protocol.messages.describe_configs import SCHEMA as _describe_configs, DescribeConfigsRequest, DescribeConfigsResponse
 from kafkapy.protocol.messages.describe_groups import SCHEMA as _describe_groups, DescribeGroupsRequest, DescribeGroupsResponse
@@ -107,6 +109,8 @@ SCHEMAS: dict[int, ApiDef] = {
     45: _alter_partition_reassignments,
     46: _list_partition_reassignments,
     47: _offset_delete,
+    48: _describe_client_quotas,
+    49: _alter_client_quotas,
     50: _describe_user_scram_credentials,
     51: _alter_user_scram_credentials,
     52: _vote,
@@ -135,6 +139,8 @@ __all__ = [
     "AddPartitionsToTxnResponse",
     "AllocateProducerIdsRequest",
     "AllocateProducerIdsResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
@@ -173,6 +179,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",

@@ -76,6 +76,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterPartitionRequest,
@@ -183,7 +185,7 @@ def _top_error(response: Any) -> ErrorCode:
     code = getattr(response, "error_code", None)
     if code is not None:
         return ErrorCode(code)
-    for attr in ("topics", "responses", "results"):
+    for attr in ("topics", "responses", "results", "entries"):
         items = getattr(response, attr, None)
         if items:
             return ErrorCode(items[0].error_code)
@@ -382,6 +384,11 @@ class ControllerChannel:
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         """ElectLeaders v2 (the request's own timeout bounds the wait for a controller)."""
         return await self._admin_call(ApiKey.ELECT_LEADERS, 2, request, ElectLeadersResponse)
+
+    async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+        """AlterClientQuotas v1, answered once the local image has the change."""
+        response: AlterClientQuotasResponse = await self.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
+        return await self._after_write(response)
 
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest

@@ -109,6 +109,7 @@ class MetadataPublisher:
         delta.changed_scram_users.update(u for u, _ in [*old.scram_credentials, *image.scram_credentials])
         delta.producer_ids_changed = True
         delta.acls_changed = True
+        delta.client_quotas_changed = True
         self.applied_offset = image.offset
         self.applied_epoch = epoch
         self.publish(image, delta)

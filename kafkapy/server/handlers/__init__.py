@@ -16,6 +16,7 @@ def load_handlers() -> None:
     from kafkapy.server.handlers import (  # noqa: F401  (imported to register their handlers)
         acls,
         api_versions,
+        client_quotas,
         configs,
         consumer_groups,
         controller_apis,

@@ -4,7 +4,7 @@ answered by the active controller (`@controller_handler`, never on broker listen
 BrokerRegistration (62) v0-4, BrokerHeartbeat (63) v0-1, AlterPartition (56) v0-3,
 AllocateProducerIds (67) v0, and the admin requests brokers forward: CreateTopics (19) v2-7,
 DeleteTopics (20) v1-6, CreatePartitions (37) v0-3, IncrementalAlterConfigs (44) v0-1,
-AlterUserScramCredentials (51) v0, AlterPartitionReassignments (45) v0, ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
+AlterUserScramCredentials (51) v0, AlterClientQuotas (49) v0-1, AlterPartitionReassignments (45) v0, ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
 needed an election, under an entry for every topic, as Kafka does).
 
 Behaviour: each request becomes one QuorumController operation (kafkapy.controller), run by the
@@ -42,6 +42,8 @@ from kafkapy.controller.controller import (
     NewPartitions,
     NewTopic,
     QuorumController,
+    QuotaAlteration,
+    QuotaOp,
     Reassignment,
     ScramDeletion,
     ScramUpsertion,
@@ -53,6 +55,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterPartitionRequest,
@@ -92,6 +96,7 @@ from kafkapy.server.handlers.shared.partition_results import (
 
 __all__ = [
     "handle_allocate_producer_ids",
+    "handle_alter_client_quotas",
     "handle_alter_partition",
     "handle_alter_partition_reassignments",
     "handle_alter_user_scram_credentials",
@@ -528,5 +533,44 @@ async def handle_alter_user_scram_credentials(
     response = AlterUserScramCredentialsResponse(
         results=[Out(user=r.user, error_code=r.error, error_message=r.message) for r in results]
     )
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.ALTER_CLIENT_QUOTAS, min_version=0, max_version=1)
+async def handle_alter_client_quotas(
+    ctx: RequestContext, req: AlterClientQuotasRequest
+) -> AlterClientQuotasResponse:
+    alterations = [
+        QuotaAlteration(
+            [(e.entity_type, e.entity_name) for e in entry.entity],
+            [QuotaOp(op.key, None if op.remove else op.value) for op in entry.ops],
+        )
+        for entry in req.entries
+    ]
+    outcome = await _run(
+        ctx, lambda c: c.alter_client_quotas(alterations, validate_only=req.validate_only)
+    )
+    Out = AlterClientQuotasResponse.EntryData
+    Entity = AlterClientQuotasResponse.EntityData
+    response = AlterClientQuotasResponse()
+    if outcome is None:
+        response.entries = [
+            Out(
+                error_code=ErrorCode.NOT_CONTROLLER,
+                entity=[Entity(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+            )
+            for entry in req.entries
+        ]
+        return response
+    results, offset = outcome
+    response.entries = [
+        Out(
+            error_code=r.error,
+            error_message=r.message,
+            entity=[Entity(entity_type=t, entity_name=n) for t, n in r.entity],
+        )
+        for r in results
+    ]
     set_metadata_offset(response, offset)
     return response

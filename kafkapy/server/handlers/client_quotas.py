@@ -1,0 +1,83 @@
+"""DescribeClientQuotas (key 48) v0-1 and AlterClientQuotas (key 49) v0-1.
+
+Behaviour: what `kafka-configs --describe/--alter --entity-type users|clients` and the admin
+clients' describeClientQuotas / alterClientQuotas do. Describe answers from this node's
+published metadata image with Kafka's filter (`kafkapy.controller.quotas`); Alter is forwarded
+to the active controller, which validates it (Kafka's ClientQuotaControlManager rules and error
+codes) and writes `ClientQuotaRecord`s; the answer comes once this node's image has them, so a
+Describe on the same node right after sees the change. Every broker enforces the quotas of its
+own image (`kafkapy.quota`, `Broker.quotas`).
+
+Not yet: `ip` entities (connection creation rate quotas) - refused with INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from kafkapy.controller.quotas import FilterComponent, describe_client_quotas
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
+from kafkapy.server.cluster.peer import PeerError
+from kafkapy.server.context import RequestContext
+from kafkapy.server.handlers.registry import handler
+
+__all__ = ["handle_alter_client_quotas", "handle_describe_client_quotas"]
+
+
+@handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, min_version=0, max_version=1)
+async def handle_describe_client_quotas(
+    ctx: RequestContext, req: DescribeClientQuotasRequest
+) -> DescribeClientQuotasResponse:
+    cluster = ctx.broker.cluster
+    quotas = cluster.image.client_quotas if cluster is not None else {}
+    components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
+    error, message, found = describe_client_quotas(quotas, components, req.strict)
+    response = DescribeClientQuotasResponse(error_code=error, error_message=message)
+    if error != ErrorCode.NONE:
+        response.entries = None
+        return response
+    Entry = DescribeClientQuotasResponse.EntryData
+    Entity = DescribeClientQuotasResponse.EntityData
+    Value = DescribeClientQuotasResponse.ValueData
+    response.entries = [
+        Entry(
+            entity=[Entity(entity_type=t, entity_name=n) for t, n in entity],
+            values=[Value(key=k, value=v) for k, v in sorted(values.items())],
+        )
+        for entity, values in found
+    ]
+    return response
+
+
+@handler(ApiKey.ALTER_CLIENT_QUOTAS, min_version=0, max_version=1)
+async def handle_alter_client_quotas(
+    ctx: RequestContext, req: AlterClientQuotasRequest
+) -> AlterClientQuotasResponse:
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        return _answer_all(req, ErrorCode.NOT_CONTROLLER, "no controller quorum on this node")
+    ctx.release_turn()
+    try:
+        response: AlterClientQuotasResponse = await cluster.channel.alter_client_quotas(req)
+    except PeerError as exc:
+        return _answer_all(req, ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER)), str(exc))
+    return response
+
+
+def _answer_all(req: AlterClientQuotasRequest, code: ErrorCode, message: str) -> AlterClientQuotasResponse:
+    Entity = AlterClientQuotasResponse.EntityData
+    return AlterClientQuotasResponse(
+        entries=[
+            AlterClientQuotasResponse.EntryData(
+                error_code=code,
+                error_message=message,
+                entity=[Entity(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+            )
+            for entry in req.entries
+        ]
+    )
