@@ -547,32 +547,19 @@ def build_batch(
     remember a producer's last sequence. `max_timestamp` defaults to base_timestamp + the
     largest timestamp delta. Misuse raises ValueError (our own arguments, not peer bytes).
     """
-    if not records and last_offset_delta is None:
-        raise ValueError("a record batch needs at least one record (or a last_offset_delta)")
     codec = Compression(compression)
-    previous = -1
-    for record in records:
-        if not previous < record.offset_delta <= _INT32_MAX:
-            raise ValueError(
-                f"offset deltas must increase from 0 within int32, got {record.offset_delta}"
-            )
-        previous = record.offset_delta
-    if last_offset_delta is None:
-        last_offset_delta = previous
-    elif last_offset_delta < previous:
-        raise ValueError("last_offset_delta below the last record's offset delta")
+    last_offset_delta = _checked_last_offset_delta(records, last_offset_delta)
     if max_timestamp is None:
         max_timestamp = base_timestamp + max((r.timestamp_delta for r in records), default=0)
     payload = b"".join(_encode_record(r) for r in records)
     if codec is not Compression.NONE:
         payload = compress(codec, payload)
-    attributes = int(codec)
-    if log_append_time:
-        attributes |= _TIMESTAMP_TYPE_BIT
-    if is_transactional:
-        attributes |= _TRANSACTIONAL_BIT
-    if is_control:
-        attributes |= _CONTROL_BIT
+    attributes = (
+        int(codec)
+        | (_TIMESTAMP_TYPE_BIT if log_append_time else 0)
+        | (_TRANSACTIONAL_BIT if is_transactional else 0)
+        | (_CONTROL_BIT if is_control else 0)
+    )
     out = bytearray(BATCH_HEADER_SIZE + len(payload))
     try:
         _HEADER.pack_into(
@@ -597,6 +584,25 @@ def build_batch(
     out[BATCH_HEADER_SIZE:] = payload
     _U32.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def _checked_last_offset_delta(records: Sequence[Record], last_offset_delta: int | None) -> int:
+    """The batch's last offset delta (the last record's unless given); raises ValueError when
+    the deltas do not increase from 0 within int32 or the given value is below the last one."""
+    if not records and last_offset_delta is None:
+        raise ValueError("a record batch needs at least one record (or a last_offset_delta)")
+    previous = -1
+    for record in records:
+        if not previous < record.offset_delta <= _INT32_MAX:
+            raise ValueError(
+                f"offset deltas must increase from 0 within int32, got {record.offset_delta}"
+            )
+        previous = record.offset_delta
+    if last_offset_delta is None:
+        return previous
+    if last_offset_delta < previous:
+        raise ValueError("last_offset_delta below the last record's offset delta")
+    return last_offset_delta
 
 
 # ---------------------------------------------------------------------------------------------
