@@ -6,18 +6,15 @@ kfake. Maintenance that may block (retention, cleaning, flushing) runs in a work
 holding `storage_lock` (one maintenance job at a time, never overlapping close); PartitionLog
 itself is safe against appends from the trio thread meanwhile (see kafkapy.storage.log).
 
-Single node facts: this node (node id from config) leads every partition with leader epoch 0,
-replicas = ISR = [node id], and the high watermark is the log end offset after each append
-(acks=all is acks=1 with min.insync.replicas satisfied by the leader alone).
+One node model (docs/cluster.md): every node is a cluster member - a lone node is a quorum of
+one. `cluster` is the `ClusterNode` (built by `open_cluster()`, which the Server calls) and
+`replicas` the `ReplicaManager` holding each local partition's role; topics come from the
+metadata image (`apply_metadata`) into an in-memory topic table, and the high watermark follows
+the ISR (at once when the leader is the whole ISR). Topics are created, grown, altered and
+deleted only by the controller (handlers forward to it through `cluster.channel`).
 
-Handlers call domain methods here (`create_topic`, `append`, ...) that raise `BrokerError` with a
-Kafka error code; storage never sees wire types.
-
-Cluster mode (docs/cluster.md): `cluster` is the `ClusterNode` (`open_cluster()`) and `replicas` the
-`ReplicaManager` holding each local partition's role; topics come from the metadata image
-(`apply_metadata`), the topic table stays in memory and the high watermark follows the ISR
-instead of the log end. Every cluster branch is behind `replicas is not None`, so the
-single-node paths above are unchanged.
+Handlers reach partition data through `partitions` (the facade); domain errors are
+`BrokerError` with a Kafka error code; storage never sees wire types.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -55,14 +51,10 @@ from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
 from kafkapy.server.internal_topics import RoleListener
 from kafkapy.server.metadata_store import (
-    INTERNAL_TOPICS,
-    LEADER_EPOCH,
     MetaProperties,
     TopicInfo,
     TopicStore,
     cluster_id_for,
-    new_topic_id,
-    topic_name_error,
 )
 from kafkapy.server.notify import PartitionWaiters
 from kafkapy.server.partitions import Partitions
@@ -70,10 +62,9 @@ from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.server.stats import BrokerStats
 from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
-from kafkapy.storage.config import validate_topic_configs
-from kafkapy.storage.errors import InvalidLogConfigError, StorageError
+from kafkapy.storage.errors import InvalidLogConfigError
 
-__all__ = ["LEADER_EPOCH", "Broker", "BrokerError", "now_ms", "storage_failure"]
+__all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -148,17 +139,14 @@ class Broker:
         self.cluster_id = (
             cluster_id_for(config.cluster) if config.cluster.voters_configured else self.meta.cluster_id
         )
-        #: the ClusterNode (`open_cluster()` builds it)
-        self.cluster: ClusterNode | None = None
-        #: partition roles in cluster mode (see kafkapy.server.cluster.partition_roles)
-        self.replicas: ReplicaManager | None = None
+        # the ClusterNode, built by `open_cluster()` (see `cluster`)
+        self._node: ClusterNode | None = None
         #: `on_become_leader` / `on_become_follower(topic, partition, leader_epoch)` callbacks
         self.role_listeners: list[RoleListener] = []
-        # names whose log files are being created or deleted in a worker thread
-        self._creating: dict[str, trio.Event] = {}
         # the metadata log is the topic table: memory only, filled by apply_metadata; the
         # logs on disk keep their checkpointed high watermarks (not everything is committed)
-        self.topics = TopicStore(None)
+        self.topics = TopicStore()
+        #: partition roles (see kafkapy.server.cluster.partition_roles)
         self.replicas = ReplicaManager(self)
         try:
             if config.cluster.quorum_of_one:
@@ -196,8 +184,8 @@ class Broker:
         """A log's write or fsync failed with an I/O error (any thread): the cluster node halts
         (ClusterNode.log_dir_failed); a quorum of one - a single node, with no replica anywhere
         to take over - keeps answering KAFKA_STORAGE_ERROR."""
-        if self.cluster is not None and not self.config.cluster.quorum_of_one:
-            self.cluster.log_dir_failed(data_dir, log_dir, reason)
+        if self._node is not None and not self.config.cluster.quorum_of_one:
+            self._node.log_dir_failed(data_dir, log_dir, reason)
 
     def begin_shutdown(self) -> None:
         """The server stopped reading requests: long polls answer now and group requests are
@@ -205,13 +193,24 @@ class Broker:
         self.shutting_down = True
 
     def open_cluster(self, *, halt: Callable[[], None] | None = None) -> ClusterNode:
-        """Build this broker's cluster node and keep it as `cluster` (cluster mode; ValueError
-        otherwise). Call it inside `trio.run` (the Server does, in its constructor): the node's
-        parts read trio's clock. `halt`: what a log dir failure does (None: exit the process)."""
-        if self.cluster is not None:
+        """Build this broker's cluster node and keep it as `cluster` (ValueError if it is
+        already built). Call it inside `trio.run` (the Server does, in its constructor): the
+        node's parts read trio's clock. `halt`: what a log dir failure does (None: exit the
+        process)."""
+        if self._node is not None:
             raise ValueError("the cluster node is already open")
-        self.cluster = ClusterNode(self, halt=halt)
-        return self.cluster
+        self._node = ClusterNode(self, halt=halt)
+        return self._node
+
+    @property
+    def cluster(self) -> ClusterNode:
+        """This node's cluster parts (Raft, publisher, controller, channel, lifecycle,
+        fetchers). Every node has them: a broker serves only once the Server built them, so
+        a use before `open_cluster()` is a programming error (RuntimeError)."""
+        node = self._node
+        if node is None:
+            raise RuntimeError("the cluster node is not open: build the node with Server(broker)")
+        return node
 
     # -- listeners --------------------------------------------------------------------------------
     def set_bound(self, listener: Listener, host: str, port: int) -> None:
@@ -254,229 +253,8 @@ class Broker:
             return info.configs[key]
         return self.config.topic_default(key)[0]
 
-    def check_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
-        """Validate overrides (unknown key / bad value -> INVALID_CONFIG)."""
-        try:
-            validate_topic_configs(configs, self.default_log_config)
-        except StorageError as e:
-            raise BrokerError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        return {key: value for key, value in configs.items() if value is not None}
-
-    def check_new_topic_name(self, name: str) -> None:
-        problem = topic_name_error(name)
-        if problem is not None:
-            raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self.topics or name in self._creating:
-            raise BrokerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        other = self.topics.colliding(name)
-        if other is not None:
-            raise BrokerError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION,
-                f"Topic '{name}' collides with existing topic: {other}",
-            )
-
-    def _new_topic(
-        self,
-        name: str,
-        partitions: int | None,
-        configs: dict[str, str | None] | None,
-        internal: bool,
-    ) -> TopicInfo:
-        """Validate a creation request and describe the topic it would make."""
-        self.check_new_topic_name(name)
-        if partitions is None or partitions == -1:
-            partitions = self.config.get_int("num.partitions")
-        if partitions < 1:
-            raise BrokerError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        clean = self.check_topic_configs(dict(configs or {}))
-        return TopicInfo(name, new_topic_id(), partitions, clean, internal or name in INTERNAL_TOPICS)
-
-    def _open_logs(self, info: TopicInfo) -> None:
-        """Create the partition logs of a new topic (blocking file work; any thread)."""
-        cfg = self.log_config(info)
-        try:
-            for p in range(info.partitions):
-                self.logs.get_or_create(info.name, p, cfg, info.topic_id)
-        except StorageError as e:
-            code = storage_failure(e, f"creating topic {info.name} ({info.partitions} partitions)")
-            for p in range(info.partitions):
-                self.logs.delete_log(info.name, p)
-            raise BrokerError(code, str(e)) from None
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int | None = None,
-        configs: dict[str, str | None] | None = None,
-        *,
-        internal: bool = False,
-        validate_only: bool = False,
-    ) -> TopicInfo:
-        """Create a topic (BrokerError on a bad name, count or config); `validate_only` checks only.
-
-        Blocks the calling thread while the logs are created; handlers use `create_topic_async`.
-        """
-        info = self._new_topic(name, partitions, configs, internal)
-        if validate_only:
-            return info
-        self._open_logs(info)
-        self.topics.put(info)
-        log.info("created topic %s with %d partitions", name, info.partitions)
-        return info
-
-    async def create_topic_async(
-        self,
-        name: str,
-        partitions: int | None = None,
-        configs: dict[str, str | None] | None = None,
-        *,
-        validate_only: bool = False,
-    ) -> TopicInfo:
-        """`create_topic` with the log files made in a worker thread, so creating many partitions
-        does not stall every connection. Until it finishes the name counts as taken, and
-        `wait_until_created` lets a concurrent auto-create wait for it."""
-        info = self._new_topic(name, partitions, configs, False)
-        if validate_only:
-            return info
-        done = self._creating[name] = trio.Event()
-        try:
-            await trio.to_thread.run_sync(self._open_logs, info)
-            self.topics.put(info)
-        finally:
-            del self._creating[name]
-            done.set()
-        log.info("created topic %s with %d partitions", name, info.partitions)
-        return info
-
-    async def wait_until_created(self, name: str) -> TopicInfo | None:
-        """The topic, after waiting for a creation of it in progress (if any)."""
-        await self._wait_not_busy(name)
-        return self.topics.get(name)
-
-    async def auto_create(self, name: str) -> TopicInfo:
-        """Get `name`, creating it with the defaults (Metadata/Produce auto-creation)."""
-        info = await self.wait_until_created(name)
-        if info is not None:
-            return info
-        try:
-            return await self.create_topic_async(name)
-        except BrokerError as e:
-            if e.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-        info = await self.wait_until_created(name)
-        if info is None:
-            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info
-
-    def ensure_internal_topic(
-        self, name: str, partitions: int, configs: dict[str, str] | None = None
-    ) -> TopicInfo:
-        """Get or create an internal topic (`__consumer_offsets`, `__transaction_state`)."""
-        info = self.topics.get(name)
-        if info is not None:
-            return info
-        return self.create_topic(name, partitions, dict(configs or {}), internal=True)
-
     def auto_create_allowed(self) -> bool:
         return self.config.get_bool("auto.create.topics.enable")
-
-    def _unregister_topic(self, name: str) -> TopicInfo:
-        if not self.config.get_bool("delete.topic.enable"):
-            raise BrokerError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        info = self.topics.get(name)
-        if info is None:
-            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if info.internal:
-            # the coordinators keep their state there; Kafka's tools refuse this too
-            raise BrokerError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic {name} is an internal topic and cannot be deleted.")
-        self.topics.remove(name)  # first: a crash after this leaves orphans that start-up removes
-        self.producer_states.forget_topic(name)
-        for p in range(info.partitions):
-            self.waiters.notify((name, p))
-        return info
-
-    def _delete_logs(self, info: TopicInfo) -> None:
-        for p in range(info.partitions):
-            self.logs.delete_log(info.name, p)
-
-    def delete_topic(self, name: str) -> TopicInfo:
-        """Delete a topic and its logs (blocking; handlers use `delete_topic_async`)."""
-        info = self._unregister_topic(name)
-        self._delete_logs(info)
-        log.info("deleted topic %s", name)
-        return info
-
-    async def delete_topic_async(self, name: str) -> TopicInfo:
-        """`delete_topic` with the files removed in a worker thread; the name stays taken (for
-        re-creation) until they are gone."""
-        await self._wait_not_busy(name)
-        info = self._unregister_topic(name)
-        done = self._creating[name] = trio.Event()
-        try:
-            await trio.to_thread.run_sync(self._delete_logs, info)
-        finally:
-            del self._creating[name]
-            done.set()
-        log.info("deleted topic %s", name)
-        return info
-
-    def _check_growth(self, name: str, count: int) -> TopicInfo:
-        info = self.topics.get(name)
-        if info is None:
-            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if count <= info.partitions:
-            raise BrokerError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {info.partitions} partitions, which is higher than or "
-                f"equal to the requested {count}.",
-            )
-        return info
-
-    def _open_new_partitions(self, info: TopicInfo, count: int) -> None:
-        cfg = self.log_config(info)
-        try:
-            for p in range(info.partitions, count):
-                self.logs.get_or_create(info.name, p, cfg, info.topic_id)
-        except StorageError as e:
-            code = storage_failure(e, f"growing topic {info.name} to {count} partitions")
-            for p in range(info.partitions, count):
-                self.logs.delete_log(info.name, p)
-            raise BrokerError(code, str(e)) from None
-
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
-        info = self._check_growth(name, count)
-        if validate_only:
-            return
-        self._open_new_partitions(info, count)
-        info.partitions = count
-        self.topics.put(info)
-
-    async def create_partitions_async(self, name: str, count: int, *, validate_only: bool = False) -> None:
-        """`create_partitions` with the new logs made in a worker thread (the topic is busy
-        meanwhile: a delete waits for it)."""
-        await self._wait_not_busy(name)
-        info = self._check_growth(name, count)
-        if validate_only:
-            return
-        done = self._creating[name] = trio.Event()
-        try:
-            await trio.to_thread.run_sync(self._open_new_partitions, info, count)
-            info.partitions = count
-            self.topics.put(info)
-        finally:
-            del self._creating[name]
-            done.set()
-
-    async def _wait_not_busy(self, name: str) -> None:
-        """Wait until no worker-thread creation/deletion of `name` is in progress."""
-        while (busy := self._creating.get(name)) is not None:
-            await busy.wait()
-
-    def _prepare_configs(self, name: str, configs: dict[str, str | None]) -> tuple[TopicInfo, dict[str, str]]:
-        info = self.topics.get(name)
-        if info is None:
-            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return info, self.check_topic_configs(configs)
 
     def apply_topic_configs(self, info: TopicInfo) -> None:
         """Push the topic's config to its open logs (file writes; any thread)."""
@@ -486,26 +264,6 @@ class Broker:
             if plog is not None:
                 plog.set_config(cfg, self.default_log_config)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str | None], *, validate_only: bool = False) -> None:
-        """Replace a topic's overrides and apply them to its open logs at once (live update)."""
-        info, clean = self._prepare_configs(name, configs)
-        if validate_only:
-            return
-        info.configs = clean
-        self.topics.put(info)
-        self.apply_topic_configs(info)
-
-    async def set_topic_configs_async(
-        self, name: str, configs: dict[str, str | None], *, validate_only: bool = False
-    ) -> None:
-        """`set_topic_configs` with the per-partition file writes in a worker thread."""
-        info, clean = self._prepare_configs(name, configs)
-        if validate_only:
-            return
-        info.configs = clean
-        self.topics.put(info)
-        await trio.to_thread.run_sync(self.apply_topic_configs, info)
-
     # -- partitions -------------------------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         info = self.topics.get(topic)
@@ -513,34 +271,25 @@ class Broker:
             return None
         return self.logs.get(topic, partition)
 
-    def topic_id_of(self, name: str) -> uuid.UUID:
-        info = self.topics.get(name)
-        return info.topic_id if info is not None else uuid.UUID(int=0)
-
     def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None:
-        """Single node: the leader alone is the ISR, so the append is committed at once. The last
-        stable offset follows the partition's open transactions (if its producer state is
-        loaded; see `ProducerStates.on_append`). Cluster mode: the HW moves when the ISR has the
-        data (at once when the leader is the whole ISR)."""
-        if self.replicas is not None:
-            self.replicas.on_leader_append(topic, partition, plog)
-        else:
-            plog.high_watermark = plog.log_end_offset
+        """A leader appended: the HW moves when the ISR has the data (at once when the leader
+        is the whole ISR), and the last stable offset follows the partition's open
+        transactions (if its producer state is loaded; see `ProducerStates.on_append`)."""
+        self.replicas.on_leader_append(topic, partition, plog)
         self.producer_states.on_append((topic, partition), plog)
         self.waiters.notify((topic, partition))
 
-    # -- cluster mode -----------------------------------------------------------------------------
+    # -- metadata ---------------------------------------------------------------------------------
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         """A new MetadataImage was published (`delta`: what changed, None = look at everything):
         topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles)."""
-        if self.replicas is not None:
-            changed = delta is None or delta.changed_broker_configs
-            if changed and self.apply_dynamic_configs(image.broker_configs):
-                for info in self.topics.all():
-                    self.apply_topic_configs(info)
-            if delta is None or delta.changed_group_configs:
-                self.config.set_group_configs(image.group_configs)
-            self.replicas.apply(image, delta)
+        changed = delta is None or delta.changed_broker_configs
+        if changed and self.apply_dynamic_configs(image.broker_configs):
+            for info in self.topics.all():
+                self.apply_topic_configs(info)
+        if delta is None or delta.changed_group_configs:
+            self.config.set_group_configs(image.group_configs)
+        self.replicas.apply(image, delta)
 
     def apply_dynamic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> bool:
         """Take `configs` (resource "" / node id -> values) as the dynamic broker config layers
@@ -564,14 +313,12 @@ class Broker:
         return True
 
     def partition_role(self, topic: str, partition: int) -> PartitionRole | None:
-        """Cluster mode: this node's role for the partition (None: no replica here / single node)."""
-        return self.replicas.role(topic, partition) if self.replicas is not None else None
+        """This node's role for the partition (None: no replica here)."""
+        return self.replicas.role(topic, partition)
 
     async def wait_replicated(self, topic: str, partition: int, end_offset: int, timeout_ms: int) -> ErrorCode:
-        """NONE once the partition's HW reached `end_offset` (at once on a single node); else
-        NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT."""
-        if self.replicas is None:
-            return ErrorCode.NONE
+        """NONE once the partition's HW reached `end_offset`; else NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT."""
         return await self.replicas.wait_replicated(topic, partition, end_offset, timeout_ms)
 
     # -- maintenance ------------------------------------------------------------------------------

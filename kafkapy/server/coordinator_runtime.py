@@ -17,13 +17,12 @@ Ownership: the `Broker` builds one runtime per coordinator (`broker.group_coordi
 the server starts; cancelling it stops it. Without it (in-process tests) timers do not fire and
 partition loads stay queued.
 
-Single node: one coordinator (`coordinator`) for every partition, loaded by `ensure_loaded` the
-first time it is needed (the log read in a worker thread, then the tail appended meanwhile on
-the trio thread). Partitioned mode (cluster mode, docs/cluster.md; also selectable on one node
-for tests): the runtime is a role listener; `on_become_leader` loads the partition into a new
-coordinator in the background (its keys answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and
-`on_become_follower` drops it (NOT_COORDINATOR), each load tied to the leader epoch it started
-for (`OwnedPartitions`), so a stale load is discarded.
+One coordinator per partition of the internal topic this broker leads, for one node (a quorum
+of one) as for many (docs/cluster.md): the runtime is a role listener; `on_become_leader` loads
+the partition into a new coordinator in the background (the log read in a worker thread, then
+the tail appended meanwhile on the trio thread; its keys answer COORDINATOR_LOAD_IN_PROGRESS
+meanwhile) and `on_become_follower` drops it (NOT_COORDINATOR), each load tied to the leader
+epoch it started for (`OwnedPartitions`), so a stale load is discarded.
 
 Error handling: a partition whose log cannot be read stays unloaded (logged; clients keep
 retrying); a failing timer run is logged and retried after `timer_retry_s`, so the runtime
@@ -45,16 +44,10 @@ from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.clock import now_ms
 from kafkapy.server.internal_topics import (
     OwnedPartitions,
-    cluster_of,
-    create_internal_logs,
     ensure_cluster_topic,
-    internal_partition_log,
     partition_count,
-    register_internal_topic,
-    register_role_listener,
     wait_replicated,
 )
-from kafkapy.server.metadata_store import LEADER_EPOCH, TopicInfo
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import KafkaStorageError
 
@@ -98,33 +91,28 @@ class CoordinatorRuntime(ABC, Generic[C]):
         num_partitions: int,
         partitioner: Callable[[str, int], int],
         replication_factor_key: str,
-        partitioned: bool | None = None,
     ) -> None:
         self.broker = broker
         self.topic = topic
         self.num_partitions = max(num_partitions, 1)
         self._partitioner = partitioner
         self._replication_factor_key = replication_factor_key
-        self.partitioned = True if partitioned is None else partitioned
         self.owned: OwnedPartitions[C] = OwnedPartitions()
-        #: single-node mode: the coordinator of every partition (replaced when loaded)
-        self.coordinator: C = self.new_coordinator(0)
         self.loaded = False
         self.loaded_event = trio.Event()
-        self._loading: trio.Event | None = None
         self._changed = trio.Event()
         self._sleep_until: int | None = None  # the timer task's wake-up time while it sleeps
         self._nursery: trio.Nursery | None = None  # serve()'s: partition loads, background work
         self._queued_loads: list[tuple[int, int]] = []  # leaderships that came before serve()
         self._asking_controller = False  # ensure_topic's CreateTopics is in flight
-        if self.partitioned:
-            register_role_listener(broker, self, topic)
+        # built with the broker, before any metadata image: no leadership can come earlier
+        broker.role_listeners.append(self)
 
     # -- the coordinator's side (the typed interface an adapter implements) ------------------
 
     @abstractmethod
     def new_coordinator(self, leader_epoch: int) -> C:
-        """An empty state machine for a partition led in `leader_epoch` (0 on a single node)."""
+        """An empty state machine for a partition led in `leader_epoch`."""
 
     @abstractmethod
     def replay_log(self, plog: PartitionLog, into: C, start: int | None, end: int | None) -> int:
@@ -159,36 +147,29 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     def partition_for(self, key: str) -> int:
         """The internal topic's partition of a group id / transactional id."""
-        if self.partitioned:
-            count = partition_count(self.broker, self.topic)
-            if count:
-                self.num_partitions = count
+        count = partition_count(self.broker, self.topic)
+        if count:
+            self.num_partitions = count
         return self._partitioner(key, self.num_partitions)
 
     def coordinator_for(self, key: str) -> C | ErrorCode:
         """The key's coordinator, or NOT_COORDINATOR (its partition is led elsewhere) /
         COORDINATOR_LOAD_IN_PROGRESS (being loaded here)."""
-        if not self.partitioned:
-            return self.coordinator
         return self.owned.lookup(self.partition_for(key))
 
     def coordinator_of_partition(self, partition: int) -> C | None:
-        if not self.partitioned:
-            return self.coordinator
         found = self.owned.lookup(partition)
         return None if isinstance(found, ErrorCode) else found
 
     def coordinators(self) -> list[C]:
         """Every loaded coordinator, by partition."""
-        if not self.partitioned:
-            return [self.coordinator]
         return [c for _, c in sorted(self.owned.loaded().items())]
 
-    # -- partition leadership (partitioned mode) ---------------------------------------------
+    # -- partition leadership ----------------------------------------------------------------
 
     def on_become_leader(self, topic: str, partition: int, leader_epoch: int) -> None:
         """Role listener: load the partition in the background."""
-        if topic != self.topic or not self.partitioned:
+        if topic != self.topic:
             return
         previous = self.owned.lookup(partition)
         if not self.owned.begin_load(partition, leader_epoch):
@@ -202,7 +183,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None:
         """Role listener: drop the partition's coordinator."""
-        if topic != self.topic or not self.partitioned:
+        if topic != self.topic:
             return
         coordinator = self.owned.drop(partition)
         if coordinator is None:
@@ -249,66 +230,15 @@ class CoordinatorRuntime(ABC, Generic[C]):
         return self
 
     async def ensure_loaded(self) -> None:
-        """Create the internal topic if needed and replay it into the coordinator (once;
-        concurrent callers wait for the first). Partitioned mode loads partitions as their
-        leadership arrives instead; on one node it still makes the topic.
-
-        A new topic has nothing to load, so the coordinator is ready at once; its empty logs
-        (about a second of fsyncs on a slow disk) are created in a worker thread meanwhile, and
-        an append creates the one it needs first on demand. A crash in between is harmless:
-        start-up creates the logs of every known topic."""
-        if self.partitioned:
-            if not self.loaded:
-                self._set_loaded()
-                if cluster_of(self.broker) is None and self.topic not in self.broker.topics:
-                    await create_internal_logs(self.broker, self._register_topic())
-            return
-        while not self.loaded:
-            if self._loading is not None:
-                await self._loading.wait()
-                continue
-            self._loading = trio.Event()
-            created: TopicInfo | None = None
-            try:
-                info = self.broker.topics.get(self.topic)
-                if info is None:
-                    created = self._register_topic()
-                    coordinator = self.new_coordinator(0)
-                else:
-                    self.num_partitions = info.partitions
-                    coordinator = await self._load_all(info)
-                self.coordinator = coordinator
-                self._set_loaded()
-            finally:
-                self._loading.set()
-                self._loading = None
-            await self.activate(coordinator)
-            if created is not None:
-                await create_internal_logs(self.broker, created)
-
-    async def _load_all(self, info: TopicInfo) -> C:
-        coordinator = self.new_coordinator(0)
-        loaded = 0
-        for partition in range(info.partitions):
-            loaded += await self._replay(self.broker.partition_log(self.topic, partition),
-                                         coordinator)
-        log.info("%s loaded %d records: %s", self.topic, loaded, self.describe(coordinator))
-        return coordinator
-
-    def _set_loaded(self) -> None:
-        self.loaded = True
-        self.loaded_event.set()
-
-    def _register_topic(self) -> TopicInfo:
-        return register_internal_topic(
-            self.broker, self.topic, self.num_partitions, self.topic_configs()
-        )
+        """Mark the runtime loaded: partitions load as their leadership arrives
+        (`on_become_leader`); the topic itself is asked of the controller by `ensure_topic`."""
+        if not self.loaded:
+            self.loaded = True
+            self.loaded_event.set()
 
     async def ensure_topic(self) -> bool:
-        """Cluster mode: does the internal topic exist? The first call asks the controller to
-        create it (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until it is there)."""
-        if cluster_of(self.broker) is None:
-            return True
+        """Does the internal topic exist? The first call asks the controller to create it
+        (FindCoordinator answers COORDINATOR_NOT_AVAILABLE until it is there)."""
         if self._asking_controller:  # one request at a time; the client retries meanwhile
             return partition_count(self.broker, self.topic) is not None
         self._asking_controller = True
@@ -323,10 +253,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
     # -- writes ------------------------------------------------------------------------------
 
     def partition_log(self, partition: int) -> PartitionLog | None:
-        """The partition's log here (on one node created now if the topic has the partition
-        but its log is not made yet); None if there is none."""
-        if cluster_of(self.broker) is None:
-            return internal_partition_log(self.broker, self.topic, partition)
+        """The partition's log here; None if there is none."""
         return (self.broker.partition_log(self.topic, partition)
                 or self.broker.logs.get(self.topic, partition))
 
@@ -337,15 +264,12 @@ class CoordinatorRuntime(ABC, Generic[C]):
         """Append `records` as one batch (transactional when `producer_id` >= 0) through the
         normal log path, in the partition's leader epoch.
 
-        Raises `NotOwned` (partitioned mode) when the partition is not led here, or not by
+        Raises `NotOwned` when the partition is not led here, or not by
         `owner` any more, `MissingPartition` when it does not exist, and whatever the log
         raises (StorageError, OSError, ...); nothing was appended then."""
-        epoch = LEADER_EPOCH
-        if self.partitioned:
-            current = self.owned.leader_epoch(partition)
-            if current is None or (owner is not None and self.owned.lookup(partition) is not owner):
-                raise NotOwned(f"{self.topic}-{partition} moved away")
-            epoch = current
+        epoch = self.owned.leader_epoch(partition)
+        if epoch is None or (owner is not None and self.owned.lookup(partition) is not owner):
+            raise NotOwned(f"{self.topic}-{partition} moved away")
         plog = self.partition_log(partition)
         if plog is None:
             raise MissingPartition(f"{self.topic}-{partition} does not exist")
@@ -359,15 +283,13 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     async def wait_replicated(self, partition: int, end: int) -> ErrorCode:
         """Until the partition's high watermark passed `end` (acks=all for coordinator writes;
-        at once on a single node, which is the whole ISR)."""
+        at once when the leader is the whole ISR)."""
         return await wait_replicated(self.broker, self.topic, partition, end)
 
     def committed_end(self, partition: int, plog: PartitionLog, failed_start: int | None) -> int:
-        """Where the log a failed write is reverted to ends: below the failed records and, in
-        partitioned mode, below the high watermark (the records stay in the log there,
-        replicated too few times or not at all)."""
-        if not self.partitioned:
-            return plog.log_end_offset if failed_start is None else failed_start
+        """Where the log a failed write is reverted to ends: below the failed records and below
+        the high watermark (the records stay in the log there, replicated too few times or not
+        at all)."""
         hw = plog.high_watermark
         return hw if failed_start is None else min(hw, failed_start)
 

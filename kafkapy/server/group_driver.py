@@ -19,8 +19,8 @@ marker in the log commits them.
 
 Error handling: an unreadable record while loading is logged and skipped (a newer kafkapy may
 have written it). The state must follow the log, so when an append fails (disk full, I/O error,
-log offline) or, in partitioned mode, is lost with the leadership, the driver replays that
-partition's log below the failed records (the load path) and reverts the coordinator to it
+log offline) or is lost with the leadership, the driver replays that partition's log below the
+failed records (the load path) and reverts the coordinator to it
 (`GroupCoordinator.revert`; the replay runs on the event loop, about 10 ms per 1,000 records,
 which compaction keeps few; a log that cannot be read either leaves the groups with what could
 be read); requests waiting on a reverted group are answered with the error, and `finish` raises
@@ -138,7 +138,7 @@ class _FailedWrite:
     records: list[GroupRecord] = field(default_factory=list)
     partitions: set[int] = field(default_factory=set)
     cause: ErrorCode = ErrorCode.NONE
-    #: partitioned mode: where the unreplicated records start in each partition's log
+    #: where the unreplicated records start in each partition's log
     revert_to: dict[int, int] = field(default_factory=dict)
     #: groups whose membership records stay in the log unreplicated (kept, not reverted)
     kept: set[str] = field(default_factory=set)
@@ -163,7 +163,7 @@ class _FailedWrite:
 
 @dataclass(slots=True)
 class _Appended:
-    """What one `finish` appended to a partition (partitioned mode waits for it)."""
+    """What one `finish` appended to a partition (it waits for its replication)."""
 
     start: int  # the log end before the first batch
     end: int  # the log end after the last batch
@@ -187,7 +187,7 @@ class _Waiter:
 
 
 class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
-    def __init__(self, broker: Broker, *, partitioned: bool | None = None) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.config = group_config_from(broker.config)
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
@@ -197,7 +197,6 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
             num_partitions=_int(broker.config, "offsets.topic.num.partitions", 50),
             partitioner=offsets_partition_for,
             replication_factor_key="offsets.topic.replication.factor",
-            partitioned=partitioned,
         )
 
     # -- the runtime's interface -------------------------------------------------------------
@@ -270,8 +269,8 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
         """Persist the records, answer completed requests, wake the timer task.
 
         Raises `GroupWriteError` when an append failed, after reverting the coordinator to the
-        log and answering the requests that waited on the reverted groups. On one node nothing
-        here awaits; in partitioned mode the answers wait until the records are replicated.
+        log and answering the requests that waited on the reverted groups. The answers wait
+        until the records are replicated.
         """
         failed, appended = self._append(result.records)
         for partition, done in appended.items():
@@ -297,13 +296,8 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
         return result.response
 
     def _deliver(self, request_id: int, answer: Answer) -> None:
-        if self.partitioned:  # finish may have awaited: the handler may not be waiting yet
-            waiter = self._waiters.setdefault(request_id, _Waiter())
-        else:
-            found = self._waiters.get(request_id)
-            if found is None:
-                return
-            waiter = found
+        # finish may have awaited: the handler may not be waiting yet
+        waiter = self._waiters.setdefault(request_id, _Waiter())
         waiter.answer = answer
         waiter.event.set()
 
@@ -315,8 +309,8 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
         """Wait for the answer to a request the coordinator reported PENDING.
 
         No completion can be missed: the handler calls this right after `finish` without an
-        await in between, and only a later operation or timer can complete the request (in
-        partitioned mode `finish` may await, so answers are kept for handlers not yet waiting).
+        await in between, and only a later operation or timer can complete the request (`finish`
+        may await, so answers are kept for handlers not yet waiting).
         """
         waiter = self._waiters.setdefault(request_id, _Waiter())
         try:
@@ -332,8 +326,7 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
         """One batch per `__consumer_offsets` partition and producer.
 
         Every batch is tried (a partition that works keeps its records); returns what failed,
-        for `_revert` (None when everything was written), and in partitioned mode the end
-        offset and records of each appended partition, to wait for their replication.
+        for `_revert` (None when everything was written), and the end offset and records of each appended partition, to wait for their replication.
         """
         appended: dict[int, _Appended] = {}
         batches: dict[tuple[int, int, int], list[GroupRecord]] = {}
@@ -358,8 +351,7 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
                 failed = failed or _FailedWrite(cause=code)
                 failed.add(partition, group_records)
                 continue
-            if self.partitioned:
-                _note(appended, partition, done, group_records)
+            _note(appended, partition, done, group_records)
         return failed, appended
 
     def _revert(self, failed: _FailedWrite, completions: list[Completion]) -> list[Completion]:
@@ -399,9 +391,9 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
     ) -> None:
         """Hook for the transaction marker writer: call it after appending a commit/abort
         marker of `producer_id` to a `__consumer_offsets` partition (the same effect replaying
-        that marker has at load). In partitioned mode only that partition's coordinator holds
-        the producer's offsets; one still loading replays the marker from the log."""
-        if partition is None or not self.partitioned:
+        that marker has at load). Only that partition's coordinator holds the producer's
+        offsets; one still loading replays the marker from the log."""
+        if partition is None:
             targets = self.coordinators()
         else:
             found = self.coordinator_of_partition(partition)

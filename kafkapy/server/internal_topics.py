@@ -1,17 +1,15 @@
 """The internal topics' building blocks under `coordinator_runtime` (`__consumer_offsets`,
 `__transaction_state`), and the coordinator lookups FindCoordinator and the marker writer make.
 
-Why a module of its own: registering an internal topic, creating its logs off the event loop,
-finding (or lazily creating) the log of one partition and reading a log's batches from its start
-are the same whatever the records mean, and some of it (`coordinator_node`, `partition_leader`)
-is used by handlers that have no runtime of their own.
+Why a module of its own: creating an internal topic, finding a partition's leader and reading
+a log's batches from its start are the same whatever the records mean, and some of it
+(`coordinator_node`, `partition_leader`) is used by handlers that have no runtime of their own.
 
-Cluster mode (`broker.cluster is not None`, docs/cluster.md): the topics are created through
-the active controller (`ensure_cluster_topic`), the coordinator of a key is the leader of its
-partition in the metadata image (`coordinator_node`), and each runtime keeps one coordinator per
-partition this broker leads (`OwnedPartitions`): loaded when the partition's leadership arrives
-(`on_become_leader`), dropped when it leaves. Appends are answered only once replicated
-(`wait_replicated`).
+The topics are created through the active controller (`ensure_cluster_topic`; on a quorum of
+one, in-process), the coordinator of a key is the leader of its partition in the metadata
+image (`coordinator_node`), and each runtime keeps one coordinator per partition this broker
+leads (`OwnedPartitions`): loaded when the partition's leadership arrives (`on_become_leader`),
+dropped when it leaves. Appends are answered only once replicated (`wait_replicated`).
 """
 
 from __future__ import annotations
@@ -26,9 +24,7 @@ import trio
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import BatchHeader, iter_batches
-from kafkapy.server.metadata_store import TopicInfo, new_topic_id
 from kafkapy.storage import PartitionLog
-from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.controller.image import TopicImage
@@ -38,64 +34,19 @@ if TYPE_CHECKING:
 __all__ = [
     "OwnedPartitions",
     "RoleListener",
-    "cluster_of",
     "coordinator_node",
-    "create_internal_logs",
     "ensure_cluster_topic",
     "ensure_producer_ids",
-    "internal_partition_log",
     "log_batches",
     "partition_count",
     "partition_exists",
     "partition_leader",
-    "register_internal_topic",
-    "register_role_listener",
     "wait_replicated",
 ]
 
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 1 << 20
-
-
-def register_internal_topic(
-    broker: Broker, name: str, partitions: int, configs: dict[str, str]
-) -> TopicInfo:
-    """Add the internal topic to the broker's metadata (its logs are made separately)."""
-    info = TopicInfo(name, new_topic_id(), partitions, configs, internal=True)
-    broker.topics.put(info)
-    log.info("created topic %s with %d partitions", info.name, info.partitions)
-    return info
-
-
-async def create_internal_logs(broker: Broker, info: TopicInfo) -> None:
-    """Create the topic's missing logs in a worker thread (dozens of fsyncing log creations
-    would stall the event loop). Abandoned on shutdown: the thread then stops at the closed
-    LogManager, and start-up creates whatever is still missing."""
-    config = broker.log_config(info)
-
-    def create_logs() -> None:
-        try:
-            for p in range(info.partitions):
-                if broker.logs.get(info.name, p) is None:
-                    broker.logs.get_or_create(info.name, p, config, info.topic_id)
-        except StorageError as exc:  # e.g. closed by shutdown
-            log.warning("creating %s logs stopped: %s", info.name, exc)
-
-    await trio.to_thread.run_sync(create_logs, abandon_on_cancel=True)
-
-
-def internal_partition_log(broker: Broker, topic: str, partition: int) -> PartitionLog | None:
-    """The partition's log, created now if the topic has the partition but the worker thread
-    of `create_internal_logs` has not got to it yet; None if the partition does not exist."""
-    plog = broker.partition_log(topic, partition)
-    if plog is None:
-        info = broker.topics.get(topic)
-        if info is None or partition >= info.partitions:
-            return None
-        plog = broker.logs.get_or_create(info.name, partition, broker.log_config(info),
-                                         info.topic_id)
-    return plog
 
 
 def log_batches(
@@ -124,7 +75,7 @@ def log_batches(
             break
 
 
-# -- cluster mode ----------------------------------------------------------------------------
+# -- ownership and the metadata image -----------------------------------------------------------
 
 C = TypeVar("C")
 
@@ -140,48 +91,31 @@ class RoleListener(Protocol):
     def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None: ...
 
 
-def cluster_of(broker: Broker) -> ClusterNode | None:
-    """The node's cluster part (`broker.cluster`; None on a single node)."""
-    return broker.cluster
-
-
 def _topic(cluster: ClusterNode, name: str) -> TopicImage | None:
     return cluster.image.topics.get(name)
 
 
 def partition_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
     """(leader id, leader epoch) of a partition in the image; None if it does not exist."""
-    cluster = cluster_of(broker)
-    if cluster is None:
-        return (broker.node_id, 0) if broker.partition_log(topic, partition) is not None else None
-    t = _topic(cluster, topic)
+    t = _topic(broker.cluster, topic)
     p = None if t is None else t.partitions.get(partition)
     return None if p is None else (p.leader, p.leader_epoch)
 
 
 def partition_count(broker: Broker, topic: str) -> int | None:
-    cluster = cluster_of(broker)
-    if cluster is None:
-        info = broker.topics.get(topic)
-        return None if info is None else info.partitions
-    t = _topic(cluster, topic)
+    t = _topic(broker.cluster, topic)
     return None if t is None else len(t.partitions)
 
 
 def partition_exists(broker: Broker, topic: str, partition: int) -> bool:
-    """Does the partition exist (anywhere in the cluster; here on a single node)?"""
-    if cluster_of(broker) is None:
-        return broker.partition_log(topic, partition) is not None
+    """Does the partition exist (anywhere in the cluster)?"""
     return partition_leader(broker, topic, partition) is not None
 
 
 def broker_endpoint(broker: Broker, node_id: int, listener: str) -> tuple[str, int] | None:
     """Where node `node_id` serves `listener` (clients are sent to the listener they came in
     on, as Kafka does); None if it is unknown or fenced."""
-    cluster = cluster_of(broker)
-    if cluster is None:
-        return broker.advertised(listener) if node_id == broker.node_id else None
-    reg = cluster.image.brokers.get(node_id)
+    reg = broker.cluster.image.brokers.get(node_id)
     if reg is None or reg.fenced:
         return None
     chosen = reg.endpoint(listener)
@@ -210,7 +144,7 @@ def coordinator_node(
 async def ensure_cluster_topic(
     broker: Broker, name: str, partitions: int, configs: dict[str, str], rf_key: str
 ) -> bool:
-    """Cluster mode: is the internal topic in the image? If not, ask the controller to create
+    """Is the internal topic in the image? If not, ask the controller to create
     it (TOPIC_ALREADY_EXISTS is fine; the caller keeps it to one request at a time) and answer
     whether it is there now - if not, the caller answers COORDINATOR_NOT_AVAILABLE and the
     client retries, as with Kafka.
@@ -218,8 +152,7 @@ async def ensure_cluster_topic(
     Replication factor: `rf_key` (3 by default) capped at the number of registered brokers,
     so a two-node cluster still gets its coordinators (while a registered broker is fenced the
     controller refuses and the lookup is retried, as Kafka waits for enough live brokers)."""
-    cluster = cluster_of(broker)
-    assert cluster is not None
+    cluster = broker.cluster
     image = cluster.image
     if name in image.topics:
         return True
@@ -246,25 +179,9 @@ async def ensure_cluster_topic(
     return _topic(cluster, name) is not None
 
 
-def register_role_listener(broker: Broker, listener: RoleListener, topic: str) -> None:
-    """Subscribe to partition role changes and, once the cluster is there, replay the current
-    roles of `topic` from the image, so leadership that arrived before the listener existed is
-    not missed."""
-    broker.role_listeners.append(listener)
-    cluster = cluster_of(broker)
-    t = None if cluster is None else _topic(cluster, topic)
-    if t is None:
-        return
-    for p, part in sorted(t.partitions.items()):
-        if part.leader == broker.node_id:
-            listener.on_become_leader(topic, p, part.leader_epoch)
-
-
 async def wait_replicated(broker: Broker, topic: str, partition: int, end_offset: int) -> ErrorCode:
-    """Cluster mode: wait until the HW passes `end_offset` (acks=all for coordinator writes;
-    DATAPLANE's `broker.wait_replicated`). A single node is done at once (it is the ISR)."""
-    if cluster_of(broker) is None:
-        return ErrorCode.NONE
+    """Wait until the HW passes `end_offset` (acks=all for coordinator writes; at once when
+    the leader is the whole ISR)."""
     try:
         return ErrorCode(
             await broker.wait_replicated(topic, partition, end_offset, REPLICATION_TIMEOUT_MS)
@@ -349,16 +266,13 @@ class OwnedPartitions(Generic[C]):
 
 
 async def ensure_producer_ids(broker: Broker, count: int = 1) -> ErrorCode:
-    """Make `count` calls of `broker.producer_ids.allocate()` safe now. Cluster mode draws the
-    ids from controller blocks (AllocateProducerIds, unique across the cluster; the next block
+    """Make `count` calls of `broker.producer_ids.allocate()` safe now: the ids come from
+    controller blocks (AllocateProducerIds, unique across the cluster; the next block
     is fetched when 90% of the current one is used); while no block can be had the answer is
     COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
-    cluster = cluster_of(broker)
     ids = broker.producer_ids
-    if cluster is None:
-        return ErrorCode.NONE
     if not ids.from_controller:
-        ids.use_blocks_from(cluster.channel.allocate_producer_ids)
+        ids.use_blocks_from(broker.cluster.channel.allocate_producer_ids)
     await ids.prefetch()  # first: nothing may await between `ensure_available` and the use
     try:
         await ids.ensure_available(count)

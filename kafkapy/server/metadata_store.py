@@ -1,16 +1,16 @@
-"""Topic metadata (names, ids, partition counts, config overrides) and the node's identity file.
+"""The in-memory topic table (names, ids, partition counts, config overrides), topic names and
+ids, and the node's identity file.
 
-Why a small JSON file and not a metadata log: a single node has one writer and a handful of
-topics; rewriting the whole file atomically (write temp, fsync, rename, fsync dir) on each change
-is simple and crash-safe - after a crash the file is either the old or the new version, never a
-torn one. `meta.properties` mirrors Kafka's file of that name (cluster id, node id) so a data dir
-cannot silently be reused by another node id.
+The topics themselves live in the metadata log (`__cluster_metadata-0`) for one node as for
+many; `TopicStore` is the broker's index of the published image. `meta.properties` mirrors
+Kafka's file of that name (cluster id, node id) so a data dir cannot silently be reused by
+another node id; it and the producer id reservation are written with `atomic_write` (a crash
+leaves the old or the new content, never a torn one).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import uuid
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERNAL_TOPICS",
-    "LEADER_EPOCH",
-    "TOPICS_FILE_NAME",
     "MetaProperties",
     "TopicInfo",
     "TopicStore",
@@ -33,10 +31,7 @@ __all__ = [
     "topic_name_error",
 ]
 
-TOPICS_FILE_NAME = "kafkapy-topics.json"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-#: a single node leads every partition of this table in this leader epoch
-LEADER_EPOCH = 0
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -77,59 +72,15 @@ class TopicInfo:
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "topic_id": str(self.topic_id),
-            "partitions": self.partitions,
-            "configs": dict(self.configs),
-            "internal": self.internal,
-        }
-
-    @classmethod
-    def from_json(cls, obj: dict[str, object]) -> TopicInfo:
-        configs = obj.get("configs") or {}
-        if not isinstance(configs, dict):
-            raise ValueError("configs must be an object")
-        partitions = obj["partitions"]
-        if not isinstance(partitions, int) or partitions < 1:
-            raise ValueError("partitions must be a positive integer")
-        return cls(
-            name=str(obj["name"]),
-            topic_id=uuid.UUID(str(obj["topic_id"])),
-            partitions=partitions,
-            configs={str(k): str(v) for k, v in configs.items()},
-            internal=bool(obj.get("internal", False)),
-        )
-
 
 class TopicStore:
-    """The topic table, indexed by name and id, persisted to `path` (None: memory only); on a
-    single node it also keeps the dynamic broker configs (`broker_configs`) and the group
-    configs (`group_configs`), which a cluster keeps in the metadata log."""
+    """The topic table, indexed by name and id: this node's view of the topics in its published
+    metadata image (`ReplicaManager.apply` keeps it in step), in memory only - the metadata log
+    is what persists them."""
 
-    FORMAT_VERSION = 1
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self) -> None:
         self._by_name: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
-        #: dynamic broker configs by resource name ("" = cluster default, else a node id)
-        self.broker_configs: dict[str, dict[str, str]] = {}
-        #: group configs (KIP-848) by group id
-        self.group_configs: dict[str, dict[str, str]] = {}
-        self.existed = False
-        if path is not None and path.exists():
-            self.existed = True
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            if doc.get("version") != self.FORMAT_VERSION:
-                raise ValueError(f"{path}: unsupported topic metadata version {doc.get('version')}")
-            for raw in doc.get("topics", []):
-                self._index(TopicInfo.from_json(raw))
-            for resource, values in doc.get("broker_configs", {}).items():
-                self.broker_configs[str(resource)] = {str(k): str(v) for k, v in values.items()}
-            for group, values in doc.get("group_configs", {}).items():
-                self.group_configs[str(group)] = {str(k): str(v) for k, v in values.items()}
 
     def _index(self, info: TopicInfo) -> None:
         self._by_name[info.name] = info
@@ -150,54 +101,17 @@ class TopicStore:
     def all(self) -> list[TopicInfo]:
         return sorted(self._by_name.values(), key=lambda t: t.name)
 
-    def colliding(self, name: str) -> str | None:
-        """An existing topic that differs from `name` only by '.' vs '_' (Kafka forbids both)."""
-        norm = name.replace(".", "_")
-        for other in self._by_name:
-            if other != name and other.replace(".", "_") == norm:
-                return other
-        return None
-
     def put(self, info: TopicInfo) -> None:
         old = self._by_name.get(info.name)
         if old is not None and old.topic_id != info.topic_id:
             del self._by_id[old.topic_id]
         self._index(info)
-        self.save()
-
-    def set_broker_configs(self, resource: str, values: dict[str, str]) -> None:
-        """Replace one resource's dynamic broker configs (empty: none left) and persist."""
-        if values:
-            self.broker_configs[resource] = dict(values)
-        else:
-            self.broker_configs.pop(resource, None)
-        self.save()
-
-    def set_group_configs(self, group_id: str, values: dict[str, str]) -> None:
-        """Replace one group's configs (empty: none left) and persist."""
-        if values:
-            self.group_configs[group_id] = dict(values)
-        else:
-            self.group_configs.pop(group_id, None)
-        self.save()
 
     def remove(self, name: str) -> TopicInfo | None:
         info = self._by_name.pop(name, None)
         if info is not None:
             del self._by_id[info.topic_id]
-            self.save()
         return info
-
-    def save(self) -> None:
-        if self.path is None:
-            return
-        doc: dict[str, object] = {
-            "version": self.FORMAT_VERSION, "topics": [t.to_json() for t in self.all()]}
-        if self.broker_configs:
-            doc["broker_configs"] = self.broker_configs
-        if self.group_configs:
-            doc["group_configs"] = self.group_configs
-        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
 
 def new_topic_id() -> uuid.UUID:

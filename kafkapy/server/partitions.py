@@ -12,11 +12,9 @@ high-watermark wait through `wait_replicated`), `read` / `follower_fetch` (Fetch
 (DescribeProducers). Handlers translate between wire messages and this API; none of them looks
 at partition roles or the node model.
 
-Two node models exist today: a single node (`broker.replicas is None`: it leads every partition
-in epoch `LEADER_EPOCH` and the high watermark follows the log end) and a cluster (partition
-roles from the metadata image, `kafkapy.server.cluster.partition_roles`). The methods of this
-class are the only code that tells them apart, each in one `replicas is None` test, so that
-when a single node becomes a quorum of one those tests go and nothing else changes.
+One node model: a lone node is a quorum of one, so every partition has a role from the
+metadata image (`kafkapy.server.cluster.partition_roles`) and its high watermark follows its
+ISR - at once when the leader is the whole ISR.
 
 Hot path: per partition, one lookup (a dict read or two) and the batches handed to the log as
 the bytes they arrived in - validated per batch, never per record, never re-encoded.
@@ -44,8 +42,8 @@ from kafkapy.protocol.errors import (
 from kafkapy.protocol.messages import CreateTopicsRequest
 from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.server.clock import now_ms
-from kafkapy.server.errors import BrokerError, storage_failure
-from kafkapy.server.metadata_store import LEADER_EPOCH, topic_name_error
+from kafkapy.server.errors import storage_failure
+from kafkapy.server.metadata_store import topic_name_error
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.log import AppendResult, PartitionLog, ReadResult
 
@@ -60,7 +58,7 @@ __all__ = [
     "Appended",
     "LeaderPartition",
     "Partitions",
-    "auto_create_in_cluster",
+    "auto_create",
     "producer_batches",
 ]
 
@@ -92,8 +90,8 @@ class LeaderPartition:
     partition: int
     log: PartitionLog
     leader_epoch: int
-    #: cluster mode: the role the lookup saw (None on a single node)
-    role: PartitionRole | None = None
+    #: the role the lookup saw (leader state: ISR, follower progress, wake-ups)
+    role: PartitionRole
 
 
 @dataclass(slots=True)
@@ -132,19 +130,11 @@ class Partitions:
         info = broker.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        replicas = broker.replicas
-        if replicas is None:  # single node: it leads everything in epoch LEADER_EPOCH
-            plog = broker.logs.get(topic, partition)
-            if plog is None:
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            role = None
-            epoch = LEADER_EPOCH
-        else:
-            role = replicas.leader_role(topic, partition)
-            plog = broker.logs.get(topic, partition) if role is not None else None
-            if role is None or plog is None:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            epoch = role.leader_epoch
+        role = broker.replicas.leader_role(topic, partition)
+        plog = broker.logs.get(topic, partition) if role is not None else None
+        if role is None or plog is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        epoch = role.leader_epoch
         if current_leader_epoch >= 0 and current_leader_epoch != epoch:
             return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
         return LeaderPartition(topic, partition, plog, epoch, role)
@@ -152,45 +142,31 @@ class Partitions:
     # -- Produce ----------------------------------------------------------------------------------
     async def writable_topic(self, name: str) -> ErrorCode:
         """NONE when `name` exists (after a creation of it in progress), else its auto-creation
-        when `auto.create.topics.enable`: on a single node at once; in a cluster through the
-        controller, answered UNKNOWN_TOPIC_OR_PARTITION this time (the client retries once its
-        metadata shows the leader)."""
+        when `auto.create.topics.enable`, through the controller; answered
+        UNKNOWN_TOPIC_OR_PARTITION when it is not published here yet (the client retries once
+        its metadata shows the leader)."""
         broker = self.broker
-        if broker.replicas is not None:
-            if broker.topics.get(name) is not None:
-                return ErrorCode.NONE
-            if broker.auto_create_allowed():
-                code = await auto_create_in_cluster(broker, name)
-                if code is ErrorCode.NONE and broker.topics.get(name) is not None:
-                    # created and already published here: append now; a partition led by
-                    # another broker answers NOT_LEADER_OR_FOLLOWER and the client moves there
-                    return ErrorCode.NONE
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if await broker.wait_until_created(name) is not None:
+        if broker.topics.get(name) is not None:
             return ErrorCode.NONE
-        if not broker.auto_create_allowed():
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        try:
-            await broker.auto_create(name)
-        except BrokerError as e:
-            return e.error_code
-        return ErrorCode.NONE
+        if broker.auto_create_allowed():
+            code = await auto_create(broker, name)
+            if code is ErrorCode.NONE and broker.topics.get(name) is not None:
+                # created and already published here: append now; a partition led by
+                # another broker answers NOT_LEADER_OR_FOLLOWER and the client moves there
+                return ErrorCode.NONE
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def _write_error(self, lp: LeaderPartition, required_acks: int) -> ErrorCode | None:
         """Why the leader may not take a write now: its lease ran out (it may have been fenced
         and replaced, `kafkapy.leader.lease.enable`), or acks=-1 with the ISR below
         `min.insync.replicas` (NOT_ENOUGH_REPLICAS, nothing written)."""
         role = lp.role
-        if role is None:  # single node: the leader alone is the ISR
-            return None
-        cluster = self.broker.cluster
-        lifecycle = cluster.lifecycle if cluster is not None else None
+        lifecycle = self.broker.cluster.lifecycle
         if lifecycle is not None and not lifecycle.holds_lease():
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        replicas = self.broker.replicas
         if (
-            required_acks == -1 and role.leader_state is not None and replicas is not None
-            and not role.leader_state.enough_replicas(replicas.min_insync_replicas(lp.topic))
+            required_acks == -1 and role.leader_state is not None
+            and not role.leader_state.enough_replicas(self.broker.replicas.min_insync_replicas(lp.topic))
         ):
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return None
@@ -211,10 +187,9 @@ class Partitions:
         not written again) and a transactional one against its transaction (KIP-890 part 1,
         checked after the last await so no marker lands between the check and the append).
         The high watermark moves, long polls wake; the caller waits for `committed` if it must."""
-        if lp.role is not None:  # one node: the leader alone is the ISR, it has no lease
-            refused = self._write_error(lp, required_acks)
-            if refused is not None:
-                return Appended(error=refused)
+        refused = self._write_error(lp, required_acks)
+        if refused is not None:
+            return Appended(error=refused)
         try:
             idempotent = producer_batches(records)
             if idempotent:
@@ -323,9 +298,8 @@ class Partitions:
             epoch, end = plog.leader_epochs.end_offset_for(last_fetched_epoch, plog.log_end_offset)
             if epoch < last_fetched_epoch or end < fetch_offset:
                 return epoch, end
-        replicas = self.broker.replicas
-        if report and replicas is not None and lp.role is not None:
-            replicas.on_follower_fetch(lp.role, replica_id, fetch_offset, plog, log_start_offset)
+        if report:
+            self.broker.replicas.on_follower_fetch(lp.role, replica_id, fetch_offset, plog, log_start_offset)
         return None
 
     async def load_stable_offset(self, topic: str, partition: int) -> None:
@@ -363,8 +337,6 @@ class Partitions:
     def end_offset_for_epoch(self, lp: LeaderPartition, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: the largest epoch <= `epoch` and where it ended (the start of
         the next epoch, or the log end for the latest); (-1, -1) for an epoch unknown here."""
-        if lp.role is None:  # single node: it has led every partition in LEADER_EPOCH since creation
-            return (LEADER_EPOCH, lp.log.log_end_offset) if epoch <= LEADER_EPOCH else (-1, -1)
         return lp.log.leader_epochs.end_offset_for(epoch, lp.log.log_end_offset)
 
     # -- DeleteRecords, DescribeProducers ----------------------------------------------------------
@@ -381,16 +353,12 @@ class Partitions:
         """(error, low watermark) once every live replica's log start reached `offset`, as
         Kafka's DelayedDeleteRecords, so a fail-over cannot bring the deleted records back:
         REQUEST_TIMED_OUT at `deadline` (trio time), NOT_LEADER_OR_FOLLOWER when leadership
-        moves. A single node is the only replica: its log start is the low watermark."""
-        broker = self.broker
-        replicas = broker.replicas
+        moves. A leader with no other live replica has its own log start as the low watermark."""
         low = -1
         for _ in range(1_000_000):
             lp = self.leader(topic, partition)
             if isinstance(lp, ErrorCode):
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER, low
-            if replicas is None or lp.role is None:  # single node: the only replica
-                return ErrorCode.NONE, lp.log.log_start_offset
             low = self._low_watermark(lp.role, lp.log)
             if low >= offset:
                 return ErrorCode.NONE, low
@@ -407,11 +375,11 @@ class Partitions:
         live (unfenced) broker, as their fetches report it (-1 until a follower fetched)."""
         broker = self.broker
         low = plog.log_start_offset
-        image = broker.cluster.image if broker.cluster is not None else None
+        image = broker.cluster.image
         for replica in role.replicas:
             if replica == broker.node_id:
                 continue
-            reg = image.brokers.get(replica) if image is not None else None
+            reg = image.brokers.get(replica)
             if reg is None or reg.fenced:
                 continue
             low = min(low, role.follower_log_starts.get(replica, -1))
@@ -422,14 +390,11 @@ class Partitions:
         return await self.broker.producer_states.get((lp.topic, lp.partition), lp.log)
 
 
-async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
-    """Cluster mode: ask the active controller for `name` with the default partition count and
-    replication factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
+async def auto_create(broker: Broker, name: str) -> ErrorCode:
+    """Ask the active controller for `name` with the default partition count and replication
+    factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
     if topic_name_error(name) is not None:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    cluster = broker.cluster
-    if cluster is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     request = CreateTopicsRequest(
         topics=[
             CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)
@@ -437,7 +402,7 @@ async def auto_create_in_cluster(broker: Broker, name: str) -> ErrorCode:
         timeout_ms=30000,
     )
     try:
-        response = await cluster.channel.create_topics(request)
+        response = await broker.cluster.channel.create_topics(request)
     except Exception as exc:  # no controller yet, ...: the client retries
         log.info("auto-creating %s through the controller failed: %s", name, exc)
         return ErrorCode.LEADER_NOT_AVAILABLE

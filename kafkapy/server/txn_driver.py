@@ -66,7 +66,6 @@ from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.server.txn_markers import (
     RETRY_CODES,
-    RETRY_CODES_CLUSTER,
     MarkerPeers,
     send_markers,
 )
@@ -121,7 +120,7 @@ def _read_partition(plog: PartitionLog, name: str, start: int | None = None,
 class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
     timer_retry_s = _RETRY_S
 
-    def __init__(self, broker: Broker, *, partitioned: bool | None = None) -> None:
+    def __init__(self, broker: Broker) -> None:
         self._writing: set[str] = set()  # transactional ids whose markers are being written
         #: transactional ids whose newest state records are appended but not replicated yet:
         #: their in-memory state (already replayed) is no decision yet, so the timers leave
@@ -130,7 +129,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
         self._replicating: dict[str, int] = {}
         self._next_expiry_ms = 0
         self._marker_retry_ms: int | None = None  # when pending markers are retried next
-        #: the connections markers go to other brokers on (cluster mode)
+        #: the connections markers go to other brokers on
         self.marker_peers = MarkerPeers(broker)
         super().__init__(
             broker,
@@ -138,7 +137,6 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
             num_partitions=broker.config.get_int("transaction.state.log.num.partitions"),
             partitioner=partition_for,
             replication_factor_key="transaction.state.log.replication.factor",
-            partitioned=partitioned,
         )
 
     # -- the runtime's interface -------------------------------------------------------------
@@ -181,12 +179,10 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
 
     # -- operations ----------------------------------------------------------------------
 
-    def commit(
-        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator | None = None
-    ) -> Outcome[T]:
+    def commit(self, result: CoordinatorResult[T], coordinator: TransactionCoordinator) -> Outcome[T]:
         """Append the records, then replay them (no await: operations never interleave).
-        `coordinator` is the one that made `result` (partitioned mode; default the single one)."""
-        return self._commit(result, self.coordinator if coordinator is None else coordinator)[0]
+        `coordinator` is the one that made `result`."""
+        return self._commit(result, coordinator)[0]
 
     def _commit(
         self, result: CoordinatorResult[T], target: TransactionCoordinator
@@ -213,14 +209,11 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
         if md is not None and md.state in _COMPLETED:
             self.broker.stats.transactions_completed[_COMPLETED[md.state]] += 1
 
-    async def run(
-        self, result: CoordinatorResult[T], coordinator: TransactionCoordinator | None = None
-    ) -> Outcome[T]:
-        """`commit`, then (partitioned mode) wait until the records are replicated, then write
-        the operation's markers (before the caller answers)."""
-        target = self.coordinator if coordinator is None else coordinator
+    async def run(self, result: CoordinatorResult[T], target: TransactionCoordinator) -> Outcome[T]:
+        """`commit`, then wait until the records are replicated, then write the operation's
+        markers (before the caller answers). `target` is the coordinator that made `result`."""
         outcome, appended = self._commit(result, target)
-        if outcome.written and self.partitioned and appended:
+        if outcome.written and appended:
             tids = {tid for r in result.records if (tid := decode_key(r.key)[1])}
             for tid in tids:
                 self._replicating[tid] = self._replicating.get(tid, 0) + 1
@@ -282,9 +275,9 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                tp: TopicPartition) -> ErrorCode:
         """KIP-890 part 1, before a producer's first transactional write to a partition: is the
         partition in that producer's ongoing transaction? Errors as the produce path answers
-        them (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH since KIP-588). In partitioned
-        mode an id coordinated by another broker is not verified here (NONE): that would need
-        a round trip the synchronous produce path cannot make."""
+        them (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH since KIP-588). An id coordinated
+        by another broker is not verified here (NONE): that would need a round trip the
+        synchronous produce path cannot make."""
         if not transactional_id:
             return ErrorCode.INVALID_TXN_STATE
         coordinator = self.coordinator_for(transactional_id)
@@ -299,27 +292,26 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
     # -- markers -------------------------------------------------------------------------
 
     async def write_markers(
-        self, actions: Iterable[WriteTxnMarkers], coordinator: TransactionCoordinator | None = None
+        self, actions: Iterable[WriteTxnMarkers], target: TransactionCoordinator
     ) -> None:
         """Write each action's control batches, then complete the transaction.
 
-        Single node: one attempt each (local appends, done before EndTxn answers); what fails
-        stays pending for the timer task's retry. Partitioned mode (Kafka's marker channel):
-        each action runs as a task of its own that sends every partition's marker to the
+        Kafka's marker channel: each action runs as a task of its own that sends every partition's marker to the
         partition's current leader, one WriteTxnMarkers per leader, and re-sends what failed
         (a leader that moved, died or could not be reached) to the leader the image names
         then, backing off from 50 ms to 1 s, until all are written or the transaction left
         this coordinator; a written partition is never sent again. The caller (EndTxn) waits
         at most `_MARKER_WAIT_S` for them, so a dead data leader delays the answer by at most
-        that and the transaction by about its failover."""
-        target = self.coordinator if coordinator is None else coordinator
+        that and the transaction by about its failover. Before the runtime's task runs (no
+        nursery yet) an action gets one attempt; what fails stays pending for the timer
+        task's retry."""
         started: list[trio.Event] = []
         for action in actions:
             if action.transactional_id in self._writing:
                 continue  # another task is on it
             self._writing.add(action.transactional_id)
             done = trio.Event()
-            if self.partitioned and self._nursery is not None:
+            if self._nursery is not None:
                 self._nursery.start_soon(self._mark_until_written, action, target, done)
                 started.append(done)
             else:
@@ -330,13 +322,12 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
 
     async def _mark_once(self, action: WriteTxnMarkers, target: TransactionCoordinator,
                          done: trio.Event) -> None:
-        retry = RETRY_CODES_CLUSTER if self.partitioned else RETRY_CODES
         try:
             codes = await send_markers(
                 self.broker, self.marker_peers, action.partitions, action.producer_id,
                 action.producer_epoch, action.coordinator_epoch, action.commit,
             )
-            if not any(code in retry for code in codes.values()):
+            if not any(code in RETRY_CODES for code in codes.values()):
                 await self._complete(action, target)
         finally:
             self._writing.discard(action.transactional_id)
@@ -364,7 +355,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                     codes = dict.fromkeys(todo, ErrorCode.UNKNOWN_SERVER_ERROR)
                     failed = codes
                 else:
-                    failed = {tp: c for tp, c in codes.items() if c in RETRY_CODES_CLUSTER}
+                    failed = {tp: c for tp, c in codes.items() if c in RETRY_CODES}
                 written.update(tp for tp in codes if tp not in failed)
                 if not failed:
                     if attempt > 1:
@@ -386,7 +377,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
             done.set()
 
     async def _complete(self, action: WriteTxnMarkers, target: TransactionCoordinator) -> None:
-        if self.partitioned and self.coordinator_for(action.transactional_id) is not target:
+        if self.coordinator_for(action.transactional_id) is not target:
             return  # moved away meanwhile: the new coordinator finishes it
         await self.run(target.complete_markers(
             action.transactional_id, action.producer_id, action.producer_epoch, now_ms(),
@@ -435,20 +426,15 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                 log.info("retrying the markers of %s",
                          ", ".join(sorted(m.transactional_id for m in pending)))
                 await self.write_markers(pending, coordinator)
-        if self.partitioned:
-            await self.broker.producer_ids.prefetch()
+        await self.broker.producer_ids.prefetch()
 
     def _expiry_interval_ms(self) -> int:
-        return min(_EXPIRY_CHECK_MS, self.coordinator.transactional_id_expiration_ms)
+        return min(_EXPIRY_CHECK_MS, self.broker.config.get_int("transactional.id.expiration.ms"))
 
     async def serve(self) -> None:
-        """The server's long-lived task. On one node it starts once `__transaction_state`
-        exists (at once if it does: a restarted broker aborts or completes what was in flight
-        without waiting for a client); partitioned mode starts at once, since leaderships
-        arrive whether or not anyone asked yet. A failure here must not take the server down:
-        it is logged and the runtime restarted."""
-        if not self.partitioned and self.broker.topics.get(TRANSACTION_STATE_TOPIC) is None:
-            await self.loaded_event.wait()
+        """The server's long-lived task: it starts at once, since leaderships arrive whether
+        or not anyone asked yet. A failure here must not take the server down: it is logged
+        and the runtime restarted."""
         try:
             while True:
                 try:

@@ -43,7 +43,7 @@ from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersRes
 from kafkapy.protocol.records import build_control_batch, parse_batch_header
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.internal_topics import cluster_of, partition_leader, wait_replicated
+from kafkapy.server.internal_topics import partition_leader, wait_replicated
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RETRY_CODES",
-    "RETRY_CODES_CLUSTER",
     "MarkerPeers",
     "send_marker",
     "send_markers",
@@ -60,14 +59,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Marker answers that leave the transaction pending for a retry (single node: the partition's
-#: storage failed; cluster: also a leader that moved or could not be reached).
-RETRY_CODES = frozenset({ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS})
-RETRY_CODES_CLUSTER = RETRY_CODES | {
+#: Marker answers that leave the transaction pending for a retry: the partition's storage
+#: failed, or its leader moved or could not be reached.
+RETRY_CODES = frozenset({
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
     ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NETWORK_EXCEPTION,
-}
+})
 _MARKER_TIMEOUT_S = 10.0
 #: how often a marker in flight checks whether its partitions' leaders moved
 _LEADER_CHECK_S = 0.1
@@ -78,17 +77,15 @@ class MarkerPeers:
     replica fetchers' (a marker waits for replication, which needs the fetchers' requests to
     flow - queued behind the marker on one pipelined connection they would wait for each
     other until a timeout). Owned by the transaction coordinator's runtime; the pool is made
-    on first use (cluster mode only: a single node sends no markers)."""
+    on first use."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self.pool: PeerPool | None = None
 
-    def get(self) -> PeerPool | None:
+    def get(self) -> PeerPool:
         if self.pool is None:
-            cluster = cluster_of(self._broker)
-            if cluster is None:
-                return None
+            cluster = self._broker.cluster
             self.pool = PeerPool(
                 cluster.broker_address,
                 client_id=f"kafkapy-txn-markers-{self._broker.node_id}",
@@ -123,10 +120,6 @@ async def send_markers(
     out: dict[TopicPartition, ErrorCode] = {}
     by_leader: dict[int, list[TopicPartition]] = {}
     for tp in sorted(partitions):
-        if cluster_of(broker) is None:
-            out[tp] = await write_marker(broker, tp, producer_id, producer_epoch,
-                                         coordinator_epoch, commit)
-            continue
         found = partition_leader(broker, tp.topic, tp.partition)
         if found is None:
             log.info("no marker for producer %d on %s-%d: the partition was deleted",
@@ -160,8 +153,6 @@ async def _remote_markers(
     caller re-sends at once) as soon as the image moves one of the partitions to another
     leader: a hung or dead former leader must not hold the transaction for a request timeout."""
     peers = marker_peers.get()
-    if peers is None:
-        return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     W = WriteTxnMarkersRequest
     topics: dict[str, list[int]] = {}
     for tp in tps:

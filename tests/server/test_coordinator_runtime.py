@@ -1,6 +1,6 @@
 """The coordinator runtime on its own, with a toy coordinator (a register per key), against a
-real broker's logs: load by replay on one node and after a restart, ownership changes in
-partitioned mode (load, drop, reload in a newer epoch, a stale leadership ignored), a failed
+real node's logs: load by replay when a partition's leadership arrives and after a restart,
+ownership changes (load, drop, reload in a newer epoch, a stale leadership ignored), a failed
 append that leaves the log as it was and is reverted to it, timers firing at their
 deadline, the cluster topic asked of the controller one request at a time, and loads that
 are overtaken by a leadership change or fail.
@@ -15,8 +15,8 @@ import os
 import threading
 import uuid
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -73,13 +73,12 @@ class Registers:
 
 
 class RegisterRuntime(CoordinatorRuntime[Registers]):
-    def __init__(self, broker: Broker, *, partitioned: bool) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.deactivated: list[Registers] = []
         self.deadline: int | None = None
         self.fired = trio.Event()
         super().__init__(broker, topic=TOPIC, num_partitions=PARTITIONS,
-                         partitioner=partition_of, replication_factor_key="unused",
-                         partitioned=partitioned)
+                         partitioner=partition_of, replication_factor_key="unused")
 
     def new_coordinator(self, leader_epoch: int) -> Registers:
         return Registers(leader_epoch)
@@ -142,8 +141,16 @@ def publish_topic_led_elsewhere(broker: Broker) -> None:
     """Give the node's metadata the toy topic, every partition led by node 2 with a replica
     here (so its logs exist), so only the test hands this node leaderships. Call it inside
     trio (partition roles keep trio time)."""
+    publish_topic(broker, leader=2)
+
+
+def publish_topic(broker: Broker, *, leader: int, topic_id: uuid.UUID | None = None) -> uuid.UUID:
+    """The toy topic in the node's metadata, every partition led by `leader` (1: this node,
+    the only replica, so its high watermark follows its appends; 2: another node, with a
+    replica here). Call it inside trio (partition roles keep trio time)."""
     image = MetadataImage()
-    topic_id = uuid.uuid4()
+    topic_id = topic_id or uuid.uuid4()
+    replicas = (2, 1) if leader == 2 else (1,)
     records: list[MetadataRecord] = []
     for node in (1, 2):
         records += [
@@ -152,11 +159,12 @@ def publish_topic_led_elsewhere(broker: Broker) -> None:
         ]
     records.append(TopicRecord(TOPIC, topic_id))
     records += [
-        PartitionRecord(p, topic_id, (2, 1), (2, 1), leader=2) for p in range(PARTITIONS)
+        PartitionRecord(p, topic_id, replicas, replicas, leader=leader) for p in range(PARTITIONS)
     ]
     for offset, record in enumerate(records):
         image.apply(record, offset)
     broker.apply_metadata(image, None)
+    return topic_id
 
 
 @contextmanager
@@ -174,58 +182,80 @@ def read_only_disk(plog: PartitionLog) -> Iterator[None]:
         os.close(saved)
 
 
-async def test_one_node_creates_the_topic_then_loads_it_back_by_replay(tmp_path: Path) -> None:
+@asynccontextmanager
+async def serving(runtime: RegisterRuntime) -> AsyncIterator[None]:
+    """The runtime's task running (loads start, timers fire) for the block."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runtime.serve)
+        with trio.fail_after(TIMEOUT_S):
+            yield
+        nursery.cancel_scope.cancel()
+
+
+async def led_here(runtime: RegisterRuntime) -> None:
+    for p in range(PARTITIONS):
+        await runtime.owned.wait_loaded(p)
+        assert isinstance(runtime.coordinator_of_partition(p), Registers)
+
+
+async def test_leadership_loads_the_partitions_and_a_restart_loads_them_back_by_replay(
+    tmp_path: Path,
+) -> None:
     broker = new_broker(tmp_path)
     try:
-        runtime = RegisterRuntime(broker, partitioned=False)
-        await runtime.ready()
-        assert runtime.coordinator.loaded
-        info = broker.topics.get(TOPIC)
-        assert info is not None
-        assert runtime.write("a", "1") is ErrorCode.NONE
-        assert runtime.write("b", "2") is ErrorCode.NONE
-        assert runtime.write("a", "3") is ErrorCode.NONE
-        with pytest.raises(MissingPartition):
-            runtime.append(PARTITIONS, [Record(0, 0, b"x", b"y")])
+        runtime = RegisterRuntime(broker)  # a role listener before the metadata arrives
+        topic_id = publish_topic(broker, leader=1)
+        async with serving(runtime):
+            await led_here(runtime)
+            assert runtime.write("a", "1") is ErrorCode.NONE
+            assert runtime.write("b", "2") is ErrorCode.NONE
+            assert runtime.write("a", "3") is ErrorCode.NONE
+            runtime.on_become_leader(TOPIC, PARTITIONS, 1)  # a partition the topic lacks
+            await runtime.owned.wait_loaded(PARTITIONS)
+            with pytest.raises(MissingPartition):
+                runtime.append(PARTITIONS, [Record(0, 0, b"x", b"y")])
     finally:
         broker.close()
     broker = new_broker(tmp_path)
     try:
-        broker.topics.put(info)  # what the node's metadata image holds again after a restart
-        runtime = RegisterRuntime(broker, partitioned=False)
-        assert runtime.coordinator.values == {}
-        await runtime.ready()
-        assert runtime.coordinator.values == {"a": "3", "b": "2"}
-        assert runtime.coordinator.loaded
+        runtime = RegisterRuntime(broker)
+        publish_topic(broker, leader=1, topic_id=topic_id)  # what the metadata log replays
+        async with serving(runtime):
+            await led_here(runtime)
+            values = {k: v for p in range(PARTITIONS)
+                      for k, v in runtime.owned.loaded()[p].values.items()}
+            assert values == {"a": "3", "b": "2"}
+            assert all(c.loaded for c in runtime.coordinators())
     finally:
         broker.close()
 
 
 async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Path) -> None:
     broker = new_broker(tmp_path)
+    key = key_in(0)
     try:
-        runtime = RegisterRuntime(broker, partitioned=False)
-        await runtime.ready()
-        info = broker.topics.get(TOPIC)
-        assert info is not None
-        key = key_in(0)
-        assert runtime.write(key, "kept") is ErrorCode.NONE
-        plog = runtime.partition_log(0)
-        assert plog is not None
-        end = plog.log_end_offset
-        with read_only_disk(plog):
-            assert runtime.write(key, "lost") is ErrorCode.KAFKA_STORAGE_ERROR
-        assert plog.log_end_offset == end
-        assert runtime.coordinator.values == {key: "kept"}
-        assert runtime.write(key, "after") is ErrorCode.NONE  # the disk is back
+        runtime = RegisterRuntime(broker)
+        topic_id = publish_topic(broker, leader=1)
+        async with serving(runtime):
+            await led_here(runtime)
+            assert runtime.write(key, "kept") is ErrorCode.NONE
+            plog = runtime.partition_log(0)
+            assert plog is not None
+            end = plog.log_end_offset
+            with read_only_disk(plog):
+                assert runtime.write(key, "lost") is ErrorCode.KAFKA_STORAGE_ERROR
+            assert plog.log_end_offset == end
+            assert runtime.owned.loaded()[0].values == {key: "kept"}
+            assert runtime.write(key, "after") is ErrorCode.NONE  # the disk is back
     finally:
         broker.close()
     broker = new_broker(tmp_path)
     try:
-        broker.topics.put(info)  # what the node's metadata image holds again after a restart
-        runtime = RegisterRuntime(broker, partitioned=False)
-        await runtime.ready()
-        assert runtime.coordinator.values == {key: "after"}
+        runtime = RegisterRuntime(broker)
+        publish_topic(broker, leader=1, topic_id=topic_id)
+        async with serving(runtime):
+            await led_here(runtime)
+            assert runtime.owned.loaded()[0].values == {key: "after"}
     finally:
         broker.close()
 
@@ -233,7 +263,7 @@ async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Pa
 async def test_ownership_changes_load_drop_and_reload_the_partition(tmp_path: Path) -> None:
     broker = new_broker(tmp_path)
     publish_topic_led_elsewhere(broker)
-    runtime = RegisterRuntime(broker, partitioned=True)
+    runtime = RegisterRuntime(broker)
     key = key_in(1)
     try:
         async with trio.open_nursery() as nursery:
@@ -276,7 +306,7 @@ async def test_timers_fire_at_their_deadline_and_a_wake_brings_one_forward(
     tmp_path: Path,
 ) -> None:
     broker = new_broker(tmp_path)
-    runtime = RegisterRuntime(broker, partitioned=False)
+    runtime = RegisterRuntime(broker)
     try:
         async with trio.open_nursery() as nursery:
             runtime.deadline = now_ms() + 3_600_000  # an hour away: the task sleeps
@@ -312,12 +342,12 @@ class FakeController:
 
 
 async def test_the_cluster_topic_is_asked_of_the_controller_once_at_a_time(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     broker = new_broker(tmp_path)
     controller = FakeController()
-    broker.cluster = cast(Any, controller)
-    runtime = RegisterRuntime(broker, partitioned=True)
+    monkeypatch.setattr(broker, "_node", cast(Any, controller))  # the node's cluster parts
+    runtime = RegisterRuntime(broker)
     answers: list[bool] = []
 
     async def ask() -> None:
@@ -335,7 +365,7 @@ async def test_the_cluster_topic_is_asked_of_the_controller_once_at_a_time(
         assert [t.name for r in controller.requests for t in r.topics] == [TOPIC]
         assert controller.requests[0].topics[0].replication_factor == 1  # one broker registered
     finally:
-        broker.cluster = None
+        monkeypatch.undo()
         broker.close()
 
 
@@ -343,7 +373,7 @@ class GatedRuntime(RegisterRuntime):
     """Its loads wait in the worker thread until `gate` opens, and fail while `broken`."""
 
     def __init__(self, broker: Broker) -> None:
-        super().__init__(broker, partitioned=True)
+        super().__init__(broker)
         self.gate = threading.Event()
         self.broken = False
         self.tail_replayed = trio.Event()  # a load read its log to the end (then installs)

@@ -1,5 +1,6 @@
-"""Dynamic broker configs on a single node (kafkapy/server/dynamic_config.py) over the wire:
-per-broker values over cluster defaults over static ones, in effect at once and persisted."""
+"""Dynamic broker configs on a single node (a quorum of one: ConfigRecords in its metadata log,
+checked by `kafkapy.server.config_rules`) over the wire: per-broker values over cluster defaults
+over static ones, in effect at once and persisted."""
 
 from __future__ import annotations
 

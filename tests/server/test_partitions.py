@@ -34,8 +34,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.server.broker import Broker
 from kafkapy.server.partitions import LeaderPartition, Partitions
-from tests.server.cluster.replication_helpers import node_config
-from tests.server.helpers import Client, NodeThread, batch, create_topic
+from tests.server.cluster.replication_helpers import node_settings
+from tests.server.helpers import Client, NodeThread, batch, build_node, create_topic
 
 LED_EPOCH = 5  # the leader epoch of the partition the cluster node leads
 _epochs = st.integers(-(2**31), 2**31 - 1)
@@ -88,13 +88,14 @@ def _image() -> MetadataImage:
 
 @pytest.fixture
 def clustered(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(node_config(1, tmp_path))
-    assert broker.replicas is not None
+    """Node 1 of a cluster (built, not started), with `_image()` published to it."""
 
-    async def publish() -> None:  # partition roles keep trio time (ISR lag)
+    async def publish() -> Broker:  # the node's parts and partition roles keep trio time
+        broker = build_node(tmp_path, node_settings(1, tmp_path)).broker
         broker.apply_metadata(_image(), None)
+        return broker
 
-    trio.run(publish)
+    broker = trio.run(publish)
     try:
         yield broker
     finally:

@@ -130,7 +130,7 @@ class ReplicaHost(Protocol):
     @property
     def role_listeners(self) -> list[RoleListener]: ...
     @property
-    def cluster(self) -> ClusterLink | None: ...
+    def cluster(self) -> ClusterLink: ...
     def log_config(self, info: TopicInfo) -> LogConfig: ...
     def topic_config_value(self, info: TopicInfo, key: str) -> str: ...
 
@@ -395,8 +395,7 @@ class ReplicaManager:
             self._signal(role)
 
     def _fetchers(self) -> FollowerFetchers | None:
-        cluster = self.broker.cluster
-        return cluster.fetchers if cluster is not None else None
+        return self.broker.cluster.fetchers
 
     def _stop_fetching(self, key: Key) -> None:
         fetchers = self._fetchers()
@@ -514,7 +513,7 @@ class ReplicaManager:
 
     def check_isr(self, nursery: trio.Nursery, lag_ms: int, keys: set[Key] | None = None) -> None:
         """Propose the ISR changes due for `keys` (None: every led partition)."""
-        image = self.broker.cluster.image if self.broker.cluster is not None else None
+        image = self.broker.cluster.image
         now = monotonic_ms()
         roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
         for role in roles:
@@ -524,15 +523,14 @@ class ReplicaManager:
             plog = self.broker.logs.get(role.topic, role.partition)
             if plog is None:
                 continue
-            ineligible = [r for r in role.replicas if image is not None and not image.is_active(r)]
+            ineligible = [r for r in role.replicas if not image.is_active(r)]
             proposal = state.propose_isr_change(plog.log_end_offset, now, lag_ms, ineligible=ineligible)
             if proposal is not None:
                 role.alter_in_flight = True
                 nursery.start_soon(self._alter_partition, role, proposal)
 
     def _alter_request(self, role: PartitionRole, proposal: IsrProposal) -> AlterPartitionRequest:
-        cluster = self.broker.cluster
-        brokers = cluster.image.brokers if cluster is not None else {}
+        brokers = self.broker.cluster.image.brokers
 
         def epoch_of(r: int) -> int:
             reg = brokers.get(r)
@@ -562,11 +560,8 @@ class ReplicaManager:
         """Send one ISR change and apply the controller's answer (one in flight per partition)."""
         state = role.leader_state
         assert state is not None
-        cluster = self.broker.cluster
         try:
-            if cluster is None:
-                raise RuntimeError("no controller channel (not in cluster mode)")
-            response = await cluster.channel.alter_partition(self._alter_request(role, proposal))
+            response = await self.broker.cluster.channel.alter_partition(self._alter_request(role, proposal))
             code = ErrorCode(response.error_code)
             result = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
             if code is ErrorCode.NONE and result is not None:

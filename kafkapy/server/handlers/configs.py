@@ -14,28 +14,26 @@ Behaviour:
 - BROKER_LOGGER (resource name = our node id): describe lists `root` and kafkapy's loggers with
   their levels; IncrementalAlterConfigs SETs or DELETEs levels (`broker_loggers`), answered by
   this node in a cluster too; AlterConfigs does not take them (INVALID_REQUEST), as in Kafka.
-- Alter a BROKER resource (single node): the dynamic broker configs of `dynamic_config` - the
-  broker defaults of topic configs - take effect at once and are persisted; other keys are
-  INVALID_CONFIG, another broker id INVALID_REQUEST.
 - GROUP resources (KIP-848 group configs, resource type 32; the group need not exist):
   describe lists `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` with the
   group's value (DYNAMIC_GROUP_CONFIG) or the broker's `group.consumer.*` default; alters are
   checked against the broker's `group.consumer.min/max.*` bounds (INVALID_CONFIG), stored with
-  the metadata (`dynamic_config.alter_group_configs`) and applied by the group coordinator from
+  the metadata and applied by the group coordinator from
   each member's next heartbeat. An empty group id is INVALID_REQUEST. `share.*` configs: no
   share groups, so unknown (INVALID_CONFIG).
-- AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs applies SET /
-  DELETE / APPEND / SUBTRACT (the last two on list configs) to it. Values are validated
-  (INVALID_CONFIG), changes take effect on the partition logs at once (retention, segment size,
-  cleanup policy, max message bytes, timestamp type) and are persisted. `validate_only` checks.
-
-Cluster mode (`broker.cluster is not None`): both alter APIs go to the active controller as
-IncrementalAlterConfigs (AlterConfigs becomes SET for every given name and DELETE for every
-current override not given); the controller validates and commits them, every broker applies
-them from the metadata image, and the answer comes once this broker's image has them. There
-BROKER resources ("" or a broker id) accept the dynamic configs the controller acts on
-(`unclean.leader.election.enable`, `min.insync.replicas`) and the brokers' dynamic keys, with
-APPEND / SUBTRACT on list-typed ones (`log.cleanup.policy`).
+- Alters (every resource type but BROKER_LOGGER) go to the active controller (in-process on a
+  quorum of one) as IncrementalAlterConfigs: AlterConfigs, which replaces a resource's whole
+  override set, becomes SET for every given name and DELETE for every other name an override
+  can have; IncrementalAlterConfigs' SET / DELETE / APPEND / SUBTRACT (the last two on list
+  configs, e.g. `log.cleanup.policy`) go as they are. The controller validates
+  (`config_rules`: unknown keys and bad values INVALID_CONFIG, another broker id or an empty
+  group id INVALID_REQUEST) and commits them; every broker applies them from the metadata image
+  (partition logs at once: retention, segment size, cleanup policy, max message bytes,
+  timestamp type; dynamic broker configs re-derive the default log config; group configs reach
+  the coordinators), and the answer comes once this broker's image has them. BROKER resources
+  ("" or a broker id) accept the dynamic configs the controller acts on
+  (`unclean.leader.election.enable`, `min.insync.replicas`) and the brokers' dynamic keys.
+  `validate_only` checks only.
 
 Password-typed broker keys (SASL users, JAAS) are described with no value and
 `is_sensitive=True`, as Kafka does.
@@ -45,10 +43,10 @@ Not yet: client quotas, CLIENT_METRICS resources.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
-from kafkapy.coordinator.group import GROUP_CONFIGS, GroupConfigKey
+from kafkapy.coordinator.group import GROUP_CONFIGS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -74,27 +72,19 @@ from kafkapy.protocol.messages.incremental_alter_configs import (
 from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse_AlterConfigsResourceResponse as AlterConfigsResourceResponse,
 )
-from kafkapy.server.broker import Broker, BrokerError
+from kafkapy.server.broker import Broker
 from kafkapy.server.broker_loggers import LoggerChange, LoggerError, alter_loggers, logger_levels
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
-    BrokerConfigKey,
     ConfigSource,
     ConfigType,
-    TopicConfigKey,
 )
+from kafkapy.server.config_rules import DYNAMIC_BROKER_KEYS
 from kafkapy.server.context import RequestContext
-from kafkapy.server.dynamic_config import (
-    DYNAMIC_BROKER_KEYS,
-    DYNAMIC_BROKER_LISTS,
-    alter_broker_configs,
-    alter_group_configs,
-)
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.config_entries import broker_synonyms, topic_config_entries
-from kafkapy.server.metadata_store import TopicInfo
 
 __all__ = [
     "handle_alter_configs",
@@ -230,192 +220,8 @@ def _alter_loggers(broker: Broker, res: AlterConfigsResource,
     return ErrorCode.NONE, None
 
 
-async def _alter(broker: Broker, resource_type: int, resource_name: str, new: dict[str, str | None] | None, validate_only: bool) -> tuple[ErrorCode, str | None]:
-    """Shared tail of both alter APIs; `new` is the complete override set (None: error already)."""
-    if resource_type == BROKER_LOGGER:
-        return ErrorCode.INVALID_REQUEST, "AlterConfigs does not take BROKER_LOGGER: use IncrementalAlterConfigs"
-    if resource_type not in (TOPIC, BROKER, GROUP):
-        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
-    assert new is not None
-    try:
-        values = {k: v for k, v in new.items() if v is not None}
-        if resource_type == BROKER:
-            await alter_broker_configs(broker, resource_name, values, validate_only=validate_only)
-        elif resource_type == GROUP:
-            await alter_group_configs(broker, resource_name, values, validate_only=validate_only)
-        else:
-            await broker.set_topic_configs_async(resource_name, new, validate_only=validate_only)
-    except BrokerError as e:
-        return e.error_code, e.message
-    return ErrorCode.NONE, None
-
-
 @handler(ApiKey.ALTER_CONFIGS, min_version=0, max_version=2)
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    if ctx.broker.cluster is not None:
-        return await _cluster_alter_configs(ctx, req)
-    response = AlterConfigsResponse()
-    for res in req.resources:
-        new: dict[str, str | None] = {c.name: c.value for c in res.configs}
-        code: ErrorCode
-        message: str | None
-        if len(new) != len(res.configs):
-            code, message = ErrorCode.INVALID_REQUEST, "Duplicate config name"
-        else:
-            code, message = await _alter(ctx.broker, res.resource_type, res.resource_name, new, req.validate_only)
-        response.responses.append(AlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=message,
-            resource_type=res.resource_type, resource_name=res.resource_name,
-        ))
-    return response
-
-
-def _incremental(info: TopicInfo | None, broker: Broker, configs: list[AlterableConfig]) -> dict[str, str | None]:
-    if info is None:
-        raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Topic does not exist")
-    new: dict[str, str | None] = dict(info.configs)
-    return _apply_ops(new, configs, lambda name: broker.topic_config_value(info, name), TOPIC_CONFIGS)
-
-
-def _incremental_broker(broker: Broker, resource: str, configs: list[AlterableConfig]) -> dict[str, str | None]:
-    new: dict[str, str | None] = dict(broker.topics.broker_configs.get(resource, {}))
-    return _apply_ops(new, configs, lambda name: DYNAMIC_BROKER_LISTS.get(name, ""), BROKER_CONFIGS)
-
-
-def _incremental_group(broker: Broker, group_id: str, configs: list[AlterableConfig]) -> dict[str, str | None]:
-    new: dict[str, str | None] = dict(broker.topics.group_configs.get(group_id, {}))
-    return _apply_ops(new, configs, lambda name: "", GROUP_CONFIGS)
-
-
-def _apply_ops(
-    new: dict[str, str | None],
-    configs: list[AlterableConfig],
-    effective: Callable[[str], str],
-    known: Mapping[str, TopicConfigKey | BrokerConfigKey | GroupConfigKey],
-) -> dict[str, str | None]:
-    """SET / DELETE / APPEND / SUBTRACT on an override set; `effective` gives a list config's
-    value when it has no override (what APPEND / SUBTRACT start from)."""
-    names = [c.name for c in configs]
-    if len(set(names)) != len(names):
-        raise BrokerError(ErrorCode.INVALID_REQUEST, "Duplicate config name")
-    for c in configs:
-        key = known.get(c.name)
-        if key is None:
-            raise BrokerError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {c.name}")
-        if c.config_operation == SET:
-            new[c.name] = c.value
-        elif c.config_operation == DELETE:
-            new.pop(c.name, None)
-        elif c.config_operation in (APPEND, SUBTRACT):
-            if key.type != ConfigType.LIST:
-                raise BrokerError(ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config")
-            current = new.get(c.name)  # "" is a value (an emptied list), None is no override
-            if current is None:
-                current = effective(c.name)
-            items = [v.strip() for v in current.split(",") if v.strip()]
-            given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
-            if c.config_operation == APPEND:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            new[c.name] = ",".join(items)
-        else:
-            raise BrokerError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {c.config_operation}")
-    return new
-
-
-_INCREMENTAL: dict[int, Callable[[Broker, str, list[AlterableConfig]], dict[str, str | None]]] = {
-    TOPIC: lambda broker, name, configs: _incremental(broker.topics.get(name), broker, configs),
-    BROKER: _incremental_broker,
-    GROUP: _incremental_group,
-}
-
-
-@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
-async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    broker = ctx.broker
-    forward = [r for r in req.resources if r.resource_type != BROKER_LOGGER]
-    forwarded: Iterator[AlterConfigsResourceResponse] = iter(())
-    if broker.cluster is not None and forward:
-        answer = await _forward_incremental(ctx, IncrementalAlterConfigsRequest(resources=forward, validate_only=req.validate_only))
-        forwarded = iter(answer.responses)
-    response = IncrementalAlterConfigsResponse()
-    for res in req.resources:
-        code: ErrorCode
-        message: str | None
-        if res.resource_type == BROKER_LOGGER:
-            code, message = _alter_loggers(broker, res, req.validate_only)
-        elif broker.cluster is not None:
-            response.responses.append(next(forwarded))
-            continue
-        elif res.resource_type in _INCREMENTAL:
-            try:
-                new = _INCREMENTAL[res.resource_type](broker, res.resource_name, res.configs)
-                code, message = await _alter(broker, res.resource_type, res.resource_name, new, req.validate_only)
-            except BrokerError as e:
-                code, message = e.error_code, e.message
-        else:
-            code, message = await _alter(broker, res.resource_type, res.resource_name, None, req.validate_only)
-        response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-            error_code=code, error_message=message,
-            resource_type=res.resource_type, resource_name=res.resource_name,
-        ))
-    return response
-
-
-# -- cluster mode: forwarded to the active controller ---------------------------------------------
-
-
-async def _forward_incremental(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    cluster = ctx.broker.cluster
-    assert cluster is not None
-    ctx.release_turn()
-    try:
-        response: IncrementalAlterConfigsResponse = await cluster.channel.incremental_alter_configs(req)
-    except PeerError as exc:
-        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
-        return IncrementalAlterConfigsResponse(responses=[
-            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-                error_code=code, error_message=str(exc),
-                resource_type=r.resource_type, resource_name=r.resource_name,
-            )
-            for r in req.resources
-        ])
-    return response
-
-
-def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> dict[str, str]:
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return {}
-    image = cluster.image
-    if resource_type == TOPIC:
-        topic = image.topics.get(name)
-        return dict(topic.configs) if topic is not None else {}
-    if resource_type == BROKER:
-        return dict(image.broker_configs.get(name, {}))
-    if resource_type == GROUP:
-        return dict(image.group_configs.get(name, {}))
-    return {}
-
-
-def _replaceable(resource_type: int) -> set[str]:
-    """Every name an override of this resource type can have.
-
-    AlterConfigs deletes all of them but the given ones rather than only the overrides in this
-    broker's image: the image may not have a change another broker just committed yet (an
-    IncrementalAlterConfigs answered a moment ago through another broker would survive the
-    replace). Deleting an absent override writes no record."""
-    if resource_type == TOPIC:
-        return set(TOPIC_CONFIGS)
-    if resource_type == BROKER:
-        return set(DYNAMIC_BROKER_CONFIGS) | DYNAMIC_BROKER_KEYS
-    if resource_type == GROUP:
-        return set(GROUP_CONFIGS)
-    return set()
-
-
-async def _cluster_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     """AlterConfigs (replace the whole override set) as an IncrementalAlterConfigs."""
     forward = IncrementalAlterConfigsRequest(validate_only=req.validate_only)
     duplicates: set[int] = set()
@@ -448,3 +254,74 @@ async def _cluster_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) 
             resource_type=res.resource_type, resource_name=res.resource_name,
         ))
     return response
+
+
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
+async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    broker = ctx.broker
+    forward = [r for r in req.resources if r.resource_type != BROKER_LOGGER]
+    forwarded: Iterator[AlterConfigsResourceResponse] = iter(())
+    if forward:
+        answer = await _forward_incremental(ctx, IncrementalAlterConfigsRequest(resources=forward, validate_only=req.validate_only))
+        forwarded = iter(answer.responses)
+    response = IncrementalAlterConfigsResponse()
+    for res in req.resources:
+        code: ErrorCode
+        message: str | None
+        if res.resource_type != BROKER_LOGGER:
+            response.responses.append(next(forwarded))
+            continue
+        code, message = _alter_loggers(broker, res, req.validate_only)
+        response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+            error_code=code, error_message=message,
+            resource_type=res.resource_type, resource_name=res.resource_name,
+        ))
+    return response
+
+
+# -- forwarded to the active controller -----------------------------------------------------------
+
+
+async def _forward_incremental(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    cluster = ctx.broker.cluster
+    ctx.release_turn()
+    try:
+        response: IncrementalAlterConfigsResponse = await cluster.channel.incremental_alter_configs(req)
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        return IncrementalAlterConfigsResponse(responses=[
+            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=str(exc),
+                resource_type=r.resource_type, resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ])
+    return response
+
+
+def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> dict[str, str]:
+    image = ctx.broker.cluster.image
+    if resource_type == TOPIC:
+        topic = image.topics.get(name)
+        return dict(topic.configs) if topic is not None else {}
+    if resource_type == BROKER:
+        return dict(image.broker_configs.get(name, {}))
+    if resource_type == GROUP:
+        return dict(image.group_configs.get(name, {}))
+    return {}
+
+
+def _replaceable(resource_type: int) -> set[str]:
+    """Every name an override of this resource type can have.
+
+    AlterConfigs deletes all of them but the given ones rather than only the overrides in this
+    broker's image: the image may not have a change another broker just committed yet (an
+    IncrementalAlterConfigs answered a moment ago through another broker would survive the
+    replace). Deleting an absent override writes no record."""
+    if resource_type == TOPIC:
+        return set(TOPIC_CONFIGS)
+    if resource_type == BROKER:
+        return set(DYNAMIC_BROKER_CONFIGS) | DYNAMIC_BROKER_KEYS
+    if resource_type == GROUP:
+        return set(GROUP_CONFIGS)
+    return set()

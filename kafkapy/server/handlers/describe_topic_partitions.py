@@ -2,7 +2,7 @@
 named), sorted by name, paginated by `response_partition_limit` with a cursor.
 
 Each partition's leader, leader epoch, replicas, ISR and offline replicas come from the metadata
-image; without one, this node leads every partition alone. Authorized operations (KIP-430):
+image. Authorized operations (KIP-430):
 every supported topic operation (no authorizer).
 """
 
@@ -19,7 +19,6 @@ from kafkapy.protocol.messages import (
 from kafkapy.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition as PartitionEntry,
 )
-from kafkapy.server.broker import LEADER_EPOCH
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import TopicInfo
@@ -27,16 +26,8 @@ from kafkapy.server.metadata_store import TopicInfo
 __all__ = ["handle_describe_topic_partitions"]
 
 
-def _partition(node: int, index: int) -> PartitionEntry:
-    return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
-        partition_index=index, leader_id=node, leader_epoch=LEADER_EPOCH,
-        replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
-        offline_replicas=[],
-    )
-
-
 def _image_partition(image: MetadataImage, topic: str, index: int) -> PartitionEntry:
-    """Cluster mode: the partition as the metadata image has it."""
+    """The partition as the metadata image has it."""
     part = image.partition(topic, index)
     if part is None:
         return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
@@ -61,8 +52,7 @@ async def handle_describe_topic_partitions(
     ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
     broker = ctx.broker
-    node = broker.node_id
-    image = broker.cluster.image if broker.replicas is not None and broker.cluster is not None else None
+    image = broker.cluster.image
     names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
     cursor = req.cursor
     if cursor is not None:
@@ -86,7 +76,7 @@ async def handle_describe_topic_partitions(
             if budget == 0:
                 response.next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=p)
                 return response
-            topic.partitions.append(_partition(node, p) if image is None else _image_partition(image, name, p))
+            topic.partitions.append(_image_partition(image, name, p))
             budget -= 1
     return response
 

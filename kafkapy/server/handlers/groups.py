@@ -78,7 +78,7 @@ from kafkapy.server.context import RequestContext
 from kafkapy.server.coordinator_runtime import CoordinatorRuntime
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import cluster_of, coordinator_node
+from kafkapy.server.internal_topics import coordinator_node
 from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC
 
 __all__ = [
@@ -121,31 +121,13 @@ async def handle_find_coordinator(
         key_type = GROUP_KEY
     else:
         key_type = req.key_type
-    if (
-        cluster_of(broker) is not None
-        and not broker.shutting_down
-        and key_type in (GROUP_KEY, TRANSACTION_KEY)
-    ):
+    if not broker.shutting_down and key_type in (GROUP_KEY, TRANSACTION_KEY):
         return await _find_in_cluster(ctx, keys, key_type)
-    host, port = broker.advertised(ctx.connection.listener_name)
-    error = ErrorCode.NONE
     if broker.shutting_down:  # send clients elsewhere (or to retry) rather than to us
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    elif key_type == GROUP_KEY:
-        await broker.group_coordinator.ready()  # creates and loads __consumer_offsets on first use
-    elif key_type != TRANSACTION_KEY:
-        error = ErrorCode.INVALID_REQUEST
-    found = error is ErrorCode.NONE
-    node, h, p = (broker.node_id, host, port) if found else (-1, "", -1)
-    message = (
-        None
-        if found
-        else (
-            "the broker is shutting down"
-            if broker.shutting_down
-            else f"unknown coordinator key type {key_type}"
-        )
-    )
+        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is shutting down"
+    else:
+        error, message = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+    node, h, p = -1, "", -1
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(
             coordinators=[
@@ -430,8 +412,6 @@ async def handle_describe_groups(
 def _describe(driver: GroupDriver, group_ids: list[str]) -> list[DescribedGroup]:
     """Each group from its coordinator, in request order; a group led elsewhere (or loading)
     carries that error."""
-    if not driver.partitioned:
-        return driver.coordinator.describe_groups(group_ids)
     out: list[DescribedGroup] = []
     for gid in group_ids:
         coordinator = driver.coordinator_for(gid)
@@ -453,7 +433,7 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
             types_filter=list(req.types_filter) if ctx.api_version >= 5 else None,
         )
     ]
-    loading = driver.partitioned and bool(driver.owned.loading())
+    loading = bool(driver.owned.loading())
     return ListGroupsResponse(
         error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
         groups=[
@@ -482,7 +462,6 @@ async def handle_delete_groups(
         else:
             by_coordinator.setdefault(id(coordinator), (coordinator, []))[1].append(gid)
     answered: dict[str, ErrorCode] = dict(refused)
-    results: list[tuple[str, ErrorCode]] = []
     for coordinator, group_ids in by_coordinator.values():
         try:
             done = await driver.finish(
@@ -492,12 +471,11 @@ async def handle_delete_groups(
             failed = exc.response if isinstance(exc.response, list) else []
             done = [(g, exc.group_error if g in exc.groups else e) for g, e in failed]
         assert isinstance(done, list)
-        results.extend(done)
         answered.update(done)
-    if driver.partitioned:  # several coordinators: answer in request order
-        results = [(g, answered[g]) for g in req.groups_names if g in answered]
+    # several coordinators: answer in request order
     return DeleteGroupsResponse(
         results=[
-            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e) for g, e in results
+            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=answered[g])
+            for g in req.groups_names if g in answered
         ]
     )

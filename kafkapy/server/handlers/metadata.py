@@ -1,24 +1,20 @@
 """Metadata (key 3): v0-12.
 
-Behaviour: one broker (this node, at the address advertised for the listener the request came
-in on), cluster id from meta.properties, controller = this node. Every partition: leader = this
-node, leader epoch 0, replicas = ISR = [node]. A null topic list (v1+; empty list in v0) means all
-topics. Unknown topics are auto-created when `auto.create.topics.enable` and the request allows
-it (v4+ flag; always in v0-3) and answered with their metadata at once - a single node has no
-leader election to wait for. Illegal names -> INVALID_TOPIC_EXCEPTION; unknown topic ids (v10+)
--> UNKNOWN_TOPIC_ID.
-
-Cluster mode (docs/cluster.md): everything comes from the
-published MetadataImage - the unfenced brokers with their endpoint for the request's listener,
-controller id = the Raft leader when it is such a broker and this node still reaches it (else
-this broker, which forwards admin requests to whichever controller becomes active; see
-`shared/brokers.py`), each partition's leader, leader epoch, replicas, ISR and offline replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. Auto-creation goes
-through the controller channel; the answer waits briefly for the new topic to reach the image
-(LEADER_NOT_AVAILABLE if it has not yet, and the client retries). A node that has not joined
-since it started (`ClusterNode.has_joined`: its image is what it replayed from disk, empty
-until a Raft leader answers) waits up to 5 s for it, then closes the connection so the client
-asks another broker: an answer without the cluster's topics and brokers made librdkafka fail
-every produce with "Unknown topic" until its next metadata refresh (5 min).
+Behaviour (docs/cluster.md; a lone node is a quorum of one, so the same for one node and many):
+everything comes from the published MetadataImage - the unfenced brokers with their endpoint
+for the request's listener, controller id = the Raft leader when it is such a broker and this
+node still reaches it (else this broker, which forwards admin requests to whichever controller
+becomes active; see `shared/brokers.py`), each partition's leader, leader epoch, replicas, ISR
+and offline replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. A null
+topic list (v1+; empty list in v0) means all topics. Unknown topics are auto-created when
+`auto.create.topics.enable` and the request allows it (v4+ flag; always in v0-3), through the
+controller channel; the answer waits briefly for the new topic to reach the image
+(LEADER_NOT_AVAILABLE if it has not yet, and the client retries). Illegal names ->
+INVALID_TOPIC_EXCEPTION; unknown topic ids (v10+) -> UNKNOWN_TOPIC_ID. A node that has not
+joined since it started (`ClusterNode.has_joined`: its image is what it replayed from disk,
+empty until a Raft leader answers) waits up to 5 s for it, then closes the connection so the
+client asks another broker: an answer without the cluster's topics and brokers made librdkafka
+fail every produce with "Unknown topic" until its next metadata refresh (5 min).
 
 Authorized operations (v8+, when asked): every operation a topic (and, v8-10, the cluster)
 supports, as Kafka without an authorizer answers (`protocol.acl_operations`).
@@ -39,19 +35,15 @@ from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
-from kafkapy.server.broker import LEADER_EPOCH, Broker, BrokerError
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import ReplicaManager
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
-from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo
-from kafkapy.server.partitions import auto_create_in_cluster
+from kafkapy.server.metadata_store import INTERNAL_TOPICS
+from kafkapy.server.partitions import auto_create
 
-__all__ = [
-    "handle_metadata",
-    "topic_metadata",
-]
+__all__ = ["handle_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -60,34 +52,10 @@ _CREATE_WAIT_S = 2.0  # how long an auto-creating Metadata request waits for the
 _JOIN_WAIT_S = 5.0  # how long a node that has not joined yet holds a Metadata request
 
 
-def topic_metadata(broker: Broker, info: TopicInfo) -> TopicEntry:
-    node = broker.node_id
-    return MetadataResponse.MetadataResponseTopic(
-        error_code=ErrorCode.NONE,
-        name=info.name,
-        topic_id=info.topic_id,
-        is_internal=info.internal,
-        partitions=[
-            MetadataResponse.MetadataResponsePartition(
-                error_code=ErrorCode.NONE,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                offline_replicas=[],
-            )
-            for p in range(info.partitions)
-        ],
-    )
-
-
 def _error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = _ZERO_ID) -> TopicEntry:
     return MetadataResponse.MetadataResponseTopic(
         error_code=code, name=name, topic_id=topic_id, is_internal=name in INTERNAL_TOPICS
     )
-
-
 
 
 def _alive(image: MetadataImage, broker_id: int) -> bool:
@@ -166,7 +134,7 @@ async def _cluster_metadata(
         name = wanted.name
         t = image.topics.get(name)
         if t is None and allow_create and name not in INTERNAL_TOPICS:
-            code = await auto_create_in_cluster(broker, name)
+            code = await auto_create(broker, name)
             if code is not ErrorCode.NONE:
                 response.topics.append(_error_topic(name, code))
                 continue
@@ -187,10 +155,7 @@ async def _cluster_metadata(
 @handler(ApiKey.METADATA, min_version=0, max_version=12)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
-    if broker.replicas is not None and broker.cluster is not None:
-        response = await _cluster_metadata(ctx, req, broker.cluster, broker.replicas)
-    else:
-        response = await _single_node_metadata(ctx, req)
+    response = await _cluster_metadata(ctx, req, broker.cluster, broker.replicas)
     if ctx.api_version >= 8:
         # no authorizer: every operation the resource supports (KIP-430), when asked for
         if req.include_topic_authorized_operations:
@@ -198,47 +163,4 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                 topic.topic_authorized_operations = TOPIC_OPERATIONS
         if req.include_cluster_authorized_operations and ctx.api_version <= 10:
             response.cluster_authorized_operations = CLUSTER_OPERATIONS
-    return response
-
-
-async def _single_node_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    version = ctx.api_version
-    host, port = broker.advertised(ctx.connection.listener_name)
-    response = MetadataResponse(
-        brokers=[
-            MetadataResponse.MetadataResponseBroker(
-                node_id=broker.node_id, host=host, port=port, rack=None
-            )
-        ],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-    )
-    all_topics = req.topics is None or (version == 0 and not req.topics)
-    if all_topics:
-        response.topics = [topic_metadata(broker, t) for t in broker.topics.all()]
-        return response
-    allow_create = broker.auto_create_allowed() and (version < 4 or req.allow_auto_topic_creation)
-    assert req.topics is not None
-    for wanted in req.topics:
-        if wanted.name is None:
-            info = broker.topics.by_id(wanted.topic_id)
-            response.topics.append(
-                topic_metadata(broker, info)
-                if info is not None
-                else _error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
-            )
-            continue
-        name = wanted.name
-        info = await broker.wait_until_created(name)
-        if info is None and allow_create and name not in INTERNAL_TOPICS:
-            try:
-                info = await broker.auto_create(name)
-            except BrokerError as e:
-                response.topics.append(_error_topic(name, e.error_code))
-                continue
-        if info is None:
-            response.topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        else:
-            response.topics.append(topic_metadata(broker, info))
     return response

@@ -68,7 +68,7 @@ from kafkapy.protocol.messages.add_partitions_to_txn import (
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import cluster_of, ensure_producer_ids, partition_exists
+from kafkapy.server.internal_topics import ensure_producer_ids, partition_exists
 from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.server.txn_markers import write_marker
 
@@ -185,7 +185,7 @@ async def handle_add_partitions_to_txn(
     for t in req.transactions:
         parts = _partitions(t.topics)
         wanted[t.transactional_id] = parts
-        elsewhere = driver.coordinator_for(t.transactional_id) if driver.partitioned else None
+        elsewhere = driver.coordinator_for(t.transactional_id)
         if isinstance(elsewhere, ErrorCode):
             refused[t.transactional_id] = dict.fromkeys(parts, elsewhere)
             continue
@@ -196,13 +196,7 @@ async def handle_add_partitions_to_txn(
         txns.append(AddPartitionsTxn(
             t.transactional_id, t.producer_id, t.producer_epoch, tuple(parts), t.verify_only,
         ))
-    if driver.partitioned:
-        results = await _add_batch_partitioned(driver, txns, wanted) | refused
-    else:
-        outcome = await driver.run(driver.coordinator.add_partitions_batch(txns, now_ms()))
-        if not outcome.written:
-            return AddPartitionsToTxnResponse(error_code=outcome.error)
-        results = dict(outcome.response) | refused
+    results = await _add_batch_partitioned(driver, txns, wanted) | refused
     return AddPartitionsToTxnResponse(results_by_transaction=[
         APT.AddPartitionsToTxnResult(
             transactional_id=tid, topic_results=_topic_results(parts, results.get(tid, {})),
@@ -267,8 +261,7 @@ async def handle_write_txn_markers(
     ctx: RequestContext, req: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     W = WriteTxnMarkersResponse
-    if cluster_of(ctx.broker) is not None:  # a marker waits for replication: let the
-        ctx.release_turn()  # connection's next requests in meanwhile
+    ctx.release_turn()  # a marker waits for replication: the connection's next requests go on
     response = W()
     for marker in req.markers:
         out = W.WritableTxnMarkerResult(producer_id=marker.producer_id)
@@ -322,7 +315,7 @@ async def handle_list_transactions(
     unknown = results[0].unknown_state_filters if results else tuple(
         s for s in req.state_filters if s not in _TXN_STATE_NAMES
     )
-    loading = driver.partitioned and bool(driver.owned.loading())
+    loading = bool(driver.owned.loading())
     return L(
         error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
         unknown_state_filters=list(unknown),
@@ -342,8 +335,6 @@ _TXN_STATE_NAMES = frozenset(s.value for s in TxnState)
 
 def _describe(driver: TxnDriver, transactional_ids: list[str]) -> list[TransactionDescription]:
     """Each id from its coordinator, in request order (an id led elsewhere carries that)."""
-    if not driver.partitioned:
-        return driver.coordinator.describe_transactions(transactional_ids)
     out: list[TransactionDescription] = []
     for tid in transactional_ids:
         coordinator = driver.coordinator_for(tid)

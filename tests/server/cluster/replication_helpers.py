@@ -42,7 +42,7 @@ from kafkapy.protocol.messages.produce import ProduceResponse_PartitionProduceRe
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
-from tests.server.helpers import Client
+from tests.server.helpers import Client, build_node
 
 T = TypeVar("T")
 CLUSTER_ID = "dataplane-test"
@@ -182,6 +182,11 @@ class Node:
 
 
 def node_config(node_id: int, data_dir: Path, **overrides: str) -> BrokerConfig:
+    return BrokerConfig(node_settings(node_id, data_dir, **overrides))
+
+
+def node_settings(node_id: int, data_dir: Path, **overrides: str) -> dict[str, str]:
+    """A broker-only member of a cluster whose one controller (node 100) never answers."""
     settings = {
         "node.id": str(node_id),
         "process.roles": "broker",
@@ -196,16 +201,15 @@ def node_config(node_id: int, data_dir: Path, **overrides: str) -> BrokerConfig:
         "replica.lag.time.max.ms": "1500",
     }
     settings.update(overrides)
-    return BrokerConfig(settings)
+    return settings
 
 
 async def start_node(
     nursery: trio.Nursery, controller: MiniController, node_id: int, data_dir: Path, **overrides: str
 ) -> Node:
-    broker = Broker(node_config(node_id, data_dir, **overrides))
-    server = Server(broker)
+    server = build_node(data_dir, node_settings(node_id, data_dir, **overrides))
+    broker = server.broker
     cluster = server.cluster
-    assert cluster is not None
     # only the data plane runs: the metadata comes from `controller` directly (through the
     # node's publisher, which has no task of its own); the node's Raft replica exists but never
     # runs (no leader known: clients are told this broker is the controller)

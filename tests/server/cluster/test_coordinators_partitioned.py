@@ -32,12 +32,10 @@ from kafkapy.protocol.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
-from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.group_driver import GroupDriver
 from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
-from tests.server.helpers import IO_TIMEOUT_S, Client, create_topic
+from tests.server.helpers import IO_TIMEOUT_S, Client, build_node, create_topic
 from tests.server.test_transactions import Txn, fetch
 
 E = ErrorCode
@@ -58,13 +56,12 @@ async def partitioned_broker(
         "group.initial.rebalance.delay.ms": "0",
     }
     settings.update(overrides)
-    broker = Broker(BrokerConfig(settings))
-    groups, txns = GroupDriver(broker, partitioned=True), TxnDriver(broker, partitioned=True)
-    broker.group_coordinator, broker.txn_coordinator = groups, txns
+    server = build_node(data_dir, settings)
+    broker = server.broker
+    groups, txns = broker.group_coordinator, broker.txn_coordinator
     # the node leads every partition of the internal topics it makes: the test, not the data
     # plane, decides what these coordinators lead
     broker.role_listeners.clear()
-    server = Server(broker)
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(server.run)
         try:
