@@ -87,23 +87,8 @@ class LogRecovery:
             finish_interrupted_swap(self.directory)
             with os.scandir(self.directory) as it:
                 entries = list(it)
-        bases: list[int] = []
-        sizes: dict[int, int] = {}
-        for entry in entries:
-            name = entry.name
-            if name.endswith(_TRANSIENT_SUFFIXES):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-            elif name.endswith(".log") and name[:-4].isdigit():
-                base = int(name[:-4])
-                bases.append(base)
-                sizes[base] = entry.stat().st_size
-        bases.sort()
+        bases = self._load_segments(entries)
         interval = self.config.index_interval_bytes
-        for base in bases:
-            seg = LogSegment(self.directory, base, index_interval_bytes=interval)
-            seg.load_state(sizes[base])
-            self.segments.append(seg)
         ckpt = OffsetsCheckpoint.read(self.directory)
         if ckpt is None:
             clean_shutdown = not bases  # a brand-new log has nothing to recover
@@ -136,14 +121,41 @@ class LogRecovery:
         epochs_changed |= self.leader_epochs.truncate_from_start(self._log_start_offset)
         if epochs_changed:
             self._write_epochs()
-        # Recovery does not fsync (opening thousands of logs must stay fast): the recovery
-        # point stays where it was and the next flush() syncs the recovered segments.
+        self._settle_checkpoint(ckpt, existed=bool(bases))
+
+    def _load_segments(self, entries: list[os.DirEntry[str]]) -> list[int]:
+        """Open the segments of the listing (in offset order) and drop transient files a crash
+        left; returns the base offsets found on disk."""
+        bases: list[int] = []
+        sizes: dict[int, int] = {}
+        for entry in entries:
+            name = entry.name
+            if name.endswith(_TRANSIENT_SUFFIXES):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+            elif name.endswith(".log") and name[:-4].isdigit():
+                base = int(name[:-4])
+                bases.append(base)
+                sizes[base] = entry.stat().st_size
+        bases.sort()
+        for base in bases:
+            seg = LogSegment(
+                self.directory, base, index_interval_bytes=self.config.index_interval_bytes
+            )
+            seg.load_state(sizes[base])
+            self.segments.append(seg)
+        return bases
+
+    def _settle_checkpoint(self, ckpt: OffsetsCheckpoint, *, existed: bool) -> None:
+        """Bring the offsets checkpoint in line with the recovered log. Recovery does not fsync
+        (opening thousands of logs must stay fast): the recovery point stays where it was and
+        the next flush() syncs the recovered segments."""
         self._recovery_point = min(self._recovery_point, self._leo)
         current = self._checkpoint_state()
-        if bases and current == ckpt:
+        if existed and current == ckpt:
             self._checkpointed = current
             self._checkpoint_on_disk = self._checkpoint_synced = True
-        elif bases:
+        elif existed:
             self._write_checkpoint(fsync=False)
         else:  # a brand-new log gets its checkpoint file at the first flush or change
             self._checkpointed = current
