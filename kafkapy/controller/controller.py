@@ -10,8 +10,8 @@ to survive a failover except what the records say (broker sessions restart, as i
 The decisions live in `brokers.py` (registration, heartbeats, fencing, controlled shutdown,
 producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
 reassignments),
-`configs.py`, `scram.py` (SCRAM credentials) and `quotas.py` (client quotas); this class is
-their one entry point.
+`configs.py`, `scram.py` (SCRAM credentials), `quotas.py` (client quotas) and `acls.py` (ACLs);
+this class is their one entry point.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import random
 import uuid
 from collections.abc import Sequence
 
-from kafkapy.controller import brokers, configs, quotas, scram, topics
+from kafkapy.authorizer.acl import AclBinding, AclBindingFilter
+from kafkapy.controller import acls, brokers, configs, quotas, scram, topics
+from kafkapy.controller.acls import AclCreateResult, AclDeleteResult
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
@@ -43,6 +45,8 @@ from kafkapy.controller.topics import (
 )
 
 __all__ = [
+    "AclCreateResult",
+    "AclDeleteResult",
     "AlterPartitionItem",
     "AlterPartitionReply",
     "AlterPartitionResult",
@@ -229,3 +233,13 @@ class QuorumController:
         self, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
     ) -> ControllerResult[list[QuotaAlterationResult]]:
         return quotas.alter_client_quotas(self._st, alterations, validate_only=validate_only)
+
+    # -- ACLs ------------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> ControllerResult[list[AclCreateResult]]:
+        return acls.create_acls(self._st, bindings)
+
+    def delete_acls(
+        self, filters: Sequence[AclBindingFilter]
+    ) -> ControllerResult[list[AclDeleteResult]]:
+        return acls.delete_acls(self._st, filters)

@@ -1,0 +1,195 @@
+"""ACLs as metadata records (Kafka's AclControlManager): CreateAcls / DeleteAcls.
+
+Why in the controller: ACLs of StandardAuthorizer live in the metadata log, so every node's
+image (and so its authorizer) holds the same bindings, a restart replays them and snapshots
+carry them. The controller gives each new binding a random id (`AccessControlEntryRecord`) and
+removes bindings by id (`RemoveAccessControlEntryRecord`).
+
+Rules (Kafka's):
+- a binding needs a concrete resource type, pattern type LITERAL or PREFIXED, a concrete
+  operation and permission, a non-empty name and a `Type:name` principal
+  (`authorizer.acl.binding_problem`); a CLUSTER binding names `kafka-cluster` (AclApis); else
+  INVALID_REQUEST for that binding only;
+- creating a binding that exists (or twice in one request) succeeds and writes nothing;
+- a delete filter with an UNKNOWN part is INVALID_REQUEST (`authorizer.acl.filter_problem`);
+  every filter is matched against the ACLs as they were before the request, so a binding two
+  filters match is reported by both and removed once;
+- one request writes at most `MAX_RECORDS_PER_USER_OP` records (Kafka's bound): beyond it the
+  whole request fails with INVALID_REQUEST and writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from collections.abc import Sequence
+from typing import TypeVar
+
+from kafkapy.authorizer.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    binding_problem,
+    filter_problem,
+)
+from kafkapy.controller.image import AclKey, MetadataImage, acl_key
+from kafkapy.controller.records import (
+    AccessControlEntryRecord,
+    MetadataRecord,
+    RemoveAccessControlEntryRecord,
+)
+from kafkapy.controller.state import ControllerResult, ControllerState
+from kafkapy.protocol.errors import ErrorCode
+
+__all__ = [
+    "CLUSTER_NAME",
+    "MAX_RECORDS_PER_USER_OP",
+    "AclCreateResult",
+    "AclDeleteResult",
+    "acl_binding",
+    "acl_record",
+    "code_of",
+    "create_acls",
+    "delete_acls",
+    "image_acls",
+]
+
+#: the one name of the CLUSTER resource (Kafka's Resource.CLUSTER_NAME)
+CLUSTER_NAME = "kafka-cluster"
+#: the most records one admin operation may write (Kafka's QuorumController bound)
+MAX_RECORDS_PER_USER_OP = 10_000
+
+E = TypeVar("E", bound=enum.IntEnum)
+_NO_ID = uuid.UUID(int=0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AclCreateResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AclDeleteResult:
+    """The bindings one filter matched (and removed), or why the filter was refused."""
+
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    deleted: tuple[AclBinding, ...] = ()
+
+
+def code_of(enum_type: type[E], value: int) -> E:
+    """`value` as `enum_type`, UNKNOWN (0) for a code it does not know (Kafka's `fromCode`)."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        return enum_type(0)
+
+
+def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    """The binding a record stores (codes it does not know read as UNKNOWN)."""
+    return AclBinding(
+        ResourcePattern(
+            code_of(ResourceType, record.resource_type),
+            record.resource_name,
+            code_of(PatternType, record.pattern_type),
+        ),
+        AccessControlEntry(
+            record.principal,
+            record.host,
+            code_of(AclOperation, record.operation),
+            code_of(AclPermissionType, record.permission_type),
+        ),
+    )
+
+
+def acl_record(acl_id: uuid.UUID, binding: AclBinding) -> AccessControlEntryRecord:
+    pattern, entry = binding.pattern, binding.entry
+    return AccessControlEntryRecord(
+        acl_id,
+        int(pattern.resource_type),
+        pattern.name,
+        int(pattern.pattern_type),
+        entry.principal,
+        entry.host,
+        int(entry.operation),
+        int(entry.permission_type),
+    )
+
+
+def image_acls(image: MetadataImage) -> dict[uuid.UUID, AclBinding]:
+    """Every ACL of `image` by id, as bindings (what an authorizer is loaded with)."""
+    return {acl_id: acl_binding(record) for acl_id, record in image.acls.items()}
+
+
+def _create_problem(binding: AclBinding) -> str | None:
+    problem = binding_problem(binding)
+    pattern = binding.pattern
+    if problem is None and pattern.resource_type == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
+        problem = f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+    return problem
+
+
+def _new_id(st: ControllerState) -> uuid.UUID:
+    while True:
+        acl_id = uuid.UUID(int=st.rng.getrandbits(128), version=4)
+        if acl_id not in st.image.acls:
+            return acl_id
+
+
+def create_acls(
+    st: ControllerState, bindings: Sequence[AclBinding]
+) -> ControllerResult[list[AclCreateResult]]:
+    """One result per binding, in order (see the module rules)."""
+    results: list[AclCreateResult] = []
+    new: dict[AclKey, AclBinding] = {}
+    for binding in bindings:
+        problem = _create_problem(binding)
+        if problem is not None:
+            results.append(AclCreateResult(ErrorCode.INVALID_REQUEST, problem))
+            continue
+        key = acl_key(acl_record(_NO_ID, binding))
+        if key not in st.image.acl_ids:
+            new.setdefault(key, binding)
+        results.append(AclCreateResult())
+    if len(new) > MAX_RECORDS_PER_USER_OP:
+        message = (
+            f"Cannot create more than {MAX_RECORDS_PER_USER_OP} acls in a single create operation."
+        )
+        return ControllerResult([], [AclCreateResult(ErrorCode.INVALID_REQUEST, message)] * len(bindings))
+    records: list[MetadataRecord] = []
+    for binding in new.values():
+        st.emit(records, acl_record(_new_id(st), binding))
+    return ControllerResult(records, results)
+
+
+def delete_acls(
+    st: ControllerState, filters: Sequence[AclBindingFilter]
+) -> ControllerResult[list[AclDeleteResult]]:
+    """One result per filter, in order, naming the bindings it removed (module rules)."""
+    current = image_acls(st.image)
+    results: list[AclDeleteResult] = []
+    doomed: dict[uuid.UUID, None] = {}
+    for acl_filter in filters:
+        problem = filter_problem(acl_filter)
+        if problem is not None:
+            results.append(AclDeleteResult(ErrorCode.INVALID_REQUEST, problem))
+            continue
+        matched = [(acl_id, b) for acl_id, b in current.items() if acl_filter.matches(b)]
+        doomed.update((acl_id, None) for acl_id, _ in matched)
+        results.append(AclDeleteResult(deleted=tuple(b for _, b in matched)))
+    if len(doomed) > MAX_RECORDS_PER_USER_OP:
+        message = (
+            f"Cannot remove more than {MAX_RECORDS_PER_USER_OP} acls in a single delete operation."
+        )
+        return ControllerResult([], [AclDeleteResult(ErrorCode.INVALID_REQUEST, message)] * len(filters))
+    records: list[MetadataRecord] = []
+    for acl_id in doomed:
+        st.emit(records, RemoveAccessControlEntryRecord(acl_id))
+    return ControllerResult(records, results)
