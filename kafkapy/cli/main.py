@@ -67,6 +67,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("kafkapy.cli.produce:produce", "Produce records from stdin or a file, one per line."),
     "topics": ("kafkapy.cli.topics:topics",
                "Create, list, describe, alter and delete topics (kafka-topics.sh)."),
+    "users": ("kafkapy.cli.users:users",
+              "Create, list or delete SCRAM users (kafka-configs.sh --entity-type users)."),
 }
 
 
