@@ -177,8 +177,10 @@ class Broker:
 
     # -- start-up ---------------------------------------------------------------------------------
     def _published_scram(self) -> Mapping[tuple[str, str], ScramCredential]:
-        """The metadata log's SCRAM credentials: the cluster node's published image."""
-        return self.cluster.image.scram_credentials if self.cluster is not None else {}
+        """The metadata log's SCRAM credentials: the cluster node's published image (none before
+        the node is built: nothing is served then)."""
+        node = self._node
+        return node.image.scram_credentials if node else {}
 
     def _log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
         """A log's write or fsync failed with an I/O error (any thread): the cluster node halts

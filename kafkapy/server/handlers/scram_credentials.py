@@ -70,13 +70,12 @@ async def handle_describe_user_scram_credentials(
 async def handle_alter_user_scram_credentials(
     ctx: RequestContext, req: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
-    cluster = ctx.broker.cluster
     users = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
-    if cluster is None or not users:
-        return AlterUserScramCredentialsResponse(results=[Result(user=u) for u in users])
+    if not users:
+        return AlterUserScramCredentialsResponse()
     ctx.release_turn()
     try:
-        response = await cluster.channel.alter_user_scram_credentials(req)
+        response = await ctx.broker.cluster.channel.alter_user_scram_credentials(req)
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return AlterUserScramCredentialsResponse(

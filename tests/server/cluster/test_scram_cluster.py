@@ -39,7 +39,6 @@ async def test_a_credential_altered_through_one_broker_logs_in_on_every_node(
             clients = [await Client.connect(n.broker_port) for n in nodes]
             # through a broker that is not the active controller, so the request is forwarded
             first = nodes[0].broker.cluster
-            assert first is not None
             sender = next(i for i, n in enumerate(nodes) if n.node_id != first.raft.leader_id)
             altered = await clients[sender].request(
                 ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
@@ -48,7 +47,6 @@ async def test_a_credential_altered_through_one_broker_logs_in_on_every_node(
             assert [(r.user, r.error_code) for r in altered.results] == [("gina", ErrorCode.NONE)]
             for node in nodes:
                 cluster = node.broker.cluster
-                assert cluster is not None
                 assert await cluster.publisher.wait_for(
                     lambda image: ("gina", "SCRAM-SHA-512") in image.scram_credentials, 10
                 )
@@ -73,7 +71,6 @@ async def test_a_credential_altered_through_one_broker_logs_in_on_every_node(
             assert [r.error_code for r in deleted.results] == [ErrorCode.NONE]
             for node in nodes:
                 cluster = node.broker.cluster
-                assert cluster is not None
                 assert await cluster.publisher.wait_for(
                     lambda image: not image.scram_credentials, 10
                 )
