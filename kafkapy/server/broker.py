@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from kafkapy import __version__
+from kafkapy.authorizer import StandardAuthorizer
 from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -111,6 +112,9 @@ class Broker:
         #: read from the published image); first, as a bad user list (ValueError) must fail
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
+        #: what requests are authorized against (`RequestContext.authorize`); None: no
+        #: authorizer, every request allowed
+        self.authorizer: StandardAuthorizer | None = None
         self._temp_dir: Path | None = None
         if memory:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))

@@ -13,16 +13,22 @@ it; responses are still *written* strictly in request order by the connection.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
 
+from kafkapy.authorizer import AclOperation, ResourceType
+
 if TYPE_CHECKING:
     from kafkapy.protocol import RequestHeader
     from kafkapy.server.broker import Broker
 
-__all__ = ["CloseConnection", "ConnectionState", "RequestContext", "TurnSequencer"]
+__all__ = ["CLUSTER_NAME", "CloseConnection", "ConnectionState", "RequestContext", "TurnSequencer"]
+
+#: The name of the one CLUSTER resource ACLs speak of (Kafka's `kafka-cluster`).
+CLUSTER_NAME = "kafka-cluster"
 
 
 class CloseConnection(Exception):
@@ -66,6 +72,12 @@ class ConnectionState:
     sequencer: TurnSequencer = field(default_factory=TurnSequencer)
     #: Kafka's principal name: `User:<name>` once SASL authenticated, else User:ANONYMOUS
     principal: str = "User:ANONYMOUS"
+    #: the client's address without the port (what ACL hosts are compared with); from `peer`
+    host: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            self.host = self.peer.rsplit(":", 1)[0] if ":" in self.peer else self.peer
 
 
 @dataclass(slots=True)
@@ -74,10 +86,52 @@ class RequestContext:
     header: RequestHeader
     connection: ConnectionState
     seq: int = 0
+    #: the principal an admin request was forwarded for (the controller authorizes it, not the
+    #: forwarding broker); None = the connection's own
+    forwarded_principal: str | None = None
 
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+    @property
+    def principal(self) -> str:
+        forwarded = self.forwarded_principal
+        return forwarded if forwarded is not None else self.connection.principal
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """May this request's principal do `operation` on the resource? Always, when no
+        authorizer is configured (as a Kafka without `authorizer.class.name`)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.principal, self.connection.host, operation, resource_type, name)
+
+    def authorize_cluster(self, operation: AclOperation) -> bool:
+        return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def may_create_topic(self, name: str) -> bool:
+        """Kafka's rule for creating (or auto-creating) a topic: CREATE on the cluster or on it."""
+        return self.authorize_cluster(AclOperation.CREATE) or self.authorize(
+            AclOperation.CREATE, ResourceType.TOPIC, name
+        )
+
+    def unauthorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
+        """The names among `names` this principal may not `operation` (one decision per name;
+        empty without an authorizer)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return set()
+        principal, host = self.principal, self.connection.host
+        return {n for n in set(names) if not authorizer.authorize(principal, host, operation, resource_type, n)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str, everything: int) -> int:
+        """KIP-430's bit field for the resource: `everything` (what the type supports) without
+        an authorizer, else the supported operations this principal may do."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return everything
+        return authorizer.authorized_operations_bits(self.principal, self.connection.host, resource_type, name)
 
     def release_turn(self) -> None:
         """Let later requests of this connection start (call before a long wait). Idempotent."""

@@ -32,6 +32,10 @@ acks=all producers and long polls) and, from v12, gets `diverging_epoch` instead
 its last fetched epoch ends earlier on the leader than its fetch offset (KIP-279), so it
 truncates first.
 
+Authorization (an authorizer configured): a follower needs CLUSTER_ACTION on the cluster, a
+consumer READ on each topic; a partition refused is answered TOPIC_AUTHORIZATION_FAILED and does
+not cut the long poll short (Kafka's `handleFetchRequest`).
+
 Not yet: preferred read replicas (KIP-392).
 """
 
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 
 import trio
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
@@ -93,10 +98,45 @@ def fetch_error_response(req: FetchRequest, version: int, code: ErrorCode) -> Ra
     return encode_fetch_response(version, [], error_code=code if version >= 7 else 0)
 
 
+def _replica_id(req: FetchRequest, version: int) -> int:
+    """The fetching follower's id (-1: a consumer)."""
+    return req.replica_state.replica_id if version >= 15 else req.replica_id
+
+
+def _authorize(ctx: RequestContext, req: FetchRequest, wanted: list[_Wanted]) -> tuple[list[_Wanted], list[_Wanted]]:
+    """(what the principal may read, what it may not): a follower needs CLUSTER_ACTION on the
+    cluster for all of it, a consumer READ on each topic. A topic id this node does not know
+    stays readable: the read answers UNKNOWN_TOPIC_ID, as Kafka does before authorizing."""
+    if _replica_id(req, ctx.api_version) >= 0:
+        if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return wanted, []
+        return [], wanted
+    topics = ctx.broker.topics
+    names: dict[int, str] = {}
+    for i, w in enumerate(wanted):
+        if isinstance(w.ref, uuid.UUID):
+            info = topics.by_id(w.ref)
+            if info is not None:
+                names[i] = info.name
+        else:
+            names[i] = w.ref
+    denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, names.values())
+    if not denied:
+        return wanted, []
+    allowed: list[_Wanted] = []
+    refused: list[_Wanted] = []
+    for i, w in enumerate(wanted):
+        (refused if names.get(i) in denied else allowed).append(w)
+    return allowed, refused
+
+
 class _Reader:
     """Reads every wanted partition once; `read()` may be repeated after a wake-up."""
 
-    def __init__(self, broker: Broker, req: FetchRequest, version: int, wanted: list[_Wanted]) -> None:
+    def __init__(
+        self, broker: Broker, req: FetchRequest, version: int, wanted: list[_Wanted],
+        refused: list[_Wanted] | None = None,
+    ) -> None:
         self.broker = broker
         self.partitions = broker.partitions
         self.version = version
@@ -104,8 +144,9 @@ class _Reader:
         self.read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
         self.max_bytes = req.max_bytes if req.max_bytes > 0 else 0
         self.wanted = wanted
-        # the fetching follower's id (-1: a consumer)
-        self.replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+        #: partitions the principal may not read: answered TOPIC_AUTHORIZATION_FAILED
+        self.refused = refused
+        self.replica_id = _replica_id(req, version)
 
     def _follower_check(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
         """A follower's fetch: True when `part` is answered already with a diverging epoch
@@ -132,6 +173,14 @@ class _Reader:
             return ref, _ZERO, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ref, info.topic_id, _NONE
 
+    def _refusals(self) -> list[tuple[_Wanted, str, uuid.UUID, PartitionPart]]:
+        out = []
+        for w in self.refused or ():
+            name, topic_id, _ = self._resolve(w.ref)
+            part = PartitionPart(w.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            out.append((w, name, topic_id, part))
+        return out
+
     def read(self) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
         """(per-partition results, record bytes, any error)."""
         results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]] = []
@@ -141,6 +190,8 @@ class _Reader:
         follower = self.replica_id >= 0
         leader = self.partitions.leader
         read = self.partitions.read
+        if self.refused:
+            results.extend(self._refusals())
         for w in self.wanted:
             name, topic_id, code = self._resolve(w.ref)
             part = PartitionPart(w.partition, aborted=[] if self.read_committed else None)
@@ -250,9 +301,12 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
                 for w in wanted:
                     w.state = session.partitions[(w.ref, w.partition)]
 
+    refused: list[_Wanted] | None = None
+    if broker.authorizer is not None:
+        wanted, refused = _authorize(ctx, req, wanted)
     if version >= 4 and req.isolation_level == READ_COMMITTED:
         await _load_producer_states(broker, wanted)
-    reader = _Reader(broker, req, version, wanted)
+    reader = _Reader(broker, req, version, wanted, refused)
     results, total, any_error = reader.read()
     deadline = now + max(req.max_wait_ms, 0) / 1000
     keys = [(name, w.partition) for w, name, _, _ in results if name]

@@ -13,11 +13,14 @@ Errors (`kafkapy.server.partitions`, as for every partition API): UNKNOWN_TOPIC_
 NOT_LEADER_OR_FOLLOWER off the leader, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the
 client's current_leader_epoch (v4+) is behind / ahead of the leader's.
 
+Authorization: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
+
 Not yet: v0 (old_style_offsets, multiple offsets per partition).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -36,12 +39,16 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
     version = ctx.api_version
     read_committed = version >= 2 and req.isolation_level == 1
     response = ListOffsetsResponse()
+    denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         out = ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name)
         response.topics.append(out)
         for p in topic.partitions:
             part = Partition(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
             out.partitions.append(part)
+            if topic.name in denied:
+                part.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             lp = partitions.leader(topic.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
             if isinstance(lp, ErrorCode):
                 part.error_code = lp

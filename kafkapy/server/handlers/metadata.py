@@ -16,28 +16,37 @@ empty until a Raft leader answers) waits up to 5 s for it, then closes the conne
 client asks another broker: an answer without the cluster's topics and brokers made librdkafka
 fail every produce with "Unknown topic" until its next metadata refresh (5 min).
 
-Authorized operations (v8+, when asked): every operation a topic (and, v8-10, the cluster)
-supports, as Kafka without an authorizer answers (`protocol.acl_operations`).
+Authorization (an authorizer configured; Kafka's rules): listing all topics shows only those the
+principal may DESCRIBE; a named topic it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED (whether
+or not it exists), and an unknown one is auto-created only with CREATE on the cluster or the
+topic (else TOPIC_AUTHORIZATION_FAILED).
+
+Authorized operations (v8+, when asked): without an authorizer every operation a topic (and,
+v8-10, the cluster) supports, as Kafka answers (`protocol.acl_operations`); with one, those the
+principal may do.
 
 Not yet: racks, internal topic auto-creation (the coordinators create those).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 
 import trio
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.controller.image import MetadataImage, TopicImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import MetadataRequest, MetadataResponse
+from kafkapy.protocol.messages.metadata import MetadataRequest_MetadataRequestTopic as WantedTopic
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import ReplicaManager
-from kafkapy.server.context import CloseConnection, RequestContext
+from kafkapy.server.context import CLUSTER_NAME, CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
@@ -152,15 +161,64 @@ async def _cluster_metadata(
     return response
 
 
+def _authorize_named(ctx: RequestContext, req: MetadataRequest) -> tuple[MetadataRequest, list[TopicEntry]]:
+    """The request narrowed to the named topics the principal may see (and create, when they
+    would be auto-created), and the answers for the others."""
+    assert req.topics is not None
+    broker = ctx.broker
+    creating = broker.auto_create_allowed() and (ctx.api_version < 4 or req.allow_auto_topic_creation)
+    kept: list[WantedTopic] = []
+    refused: list[TopicEntry] = []
+    for wanted in req.topics:
+        name = wanted.name
+        if name is None:
+            info = broker.topics.by_id(wanted.topic_id)
+            if info is not None and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                refused.append(_error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, wanted.topic_id))
+                continue
+        elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) or (
+            creating and broker.topics.get(name) is None and name not in INTERNAL_TOPICS
+            and not ctx.may_create_topic(name)
+        ):
+            refused.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        kept.append(wanted)
+    return dataclasses.replace(req, topics=kept), refused
+
+
+async def _authorized_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    all_topics = req.topics is None or (ctx.api_version == 0 and not req.topics)
+    refused: list[TopicEntry] = []
+    if not all_topics:
+        req, refused = _authorize_named(ctx, req)
+    response = await _metadata(ctx, req)
+    if all_topics:
+        visible = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name or "" for t in response.topics))
+        response.topics = [t for t in response.topics if t.name not in visible]
+    response.topics.extend(refused)
+    return response
+
+
+async def _metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    return await _cluster_metadata(ctx, req, broker.cluster, broker.replicas)
+
+
 @handler(ApiKey.METADATA, min_version=0, max_version=12)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    response = await _cluster_metadata(ctx, req, broker.cluster, broker.replicas)
+    if ctx.broker.authorizer is None:
+        response = await _metadata(ctx, req)
+    else:
+        response = await _authorized_metadata(ctx, req)
     if ctx.api_version >= 8:
-        # no authorizer: every operation the resource supports (KIP-430), when asked for
+        # KIP-430, when asked for (no authorizer: every operation the resource supports)
         if req.include_topic_authorized_operations:
             for topic in response.topics:
-                topic.topic_authorized_operations = TOPIC_OPERATIONS
+                topic.topic_authorized_operations = ctx.authorized_operations(
+                    ResourceType.TOPIC, topic.name or "", TOPIC_OPERATIONS
+                )
         if req.include_cluster_authorized_operations and ctx.api_version <= 10:
-            response.cluster_authorized_operations = CLUSTER_OPERATIONS
+            response.cluster_authorized_operations = ctx.authorized_operations(
+                ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+            )
     return response

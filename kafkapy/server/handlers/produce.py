@@ -49,15 +49,26 @@ Where the rules live: the leader lookup, the write checks, idempotence, the KIP-
 append and the HW wait are the partition facade's (`broker.partitions`,
 kafkapy.server.partitions); this module maps the request onto it and its results onto the answer.
 
+Authorization (an authorizer configured; Kafka's checks): transactional batches need WRITE on
+the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), each topic
+WRITE (else TOPIC_AUTHORIZATION_FAILED for its partitions), and an unknown topic is auto-created
+only for a principal that may CREATE it (else UNKNOWN_TOPIC_OR_PARTITION). Idempotent writes need
+nothing more here: InitProducerId checked IDEMPOTENT_WRITE (KIP-679). Without an authorizer the
+request pays one attribute test.
+
 Not yet: quotas, Produce v12 (transactions v2's
 implicit add).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
+from kafkapy.protocol.messages.produce import (
+    ProduceRequest_TopicProduceData as TopicData,
+)
 from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
@@ -89,6 +100,47 @@ def produce_error_response(req: ProduceRequest, version: int, code: ErrorCode) -
     )
 
 
+_TRANSACTIONAL_FLAG = 0x10  # batch attributes bit 4
+_ATTRIBUTES_AT = 21  # offset of a batch header's int16 attributes
+
+
+def _has_transactional_batches(req: ProduceRequest) -> bool:
+    """Kafka's `hasTransactionalRecords`: the first batch of some partition is transactional."""
+    for topic in req.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            low = _ATTRIBUTES_AT + 1  # the attributes' low byte (big-endian int16)
+            if records is not None and len(records) > low and records[low] & _TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
+def _authorize(
+    ctx: RequestContext, req: ProduceRequest, response: ProduceResponse
+) -> list[TopicData] | None:
+    """The topics the principal may write to; the others are answered in `response` already.
+    None: the whole request is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    if req.transactional_id is not None or _has_transactional_batches(req):
+        tid = req.transactional_id
+        if tid is None or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return None
+    denied = ctx.unauthorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
+    topics = ctx.broker.topics
+    allowed = []
+    for topic in req.topic_data:
+        if topic.name in denied:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topics.get(topic.name) is None and not ctx.may_create_topic(topic.name):
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            allowed.append(topic)
+            continue
+        response.responses.append(ProduceResponse.TopicProduceResponse(
+            name=topic.name, partition_responses=[_error(p.index, code) for p in topic.partition_data]
+        ))
+    return allowed
+
+
 @handler(ApiKey.PRODUCE, min_version=0, max_version=11, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
@@ -111,7 +163,15 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     faults = broker.fault_injector
     acks = req.acks
     transactional_id = req.transactional_id
-    for topic in req.topic_data:
+    topic_data = req.topic_data
+    if broker.authorizer is not None:
+        authorized = _authorize(ctx, req, response)
+        if authorized is None:
+            if acks == 0:
+                raise CloseConnection("produce refused: transactional id not authorized")
+            return produce_error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        topic_data = authorized
+    for topic in topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
         if topic.name in INTERNAL_TOPICS:
