@@ -33,6 +33,7 @@ import trio
 
 from kafkapy import __version__
 from kafkapy.authorizer import StandardAuthorizer
+from kafkapy.controller.acls import acl_binding
 from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -97,6 +98,17 @@ def _configured_faults(config: BrokerConfig) -> FaultInjector | None:
     return injector
 
 
+def _follow_acls(authorizer: StandardAuthorizer, image: MetadataImage) -> None:
+    """Make the authorizer's ACLs the image's: removed ids go, new ids come (an ACL never
+    changes under its id)."""
+    have = authorizer.acls()
+    for acl_id in have.keys() - image.acls.keys():
+        authorizer.remove_acl(acl_id)
+    for acl_id, record in image.acls.items():
+        if acl_id not in have:
+            authorizer.add_acl(acl_id, acl_binding(record))
+
+
 class Broker:
     """Resource handling: `Broker.open()` opens the logs; `close()` flushes and closes them with
     the clean-shutdown marker and removes the temporary data dir of a `--memory` broker."""
@@ -113,7 +125,8 @@ class Broker:
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
         #: what requests are authorized against (`RequestContext.authorize`); None: no
-        #: authorizer, every request allowed
+        #: authorizer, every request allowed. Its ACLs follow the published metadata image
+        #: (`apply_metadata`)
         self.authorizer: StandardAuthorizer | None = None
         self._temp_dir: Path | None = None
         if memory:
@@ -288,7 +301,10 @@ class Broker:
     # -- metadata ---------------------------------------------------------------------------------
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         """A new MetadataImage was published (`delta`: what changed, None = look at everything):
-        topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles)."""
+        topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles), and
+        so do the authorizer's ACLs."""
+        if self.authorizer is not None and (delta is None or delta.acls_changed):
+            _follow_acls(self.authorizer, image)
         changed = delta is None or delta.changed_broker_configs
         if changed and self.apply_dynamic_configs(image.broker_configs):
             for info in self.topics.all():

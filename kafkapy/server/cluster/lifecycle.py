@@ -88,10 +88,14 @@ from kafkapy.protocol.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     ElectLeadersRequest,
@@ -185,7 +189,7 @@ def _top_error(response: Any) -> ErrorCode:
     code = getattr(response, "error_code", None)
     if code is not None:
         return ErrorCode(code)
-    for attr in ("topics", "responses", "results", "entries"):
+    for attr in ("topics", "responses", "results", "entries", "filter_results"):
         items = getattr(response, attr, None)
         if items:
             return ErrorCode(items[0].error_code)
@@ -406,6 +410,20 @@ class ControllerChannel:
         response = await self.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request)
         if not isinstance(response, AlterUserScramCredentialsResponse):
             raise PeerError(f"AlterUserScramCredentials: the controller answered a {type(response).__name__}")
+        return await self._after_write(response)
+
+    async def create_acls(self, request: CreateAclsRequest) -> CreateAclsResponse:
+        """CreateAcls v3 (a retry of an applied one finds its bindings and writes nothing)."""
+        response = await self.call(ApiKey.CREATE_ACLS, 3, request)
+        if not isinstance(response, CreateAclsResponse):
+            raise PeerError(f"CreateAcls: the controller answered a {type(response).__name__}")
+        return await self._after_write(response)
+
+    async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
+        """DeleteAcls v3."""
+        response = await self.call(ApiKey.DELETE_ACLS, 3, request)
+        if not isinstance(response, DeleteAclsResponse):
+            raise PeerError(f"DeleteAcls: the controller answered a {type(response).__name__}")
         return await self._after_write(response)
 
     def _broker_epoch(self) -> int:

@@ -1,15 +1,27 @@
 """ACLs: DescribeAcls (key 29) v1-3, CreateAcls (key 30) v1-3, DeleteAcls (key 31) v1-3.
 
-Behaviour: kafkapy has no authorizer, so - exactly like a Kafka broker without
-`authorizer.class.name` - every ACL request is answered with SECURITY_DISABLED ("No Authorizer
-is configured"). Answering matters: admin UIs and tools probe these APIs, and an unserved API
-would make us close their connection.
+Behaviour, as a KRaft Kafka broker:
+- without `authorizer.class.name` every ACL request is answered SECURITY_DISABLED ("No
+  Authorizer is configured."): admin UIs and tools probe these APIs, and an unserved API would
+  make us close their connection;
+- with StandardAuthorizer, CreateAcls and DeleteAcls go to the active controller (the
+  controller channel; on a quorum of one, this node's own controller), which validates them
+  and writes the ACL records (kafkapy.controller.acls, Kafka's error codes per binding /
+  filter); the answer comes once this node's image holds the change, so a DescribeAcls or a
+  request right after it sees it. DescribeAcls is answered from this node's authorizer, fed from
+  its metadata image: every node answers the same within the metadata propagation delay;
+- DescribeAcls needs DESCRIBE on the cluster, Create/DeleteAcls ALTER on the cluster
+  (CLUSTER_AUTHORIZATION_FAILED; checked here, with the caller's principal, before anything is
+  forwarded);
+- a filter with an UNKNOWN part (a code kafkapy does not know) is INVALID_REQUEST (Kafka closes
+  the connection while parsing such a request).
 
-Not yet: an authorizer.
+Not yet: version 0 (removed in Kafka 4.0).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer.acl import AclOperation, filter_problem
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -20,30 +32,64 @@ from kafkapy.protocol.messages import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.shared.acl_wire import (
+    NO_AUTHORIZER,
+    create_acls_error,
+    delete_acls_error,
+    describe_filter,
+    describe_resources,
+)
 
 __all__ = ["handle_create_acls", "handle_delete_acls", "handle_describe_acls"]
-
-NO_AUTHORIZER = "No Authorizer is configured."
 
 
 @handler(ApiKey.DESCRIBE_ACLS, min_version=1, max_version=3)
 async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
-    return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
+    authorizer = ctx.broker.authorizer
+    if authorizer is None:
+        return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    acl_filter = describe_filter(req)
+    problem = filter_problem(acl_filter)
+    if problem is not None:
+        return DescribeAclsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=problem)
+    found = [binding for _, binding in authorizer.acls_matching(acl_filter)]
+    return DescribeAclsResponse(resources=describe_resources(found))
 
 
 @handler(ApiKey.CREATE_ACLS, min_version=1, max_version=3)
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    return CreateAclsResponse(results=[
-        CreateAclsResponse.AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
-        for _ in req.creations
-    ])
+    cluster = ctx.broker.cluster
+    if ctx.broker.authorizer is None or cluster is None:
+        return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return create_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    if not req.creations:
+        return CreateAclsResponse()
+    ctx.release_turn()
+    try:
+        return await cluster.channel.create_acls(CreateAclsRequest(creations=req.creations))
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        return create_acls_error(req, code, str(exc))
 
 
 @handler(ApiKey.DELETE_ACLS, min_version=1, max_version=3)
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    return DeleteAclsResponse(filter_results=[
-        DeleteAclsResponse.DeleteAclsFilterResult(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
-        for _ in req.filters
-    ])
+    cluster = ctx.broker.cluster
+    if ctx.broker.authorizer is None or cluster is None:
+        return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return delete_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    if not req.filters:
+        return DeleteAclsResponse()
+    ctx.release_turn()
+    try:
+        return await cluster.channel.delete_acls(DeleteAclsRequest(filters=req.filters))
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        return delete_acls_error(req, code, str(exc))

@@ -5,7 +5,9 @@ BrokerRegistration (62) v0-4, BrokerHeartbeat (63) v0-1, AlterPartition (56) v0-
 AllocateProducerIds (67) v0, and the admin requests brokers forward: CreateTopics (19) v2-7,
 DeleteTopics (20) v1-6, CreatePartitions (37) v0-3, IncrementalAlterConfigs (44) v0-1,
 AlterUserScramCredentials (51) v0, AlterClientQuotas (49) v0-1, AlterPartitionReassignments (45) v0, ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions that
-needed an election, under an entry for every topic, as Kafka does).
+needed an election, under an entry for every topic, as Kafka does), CreateAcls (30) v1-3 and
+DeleteAcls (31) v1-3 (the broker checked the caller may alter the cluster; without an
+authorizer configured SECURITY_DISABLED, as the broker answers).
 
 Behaviour: each request becomes one QuorumController operation (kafkapy.controller), run by the
 ControllerDriver, which answers once its records are committed. A node that is not the active
@@ -67,10 +69,14 @@ from kafkapy.protocol.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     ElectLeadersRequest,
@@ -88,6 +94,14 @@ from kafkapy.server.cluster.controller_driver import (
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, decode_suspects
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler
+from kafkapy.server.handlers.shared.acl_wire import (
+    NO_AUTHORIZER,
+    create_acls_error,
+    creation_binding,
+    delete_acls_error,
+    delete_filter,
+    delete_filter_result,
+)
 from kafkapy.server.handlers.shared.partition_results import (
     alter_reassignments_response,
     election_response,
@@ -102,8 +116,10 @@ __all__ = [
     "handle_alter_user_scram_credentials",
     "handle_broker_heartbeat",
     "handle_broker_registration",
+    "handle_create_acls",
     "handle_create_partitions",
     "handle_create_topics",
+    "handle_delete_acls",
     "handle_delete_topics",
     "handle_elect_leaders",
     "handle_incremental_alter_configs",
@@ -572,5 +588,41 @@ async def handle_alter_client_quotas(
         )
         for r in results
     ]
+    set_metadata_offset(response, offset)
+    return response
+
+
+# -- ACLs (Kafka's AclControlManager, kafkapy.controller.acls) -----------------------------------
+
+
+@controller_handler(ApiKey.CREATE_ACLS, min_version=1, max_version=3)
+async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
+    if ctx.broker.authorizer is None:
+        return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    bindings = [creation_binding(c) for c in req.creations]
+    outcome = await _run(ctx, lambda c: c.create_acls(bindings))
+    if outcome is None:
+        return create_acls_error(req, ErrorCode.NOT_CONTROLLER, None)
+    results, offset = outcome
+    response = CreateAclsResponse(
+        results=[
+            CreateAclsResponse.AclCreationResult(error_code=r.error, error_message=r.message)
+            for r in results
+        ]
+    )
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.DELETE_ACLS, min_version=1, max_version=3)
+async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
+    if ctx.broker.authorizer is None:
+        return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    filters = [delete_filter(f) for f in req.filters]
+    outcome = await _run(ctx, lambda c: c.delete_acls(filters))
+    if outcome is None:
+        return delete_acls_error(req, ErrorCode.NOT_CONTROLLER, None)
+    results, offset = outcome
+    response = DeleteAclsResponse(filter_results=[delete_filter_result(r) for r in results])
     set_metadata_offset(response, offset)
     return response

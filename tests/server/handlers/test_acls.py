@@ -1,0 +1,217 @@
+"""CreateAcls / DescribeAcls / DeleteAcls over the wire, with a StandardAuthorizer.
+
+A plaintext connection is `User:ANONYMOUS`; the node is a quorum of one, so CreateAcls and
+DeleteAcls go through its controller channel and the ACL records of its metadata log, and
+DescribeAcls reads its authorizer, fed from the published image. The node gets its authorizer
+before it starts, as `authorizer.class.name` gives it one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from kafkapy.authorizer import StandardAuthorizer
+from kafkapy.authorizer.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
+from kafkapy.server.broker import Broker
+from tests.server.helpers import IO_TIMEOUT_S, Client, build_node
+
+pytestmark = pytest.mark.timeout(60)
+
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+ANY_TYPE = ResourceType.ANY
+LITERAL, PREFIXED, MATCH, ANY_PATTERN = (
+    PatternType.LITERAL, PatternType.PREFIXED, PatternType.MATCH, PatternType.ANY,
+)
+READ, WRITE, ALTER = AclOperation.READ, AclOperation.WRITE, AclOperation.ALTER
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+
+
+@asynccontextmanager
+async def authorized_node(
+    data_dir: Path | None, *, super_users: tuple[str, ...] = ("User:ANONYMOUS",),
+    allow_everyone: bool = False,
+) -> AsyncIterator[tuple[Broker, int]]:
+    """A running node with a StandardAuthorizer from the start; (broker, port)."""
+    server = build_node(data_dir, {"listeners": "PLAINTEXT://127.0.0.1:0", "offsets.topic.num.partitions": "1"})
+    server.broker.authorizer = StandardAuthorizer(
+        super_users=super_users, allow_everyone_if_no_acl_found=allow_everyone
+    )
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(server.run)
+        try:
+            with trio.fail_after(IO_TIMEOUT_S):
+                assert await server.wait_ready()
+            yield server.broker, bound[0].port
+        finally:
+            server.request_shutdown()
+            with trio.fail_after(IO_TIMEOUT_S):
+                await server.stopped.wait()
+
+
+def creation(
+    name: str,
+    operation: int = READ,
+    *,
+    resource_type: int = TOPIC,
+    pattern: int = LITERAL,
+    principal: str = "User:alice",
+    permission: int = ALLOW,
+    host: str = "*",
+) -> CreateAclsRequest.AclCreation:
+    return CreateAclsRequest.AclCreation(
+        resource_type=resource_type, resource_name=name, resource_pattern_type=pattern,
+        principal=principal, host=host, operation=operation, permission_type=permission,
+    )
+
+
+def describe_request(
+    resource_type: int = ANY_TYPE, name: str | None = None, pattern: int = ANY_PATTERN,
+    principal: str | None = None,
+) -> DescribeAclsRequest:
+    return DescribeAclsRequest(
+        resource_type_filter=resource_type, resource_name_filter=name, pattern_type_filter=pattern,
+        principal_filter=principal, host_filter=None, operation=AclOperation.ANY,
+        permission_type=AclPermissionType.ANY,
+    )
+
+
+def delete_filter(
+    resource_type: int = ANY_TYPE, name: str | None = None, pattern: int = ANY_PATTERN,
+    principal: str | None = None,
+) -> DeleteAclsRequest.DeleteAclsFilter:
+    return DeleteAclsRequest.DeleteAclsFilter(
+        resource_type_filter=resource_type, resource_name_filter=name, pattern_type_filter=pattern,
+        principal_filter=principal, host_filter=None, operation=AclOperation.ANY,
+        permission_type=AclPermissionType.ANY,
+    )
+
+
+def listed(resp: DescribeAclsResponse) -> set[tuple[Any, ...]]:
+    assert resp.error_code == ErrorCode.NONE, resp
+    return {
+        (r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+         a.permission_type)
+        for r in resp.resources
+        for a in r.acls
+    }
+
+
+def row(c: CreateAclsRequest.AclCreation) -> tuple[Any, ...]:
+    return (c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+            c.operation, c.permission_type)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+async def test_create_describe_delete_with_kafkas_filters(version: int) -> None:
+    wanted = [
+        creation("orders"),
+        creation("orders-", WRITE, pattern=PREFIXED),
+        creation("*", READ, permission=DENY, principal="User:mallory"),
+        creation("app", READ, resource_type=GROUP),
+    ]
+    async with authorized_node(None) as (broker, port):
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            created = await c.request(ApiKey.CREATE_ACLS, version, CreateAclsRequest(creations=wanted))
+            everything = await c.request(ApiKey.DESCRIBE_ACLS, version, describe_request())
+            match = await c.request(ApiKey.DESCRIBE_ACLS, version, describe_request(TOPIC, "orders-eu", MATCH))
+            exact = await c.request(ApiKey.DESCRIBE_ACLS, version, describe_request(TOPIC, "orders", LITERAL))
+            groups = await c.request(ApiKey.DESCRIBE_ACLS, version, describe_request(GROUP))
+            deleted = await c.request(ApiKey.DELETE_ACLS, version, DeleteAclsRequest(filters=[
+                delete_filter(principal="User:alice"), delete_filter(TOPIC, "orders", LITERAL),
+            ]))
+            after = await c.request(ApiKey.DESCRIBE_ACLS, version, describe_request())
+        await c.aclose()
+        assert len(broker.authorizer or ()) == 1
+    assert [r.error_code for r in created.results] == [ErrorCode.NONE] * 4
+    assert listed(everything) == {row(w) for w in wanted}
+    # MATCH: what applies to topic orders-eu - the prefix and the wildcard, not "orders"
+    assert listed(match) == {row(wanted[1]), row(wanted[2])}
+    assert listed(exact) == {row(wanted[0])}
+    assert listed(groups) == {row(wanted[3])}
+    alice, orders = deleted.filter_results
+    assert alice.error_code == orders.error_code == ErrorCode.NONE
+    assert {(m.resource_name, m.operation) for m in alice.matching_acls} == {
+        ("orders", READ), ("orders-", WRITE), ("app", READ)
+    }
+    assert [(m.resource_name, m.principal) for m in orders.matching_acls] == [("orders", "User:alice")]
+    assert listed(after) == {row(wanted[2])}
+
+
+async def test_bad_bindings_and_filters_are_invalid_request_each() -> None:
+    async with authorized_node(None) as (_, port):
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            created = await c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[
+                creation("ok"),
+                creation("t", pattern=MATCH),
+                creation("t", resource_type=99),  # a code kafkapy does not know: UNKNOWN
+                creation("t", AclOperation.ANY),
+                creation("my-cluster", ALTER, resource_type=CLUSTER),
+                creation("t", principal="alice"),
+                creation(""),
+            ]))
+            bad_describe = await c.request(ApiKey.DESCRIBE_ACLS, 3, describe_request(pattern=0))
+            deleted = await c.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[
+                delete_filter(resource_type=0), delete_filter(TOPIC, "ok", LITERAL),
+            ]))
+        await c.aclose()
+    errors = [r.error_code for r in created.results]
+    assert errors == [ErrorCode.NONE] + [ErrorCode.INVALID_REQUEST] * 6
+    assert "kafka-cluster" in (created.results[4].error_message or "")
+    assert bad_describe.error_code == ErrorCode.INVALID_REQUEST
+    unknown, ok = deleted.filter_results
+    assert unknown.error_code == ErrorCode.INVALID_REQUEST
+    assert [m.resource_name for m in ok.matching_acls] == ["ok"]
+
+
+async def test_the_acl_apis_need_cluster_permissions() -> None:
+    """No super user, everyone allowed where no ACL speaks: the first CreateAcls may deny the
+    caller ALTER on the cluster; from then on it may neither create, delete nor describe (the
+    cluster has ACLs, none allows it DESCRIBE)."""
+    deny = creation("kafka-cluster", ALTER, resource_type=CLUSTER, principal="User:ANONYMOUS", permission=DENY)
+    async with authorized_node(None, super_users=(), allow_everyone=True) as (_, port):
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            first = await c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[deny]))
+            second = await c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=[creation("t")]))
+            deleted = await c.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[delete_filter()]))
+            described = await c.request(ApiKey.DESCRIBE_ACLS, 3, describe_request())
+        await c.aclose()
+    assert [r.error_code for r in first.results] == [ErrorCode.NONE]
+    assert [r.error_code for r in second.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert [r.error_code for r in deleted.filter_results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_acls_survive_a_restart(tmp_path: Path) -> None:
+    """The ACL records are replayed from the metadata log when the node starts again."""
+    wanted = [creation("orders"), creation("pay", WRITE, pattern=PREFIXED, permission=DENY)]
+    async with authorized_node(tmp_path) as (_, port):
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            created = await c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=wanted))
+        await c.aclose()
+    assert [r.error_code for r in created.results] == [ErrorCode.NONE] * 2
+    async with authorized_node(tmp_path) as (broker, port):
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            described = await c.request(ApiKey.DESCRIBE_ACLS, 3, describe_request())
+        await c.aclose()
+        assert broker.authorizer is not None
+        assert len(broker.authorizer) == 2
+    assert listed(described) == {row(w) for w in wanted}
