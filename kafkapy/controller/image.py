@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import TypeVar
 
 from kafkapy.controller.records import (
     AccessControlEntryRecord,
@@ -56,8 +57,16 @@ __all__ = [
     "PartitionImage",
     "TopicImage",
     "acl_key",
+    "changed",
     "quota_entity",
 ]
+
+_V = TypeVar("_V")
+
+
+def changed(new: _V | None, current: _V) -> _V:
+    """A PartitionChangeRecord field's effect (Kafka's): None leaves the current value."""
+    return current if new is None else new
 
 #: an ACL binding without its id: (resource type, resource name, pattern type, principal, host,
 #: operation, permission type), what makes two ACLs the same
@@ -279,15 +288,13 @@ class MetadataImage:
                         f"no partition {record.partition_id} in topic {t.name!r}"
                     )
                 t.partitions[record.partition_id] = PartitionImage(
-                    record.replicas if record.replicas is not None else p.replicas,
-                    record.isr if record.isr is not None else p.isr,
-                    record.leader if record.leader is not None else p.leader,
+                    changed(record.replicas, p.replicas),
+                    changed(record.isr, p.isr),
+                    changed(record.leader, p.leader),
                     p.leader_epoch + (1 if record.leader is not None else 0),
                     p.partition_epoch + 1,
-                    p.adding_replicas if record.adding_replicas is None else record.adding_replicas,
-                    p.removing_replicas
-                    if record.removing_replicas is None
-                    else record.removing_replicas,
+                    changed(record.adding_replicas, p.adding_replicas),
+                    changed(record.removing_replicas, p.removing_replicas),
                 )
                 d._partition(t.name, record.partition_id)
             case RemoveTopicRecord():

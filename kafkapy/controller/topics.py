@@ -45,7 +45,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from kafkapy.controller.image import PartitionImage
+from kafkapy.controller.image import PartitionImage, changed
 from kafkapy.controller.records import (
     ConfigRecord,
     ConfigResourceType,
@@ -630,12 +630,11 @@ def alter_partition_reassignments(
                 )
             )
             continue
-        if item.replicas is None:
+        target = item.replicas  # None: cancel
+        if target is None:
             error, message, change = _cancel(st, topic.topic_id, item.partition, part)
         else:
-            error, message, change = _reassign(
-                st, topic.topic_id, item.partition, part, item.replicas
-            )
+            error, message, change = _reassign(st, topic.topic_id, item.partition, part, target)
         if change is not None:
             st.emit(records, change)
         results.append(ReassignmentResult(item.topic, item.partition, error, message))
@@ -697,10 +696,10 @@ def _reassignment_change(
     """The change to a partition's replicas / ISR / reassignment (unchanged where None), with
     the reassignment completed if every target replica is in the ISR, and a leader that is an
     active ISR member among the replicas (the current one if it still qualifies)."""
-    new_replicas = part.replicas if replicas is None else replicas
-    new_isr = part.isr if isr is None else isr
-    new_adding = part.adding_replicas if adding is None else adding
-    new_removing = part.removing_replicas if removing is None else removing
+    new_replicas = changed(replicas, part.replicas)
+    new_isr = changed(isr, part.isr)
+    new_adding = changed(adding, part.adding_replicas)
+    new_removing = changed(removing, part.removing_replicas)
     target = tuple(r for r in new_replicas if r not in new_removing)
     if (new_adding or new_removing) and all(r in new_isr for r in target):
         new_replicas, new_adding, new_removing = target, (), ()

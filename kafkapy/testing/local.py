@@ -47,9 +47,8 @@ class LocalNode:
 
 
 def _sees_all(node: LocalNode, count: int) -> bool:
-    cluster = node.broker.cluster
-    brokers = getattr(cluster.image, "brokers", {}) if cluster is not None else {}
-    return len(brokers) == count and not any(getattr(b, "fenced", True) for b in brokers.values())
+    brokers = node.broker.cluster.image.brokers
+    return len(brokers) == count and not any(b.fenced for b in brokers.values())
 
 
 @asynccontextmanager

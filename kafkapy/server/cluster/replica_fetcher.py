@@ -80,7 +80,7 @@ class ReplicaFetcherManager:
         config: ClusterConfig,
         *,
         logs: LogManager,
-        replicas: ReplicaManager | None,
+        replicas: ReplicaManager,
         producer_states: ProducerStates,
         peers: PeerPool,
         image: Callable[[], MetadataImage],
@@ -124,9 +124,7 @@ class ReplicaFetcherManager:
         """Run the fetcher tasks (one per source broker) and the ISR maintenance loop."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            replicas = self.replicas
-            if replicas is not None:
-                nursery.start_soon(replicas.run_isr_maintenance)
+            nursery.start_soon(self.replicas.run_isr_maintenance)
             while True:
                 for leader in {s.leader for s in self.partitions.values()} - self._running:
                     self._running.add(leader)

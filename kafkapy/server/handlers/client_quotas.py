@@ -33,8 +33,7 @@ __all__ = ["handle_alter_client_quotas", "handle_describe_client_quotas"]
 async def handle_describe_client_quotas(
     ctx: RequestContext, req: DescribeClientQuotasRequest
 ) -> DescribeClientQuotasResponse:
-    cluster = ctx.broker.cluster
-    quotas = cluster.image.client_quotas if cluster is not None else {}
+    quotas = ctx.broker.cluster.image.client_quotas
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
     error, message, found = describe_client_quotas(quotas, components, req.strict)
     response = DescribeClientQuotasResponse(error_code=error, error_message=message)
@@ -59,8 +58,6 @@ async def handle_alter_client_quotas(
     ctx: RequestContext, req: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:
     cluster = ctx.broker.cluster
-    if cluster is None:
-        return _answer_all(req, ErrorCode.NOT_CONTROLLER, "no controller quorum on this node")
     ctx.release_turn()
     try:
         response: AlterClientQuotasResponse = await cluster.channel.alter_client_quotas(req)

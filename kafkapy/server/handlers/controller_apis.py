@@ -132,8 +132,7 @@ log = logging.getLogger(__name__)
 
 
 def _driver(ctx: RequestContext) -> ControllerDriver | None:
-    cluster = ctx.broker.cluster
-    return cluster.controller if cluster is not None else None
+    return ctx.broker.cluster.controller
 
 
 def _has_quorum_contact(driver: ControllerDriver | None) -> bool:
@@ -467,7 +466,7 @@ async def handle_alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     items = [
-        Reassignment(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+        Reassignment(t.name, p.partition_index, p.replicas)  # None: cancel
         for t in req.topics
         for p in t.partitions
     ]

@@ -3,13 +3,10 @@
 Behaviour: one broker per unfenced broker of the metadata image, with its endpoint for the
 request's listener, and the same controller id as Metadata. A broker listener answers the BROKERS
 endpoint type (1) only, as Kafka's brokers do: v1 with endpoint_type 2 (controllers) or anything
-else is UNSUPPORTED_ENDPOINT_TYPE. Without a metadata image (a node that is not in cluster mode)
-this node is the only broker and the controller, and endpoint type 2 is answered with the same
-node, as a combined KRaft node would.
+else is UNSUPPORTED_ENDPOINT_TYPE (a quorum of one too: its controller listener, if it has
+one, answers the controllers).
 
 Authorized operations (KIP-430): every supported cluster operation (no authorizer).
-
-Not yet: racks without a metadata image.
 """
 
 from __future__ import annotations
@@ -31,28 +28,9 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 @handler(ApiKey.DESCRIBE_CLUSTER, min_version=0, max_version=1)
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
-    if broker.replicas is not None and broker.cluster is not None:
-        response = _describe_cluster_from_image(ctx, req, broker.cluster)
-    else:
-        response = _describe_single_node(ctx, req)
+    response = _describe_cluster_from_image(ctx, req, broker.cluster)
     if req.include_cluster_authorized_operations:
         response.cluster_authorized_operations = CLUSTER_OPERATIONS  # no authorizer: all (KIP-430)
-    return response
-
-
-def _describe_single_node(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
-    host, port = broker.advertised(ctx.connection.listener_name)
-    response = DescribeClusterResponse(
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        endpoint_type=req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port)],
-    )
-    if ctx.api_version >= 1 and req.endpoint_type not in (BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT):
-        response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
-        response.error_message = f"Unsupported endpoint type {req.endpoint_type}"
-        response.brokers = []
     return response
 
 

@@ -1,16 +1,13 @@
 """DescribeQuorum (key 55) v0-2 on the broker listeners (what `kafka-metadata-quorum.sh` and
 the admin clients' describeMetadataQuorum send to a broker).
 
-In cluster mode it is forwarded to the active controller, as Kafka's brokers do; the
-controller listener's own DescribeQuorum is in `quorum.py` with the other Raft APIs. A node
-without a controller channel is its own quorum of one: it leads, is the only voter, and answers
-epoch and high watermark 0. Another topic or partition than `__cluster_metadata-0` is
+It is forwarded to the active controller, as Kafka's brokers do (in-process on a quorum of
+one); the controller listener's own DescribeQuorum is in `quorum.py` with the other Raft APIs.
+Another topic or partition than `__cluster_metadata-0` is
 INVALID_REQUEST.
 """
 
 from __future__ import annotations
-
-import time
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -31,26 +28,11 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
     if wanted != [(_QUORUM_TOPIC, _QUORUM_PARTITION)]:
         return DescribeQuorumResponse(error_code=ErrorCode.INVALID_REQUEST,
                                       error_message="only __cluster_metadata-0 has a quorum")
-    if broker.cluster is not None:
-        ctx.release_turn()
-        try:
-            response: DescribeQuorumResponse = await broker.cluster.channel.call(
-                ApiKey.DESCRIBE_QUORUM, ctx.api_version, req)
-        except PeerError as exc:
-            code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
-            return DescribeQuorumResponse(error_code=code, error_message=str(exc))
-        return response
-    node = broker.node_id
-    now = int(time.time() * 1000)
-    me = DescribeQuorumResponse.ReplicaState(
-        replica_id=node, log_end_offset=0, last_fetch_timestamp=now, last_caught_up_timestamp=now)
-    part = DescribeQuorumResponse.PartitionData(
-        partition_index=_QUORUM_PARTITION, leader_id=node, leader_epoch=0, high_watermark=0,
-        current_voters=[me])
-    listener = ctx.connection.listener_name
-    host, port = broker.advertised(listener)
-    return DescribeQuorumResponse(
-        topics=[DescribeQuorumResponse.TopicData(topic_name=_QUORUM_TOPIC, partitions=[part])],
-        nodes=[DescribeQuorumResponse.Node(node_id=node, listeners=[
-            DescribeQuorumResponse.Listener(name=listener, host=host, port=port)])],
-    )
+    ctx.release_turn()
+    try:
+        response: DescribeQuorumResponse = await broker.cluster.channel.call(
+            ApiKey.DESCRIBE_QUORUM, ctx.api_version, req)
+    except PeerError as exc:
+        code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
+        return DescribeQuorumResponse(error_code=code, error_message=str(exc))
+    return response

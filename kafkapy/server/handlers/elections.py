@@ -1,8 +1,8 @@
 """Leader elections: ElectLeaders (key 43) v0-2.
 
 Behaviour:
-- Cluster mode: the request is forwarded as it is (v2) to the active controller
-  (`ControllerChannel.elect_leaders`), as CreateTopics is, because only the controller may
+- The request is forwarded as it is (v2) to the active controller
+  (`ControllerChannel.elect_leaders`; in-process on a quorum of one), as CreateTopics is, because only the controller may
   change a partition's leader. The controller answers per partition as Kafka's does (see
   `kafkapy.controller.topics._elect_one`): NONE (a new leader was elected), ELECTION_NOT_NEEDED
   (PREFERRED: the first replica leads already; UNCLEAN: an active leader exists),
@@ -14,8 +14,6 @@ Behaviour:
 - `topic_partitions` null means every partition of every topic; then, as in Kafka, partitions
   that need no election are left out of the answer (a topic may come back with no results).
 - v0 has no election type: PREFERRED.
-- Single-node mode: every partition has one replica, which leads, so an existing partition is
-  ELECTION_NOT_NEEDED for both types (what Kafka answers for a replication factor of 1).
 
 Not yet: authorization (CLUSTER_AUTHORIZATION_FAILED), Kafka's LeaderRecoveryState after an
 unclean election (the controller does not model it).
@@ -26,7 +24,6 @@ from __future__ import annotations
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
@@ -41,33 +38,11 @@ PREFERRED, UNCLEAN = 0, 1
 async def handle_elect_leaders(
     ctx: RequestContext, req: ElectLeadersRequest
 ) -> ElectLeadersResponse:
-    broker = ctx.broker
     if ctx.api_version == 0:
         req.election_type = PREFERRED
-    if broker.cluster is not None:
-        return await _cluster_elect_leaders(ctx, req, broker.cluster)
-    wanted = requested_partitions(req)
-    names = [t.name for t in broker.topics.all()]
-    if wanted is None:  # every partition is led by its only replica: nothing to report
-        return election_response((), names)
-    out: list[tuple[str, int, ErrorCode, str | None]] = []
-    for topic, partition in wanted:
-        if req.election_type not in (PREFERRED, UNCLEAN):
-            out.append((topic, partition, ErrorCode.INVALID_REQUEST, "unknown election type"))
-        elif broker.partition_log(topic, partition) is None:
-            message = f"no such partition as {topic}-{partition}"
-            out.append((topic, partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message))
-        else:
-            out.append((topic, partition, ErrorCode.ELECTION_NOT_NEEDED, None))
-    return election_response(out)
-
-
-async def _cluster_elect_leaders(
-    ctx: RequestContext, req: ElectLeadersRequest, cluster: ClusterNode
-) -> ElectLeadersResponse:
     ctx.release_turn()
     try:
-        response: ElectLeadersResponse = await cluster.channel.elect_leaders(req)
+        response: ElectLeadersResponse = await ctx.broker.cluster.channel.elect_leaders(req)
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         wanted = requested_partitions(req) or []

@@ -57,11 +57,11 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
     by_dir: dict[str, dict[str, list[LogDirPartition]]] = {
         str(d.resolve()): {} for d in broker.data_dirs
     }
-    image = broker.cluster.image if broker.cluster is not None else None
+    image = broker.cluster.image
     for (topic, partition), plog in sorted(broker.logs.logs().items()):
         if topic not in broker.topics:
             continue
-        if image is not None and not _hosted(image, broker.node_id, topic, partition):
+        if not _hosted(image, broker.node_id, topic, partition):
             continue  # a log left behind (the partition moved away, or its metadata failed)
         if wanted is not None and partition not in wanted.get(topic, set()):
             continue

@@ -56,9 +56,8 @@ __all__ = [
 MAX_FETCH_WAIT_MS = 1000
 
 
-def _driver(ctx: RequestContext) -> RaftDriver | None:
-    cluster = ctx.broker.cluster
-    return cluster.raft if cluster is not None else None
+def _driver(ctx: RequestContext) -> RaftDriver:
+    return ctx.broker.cluster.raft
 
 
 async def _answer(
@@ -66,8 +65,6 @@ async def _answer(
 ) -> tuple[ErrorCode, object | None]:
     """(top-level error, wire response body or None when the error stands alone)."""
     driver = _driver(ctx)
-    if driver is None:
-        return ErrorCode.BROKER_NOT_AVAILABLE, None
     try:
         src, raft_req = request_from_wire(
             api_key,
@@ -147,8 +144,6 @@ async def handle_describe_quorum(
     """The quorum as its leader sees it: epoch, HW, each voter's and observer's log end and
     last fetch (wall-clock ms, as Kafka reports them); a non-leader says NOT_LEADER_OR_FOLLOWER."""
     driver = _driver(ctx)
-    if driver is None:
-        return DescribeQuorumResponse(error_code=ErrorCode.BROKER_NOT_AVAILABLE)
     wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
     if wanted != [(METADATA_TOPIC, METADATA_PARTITION)]:
         return DescribeQuorumResponse(error_code=ErrorCode.INVALID_REQUEST)

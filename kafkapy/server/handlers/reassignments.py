@@ -2,8 +2,9 @@
 (key 46) v0.
 
 Behaviour:
-- Cluster mode: AlterPartitionReassignments is forwarded as it is to the active controller
-  (`ControllerChannel.alter_partition_reassignments`), which decides per partition
+- AlterPartitionReassignments is forwarded as it is to the active controller
+  (`ControllerChannel.alter_partition_reassignments`; in-process on a quorum of one, whose
+  only broker holds every partition), which decides per partition
   (`kafkapy.controller.topics.alter_partition_reassignments`): a target replica list adds the
   new replicas (they start fetching at once), they join the ISR through the leader once caught
   up, and the same ISR change completes the move - the replicas not in the target are removed
@@ -16,9 +17,6 @@ Behaviour:
 - ListPartitionReassignments answers from this broker's metadata image: every partition with
   an ongoing reassignment (its replicas, adding and removing replicas); a null topic list means
   all topics, unknown topics are left out (as Kafka's controller does).
-- Single-node mode: the only broker holds every partition, so a target of just this broker is
-  NONE (nothing to move), any other broker INVALID_REPLICA_ASSIGNMENT, a cancel
-  NO_REASSIGNMENT_IN_PROGRESS; nothing is ever listed.
 
 Not yet: KIP-860's AllowReplicationFactorChange (v1), replication throttles during the copy,
 authorization.
@@ -34,7 +32,6 @@ from kafkapy.protocol.messages import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
-from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
@@ -43,42 +40,15 @@ from kafkapy.server.handlers.shared.partition_results import alter_reassignments
 __all__ = ["handle_alter_partition_reassignments", "handle_list_partition_reassignments"]
 
 
-def _requested(req: AlterPartitionReassignmentsRequest) -> list[tuple[str, int, list[int] | None]]:
-    return [
-        (t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
-        for t in req.topics
-        for p in t.partitions
-    ]
-
-
-def _single_node(
-    broker: Broker, topic: str, partition: int, replicas: list[int] | None
-) -> tuple[str, int, ErrorCode, str | None]:
-    if broker.partition_log(topic, partition) is None:
-        return (
-            topic,
-            partition,
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            f"no such partition as {topic}-{partition}",
-        )
-    if replicas is None:
-        return topic, partition, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
-    if replicas != [broker.node_id]:
-        message = f"replicas {replicas}: the only broker is {broker.node_id}"
-        return topic, partition, ErrorCode.INVALID_REPLICA_ASSIGNMENT, message
-    return topic, partition, ErrorCode.NONE, None
+def _requested(req: AlterPartitionReassignmentsRequest) -> list[tuple[str, int]]:
+    return [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
 
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, min_version=0, max_version=0)
 async def handle_alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
-    broker = ctx.broker
-    if broker.cluster is None:
-        return alter_reassignments_response(
-            [_single_node(broker, t, p, r) for t, p, r in _requested(req)]
-        )
-    cluster = broker.cluster
+    cluster = ctx.broker.cluster
     ctx.release_turn()
     try:
         response: AlterPartitionReassignmentsResponse = (
@@ -87,7 +57,7 @@ async def handle_alter_partition_reassignments(
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         failed = alter_reassignments_response(
-            [(t, p, code, str(exc)) for t, p, _ in _requested(req)]
+            [(t, p, code, str(exc)) for t, p in _requested(req)]
         )
         failed.error_code = code
         failed.error_message = str(exc)
@@ -100,10 +70,7 @@ async def handle_list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
     response = ListPartitionReassignmentsResponse()
-    cluster = ctx.broker.cluster
-    if cluster is None:
-        return response
-    image = cluster.image
+    image = ctx.broker.cluster.image
     if req.topics is None:
         wanted = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
     else:

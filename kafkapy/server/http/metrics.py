@@ -93,7 +93,7 @@ class Snapshot:
     connections: dict[str, int]
     partitions: list[PartitionView]
     cluster: dict[str, Any]
-    brokers: dict[str, int] | None
+    brokers: dict[str, int]
     groups: list[GroupView]
     transactions: dict[str, int]
     fetch_sessions: tuple[int, int, int]
@@ -122,7 +122,7 @@ class BrokerCollector:
         for conn in server.connections:
             name = conn.state.listener_name
             connections[name] = connections.get(name, 0) + 1
-        registered = broker.cluster.image.brokers if broker.cluster is not None else None
+        registered = broker.cluster.image.brokers
         cache = broker.fetch_sessions
         return Snapshot(
             node_id=broker.node_id,
@@ -149,10 +149,7 @@ class BrokerCollector:
             connections=connections,
             partitions=partition_views(broker),
             cluster=cluster_view(server),
-            brokers=(
-                None if registered is None
-                else {"fenced": sum(1 for b in registered.values() if b.fenced), "all": len(registered)}
-            ),
+            brokers={"fenced": sum(1 for b in registered.values() if b.fenced), "all": len(registered)},
             groups=group_views(broker),
             transactions=transaction_states(broker),
             fetch_sessions=(len(cache), cache.partitions_cached(), cache.evictions),
@@ -273,10 +270,9 @@ def _controller_metrics(snap: Snapshot) -> Iterator[Metric]:
         yield _gauge("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader", sum(v.offline for v in views))
         yield _gauge("kafka_controller_kafkacontroller_globalpartitioncount", "Partitions in the cluster", len(views))
         yield _gauge("kafka_controller_kafkacontroller_globaltopiccount", "Topics in the cluster", len({v.topic for v in views}))
-        if snap.brokers is not None:
-            fenced = snap.brokers["fenced"]
-            yield _gauge("kafka_controller_kafkacontroller_fencedbrokercount", "Registered brokers that are fenced", fenced)
-            yield _gauge("kafka_controller_kafkacontroller_activebrokercount", "Registered brokers that are unfenced", snap.brokers["all"] - fenced)
+        fenced = snap.brokers["fenced"]
+        yield _gauge("kafka_controller_kafkacontroller_fencedbrokercount", "Registered brokers that are fenced", fenced)
+        yield _gauge("kafka_controller_kafkacontroller_activebrokercount", "Registered brokers that are unfenced", snap.brokers["all"] - fenced)
     quorum = view["quorum"]
     if quorum is not None:
         yield _gauge("kafka_server_raft_metrics_current_leader", "The Raft leader's node id (-1: none known)", quorum["leader_id"])

@@ -5,8 +5,8 @@ state the broker keeps anyway, at scrape or page-poll time, so the request path 
 them. Everything here runs on the trio thread (the single owner of that state) and never awaits,
 so a view is consistent; the cost is one pass over partitions and groups per call.
 
-Single node: this node leads every partition and is its whole ISR. Cluster mode: the partition
-table comes from the latest metadata image (every partition of the cluster, with leader, ISR
+The partition table comes from the latest metadata image, for a lone node (a quorum of one)
+as for a cluster (every partition of the cluster, with leader, ISR
 and replicas as the controller committed them); log figures exist only for replicas on this
 node.
 """
@@ -119,27 +119,17 @@ def partition_views(broker: Broker) -> list[PartitionView]:
     """Every partition this node knows of (see the module doc), sorted by topic and partition."""
     out: list[PartitionView] = []
     logs = broker.logs.logs()
-    cluster = broker.cluster
-    if cluster is None:
-        node = broker.node_id
-        for info in broker.topics.all():
-            min_isr = _min_isr(broker, info.configs)
-            for p in range(info.partitions):
-                view = PartitionView(info.name, p, node, (node,), (node,), info.internal, min_isr)
-                _add_log(view, logs.get((info.name, p)))
-                out.append(view)
-    else:
-        image = cluster.image
-        internal = {info.name for info in broker.topics.all() if info.internal}
-        for name, topic in sorted(image.topics.items()):
-            min_isr = _min_isr(broker, dict(topic.configs))
-            for p, part in sorted(topic.partitions.items()):
-                view = PartitionView(
-                    name, p, part.leader, tuple(part.replicas), tuple(part.isr),
-                    name in internal or name.startswith("__"), min_isr,
-                )
-                _add_log(view, logs.get((name, p)))
-                out.append(view)
+    image = broker.cluster.image
+    internal = {info.name for info in broker.topics.all() if info.internal}
+    for name, topic in sorted(image.topics.items()):
+        min_isr = _min_isr(broker, dict(topic.configs))
+        for p, part in sorted(topic.partitions.items()):
+            view = PartitionView(
+                name, p, part.leader, tuple(part.replicas), tuple(part.isr),
+                name in internal or name.startswith("__"), min_isr,
+            )
+            _add_log(view, logs.get((name, p)))
+            out.append(view)
     out.sort(key=lambda v: (v.topic, v.partition))
     return out
 
@@ -157,11 +147,8 @@ def _add_log(view: PartitionView, plog: Any) -> None:
 
 
 def broker_views(broker: Broker) -> list[BrokerView]:
-    """The cluster's registered brokers (a single node: itself)."""
+    """The cluster's registered brokers."""
     cluster = broker.cluster
-    if cluster is None:
-        host, port = next(iter(broker.endpoints.values()), ("127.0.0.1", 0))
-        return [BrokerView(broker.node_id, host, port)]
     out = []
     listener = cluster.config.inter_broker_listener_name
     for node_id, reg in sorted(cluster.image.brokers.items()):
@@ -180,7 +167,7 @@ def cluster_view(server: Server) -> dict[str, Any]:
         "cluster_id": broker.cluster_id,
         "node_id": broker.node_id,
         "version": broker.version,
-        "mode": "single node" if cluster is None else "cluster",
+        "mode": "single node" if cluster.config.quorum_of_one else "cluster",
         "ready": ready,
         "not_ready_reason": reason,
         "pid": os.getpid(),
@@ -188,9 +175,6 @@ def cluster_view(server: Server) -> dict[str, Any]:
             {"name": b.listener.name, "host": b.host, "port": b.port} for b in server.bound
         ],
     }
-    if cluster is None:
-        view.update(controller_id=broker.node_id, active_controller=True, quorum=None)
-        return view
     raft = cluster.raft
     leader = raft.leader_id
     view["controller_id"] = leader if leader is not None else -1
