@@ -90,12 +90,21 @@ def _txn_decoder(key: bytes | None, value: bytes | None) -> tuple[Any, Any]:
     return {"type": kind.name, "transactional_id": tid}, _plain(decoded)
 
 
+#: what a SCRAM credential record's keys print as: with them anyone can check password guesses
+#: offline, so a dump pasted into a ticket must not carry them (Kafka's RecordRedactor)
+REDACTED = "(redacted)"
+
+
 def _metadata_decoder(key: bytes | None, value: bytes | None) -> tuple[Any, Any]:
-    from kafkapy.controller.records import decode_record
+    from kafkapy.controller.records import UserScramCredentialRecord, decode_record
 
     if not value:
         return _plain(key) if key else None, "leader epoch start (no-op)"
-    return _plain(key) if key else None, _plain(decode_record(value))
+    record = decode_record(value)
+    shown = _plain(record)
+    if isinstance(record, UserScramCredentialRecord):
+        shown.update(salt=REDACTED, stored_key=REDACTED, server_key=REDACTED)
+    return _plain(key) if key else None, shown
 
 
 DECODERS: dict[str, Decoder] = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shutil
@@ -209,6 +211,24 @@ def test_forced_cluster_metadata_decoder(tmp_path: Path) -> None:
     assert value["type"] == "TopicRecord"
     assert value["name"] == "meta-topic"
     assert value["topic_id"] == str(topic.topic_id)
+
+
+def test_scram_credential_records_print_without_their_keys(tmp_path: Path) -> None:
+    from kafkapy.controller.records import UserScramCredentialRecord, encode_record
+    from kafkapy.protocol.records import Record, build_batch
+
+    record = UserScramCredentialRecord("kim", 2, b"kims-salt", b"kims-stored-key", b"kims-server-key", 8192)
+    segment = tmp_path / "copied" / "00000000000000000000.log"
+    segment.parent.mkdir()
+    segment.write_bytes(build_batch([Record(value=encode_record(record))], base_timestamp=1))
+    code, docs, _ = dump(segment, "-d", "--cluster-metadata-decoder")
+    assert code == 0
+    (value,) = [r["value"] for b in docs[0]["batches"] for r in b["records"]]
+    assert value == {"type": "UserScramCredentialRecord", "name": "kim", "mechanism": 2, "salt": "(redacted)",
+                     "stored_key": "(redacted)", "server_key": "(redacted)", "iterations": 8192}  # fmt: skip
+    printed = json.dumps(docs)
+    assert "kims" not in printed.replace('"kim"', "")
+    assert base64.b64encode(b"kims-salt").decode()[:8] not in printed
 
 
 def test_checkpoints(written: DataDir) -> None:
