@@ -15,6 +15,11 @@ heartbeat, so created topics and added partitions bump the group epoch at the ne
 - Describe: `authorized_operations` as DescribeGroups reports them; a classic group or an
   unknown id is GROUP_ID_NOT_FOUND, as in Kafka.
 
+Authorization (an authorizer configured; Kafka's checks): Heartbeat READ on the group
+(GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
+TOPIC_AUTHORIZATION_FAILED); Describe DESCRIBE per group (GROUP_AUTHORIZATION_FAILED), with the
+principal's authorized operations.
+
 Not yet: SubscribedTopicRegex (INVALID_REQUEST), rack-aware assignment, client-side assignors,
 ShareGroup/StreamsGroup APIs, upgrading a classic group that has members.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import uuid
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.coordinator.group import DescribedConsumerGroup, HeartbeatResult
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
@@ -95,6 +101,12 @@ async def handle_consumer_group_heartbeat(
 
     if ctx.api_version >= 1 and not req.member_id:
         return fail(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if req.subscribed_topic_names and ctx.unauthorized(
+        AclOperation.DESCRIBE, ResourceType.TOPIC, req.subscribed_topic_names
+    ):
+        return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     driver = await broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
@@ -181,15 +193,16 @@ async def handle_consumer_group_describe(
 ) -> ConsumerGroupDescribeResponse:
     broker = ctx.broker
     driver = await broker.group_coordinator.ready()
-    operations = (
-        GROUP_AUTHORIZED_OPERATIONS
-        if req.include_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
     groups = []
     for group_id in req.group_ids:
+        operations = AUTHORIZED_OPERATIONS_OMITTED
+        if req.include_authorized_operations:
+            operations = ctx.authorized_operations(ResourceType.GROUP, group_id, GROUP_AUTHORIZED_OPERATIONS)
         coordinator = driver.coordinator_for(group_id)
-        if isinstance(coordinator, ErrorCode):
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described = DescribedConsumerGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id)
+            operations = AUTHORIZED_OPERATIONS_OMITTED
+        elif isinstance(coordinator, ErrorCode):
             described = DescribedConsumerGroup(coordinator, group_id)
         else:
             described = coordinator.describe_consumer_groups([group_id])[0]

@@ -26,14 +26,22 @@ Cluster mode: a group whose `__consumer_offsets` partition this broker does not 
 NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); partitions are known from the
 metadata image, not from the logs this broker happens to host.
 
+Authorization (an authorizer configured; Kafka's checks): OffsetCommit READ on the group
+(GROUP_AUTHORIZATION_FAILED everywhere) and READ per topic (TOPIC_AUTHORIZATION_FAILED);
+OffsetFetch READ on the group and DESCRIBE per topic (a named topic TOPIC_AUTHORIZATION_FAILED,
+all-offsets fetches leave such topics out); OffsetDelete DELETE on the group, READ per topic;
+TxnOffsetCommit WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on
+the group and per topic.
+
 Lag is what clients (and `kafkapy groups describe`) compute from these offsets and ListOffsets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.coordinator.group import (
     FetchedOffset,
     OffsetDeleteResult,
@@ -117,6 +125,16 @@ def offset_commit_error_response(
     return _commit_response(req, lambda _: code)
 
 
+def _refused(
+    topics: Iterable[Any], denied: set[str], code: ErrorCode
+) -> dict[TopicPartition, ErrorCode]:
+    """`code` for every partition of the request's topics named in `denied`."""
+    return {
+        TopicPartition(t.name, p.partition_index): code
+        for t in topics if t.name in denied for p in t.partitions
+    }
+
+
 def _known_partitions(
     broker: Broker, topics: Iterable[tuple[str, Iterable[_CommitPartition]]], with_epoch: bool
 ) -> tuple[list[OffsetToCommit], dict[TopicPartition, ErrorCode]]:
@@ -148,13 +166,17 @@ async def handle_offset_commit(
     ctx: RequestContext, req: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     broker = ctx.broker
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return offset_commit_error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = await broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return offset_commit_error_response(req, ctx.api_version, coordinator)
+    denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     to_commit, errors = _known_partitions(
-        broker, [(t.name, t.partitions) for t in req.topics], ctx.api_version >= 6
+        broker, [(t.name, t.partitions) for t in req.topics if t.name not in denied], ctx.api_version >= 6
     )
+    errors.update(_refused(req.topics, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     if to_commit or not errors:
         try:
             result = await driver.finish(
@@ -193,6 +215,27 @@ def _fetch(
         group_id=group_id, partitions=partitions, require_stable=require_stable
     ).response
     assert isinstance(result, OffsetFetchResult)
+    return result
+
+
+def _authorized_fetch(
+    ctx: RequestContext, driver: GroupDriver, group_id: str,
+    topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+) -> OffsetFetchResult:
+    """`_fetch` as the principal may see it: READ on the group, DESCRIBE per topic."""
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return OffsetFetchResult(code, [FetchedOffset(n, p, error=code) for n, ps in topics or [] for p in ps])
+    if topics is None:
+        result = _fetch(driver, group_id, None, require_stable)
+        hidden = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (p.topic for p in result.partitions))
+        if hidden:
+            result.partitions = [p for p in result.partitions if p.topic not in hidden]
+        return result
+    denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, (n for n, _ in topics))
+    result = _fetch(driver, group_id, [(n, ps) for n, ps in topics if n not in denied], require_stable)
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    result.partitions += [FetchedOffset(n, p, error=code) for n, ps in topics if n in denied for p in ps]
     return result
 
 
@@ -236,7 +279,7 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
             wanted = (
                 None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
             )
-            result = _fetch(driver, g.group_id, wanted, require_stable)
+            result = _authorized_fetch(ctx, driver, g.group_id, wanted, require_stable)
             response.groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -252,7 +295,7 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
         return response
     topics = req.topics if (req.topics is not None or version >= 2) else []
     wanted_v0 = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    result = _fetch(driver, req.group_id, wanted_v0, require_stable)
+    result = _authorized_fetch(ctx, driver, req.group_id, wanted_v0, require_stable)
     group_error = result.error
     return OffsetFetchResponse(
         error_code=group_error,
@@ -271,15 +314,20 @@ async def handle_offset_delete(
     ctx: RequestContext, req: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
     broker = ctx.broker
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = await broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return OffsetDeleteResponse(error_code=coordinator)
-    unknown: dict[TopicPartition, ErrorCode] = {}
+    denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    unknown = _refused(req.topics, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     wanted: list[TopicPartition] = []
     for t in req.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if tp in unknown:
+                continue
             if _exists(broker, t.name, p.partition_index):
                 wanted.append(tp)
             else:
@@ -318,15 +366,21 @@ async def handle_txn_offset_commit(
     ctx: RequestContext, req: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
     broker = ctx.broker
+    refusal = _txn_commit_refusal(ctx, req)
+    if refusal is not None:
+        return _txn_commit_response(req, lambda _: refusal)
     driver = await broker.group_coordinator.ready()
     v3 = ctx.api_version >= 3
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return _txn_commit_response(req, lambda _: coordinator)
-    errors: dict[TopicPartition, ErrorCode] = {}
+    denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
+    errors = _refused(req.topics, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     to_commit: list[OffsetToCommit] = []
     for t in req.topics:
         for p in t.partitions:
+            if t.name in denied:
+                continue
             if _exists(broker, t.name, p.partition_index):
                 to_commit.append(OffsetToCommit(
                     t.name, p.partition_index, p.committed_offset,
@@ -367,6 +421,14 @@ async def handle_txn_offset_commit(
         assert isinstance(result, list)
         errors.update(result)
     return _txn_commit_response(req, lambda tp: errors.get(tp, ErrorCode.NONE))
+
+
+def _txn_commit_refusal(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode | None:
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None
 
 
 def _txn_commit_response(

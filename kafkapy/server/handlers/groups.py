@@ -31,6 +31,12 @@ shows them with type `consumer`, DeleteGroups deletes empty ones; DescribeGroups
 API) answers GROUP_ID_NOT_FOUND (state Dead) for them, as Kafka 4.x does, so admin clients fall
 back to ConsumerGroupDescribe.
 
+Authorization (an authorizer configured; Kafka's checks, GROUP_AUTHORIZATION_FAILED unless
+said): FindCoordinator DESCRIBE on the group / transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+for the latter), per key; Join/Sync/Heartbeat/LeaveGroup READ on the group; DescribeGroups
+DESCRIBE per group (and its authorized operations are the principal's); ListGroups lists every
+group with DESCRIBE on the cluster, else the groups it may DESCRIBE; DeleteGroups DELETE per group.
+
 Not yet: upgrading a classic group with members to the consumer protocol (refused with
 INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).
 """
@@ -42,6 +48,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
     PENDING,
@@ -102,6 +109,10 @@ GROUP_AUTHORIZED_OPERATIONS = GROUP_OPERATIONS
 A = TypeVar("A", JoinGroupResult, SyncGroupResult)
 
 
+def _may(ctx: RequestContext, operation: AclOperation, group_id: str) -> bool:
+    return ctx.authorize(operation, ResourceType.GROUP, group_id)
+
+
 def _client_host(ctx: RequestContext) -> str:
     """Kafka reports the client's address as "/ip"."""
     host = ctx.connection.peer.rsplit(":", 1)[0]
@@ -122,7 +133,9 @@ async def handle_find_coordinator(
     else:
         key_type = req.key_type
     if not broker.shutting_down and key_type in (GROUP_KEY, TRANSACTION_KEY):
-        return await _find_in_cluster(ctx, keys, key_type)
+        resource = ResourceType.GROUP if key_type == GROUP_KEY else ResourceType.TRANSACTIONAL_ID
+        denied = ctx.unauthorized(AclOperation.DESCRIBE, resource, keys)
+        return await _find_in_cluster(ctx, keys, key_type, denied)
     if broker.shutting_down:  # send clients elsewhere (or to retry) rather than to us
         error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is shutting down"
     else:
@@ -157,9 +170,10 @@ async def _wait_for_local_load(runtime: CoordinatorRuntime[Any], key: str) -> No
 
 
 async def _find_in_cluster(
-    ctx: RequestContext, keys: list[str], key_type: int
+    ctx: RequestContext, keys: list[str], key_type: int, denied: set[str]
 ) -> FindCoordinatorResponse:
-    """Cluster mode: each key's coordinator is the leader of its internal-topic partition."""
+    """Each key's coordinator is the leader of its internal-topic partition (`denied`: keys the
+    principal may not DESCRIBE)."""
     broker = ctx.broker
     partition_of: Callable[[str], int]
     runtime: CoordinatorRuntime[Any]
@@ -172,8 +186,14 @@ async def _find_in_cluster(
         exists = await txns.ensure_topic()
         topic, partition_of, runtime = TRANSACTION_STATE_TOPIC, txns.partition_for, txns
     answers = []
+    refusal = (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED if key_type == GROUP_KEY
+        else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    )
     for k in keys:
-        if exists:
+        if k in denied:
+            error, node, host, port = refusal, -1, "", -1
+        elif exists:
             error, node, host, port = coordinator_node(
                 broker, topic, partition_of(k), ctx.connection.listener_name
             )
@@ -181,7 +201,9 @@ async def _find_in_cluster(
                 await _wait_for_local_load(runtime, k)
         else:
             error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        message = None if error is ErrorCode.NONE else f"no leader for the {topic} partition yet"
+        message = None
+        if error is ErrorCode.COORDINATOR_NOT_AVAILABLE:
+            message = f"no leader for the {topic} partition yet"
         answers.append(
             FindCoordinatorResponse.Coordinator(
                 key=k,
@@ -255,6 +277,10 @@ async def _settle(
 
 @handler(ApiKey.JOIN_GROUP, min_version=0, max_version=9)
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return _join_response(
+            ctx.api_version, JoinGroupResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=req.member_id)
+        )
     driver = await ctx.broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
@@ -289,6 +315,8 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
 
 @handler(ApiKey.SYNC_GROUP, min_version=0, max_version=5)
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = await ctx.broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
@@ -320,6 +348,8 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
 
 @handler(ApiKey.HEARTBEAT, min_version=0, max_version=4)
 async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = await ctx.broker.group_coordinator.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
@@ -339,6 +369,8 @@ async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> Heartb
 
 @handler(ApiKey.LEAVE_GROUP, min_version=0, max_version=5)
 async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not _may(ctx, AclOperation.READ, req.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = await ctx.broker.group_coordinator.ready()
     batched = ctx.api_version >= 3
     members: list[tuple[str, str | None]] = (
@@ -378,12 +410,9 @@ async def handle_describe_groups(
     ctx: RequestContext, req: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
     driver = await ctx.broker.group_coordinator.ready()
-    operations = (
-        GROUP_AUTHORIZED_OPERATIONS
-        if ctx.api_version >= 3 and req.include_authorized_operations
-        else AUTHORIZED_OPERATIONS_OMITTED
-    )
-    return DescribeGroupsResponse(
+    asked = ctx.api_version >= 3 and req.include_authorized_operations
+    denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.GROUP, req.groups)
+    response = DescribeGroupsResponse(
         groups=[
             DescribeGroupsResponse.DescribedGroup(
                 error_code=g.error,
@@ -391,7 +420,11 @@ async def handle_describe_groups(
                 group_state=g.state,
                 protocol_type=g.protocol_type,
                 protocol_data=g.protocol,
-                authorized_operations=operations,
+                authorized_operations=(
+                    ctx.authorized_operations(ResourceType.GROUP, g.group_id, GROUP_AUTHORIZED_OPERATIONS)
+                    if asked
+                    else AUTHORIZED_OPERATIONS_OMITTED
+                ),
                 members=[
                     DescribeGroupsResponse.DescribedGroupMember(
                         member_id=m.member_id,
@@ -404,9 +437,20 @@ async def handle_describe_groups(
                     for m in g.members
                 ],
             )
-            for g in _describe(driver, list(req.groups))
+            for g in _describe(driver, [gid for gid in req.groups if gid not in denied])
         ]
     )
+    if denied:
+        # in request order, as Kafka answers
+        described = {g.group_id: g for g in response.groups}
+        response.groups = [
+            described.get(gid) or DescribeGroupsResponse.DescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid,
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+            for gid in req.groups
+        ]
+    return response
 
 
 def _describe(driver: GroupDriver, group_ids: list[str]) -> list[DescribedGroup]:
@@ -433,6 +477,9 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
             types_filter=list(req.types_filter) if ctx.api_version >= 5 else None,
         )
     ]
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listed))
+        listed = [g for g in listed if g.group_id not in denied]
     loading = bool(driver.owned.loading())
     return ListGroupsResponse(
         error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
@@ -455,7 +502,11 @@ async def handle_delete_groups(
     driver = await ctx.broker.group_coordinator.ready()
     by_coordinator: dict[int, tuple[GroupCoordinator, list[str]]] = {}
     refused: dict[str, ErrorCode] = {}
+    denied = ctx.unauthorized(AclOperation.DELETE, ResourceType.GROUP, req.groups_names)
     for gid in req.groups_names:
+        if gid in denied:
+            refused[gid] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            continue
         coordinator = driver.coordinator_for(gid)
         if isinstance(coordinator, ErrorCode):
             refused[gid] = coordinator

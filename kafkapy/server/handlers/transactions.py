@@ -28,12 +28,22 @@ lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); part
 from the metadata image; producer ids come from controller blocks (COORDINATOR_LOAD_IN_PROGRESS
 while none can be had); markers go to each partition's leader (`txn_markers.send_markers`).
 
+Authorization (an authorizer configured; Kafka's checks): InitProducerId WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or, for an idempotent producer,
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED);
+AddPartitionsToTxn v0-3, AddOffsetsToTxn and EndTxn WRITE on the transactional id, plus WRITE per
+topic (TOPIC_AUTHORIZATION_FAILED, the rest OPERATION_NOT_ATTEMPTED) / READ on the group
+(GROUP_AUTHORIZATION_FAILED); the brokers' AddPartitionsToTxn v4+ and WriteTxnMarkers
+CLUSTER_ACTION (CLUSTER_AUTHORIZATION_FAILED); DescribeTransactions DESCRIBE per id,
+ListTransactions lists the ids the principal may DESCRIBE.
+
 Errors a failed `__transaction_state` write causes: the operation's `error_on_write_failure`
 (COORDINATOR_NOT_AVAILABLE, so the client looks the coordinator up again and retries).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.coordinator.txn import (
     AddPartitionsTxn,
     TopicPartition,
@@ -91,6 +101,9 @@ async def handle_init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     broker = ctx.broker
+    refusal = _init_producer_id_refusal(ctx, req.transactional_id)
+    if refusal is not None:
+        return InitProducerIdResponse(error_code=refusal, producer_id=-1, producer_epoch=-1)
     # a transactional id may need two ids (a new one when its epoch is used up)
     unavailable = await ensure_producer_ids(broker, 1 if req.transactional_id is None else 2)
     if unavailable is not ErrorCode.NONE:
@@ -115,6 +128,37 @@ async def handle_init_producer_id(
     return InitProducerIdResponse(
         error_code=r.error, producer_id=r.producer_id, producer_epoch=r.producer_epoch
     )
+
+
+def _may_write(ctx: RequestContext, transactional_id: str) -> bool:
+    return ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _init_producer_id_refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    if transactional_id is not None:
+        return None if _may_write(ctx, transactional_id) else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    authorizer = ctx.broker.authorizer
+    if authorizer is None or ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE):
+        return None
+    if authorizer.authorize_by_resource_type(
+        ctx.principal, ctx.connection.host, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _add_partitions_refusal(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> PartitionErrors | None:
+    """v0-3: the client's own transaction - WRITE on its id, then on every topic."""
+    parts = _partitions(req.v3_and_below_topics)
+    if not _may_write(ctx, req.v3_and_below_transactional_id):
+        return dict.fromkeys(parts, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = ctx.unauthorized(AclOperation.WRITE, ResourceType.TOPIC, (tp.topic for tp in parts))
+    if not denied:
+        return None
+    return {
+        tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp.topic in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+        for tp in parts
+    }
 
 
 def _partitions(topics: list[TxnTopic]) -> list[TopicPartition]:
@@ -163,6 +207,14 @@ async def handle_add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     broker = ctx.broker
+    if ctx.api_version < 4:
+        refused_v3 = _add_partitions_refusal(ctx, req)
+        if refused_v3 is not None:
+            return AddPartitionsToTxnResponse(
+                results_by_topic_v3_and_below=_topic_results(_partitions(req.v3_and_below_topics), refused_v3)
+            )
+    elif not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     driver = await broker.txn_coordinator.ready()
     if ctx.api_version < 4:
         parts = _partitions(req.v3_and_below_topics)
@@ -230,6 +282,10 @@ async def _add_batch_partitioned(
 async def handle_add_offsets_to_txn(
     ctx: RequestContext, req: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
+    if not _may_write(ctx, req.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = await ctx.broker.txn_coordinator.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
@@ -242,6 +298,8 @@ async def handle_add_offsets_to_txn(
 
 @handler(ApiKey.END_TXN, min_version=0, max_version=5)
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    if not _may_write(ctx, req.transactional_id):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     driver = await ctx.broker.txn_coordinator.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
@@ -261,6 +319,7 @@ async def handle_write_txn_markers(
     ctx: RequestContext, req: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     W = WriteTxnMarkersResponse
+    allowed = ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
     ctx.release_turn()  # a marker waits for replication: the connection's next requests go on
     response = W()
     for marker in req.markers:
@@ -270,6 +329,10 @@ async def handle_write_txn_markers(
             topic = W.WritableTxnMarkerTopicResult(name=t.name)
             out.topics.append(topic)
             for p in t.partition_indexes:
+                if not allowed:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                    topic.partitions.append(W.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
+                    continue
                 code = await write_marker(
                     ctx.broker, TopicPartition(t.name, p), marker.producer_id,
                     marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result,
@@ -285,7 +348,8 @@ async def handle_describe_transactions(
     D = DescribeTransactionsResponse
     driver = await ctx.broker.txn_coordinator.ready()
     response = D()
-    for d in _describe(driver, req.transactional_ids):
+    denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.transactional_ids)
+    for d in _describe(driver, req.transactional_ids, denied):
         topics: dict[str, list[int]] = {}
         for tp in d.partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
@@ -315,6 +379,10 @@ async def handle_list_transactions(
     unknown = results[0].unknown_state_filters if results else tuple(
         s for s in req.state_filters if s not in _TXN_STATE_NAMES
     )
+    hidden = ctx.unauthorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+        (t.transactional_id for result in results for t in result.transactions),
+    )
     loading = bool(driver.owned.loading())
     return L(
         error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE,
@@ -326,6 +394,7 @@ async def handle_list_transactions(
             )
             for result in results
             for t in result.transactions
+            if t.transactional_id not in hidden
         ],
     )
 
@@ -333,10 +402,16 @@ async def handle_list_transactions(
 _TXN_STATE_NAMES = frozenset(s.value for s in TxnState)
 
 
-def _describe(driver: TxnDriver, transactional_ids: list[str]) -> list[TransactionDescription]:
-    """Each id from its coordinator, in request order (an id led elsewhere carries that)."""
+def _describe(
+    driver: TxnDriver, transactional_ids: list[str], denied: set[str]
+) -> list[TransactionDescription]:
+    """Each id from its coordinator, in request order (an id led elsewhere carries that; one
+    the principal may not describe TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
     out: list[TransactionDescription] = []
     for tid in transactional_ids:
+        if tid in denied:
+            out.append(TransactionDescription(tid, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         coordinator = driver.coordinator_for(tid)
         if isinstance(coordinator, ErrorCode):
             out.append(TransactionDescription(tid, coordinator))
