@@ -137,7 +137,7 @@ class ChaosRun:
         self.network = NetworkIsolation()
         self.disk = DiskFill(options.disk_mib)
         self.skipped: dict[str, str] = {}
-        self.cluster: ChaosCluster | None = None
+        self.processes: ChaosCluster | None = None
         self.t0 = time.monotonic()
         self.stopped: set[int] = set()
         self.filled: Path | None = None
@@ -176,7 +176,7 @@ class ChaosRun:
         if "disk-full" in self.options.kinds and "disk-full" not in self.skipped:
             for node in cluster.nodes.values():
                 self.disk.mount(node.data_dir)
-        self.cluster = cluster
+        self.processes = cluster
         cluster.start()
         return cluster
 
@@ -230,8 +230,8 @@ class ChaosRun:
         return leaders, md.controller_id
 
     def _inject(self, spec: FaultSpec, admin: AdminClient) -> FaultRecord:
-        assert self.cluster is not None
-        cluster = self.cluster
+        assert self.processes is not None
+        cluster = self.processes
         try:
             leaders, controller = self._leaders(admin)
         except Exception as e:  # no metadata: fall back to a node by pick
@@ -273,9 +273,9 @@ class ChaosRun:
 
     def _heal(self, record: FaultRecord) -> None:
         """Undo whatever is in effect (also the cleanup path: safe to call when nothing is)."""
-        assert self.cluster is not None
+        assert self.processes is not None
         for n in sorted(self.stopped):
-            proc = self.cluster.nodes[n].proc
+            proc = self.processes.nodes[n].proc
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
         self.stopped.clear()
@@ -286,17 +286,17 @@ class ChaosRun:
             self.filled = None
         record.healed_at = self.clock()
         for n in record.nodes:
-            node = self.cluster.nodes[n]
+            node = self.processes.nodes[n]
             if not node.is_running():
                 if record.kind == "disk-full" and node.proc is not None:
                     record.detail += f"; node {n} exited with code {node.proc.returncode} on the full disk"
-                self.cluster.spawn(n)
+                self.processes.spawn(n)
 
     def _recover(self, record: FaultRecord) -> None:
-        assert self.cluster is not None
+        assert self.processes is not None
         try:
-            self.cluster.wait_ready(*record.nodes, timeout_s=RECOVERY_TIMEOUT_S)
-            self.cluster.wait_settled(timeout_s=RECOVERY_TIMEOUT_S)
+            self.processes.wait_ready(*record.nodes, timeout_s=RECOVERY_TIMEOUT_S)
+            self.processes.wait_settled(timeout_s=RECOVERY_TIMEOUT_S)
         except ClusterStartError as e:
             first = str(e).splitlines()[0]
             record.detail = f"{record.detail}; not recovered: {first}".lstrip("; ")
@@ -437,10 +437,10 @@ class ChaosRun:
     def _cleanup(self, *, keep_data: bool = False) -> None:
         """Heal, stop the nodes, remove the rules; with `keep_data` the tmpfs data dirs are
         copied out (`nodeN.kept`) before they are unmounted."""
-        if self.cluster is not None:
+        if self.processes is not None:
             with contextlib.suppress(Exception):
                 self._heal(FaultRecord(-1, "cleanup", [], [], self.clock()))
-            self.cluster.stop()
+            self.processes.stop()
         self.network.close()
         if keep_data:
             self.disk.keep_copies()

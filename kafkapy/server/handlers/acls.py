@@ -63,8 +63,7 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) ->
 
 @handler(ApiKey.CREATE_ACLS, min_version=1, max_version=3)
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    cluster = ctx.broker.cluster
-    if ctx.broker.authorizer is None or cluster is None:
+    if ctx.broker.authorizer is None:
         return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return create_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
@@ -72,7 +71,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
         return CreateAclsResponse()
     ctx.release_turn()
     try:
-        return await cluster.channel.create_acls(CreateAclsRequest(creations=req.creations))
+        return await ctx.broker.cluster.channel.create_acls(CreateAclsRequest(creations=req.creations))
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return create_acls_error(req, code, str(exc))
@@ -80,8 +79,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
 
 @handler(ApiKey.DELETE_ACLS, min_version=1, max_version=3)
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    cluster = ctx.broker.cluster
-    if ctx.broker.authorizer is None or cluster is None:
+    if ctx.broker.authorizer is None:
         return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return delete_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
@@ -89,7 +87,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
         return DeleteAclsResponse()
     ctx.release_turn()
     try:
-        return await cluster.channel.delete_acls(DeleteAclsRequest(filters=req.filters))
+        return await ctx.broker.cluster.channel.delete_acls(DeleteAclsRequest(filters=req.filters))
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return delete_acls_error(req, code, str(exc))
