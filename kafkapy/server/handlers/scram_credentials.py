@@ -19,6 +19,8 @@ RESOURCE_NOT_FOUND (the message says where it comes from); `kafka-storage format
 
 from __future__ import annotations
 
+from collections import Counter
+
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -51,10 +53,11 @@ async def handle_describe_user_scram_credentials(
     # null or empty: every user with credentials (librdkafka sends an empty list, Kafka treats
     # both alike)
     names = [u.name for u in req.users] if req.users else sorted(known)
+    counts = Counter(names)
     results: list[Described] = []
-    for name in dict.fromkeys(names):
+    for name in counts:
         info = DescribeUserScramCredentialsResponse.CredentialInfo
-        if names.count(name) > 1:
+        if counts[name] > 1:
             results.append(Described(user=name, error_code=ErrorCode.DUPLICATE_RESOURCE,
                                      error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}"))  # fmt: skip
         elif name not in known:
