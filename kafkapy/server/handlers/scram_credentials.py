@@ -11,6 +11,9 @@ this node's at once - check them, and they survive restarts. Describe answers fr
 published image plus its configured users (`kafkapy.sasl.users`, JAAS `user_<name>`, which log in
 with SCRAM too; kafkapy.server.security.credentials): `users` null or empty lists every user
 with credentials, an unknown user is RESOURCE_NOT_FOUND, one named twice DUPLICATE_RESOURCE.
+With an authorizer, Describe needs DESCRIBE and Alter ALTER on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED: Describe's top-level code, Alter's every user), checked here with
+the caller's principal before the request is forwarded.
 
 Not done: configured users are node config, not metadata - deleting one over the wire is
 RESOURCE_NOT_FOUND (the message says where it comes from); `kafka-storage format --add-scram`
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kafkapy.authorizer.acl import AclOperation
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -49,6 +53,8 @@ _IDS = {name: i for i, name in SCRAM_MECHANISM_TYPES.items()}
 async def handle_describe_user_scram_credentials(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     known = ctx.broker.credentials.scram_users()
     # null or empty: every user with credentials (librdkafka sends an empty list, Kafka treats
     # both alike)
@@ -74,6 +80,9 @@ async def handle_alter_user_scram_credentials(
     ctx: RequestContext, req: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
     users = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return AlterUserScramCredentialsResponse(results=[Result(user=u, error_code=code) for u in users])
     if not users:
         return AlterUserScramCredentialsResponse()
     ctx.release_turn()

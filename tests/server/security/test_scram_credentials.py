@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from kafkapy.authorizer import StandardAuthorizer
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -201,3 +202,24 @@ async def test_credentials_survive_a_restart_of_a_quorum_of_one(tmp_path: Path) 
             == ErrorCode.SASL_AUTHENTICATION_FAILED
         )
 
+
+
+async def test_describing_and_altering_users_need_cluster_acls() -> None:
+    async with running_broker(None, **SASL) as (broker, _, port):
+        client = await Client.connect(port)  # PLAINTEXT: User:ANONYMOUS
+        broker.authorizer = StandardAuthorizer(super_users=("User:admin",))
+        described = await client.request(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, DescribeUserScramCredentialsRequest()
+        )
+        assert (described.error_code, described.results) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [],
+        )  # fmt: skip
+        assert await _alter(client, [_upsert("mia", "x")], [Delete(name="alice", mechanism=1)]) == {
+            "alice": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            "mia": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        }
+        assert broker.cluster.image.scram_credentials == {}
+        broker.authorizer = StandardAuthorizer(super_users=("User:ANONYMOUS",))
+        assert await _alter(client, [_upsert("mia", "x")], []) == {"mia": 0}
+        assert [u for u, _, _ in await _describe(client)] == ["alice", "mia"]
+        await client.aclose()
