@@ -35,6 +35,11 @@ Behaviour:
   (`unclean.leader.election.enable`, `min.insync.replicas`) and the brokers' dynamic keys.
   `validate_only` checks only.
 
+Authorization (an authorizer configured; Kafka's checks per resource): describing needs
+DESCRIBE_CONFIGS, altering ALTER_CONFIGS - on the topic (TOPIC_AUTHORIZATION_FAILED), the group
+(GROUP_AUTHORIZATION_FAILED) or, for BROKER and BROKER_LOGGER resources, the cluster
+(CLUSTER_AUTHORIZATION_FAILED); refused resources are not forwarded.
+
 Password-typed broker keys (SASL users, JAAS) are described with no value and
 `is_sensitive=True`, as Kafka does.
 
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
 from kafkapy.coordinator.group import GROUP_CONFIGS
 from kafkapy.protocol import ApiKey
@@ -151,6 +157,19 @@ def _group_entries(broker: Broker, group_id: str, keys: list[str] | None, includ
     return entries
 
 
+def _refusal(ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> ErrorCode | None:
+    """The authorization error for this config resource, or None when allowed."""
+    if resource_type == TOPIC:
+        allowed, code = ctx.authorize(operation, ResourceType.TOPIC, name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type == GROUP:
+        allowed, code = ctx.authorize(operation, ResourceType.GROUP, name), ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif resource_type in (BROKER, BROKER_LOGGER):
+        allowed, code = ctx.authorize_cluster(operation), ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        return None  # answered INVALID_REQUEST by the resource's own check
+    return None if allowed else code
+
+
 def _is_this_broker(broker: Broker, name: str) -> bool:
     return name == "" or name == str(broker.node_id)
 
@@ -167,6 +186,10 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
         )
         response.results.append(result)
         keys = res.configuration_keys
+        refused = _refusal(ctx, res.resource_type, res.resource_name, AclOperation.DESCRIBE_CONFIGS)
+        if refused is not None:
+            result.error_code = refused
+            continue
         if res.resource_type == TOPIC:
             info = broker.topics.get(res.resource_name)
             if info is None:
@@ -225,7 +248,12 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
     """AlterConfigs (replace the whole override set) as an IncrementalAlterConfigs."""
     forward = IncrementalAlterConfigsRequest(validate_only=req.validate_only)
     duplicates: set[int] = set()
+    refused: dict[int, ErrorCode] = {}
     for i, res in enumerate(req.resources):
+        refusal = _refusal(ctx, res.resource_type, res.resource_name, AclOperation.ALTER_CONFIGS)
+        if refusal is not None:
+            refused[i] = refusal
+            continue
         given = {c.name: c.value for c in res.configs}
         if len(given) != len(res.configs):
             duplicates.add(i)
@@ -244,7 +272,9 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
     for i, res in enumerate(req.resources):
         code: ErrorCode
         message: str | None
-        if i in duplicates:
+        if i in refused:
+            code, message = refused[i], None
+        elif i in duplicates:
             code, message = ErrorCode.INVALID_REQUEST, "Duplicate config name"
         else:
             answer = next(answers)
@@ -259,19 +289,26 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     broker = ctx.broker
-    forward = [r for r in req.resources if r.resource_type != BROKER_LOGGER]
+    refused = {
+        i: refusal for i, r in enumerate(req.resources)
+        if (refusal := _refusal(ctx, r.resource_type, r.resource_name, AclOperation.ALTER_CONFIGS)) is not None
+    }
+    forward = [r for i, r in enumerate(req.resources) if r.resource_type != BROKER_LOGGER and i not in refused]
     forwarded: Iterator[AlterConfigsResourceResponse] = iter(())
     if forward:
         answer = await _forward_incremental(ctx, IncrementalAlterConfigsRequest(resources=forward, validate_only=req.validate_only))
         forwarded = iter(answer.responses)
     response = IncrementalAlterConfigsResponse()
-    for res in req.resources:
+    for i, res in enumerate(req.resources):
         code: ErrorCode
         message: str | None
-        if res.resource_type != BROKER_LOGGER:
+        if i in refused:
+            code, message = refused[i], None
+        elif res.resource_type != BROKER_LOGGER:
             response.responses.append(next(forwarded))
             continue
-        code, message = _alter_loggers(broker, res, req.validate_only)
+        else:
+            code, message = _alter_loggers(broker, res, req.validate_only)
         response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,

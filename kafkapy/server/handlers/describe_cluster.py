@@ -6,17 +6,19 @@ endpoint type (1) only, as Kafka's brokers do: v1 with endpoint_type 2 (controll
 else is UNSUPPORTED_ENDPOINT_TYPE (a quorum of one too: its controller listener, if it has
 one, answers the controllers).
 
-Authorized operations (KIP-430): every supported cluster operation (no authorizer).
+Authorized operations (KIP-430): every supported cluster operation without an authorizer; with
+one, the principal's (0 without DESCRIBE on the cluster, as Kafka answers).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from kafkapy.server.cluster.node import ClusterNode
-from kafkapy.server.context import RequestContext
+from kafkapy.server.context import CLUSTER_NAME, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 
@@ -30,7 +32,12 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
     broker = ctx.broker
     response = _describe_cluster_from_image(ctx, req, broker.cluster)
     if req.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = CLUSTER_OPERATIONS  # no authorizer: all (KIP-430)
+        # KIP-430: no authorizer, every operation; else the principal's, 0 without DESCRIBE
+        response.cluster_authorized_operations = (
+            ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
+            if ctx.authorize_cluster(AclOperation.DESCRIBE)
+            else 0
+        )
     return response
 
 

@@ -6,10 +6,13 @@ offset of its open transaction. Kafka answers from the leader only - a follower'
 is not kept up to date - so a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER, and
 one the metadata does not have UNKNOWN_TOPIC_OR_PARTITION (`kafkapy.server.partitions`).
 InitProducerId, for idempotent and transactional producers alike, is `transactions.py`'s.
+
+Authorization: READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -26,12 +29,16 @@ __all__ = ["handle_describe_producers"]
 async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
     partitions = ctx.broker.partitions
     response = DescribeProducersResponse()
+    denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         out = DescribeProducersResponse.TopicResponse(name=topic.name)
         response.topics.append(out)
         for index in topic.partition_indexes:
             part = DescribeProducersResponse.PartitionResponse(partition_index=index)
             out.partitions.append(part)
+            if topic.name in denied:
+                part.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             # Kafka answers from the leader only: a follower's producer state is not kept up to
             # date (it is rebuilt from the log when the follower becomes leader).
             lp = partitions.leader(topic.name, index)

@@ -5,10 +5,13 @@ It is forwarded to the active controller, as Kafka's brokers do (in-process on a
 one); the controller listener's own DescribeQuorum is in `quorum.py` with the other Raft APIs.
 Another topic or partition than `__cluster_metadata-0` is
 INVALID_REQUEST.
+
+Authorization: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
@@ -24,6 +27,8 @@ _QUORUM_TOPIC, _QUORUM_PARTITION = "__cluster_metadata", 0
 @handler(ApiKey.DESCRIBE_QUORUM, min_version=0, max_version=2)
 async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
     broker = ctx.broker
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeQuorumResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
     if wanted != [(_QUORUM_TOPIC, _QUORUM_PARTITION)]:
         return DescribeQuorumResponse(error_code=ErrorCode.INVALID_REQUEST,

@@ -2,12 +2,14 @@
 named), sorted by name, paginated by `response_partition_limit` with a cursor.
 
 Each partition's leader, leader epoch, replicas, ISR and offline replicas come from the metadata
-image. Authorized operations (KIP-430):
-every supported topic operation (no authorizer).
+image. Authorized operations (KIP-430): every supported topic operation without an authorizer,
+the principal's with one. Authorization (Kafka's): DESCRIBE per topic - listing all leaves the
+others out, a named one is TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import TOPIC_OPERATIONS
@@ -54,6 +56,9 @@ async def handle_describe_topic_partitions(
     broker = ctx.broker
     image = broker.cluster.image
     names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
+    denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    if denied and not req.topics:
+        names = [n for n in names if n not in denied]
     cursor = req.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -61,6 +66,11 @@ async def handle_describe_topic_partitions(
     response = DescribeTopicPartitionsResponse()
     for name in names:
         info: TopicInfo | None = broker.topics.get(name)
+        if name in denied:
+            response.topics.append(DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+            ))
+            continue
         if info is None:
             response.topics.append(DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name,
@@ -69,7 +79,7 @@ async def handle_describe_topic_partitions(
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
             name=name, topic_id=info.topic_id, is_internal=info.internal,
-            topic_authorized_operations=TOPIC_OPERATIONS,  # no authorizer: all (KIP-430)
+            topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name, TOPIC_OPERATIONS),
         )
         response.topics.append(topic)
         for p in range(start, info.partitions):

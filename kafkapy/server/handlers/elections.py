@@ -17,10 +17,13 @@ Behaviour:
 
 Not yet: authorization (CLUSTER_AUTHORIZATION_FAILED), Kafka's LeaderRecoveryState after an
 unclean election (the controller does not model it).
+
+Authorization: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED, top level and per partition).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
@@ -40,6 +43,11 @@ async def handle_elect_leaders(
 ) -> ElectLeadersResponse:
     if ctx.api_version == 0:
         req.election_type = PREFERRED
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        refused = election_response((t, p, code, None) for t, p in requested_partitions(req) or [])
+        refused.error_code = code
+        return refused
     ctx.release_turn()
     try:
         response: ElectLeadersResponse = await ctx.broker.cluster.channel.elect_leaders(req)

@@ -14,6 +14,9 @@ replica this broker does not host answers NONE and is created in that directory 
 (Kafka's preferred log dir).
 
 Not served: v0 of either API (deprecated, removed in Kafka 4.0).
+
+Authorization: DescribeLogDirs DESCRIBE, AlterReplicaLogDirs ALTER on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 
 import trio
 
+from kafkapy.authorizer import AclOperation
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -51,6 +55,8 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.DESCRIBE_LOG_DIRS, min_version=1, max_version=4)
 async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     broker = ctx.broker
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
@@ -100,12 +106,16 @@ async def handle_alter_replica_log_dirs(
     ctx: RequestContext, req: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:
     broker = ctx.broker
+    allowed = ctx.authorize_cluster(AclOperation.ALTER)
     ctx.release_turn()  # a move copies files: later requests on the connection need not wait
     results: dict[str, list[MovedPartition]] = {}
     for d in req.dirs:
         for t in d.topics:
             for p in t.partitions:
-                code = await _move(broker, d.path, t.name, p)
+                if allowed:
+                    code = await _move(broker, d.path, t.name, p)
+                else:
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 results.setdefault(t.name, []).append(
                     MovedPartition(partition_index=p, error_code=code))
     return AlterReplicaLogDirsResponse(results=[

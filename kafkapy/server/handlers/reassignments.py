@@ -20,10 +20,13 @@ Behaviour:
 
 Not yet: KIP-860's AllowReplicationFactorChange (v1), replication throttles during the copy,
 authorization.
+
+Authorization: Alter needs ALTER, List DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -49,6 +52,8 @@ async def handle_alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     cluster = ctx.broker.cluster
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return AlterPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ctx.release_turn()
     try:
         response: AlterPartitionReassignmentsResponse = (
@@ -70,6 +75,9 @@ async def handle_list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
     response = ListPartitionReassignmentsResponse()
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return response
     image = ctx.broker.cluster.image
     if req.topics is None:
         wanted = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]

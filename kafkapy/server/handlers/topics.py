@@ -20,15 +20,22 @@ every replica on an unfenced broker, as their fetches report it - reached the of
 REQUEST_TIMED_OUT at the request's `timeout_ms` (the leader's log start has moved; the followers
 follow it from its Fetch answers).
 
+Authorization (an authorizer configured; Kafka's checks, TOPIC_AUTHORIZATION_FAILED per topic):
+CreateTopics CREATE on the cluster or the topic (and a v5+ answer's configs need
+DESCRIBE_CONFIGS), DeleteTopics and DeleteRecords DELETE, CreatePartitions ALTER. The broker
+checks with the caller's principal and forwards only the topics that passed.
+
 Not yet: topic creation policies, quota throttling (THROTTLING_QUOTA_EXCEEDED).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import trio
 
+from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -46,6 +53,9 @@ from kafkapy.protocol.messages.create_topics import (
 )
 from kafkapy.protocol.messages.delete_records import (
     DeleteRecordsResponse_DeleteRecordsPartitionResult as DeleteRecordsPartitionResult,
+)
+from kafkapy.protocol.messages.delete_topics import (
+    DeleteTopicsResponse_DeletableTopicResult as DeletedTopic,
 )
 from kafkapy.server.broker import storage_failure
 from kafkapy.server.cluster.peer import PeerError
@@ -68,18 +78,33 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.CREATE_TOPICS, min_version=2, max_version=7)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     broker = ctx.broker
+    denied: set[str] = set()
+    if broker.authorizer is not None and not ctx.authorize_cluster(AclOperation.CREATE):
+        denied = ctx.unauthorized(AclOperation.CREATE, ResourceType.TOPIC, (t.name for t in req.topics))
+    refused = [
+        TopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics if t.name in denied
+    ]
     ctx.release_turn()
+    if refused and len(refused) == len(req.topics):
+        return CreateTopicsResponse(topics=refused)
+    if refused:
+        req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in denied])
     try:
         response: CreateTopicsResponse = await broker.cluster.channel.create_topics(req)
     except PeerError as exc:
         return CreateTopicsResponse(topics=[
             TopicResult(name=t.name, error_code=_controller_error(exc), error_message=str(exc))
             for t in req.topics
-        ])
+        ] + refused)
+    response.topics += refused
     if ctx.api_version >= 5:
         for result in response.topics:
             info = broker.topics.get(result.name)
-            if result.error_code == ErrorCode.NONE and info is not None and not req.validate_only:
+            if result.error_code != ErrorCode.NONE or info is None or req.validate_only:
+                continue
+            if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result.name):
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
                 result.configs = [
                     CreateTopicsResponse.CreatableTopicConfigs(
                         name=e.name, value=e.value, read_only=e.read_only,
@@ -95,7 +120,12 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
     if ctx.api_version < 6:
         # The channel speaks v6, where topics are named in `topics` (name or id).
         req.topics = [DeleteTopicsRequest.DeleteTopicState(name=n) for n in req.topic_names]
+    refused: list[DeletedTopic] = []
+    if ctx.broker.authorizer is not None:
+        req, refused = _authorize_deletes(ctx, req)
     ctx.release_turn()
+    if not req.topics:
+        return DeleteTopicsResponse(responses=refused)
     try:
         response: DeleteTopicsResponse = await ctx.broker.cluster.channel.delete_topics(req)
     except PeerError as exc:
@@ -105,13 +135,46 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                 error_message=str(exc),
             )
             for t in req.topics
-        ])
+        ] + refused)
+    response.responses += refused
     return response
+
+
+def _authorize_deletes(
+    ctx: RequestContext, req: DeleteTopicsRequest
+) -> tuple[DeleteTopicsRequest, list[DeletedTopic]]:
+    """DELETE per topic (named, or by an id this node knows; an unknown id is the controller's
+    UNKNOWN_TOPIC_ID to give)."""
+    topics = ctx.broker.topics
+    kept, refused = [], []
+    for t in req.topics:
+        name = t.name
+        if name is None:
+            info = topics.by_id(t.topic_id)
+            name = info.name if info is not None else None
+        if name is not None and not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+            refused.append(DeleteTopicsResponse.DeletableTopicResult(
+                name=t.name, topic_id=t.topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            ))
+        else:
+            kept.append(t)
+    return dataclasses.replace(req, topics=kept), refused
 
 
 @handler(ApiKey.CREATE_PARTITIONS, min_version=0, max_version=3)
 async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    denied = ctx.unauthorized(AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
+    refused = [
+        CreatePartitionsResponse.CreatePartitionsTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
+        for t in req.topics if t.name in denied
+    ]
     ctx.release_turn()
+    if denied:
+        req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in denied])
+        if not req.topics:
+            return CreatePartitionsResponse(results=refused)
     try:
         response: CreatePartitionsResponse = await ctx.broker.cluster.channel.create_partitions(req)
     except PeerError as exc:
@@ -120,7 +183,8 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                 name=t.name, error_code=_controller_error(exc), error_message=str(exc)
             )
             for t in req.topics
-        ])
+        ] + refused)
+    response.results += refused
     return response
 
 
@@ -133,12 +197,16 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
     partitions = ctx.broker.partitions
     response = DeleteRecordsResponse()
     moved: list[tuple[str, int, int, DeleteRecordsPartitionResult]] = []
+    denied = ctx.unauthorized(AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         out = DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name)
         response.topics.append(out)
         for p in topic.partitions:
             result = DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1)
             out.partitions.append(result)
+            if topic.name in denied:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             lp = partitions.leader(topic.name, p.partition_index)
             if isinstance(lp, ErrorCode):
                 result.error_code = lp

@@ -1,0 +1,131 @@
+"""Authorization of admin and cluster APIs over the wire (Kafka's checks and codes).
+
+As test_authorization.py: the PLAINTEXT principal User:ANONYMOUS, ACLs added to the node's
+authorizer directly, allow.everyone.if.no.acl.found=false.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkapy.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeLogDirsRequest,
+    DescribeQuorumRequest,
+    DescribeTopicPartitionsRequest,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
+)
+from tests.server.test_authorization import grant, secured
+
+pytestmark = pytest.mark.timeout(90)
+
+Op = AclOperation
+CLUSTER = ResourceType.CLUSTER
+TOPIC_RES, BROKER_RES = 2, 4  # config resource types
+
+
+def _create(*names: str) -> CreateTopicsRequest:
+    return CreateTopicsRequest(timeout_ms=10000, topics=[
+        CreateTopicsRequest.CreatableTopic(name=n, num_partitions=1, replication_factor=-1) for n in names])
+
+
+async def test_topic_administration_needs_create_delete_alter() -> None:
+    async with secured(("t",)) as (broker, c):
+        grant(broker, Op.CREATE, "ok-", pattern=PatternType.PREFIXED)
+        r = await c.request(ApiKey.CREATE_TOPICS, 7, _create("ok-1", "nope"))
+        assert {t.name: t.error_code for t in r.topics} == {
+            "ok-1": ErrorCode.NONE, "nope": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        # v5+ configs need DESCRIBE_CONFIGS on the new topic
+        assert next(t for t in r.topics if t.name == "ok-1").topic_config_error_code == (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        assert broker.topics.get("nope") is None
+        grant(broker, Op.CREATE, "kafka-cluster", rtype=CLUSTER)
+        r = await c.request(ApiKey.CREATE_TOPICS, 7, _create("nope"))
+        assert r.topics[0].error_code == ErrorCode.NONE
+
+        grow = CreatePartitionsRequest(timeout_ms=10000, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name="t", count=2)])
+        assert (await c.request(ApiKey.CREATE_PARTITIONS, 3, grow)).results[0].error_code == (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        grant(broker, Op.ALTER, "t")
+        assert (await c.request(ApiKey.CREATE_PARTITIONS, 3, grow)).results[0].error_code == ErrorCode.NONE
+
+        trim = DeleteRecordsRequest(timeout_ms=10000, topics=[DeleteRecordsRequest.DeleteRecordsTopic(
+            name="t", partitions=[DeleteRecordsRequest.DeleteRecordsPartition(partition_index=0, offset=0)])])
+        assert (await c.request(ApiKey.DELETE_RECORDS, 2, trim)).topics[0].partitions[0].error_code == (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        delete = DeleteTopicsRequest(timeout_ms=10000, topics=[DeleteTopicsRequest.DeleteTopicState(name="t")])
+        assert (await c.request(ApiKey.DELETE_TOPICS, 6, delete)).responses[0].error_code == (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        grant(broker, Op.DELETE, "t")
+        assert (await c.request(ApiKey.DELETE_RECORDS, 2, trim)).topics[0].partitions[0].error_code == ErrorCode.NONE
+        assert (await c.request(ApiKey.DELETE_TOPICS, 6, delete)).responses[0].error_code == ErrorCode.NONE
+
+
+async def test_configs_need_describe_configs_and_alter_configs() -> None:
+    async with secured(("t",)) as (broker, c):
+        describe = DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC_RES, resource_name="t"),
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=BROKER_RES, resource_name=str(broker.node_id)),
+        ])
+        r = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, describe)
+        assert [x.error_code for x in r.results] == [
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+        alter = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=TOPIC_RES, resource_name="t", configs=[IncrementalAlterConfigsRequest.AlterableConfig(
+                name="retention.ms", config_operation=0, value="60000")])])
+        assert (await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)).responses[0].error_code == (
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        grant(broker, Op.ALTER_CONFIGS, "t")  # implies DESCRIBE_CONFIGS
+        grant(broker, Op.DESCRIBE_CONFIGS, "kafka-cluster", rtype=CLUSTER)
+        r = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, describe)
+        assert [x.error_code for x in r.results] == [ErrorCode.NONE, ErrorCode.NONE]
+        assert (await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)).responses[0].error_code == ErrorCode.NONE
+
+
+async def test_cluster_apis_need_alter_or_describe_on_the_cluster() -> None:
+    async with secured(("t",)) as (broker, c):
+        elect = ElectLeadersRequest(election_type=0, timeout_ms=5000, topic_partitions=[
+            ElectLeadersRequest.TopicPartitions(topic="t", partitions=[0])])
+        assert (await c.request(ApiKey.ELECT_LEADERS, 2, elect)).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        log_dirs = await c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))
+        assert log_dirs.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        quorum = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+            topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
+        assert (await c.request(ApiKey.DESCRIBE_QUORUM, 2, quorum)).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        listing = ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None)
+        assert (await c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listing)).error_code == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        cluster = await c.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest(include_cluster_authorized_operations=True))
+        assert cluster.error_code == ErrorCode.NONE
+        assert cluster.cluster_authorized_operations == 0
+        grant(broker, Op.ALTER, "kafka-cluster", rtype=CLUSTER)  # implies DESCRIBE
+        assert (await c.request(ApiKey.ELECT_LEADERS, 2, elect)).error_code != ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert (await c.request(ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None))).error_code == (
+            ErrorCode.NONE)
+        assert (await c.request(ApiKey.DESCRIBE_QUORUM, 2, quorum)).error_code == ErrorCode.NONE
+        cluster = await c.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest(include_cluster_authorized_operations=True))
+        assert cluster.cluster_authorized_operations == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+
+
+async def test_describe_topic_partitions_shows_only_describable_topics() -> None:
+    async with secured(("open", "secret")) as (broker, c):
+        grant(broker, Op.DESCRIBE, "open")
+        grant(broker, Op.ALL, "secret", perm=AclPermissionType.DENY, principal="User:*")
+        every = await c.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DescribeTopicPartitionsRequest(
+            topics=[], response_partition_limit=100))
+        assert [t.name for t in every.topics] == ["open"]
+        assert every.topics[0].topic_authorized_operations == 1 << Op.DESCRIBE
+        named = await c.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DescribeTopicPartitionsRequest(
+            topics=[DescribeTopicPartitionsRequest.TopicRequest(name="secret")], response_partition_limit=100))
+        assert named.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
