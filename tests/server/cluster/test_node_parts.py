@@ -5,8 +5,8 @@ classes with their dependencies (Raft feeds the publisher, whose image is the no
 whose run() raises is restarted (one bug must not silently stop, say, heartbeats for good) with a
 growing pause; at SIGTERM the lifecycle's controlled shutdown runs, and a failing one is logged,
 not raised; readiness means "registered and unfenced". The parts' own behaviour is tested by
-their owners; here small stand-ins record what the node asks of them, on a real cluster-mode
-Broker.
+their owners; here small stand-ins record what the node asks of them, on a real node (built
+as `kafkapy serve` builds it, `build_node`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.raft_driver import RaftDriver
 from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
 from kafkapy.server.config import BrokerConfig
+from tests.server.helpers import build_node
 
 SETTINGS = {
     "node.id": "1",
@@ -61,8 +62,8 @@ class Lifecycle(Part):
 
 
 def broker_and_node(tmp_path: Path, **extra: str) -> tuple[Broker, ClusterNode]:
-    broker = Broker(BrokerConfig({**SETTINGS, "log.dirs": str(tmp_path), **extra}))
-    return broker, broker.open_cluster()
+    server = build_node(tmp_path, {**SETTINGS, **extra})
+    return server.broker, server.cluster
 
 
 async def test_parts_follow_the_roles(tmp_path: Path) -> None:
@@ -93,8 +94,12 @@ async def test_parts_follow_the_roles(tmp_path: Path) -> None:
 
 
 async def test_the_broker_opens_its_node_once(tmp_path: Path) -> None:
-    broker, node = broker_and_node(tmp_path / "cluster")
+    broker = Broker(BrokerConfig({**SETTINGS, "log.dirs": str(tmp_path / "cluster")}))
     try:
+        # every node has its cluster parts, but only once they are built (Server(broker) does)
+        with pytest.raises(RuntimeError, match="not open"):
+            _ = broker.cluster
+        node = broker.open_cluster()
         assert broker.cluster is node
         with pytest.raises(ValueError, match="already open"):
             broker.open_cluster()
