@@ -192,9 +192,10 @@ class RaftCore:
         """A leader that a majority of voters fetched from within the fetch timeout. A voter
         stands, or grants a vote, only once its fetch timeout passed without an answer from
         this leader, so a successor is elected no earlier than about a fetch timeout (less one
-        network delay) after this leader's last majority contact. A leader resumed after a
-        pause, or cut off, fails this at once, although its check-quorum step-down (at 1.5
-        fetch timeouts, at its next tick) may not have run yet."""
+        network delay) after this leader's last majority contact - or sooner only when this
+        leader's process refuses connections (`request_failed`), when it serves nothing. A
+        leader resumed after a pause, or cut off, fails this at once, although its check-quorum
+        step-down (at 1.5 fetch timeouts, at its next tick) may not have run yet."""
         st = self._role_state
         if not isinstance(st, LeaderState):
             return False
@@ -279,12 +280,23 @@ class RaftCore:
                 self._observe(response.leader_epoch, response.leader_id)
         self.tick(self._now)
 
-    def request_failed(self, dst: int, request: RaftRequest, now_ms: int) -> None:
-        """`request` to `dst` got no answer (connection error or timeout): retry after a pause."""
+    def request_failed(
+        self, dst: int, request: RaftRequest, now_ms: int, *, refused: bool = False
+    ) -> None:
+        """`request` to `dst` got no answer (connection error or timeout): retry after a pause.
+
+        `refused`: `dst` refused the connection - no process listens on its port any more. A
+        follower whose leader refuses takes its fetch timeout as passed at once: it grants
+        pre-votes and stands after its jitter, so a crashed leader is replaced in well under
+        a second instead of after the 2 s fetch timeout (beyond Kafka, which waits). A paused
+        or cut-off leader refuses nothing and is still given the whole fetch timeout.
+        """
         self._now = max(self._now, now_ms)
         st = self._role_state
         if isinstance(st, FetchingState) and st.inflight is request:
             st.fetch_done(self._now + self._fetch_interval_ms)
+            if refused and isinstance(st, FollowerState) and st.leader_id == dst:
+                st.fetch_deadline_ms = min(st.fetch_deadline_ms, self._now)
             if isinstance(st, ObserverState):
                 self._observer_ask_around(st)
         elif isinstance(st, CandidateState | ProspectiveState) and st.inflight.get(dst) is request:

@@ -170,3 +170,48 @@ def test_first_voter_to_stand_after_a_leader_crash_wins_in_one_round() -> None:
     assert resp.vote_granted
     early.handle_response(dst, vote, resp, first + 3)
     assert (early.role, early.epoch) == (Role.LEADER, 4)
+
+
+def _following(node_id: int, leader: int) -> tuple[RaftCore, FetchRequest]:
+    """A follower of `leader` in epoch 3 that had one answer at 10 ms and has its next fetch
+    in flight."""
+    core = _core(node_id=node_id, state=QuorumState(3, None, leader))
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, leader, 3, 0), 10)
+    core.tick(10 + FETCH_INTERVAL_MS)
+    ((_, nxt),) = sent(core.poll(), FetchRequest)
+    assert isinstance(nxt, FetchRequest)
+    return core, nxt
+
+
+@pytest.mark.parametrize("refused", [True, False])
+def test_a_leader_that_refuses_connections_is_replaced_before_the_fetch_timeout(refused: bool) -> None:
+    """A SIGKILLed leader's port refuses connections: its followers grant pre-votes and stand
+    at once (within the election jitter), so the controller moves in well under the 2 s fetch
+    timeout. A failure without a refusal (a timeout: the leader may only be slow or paused)
+    changes nothing: the leader keeps its whole fetch timeout."""
+    now = 10 + FETCH_INTERVAL_MS + 5
+    voter, fetch = _following(3, leader=1)
+    voter.request_failed(1, fetch, now, refused=refused)
+    asked = voter.handle_request(2, VoteRequest(4, 2, 0, 0, pre_vote=True), now)
+    assert isinstance(asked, VoteResponse)
+    assert asked.vote_granted is refused
+    follower, fetch = _following(2, leader=1)
+    follower.request_failed(1, fetch, now, refused=refused)
+    follower.tick(now + ELECTION_MS // 2)  # its stand jitter is below half an election timeout
+    if refused:
+        assert follower.role is Role.PROSPECTIVE
+    else:
+        assert follower.role is Role.FOLLOWER
+        follower.tick(10 + FETCH_TIMEOUT_MS - 1)
+        assert follower.role is Role.FOLLOWER
+
+
+def test_a_refusal_from_another_voter_does_not_depose_the_leader() -> None:
+    """Only the leader's refusal counts: a follower whose request to another voter was refused
+    still refuses pre-votes while its leader answers."""
+    core, fetch = _following(2, leader=1)
+    core.request_failed(3, fetch, 70, refused=True)
+    asked = core.handle_request(3, VoteRequest(4, 3, 0, 0, pre_vote=True), 70)
+    assert isinstance(asked, VoteResponse)
+    assert not asked.vote_granted

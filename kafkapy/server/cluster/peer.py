@@ -59,7 +59,7 @@ from kafkapy.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequ
 from kafkapy.protocol.primitives import Frame, r_int32, r_tags
 from kafkapy.protocol.sasl import SaslError, ScramClient, plain_token
 
-__all__ = ["PeerClient", "PeerError", "PeerPool", "PeerSecurity", "is_gone_error"]
+__all__ = ["PeerClient", "PeerError", "PeerPool", "PeerSecurity", "is_gone_error", "is_refused_error"]
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,14 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 CONNECT_TIMEOUT_S = 5.0
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
-_GONE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.EPIPE})
+_GONE: tuple[tuple[type[OSError], ...], frozenset[int]] = (
+    (ConnectionRefusedError, ConnectionResetError, BrokenPipeError),
+    frozenset({errno.ECONNREFUSED, errno.ECONNRESET, errno.EPIPE}),
+)
+_REFUSED: tuple[tuple[type[OSError], ...], frozenset[int]] = (
+    (ConnectionRefusedError,),
+    frozenset({errno.ECONNREFUSED}),
+)
 
 
 class PeerError(Exception):
@@ -81,26 +88,39 @@ class PeerError(Exception):
 
     `gone`: the failure is a sign that the peer's process is not there any more - the
     connection was refused, reset or closed by the other side - as opposed to a timeout, which
-    a slow or paused process causes as well (see `PeerPool.on_gone`)."""
+    a slow or paused process causes as well (see `PeerPool.on_gone`).
+    `refused`: a new connection was refused - nothing listens on the peer's port, the strongest
+    of these signs (a live process may still close or reset a connection; it never refuses)."""
 
-    def __init__(self, message: str, *, gone: bool = False) -> None:
+    def __init__(self, message: str, *, gone: bool = False, refused: bool = False) -> None:
         super().__init__(message)
-        self.gone = gone
+        self.gone = gone or refused
+        self.refused = refused
 
 
-def is_gone_error(error: BaseException, depth: int = 0) -> bool:
+def is_gone_error(error: BaseException) -> bool:
     """A refused or reset connection, also wrapped (trio's BrokenResourceError, or the
     ExceptionGroup of `open_tcp_stream`'s attempts: then every attempt must say so)."""
+    return _caused_by(error, _GONE)
+
+
+def is_refused_error(error: BaseException) -> bool:
+    """A refused connection (wrapped as for `is_gone_error`)."""
+    return _caused_by(error, _REFUSED)
+
+
+def _caused_by(
+    error: BaseException, kinds: tuple[tuple[type[OSError], ...], frozenset[int]], depth: int = 0
+) -> bool:
     if depth > 4:
         return False
-    if isinstance(error, (ConnectionRefusedError, ConnectionResetError, BrokenPipeError)):
-        return True
-    if isinstance(error, OSError) and error.errno in _GONE_ERRNOS:
+    classes, errnos = kinds
+    if isinstance(error, classes) or (isinstance(error, OSError) and error.errno in errnos):
         return True
     if isinstance(error, BaseExceptionGroup):
-        return all(is_gone_error(e, depth + 1) for e in error.exceptions)
+        return all(_caused_by(e, kinds, depth + 1) for e in error.exceptions)
     inner = error.__cause__ or error.__context__
-    return inner is not None and is_gone_error(inner, depth + 1)
+    return inner is not None and _caused_by(inner, kinds, depth + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,7 +429,9 @@ class PeerClient:
                 if isinstance(e, PeerError):  # TLS or SASL refused: the peer is there
                     raise
                 raise PeerError(
-                    f"cannot connect to {self.host}:{self.port}: {e}", gone=is_gone_error(e)
+                    f"cannot connect to {self.host}:{self.port}: {e}",
+                    gone=is_gone_error(e),
+                    refused=is_refused_error(e),
                 ) from e
             self._backoff_s = 0.0
             self._next_attempt = 0.0

@@ -494,6 +494,7 @@ class RaftDriver:
         if isinstance(req, FetchRequest):
             timeout += self._fetch_max_wait_ms / 1000
         response: RaftResponse | None = None
+        refused = False
         try:
             body = await self._peers.request(
                 dst, wire.api_key, wire.version, wire.body, timeout_s=timeout
@@ -501,12 +502,13 @@ class RaftDriver:
             response = response_from_wire(req, body)
         except (PeerError, ProtocolError, KeyError, ValueError) as exc:
             log.debug("raft %s to node %d failed: %s", type(req).__name__, dst, exc)
+            refused = isinstance(exc, PeerError) and exc.refused
         if not report:
             return
         if response is None:
             # do not hammer a node that is down: the core retries after its backoff anyway
             async with self._lock:
-                self.core.request_failed(dst, req, now_ms())
+                self.core.request_failed(dst, req, now_ms(), refused=refused)
                 await self._process()
         else:
             async with self._lock:

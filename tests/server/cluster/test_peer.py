@@ -228,7 +228,8 @@ async def test_a_hostile_peer_only_ever_causes_peer_error(answer: bytes) -> None
 async def test_a_dead_peer_is_reported_gone_and_a_slow_one_is_not() -> None:
     """`PeerError.gone` / `PeerPool.on_gone` (what the controller's early fencing starts from):
     a refused connect and a connection the peer closes are signs of a dead process; a request
-    that merely times out (a slow or paused peer) is not."""
+    that merely times out (a slow or paused peer) is not. Only the refused connect is
+    `refused` (what lets Raft followers replace their leader before the fetch timeout)."""
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         free_port = probe.getsockname()[1]
@@ -238,6 +239,7 @@ async def test_a_dead_peer_is_reported_gone_and_a_slow_one_is_not() -> None:
     with pytest.raises(PeerError) as refused:
         await pool.request(1, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=5)
     assert refused.value.gone
+    assert refused.value.refused
     assert reported == [1]
     await pool.aclose()
 
@@ -249,6 +251,7 @@ async def test_a_dead_peer_is_reported_gone_and_a_slow_one_is_not() -> None:
         with pytest.raises(PeerError, match="timed out") as slow:
             await pool.request(2, ApiKey.API_VERSIONS, 3, ApiVersionsRequest(), timeout_s=0.3)
         assert not slow.value.gone
+        assert not slow.value.refused
         assert reported == [1]
         await pool.aclose()
 
@@ -260,5 +263,6 @@ async def test_a_dead_peer_is_reported_gone_and_a_slow_one_is_not() -> None:
         with pytest.raises(PeerError, match="closed") as closed:  # no Vote on a broker listener
             await pool.request(3, ApiKey.VOTE, 0, VoteRequest(), timeout_s=10)
         assert closed.value.gone
+        assert not closed.value.refused
         assert reported == [1, 3]
         await pool.aclose()
