@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from kafkapy.protocol.messages import CreateTopicsRequest
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
@@ -70,10 +71,15 @@ async def measure(partitions: int, requests: int) -> dict[str, Any]:
         }
         broker = Broker(BrokerConfig(settings))
         server = Server(broker)
-        broker.create_topic("bench", partitions)
         result: dict[str, Any] = {"partitions": partitions}
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
+            assert await server.wait_ready()
+            topic = CreateTopicsRequest.CreatableTopic(
+                name="bench", num_partitions=partitions, replication_factor=1)
+            created = await broker.cluster.channel.create_topics(
+                CreateTopicsRequest(topics=[topic], timeout_ms=30_000))
+            assert created.topics[0].error_code == 0, created
             assert server.http is not None
             port = server.http.port
             idle: list[float] = []

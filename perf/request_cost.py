@@ -41,14 +41,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
-from kafkapy.protocol.messages import FetchRequest, ProduceRequest
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
 from kafkapy.protocol.records import Record, build_batch
+from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.connection import Connection
@@ -95,11 +98,39 @@ def build_fetch_frame(partitions: int) -> bytes:
     return encode_request(RequestHeader(ApiKey.FETCH, FETCH_VERSION, 1, "request-cost"), req)
 
 
-async def _fetch_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
-    broker = Broker(
-        BrokerConfig({"log.dirs": data_dir, "log.retention.check.interval.ms": "600000"})
-    )
-    broker.create_topic(TOPIC, args.partitions)
+async def _with_node(
+    loop: Callable[[argparse.Namespace, Broker], Awaitable[dict[str, Any]]],
+    args: argparse.Namespace, data_dir: str,
+) -> dict[str, Any]:
+    """Run `loop` against a node built and started as `kafkapy serve` does (a quorum of one),
+    with topic TOPIC created through its controller and led here; the node's own tasks (Raft,
+    heartbeats) run meanwhile, as they do in production."""
+    broker = Broker(BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data_dir,
+        "log.retention.check.interval.ms": "600000", "offsets.topic.num.partitions": "1",
+    }))
+    server = Server(broker)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        try:
+            if not await server.wait_ready():
+                raise RuntimeError("the node stopped before it was ready")
+            topic = CreateTopicsRequest.CreatableTopic(
+                name=TOPIC, num_partitions=args.partitions, replication_factor=1)
+            created = await broker.cluster.channel.create_topics(
+                CreateTopicsRequest(topics=[topic], timeout_ms=30_000))
+            if created.topics[0].error_code:
+                raise RuntimeError(f"creating {TOPIC} failed: {created.topics[0].error_code}")
+            while any(isinstance(broker.partitions.leader(TOPIC, p), ErrorCode)
+                      for p in range(args.partitions)):
+                await broker.replicas.next_apply()  # the topic reaches this node's image
+            return await loop(args, broker)
+        finally:
+            server.request_shutdown()
+            await server.stopped.wait()
+
+
+async def _fetch_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any]:
     state = ConnectionState("PLAINTEXT", "request-cost")
     produce_header, produce = decode_request(
         bytearray(build_frame(args.version, args.partitions, args.records, args.value_bytes))
@@ -131,7 +162,6 @@ async def _fetch_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]
         await one(i + 4, True)
     cpu = time.process_time() - start
     gc.enable()
-    broker.close()
     n = max(args.requests, 1)
     return {
         "cpu_us_per_request": cpu / n * 1e6,
@@ -139,11 +169,7 @@ async def _fetch_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]
     }
 
 
-async def _loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
-    broker = Broker(
-        BrokerConfig({"log.dirs": data_dir, "log.retention.check.interval.ms": "600000"})
-    )
-    broker.create_topic(TOPIC, args.partitions)
+async def _loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any]:
     frame = build_frame(args.version, args.partitions, args.records, args.value_bytes)
     state = ConnectionState("PLAINTEXT", "request-cost")
     phases = {"decode": 0.0, "handle": 0.0, "encode": 0.0}
@@ -177,7 +203,6 @@ async def _loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
         profiler.disable()
     cpu = time.process_time() - start
     gc.enable()
-    broker.close()
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
     n = max(args.requests, 1)
@@ -206,14 +231,10 @@ def _client(sock: socket.socket, frame: bytes, requests: int, inflight: int) -> 
                 answered += 1
 
 
-async def _socket_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any]:
+async def _socket_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any]:
     """The whole per-request path of a connection (receive, decode, handler task, encode, send)
     over a loopback socket pair; the broker's own thread CPU per request (the client runs in a
     thread of its own, so its CPU is not counted)."""
-    broker = Broker(
-        BrokerConfig({"log.dirs": data_dir, "log.retention.check.interval.ms": "600000"})
-    )
-    broker.create_topic(TOPIC, args.partitions)
     frame = build_frame(args.version, args.partitions, args.records, args.value_bytes)
     ours, theirs = socket.socketpair()
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
@@ -229,16 +250,15 @@ async def _socket_loop(args: argparse.Namespace, data_dir: str) -> dict[str, Any
         await trio.to_thread.run_sync(client.join)
     cpu = time.thread_time() - start
     gc.enable()
-    broker.close()
     return {"broker_cpu_us_per_request": cpu / max(args.requests, 1) * 1e6}
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.socket:
         with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
-            return trio.run(_socket_loop, args, d)
+            return trio.run(_with_node, _socket_loop, args, d)
     with tempfile.TemporaryDirectory(prefix="request-cost-") as d:
-        return trio.run(_fetch_loop if args.fetch else _loop, args, d)
+        return trio.run(_with_node, _fetch_loop if args.fetch else _loop, args, d)
 
 
 def _callgrind(args: argparse.Namespace) -> dict[str, Any]:
