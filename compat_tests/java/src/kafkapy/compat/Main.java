@@ -42,6 +42,7 @@ public final class Main {
         case "static-member" -> Membership.staticMember(bootstrap, prefix);
         case "fencing" -> Membership.fencing(bootstrap, prefix);
         case "pending-offsets" -> Transactions.pendingOffsets(bootstrap, prefix);
+        case "scram" -> Scram.run(bootstrap, prefix, rest);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));
