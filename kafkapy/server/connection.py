@@ -41,6 +41,7 @@ from typing import Any
 
 import trio
 
+from kafkapy.authorizer import AclOperation
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_response
 from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
@@ -73,6 +74,14 @@ class _Slot:
     close: bool = False
 
 
+
+
+class _Refused(Exception):
+    """A request refused before its handler ran, answered with its API's error response."""
+
+    def __init__(self, error_code: ErrorCode) -> None:
+        super().__init__(error_code.name)
+        self.error_code = error_code
 
 
 class Connection:
@@ -267,6 +276,8 @@ class Connection:
             await self.state.sequencer.wait_turn(ctx.seq)
             started = time.perf_counter()
             try:
+                if self.controller_listener:
+                    self._authorize_controller_request(ctx)
                 if self.broker.fault_injector is not None:
                     await self._inject_fault(header)
                 response = await spec.func(ctx, request)
@@ -280,7 +291,7 @@ class Connection:
             log.info("closing connection %s after %s: %s", self.state.peer, spec.api_key.name, e)
             slot.close = True
             response = None
-        except InjectedFailure as e:
+        except (InjectedFailure, _Refused) as e:
             response = e.error_code
             slot.segments, slot.close = self._error_segments(spec, header, request, e.error_code)
         except Exception:
@@ -348,6 +359,17 @@ class Connection:
                 encode_response(header.api_key, header.api_version, header.correlation_id, response)
             )
         ]
+
+    def _authorize_controller_request(self, ctx: RequestContext) -> None:
+        """The controller listener serves the nodes of the cluster (registrations, heartbeats,
+        Raft, the admin requests a broker forwards after authorizing them with its caller's
+        principal): as Kafka's ControllerApis, a principal without CLUSTER_ACTION on the cluster
+        is refused CLUSTER_AUTHORIZATION_FAILED (ApiVersions excepted). With an authorizer, the
+        nodes' own principal must therefore be a super user or hold CLUSTER_ACTION."""
+        if ctx.header.api_key != ApiKey.API_VERSIONS and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            log.info("refused %s from %s on the controller listener: %s lacks CLUSTER_ACTION",
+                     ApiKey(ctx.header.api_key).name, self.state.peer, self.state.principal)
+            raise _Refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
     def _error_segments(
         self,

@@ -6,12 +6,22 @@ authorizer directly, allow.everyone.if.no.acl.found=false.
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from kafkapy.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
+import pytest
+import trio
+
+from kafkapy.authorizer import (
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    StandardAuthorizer,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    BrokerHeartbeatRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -25,6 +35,9 @@ from kafkapy.protocol.messages import (
     IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
+from kafkapy.server.cluster.peer import PeerError
+from kafkapy.testing.local import open_cluster
+from tests.server.cluster.controller_helpers import call
 from tests.server.test_authorization import grant, secured
 
 pytestmark = pytest.mark.timeout(90)
@@ -129,3 +142,24 @@ async def test_describe_topic_partitions_shows_only_describable_topics() -> None
         named = await c.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DescribeTopicPartitionsRequest(
             topics=[DescribeTopicPartitionsRequest.TopicRequest(name="secret")], response_partition_limit=100))
         assert named.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+async def test_the_controller_listener_needs_cluster_action(tmp_path: Path) -> None:
+    """Only the cluster's nodes (super users or CLUSTER_ACTION holders) may speak to the
+    controller listener: registrations, heartbeats and forwarded admin requests alike."""
+    with trio.fail_after(60):
+        async with open_cluster(tmp_path, 1) as (node,):
+            epoch = node.broker.cluster.lifecycle.broker_epoch  # type: ignore[union-attr]
+            heartbeat = BrokerHeartbeatRequest(broker_id=node.node_id, broker_epoch=epoch, current_metadata_offset=0)
+            node.broker.authorizer = StandardAuthorizer()
+            refused = await call(node.controller_port, ApiKey.BROKER_HEARTBEAT, 1, heartbeat)
+            assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            # CreateTopics has no top-level error code: the refusal is a logged close
+            with pytest.raises(PeerError):
+                await call(node.controller_port, ApiKey.CREATE_TOPICS, 7, _create("sneaky"))
+            assert node.broker.topics.get("sneaky") is None
+            # the node's own in-process calls are not affected
+            assert node.broker.cluster.lifecycle.broker_epoch == epoch  # type: ignore[union-attr]
+            node.broker.authorizer = StandardAuthorizer(super_users=["User:ANONYMOUS"])
+            answered = await call(node.controller_port, ApiKey.BROKER_HEARTBEAT, 1, heartbeat)
+            assert answered.error_code == ErrorCode.NONE
