@@ -4,7 +4,8 @@ After every step: the records replayed (through the codec) into a separate image
 controller's image; every partition has a leader that is in its ISR and active, or -1; the ISR
 is a non-empty subset of the replicas and, while there is a leader, holds only active brokers;
 leader and partition epochs never go back and the partition epoch moves on every change; no two
-topics share an id. Failover (a new controller from the committed image) is one of the steps.
+topics share an id. Failover (a new controller from the committed image) is one of the steps;
+SCRAM credential changes interleave with the rest and follow a set model across failovers.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from kafkapy.controller.controller import (
     NewTopic,
     QuorumController,
     Reassignment,
+    ScramDeletion,
+    ScramUpsertion,
 )
 from kafkapy.controller.image import MetadataImage, PartitionImage
 from kafkapy.controller.records import ConfigResourceType, Endpoint, decode_record, encode_record
@@ -46,6 +49,7 @@ class ControllerMachine(RuleBasedStateMachine):
         self.now_ms = 0
         self.failovers = 0
         self.seen: dict[tuple[uuid.UUID, int], PartitionImage] = {}
+        self.scram: set[tuple[str, str]] = set()
 
     def commit(self, result: ControllerResult[T]) -> T:
         for record in result.records:
@@ -220,6 +224,22 @@ class ControllerMachine(RuleBasedStateMachine):
             assert not new.adding_replicas
             assert not new.removing_replicas
             assert set(new.replicas) == set(old.replicas) - set(old.adding_replicas)
+
+    @rule(user=st.sampled_from(["u", "v"]), mechanism=st.sampled_from([1, 2]), delete=st.booleans())
+    def alter_scram(self, user: str, mechanism: int, delete: bool) -> None:
+        key = (user, {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}[mechanism])
+        if delete:
+            result = self.ctl.alter_user_scram_credentials([ScramDeletion(user, mechanism)], [])
+            (r,) = self.commit(result)
+            assert r.error is (ErrorCode.NONE if key in self.scram else ErrorCode.RESOURCE_NOT_FOUND)
+            self.scram.discard(key)
+        else:
+            upsert = ScramUpsertion(user, mechanism, 4096, b"salt", b"salted")
+            (r,) = self.commit(self.ctl.alter_user_scram_credentials([], [upsert]))
+            assert r.error is ErrorCode.NONE
+            self.scram.add(key)
+        # across failovers too: a new controller knows the credentials from the image
+        assert set(self.ctl.image.scram_credentials) == self.scram
 
     @rule()
     def failover(self) -> None:
