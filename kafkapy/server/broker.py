@@ -179,7 +179,8 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.fault_injector = fault_injector or _configured_faults(config)
-        self.producer_ids = ProducerIds(self.data_dirs[0])
+        #: producer ids from the active controller's blocks (`cluster.channel`, once built)
+        self.producer_ids = ProducerIds(lambda: self.cluster.channel.allocate_producer_ids())
         self.producer_states = ProducerStates(config.get_int("producer.id.expiration.ms"))
         self.storage_lock = trio.Lock()
         self.shutting_down = False

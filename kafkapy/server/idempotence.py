@@ -3,10 +3,9 @@
 Why here: the rules live in `kafkapy.coordinator.idempotence` (a plain state machine); this
 module is its runtime - which partition's state, loaded when, persisted where.
 
-- `ProducerIds` hands out producer ids unique across restarts: it reserves blocks of
-  `BLOCK_SIZE` ids in `<data dir>/kafkapy-producer-ids` (atomic rewrite) and, after a restart,
-  continues after the last reserved block, never inside it. In cluster mode the blocks come from
-  the active controller instead (unique across the cluster; callers await `ensure_available`).
+- `ProducerIds` hands out producer ids unique across the cluster and across restarts: blocks
+  come from the active controller (AllocateProducerIds; ProducerIdsRecord in the metadata log,
+  a quorum of one's own controller too), and callers await `ensure_available` first.
 - `ProducerStates` keeps one `ProducerStateManager` per partition that idempotent producers
   write to. It is loaded on first use in a worker thread - from the newest producer snapshot at
   or below the log end offset, then by replaying the batch headers after it (Kafka's recovery) -
@@ -33,7 +32,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import trio
 
@@ -53,7 +51,6 @@ from kafkapy.protocol.records import (
     iter_batches,
     parse_control_record,
 )
-from kafkapy.server.metadata_store import atomic_write
 from kafkapy.storage import PartitionLog
 
 __all__ = [
@@ -67,58 +64,36 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 1000
-PRODUCER_IDS_FILE = "kafkapy-producer-ids"
 
 Key = tuple[str, int]
 
 
 class ProducerIdsUnavailable(RuntimeError):
-    """Cluster mode: no controller block is at hand (the caller skipped `ensure_available`)."""
+    """No controller block is at hand (the caller skipped `ensure_available`)."""
 
 
 BlockSource = Callable[[], Awaitable[tuple[int, int]]]
 
 
 class ProducerIds:
-    """Single node: blocks reserved in a local file. Cluster mode (`use_blocks_from`): blocks
-    handed out by the active controller (AllocateProducerIds), so ids are unique across the
-    cluster; the next block is fetched in the background when the current one runs low, and
-    `allocate` stays synchronous because callers `await ensure_available()` first."""
+    """Blocks handed out by the active controller (`source()` -> (first id, count), Kafka's
+    AllocateProducerIds), so ids are unique across the cluster; the next block is fetched in the
+    background when the current one runs low, and `allocate` stays synchronous because callers
+    `await ensure_available()` first."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / PRODUCER_IDS_FILE
-        reserved = 0
-        if self.path.exists():
-            try:
-                reserved = int(self.path.read_text(encoding="ascii").strip())
-            except ValueError:
-                raise ValueError(f"{self.path} is damaged; remove it only if no producer is running") from None
-        self._next = reserved  # the previous run may have used its whole last block
-        self._reserved_until = reserved
-        self._source: BlockSource | None = None
+    def __init__(self, source: BlockSource) -> None:
+        self._next = self._reserved_until = 0
+        self._source = source
         self._spare: tuple[int, int] | None = None  # a prefetched controller block
         self._fetching: trio.Event | None = None
-
-    @property
-    def from_controller(self) -> bool:
-        return self._source is not None
-
-    def use_blocks_from(self, source: BlockSource) -> None:
-        """Cluster mode: take ids from controller blocks (`source()` -> (first id, count)) from
-        now on. The local file's ids are never mixed in: the first block is fetched on demand."""
-        if self._source is None:
-            self._next = self._reserved_until = 0
-        self._source = source
 
     def _left(self) -> int:
         return self._reserved_until - self._next
 
     async def ensure_available(self, count: int = 1) -> None:
-        """Cluster mode: make sure `allocate` has `count` ids without another await (waits for
-        the controller when the block runs out - the rest of a block too short is skipped;
-        raises what the controller channel raised). Single node: returns at once."""
-        if self._source is None:
-            return
+        """Make sure `allocate` has `count` ids without another await (waits for the
+        controller when the block runs out - the rest of a block too short is skipped; raises
+        what the controller channel raised)."""
         for _ in range(3):  # a concurrent caller may use up the block we waited for
             if self._left() >= count or self._take_spare():
                 return
@@ -139,7 +114,6 @@ class ProducerIds:
         if self._fetching is not None:
             await self._fetching.wait()
             return
-        assert self._source is not None
         self._fetching = done = trio.Event()
         try:
             self._spare = await self._source()
@@ -150,7 +124,7 @@ class ProducerIds:
     async def prefetch(self) -> None:
         """Fetch the next block when the current one is 90% used (Kafka's rule), so producers
         rarely wait for the controller. Errors are logged: `ensure_available` retries."""
-        if self._source is None or self._spare is not None or self._fetching is not None:
+        if self._spare is not None or self._fetching is not None:
             return
         if self._left() * 10 > BLOCK_SIZE:
             return
@@ -160,12 +134,8 @@ class ProducerIds:
             log.warning("prefetching a producer id block failed: %s", exc)
 
     def allocate(self) -> int:
-        if self._source is not None:
-            if self._left() <= 0 and not self._take_spare():
-                raise ProducerIdsUnavailable("no producer id block from the controller")
-        elif self._next >= self._reserved_until:
-            self._reserved_until = self._next + BLOCK_SIZE
-            atomic_write(self.path, f"{self._reserved_until}\n".encode())
+        if self._left() <= 0 and not self._take_spare():
+            raise ProducerIdsUnavailable("no producer id block from the controller")
         pid = self._next
         self._next += 1
         return pid

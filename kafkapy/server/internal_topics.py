@@ -271,8 +271,6 @@ async def ensure_producer_ids(broker: Broker, count: int = 1) -> ErrorCode:
     is fetched when 90% of the current one is used); while no block can be had the answer is
     COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
     ids = broker.producer_ids
-    if not ids.from_controller:
-        ids.use_blocks_from(broker.cluster.channel.allocate_producer_ids)
     await ids.prefetch()  # first: nothing may await between `ensure_available` and the use
     try:
         await ids.ensure_available(count)

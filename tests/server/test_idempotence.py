@@ -16,7 +16,7 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
 )
 from kafkapy.protocol.records import Record, build_batch, build_control_batch
-from kafkapy.server.idempotence import BLOCK_SIZE, ProducerIds, ProducerStates
+from kafkapy.server.idempotence import ProducerStates
 from kafkapy.storage import PartitionLog
 
 from .helpers import Client, create_topic, running_broker
@@ -32,14 +32,21 @@ def produce(topic: str, records: bytes) -> ProduceRequest:
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=records)])])
 
 
-def test_producer_ids_are_unique_across_restarts(tmp_path: Path) -> None:
-    first = ProducerIds(tmp_path)
-    got = [first.allocate() for _ in range(3)]
-    assert got == [0, 1, 2]
-    second = ProducerIds(tmp_path)  # restart: never reuse ids of a block that was handed out
-    assert second.allocate() == BLOCK_SIZE
-    third = ProducerIds(tmp_path)
-    assert third.allocate() == 2 * BLOCK_SIZE
+async def test_producer_ids_are_unique_across_restarts(tmp_path: Path) -> None:
+    """The ids come from the node's controller (ProducerIdsRecord blocks in its metadata log):
+    a restart never hands out an id of a block handed out before."""
+    init = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+    seen: list[int] = []
+    for _ in range(3):
+        async with running_broker(tmp_path) as (_, _, port):
+            client = await Client.connect(port)
+            for _ in range(3):
+                answer = await client.request(ApiKey.INIT_PRODUCER_ID, 4, init)
+                assert answer.error_code == 0
+                seen.append(answer.producer_id)
+            await client.aclose()
+    assert len(set(seen)) == len(seen) == 9
+    assert seen == sorted(seen)
 
 
 async def test_init_producer_id_and_sequence_rules(tmp_path: Path) -> None:

@@ -95,10 +95,8 @@ class Controller:
 
 
 async def test_cluster_ids_come_only_from_controller_blocks(tmp_path: Path) -> None:
-    ids = ProducerIds(tmp_path)
-    local = ids.allocate()  # a single-node id, from the local file
     controller = Controller(size=1000)
-    ids.use_blocks_from(controller.allocate)
+    ids = ProducerIds(controller.allocate)
     with pytest.raises(ProducerIdsUnavailable):
         ids.allocate()  # no block fetched yet
     seen = set()
@@ -110,14 +108,12 @@ async def test_cluster_ids_come_only_from_controller_blocks(tmp_path: Path) -> N
     assert len(seen) == 2500
     assert min(seen) == 5000
     assert max(seen) < controller.next
-    assert local not in seen
     assert controller.calls == 3
 
 
 async def test_concurrent_callers_share_one_controller_request(tmp_path: Path) -> None:
-    ids = ProducerIds(tmp_path)
     controller = Controller(size=2)
-    ids.use_blocks_from(controller.allocate)
+    ids = ProducerIds(controller.allocate)
     got: list[int] = []
 
     async def producer() -> None:
@@ -133,7 +129,6 @@ async def test_concurrent_callers_share_one_controller_request(tmp_path: Path) -
 
 
 async def test_a_failing_controller_is_reported_and_retried(tmp_path: Path) -> None:
-    ids = ProducerIds(tmp_path)
     calls = 0
 
     async def flaky() -> tuple[int, int]:
@@ -143,7 +138,7 @@ async def test_a_failing_controller_is_reported_and_retried(tmp_path: Path) -> N
             raise ConnectionError("no active controller")
         return 100, 10
 
-    ids.use_blocks_from(flaky)
+    ids = ProducerIds(flaky)
     with pytest.raises(ConnectionError):
         await ids.ensure_available()
     await ids.ensure_available()
@@ -152,9 +147,8 @@ async def test_a_failing_controller_is_reported_and_retried(tmp_path: Path) -> N
 
 async def test_ensure_available_covers_the_ids_asked_for(tmp_path: Path) -> None:
     """A transactional InitProducerId may need two ids: a block with one left is skipped."""
-    ids = ProducerIds(tmp_path)
     controller = Controller(size=3)
-    ids.use_blocks_from(controller.allocate)
+    ids = ProducerIds(controller.allocate)
     await ids.ensure_available()
     assert [ids.allocate(), ids.allocate()] == [5000, 5001]
     await ids.ensure_available(2)  # one left in the block: not enough
