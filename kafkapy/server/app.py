@@ -1,18 +1,19 @@
 """The server: listeners, connection tasks, background maintenance and graceful shutdown.
 
 Resource handling: `Server.run()` binds every configured broker listener - PLAINTEXT, SSL,
-SASL_PLAINTEXT, SASL_SSL (`kafkapy.server.security`) - (in cluster mode also
-the controller listener, on nodes with the controller role), reports the bound addresses through
+SASL_PLAINTEXT, SASL_SSL (`kafkapy.server.security`) - and, on nodes with the controller role,
+the controller listeners it names, reports the bound addresses through
 `task_status` (broker listeners first), and owns all connection tasks. On `request_shutdown()` it stops
 accepting, tells every connection to stop reading (queued requests still get answers), wakes all
 long-poll fetches so they answer now, waits up to `kafkapy.shutdown.grace.ms` for connections to
 drain, cancels what is left, and closes the broker (flush + clean-shutdown marker). Idle client
 connections therefore never delay shutdown.
 
-Cluster mode (docs/cluster.md): the Server has the broker build its `ClusterNode` (`broker.cluster`),
-starts its parts' tasks beside the maintenance loop, and at shutdown gives the lifecycle a
-bounded chance to hand partitions over before the tasks are cancelled. `wait_ready()` is what
-the CLI awaits before its ready line (at once on a single node).
+Every node is a cluster member (docs/cluster.md; alone, a quorum of one): the Server has the
+broker build its `ClusterNode` (`broker.cluster`), starts its parts' tasks beside the
+maintenance loop, and at shutdown gives the lifecycle a bounded chance to hand partitions over
+before the tasks are cancelled. `wait_ready()` is what the CLI awaits before its ready line
+(the node's own broker registration unfenced).
 
 Connection limits (`max.connections`, `max.connections.per.ip` and its overrides,
 `max.connection.creation.rate`) are Kafka's, on the broker listeners: see
@@ -176,7 +177,7 @@ class Server:
             log.warning("TEST ONLY fault injection is on (control socket %s)", path)
 
     def _listeners(self) -> list[Listener]:
-        """Broker listeners, then (cluster mode, controller role) the controller listeners."""
+        """Broker listeners, then (controller role) the controller listeners."""
         config = self.broker.config
         listeners = list(config.listeners)
         if config.cluster.is_controller:
@@ -201,9 +202,8 @@ class Server:
 
     def readiness(self) -> tuple[bool, str]:
         """`/readyz`: (ready, what is missing). Ready = every listener bound and serving, the
-        metadata loaded (a single node loads it before the Server starts), in a cluster the
-        broker registration unfenced (a controller-only node: a Raft leader known), and no
-        shutdown under way."""
+        node's broker registration unfenced (a controller-only node: a Raft leader known), and
+        no shutdown under way."""
         if self._shutdown.is_set():
             return False, "shutting down"
         if not self._serving:
@@ -218,8 +218,8 @@ class Server:
         return True, ""
 
     async def wait_ready(self) -> bool:
-        """True once the node is ready to serve (a single node at once; a cluster member when
-        `ClusterNode.is_ready()`); False if the server stopped first."""
+        """True once the node is ready to serve (`ClusterNode.is_ready()`); False if the
+        server stopped first."""
         cluster = self.cluster
         async with trio.open_nursery() as nursery:
             result = False

@@ -9,23 +9,23 @@ the runtime contract of docs/transactions.md section 2 - for one operation: appe
 replay run without an await in between, so on the one trio thread operations never interleave
 and no lock is needed.
 
-On one node markers are written before the EndTxn answer (Kafka answers after the Prepare*
-record and writes markers asynchronously): they are local appends, and a client that commits and
-then reads with read_committed sees its data at once. How a marker is written and sent is
-`txn_markers`. When every partition has its marker, `complete_markers` moves the transaction to
-Complete*. A failed marker write is retried by the timer task (`pending_markers`, a second
-later), as is a batch of markers interrupted by a crash (`load_complete` at start).
+How a marker is written and sent is `txn_markers`. When every partition has its marker,
+`complete_markers` moves the transaction to Complete*. A failed marker write is retried by the
+timer task (`pending_markers`, a second later), as is a batch of markers interrupted by a crash
+(`load_complete` when the partition loads).
 
-Resource handling: the `Broker` builds one (`broker.txn_coordinator`); `await ready()` loads it on
-first use: `__transaction_state` (compacted, `transaction.state.log.num.partitions`) is made
-lazily, so brokers without transactional producers never pay for it. `serve()` is the server's
-timer task (transaction timeouts, transactional-id expiry, marker retries); on one node it
-starts only once the topic exists, so a restarted broker aborts or completes what was in flight
-without waiting for a client. Producer ids come from `broker.producer_ids`, which idempotent
-producers share, so the two kinds never collide.
+Resource handling: the `Broker` builds one (`broker.txn_coordinator`); `__transaction_state`
+(compacted, `transaction.state.log.num.partitions`) is asked of the controller by the first
+FindCoordinator for a transactional id, so brokers without transactional producers never pay
+for it. `serve()` is the server's timer task (transaction timeouts, transactional-id expiry,
+marker retries) and loads the partitions whose leadership arrives, so a restarted broker aborts
+or completes what was in flight without waiting for a client. Producer ids come from
+`broker.producer_ids` (controller blocks), which idempotent producers share, so the two kinds
+never collide.
 
-Partitioned mode: each coordinator's epoch is its partition's leader epoch; a partition loaded
-with Prepare* states finishes them by writing their markers. After an operation's append the
+Each coordinator (one per `__transaction_state` partition led here, for one node as for many)
+has its partition's leader epoch as its epoch; a partition loaded with Prepare* states finishes
+them by writing their markers. After an operation's append the
 runtime waits until the records are replicated (a failure puts the touched ids back to the log
 below the high watermark and answers the write-failure error). Markers go to each data
 partition's leader (`send_markers`: WriteTxnMarkers through the node's marker connections, one

@@ -10,7 +10,7 @@ heartbeat, so created topics and added partitions bump the group epoch at the ne
   coordinator; v1 (KIP-1082): the client names itself, an empty member id is INVALID_REQUEST.
 - Owned partitions of deleted topics (unknown topic ids) are ignored; an assignment names
   only topics that still exist.
-- Cluster mode: the group's `__consumer_offsets` partition leader answers, as for classic
+- The group's `__consumer_offsets` partition leader answers, as for classic
   groups (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS elsewhere).
 - Describe: `authorized_operations` as DescribeGroups reports them; a classic group or an
   unknown id is GROUP_ID_NOT_FOUND, as in Kafka.

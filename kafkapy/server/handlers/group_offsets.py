@@ -22,7 +22,7 @@ Behaviour:
 - OffsetDelete: group-level GROUP_ID_NOT_FOUND / NON_EMPTY_GROUP, per-partition
   GROUP_SUBSCRIBED_TO_TOPIC.
 
-Cluster mode: a group whose `__consumer_offsets` partition this broker does not lead answers
+A group whose `__consumer_offsets` partition this broker does not lead answers
 NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); partitions are known from the
 metadata image, not from the logs this broker happens to host.
 

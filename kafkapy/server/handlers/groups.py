@@ -7,15 +7,13 @@ broker's `GroupDriver`, which persists records and completes pending responses) 
 JoinGroup and SyncGroup may wait for the rebalance; they release the connection's turn first so
 the same connection's heartbeats and commits are not stuck behind them.
 
-- FindCoordinator: this single node coordinates every group and transactional id; the v4+
-  batched form answers each key. A group lookup creates `__consumer_offsets` on first use, as
-  Kafka does. Key types other than 0 (group) and 1 (transaction) -> INVALID_REQUEST; during
-  shutdown COORDINATOR_NOT_AVAILABLE, so clients retry instead of waiting on a closing broker.
-  In cluster mode the coordinator is the leader of the key's partition of
+- FindCoordinator: the coordinator is the leader of the key's partition of
   `__consumer_offsets` / `__transaction_state` (created through the controller by the first
-  lookup; COORDINATOR_NOT_AVAILABLE until it has a leader), with its endpoint for the
-  listener the request came in on.
-- Cluster mode: a group whose partition this broker does not lead answers NOT_COORDINATOR
+  lookup, as Kafka does; COORDINATOR_NOT_AVAILABLE until it has a leader), with its endpoint for
+  the listener the request came in on; the v4+ batched form answers each key. Key types other
+  than 0 (group) and 1 (transaction) -> INVALID_REQUEST; during shutdown
+  COORDINATOR_NOT_AVAILABLE, so clients retry instead of waiting on a closing broker.
+- A group whose partition this broker does not lead answers NOT_COORDINATOR
   (COORDINATOR_LOAD_IN_PROGRESS while it loads); ListGroups lists the groups led here.
 - JoinGroup: v4+ clients must rejoin with the member id handed out in MEMBER_ID_REQUIRED; v0
   has no rebalance timeout (the session timeout is used, as in Kafka).

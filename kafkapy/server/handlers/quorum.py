@@ -11,8 +11,8 @@ first, so a Vote or BeginQuorumEpoch behind it on the same connection is not hel
 FetchSnapshot serves chunks of the leader's snapshot files (KIP-630) of at most the request's
 `max_bytes` and the core's chunk size (1 MiB); it does not fill in v1's node endpoints yet.
 
-Bad input - another cluster's id, a topic or partition other than the metadata partition, a
-node that is not in cluster mode - gets an error code, never a crash.
+Bad input - another cluster's id, a topic or partition other than the metadata partition -
+gets an error code, never a crash.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Behaviour:
   per partition. The coordinator here uses the same path internally.
 - DescribeTransactions / ListTransactions: read-only views of the coordinator.
 
-Cluster mode: a transactional id whose `__transaction_state` partition this broker does not
+A transactional id whose `__transaction_state` partition this broker does not
 lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads); partitions are known
 from the metadata image; producer ids come from controller blocks (COORDINATOR_LOAD_IN_PROGRESS
 while none can be had); markers go to each partition's leader (`txn_markers.send_markers`).
