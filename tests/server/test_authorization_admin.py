@@ -21,11 +21,13 @@ from kafkapy.authorizer import (
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    AlterClientQuotasRequest,
     BrokerHeartbeatRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
@@ -163,3 +165,20 @@ async def test_the_controller_listener_needs_cluster_action(tmp_path: Path) -> N
             node.broker.authorizer = StandardAuthorizer(super_users=["User:ANONYMOUS"])
             answered = await call(node.controller_port, ApiKey.BROKER_HEARTBEAT, 1, heartbeat)
             assert answered.error_code == ErrorCode.NONE
+
+
+async def test_client_quotas_need_describe_configs_and_alter_configs_on_the_cluster() -> None:
+    async with secured(()) as (broker, c):
+        describe = DescribeClientQuotasRequest(components=[], strict=False)
+        alter = AlterClientQuotasRequest(entries=[AlterClientQuotasRequest.EntryData(
+            entity=[AlterClientQuotasRequest.EntityData(entity_type="user", entity_name="alice")],
+            ops=[AlterClientQuotasRequest.OpData(key="producer_byte_rate", value=1024.0, remove=False)])])
+        assert (await c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe)).error_code == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        assert (await c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter)).entries[0].error_code == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        grant(broker, Op.ALTER_CONFIGS, "kafka-cluster", rtype=CLUSTER)  # implies DESCRIBE_CONFIGS
+        assert (await c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, alter)).entries[0].error_code == ErrorCode.NONE
+        described = await c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, describe)
+        assert described.error_code == ErrorCode.NONE
+        assert [v.value for e in described.entries for v in e.values] == [1024.0]

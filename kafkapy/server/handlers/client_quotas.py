@@ -8,11 +8,15 @@ codes) and writes `ClientQuotaRecord`s; the answer comes once this node's image 
 Describe on the same node right after sees the change. Every broker enforces the quotas of its
 own image (`kafkapy.quota`, `Broker.quotas`).
 
+Authorization (an authorizer configured; Kafka's): Describe needs DESCRIBE_CONFIGS, Alter
+ALTER_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
 Not yet: `ip` entities (connection creation rate quotas) - refused with INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+from kafkapy.authorizer import AclOperation
 from kafkapy.controller.quotas import FilterComponent, describe_client_quotas
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -33,6 +37,8 @@ __all__ = ["handle_alter_client_quotas", "handle_describe_client_quotas"]
 async def handle_describe_client_quotas(
     ctx: RequestContext, req: DescribeClientQuotasRequest
 ) -> DescribeClientQuotasResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return DescribeClientQuotasResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, entries=None)
     quotas = ctx.broker.cluster.image.client_quotas
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
     error, message, found = describe_client_quotas(quotas, components, req.strict)
@@ -58,6 +64,8 @@ async def handle_alter_client_quotas(
     ctx: RequestContext, req: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:
     cluster = ctx.broker.cluster
+    if not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
+        return _answer_all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     ctx.release_turn()
     try:
         response: AlterClientQuotasResponse = await cluster.channel.alter_client_quotas(req)
