@@ -45,7 +45,7 @@ from kafkapy.server.http.views import (
 from kafkapy.server.stats import Histogram
 
 if TYPE_CHECKING:
-    from kafkapy.server.app import Server
+    from kafkapy.server.http.host import ServedNode
 
 __all__ = ["BrokerCollector", "MetricsEndpoint", "Snapshot"]
 
@@ -107,7 +107,7 @@ class BrokerCollector:
     """The metric families of one server (see the module doc): `snapshot()` on the trio thread,
     `families(snapshot)` anywhere (a worker thread when serving /metrics)."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServedNode) -> None:
         self.server = server
 
     def collect(self) -> Iterator[Metric]:
@@ -368,7 +368,7 @@ class _Collected(Collector):
 class MetricsEndpoint:
     """What /metrics serves for one server: its collector and the process collector."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServedNode) -> None:
         self.collector = BrokerCollector(server)
         self.process = ProcessCollector(registry=None)
 

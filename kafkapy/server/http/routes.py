@@ -15,7 +15,7 @@ from kafkapy.server.http.page import asset, render_page, render_tables
 from kafkapy.server.http.status import History, status_json
 
 if TYPE_CHECKING:
-    from kafkapy.server.app import Server
+    from kafkapy.server.http.host import ServedNode
 
 __all__ = ["install_routes"]
 
@@ -27,7 +27,7 @@ def _json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def install_routes(http: HttpListener, server: Server) -> None:
+def install_routes(http: HttpListener, server: ServedNode) -> None:
     endpoint = MetricsEndpoint(server)
     history = History(server)
     http.add_task(history.run)

@@ -27,7 +27,7 @@ from kafkapy.server.http.views import (
 )
 
 if TYPE_CHECKING:
-    from kafkapy.server.app import Server
+    from kafkapy.server.http.host import ServedNode
 
 __all__ = ["HISTORY_SAMPLES", "SAMPLE_S", "History", "status_json"]
 
@@ -56,7 +56,7 @@ class Sample:
 class History:
     """Samples of one server (see the module doc)."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ServedNode) -> None:
         self.server = server
         self.samples: deque[Sample] = deque(maxlen=HISTORY_SAMPLES)
         #: messages per second over the last sample interval, per (topic, partition)
@@ -125,7 +125,7 @@ def topic_rows(partitions: list[PartitionView], rates: dict[tuple[str, int], flo
     return list(topics.values())
 
 
-def status_json(server: Server, history: History, *, summary: bool = False) -> dict[str, Any]:
+def status_json(server: ServedNode, history: History, *, summary: bool = False) -> dict[str, Any]:
     """Everything the page shows, as JSON. `summary`: without the per-partition rows (what the
     page's script polls every 2 s: it needs only counts, groups and the history)."""
     broker = server.broker

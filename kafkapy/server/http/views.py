@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kafkapy.server.app import Server
+    from kafkapy.server.http.host import ServedNode
     from kafkapy.server.broker import Broker
 
 __all__ = [
@@ -158,7 +158,7 @@ def broker_views(broker: Broker) -> list[BrokerView]:
     return out
 
 
-def cluster_view(server: Server) -> dict[str, Any]:
+def cluster_view(server: ServedNode) -> dict[str, Any]:
     """Cluster id, this node, the controller and the Raft quorum as this node sees them."""
     broker = server.broker
     cluster = broker.cluster
