@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kafkapy.server.http.host import ServedNode
     from kafkapy.server.broker import Broker
+    from kafkapy.server.http.host import ServedNode
 
 __all__ = [
     "BrokerView",
