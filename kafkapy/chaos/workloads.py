@@ -109,7 +109,10 @@ class ProducerWorkload(Workload):
         value = int(msg.value() or b"-1")
         partition = msg.partition() or 0
         if err is None:
-            self.history.add(Ack(self.workload, value, partition, self.clock(), offset=msg.offset() or 0))
+            # confluent-kafka gives None for an unknown offset (librdkafka reports a batch as
+            # written without one when a later batch of the idempotent producer is acknowledged)
+            offset = msg.offset()
+            self.history.add(Ack(self.workload, value, partition, self.clock(), offset=-1 if offset is None else offset))
         else:
             self.history.add(Ack(self.workload, value, partition, self.clock(), error=str(err)))
 
