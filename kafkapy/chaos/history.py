@@ -18,7 +18,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "ACKS1",
@@ -26,6 +26,7 @@ __all__ = [
     "GROUP_CONSUMERS",
     "GROUP_TXN",
     "IDEMPOTENT",
+    "PROGRESS_KINDS",
     "TOPIC_ACKS1",
     "TOPIC_IDEMPOTENT",
     "TOPIC_TXN_OUT",
@@ -138,12 +139,16 @@ class FaultRecord:
     recovered_at: float = 0.0
     detail: str = ""
     skipped: str | None = None
+    #: per workload (`PROGRESS_KINDS`), seconds from the heal to its first progress after it;
+    #: None: none before the runner gave up waiting (see runner.PROGRESS_TIMEOUT_S)
+    resumed: dict[str, float | None] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index, "kind": self.kind, "nodes": self.nodes,
             "partitions": self.partitions, "injected_at": round(self.injected_at, 3),
             "healed_at": round(self.healed_at, 3), "recovered_at": round(self.recovered_at, 3),
+            "resumed_s": {k: None if v is None else round(v, 3) for k, v in self.resumed.items()},
             "detail": self.detail, "skipped": self.skipped,
         }
 
@@ -189,6 +194,25 @@ class History:
         with self._lock:
             self.client_errors[key] = self.client_errors.get(key, 0) + 1
 
+    def progress_since(self, t: float) -> dict[str, float | None]:
+        """Seconds from `t` to each workload's first progress at or after it (None: none yet):
+        "acks" - an acknowledged idempotent value on every partition; "txn" - a committed
+        transaction; "group" - an acknowledged commit of the consumer group. Events are
+        recorded in time order, so only the ones since `t` are looked at."""
+        firsts: dict[int, float] = {}
+        with self._lock:
+            for a in _since(self.acks, t):
+                if a.workload == IDEMPOTENT and a.error is None:
+                    firsts.setdefault(a.partition, a.t)
+            txn = [o.t for o in _since(self.txns, t) if o.outcome == "committed"]
+            group = [c.t for c in _since(self.commits, t) if c.group == GROUP_CONSUMERS]
+        acks = max(firsts.values()) if len(firsts) == self.partitions else None
+        return {
+            "acks": None if acks is None else acks - t,
+            "txn": min(txn) - t if txn else None,
+            "group": min(group) - t if group else None,
+        }
+
     def set_read(self, topic: str, records: Mapping[int, list[tuple[int, bytes]]]) -> None:
         with self._lock:
             self.reads[topic] = {p: list(v) for p, v in records.items()}
@@ -207,3 +231,17 @@ class History:
                     values = [[o, v.decode("utf-8", "replace")] for o, v in records]
                     f.write(json.dumps({"event": "Read", "topic": topic, "partition": partition, "records": values}) + "\n")
             f.write(json.dumps({"event": "GroupCommitted", "groups": self.group_committed}) + "\n")
+
+
+#: the workloads whose progress the runner awaits after each fault (`History.progress_since`)
+PROGRESS_KINDS = ("acks", "txn", "group")
+
+_E = TypeVar("_E", Ack, TxnOutcome, Commit)
+
+
+def _since(events: list[_E], t: float) -> list[_E]:
+    """The events recorded at or after `t`, oldest first (the list is in recording order)."""
+    i = len(events)
+    while i > 0 and events[i - 1].t >= t:
+        i -= 1
+    return events[i:]

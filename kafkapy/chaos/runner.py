@@ -5,7 +5,8 @@ topics RF 3 (min ISR 2 for the transaction log), and Kafka's default timeouts (t
 harness's shortened ones are put back), plus whatever `--config` adds. Each fault is healed
 before the next starts and the cluster must be whole again (every node ready, every node's
 Metadata listing every broker) - bounded by `RECOVERY_TIMEOUT_S`; a recovery that times out is
-recorded in the fault's detail and the run goes on.
+recorded in the fault's detail and the run goes on. Then every workload must have made progress
+since the heal (`PROGRESS_TIMEOUT_S`): the time each took is the fault's `resumed` figure.
 
 Every exit path (an error, Ctrl-C, SIGTERM) heals what is in effect - SIGCONT, iptables rules
 removed, fill file deleted - stops the cluster, removes the chain and cgroups, and unmounts.
@@ -64,6 +65,11 @@ CLUSTER_SETTINGS: dict[str, str] = {
     "auto.create.topics.enable": "false",
 }
 RECOVERY_TIMEOUT_S = 90.0
+#: after the cluster is whole again, how long the next fault waits for every workload to make
+#: progress (acks on every partition, a committed transaction, a group commit): each fault's
+#: effect is then its own (a fault injected while the last one's effect lasts would be blamed
+#: for it), and how long each workload took to resume after each heal is measured
+PROGRESS_TIMEOUT_S = 60.0
 SETUP_TIMEOUT_S = 60.0
 FINAL_READ_TIMEOUT_S = 60.0
 #: how long the workloads run on after the last fault is healed
@@ -319,10 +325,21 @@ class ChaosRun:
             finally:
                 self._heal(record)
             self._recover(record)
+            self._await_progress(record)
             self.say(
-                f"fault {spec.index}: healed at {record.healed_at:.1f}s, whole again at {record.recovered_at:.1f}s"
+                f"fault {spec.index}: healed at {record.healed_at:.1f}s, whole again at {record.recovered_at:.1f}s, "
+                f"workloads resumed after {_resumed_text(record.resumed)}"
                 + (f" ({record.detail})" if record.detail else "")
             )
+
+    def _await_progress(self, record: FaultRecord) -> None:
+        """Until every workload progressed since the heal, at most `PROGRESS_TIMEOUT_S`."""
+        deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+        while True:
+            record.resumed = self.history.progress_since(record.healed_at)
+            if all(v is not None for v in record.resumed.values()) or time.monotonic() >= deadline:
+                return
+            time.sleep(0.2)
 
     # -- read-back --------------------------------------------------------------------------------
     def _read_topic(self, bootstrap: str, topic: str, isolation: str) -> None:
@@ -447,6 +464,13 @@ class ChaosRun:
         self.disk.close()
 
 
+def _resumed_text(resumed: dict[str, float | None]) -> str:
+    """'acks 0.4 s, txn 1.2 s, group never' for the progress line."""
+    return ", ".join(
+        f"{k} {'-' if v is None else f'{v:.1f} s'}" for k, v in resumed.items()
+    )
+
+
 def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
     """The machine-readable report (`--json`)."""
     o = outcome.options
@@ -459,6 +483,7 @@ def outcome_json(outcome: RunOutcome) -> dict[str, Any]:
         "skipped_kinds": outcome.skipped,
         "schedule": [s.to_json() for s in outcome.schedule],
         "faults": [f.to_json() for f in outcome.history.faults],
+        "progress_timeout_s": PROGRESS_TIMEOUT_S,
         "stuck_workloads": outcome.stuck_workloads,
         "client_errors": dict(sorted(outcome.history.client_errors.items(), key=lambda kv: -kv[1])[:30]),
         **outcome.result.to_json(),
