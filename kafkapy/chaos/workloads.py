@@ -177,7 +177,14 @@ class TxnProcessor(Workload):
             "bootstrap.servers": self.bootstrap,
             "transactional.id": "chaos-txn-processor",
             "transaction.timeout.ms": self.transaction_timeout_ms,
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5, **self.extra,
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            # librdkafka's send_offsets_to_transaction can wait forever, past its timeout, for a
+            # group coordinator whose broker left the metadata (killed) until some broker's state
+            # changes (librdkafka issues 5456 and 5511; Kafka brokers cause it as well): a
+            # metadata refresh brings the broker back once it is up again, and with it the call.
+            # Kafka's default (5 min) stalled a seed 7 run for 450 s.
+            "topic.metadata.refresh.interval.ms": 5000,
+            **self.extra,
         })
 
     def _consumer(self) -> Consumer:
