@@ -284,17 +284,25 @@ def test_aiokafka_scram_and_ssl(
 
 
 @pytest.mark.timeout(60)
-def test_a_configured_authorizer_refuses_to_start(tmp_path: Path) -> None:
-    """Fail closed: a SASL listener configured the Kafka way with StandardAuthorizer used to start
-    and let every authenticated user produce, consume and list everything. kafkapy has no
-    authorizer yet, so `kafkapy serve` must exit with a message naming the key instead."""
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer", "authorizer.class.name"),
+        ("super.users=User:admin", "super.users"),  # read only by an authorizer, none configured
+    ],
+)
+def test_an_authorizer_kafkapy_does_not_have_refuses_to_start(
+    tmp_path: Path, setting: str, named: str
+) -> None:
+    """Fail closed: kafkapy's one authorizer is StandardAuthorizer (compat_tests/test_acls.py);
+    any other class, or what only an authorizer reads without one, makes `kafkapy serve` exit
+    with a message naming the key rather than start unprotected."""
     properties = tmp_path / "server.properties"
     properties.write_text(
         "listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
         "sasl.enabled.mechanisms=PLAIN\n"
         f"kafkapy.sasl.users={USER}:{PASSWORD}\n"
-        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
-        "super.users=User:admin\n"
+        f"{setting}\n"
         "allow.everyone.if.no.acl.found=false\n"
     )
     done = subprocess.run(
@@ -304,7 +312,7 @@ def test_a_configured_authorizer_refuses_to_start(tmp_path: Path) -> None:
         timeout=30,
     )
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "authorizer.class.name" in done.stderr
+    assert named in done.stderr
     assert "kafkapy ready" not in done.stdout + done.stderr
 
 

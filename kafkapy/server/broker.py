@@ -32,7 +32,7 @@ from typing import Any
 import trio
 
 from kafkapy import __version__
-from kafkapy.authorizer import StandardAuthorizer
+from kafkapy.authorizer import StandardAuthorizer, parse_super_users
 from kafkapy.controller.acls import acl_binding
 from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.protocol.api_keys import ApiKey
@@ -98,6 +98,15 @@ def _configured_faults(config: BrokerConfig) -> FaultInjector | None:
     return injector
 
 
+def _authorizer(config: BrokerConfig) -> StandardAuthorizer | None:
+    if not config.authorizer_enabled:
+        return None
+    return StandardAuthorizer(
+        super_users=parse_super_users(config.get("super.users")),
+        allow_everyone_if_no_acl_found=config.get_bool("allow.everyone.if.no.acl.found"),
+    )
+
+
 def _follow_acls(authorizer: StandardAuthorizer, image: MetadataImage) -> None:
     """Make the authorizer's ACLs the image's: removed ids go, new ids come (an ACL never
     changes under its id)."""
@@ -124,10 +133,10 @@ class Broker:
         #: read from the published image); first, as a bad user list (ValueError) must fail
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
-        #: what requests are authorized against (`RequestContext.authorize`); None: no
-        #: authorizer, every request allowed. Its ACLs follow the published metadata image
-        #: (`apply_metadata`)
-        self.authorizer: StandardAuthorizer | None = None
+        #: what requests are authorized against (`RequestContext.authorize`): StandardAuthorizer
+        #: when `authorizer.class.name` names it, else None (no authorizer: every request
+        #: allowed). Its ACLs follow the published metadata image (`apply_metadata`)
+        self.authorizer: StandardAuthorizer | None = _authorizer(config)
         self._temp_dir: Path | None = None
         if memory:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))

@@ -7,8 +7,8 @@ its *source* so DescribeConfigs can say whether it is a default or was set stati
 
 Keys kafkapy does not know are logged once as ignored - never fatal - so a full Kafka config file
 (thread counts, socket buffers, controller quorum settings) starts without edits. The exception
-is a security setting kafkapy cannot honour (an authorizer, a Java SASL plugin, ...): that
-refuses to start, naming the key (`kafkapy.server.security_settings`).
+is a security setting kafkapy cannot honour (an authorizer other than StandardAuthorizer, a Java
+SASL plugin, ...): that refuses to start, naming the key (`kafkapy.server.security_settings`).
 
 Environment overrides: `KAFKAPY_LOG_RETENTION_MS=1000` sets `log.retention.ms` (upper case,
 `_` for `.`, `__` for a literal `_`); `KAFKAPY_TEST_FAULT_...` maps to `kafkapy.test.fault....`,
@@ -31,6 +31,7 @@ from kafkapy.storage.topic_config import TOPIC_CONFIGS, TopicConfigKey, topic_co
 __all__ = [
     "BROKER_CONFIGS",
     "SECURITY_PROTOCOLS",
+    "STANDARD_AUTHORIZER",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ClusterConfig",
@@ -47,6 +48,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+#: the one authorizer kafkapy has (Kafka's KRaft authorizer: ACLs in the metadata log)
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 class ConfigError(ValueError):
@@ -124,6 +129,25 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             _T.PASSWORD,
             None,
             "SASL users NAME:PASSWORD,... for PLAIN and SCRAM-SHA-256/512 (see README, Security).",
+        ),
+        _B(
+            "authorizer.class.name",
+            _T.STRING,
+            "",
+            f"Empty (no authorizer: any client may do anything) or {STANDARD_AUTHORIZER} "
+            "(ACLs in the metadata log); any other class refuses to start.",
+        ),
+        _B(
+            "super.users",
+            _T.STRING,
+            None,
+            "Principals the authorizer allows everything, e.g. User:admin;User:ops.",
+        ),
+        _B(
+            "allow.everyone.if.no.acl.found",
+            _T.BOOLEAN,
+            "false",
+            "The authorizer allows what no ACL of the resource speaks about.",
         ),
         _B(
             "ssl.keystore.type",
@@ -956,9 +980,33 @@ class BrokerConfig:
         self.controller_listeners = self._controller_listeners(self.get_str("listeners"))
         if not self.listeners and "broker" in self._roles():
             raise ConfigError("no broker listener configured (see 'listeners')")
+        self._check_authorizer()
         self.cluster = self._cluster_config()
         if not self.cluster.voters_configured and self._inter_node:
             log.info("%s: no inter-node traffic on a single node", ", ".join(self._inter_node))
+
+    def _check_authorizer(self) -> None:
+        """Fail closed: an authorizer kafkapy does not have, or what only an authorizer reads
+        without one, refuses to start (a user must not believe a setting protects them)."""
+        name = self.get_str("authorizer.class.name").strip()
+        if name and name != STANDARD_AUTHORIZER:
+            raise ConfigError(
+                f"authorizer.class.name={name!r} is a security setting kafkapy cannot honour: "
+                f"its one authorizer is {STANDARD_AUTHORIZER} (ACLs in the metadata log)"
+            )
+        if name:
+            return
+        for key in ("super.users", "allow.everyone.if.no.acl.found"):
+            if key in self._explicit:
+                raise ConfigError(
+                    f"{key}={self._explicit[key]!r} is read only by an authorizer, and none is "
+                    f"configured: set authorizer.class.name={STANDARD_AUTHORIZER}"
+                )
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        """`authorizer.class.name` names StandardAuthorizer (the only one accepted)."""
+        return bool(self.get_str("authorizer.class.name").strip())
 
     def _roles(self) -> frozenset[str]:
         roles_list = [r.lower() for r in self.get_list("process.roles")]

@@ -8,8 +8,7 @@ load.
 
 The rules (`unsupported_security_setting`), for each key as given broker-wide or per listener
 (`listener.name.<listener>.<key>`, `listener.name.<listener>.<mechanism>.<key>`):
-- refused whatever the value: an authorizer and what only an authorizer reads (`super.users`,
-  `allow.everyone.if.no.acl.found`), Java plugin classes (SASL callback handlers and login
+- refused whatever the value: Java plugin classes (SASL callback handlers and login
   classes, principal builders other than Kafka's default, SSL engine factories, topic/config
   policies, quota callbacks, security providers), Kerberos and OAUTHBEARER settings, delegation
   token keys, inline PEM keys/certificates, Java cipher suite names;
@@ -23,7 +22,9 @@ The rules (`unsupported_security_setting`), for each key as given broker-wide or
   (`kafkapy.server.security.inter_node`); a single node has no inter-node traffic and only
   logs them (Kafka's single-node configs carry them).
 Keys kafkapy implements (SASL PLAIN/SCRAM, PEM TLS, `ssl.client.auth`) are checked where they
-are used (`kafkapy.server.security.listener`). Left alone as inert: what only the client side of
+are used (`kafkapy.server.security.listener`); the authorizer keys (`authorizer.class.name`: only
+StandardAuthorizer; `super.users` and `allow.everyone.if.no.acl.found` only with it) by
+`BrokerConfig`. Left alone as inert: what only the client side of
 inter-node SASL/TLS reads (`sasl.login.*` timings, `ssl.endpoint.identification.algorithm`),
 delegation token lifetimes without a token key, `ssl.truststore.password` (PEM has none) and
 `ssl.allow.dn.changes` / `ssl.allow.san.changes` (kafkapy does not reload keystores).
@@ -38,17 +39,10 @@ __all__ = [
     "unsupported_security_setting",
 ]
 
-_NO_AUTHORIZER = (
-    "kafkapy has no authorizer yet: every authenticated client could produce, consume and "
-    "administer every resource. Remove it, or use Kafka where ACLs are needed"
-)
 _JAVA_PLUGIN = "names a Java plugin class, which kafkapy cannot load"
 
 #: refused whatever the value (an empty value means "not set" and is accepted)
 _ALWAYS: dict[str, str] = {
-    "authorizer.class.name": _NO_AUTHORIZER,
-    "super.users": "only an authorizer reads it, and " + _NO_AUTHORIZER,
-    "allow.everyone.if.no.acl.found": "only an authorizer reads it, and " + _NO_AUTHORIZER,
     "sasl.server.callback.handler.class": _JAVA_PLUGIN,
     "sasl.client.callback.handler.class": _JAVA_PLUGIN,
     "sasl.login.class": _JAVA_PLUGIN,

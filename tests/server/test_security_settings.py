@@ -44,8 +44,9 @@ def start_checks(settings: dict[str, str]) -> None:
 
 #: (key, a value kafkapy must refuse): each alone on an otherwise good SASL config
 REFUSED = [
-    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
     ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
+    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizerX"),
+    # read only by an authorizer, and none is configured
     ("super.users", "User:admin"),
     ("allow.everyone.if.no.acl.found", "false"),
     ("allow.everyone.if.no.acl.found", "true"),
@@ -96,6 +97,7 @@ REFUSED = [
 #: Kafka's defaults (what kafkapy does anyway) and empty values are accepted
 ACCEPTED = [
     ("authorizer.class.name", ""),
+    ("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
     ("principal.builder.class",
      "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
     ("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"),
@@ -188,17 +190,17 @@ def test_defaults_and_inert_security_settings_start(
     start_checks({**sasl_ssl, key: value})
 
 
-def test_the_issue_16_config_refuses_to_start_naming_the_authorizer() -> None:
-    """The configuration that was accepted while every authenticated user could read and write
-    everything: a SASL listener with Kafka's StandardAuthorizer and deny-by-default."""
-    config = {
+def test_the_issue_16_config_starts_with_its_authorizer() -> None:
+    """A SASL listener with Kafka's StandardAuthorizer, super users and deny-by-default: the
+    authorizer kafkapy has, so it starts with it."""
+    config = BrokerConfig({
         **SASL_LISTENER,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
         "allow.everyone.if.no.acl.found": "false",
-    }
-    with pytest.raises(ConfigError, match=r"authorizer\.class\.name.*no authorizer"):
-        BrokerConfig(config)
+    })
+    assert config.authorizer_enabled
+    assert not BrokerConfig(SASL_LISTENER).authorizer_enabled
 
 
 def test_every_kafka_security_key_is_classified() -> None:

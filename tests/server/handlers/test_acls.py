@@ -215,3 +215,25 @@ async def test_acls_survive_a_restart(tmp_path: Path) -> None:
         assert broker.authorizer is not None
         assert len(broker.authorizer) == 2
     assert listed(described) == {row(w) for w in wanted}
+
+
+def test_authorizer_class_name_gives_the_broker_its_authorizer() -> None:
+    """`authorizer.class.name` (StandardAuthorizer) with `super.users` and
+    `allow.everyone.if.no.acl.found`, as Kafka reads them; without it there is none."""
+    from kafkapy.server.config import STANDARD_AUTHORIZER, BrokerConfig
+
+    broker = Broker(BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:0", "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": "User:admin; User:ops", "allow.everyone.if.no.acl.found": "true",
+    }), memory=True)
+    try:
+        assert broker.authorizer is not None
+        assert broker.authorizer.super_users == {"User:admin", "User:ops"}
+        assert broker.authorizer.allow_everyone_if_no_acl_found
+    finally:
+        broker.close()
+    plain = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0"}), memory=True)
+    try:
+        assert plain.authorizer is None
+    finally:
+        plain.close()

@@ -43,6 +43,7 @@ public final class Main {
         case "fencing" -> Membership.fencing(bootstrap, prefix);
         case "pending-offsets" -> Transactions.pendingOffsets(bootstrap, prefix);
         case "scram" -> Scram.run(bootstrap, prefix, rest);
+        case "acls" -> Acls.run(bootstrap, prefix);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));
