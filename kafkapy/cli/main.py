@@ -52,6 +52,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # name -> (module:attribute, the one-line summary `kafkapy --help` shows without importing it;
 # tests/cli/test_main.py checks each against the command's own help)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "acls": ("kafkapy.cli.acls:acls", "Create, list or delete ACLs (kafka-acls.sh)."),
     "chaos": ("kafkapy.cli.chaos:chaos",
               "Run seeded faults against a local kafkapy cluster and check what clients saw."),
     "cluster": ("kafkapy.cli.cluster:cluster",

@@ -248,6 +248,7 @@ CLIENT_COMMANDS = [
     ["topics", "list"], ["topics", "describe", "t"], ["topics", "create", "t"], ["topics", "delete", "t"],
     ["produce", "t"], ["consume", "t", "--exit-at-end"], ["groups", "list"], ["groups", "describe", "--group", "g"],
     ["configs", "describe", "--topic", "t"], ["cluster", "info"], ["cluster", "quorum"],
+    ["acls", "list"],
 ]
 
 
