@@ -47,7 +47,9 @@ from kafkapy.server.internal_topics import partition_leader, wait_replicated
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from kafkapy.coordinator.idempotence import ProducerStateManager
     from kafkapy.server.broker import Broker
+    from kafkapy.storage import PartitionLog
 
 __all__ = [
     "RETRY_CODES",
@@ -204,9 +206,9 @@ async def write_marker(
     coordinator_epoch: int, commit: bool,
 ) -> ErrorCode:
     """Append one transaction marker to a partition (WriteTxnMarkers, internal or from the
-    wire). A partition that no longer exists counts as done (UNKNOWN_TOPIC_OR_PARTITION).
-    Cluster mode: only the partition's leader writes it (else NOT_LEADER_OR_FOLLOWER, so the
-    coordinator retries at the new leader), and it is answered once replicated (acks=all)."""
+    wire). A partition that no longer exists counts as done (UNKNOWN_TOPIC_OR_PARTITION). Only
+    the partition's leader writes it (else NOT_LEADER_OR_FOLLOWER, so the coordinator retries
+    at the new leader), and it is answered once replicated (acks=all)."""
     partitions = broker.partitions
     lp = partitions.leader(tp.topic, tp.partition)
     if isinstance(lp, ErrorCode):
@@ -224,6 +226,25 @@ async def write_marker(
     if again.log is not plog:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # no await from here to the append: nothing else appends to the partition in between
+    done = _append_marker(plog, mgr, again.leader_epoch, tp, producer_id, producer_epoch,
+                          coordinator_epoch, commit)
+    if done is not None:  # refused, or written before
+        return done
+    broker.after_append(tp.topic, tp.partition, plog)
+    if groups is not None:
+        groups.on_transaction_marker(producer_id, commit, tp.partition)
+    if plog.high_watermark >= plog.log_end_offset:  # the leader alone is the ISR
+        return ErrorCode.NONE
+    return await wait_replicated(broker, tp.topic, tp.partition, plog.log_end_offset)
+
+
+def _append_marker(
+    plog: PartitionLog, mgr: ProducerStateManager, leader_epoch: int, tp: TopicPartition,
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+) -> ErrorCode | None:
+    """The marker's control batch, checked against the producer state (an older producer or
+    coordinator epoch is refused), appended with its `.txnindex` entries. None: appended now;
+    NONE: it was written before (nothing more to do); any other code: why it was refused."""
     now = now_ms()
     data = bytearray(build_control_batch(
         commit, producer_id=producer_id, producer_epoch=producer_epoch,
@@ -238,7 +259,7 @@ async def write_marker(
         pending = mgr.validate_append([batch], now, AppendOrigin.COORDINATOR)
         if isinstance(pending, BatchMetadata):  # only client batches are duplicates
             return ErrorCode.NONE
-        plog.append(data, now_ms=now, leader_epoch=again.leader_epoch, from_client=False)
+        plog.append(data, now_ms=now, leader_epoch=leader_epoch, from_client=False)
         result = mgr.complete_append(pending)
         for a in result.aborted:
             plog.append_aborted_txn(a.producer_id, a.first_offset, a.last_offset,
@@ -251,9 +272,4 @@ async def write_marker(
         log.error("marker for producer %d on %s-%d failed: %s", producer_id, tp.topic,
                   tp.partition, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
-    broker.after_append(tp.topic, tp.partition, plog)
-    if groups is not None:
-        groups.on_transaction_marker(producer_id, commit, tp.partition)
-    if plog.high_watermark >= plog.log_end_offset:  # the leader alone is the ISR
-        return ErrorCode.NONE
-    return await wait_replicated(broker, tp.topic, tp.partition, plog.log_end_offset)
+    return None
