@@ -3,7 +3,8 @@ created with the AdminClient through node 1 of a three-node SASL_PLAINTEXT clust
 listener - clients', inter-broker, controller - on SASL) authenticates a producer against node 3,
 after nodes 1 and 3 were both killed and restarted. What users rely on: a user created once
 exists on every node and survives restarts (Kafka keeps it in the metadata log), and a wrong
-password or a deleted user is refused everywhere."""
+password or a deleted user is refused everywhere. A lone node (a quorum of one) keeps its users
+across a SIGKILL."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from compat_tests.conftest import BrokerFactory
 from compat_tests.test_cluster_basics import start_cluster
 from kafkapy.testing.cluster import ClusterProcesses
 
@@ -103,3 +105,34 @@ def test_a_scram_user_created_on_node_1_logs_in_on_node_3_after_both_restart(
     refused = next((e for _ in range(3) if (e := _auth_error(_conf(cluster, 1, **zoe)))), None)
     assert refused is not None
     assert "Authentication failed" in refused.str()
+
+
+def test_a_scram_user_survives_a_kill_of_a_quorum_of_one(broker_factory: BrokerFactory) -> None:
+    """A lone `kafkapy serve` (a quorum of one) SIGKILLed right after the AdminClient's alter
+    was answered keeps the user: the answer came once the metadata log had committed it."""
+    data_dir = broker_factory.base / "single"
+    args = ["--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-user", "alice:alice-secret"]
+    broker = broker_factory.start(data_dir=data_dir, extra_args=args)
+    alice = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256",
+             "sasl.username": "alice", "sasl.password": "alice-secret"}  # fmt: skip
+    admin = AdminClient({**alice, "bootstrap.servers": broker.bootstrap})
+    upsert = UserScramCredentialUpsertion(
+        "nora", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"nora-secret"
+    )
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=TIMEOUT_S)
+    broker.kill()
+    broker = broker_factory.start(data_dir=data_dir, extra_args=args)
+    nora = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "nora", "sasl.password": "nora-secret",
+            "bootstrap.servers": broker.bootstrap}  # fmt: skip
+    noras_admin = AdminClient(nora)
+    infos = noras_admin.describe_user_scram_credentials(["nora"])["nora"].result(timeout=TIMEOUT_S)
+    assert [(i.mechanism, i.iterations) for i in infos.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_512, 8192)
+    ]
+    producer = Producer(nora)
+    errors: list[object] = []
+    producer.produce("nora-topic", b"after the kill", on_delivery=lambda err, _: errors.append(err))
+    assert producer.flush(TIMEOUT_S) == 0
+    assert errors == [None]
