@@ -17,6 +17,8 @@ Rules (Kafka's, per user - a user named twice in one request is refused, whateve
   them applied), unless an earlier one of them already failed: a user is answered its first
   problem, in request order (deletions, then upsertions).
 A user with an error gets none of its changes; the others are applied (one record each).
+One request changes at most `MAX_RECORDS_PER_USER_OP` credentials (Kafka's bound on the records
+of one operation): beyond it every user is answered INVALID_REQUEST and nothing is written.
 Results come in the order users first appear in the request (deletions, then upsertions).
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from kafkapy.controller.acls import MAX_RECORDS_PER_USER_OP
 from kafkapy.controller.records import (
     MetadataRecord,
     RemoveUserScramCredentialRecord,
@@ -110,6 +113,9 @@ def alter_user_scram_credentials(
 ) -> ControllerResult[list[ScramResult]]:
     """See the module docstring."""
     order = list(dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions]))
+    if len(deletions) + len(upsertions) > MAX_RECORDS_PER_USER_OP:
+        message = f"Cannot alter more than {MAX_RECORDS_PER_USER_OP} SCRAM credentials in one request"
+        return ControllerResult([], [ScramResult(u, ErrorCode.INVALID_REQUEST, message) for u in order])
     errors: dict[str, tuple[ErrorCode, str]] = {}
     valid: set[str] = set()
     changes: list[ScramDeletion | ScramUpsertion] = [*deletions, *upsertions]

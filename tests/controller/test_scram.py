@@ -131,3 +131,14 @@ def test_deleting_one_mechanism_keeps_the_other() -> None:
     assert [r.error for r in results] == [ErrorCode.NONE]
     assert set(c.ctl.image.scram_credentials) == {("erin", "SCRAM-SHA-512")}
     assert c.last_delta.changed_scram_users == {"erin"}
+
+
+def test_more_changes_than_one_operation_may_write_are_refused_whole() -> None:
+    c = Cluster()
+    ups = [ScramUpsertion(f"user{i}", 1, 4096, b"s", b"p") for i in range(10_001)]
+    result = c.ctl.alter_user_scram_credentials([], ups)
+    assert result.records == []
+    assert {r.error for r in c.run(result)} == {ErrorCode.INVALID_REQUEST}
+    assert c.ctl.image.scram_credentials == {}
+    assert len(c.run(c.ctl.alter_user_scram_credentials([], ups[:10_000]))) == 10_000
+    assert len(c.ctl.image.scram_credentials) == 10_000
