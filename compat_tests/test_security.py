@@ -246,6 +246,45 @@ def test_confluent_admin_alters_scram_credentials_then_the_user_logs_in(
     assert producer.flush(TIMEOUT_S) == 0
 
 
+@pytest.mark.timeout(90)
+def test_kafka_python_admin_manages_scram_users_that_then_log_in(
+    secure_broker: tuple[BrokerProcess, dict[str, str]],
+) -> None:
+    from kafka import KafkaProducer
+    from kafka.admin import (
+        KafkaAdminClient,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    _, addresses = secure_broker
+    sasl = {"bootstrap_servers": addresses["SASL_PLAINTEXT"], "security_protocol": "SASL_PLAINTEXT"}
+    admin = KafkaAdminClient(**sasl, sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=USER,
+                             sasl_plain_password=PASSWORD)  # fmt: skip
+    try:
+        upsert = UserScramCredentialUpsertion("erik", ScramMechanism.SCRAM_SHA_256, "erik-pw", 8192)
+        assert admin.alter_user_scram_credentials([upsert]) == {"erik": None}
+        described = admin.describe_user_scram_credentials(["erik"])["erik"]
+        assert described["error"] is None
+        assert [(i["mechanism"], i["iterations"]) for i in described["credential_infos"]] == [
+            (ScramMechanism.SCRAM_SHA_256, 8192)
+        ]
+        producer = KafkaProducer(**sasl, sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="erik",
+                                 sasl_plain_password="erik-pw", request_timeout_ms=10000)  # fmt: skip
+        producer.send(unique_topic("erik"), b"hi").get(timeout=TIMEOUT_S)
+        producer.close(timeout=5)
+        deletion = UserScramCredentialDeletion("erik", ScramMechanism.SCRAM_SHA_256)
+        assert admin.alter_user_scram_credentials([deletion]) == {"erik": None}
+        # Kafka's RESOURCE_NOT_FOUND message, which kafka-python hands back
+        again = admin.alter_user_scram_credentials([deletion])["erik"]
+        assert again == "Attempt to delete a user credential that does not exist"
+        gone = admin.describe_user_scram_credentials(["erik"])["erik"]["error"]
+        assert gone is not None
+    finally:
+        admin.close()
+
+
 def test_aiokafka_scram_and_ssl(
     secure_broker: tuple[BrokerProcess, dict[str, str]], certs: CertFiles
 ) -> None:
