@@ -39,6 +39,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.headers import RequestHeader
 from kafkapy.protocol.sasl import ScramCredential
+from kafkapy.quota.client_quotas import ClientQuotaManager
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
@@ -184,6 +185,11 @@ class Broker:
         #: counters for /metrics and request logging (ValueError: unknown API in log.requests)
         self.stats = BrokerStats(config.get_list("kafkapy.log.requests"))
         self.waiters = PartitionWaiters()
+        #: client quotas (kafkapy.quota), kept to the published image's by `apply_metadata`
+        self.quotas = ClientQuotaManager(
+            samples=max(1, config.get_int("quota.window.num")),
+            window_ms=max(1, config.get_int("quota.window.size.seconds")) * 1000,
+        )
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
@@ -312,7 +318,9 @@ class Broker:
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         """A new MetadataImage was published (`delta`: what changed, None = look at everything):
         topics, logs and partition roles follow it (kafkapy.server.cluster.partition_roles), and
-        so do the authorizer's ACLs."""
+        so do the authorizer's ACLs; client quotas are enforced as the image has them."""
+        if delta is None or delta.client_quotas_changed:
+            self.quotas.update(image.client_quotas)
         if self.authorizer is not None and (delta is None or delta.acls_changed):
             _follow_acls(self.authorizer, image)
         changed = delta is None or delta.changed_broker_configs

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["now_ms"]
+__all__ = ["now_ms", "quota_ms"]
 
 
 def now_ms() -> int:
     """Wall-clock milliseconds: record timestamps and retention are wall-clock in Kafka."""
     return time.time_ns() // 1_000_000
+
+
+def quota_ms() -> int:
+    """Monotonic milliseconds for client quota sensors: a wall-clock step must not turn into a
+    burst of throttling (or of free traffic)."""
+    return time.monotonic_ns() // 1_000_000

@@ -428,6 +428,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "1000",
             "Fetch sessions kept (KIP-227).",
         ),
+        _B("quota.window.num", _T.INT, "11", "Samples a client quota rate is measured over."),
+        _B("quota.window.size.seconds", _T.INT, "1", "Length of one client quota sample."),
         _B(
             "group.initial.rebalance.delay.ms",
             _T.INT,

@@ -26,6 +26,14 @@ Frames: read by `frames.frame_source` (`recv_into` on plain sockets, see `frames
 streams (TLS, tests' memory streams) responses' file regions are copied into the stream
 (sendfile cannot encrypt).
 
+Client quotas (KIP-219, `kafkapy.quota`): a handler whose client went over a byte-rate quota
+leaves the throttle time in `ctx.throttle_ms`; `request_percentage` is metered here from the
+handler's own time (until it first released its turn: waiting in a long poll is not work). The
+response goes out at once with `throttle_time_ms` set, and the reader takes no further frame of
+this connection until the throttle time has passed (muted, as Kafka mutes the channel); for a
+request version older than client-side throttling the response itself waits that long. Follower
+fetches, WriteTxnMarkers and the controller listener are never metered.
+
 Secured listeners (`kafkapy.server.security`): a TLS connection does its handshake and a SASL
 listener's connection authenticates in a phase of its own before the reader and writer start
 (`security.authenticator`), so the request path itself has no security check at all.
@@ -47,7 +55,9 @@ from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.protocol.raw_response import RawResponse, Segment
+from kafkapy.quota.client_quotas import REQUEST_PERCENTAGE, client_throttles
 from kafkapy.server.broker import Broker
+from kafkapy.server.clock import quota_ms
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.faults import InjectedFailure
 from kafkapy.server.frames import FrameSource, frame_source, request_header_prefix, size_prefixed
@@ -103,10 +113,14 @@ class Connection:
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
         self.idle_s = config.get_int("connections.max.idle.ms") / 1000
         self.max_inflight = max(1, config.get_int("kafkapy.max.inflight.requests.per.connection"))
+        #: quotas apply to client listeners only
+        self.metered = not self.controller_listener
         self.inflight = 0
         self._seq = 0
         self._owned_fds: set[int] = set()
         self.reader_scope = trio.CancelScope()
+        #: KIP-219: no frame is taken from the client before this `trio.current_time()`
+        self.muted_until = 0.0
         self._auth_scope = trio.CancelScope()  # a cancelled scope cannot be re-entered
 
     async def run(self) -> None:
@@ -193,6 +207,9 @@ class Connection:
                 continue
             last_activity = trio.current_time()
             for frame in frames:
+                if self.muted_until > last_activity:
+                    await trio.sleep_until(self.muted_until)
+                    last_activity = trio.current_time()
                 if not await self._dispatch(frame, send, nursery):
                     return
 
@@ -274,6 +291,9 @@ class Connection:
         started = received
         try:
             await self.state.sequencer.wait_turn(ctx.seq)
+            if self.muted_until and self.muted_until > trio.current_time():
+                # already read when the connection was muted: held like the frames not yet read
+                await trio.sleep_until(self.muted_until)
             started = time.perf_counter()
             try:
                 if self.controller_listener:
@@ -281,6 +301,8 @@ class Connection:
                 if self.broker.fault_injector is not None:
                     await self._inject_fault(header)
                 response = await spec.func(ctx, request)
+                if self.metered and (ctx.throttle_ms or self.broker.quotas.active):
+                    await self._throttle(ctx, request, response, started)
             finally:
                 ctx.release_turn()
             if isinstance(response, RawResponse):
@@ -308,6 +330,27 @@ class Connection:
             self.inflight -= 1
             slot.done.set()
             self._observe(header, request, response, received, started)
+
+    async def _throttle(self, ctx: RequestContext, request: Any, response: Any, started: float) -> None:
+        """Meter `request_percentage`, then mute the connection for the request's throttle time
+        (and, for a version whose clients do not throttle themselves, hold the response)."""
+        quotas = self.broker.quotas
+        header = ctx.header
+        throttle = ctx.throttle_ms
+        if quotas.enabled(REQUEST_PERCENTAGE) and not _exempt(header.api_key, request):
+            busy_ms = ((ctx.released_at or time.perf_counter()) - started) * 1000
+            # percent of one thread: 1 ms of handler time is 0.1 percent-second
+            used = quotas.record(REQUEST_PERCENTAGE, ctx.user, header.client_id or "", busy_ms / 10, quota_ms())
+            if used > throttle:
+                throttle = used
+                if hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = max(response.throttle_time_ms, used)
+        if throttle <= 0:
+            return
+        self.muted_until = max(self.muted_until, trio.current_time() + throttle / 1000)
+        if not client_throttles(header.api_key, header.api_version):
+            ctx.release_turn()
+            await trio.sleep(throttle / 1000)
 
     def _observe(
         self, header: RequestHeader, request: Any, response: Any, received: float, started: float
@@ -409,6 +452,18 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.debug("connection %s: write failed: %s", self.state.peer, e)
         scope.cancel()
+
+
+def _exempt(api_key: int, request: Any) -> bool:
+    """Requests the request quota never meters (Kafka's cluster actions): a follower's fetch
+    and transaction markers."""
+    if api_key == ApiKey.WRITE_TXN_MARKERS:
+        return True
+    if api_key == ApiKey.FETCH:
+        state = getattr(request, "replica_state", None)
+        replica = state.replica_id if state is not None and state.replica_id >= 0 else request.replica_id
+        return bool(replica >= 0)
+    return False
 
 
 def default_error_response(request: Any, code: ErrorCode) -> Any:

@@ -13,6 +13,7 @@ it; responses are still *written* strictly in request order by the connection.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -89,6 +90,12 @@ class RequestContext:
     #: the principal an admin request was forwarded for (the controller authorizes it, not the
     #: forwarding broker); None = the connection's own
     forwarded_principal: str | None = None
+    #: set by a handler whose client went over a quota: the connection holds its next
+    #: requests this long (KIP-219); the handler puts it in the response's throttle_time_ms
+    throttle_ms: int = 0
+    #: `time.perf_counter()` when the handler first released its turn (0.0: not yet) - where
+    #: its own work ended and its waiting began, for the request quota
+    released_at: float = 0.0
 
     @property
     def api_version(self) -> int:
@@ -98,6 +105,12 @@ class RequestContext:
     def principal(self) -> str:
         forwarded = self.forwarded_principal
         return forwarded if forwarded is not None else self.connection.principal
+
+    @property
+    def user(self) -> str:
+        """The connection's principal name, what user quotas are keyed by (`ANONYMOUS` when not
+        authenticated)."""
+        return self.connection.principal.partition(":")[2]
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May this request's principal do `operation` on the resource? Always, when no
@@ -135,4 +148,6 @@ class RequestContext:
 
     def release_turn(self) -> None:
         """Let later requests of this connection start (call before a long wait). Idempotent."""
+        if not self.released_at:
+            self.released_at = time.perf_counter()
         self.connection.sequencer.release(self.seq)

@@ -1,4 +1,5 @@
-"""KafkaAdmin: create, delete and list topics on any Kafka broker, with kafkapy's own codec.
+"""KafkaAdmin: create, delete and list topics (and set client quotas) on any Kafka broker, with
+kafkapy's own codec.
 
 Why not a client library: the pytest fixtures must work for a user of any client (or none), so
 topic set-up cannot depend on confluent-kafka or kafka-python. This speaks the Kafka protocol
@@ -19,6 +20,8 @@ from typing import Any
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -31,6 +34,7 @@ __all__ = ["AdminError", "KafkaAdmin"]
 
 CREATE_TOPICS_VERSION = 5
 DELETE_TOPICS_VERSION = 4
+ALTER_CLIENT_QUOTAS_VERSION = 1
 METADATA_VERSION = 9
 TIMEOUT_S = 30.0
 
@@ -89,6 +93,21 @@ class KafkaAdmin:
                 raise AdminError(f"delete {name}: {_describe(result.error_code, None)}", result.error_code)
         if wait:
             self._wait_everywhere(name, lambda response: not _listed(response, name), "is still listed by")
+
+    def set_client_quotas(
+        self, entity: Mapping[str, str | None], quotas: Mapping[str, float | None]
+    ) -> None:
+        """Set (a value) or remove (None) client quotas of one entity, e.g. `{"client-id": "x"}`
+        or `{"user": None}` (the default user); AdminError when the broker refuses."""
+        request = AlterClientQuotasRequest(entries=[AlterClientQuotasRequest.EntryData(
+            entity=[AlterClientQuotasRequest.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+            ops=[AlterClientQuotasRequest.OpData(key=k, value=v or 0.0, remove=v is None) for k, v in quotas.items()],
+        )])
+        response = self._send(ApiKey.ALTER_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS_VERSION, request)
+        assert isinstance(response, AlterClientQuotasResponse)
+        for result in response.entries:
+            if result.error_code != ErrorCode.NONE:
+                raise AdminError(f"quotas of {dict(entity)}: {_describe(result.error_code, result.error_message)}", result.error_code)
 
     def list_topics(self) -> dict[str, int]:
         """Topic name -> partition count, from one broker's Metadata."""

@@ -36,6 +36,13 @@ Authorization (an authorizer configured): a follower needs CLUSTER_ACTION on the
 consumer READ on each topic; a partition refused is answered TOPIC_AUTHORIZATION_FAILED and does
 not cut the long poll short (Kafka's `handleFetchRequest`).
 
+Quotas (`consumer_byte_rate`, kafkapy.quota; consumers only, never followers): a client already
+over its quota gets an empty response at once (no data read) with `throttle_time_ms`; otherwise
+the bytes it is sent count against the quota, and if they take it over the response says for how
+long. Either way the connection reads nothing more from the client for that time (KIP-219).
+Kafka reads the data first and drops it when it would go over; checking first reads nothing in
+vain and keeps the client at the same rate.
+
 Not yet: preferred read replicas (KIP-392).
 """
 
@@ -53,7 +60,9 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.raw_response import FileRegion, RawResponse
+from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.server.broker import Broker
+from kafkapy.server.clock import quota_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.fetch_session import FetchSession, SessionPartition, TopicRef
 from kafkapy.server.handlers.registry import handler
@@ -307,6 +316,12 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     if version >= 4 and req.isolation_level == READ_COMMITTED:
         await _load_producer_states(broker, wanted)
     reader = _Reader(broker, req, version, wanted, refused)
+    metered = reader.replica_id < 0 and broker.quotas.enabled(CONSUMER_BYTE_RATE)
+    if metered:
+        throttle = broker.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", quota_ms())
+        if throttle:
+            ctx.throttle_ms = throttle
+            return encode_fetch_response(version, [], session_id=response_session_id, throttle_time_ms=throttle)
     results, total, any_error = reader.read()
     deadline = now + max(req.max_wait_ms, 0) / 1000
     keys = [(name, w.partition) for w, name, _, _ in results if name]
@@ -347,7 +362,16 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             ]
     if session is not None:
         _rotate(session, [w for w, _, _, part in results if part.records])
-    return encode_fetch_response(version, topics, session_id=response_session_id)
+    throttle = _record_fetched(ctx, topics) if metered else 0
+    return encode_fetch_response(version, topics, session_id=response_session_id, throttle_time_ms=throttle)
+
+
+def _record_fetched(ctx: RequestContext, topics: list[TopicPart]) -> int:
+    """Count the record bytes sent against the client's consumer quota; the throttle time."""
+    size = sum(part.records_size for t in topics for part in t.partitions)
+    throttle = ctx.broker.quotas.record(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", size, quota_ms())
+    ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+    return throttle
 
 
 def _rotate(session: FetchSession, served: list[_Wanted]) -> None:

@@ -56,8 +56,13 @@ only for a principal that may CREATE it (else UNKNOWN_TOPIC_OR_PARTITION). Idemp
 nothing more here: InitProducerId checked IDEMPOTENT_WRITE (KIP-679). Without an authorizer the
 request pays one attribute test.
 
-Not yet: quotas, Produce v12 (transactions v2's
-implicit add).
+Quotas (`producer_byte_rate`, kafkapy.quota): with a quota configured for the client, the
+request's record bytes are counted against it after the append; over the quota the response
+carries `throttle_time_ms` and the connection reads nothing more from the client for that long
+(KIP-219; the connection delays the response itself for v0-5, which predate client-side
+throttling). With no producer quota configured anywhere the only cost is one set lookup.
+
+Not yet: Produce v12 (transactions v2's implicit add).
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ from kafkapy.protocol.messages.produce import (
 from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
-from kafkapy.server.clock import now_ms
+from kafkapy.quota.client_quotas import PRODUCER_BYTE_RATE
+from kafkapy.server.clock import now_ms, quota_ms
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
@@ -226,6 +232,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         for (_, answer, _), code in zip(replicated, codes, strict=True):
             if code is not ErrorCode.NONE:
                 answer.error_code = code
+    if broker.quotas.enabled(PRODUCER_BYTE_RATE):
+        response.throttle_time_ms = _throttle(ctx, req)
     if drop:
         raise CloseConnection("test fault: drop after produce append")
     if acks == 0:
@@ -234,3 +242,12 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
     return response
+
+
+def _throttle(ctx: RequestContext, req: ProduceRequest) -> int:
+    """Count the request's record bytes against the client's producer quota; the throttle time
+    (also left in `ctx.throttle_ms` for the connection)."""
+    size = sum(len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None)
+    throttle = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.user, ctx.header.client_id or "", size, quota_ms())
+    ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+    return throttle

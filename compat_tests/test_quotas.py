@@ -1,0 +1,148 @@
+"""Client quotas with real clients (confluent-kafka / librdkafka) against a broker subprocess:
+a producer's and a consumer's achieved rate drop to their byte-rate quota, they see
+throttle_time_ms > 0 (librdkafka's throttle callback), and an unthrottled client id on the same
+broker runs far faster.
+
+How the rate is measured: bytes acknowledged (producer) or received (consumer) during the run,
+divided by its length. Kafka's arithmetic gives a new client ten seconds' worth of quota at once
+(its rate divides by at least ten one-second windows), then holds it back until its rate over the
+eleven windows is at the bound again, so the traffic comes as a burst and a trickle; over a run
+longer than the windows the average is the quota. The band is generous (<= 2x the quota) for a
+loaded machine; unthrottled the same client runs at > 10x. The trickle must keep moving (bytes in
+the second half of the run): throttled, not stalled.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from compat_tests.conftest import BrokerProcess, unique_topic
+from kafkapy.testing.admin import KafkaAdmin
+
+pytestmark = pytest.mark.timeout(180)
+
+QUOTA = 100 * 1024  # bytes per second
+VALUE = b"v" * 1000
+RUN_S = 20.0
+
+
+def _produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, throttles: list[int]) -> list[tuple[float, int]]:
+    """(time, bytes) of every acknowledged message of a producer that sends as fast as it can."""
+    acked: list[tuple[float, int]] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            acked.append((time.monotonic(), len(VALUE)))
+
+    def throttled(event: object) -> None:
+        throttles.append(int(getattr(event, "throttle_time", 0) * 1000))
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
+        "batch.size": 16384, "queue.buffering.max.messages": 2000, "throttle_cb": throttled,
+    })
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            producer.produce(topic, VALUE, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.05)
+            continue
+        producer.poll(0)
+    producer.flush(30)
+    return acked
+
+
+def _rate(events: list[tuple[float, int]], start: float, end: float) -> float:
+    return sum(n for t, n in events if start <= t < end) / (end - start)
+
+
+
+
+def test_a_producer_is_held_to_its_byte_rate_quota(broker: BrokerProcess) -> None:
+    topic = unique_topic("quota-produce")
+    admin = KafkaAdmin(broker.bootstrap)
+    admin.create_topic(topic)
+    admin.set_client_quotas({"client-id": "quota-slow-producer"}, {"producer_byte_rate": QUOTA})
+    throttles: list[int] = []
+    started = time.monotonic()
+    slow = _produce_for(broker.bootstrap, topic, "quota-slow-producer", RUN_S, throttles)
+    slow_rate = _rate(slow, started, started + RUN_S)
+    late = _rate(slow, started + RUN_S / 2, started + RUN_S)
+    fast_throttles: list[int] = []
+    started = time.monotonic()
+    fast = _produce_for(broker.bootstrap, topic, "quota-free-producer", 3.0, fast_throttles)
+    fast_rate = _rate(fast, started, started + 3.0)
+    print(f"producer: quota {QUOTA} B/s, throttled {slow_rate:.0f} B/s over {RUN_S:.0f} s ({late:.0f} B/s in "
+          f"its second half), max throttle {max(throttles, default=0)} ms; unthrottled {fast_rate:.0f} B/s")
+    assert slow_rate <= 2 * QUOTA
+    assert late > 0
+    assert max(throttles, default=0) > 0
+    assert fast_rate > 10 * QUOTA
+    assert fast_throttles == []
+
+
+def _consume_for(bootstrap: str, topic: str, client_id: str, seconds: float, throttles: list[int]) -> list[tuple[float, int]]:
+    received: list[tuple[float, int]] = []
+
+    def throttled(event: object) -> None:
+        throttles.append(int(getattr(event, "throttle_time", 0) * 1000))
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "throttle_cb": throttled,
+        "max.partition.fetch.bytes": 65536,
+    })
+    consumer.subscribe([topic])
+    end = time.monotonic() + seconds
+    try:
+        while time.monotonic() < end:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                received.append((time.monotonic(), len(msg.value() or b"")))
+    finally:
+        consumer.close()
+    return received
+
+
+def _fill(bootstrap: str, topic: str, nbytes: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "quota-filler", "linger.ms": 5, "batch.size": 16384})
+    for _ in range(nbytes // len(VALUE)):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def test_a_consumer_is_held_to_its_byte_rate_quota(broker: BrokerProcess) -> None:
+    topic = unique_topic("quota-consume")
+    admin = KafkaAdmin(broker.bootstrap)
+    admin.create_topic(topic)
+    _fill(broker.bootstrap, topic, 8 * 1024 * 1024)
+    admin.set_client_quotas({"client-id": "quota-slow-consumer"}, {"consumer_byte_rate": QUOTA})
+    throttles: list[int] = []
+    started = time.monotonic()
+    slow = _consume_for(broker.bootstrap, topic, "quota-slow-consumer", RUN_S, throttles)
+    slow_rate = _rate(slow, started, started + RUN_S)
+    late = _rate(slow, started + RUN_S / 2, started + RUN_S)
+    fast_throttles: list[int] = []
+    started = time.monotonic()
+    fast = _consume_for(broker.bootstrap, topic, "quota-free-consumer", 4.0, fast_throttles)
+    fast_bytes = sum(n for _, n in fast)
+    print(f"consumer: quota {QUOTA} B/s, throttled {slow_rate:.0f} B/s over {RUN_S:.0f} s ({late:.0f} B/s in "
+          f"its second half), max throttle {max(throttles, default=0)} ms; unthrottled {fast_bytes} B in 4 s "
+          "(group join included)")
+    assert slow_rate <= 2 * QUOTA
+    assert late > 0
+    assert max(throttles, default=0) > 0
+    assert fast_bytes > 10 * QUOTA * 4.0 * 0.5  # > 10x the quota even counting half the run
+    assert fast_throttles == []
+
+
