@@ -149,6 +149,9 @@ class ScramCredential:
     server_key: bytes
     iterations: int
 
+    def __repr__(self) -> str:  # the keys let whoever has them check password guesses offline
+        return f"ScramCredential(iterations={self.iterations})"
+
     @classmethod
     def from_salted_password(
         cls, mechanism: str, salted_password: bytes, salt: bytes, iterations: int

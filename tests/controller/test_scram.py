@@ -104,6 +104,7 @@ def test_a_stored_credential_logs_the_user_in_and_no_record_holds_the_password()
         assert salted not in raw
     assert [r.error for r in c.run(result)] == [ErrorCode.NONE]
     stored = c.ctl.image.scram_credentials[("dave", "SCRAM-SHA-512")]
+    assert repr(stored) == "ScramCredential(iterations=8192)"  # no key in a log line
     server = ScramServer("SCRAM-SHA-512", lambda user: stored if user == "dave" else None)
     client = ScramClient("SCRAM-SHA-512", "dave", password)
     final = client.final_message(server.evaluate(client.first()))
