@@ -55,6 +55,8 @@ CALL_TIMEOUT_S = 30.0
 JOIN_TIMEOUT_S = 45.0
 #: a call slower than this is counted as a client error (what stalled a workload)
 SLOW_CALL_S = 5.0
+#: how long past its own timeout a librdkafka call that may ignore it is waited for
+HUNG_SLACK_S = 10.0
 
 
 class Workload(threading.Thread):
@@ -147,6 +149,37 @@ class _Renew(Exception):
     """The transactional producer must be replaced (and the consumer rewound)."""
 
 
+class _Hung(Exception):
+    """A librdkafka call did not return within its timeout plus `HUNG_SLACK_S`."""
+
+
+def _bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
+    """Run `call` in a helper thread and give up on it after `timeout_s` (raise `_Hung`).
+
+    Why: librdkafka's send_offsets_to_transaction ignores its timeout (librdkafka issue 5456)
+    and waits forever when the group coordinator it cached was a broker that has left the
+    metadata - a killed one (issue 5511; Kafka leaves dead brokers out of Metadata too). Seed 7
+    runs had the processor stuck in it for 450 s and past the end of the run. The abandoned
+    call keeps its producer alive (the thread holds it) until it returns, if ever; the caller
+    replaces the producer, whose InitProducerId fences the old one."""
+    done = threading.Event()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:  # handed to the caller's thread
+            failed.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"chaos-txn-{what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise _Hung(what)
+    if failed:
+        raise failed[0]
+
+
 def _close_producer(producer: Producer) -> None:
     """Let a producer go whatever state it is in (a fenced producer raises on flush)."""
     with contextlib.suppress(Exception):
@@ -177,14 +210,7 @@ class TxnProcessor(Workload):
             "bootstrap.servers": self.bootstrap,
             "transactional.id": "chaos-txn-processor",
             "transaction.timeout.ms": self.transaction_timeout_ms,
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            # librdkafka's send_offsets_to_transaction can wait forever, past its timeout, for a
-            # group coordinator whose broker left the metadata (killed) until some broker's state
-            # changes (librdkafka issues 5456 and 5511; Kafka brokers cause it as well): a
-            # metadata refresh brings the broker back once it is up again, and with it the call.
-            # Kafka's default (5 min) stalled a seed 7 run for 450 s.
-            "topic.metadata.refresh.interval.ms": 5000,
-            **self.extra,
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5, **self.extra,
         })
 
     def _consumer(self) -> Consumer:
@@ -268,7 +294,11 @@ class TxnProcessor(Workload):
             for m, value in zip(msgs, values, strict=True):
                 producer.produce(TOPIC_TXN_OUT, f"{txn}:{value}".encode(), partition=m.partition() or 0)
             positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+            metadata = consumer.consumer_group_metadata()
+            _bounded(
+                lambda: producer.send_offsets_to_transaction(positions, metadata, CALL_TIMEOUT_S),
+                "send_offsets_to_transaction", CALL_TIMEOUT_S + HUNG_SLACK_S,
+            )
             outcome = self._commit(producer, consumer, txn, values)
             if outcome != "committed":
                 # an abort that rewound goes on with these clients; its offsets were not committed
@@ -278,6 +308,10 @@ class TxnProcessor(Workload):
                 if tp.offset >= 0:
                     self.history.add(Commit(self.workload, tp.partition, tp.offset, now, group=GROUP_TXN))
             return True
+        except _Hung as e:
+            self.history.client_error(self.workload, f"{e} did not return within its timeout")
+            self.history.add(TxnOutcome(txn, "unknown", values, self.clock()))
+            return False
         except KafkaException as e:
             err = _error(e)
             self.history.client_error(self.workload, f"transaction: {err}")

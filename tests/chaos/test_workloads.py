@@ -10,10 +10,14 @@ lower ones (a seed 8 run reported `chaos-txn partition 0: txn committed 823 afte
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from kafkapy.chaos import workloads
 from kafkapy.chaos.history import TOPIC_IDEMPOTENT, History
 from kafkapy.chaos.workloads import TxnProcessor
 
@@ -129,3 +133,40 @@ def test_a_retriable_commit_failure_is_not_retried_once_the_run_stops() -> None:
     running = FakeProducer(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
     processor(History())._transaction(running, FakeConsumer(), [FakeMessage(2302, 0)])  # type: ignore[arg-type, list-item]
     assert running.calls.count("commit") == 5
+
+
+class HangingProducer(FakeProducer):
+    """send_offsets_to_transaction never returns, whatever its timeout (librdkafka issues
+    5456/5511: a group coordinator cached on a broker that left the metadata)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.release = threading.Event()
+
+    def send_offsets_to_transaction(self, positions: Any, metadata: Any, timeout: float) -> None:
+        self.calls.append("send_offsets")
+        self.release.wait()
+
+
+@pytest.mark.timeout(30)
+def test_a_send_offsets_that_ignores_its_timeout_replaces_the_producer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The processor gives up on the call after its timeout plus a slack, records the
+    transaction's end as unknown (its offsets may yet commit: the checker allows either) and
+    has the producer replaced; the thread is not stuck (stop() would find it so)."""
+    monkeypatch.setattr(workloads, "CALL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(workloads, "HUNG_SLACK_S", 0.1)
+    history = History()
+    producer = HangingProducer()
+    started = time.monotonic()
+    goes_on = processor(history)._transaction(
+        producer, FakeConsumer(), [FakeMessage(2302, 0)]  # type: ignore[arg-type, list-item]
+    )
+    assert time.monotonic() - started < 5
+    assert not goes_on
+    assert "commit" not in producer.calls
+    assert [t.outcome for t in history.txns] == ["unknown"]
+    assert history.commits == []
+    assert any("did not return" in k for k in history.client_errors)
+    producer.release.set()
