@@ -44,6 +44,7 @@ public final class Main {
         case "pending-offsets" -> Transactions.pendingOffsets(bootstrap, prefix);
         case "scram" -> Scram.run(bootstrap, prefix, rest);
         case "acls" -> Acls.run(bootstrap, prefix);
+        case "authz" -> Authz.run(bootstrap, prefix, rest);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));
