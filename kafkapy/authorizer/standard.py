@@ -109,6 +109,8 @@ class StandardAuthorizer:
         self._prefixed: dict[ResourceType, dict[str, _Entries]] = {}
         #: the distinct prefix lengths per resource type: a name is looked up once per length
         self._prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
+        #: how many distinct prefixes have each length, per resource type
+        self._prefix_counts: dict[ResourceType, dict[int, int]] = {}
         self._cache: dict[tuple[str, str, AclOperation, ResourceType, str], bool] = {}
 
     # -- the ACL set --------------------------------------------------------------------------
@@ -125,8 +127,11 @@ class StandardAuthorizer:
         pattern = binding.pattern
         if pattern.pattern_type == PatternType.PREFIXED:
             by_prefix = self._prefixed.setdefault(pattern.resource_type, {})
-            by_prefix.setdefault(pattern.name, {})[acl_id] = binding.entry
-            self._index_prefixes(pattern.resource_type)
+            entries = by_prefix.get(pattern.name)
+            if entries is None:
+                entries = by_prefix[pattern.name] = {}
+                self._count_prefix_length(pattern.resource_type, len(pattern.name), 1)
+            entries[acl_id] = binding.entry
         else:
             self._literal.setdefault((pattern.resource_type, pattern.name), {})[acl_id] = binding.entry
         self._cache.clear()
@@ -143,7 +148,7 @@ class StandardAuthorizer:
             del entries[acl_id]
             if not entries:
                 del by_prefix[pattern.name]
-                self._index_prefixes(pattern.resource_type)
+                self._count_prefix_length(pattern.resource_type, len(pattern.name), -1)
         else:
             key = (pattern.resource_type, pattern.name)
             entries = self._literal[key]
@@ -159,6 +164,7 @@ class StandardAuthorizer:
         self._literal.clear()
         self._prefixed.clear()
         self._prefix_lengths.clear()
+        self._prefix_counts.clear()
         self._cache.clear()
 
     def acls(self) -> dict[uuid.UUID, AclBinding]:
@@ -169,9 +175,17 @@ class StandardAuthorizer:
         """The (id, binding) pairs a Describe/DeleteAcls filter selects."""
         return [(i, b) for i, b in self._by_id.items() if acl_filter.matches(b)]
 
-    def _index_prefixes(self, resource_type: ResourceType) -> None:
-        by_prefix = self._prefixed.get(resource_type, {})
-        self._prefix_lengths[resource_type] = tuple(sorted({len(p) for p in by_prefix}))
+    def _count_prefix_length(self, resource_type: ResourceType, length: int, change: int) -> None:
+        """A prefix of `length` came (+1) or went (-1): the sorted lengths follow the counts
+        (at most one per possible name length), so loading n prefixes costs O(n), not O(n^2)."""
+        counts = self._prefix_counts.setdefault(resource_type, {})
+        left = counts.get(length, 0) + change
+        if left:
+            counts[length] = left
+        else:
+            del counts[length]
+        if left in (0, 1):
+            self._prefix_lengths[resource_type] = tuple(sorted(counts))
 
     def _resource_entries(self, resource_type: ResourceType, name: str) -> Iterator[AccessControlEntry]:
         """Every entry of a binding that applies to the resource, whoever it is for."""

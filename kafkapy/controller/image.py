@@ -150,7 +150,7 @@ class MetadataDelta:
     changed_group_configs: set[str] = dataclasses.field(default_factory=set)
     producer_ids_changed: bool = False
     changed_scram_users: set[str] = dataclasses.field(default_factory=set)
-    acls_changed: bool = False
+    changed_acls: set[uuid.UUID] = dataclasses.field(default_factory=set)
     client_quotas_changed: bool = False
 
     def is_empty(self) -> bool:
@@ -162,7 +162,7 @@ class MetadataDelta:
             or self.changed_group_configs
             or self.producer_ids_changed
             or self.changed_scram_users
-            or self.acls_changed
+            or self.changed_acls
             or self.client_quotas_changed
         )
 
@@ -327,7 +327,7 @@ class MetadataImage:
                 d.changed_scram_users.add(record.name)
             case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
                 self._acl(record)
-                d.acls_changed = True
+                d.changed_acls.add(record.id)
             case ClientQuotaRecord():
                 self._client_quota(record)
                 d.client_quotas_changed = True

@@ -25,7 +25,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -108,14 +109,19 @@ def _authorizer(config: BrokerConfig) -> StandardAuthorizer | None:
     )
 
 
-def _follow_acls(authorizer: StandardAuthorizer, image: MetadataImage) -> None:
-    """Make the authorizer's ACLs the image's: removed ids go, new ids come (an ACL never
-    changes under its id)."""
-    have = authorizer.acls()
-    for acl_id in have.keys() - image.acls.keys():
-        authorizer.remove_acl(acl_id)
-    for acl_id, record in image.acls.items():
-        if acl_id not in have:
+def _follow_acls(
+    authorizer: StandardAuthorizer, image: MetadataImage, changed: Iterable[uuid.UUID] | None
+) -> None:
+    """Make the authorizer's ACLs the image's: for each `changed` id, the image's binding or
+    none (an ACL never changes under its id); `changed` None reloads them all."""
+    if changed is None:
+        authorizer.clear()
+        changed = image.acls
+    for acl_id in changed:
+        record = image.acls.get(acl_id)
+        if record is None:
+            authorizer.remove_acl(acl_id)
+        else:
             authorizer.add_acl(acl_id, acl_binding(record))
 
 
@@ -321,8 +327,8 @@ class Broker:
         so do the authorizer's ACLs; client quotas are enforced as the image has them."""
         if delta is None or delta.client_quotas_changed:
             self.quotas.update(image.client_quotas)
-        if self.authorizer is not None and (delta is None or delta.acls_changed):
-            _follow_acls(self.authorizer, image)
+        if self.authorizer is not None and (delta is None or delta.changed_acls):
+            _follow_acls(self.authorizer, image, None if delta is None else delta.changed_acls)
         changed = delta is None or delta.changed_broker_configs
         if changed and self.apply_dynamic_configs(image.broker_configs):
             for info in self.topics.all():

@@ -146,7 +146,7 @@ def test_acls_are_kept_by_id_and_by_binding_and_removed_by_id() -> None:
     delta = MetadataDelta()
     other = dataclasses.replace(ACL, id=uuid.UUID(int=71), operation=2)
     image.apply(other, 4, delta)
-    assert delta.acls_changed
+    assert delta.changed_acls == {other.id}
     assert not delta.is_empty()
     copy = image.copy()
     copy.apply(RemoveAccessControlEntryRecord(ACL_ID), 5)

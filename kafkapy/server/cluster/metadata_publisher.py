@@ -108,7 +108,7 @@ class MetadataPublisher:
         delta.changed_group_configs.update(old.group_configs, image.group_configs)
         delta.changed_scram_users.update(u for u, _ in [*old.scram_credentials, *image.scram_credentials])
         delta.producer_ids_changed = True
-        delta.acls_changed = True
+        delta.changed_acls.update(old.acls, image.acls)
         delta.client_quotas_changed = True
         self.applied_offset = image.offset
         self.applied_epoch = epoch

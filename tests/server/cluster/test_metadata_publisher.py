@@ -165,3 +165,26 @@ def test_a_controller_only_node_publishes_at_once() -> None:
     assert node.raft.on_snapshot is not None
     node.raft.on_snapshot(stale_image(), 4)
     assert len(broker.applied) == 1
+
+
+def test_a_snapshot_names_every_acl_of_the_old_and_the_new_image() -> None:
+    """A snapshot replaces the image: the delta names the ACLs that went and those that came,
+    so the broker's authorizer drops the first and loads the second."""
+    from kafkapy.controller.records import AccessControlEntryRecord
+
+    def acl(i: int) -> AccessControlEntryRecord:
+        return AccessControlEntryRecord(uuid.UUID(int=i), 2, f"t{i}", 3, "User:a", "*", 3, 3)
+
+    broker = RecordingBroker()
+    node = FakeNode(broker, is_broker=False)
+    assert node.raft.on_snapshot is not None
+    first, second = MetadataImage(), MetadataImage()
+    for offset, record in enumerate([acl(1), acl(2)]):
+        first.apply(record, offset)
+    for offset, record in enumerate([acl(2), acl(3)]):
+        second.apply(record, offset)
+    node.raft.on_snapshot(first, 1)
+    node.raft.on_snapshot(second, 1)
+    delta = broker.applied[-1][1]
+    assert delta is not None
+    assert delta.changed_acls == {uuid.UUID(int=i) for i in (1, 2, 3)}

@@ -237,3 +237,35 @@ def test_authorizer_class_name_gives_the_broker_its_authorizer() -> None:
         assert plain.authorizer is None
     finally:
         plain.close()
+
+
+def test_the_authorizer_follows_the_ids_a_delta_names() -> None:
+    """A whole image (delta None) replaces the authorizer's ACLs; a delta's ids add what the
+    image has and drop what it no longer has."""
+    import uuid
+
+    from kafkapy.controller.image import MetadataImage
+    from kafkapy.controller.records import AccessControlEntryRecord, RemoveAccessControlEntryRecord
+    from kafkapy.server.broker import _follow_acls
+
+    def acl(i: int) -> AccessControlEntryRecord:
+        return AccessControlEntryRecord(uuid.UUID(int=i), 2, f"t{i}", 3 + i % 2, "User:a", "*", 3, 3)
+
+    stale = StandardAuthorizer()
+    stale.add_acl(uuid.UUID(int=99), next(iter(_bindings([acl(99)]))))
+    image = MetadataImage()
+    for offset, record in enumerate([acl(1), acl(2)]):
+        image.apply(record, offset)
+    _follow_acls(stale, image, None)
+    assert set(stale.acls()) == {uuid.UUID(int=1), uuid.UUID(int=2)}
+    image.apply(RemoveAccessControlEntryRecord(uuid.UUID(int=1)), 2)
+    image.apply(acl(3), 3)
+    _follow_acls(stale, image, [uuid.UUID(int=1), uuid.UUID(int=3)])
+    assert set(stale.acls()) == {uuid.UUID(int=2), uuid.UUID(int=3)}
+    assert stale.authorize("User:a", "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, "t3-and-more")
+
+
+def _bindings(records: Any) -> Any:
+    from kafkapy.controller.acls import acl_binding
+
+    return [acl_binding(r) for r in records]
