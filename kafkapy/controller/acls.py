@@ -56,6 +56,7 @@ __all__ = [
     "acl_record",
     "code_of",
     "create_acls",
+    "create_problem",
     "delete_acls",
     "image_acls",
 ]
@@ -127,7 +128,8 @@ def image_acls(image: MetadataImage) -> dict[uuid.UUID, AclBinding]:
     return {acl_id: acl_binding(record) for acl_id, record in image.acls.items()}
 
 
-def _create_problem(binding: AclBinding) -> str | None:
+def create_problem(binding: AclBinding) -> str | None:
+    """Why CreateAcls refuses `binding` (INVALID_REQUEST), or None (see the module rules)."""
     problem = binding_problem(binding)
     pattern = binding.pattern
     if problem is None and pattern.resource_type == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
@@ -149,7 +151,7 @@ def create_acls(
     results: list[AclCreateResult] = []
     new: dict[AclKey, AclBinding] = {}
     for binding in bindings:
-        problem = _create_problem(binding)
+        problem = create_problem(binding)
         if problem is not None:
             results.append(AclCreateResult(ErrorCode.INVALID_REQUEST, problem))
             continue

@@ -8,16 +8,25 @@ before it starts, as `authorizer.class.name` gives it one.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkapy.authorizer import StandardAuthorizer
-from kafkapy.authorizer.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kafkapy.authorizer.acl import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -27,7 +36,8 @@ from kafkapy.protocol.messages import (
     DescribeAclsResponse,
 )
 from kafkapy.server.broker import Broker
-from tests.server.helpers import IO_TIMEOUT_S, Client, build_node
+from kafkapy.server.config import STANDARD_AUTHORIZER
+from tests.server.helpers import IO_TIMEOUT_S, Client, NodeThread, build_node
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -269,3 +279,88 @@ def _bindings(records: Any) -> Any:
     from kafkapy.controller.acls import acl_binding
 
     return [acl_binding(r) for r in records]
+
+
+# -- over the wire against a model: random creates and deletes, then DescribeAcls ------------
+
+_NAMES = st.sampled_from(["a", "ab", "b", "*", ""])
+_CREATIONS = st.builds(
+    creation,
+    _NAMES,
+    st.sampled_from([AclOperation.READ, AclOperation.WRITE, AclOperation.ALL, AclOperation.ANY, 77]),
+    resource_type=st.sampled_from([TOPIC, GROUP, ResourceType.ANY, 99]),
+    pattern=st.sampled_from([LITERAL, PREFIXED, MATCH, 0]),
+    principal=st.sampled_from(["User:alice", "User:*", "bob"]),
+    permission=st.sampled_from([ALLOW, DENY, AclPermissionType.ANY]),
+)
+_FILTERS = st.builds(
+    delete_filter,
+    st.sampled_from([ANY_TYPE, TOPIC, GROUP, 0]),
+    st.none() | _NAMES,
+    st.sampled_from([ANY_PATTERN, MATCH, LITERAL, PREFIXED]),
+    st.none() | st.sampled_from(["User:alice", "User:*"]),
+)
+
+
+def _model_binding(c: CreateAclsRequest.AclCreation) -> AclBinding | None:
+    """The binding a valid creation stores, None for one the broker must refuse."""
+    from kafkapy.controller.acls import acl_binding, acl_record, create_problem
+    from kafkapy.server.handlers.shared.acl_wire import creation_binding
+
+    binding = creation_binding(c)
+    return None if create_problem(binding) is not None else acl_binding(acl_record(uuid.UUID(int=0), binding))
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[NodeThread]:
+    thread = NodeThread(None, **{"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"})
+    try:
+        yield thread
+    finally:
+        thread.stop()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(st.lists(_CREATIONS, max_size=4), st.lists(_FILTERS, min_size=1, max_size=2)), max_size=5))
+def test_random_creates_and_deletes_match_a_model(node: NodeThread, steps: list[list[Any]]) -> None:
+    """Every answer has one result per item (NONE or INVALID_REQUEST as the rules say), each
+    delete reports what its filter matched, and DescribeAcls then lists exactly the model."""
+    from kafkapy.server.handlers.shared.acl_wire import delete_filter as to_filter
+
+    async def run() -> None:
+        c = await Client.connect(node.port)
+        try:
+            cleared = await c.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=[delete_filter()]))
+            assert cleared.filter_results[0].error_code == ErrorCode.NONE
+            model: set[AclBinding] = set()
+            for step in steps:
+                if step and isinstance(step[0], CreateAclsRequest.AclCreation):
+                    resp = await c.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=step))
+                    for item, result in zip(step, resp.results, strict=True):
+                        binding = _model_binding(item)
+                        assert result.error_code == (ErrorCode.NONE if binding else ErrorCode.INVALID_REQUEST)
+                        if binding is not None:
+                            model.add(binding)
+                    continue
+                resp = await c.request(ApiKey.DELETE_ACLS, 3, DeleteAclsRequest(filters=step))
+                for f, result in zip(step, resp.filter_results, strict=True):
+                    acl_filter = to_filter(f)
+                    matched = {b for b in model if acl_filter.matches(b)}
+                    if f.resource_type_filter == 0:
+                        assert result.error_code == ErrorCode.INVALID_REQUEST
+                        continue
+                    assert result.error_code == ErrorCode.NONE
+                    assert len(result.matching_acls) == len(matched)
+                for f in step:
+                    if f.resource_type_filter != 0:
+                        model -= {b for b in model if to_filter(f).matches(b)}
+            described = await c.request(ApiKey.DESCRIBE_ACLS, 3, describe_request())
+        finally:
+            await c.aclose()
+        assert listed(described) == {
+            (int(b.pattern.resource_type), b.pattern.name, int(b.pattern.pattern_type), b.entry.principal,
+             b.entry.host, int(b.entry.operation), int(b.entry.permission_type))
+            for b in model
+        }
+
+    node.call(run)
