@@ -66,6 +66,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("kafkapy.cli.groups:groups",
                "List, describe, reset or delete consumer groups (kafka-consumer-groups.sh)."),
     "produce": ("kafkapy.cli.produce:produce", "Produce records from stdin or a file, one per line."),
+    "quotas": ("kafkapy.cli.quotas:quotas",
+               "Describe or alter client quotas (kafka-configs.sh --entity-type users/clients)."),
     "topics": ("kafkapy.cli.topics:topics",
                "Create, list, describe, alter and delete topics (kafka-topics.sh)."),
     "users": ("kafkapy.cli.users:users",
