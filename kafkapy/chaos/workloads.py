@@ -56,7 +56,7 @@ JOIN_TIMEOUT_S = 45.0
 #: a call slower than this is counted as a client error (what stalled a workload)
 SLOW_CALL_S = 5.0
 #: how long past its own timeout a librdkafka call that may ignore it is waited for
-HUNG_SLACK_S = 10.0
+HUNG_SLACK_S = 5.0
 
 
 class Workload(threading.Thread):
@@ -295,9 +295,11 @@ class TxnProcessor(Workload):
                 producer.produce(TOPIC_TXN_OUT, f"{txn}:{value}".encode(), partition=m.partition() or 0)
             positions = consumer.position(consumer.assignment())
             metadata = consumer.consumer_group_metadata()
+            # no longer than the transaction may stay open: the coordinator aborts it then
+            offsets_timeout_s = min(CALL_TIMEOUT_S, self.transaction_timeout_ms / 1000)
             _bounded(
-                lambda: producer.send_offsets_to_transaction(positions, metadata, CALL_TIMEOUT_S),
-                "send_offsets_to_transaction", CALL_TIMEOUT_S + HUNG_SLACK_S,
+                lambda: producer.send_offsets_to_transaction(positions, metadata, offsets_timeout_s),
+                "send_offsets_to_transaction", offsets_timeout_s + HUNG_SLACK_S,
             )
             outcome = self._commit(producer, consumer, txn, values)
             if outcome != "committed":
