@@ -189,7 +189,8 @@ def test_admin_describe_reports_authorized_operations(broker: BrokerProcess, top
         group = asked["described"].result(timeout=15)
         assert [m.client_id for m in group.members] == ["rdkafka"]
         assert set(group.authorized_operations) == {
-            AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
+            AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE,
+            AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,  # the group's configs (KIP-848)
         }
         plain = admin.describe_consumer_groups(["described"])["described"].result(timeout=15)
         assert not plain.authorized_operations

@@ -45,7 +45,8 @@ __all__ = [
 
 _O = AclOperation
 #: What each resource type supports (Kafka's `AclEntry.supportedOperations`): the operations
-#: KIP-430 "authorized operations" fields report on.
+#: KIP-430 "authorized operations" fields report on (`protocol.acl_operations` has the same sets
+#: as bit fields, what a Kafka without an authorizer reports).
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (
         _O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS,

@@ -284,3 +284,15 @@ def test_authorize_by_resource_type_is_kip_679s_any_topic_check() -> None:
     assert not by_type([read])
     # a super user needs no ACL at all
     assert StandardAuthorizer(super_users=["User:alice"]).authorize_by_resource_type("User:alice", "h", Op.WRITE, TOPIC)
+
+
+def test_supported_operations_are_the_bit_fields_kafka_reports_without_an_authorizer() -> None:
+    from kafkapy.protocol.acl_operations import (
+        CLUSTER_OPERATIONS,
+        GROUP_OPERATIONS,
+        TOPIC_OPERATIONS,
+    )
+
+    assert operations_bits(SUPPORTED_OPERATIONS[TOPIC]) == TOPIC_OPERATIONS
+    assert operations_bits(SUPPORTED_OPERATIONS[GROUP]) == GROUP_OPERATIONS
+    assert operations_bits(SUPPORTED_OPERATIONS[CLUSTER]) == CLUSTER_OPERATIONS

@@ -199,8 +199,10 @@ async def test_describe_groups_authorized_operations(tmp_path: Path) -> None:
             assert (await join(c))[0] == E.NONE
             asked = await c.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(
                 groups=["live", "unknown"], include_authorized_operations=True))
-            # READ (3), DELETE (6), DESCRIBE (8): all a group supports, as without an authorizer
-            assert [g.authorized_operations for g in asked.groups] == [(1 << 3) | (1 << 6) | (1 << 8)] * 2
+            # READ (3), DELETE (6), DESCRIBE (8), DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11): all a
+            # group supports, as without an authorizer
+            everything = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+            assert [g.authorized_operations for g in asked.groups] == [everything] * 2
             for version in (3, 5):
                 plain = await c.request(ApiKey.DESCRIBE_GROUPS, version,
                                         DescribeGroupsRequest(groups=["live"]))

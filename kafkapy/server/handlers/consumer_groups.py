@@ -50,8 +50,9 @@ from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
 
-# as DescribeGroups (groups.py): without an authorizer every group operation (READ 3, DELETE 6,
-# DESCRIBE 8) is allowed; a client that did not ask gets the "not requested" sentinel
+# as DescribeGroups (groups.py): without an authorizer every group operation (READ, DELETE,
+# DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) is allowed; a client that did not ask gets the
+# "not requested" sentinel
 GROUP_AUTHORIZED_OPERATIONS = GROUP_OPERATIONS
 
 

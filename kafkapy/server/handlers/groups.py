@@ -100,7 +100,8 @@ __all__ = [
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 # KIP-430 DescribeGroups authorized operations: with no authorizer configured Kafka reports
-# every operation a group supports (READ 3, DELETE 6, DESCRIBE 8 as bits); a client that did
+# every operation a group supports (READ, DELETE, DESCRIBE and the group configs' DESCRIBE_CONFIGS
+# and ALTER_CONFIGS, as bits); a client that did
 # not ask gets the "not requested" sentinel.
 GROUP_AUTHORIZED_OPERATIONS = GROUP_OPERATIONS
 
