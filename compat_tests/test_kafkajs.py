@@ -732,3 +732,28 @@ def test_send_batch_across_topics(kafkajs: KafkaJs) -> None:
         assert sorted(m["value"] for m in got if m["topic"] == name) == sorted(
             m["value"] for m in msgs
         ), name
+
+
+def test_acl_admin_with_an_authorizer(node: str, broker_factory: BrokerFactory, topic_name: str) -> None:
+    """kafkajs' createAcls / describeAcls / deleteAcls against a broker with StandardAuthorizer
+    (this plaintext client is `User:ANONYMOUS`, a super user there)."""
+    secured = broker_factory.start(memory=True, extra_args=[
+        "--override", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--override", "super.users=User:ANONYMOUS",
+    ])  # fmt: skip
+    created, described, deleted, after = KafkaJs(node, secured.bootstrap).admin(
+        {"op": "createAcls", "topic": topic_name},
+        {"op": "describeAcls", "topic": topic_name},
+        {"op": "deleteAcls", "topic": topic_name},
+        {"op": "describeAcls", "topic": topic_name},
+    )
+    assert created is True
+    ((resource,),) = [described["resources"]]
+    assert resource["resourceName"] == topic_name
+    assert [(a["principal"], a["host"], a["operation"], a["permissionType"]) for a in resource["acls"]] == [
+        ("User:kafkajs", "*", 3, 3)
+    ]
+    ((matched,),) = [deleted["filterResponses"]]
+    assert matched["errorCode"] == 0
+    assert [m["resourceName"] for m in matched["matchingAcls"]] == [topic_name]
+    assert after["resources"] == []

@@ -96,6 +96,20 @@ const ACTIONS = {
         }
       ]
     }),
+  deleteAcls: (admin, a) =>
+    admin.deleteAcls({
+      filters: [
+        {
+          resourceType: AclResourceTypes.TOPIC,
+          resourceName: a.topic,
+          resourcePatternType: ResourcePatternTypes.LITERAL,
+          principal: 'User:kafkajs',
+          host: '*',
+          operation: AclOperationTypes.ANY,
+          permissionType: AclPermissionTypes.ANY
+        }
+      ]
+    }),
   listGroups: admin => admin.listGroups(),
   deleteGroups: (admin, a) => admin.deleteGroups(a.groupIds),
   setOffsets: (admin, a) =>
