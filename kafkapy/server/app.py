@@ -27,19 +27,24 @@ logged and retried next interval.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
+from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.faults import serve_fault_control
 from kafkapy.server.handlers import load_handlers
+from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.http.listener import HttpListener, parse_http_address
 from kafkapy.server.http.routes import install_routes
 from kafkapy.server.security import listener_security
@@ -57,6 +62,21 @@ _ACCEPT_RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 WRITEBACK_INTERVAL_S = 0.25
 #: the longest a quorum of one waits to be ready before it reports itself started anyway
 READY_WAIT_S = 30.0
+
+
+def own_controller_call(
+    broker: Broker, api_key: ApiKey, version: int, client_id: str
+) -> Callable[[Any], Awaitable[Any]] | None:
+    """The controller listener's handler of `api_key` v`version`, bound to a request context of
+    this process's own, for the controller channel's in-process calls (`cluster/lifecycle.py`:
+    a broker whose own process is the Raft leader, a quorum of one above all); None when no
+    controller handler serves that version."""
+    spec = lookup(api_key, controller=True)
+    if spec is None or not spec.supports(version):
+        return None
+    header = RequestHeader(int(api_key), version, 0, client_id)
+    ctx = RequestContext(broker, header, ConnectionState("in-process", "in-process"))
+    return functools.partial(spec.func, ctx)
 
 
 class ListenError(OSError):
@@ -94,7 +114,8 @@ class Server:
         self.http: HttpListener | None = None
         self._serving = False
         self.cluster: ClusterNode = broker.open_cluster(
-            halt=self.request_shutdown if shares_process else None
+            halt=self.request_shutdown if shares_process else None,
+            local_call=functools.partial(own_controller_call, broker),
         )
 
     def request_shutdown(self) -> None:

@@ -20,15 +20,13 @@ Handlers reach partition data through `partitions` (the facade); domain errors a
 from __future__ import annotations
 
 import fcntl
-import functools
 import logging
 import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -36,22 +34,19 @@ from kafkapy import __version__
 from kafkapy.authorizer import StandardAuthorizer, parse_super_users
 from kafkapy.controller.acls import acl_binding
 from kafkapy.controller.image import MetadataDelta, MetadataImage
-from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.headers import RequestHeader
 from kafkapy.protocol.sasl import ScramCredential
 from kafkapy.quota.client_quotas import ClientQuotaManager
 from kafkapy.server.clock import now_ms
+from kafkapy.server.cluster.lifecycle import LocalControllerCall
 from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.config import BrokerConfig, Listener
-from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.errors import BrokerError, storage_failure
 from kafkapy.server.faults import FaultInjector
 from kafkapy.server.fetch_session import FetchSessionCache
 from kafkapy.server.group_driver import GroupDriver
-from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.idempotence import ProducerIds, ProducerStates
 from kafkapy.server.internal_topics import RoleListener
 from kafkapy.server.metadata_store import (
@@ -233,14 +228,17 @@ class Broker:
         sent elsewhere (`shutting_down`)."""
         self.shutting_down = True
 
-    def open_cluster(self, *, halt: Callable[[], None] | None = None) -> ClusterNode:
+    def open_cluster(
+        self, *, halt: Callable[[], None] | None = None, local_call: LocalControllerCall | None = None
+    ) -> ClusterNode:
         """Build this broker's cluster node and keep it as `cluster` (ValueError if it is
         already built). Call it inside `trio.run` (the Server does, in its constructor): the
         node's parts read trio's clock. `halt`: what a log dir failure does (None: exit the
-        process)."""
+        process); `local_call`: this process's controller handlers, for the controller
+        channel's in-process calls (the Server gives them; None: over the wire only)."""
         if self._node is not None:
             raise ValueError("the cluster node is already open")
-        self._node = ClusterNode(self, halt=halt)
+        self._node = ClusterNode(self, halt=halt, local_call=local_call)
         return self._node
 
     @property
@@ -271,19 +269,6 @@ class Broker:
         if listener_name in self.endpoints:
             return self.endpoints[listener_name]
         return next(iter(self.endpoints.values()), ("127.0.0.1", 9092))
-
-    def own_controller_call(
-        self, api_key: ApiKey, version: int, client_id: str
-    ) -> Callable[[Any], Awaitable[Any]] | None:
-        """The controller listener's handler of `api_key` v`version`, bound to a request context
-        of this process's own, for the controller channel's in-process calls
-        (`cluster/lifecycle.py`); None when no controller handler serves that version."""
-        spec = lookup(api_key, controller=True)
-        if spec is None or not spec.supports(version):
-            return None
-        header = RequestHeader(int(api_key), version, 0, client_id)
-        ctx = RequestContext(self, header, ConnectionState("in-process", "in-process"))
-        return functools.partial(spec.func, ctx)
 
     # -- topics -----------------------------------------------------------------------------------
     def log_config(self, info: TopicInfo) -> LogConfig:

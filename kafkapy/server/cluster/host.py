@@ -12,13 +12,11 @@ driver, replica fetchers: explicit constructor arguments).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kafkapy.controller.image import MetadataDelta, MetadataImage
-    from kafkapy.protocol.api_keys import ApiKey
     from kafkapy.server.cluster.partition_roles import ReplicaManager
     from kafkapy.server.config import BrokerConfig
     from kafkapy.server.idempotence import ProducerStates
@@ -50,6 +48,3 @@ class BrokerHost(Protocol):
     def replicas(self) -> ReplicaManager: ...
 
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None: ...
-    def own_controller_call(
-        self, api_key: ApiKey, version: int, client_id: str
-    ) -> Callable[[Any], Awaitable[Any]] | None: ...

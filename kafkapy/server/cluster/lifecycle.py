@@ -66,8 +66,9 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import trio
 
@@ -116,9 +117,17 @@ if TYPE_CHECKING:
     from kafkapy.server.cluster.raft_driver import RaftDriver
     from kafkapy.server.config import ClusterConfig
 
-__all__ = ["BrokerLifecycle", "ChannelNode", "ControllerChannel", "ControllerUnavailableError"]
+__all__ = [
+    "BrokerLifecycle", "ChannelNode", "ControllerChannel", "ControllerUnavailableError",
+    "LocalControllerCall",
+]
 
 R = TypeVar("R")
+
+#: (api key, version, client id) -> the controller listener's handler of that API and version,
+#: bound to a request context of this process's own (None: no controller handler serves it).
+#: The Server gives it (it knows the handlers); the channel's in-process calls use it.
+LocalControllerCall: TypeAlias = Callable[[ApiKey, int, str], Callable[[Any], Awaitable[Any]] | None]
 
 
 class _AdminRequest(Protocol):
@@ -199,9 +208,12 @@ def _top_error(response: Any) -> ErrorCode:
 class ControllerChannel:
     """Broker -> active controller requests (see the module docstring)."""
 
-    def __init__(self, broker: BrokerHost, node: ChannelNode) -> None:
+    def __init__(
+        self, broker: BrokerHost, node: ChannelNode, local_call: LocalControllerCall | None = None
+    ) -> None:
         self.broker = broker
         self.node = node
+        self._local_call = local_call
         self.timeout_s = max(node.config.request_timeout_ms, 1000) / 1000 * 3
         # Connections of its own, not the node's `controller_peers`: a request that times out
         # closes its connection and fails the others in flight on it, and Raft's long-poll
@@ -289,7 +301,7 @@ class ControllerChannel:
         """Run the controller handler of `api_key` in this process (see the module docstring);
         PeerError where the wire path would have one (a timeout, a handler that raised)."""
         client_id = f"kafkapy-channel-{self.node.node_id}"
-        call = self.broker.own_controller_call(api_key, version, client_id)
+        call = self._local_call(api_key, version, client_id) if self._local_call else None
         if call is None:
             raise PeerError(f"no controller handler for {api_key.name} v{version}")
         with trio.move_on_after(timeout_s):

@@ -54,7 +54,7 @@ import trio
 
 from kafkapy.controller.image import MetadataImage
 from kafkapy.server.cluster.controller_driver import ControllerDriver
-from kafkapy.server.cluster.lifecycle import BrokerLifecycle, ControllerChannel
+from kafkapy.server.cluster.lifecycle import BrokerLifecycle, ControllerChannel, LocalControllerCall
 from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.cluster.raft_driver import SNAPSHOT_BYTES_CONFIG, RaftDriver
@@ -92,8 +92,12 @@ class NodePart(Protocol):
 class ClusterNode:
     """One node's cluster-mode state and tasks (see the module doc for the parts)."""
 
-    def __init__(self, broker: BrokerHost, *, halt: Callable[[], None] | None = None) -> None:
-        """`halt`: what a log dir failure does (None: exit the process; see the module doc)."""
+    def __init__(
+        self, broker: BrokerHost, *, halt: Callable[[], None] | None = None,
+        local_call: LocalControllerCall | None = None,
+    ) -> None:
+        """`halt`: what a log dir failure does (None: exit the process; see the module doc);
+        `local_call`: this process's controller handlers (`ControllerChannel`)."""
         config = broker.config.cluster
         self.broker = broker
         self.config: ClusterConfig = config
@@ -139,7 +143,7 @@ class ClusterNode:
             if config.is_controller
             else None
         )
-        self.channel = ControllerChannel(broker, self)
+        self.channel = ControllerChannel(broker, self, local_call)
         self.lifecycle = BrokerLifecycle(broker, self, self.channel) if config.is_broker else None
         self.fetchers = (
             ReplicaFetcherManager(
