@@ -10,9 +10,11 @@ from __future__ import annotations
 import pytest
 import trio
 
-from kafkapy.protocol import ApiKey
+from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
     AlterClientQuotasRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
     FetchRequest,
     MetadataRequest,
     ProduceRequest,
@@ -109,3 +111,36 @@ async def test_the_request_quota_meters_handler_time() -> None:
         assert resp.throttle_time_ms == 1000
         _, resp = await timed(admin, ApiKey.METADATA, 9, MetadataRequest(topics=[]), "test")
         assert resp.throttle_time_ms == 0
+
+
+def create(name: str, partitions: int) -> CreateTopicsRequest:
+    return CreateTopicsRequest(timeout_ms=10_000, topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=-1)])
+
+
+async def test_controller_mutations_are_refused_by_strict_versions_once_over_the_quota() -> None:
+    async with running_broker(None) as (_, _, port):
+        admin = await Client.connect(port)
+        # 1 partition/s: a burst of 11; 15 partitions take the bucket to -4 (4 s to refill)
+        await set_quota(admin, "ops", "controller_mutation_rate", 1.0)
+        c = await Client.connect(port)
+        _, resp = await timed(c, ApiKey.CREATE_TOPICS, 7, create("big", 15), "ops")
+        assert resp.topics[0].error_code == 0
+        assert 3900 <= resp.throttle_time_ms <= 4000
+        # below zero: a strict version (v6+) is refused, on another connection too
+        other = await Client.connect(port)
+        _, resp = await timed(other, ApiKey.CREATE_TOPICS, 7, create("small", 1), "ops")
+        assert resp.topics[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert resp.throttle_time_ms > 0
+        again = await Client.connect(port)
+        _, resp = await timed(again, ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(
+            timeout_ms=10_000, topics=[DeleteTopicsRequest.DeleteTopicState(name="big")]), "ops")
+        assert resp.responses[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        # an older version is never refused, only throttled
+        old = await Client.connect(port)
+        _, resp = await timed(old, ApiKey.CREATE_TOPICS, 5, create("older", 1), "ops")
+        assert resp.topics[0].error_code == 0
+        assert resp.throttle_time_ms > 0
+        # another client id has its own bucket
+        _, resp = await timed(admin, ApiKey.CREATE_TOPICS, 7, create("free", 1), "test")
+        assert (resp.topics[0].error_code, resp.throttle_time_ms) == (0, 0)

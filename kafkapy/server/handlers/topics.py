@@ -25,7 +25,11 @@ CreateTopics CREATE on the cluster or the topic (and a v5+ answer's configs need
 DESCRIBE_CONFIGS), DeleteTopics and DeleteRecords DELETE, CreatePartitions ALTER. The broker
 checks with the caller's principal and forwards only the topics that passed.
 
-Not yet: topic creation policies, quota throttling (THROTTLING_QUOTA_EXCEEDED).
+Quotas (`controller_mutation_rate`, `handlers/shared/mutation_quota.py`): each topic costs its
+partitions; over the quota strict versions get THROTTLING_QUOTA_EXCEEDED for the topics met while
+the client's bucket is below zero, every version gets throttle_time_ms (and a muted connection).
+
+Not yet: topic creation policies.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ from kafkapy.protocol.messages.delete_records import (
     DeleteRecordsResponse_DeleteRecordsPartitionResult as DeleteRecordsPartitionResult,
 )
 from kafkapy.protocol.messages.delete_topics import (
+    DeleteTopicsRequest_DeleteTopicState as DeleteTopicState,
+)
+from kafkapy.protocol.messages.delete_topics import (
     DeleteTopicsResponse_DeletableTopicResult as DeletedTopic,
 )
 from kafkapy.server.broker import storage_failure
@@ -62,6 +69,11 @@ from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.config_entries import topic_config_entries
+from kafkapy.server.handlers.shared.mutation_quota import (
+    THROTTLED_MESSAGE,
+    THROTTLING,
+    charge_mutations,
+)
 from kafkapy.server.partitions import Partitions
 from kafkapy.storage.errors import StorageError
 
@@ -89,14 +101,29 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         return CreateTopicsResponse(topics=refused)
     if refused:
         req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in denied])
+    default = broker.config.get_int("num.partitions")
+    throttled = charge_mutations(
+        ctx,
+        ((t.name, t.num_partitions if t.num_partitions > 0 else len(t.assignments) or default) for t in req.topics),
+        validate_only=req.validate_only,
+    )
+    if throttled:
+        refused += [
+            TopicResult(name=t.name, error_code=THROTTLING, error_message=THROTTLED_MESSAGE)
+            for t in req.topics if t.name in throttled
+        ]
+        req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in throttled])
+        if not req.topics:
+            return CreateTopicsResponse(topics=refused, throttle_time_ms=ctx.throttle_ms)
     try:
         response: CreateTopicsResponse = await broker.cluster.channel.create_topics(req)
     except PeerError as exc:
         return CreateTopicsResponse(topics=[
             TopicResult(name=t.name, error_code=_controller_error(exc), error_message=str(exc))
             for t in req.topics
-        ] + refused)
+        ] + refused, throttle_time_ms=ctx.throttle_ms)
     response.topics += refused
+    response.throttle_time_ms = ctx.throttle_ms
     if ctx.api_version >= 5:
         for result in response.topics:
             info = broker.topics.get(result.name)
@@ -123,9 +150,18 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
     refused: list[DeletedTopic] = []
     if ctx.broker.authorizer is not None:
         req, refused = _authorize_deletes(ctx, req)
+    throttled = charge_mutations(ctx, ((_topic_ref(t), _partitions_of(ctx, t)) for t in req.topics))
+    if throttled:
+        refused += [
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=t.name, topic_id=t.topic_id, error_code=THROTTLING, error_message=THROTTLED_MESSAGE
+            )
+            for t in req.topics if _topic_ref(t) in throttled
+        ]
+        req = dataclasses.replace(req, topics=[t for t in req.topics if _topic_ref(t) not in throttled])
     ctx.release_turn()
     if not req.topics:
-        return DeleteTopicsResponse(responses=refused)
+        return DeleteTopicsResponse(responses=refused, throttle_time_ms=ctx.throttle_ms)
     try:
         response: DeleteTopicsResponse = await ctx.broker.cluster.channel.delete_topics(req)
     except PeerError as exc:
@@ -135,9 +171,21 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
                 error_message=str(exc),
             )
             for t in req.topics
-        ] + refused)
+        ] + refused, throttle_time_ms=ctx.throttle_ms)
     response.responses += refused
+    response.throttle_time_ms = ctx.throttle_ms
     return response
+
+
+def _topic_ref(t: DeleteTopicState) -> str:
+    """A topic to delete as one string key: its name, else its id."""
+    return t.name if t.name is not None else str(t.topic_id)
+
+
+def _partitions_of(ctx: RequestContext, t: DeleteTopicState) -> int:
+    topics = ctx.broker.topics
+    info = topics.get(t.name) if t.name is not None else topics.by_id(t.topic_id)
+    return info.partitions if info is not None else 0
 
 
 def _authorize_deletes(
@@ -173,8 +221,22 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     ctx.release_turn()
     if denied:
         req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in denied])
-        if not req.topics:
-            return CreatePartitionsResponse(results=refused)
+    topics = ctx.broker.topics
+    throttled = charge_mutations(
+        ctx,
+        ((t.name, max(0, t.count - (info.partitions if (info := topics.get(t.name)) else t.count))) for t in req.topics),
+        validate_only=req.validate_only,
+    )
+    if throttled:
+        refused += [
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=THROTTLING, error_message=THROTTLED_MESSAGE
+            )
+            for t in req.topics if t.name in throttled
+        ]
+        req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in throttled])
+    if not req.topics:
+        return CreatePartitionsResponse(results=refused, throttle_time_ms=ctx.throttle_ms)
     try:
         response: CreatePartitionsResponse = await ctx.broker.cluster.channel.create_partitions(req)
     except PeerError as exc:
@@ -183,8 +245,9 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
                 name=t.name, error_code=_controller_error(exc), error_message=str(exc)
             )
             for t in req.topics
-        ] + refused)
+        ] + refused, throttle_time_ms=ctx.throttle_ms)
     response.results += refused
+    response.throttle_time_ms = ctx.throttle_ms
     return response
 
 
