@@ -1,7 +1,8 @@
-"""Client quotas with real clients (confluent-kafka / librdkafka) against a broker subprocess:
-a producer's and a consumer's achieved rate drop to their byte-rate quota, they see
-throttle_time_ms > 0 (librdkafka's throttle callback), and an unthrottled client id on the same
-broker runs far faster.
+"""Client quotas with real clients against a broker subprocess: a confluent-kafka (librdkafka)
+producer's and consumer's achieved rate drop to their byte-rate quota, they see throttle_time_ms
+> 0 (librdkafka's throttle callback), and an unthrottled client id on the same broker runs far
+faster; the Java Admin client's alterClientQuotas / describeClientQuotas (neither
+confluent-kafka nor kafka-python has a client quota API).
 
 How the rate is measured: bytes acknowledged (producer) or received (consumer) during the run,
 divided by its length. Kafka's arithmetic gives a new client ten seconds' worth of quota at once
@@ -20,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from compat_tests.conftest import BrokerProcess, unique_topic
+from compat_tests.java.harness import JavaClient, java_build
 from kafkapy.testing.admin import KafkaAdmin
 
 pytestmark = pytest.mark.timeout(180)
@@ -146,3 +148,30 @@ def test_a_consumer_is_held_to_its_byte_rate_quota(broker: BrokerProcess) -> Non
     assert fast_throttles == []
 
 
+
+
+@pytest.mark.timeout(240)
+def test_java_admin_client_quota_api(tmp_path_factory: pytest.TempPathFactory, broker: BrokerProcess) -> None:
+    """kafka-clients' alterClientQuotas / describeClientQuotas (what kafka-configs.sh
+    --entity-type users/clients runs): user + client-id, user + default client-id, client-id
+    entities; contains / containsOnly / default filters; validateOnly; a negative value refused
+    with InvalidRequestException; a removed quota gone."""
+    prefix = unique_topic("java-quota")
+    user, client = f"{prefix}-user", f"{prefix}-client"
+    events = JavaClient(java_build(tmp_path_factory), broker.bootstrap).run("quotas", prefix)
+
+    def described(label: str) -> list[list[dict[str, object]]]:
+        entries: list[list[dict[str, object]]] = events.one("described", filter=label)["entries"]
+        return sorted(entries, key=str)
+
+    assert described("user-exact") == sorted([
+        [{"client-id": client, "user": user}, {"producer_byte_rate": 1048576.0}],
+        [{"client-id": "<default>", "user": user}, {"consumer_byte_rate": 2097152.0}],
+    ], key=str)
+    assert described("client-only-strict") == [[{"client-id": client}, {"request_percentage": 25.5}]]
+    assert [{"client-id": "<default>", "user": user}, {"consumer_byte_rate": 2097152.0}] in described("default-client")
+    assert described("validated") == []
+    refused = events.one("refused")
+    assert refused["class"] == "InvalidRequestException"
+    assert "greater than 0" in refused["message"]
+    assert described("after-remove") == [[{"client-id": "<default>", "user": user}, {"consumer_byte_rate": 2097152.0}]]

@@ -45,6 +45,7 @@ public final class Main {
         case "scram" -> Scram.run(bootstrap, prefix, rest);
         case "acls" -> Acls.run(bootstrap, prefix);
         case "authz" -> Authz.run(bootstrap, prefix, rest);
+        case "quotas" -> Quotas.run(bootstrap, prefix);
         default -> throw new IllegalArgumentException("unknown scenario " + scenario);
       }
       Json.emit(Json.event("done"));
