@@ -57,7 +57,24 @@ _COLUMNS = [
     ("principal", "PRINCIPAL"), ("host", "HOST"), ("operation", "OPERATION"),
     ("permission", "PERMISSION"),
 ]
-_OPERATIONS = [op.name for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)]
+#: kafka-acls.sh's spelling (ClusterAction, DescribeConfigs, ...) by its letters in lower case
+#: without underscores, so CLUSTER_ACTION, cluster_action and ClusterAction all name one
+_OPERATIONS = {
+    op.name.replace("_", "").lower(): op
+    for op in AclOperation
+    if op not in (AclOperation.UNKNOWN, AclOperation.ANY)
+}
+_KAFKA_NAMES = ", ".join(op.name.title().replace("_", "") for op in _OPERATIONS.values())
+
+
+def _operations(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[AclOperation]:
+    ops: list[AclOperation] = []
+    for value in values:
+        op = _OPERATIONS.get(value.replace("_", "").replace("-", "").lower())
+        if op is None:
+            raise click.BadParameter(f"{value!r} is none of {_KAFKA_NAMES}")
+        ops.append(op)
+    return ops
 
 
 def _name(enum_type: type[E], code: int) -> str:
@@ -121,8 +138,8 @@ def _resource_options(func: Any) -> Any:
         click.option("--deny-principal", multiple=True, metavar="TYPE:NAME", help="denied principal (repeatable)"),
         click.option("--allow-host", multiple=True, help="host the allowed principals may connect from [default *]"),
         click.option("--deny-host", multiple=True, help="host the denied principals are denied from [default *]"),
-        click.option("--operation", multiple=True, type=click.Choice(_OPERATIONS, case_sensitive=False),
-                     help="operation (repeatable)"),
+        click.option("--operation", multiple=True, callback=_operations,
+                     help=f"operation (repeatable): {_KAFKA_NAMES}"),
     ]
     for option in reversed(options):
         func = option(func)
@@ -151,13 +168,13 @@ _CONSUMER = {ResourceType.TOPIC: (_O.READ, _O.DESCRIBE), ResourceType.GROUP: (_O
 
 
 def _operations_by_resource(
-    resources: Sequence[tuple[ResourceType, str]], operation: Sequence[str], producer: bool, consumer: bool,
+    resources: Sequence[tuple[ResourceType, str]], operation: Sequence[AclOperation], producer: bool, consumer: bool,
 ) -> list[tuple[tuple[ResourceType, str], AclOperation]]:
     """(resource, operation) pairs: --operation (default ALL) on every resource, or what
     --producer / --consumer give each resource type (kafka-acls.sh's rules)."""
     types = {rtype for rtype, _ in resources}
     if not producer and not consumer:
-        operations = [AclOperation[o.upper()] for o in operation] or [AclOperation.ALL]
+        operations = list(operation) or [AclOperation.ALL]
         _check_operations(resources, operations)
         return [(r, op) for r in resources for op in operations]
     if ResourceType.TOPIC not in types or (consumer and ResourceType.GROUP not in types):
@@ -183,7 +200,7 @@ def _operations_by_resource(
 def create(settings: ClientSettings, topic: tuple[str, ...], group: tuple[str, ...],
            transactional_id: tuple[str, ...], cluster: bool, delegation_token: tuple[str, ...],
            allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
-           allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
+           allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: list[AclOperation],
            producer: bool, consumer: bool, pattern: str) -> int:
     """Add ACLs: every resource x principal x host x operation given (default operation ALL)."""
     resources = _resources(topic, group, transactional_id, cluster, delegation_token)
@@ -260,7 +277,7 @@ def list_acls(settings: ClientSettings, topic: tuple[str, ...], group: tuple[str
 def delete(settings: ClientSettings, topic: tuple[str, ...], group: tuple[str, ...],
            transactional_id: tuple[str, ...], cluster: bool, delegation_token: tuple[str, ...],
            allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
-           allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
+           allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: list[AclOperation],
            pattern: str) -> int:
     """Remove the ACLs of the named resources (only the given principals, hosts and
     operations' when named) and print what was removed."""
@@ -271,7 +288,7 @@ def delete(settings: ClientSettings, topic: tuple[str, ...], group: tuple[str, .
     entries: list[tuple[str | None, str | None, AclPermissionType]] = list(
         _entries(allow_principal, deny_principal, allow_host, deny_host)
     ) or [(None, None, AclPermissionType.ANY)]
-    operations = [AclOperation[o.upper()] for o in operation] or [AclOperation.ANY]
+    operations = list(operation) or [AclOperation.ANY]
     filters = [
         DeleteAclsRequest_DeleteAclsFilter(
             resource_type_filter=rtype, resource_name_filter=name,

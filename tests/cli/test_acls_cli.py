@@ -33,7 +33,7 @@ def rows(result: Result) -> set[tuple[str, ...]]:
 
 def test_create_list_and_delete_as_kafka_acls_does(secured: str) -> None:
     r = kafkapy("acls", "create", "--topic", "orders", "--topic", "pay", "--allow-principal", "User:alice",
-                "--operation", "Read", "--operation", "DESCRIBE", bootstrap=secured)
+                "--operation", "Read", "--operation", "describe", bootstrap=secured)
     assert r.code == 0, r.stderr
     assert r.stdout.strip() == "created 4 ACLs"
     r = kafkapy("acls", "create", "--group", "app-", "--resource-pattern-type", "prefixed",
@@ -72,6 +72,14 @@ def test_refusals_are_exit_1_with_kafkas_code_and_bad_flags_exit_2(secured: str)
                 bootstrap=secured)
     assert r.code == 2
     assert "CLUSTER only supports operations" in r.stderr
+    # kafka-acls.sh's spellings (ClusterAction, IdempotentWrite) and ours (CLUSTER_ACTION) name one
+    r = kafkapy("acls", "create", "--cluster", "--allow-principal", "User:ops", "--operation", "ClusterAction",
+                "--operation", "IDEMPOTENT_WRITE", "--json", bootstrap=secured)
+    assert {(row[0], row[5]) for row in rows(r)} == {("CLUSTER", "CLUSTER_ACTION"), ("CLUSTER", "IDEMPOTENT_WRITE")}
+    r = kafkapy("acls", "create", "--topic", "t", "--allow-principal", "User:a", "--operation", "Fly",
+                bootstrap=secured)
+    assert r.code == 2
+    assert "ClusterAction" in r.stderr
     r = kafkapy("acls", "create", "--topic", "t", "--allow-principal", "alice", bootstrap=secured)
     assert r.code == 2
     assert "TYPE:NAME" in r.stderr
