@@ -15,6 +15,8 @@ Rules of AlterClientQuotas (Kafka's, per entity; one entity's error leaves the o
   fraction for an integral key or a key twice for one entity -> INVALID_REQUEST, and none of
   that entity's changes is written.
 - the same entity twice in one request -> INVALID_REQUEST for both.
+- one request changes at most `MAX_RECORDS_PER_USER_OP` keys (Kafka's bound on the records of
+  one operation): beyond it every entity is INVALID_REQUEST and nothing is written.
 - a set writes a record only when the value changes; a removal only when the key is set.
 
 Describe filter (Kafka's): components of (entity type, match type, match): 0 = exact name, 1 =
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kafkapy.controller.image import quota_entity
@@ -57,6 +60,8 @@ QUOTA_KEYS: dict[str, bool] = {
     "controller_mutation_rate": False,
 }
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+#: the most quota keys one AlterClientQuotas may change (Kafka's records-per-operation bound)
+MAX_RECORDS_PER_USER_OP = 10_000
 _LONG_MAX = float(2**63 - 1)
 
 
@@ -135,10 +140,9 @@ def _check_value(key: str, value: float) -> None:
 def _entity_records(
     current: Mapping[str, float], entity: QuotaEntity, ops: Sequence[QuotaOp]
 ) -> list[ClientQuotaRecord]:
-    keys = [op.key for op in ops]
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise _Reject(ErrorCode.INVALID_REQUEST, f"Duplicate quota key {dup}")
+    repeated = [k for k, n in Counter(op.key for op in ops).items() if n > 1]
+    if repeated:
+        raise _Reject(ErrorCode.INVALID_REQUEST, f"Duplicate quota key {repeated[0]}")
     out: list[ClientQuotaRecord] = []
     for op in ops:
         if op.value is None:
@@ -155,12 +159,18 @@ def alter_client_quotas(
     st: ControllerState, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
 ) -> ControllerResult[list[QuotaAlterationResult]]:
     """One result per alteration, in request order (see the module rules)."""
-    canonical = [quota_entity(list(a.entity)) for a in alterations]
     records: list[MetadataRecord] = []
+    if sum(len(a.ops) for a in alterations) > MAX_RECORDS_PER_USER_OP:
+        message = f"Cannot alter more than {MAX_RECORDS_PER_USER_OP} quotas in a single operation."
+        return ControllerResult(
+            records, [QuotaAlterationResult(a.entity, ErrorCode.INVALID_REQUEST, message) for a in alterations]
+        )
+    canonical = [quota_entity(list(a.entity)) for a in alterations]
+    counts = Counter(canonical)
     results: list[QuotaAlterationResult] = []
     for alteration, key in zip(alterations, canonical, strict=True):
         try:
-            if canonical.count(key) > 1:
+            if counts[key] > 1:
                 raise _Reject(ErrorCode.INVALID_REQUEST, f"Ignoring duplicate entity {key}")
             entity = _check_entity(alteration.entity)
             changes = _entity_records(st.image.client_quotas.get(entity, {}), entity, alteration.ops)

@@ -13,7 +13,11 @@ from hypothesis import strategies as st
 
 from kafkapy.controller.controller import QuotaAlteration, QuotaOp
 from kafkapy.controller.image import MetadataImage
-from kafkapy.controller.quotas import FilterComponent, describe_client_quotas
+from kafkapy.controller.quotas import (
+    MAX_RECORDS_PER_USER_OP,
+    FilterComponent,
+    describe_client_quotas,
+)
 from kafkapy.controller.records import (
     ClientQuotaRecord,
     QuotaEntity,
@@ -234,3 +238,14 @@ def test_describe_equals_the_definition(raw: list[tuple[str, int, str]], strict:
         return True
 
     assert _describe(*comps, strict=strict) == {e for e in ENTITIES if holds(e)}
+
+
+def test_one_request_changes_at_most_kafkas_records_per_operation() -> None:
+    c = _cluster()
+    many = [QuotaAlteration([(C, f"c{i}")], [QuotaOp("producer_byte_rate", 1.0)]) for i in range(MAX_RECORDS_PER_USER_OP + 1)]
+    result = c.ctl.alter_client_quotas(many)
+    assert result.records == []
+    assert {r.error for r in result.response} == {ErrorCode.INVALID_REQUEST}
+    # at the bound it is taken (and quickly: duplicates are counted, not searched pairwise)
+    result = c.ctl.alter_client_quotas(many[:MAX_RECORDS_PER_USER_OP])
+    assert len(result.records) == MAX_RECORDS_PER_USER_OP
