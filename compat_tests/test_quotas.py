@@ -15,13 +15,18 @@ the second half of the run): throttled, not stalled.
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compat_tests.conftest import BrokerProcess, unique_topic
 from compat_tests.java.harness import JavaClient, java_build
+from kafkapy.protocol import ApiKey, ErrorCode
+from kafkapy.protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafkapy.testing.admin import KafkaAdmin
 
 pytestmark = pytest.mark.timeout(180)
@@ -175,3 +180,59 @@ def test_java_admin_client_quota_api(tmp_path_factory: pytest.TempPathFactory, b
     assert refused["class"] == "InvalidRequestException"
     assert "greater than 0" in refused["message"]
     assert described("after-remove") == [[{"client-id": "<default>", "user": user}, {"consumer_byte_rate": 2097152.0}]]
+
+
+_names = st.none() | st.text(max_size=6)
+_types = st.sampled_from(["user", "client-id", "ip", "", "group", "user "])
+_keys = st.sampled_from(["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                         "controller_mutation_rate", "connection_creation_rate", "", "x"])
+_values = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10, 10**12).map(float)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    entries=st.lists(st.tuples(
+        st.lists(st.tuples(_types, _names), max_size=3),
+        st.lists(st.tuples(_keys, _values, st.booleans()), max_size=3),
+    ), max_size=4),
+    validate_only=st.booleans(),
+    components=st.lists(st.tuples(_types, st.integers(-1, 3), _names), max_size=3),
+    strict=st.booleans(),
+    version=st.integers(0, 1),
+)
+def test_any_quota_request_gets_kafkas_answer(
+    broker: BrokerProcess,
+    entries: list[tuple[list[tuple[str, str | None]], list[tuple[str, float, bool]]]],
+    validate_only: bool,
+    components: list[tuple[str, int, str | None]],
+    strict: bool,
+    version: int,
+) -> None:
+    """Whatever entities, keys and values (NaN, infinities, negatives, unknown types) an
+    AlterClientQuotas or DescribeClientQuotas carries, each entry is answered NONE or
+    INVALID_REQUEST (a describe: NONE, INVALID_REQUEST or UNSUPPORTED_VERSION) and the broker
+    serves on; validate_only never stores anything."""
+    admin = KafkaAdmin(broker.bootstrap, client_id="quota-fuzz")
+    alter = AlterClientQuotasRequest(validate_only=validate_only, entries=[
+        AlterClientQuotasRequest.EntryData(
+            entity=[AlterClientQuotasRequest.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            ops=[AlterClientQuotasRequest.OpData(key=k, value=v, remove=r) for k, v, r in ops],
+        )
+        for entity, ops in entries
+    ])
+    answer = admin._send(ApiKey.ALTER_CLIENT_QUOTAS, version, alter)
+    assert len(answer.entries) == len(entries)
+    assert {e.error_code for e in answer.entries} <= {ErrorCode.NONE, ErrorCode.INVALID_REQUEST}
+    describe = DescribeClientQuotasRequest(strict=strict, components=[
+        DescribeClientQuotasRequest.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components
+    ])
+    described = admin._send(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, describe)
+    assert described.error_code in {ErrorCode.NONE, ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION}
+    everything = admin._send(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, DescribeClientQuotasRequest())
+    assert everything.error_code == ErrorCode.NONE
+    for item in everything.entries or []:
+        for value in item.values:
+            assert math.isfinite(value.value)
+            assert value.value > 0
+    assert broker.is_running(), broker.log_tail()
+    assert "Traceback" not in broker.log_text(), broker.log_tail()
