@@ -60,6 +60,8 @@ _ACCEPT_RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 # How often new log bytes are handed to the kernel's writeback (LogManager.start_writeback):
 # short enough that a 250 MB/s produce leaves at most ~60 MB per partition to write at once.
 WRITEBACK_INTERVAL_S = 0.25
+#: A deadline the maintenance loop never reaches (a disabled task).
+_NEVER = float("inf")
 #: the longest a quorum of one waits to be ready before it reports itself started anyway
 READY_WAIT_S = 30.0
 
@@ -345,12 +347,19 @@ class Server:
             stats.connections_closed[listener.name] += 1
 
     async def _maintenance_loop(self) -> None:
-        """Retention and cleaning every `log.retention.check.interval.ms`; idle-producer expiry
-        every `producer.id.expiration.check.interval.ms` (Kafka's sweep, the only place producer
+        """Retention every `log.retention.check.interval.ms`; compaction every
+        `log.cleaner.backoff.ms` unless `log.cleaner.enable` is false (Kafka's cleaner threads
+        poll on their own backoff, so a compacted topic is cleaned within seconds, not at the
+        next retention check minutes later); idle-producer expiry every
+        `producer.id.expiration.check.interval.ms` (Kafka's sweep, the only place producer
         state expires); flushing every `log.flush.scheduler.interval.ms`; writeback pacing every
         `WRITEBACK_INTERVAL_S` (file work in a worker thread, see Broker.run_maintenance)."""
         config = self.broker.config
         retention_s = max(config.get_int("log.retention.check.interval.ms"), 10) / 1000
+        cleaner_s = max(config.get_int("log.cleaner.backoff.ms"), 10) / 1000
+        next_clean = (
+            trio.current_time() + cleaner_s if config.get_bool("log.cleaner.enable") else _NEVER
+        )
         expiry_s = max(config.get_int("producer.id.expiration.check.interval.ms"), 10) / 1000
         flush_s = max(config.get_int("log.flush.scheduler.interval.ms"), 10) / 1000
         next_expiry = trio.current_time() + expiry_s
@@ -358,7 +367,9 @@ class Server:
         next_flush = trio.current_time() + flush_s
         next_writeback = trio.current_time() + WRITEBACK_INTERVAL_S
         while True:
-            await trio.sleep_until(min(next_retention, next_flush, next_writeback, next_expiry))
+            await trio.sleep_until(
+                min(next_retention, next_clean, next_flush, next_writeback, next_expiry)
+            )
             now = trio.current_time()
             if now >= next_expiry:
                 next_expiry = now + expiry_s
@@ -371,8 +382,11 @@ class Server:
                 kinds.append("flush")
                 next_flush = now + flush_s
             if now >= next_retention:
-                kinds += ["retention", "cleaner"]
+                kinds.append("retention")
                 next_retention = now + retention_s
+            if now >= next_clean:
+                kinds.append("cleaner")
+                next_clean = now + cleaner_s
             for kind in kinds:
                 try:
                     await self.broker.run_maintenance(kind)

@@ -318,6 +318,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("compression.zstd.level", _T.INT, "3", "Default compression.zstd.level."),
         _B("log.cleanup.policy", _T.LIST, "delete", "Default cleanup.policy."),
         _B("log.cleaner.enable", _T.BOOLEAN, "true", "Run the compaction cleaner."),
+        _B(
+            "log.cleaner.backoff.ms",
+            _T.LONG,
+            "15000",
+            "How often the cleaner looks for logs to compact.",
+        ),
         _B("log.cleaner.delete.retention.ms", _T.LONG, "86400000", "Default delete.retention.ms."),
         _B(
             "log.cleaner.min.cleanable.ratio",
