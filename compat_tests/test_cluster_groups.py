@@ -26,7 +26,7 @@ from compat_tests.conftest import unique_topic
 from compat_tests.test_cluster_basics import create_topic, partitions, start_cluster, wait_until
 from kafkapy.cli.groups import KafkaWireClient
 from kafkapy.coordinator.group import offsets_partition_for
-from kafkapy.protocol import ApiKey
+from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import FindCoordinatorRequest
 from kafkapy.testing.cluster import TEST_OVERRIDES, ClusterProcesses
 
@@ -159,6 +159,49 @@ def test_group_resumes_at_its_commits_after_the_coordinator_is_killed(
     live.close()
 
 
+def test_no_broker_names_a_killed_coordinator_while_it_awaits_its_fence(
+    cluster: ClusterProcesses,
+) -> None:
+    """librdkafka's admin client caches the coordinator FindCoordinator names and, while that
+    broker is down, waits for it instead of asking again (describe_consumer_groups then timed
+    out for a minute after a coordinator's SIGKILL, and librdkafka 2.16 can abort in that path).
+    So between a coordinator's crash and its fence no survivor that saw its connection fail may
+    name it: it answers COORDINATOR_NOT_AVAILABLE, which clients retry. The active controller is
+    paused here, so that window lasts as long as the test needs instead of milliseconds; after
+    the fence the survivors name the new coordinator, and a client finds the group there.
+    The failing answer is checked on the wire, not through librdkafka, whose timed-out coordinator
+    requests can abort the test process."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("fc")
+    create_topic(admin, topic, 1, 3)
+    wait_until("__consumer_offsets", lambda: group_coordinator(admin, unique_topic("probe")), cluster)
+    controller = int(admin.describe_cluster(request_timeout=20).result().controller.id)
+    leaders = {p: leader for p, (leader, _, _) in partitions(admin, "__consumer_offsets").items()}
+    group = next(g for i in range(1000) if leaders[
+        offsets_partition_for(g := f"{topic}-g{i}", OFFSETS_PARTITIONS)] not in (controller, -1))
+    committer = consumer(cluster.bootstrap, group)
+    committer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    committer.close()
+    victim = group_coordinator(admin, group)
+    (witness,) = (i for i in cluster.nodes if i not in (victim, controller))
+
+    cluster.pause(controller)  # no fencing while it sleeps
+    try:
+        cluster.kill(victim)
+        error, named = find_coordinator(cluster.bootstrap_of(witness), group, key_type=0)
+        assert (error, named) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1), \
+            f"node {witness} named {named} (error {error}) right after coordinator {victim} died"
+    finally:
+        cluster.resume(controller)
+    moved = wait_until("the new coordinator", lambda: (
+        n if (a := find_coordinator(cluster.bootstrap_of(witness), group, key_type=0))[0] == 0
+        and (n := a[1]) != victim else None
+    ), cluster)
+    assert moved in (controller, witness)
+    fresh = AdminClient({"bootstrap.servers": cluster.bootstrap_of(controller, witness)})
+    assert group_coordinator(fresh, group) == moved
+
+
 def same_partition_group(group: str) -> str:
     """Another group id in the same `__consumer_offsets` partition (so the same coordinator)."""
     wanted = offsets_partition_for(group, OFFSETS_PARTITIONS)
@@ -237,6 +280,14 @@ def test_transactions_across_partition_leaders_show_only_committed_data(
     seen = drain(reader)
     reader.close()
     assert sorted(seen) == sorted(expected + last)
+
+
+def find_coordinator(address: str, key: str, key_type: int) -> tuple[int, int]:
+    """(error code, node id) of one broker's FindCoordinator answer."""
+    with KafkaWireClient(address, timeout_s=10) as client:
+        r = client.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(
+            key_type=key_type, coordinator_keys=[key]), cap=4)
+    return int(r.coordinators[0].error_code), int(r.coordinators[0].node_id)
 
 
 def txn_coordinator(cluster: ClusterProcesses, tid: str, bootstrap: str | None = None) -> int:

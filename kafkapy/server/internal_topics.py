@@ -131,10 +131,13 @@ def coordinator_node(
 ) -> tuple[ErrorCode, int, str, int]:
     """FindCoordinator's answer for the key whose partition is `topic`-`partition`: the
     partition's leader and its endpoint, or COORDINATOR_NOT_AVAILABLE (no leader, unknown
-    endpoint) with Kafka's placeholders."""
+    endpoint, or a leader whose connection this node just saw fail - `ClusterNode.seen_gone`)
+    with Kafka's placeholders."""
     found = partition_leader(broker, topic, partition)
     if found is None or found[0] < 0:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    if found[0] != broker.node_id and broker.cluster.seen_gone(found[0]):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1  # its process just died: see seen_gone
     where = broker_endpoint(broker, found[0], listener)
     if where is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1

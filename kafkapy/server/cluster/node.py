@@ -112,11 +112,19 @@ class ClusterNode:
             client_id=client_id,
             security=self.controller_security,
             on_gone=self.peer_gone,
+            on_reached=self.peer_reached,
         )
         #: other brokers' inter-broker listeners, from their registrations in the image
         self.broker_peers = PeerPool(
-            self.broker_address, client_id=client_id, security=self.broker_security, on_gone=self.peer_gone
+            self.broker_address,
+            client_id=client_id,
+            security=self.broker_security,
+            on_gone=self.peer_gone,
+            on_reached=self.peer_reached,
         )
+        #: node id -> trio time this node's last request to it failed with a refused, reset or
+        #: closed connection (cleared by its next answer); see `seen_gone`
+        self._gone_at: dict[int, float] = {}
         self.raft = RaftDriver(
             config,
             broker.logs,
@@ -180,10 +188,31 @@ class ClusterNode:
         """A request to `node_id` failed with a refused/reset/closed connection: the active
         controller (here, or through this broker's next heartbeat) checks whether its process
         is gone and fences it early (liveness.py)."""
+        self._gone_at[node_id] = trio.current_time()
         if self.controller is not None and self.controller.active() is not None:
             self.controller.suspect(node_id, f"node {self.node_id}'s connection to it failed")
         elif self.lifecycle is not None:
             self.lifecycle.report_gone(node_id)
+
+    def peer_reached(self, node_id: int) -> None:
+        """A request to `node_id` was answered: whatever failed before, it is there now."""
+        self._gone_at.pop(node_id, None)
+
+    def seen_gone(self, node_id: int) -> bool:
+        """Did this node's last request to `node_id` fail with a refused, reset or closed
+        connection, within the last session timeout? Then its process is probably dead, though
+        the image still lists it until the controller fences it (within milliseconds when the
+        controller's probe is refused, liveness.py; a session timeout at most). FindCoordinator
+        sends no client there meanwhile: librdkafka's admin client caches the coordinator it is
+        told and waits for that broker to come back before it asks again. After a session
+        timeout an unfenced node is evidently alive (it heartbeats), so the doubt lapses."""
+        at = self._gone_at.get(node_id)
+        if at is None:
+            return False
+        if trio.current_time() - at > self.config.session_timeout_ms / 1000:
+            del self._gone_at[node_id]
+            return False
+        return True
 
     # -- addresses --------------------------------------------------------------------------------
     def broker_address(self, node_id: int) -> tuple[str, int] | None:

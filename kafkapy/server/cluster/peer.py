@@ -533,6 +533,7 @@ class PeerPool:
         client_id: str,
         security: PeerSecurity | None = None,
         on_gone: Callable[[int], None] | None = None,
+        on_reached: Callable[[int], None] | None = None,
     ) -> None:
         self._resolve = resolve
         self.client_id = client_id
@@ -540,6 +541,8 @@ class PeerPool:
         #: called with the node id when a request fails with `PeerError.gone` (the node's
         #: process may be dead: the cluster node has the controller check, see node.py)
         self.on_gone = on_gone
+        #: called with the node id when a request to it got its answer (it is there)
+        self.on_reached = on_reached
         self._clients: dict[int, PeerClient] = {}
         self._stale: list[PeerClient] = []
 
@@ -574,13 +577,16 @@ class PeerPool:
             for old in stale:
                 await old.aclose()
         try:
-            return await self.get(node_id).request(
+            answer = await self.get(node_id).request(
                 api_key, version, body, timeout_s=timeout_s, raw=raw
             )
         except PeerError as exc:
             if exc.gone and self.on_gone is not None:
                 self.on_gone(node_id)
             raise
+        if self.on_reached is not None:
+            self.on_reached(node_id)
+        return answer
 
     def node_ids(self) -> list[int]:
         """The nodes this pool has a client for (it asked them something): status and tests."""

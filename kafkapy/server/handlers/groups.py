@@ -10,7 +10,9 @@ the same connection's heartbeats and commits are not stuck behind them.
 - FindCoordinator: the coordinator is the leader of the key's partition of
   `__consumer_offsets` / `__transaction_state` (created through the controller by the first
   lookup, as Kafka does; COORDINATOR_NOT_AVAILABLE until it has a leader), with its endpoint for
-  the listener the request came in on; the v4+ batched form answers each key. Key types other
+  the listener the request came in on; the v4+ batched form answers each key. A leader this
+  node just saw die is not named: the answer waits (up to 3 s) for its fence and the new
+  leader, else COORDINATOR_NOT_AVAILABLE. Key types other
   than 0 (group) and 1 (transaction) -> INVALID_REQUEST; during shutdown
   COORDINATOR_NOT_AVAILABLE, so clients retry instead of waiting on a closing broker.
 - A group whose partition this broker does not lead answers NOT_COORDINATOR
@@ -78,12 +80,12 @@ from kafkapy.protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafkapy.server.broker import now_ms
+from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.coordinator_runtime import CoordinatorRuntime
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import coordinator_node
+from kafkapy.server.internal_topics import coordinator_node, partition_leader
 from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC
 
 __all__ = [
@@ -168,6 +170,28 @@ async def _wait_for_local_load(runtime: CoordinatorRuntime[Any], key: str) -> No
             await runtime.owned.wait_loaded(runtime.partition_for(key))
 
 
+#: how long FindCoordinator waits for the fence of a coordinator whose connection just failed
+GONE_WAIT_S = 3.0
+
+
+async def _wait_for_fence(broker: Broker, topic: str, partition: int) -> None:
+    """The partition's leader is a node this one just saw die (`ClusterNode.seen_gone`): wait,
+    within `GONE_WAIT_S`, for the controller to fence it and elect another leader (usually
+    milliseconds), so the client is told the new coordinator at once. Answering
+    COORDINATOR_NOT_AVAILABLE straight away is no better: librdkafka's admin client retries
+    FindCoordinator only a few times, then waits for a broker state change, times out, and
+    aborts (librdkafka 2.16) when the lookup completes after its request timed out."""
+    cluster = broker.cluster
+    with trio.move_on_after(GONE_WAIT_S):
+        while True:
+            found = partition_leader(broker, topic, partition)
+            if found is None or found[0] < 0 or found[0] == broker.node_id:
+                return
+            if not cluster.seen_gone(found[0]):
+                return
+            await trio.sleep(0.01)
+
+
 async def _find_in_cluster(
     ctx: RequestContext, keys: list[str], key_type: int, denied: set[str]
 ) -> FindCoordinatorResponse:
@@ -193,6 +217,7 @@ async def _find_in_cluster(
         if k in denied:
             error, node, host, port = refusal, -1, "", -1
         elif exists:
+            await _wait_for_fence(broker, topic, partition_of(k))
             error, node, host, port = coordinator_node(
                 broker, topic, partition_of(k), ctx.connection.listener_name
             )

@@ -169,3 +169,60 @@ async def test_a_commit_that_cannot_be_replicated_is_reverted(tmp_path: Path) ->
             assert await fetched(coordinator, group) == (E.NONE, 10)
             await coordinator.aclose()
             await c.aclose()
+
+
+async def test_find_coordinator_sends_no_client_to_a_leader_whose_connection_just_failed(
+    tmp_path: Path,
+) -> None:
+    """A node whose request to the coordinator partition's leader just failed with a refused,
+    reset or closed connection (a SIGKILLed process, in the milliseconds before the controller
+    fences it) answers COORDINATOR_NOT_AVAILABLE instead of naming that leader: librdkafka's
+    admin client caches the coordinator it is told and then waits for that broker to come back
+    (compat_tests/test_cluster_groups.py shows it). A live leader's next answer to this node ends
+    the doubt; nodes that saw nothing fail keep naming it."""
+    from kafkapy.server.internal_topics import coordinator_node
+
+    with trio.fail_after(150):
+        async with open_cluster(tmp_path, 3) as nodes:
+            by_id = {n.node_id: n for n in nodes}
+            c = await Client.connect(nodes[0].broker_port)
+            group = "doubted"
+            await find(c, group)  # creates __consumer_offsets
+
+            async def found() -> Any:
+                answer = await find(c, group)
+                return answer if answer.error_code == E.NONE else None
+
+            leader = (await until("a coordinator", found)).node_id
+            witness, bystander = (by_id[i] for i in sorted(by_id) if i != leader)
+            partition = offsets_partition_for(group, PARTITIONS)
+            listener = "PLAINTEXT"
+
+            def answer(node: LocalNode) -> tuple[int, int]:
+                error, node_id, _host, _port = coordinator_node(
+                    node.broker, CONSUMER_OFFSETS_TOPIC, partition, listener)
+                return int(error), node_id
+
+            async def witness_names_it() -> bool:
+                return answer(witness) == (E.NONE, leader)
+
+            await until("the witness naming the leader", witness_names_it)
+            # from here to the asserts nothing awaits, so no node's state changes meanwhile
+            others_before = answer(bystander), answer(by_id[leader])
+            cluster = witness.broker.cluster
+            assert cluster is not None
+            cluster.peer_gone(leader)  # what its replica fetcher reports on a refused connection
+            assert answer(witness) == (E.COORDINATOR_NOT_AVAILABLE, -1)
+            assert (answer(bystander), answer(by_id[leader])) == others_before
+
+            # the leader is alive: the witness's next fetch from it is answered, and the
+            # controller's probe finds it listening, so it is not fenced
+            w = await Client.connect(witness.broker_port)
+
+            async def named_again() -> Any:
+                got = await find(w, group)
+                return got if got.error_code == E.NONE else None
+
+            assert (await until("the leader named again", named_again)).node_id == leader
+            await w.aclose()
+            await c.aclose()
