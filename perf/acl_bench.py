@@ -8,7 +8,10 @@ pay for the whole set.
 
 Figures, per ACL count and pattern type (LITERAL names, or PREFIXED names of distinct lengths):
 `load_ms` (a whole image into an empty authorizer) and `one_change_ms` (one more ACL committed,
-the delta naming it), medians of `--runs` with min-max. `--tree LABEL=DIR` measures another
+the delta naming it); and the controller's side, which runs on the active controller's event
+loop too: `delete_1000_filters_ms` (one DeleteAcls of 1,000 filters naming topics, none of which
+has an ACL, over the N ACLs) and `refuse_create_100k_ms` (a CreateAcls of 100,000 new bindings,
+refused whole for passing Kafka's 10,000-record bound). Medians of `--runs` with min-max. `--tree LABEL=DIR` measures another
 checkout (its `kafkapy` package) in the same run, as a subprocess, for an A/B.
 
     .venv/bin/python perf/acl_bench.py [--runs 5] [--counts 1000,10000] [--tree old=/tmp/old]
@@ -77,8 +80,42 @@ def measure(counts: list[int], runs: int) -> list[dict[str, Any]]:
             rows.append({
                 "acls": n, "pattern": "LITERAL" if pattern == LITERAL else "PREFIXED",
                 "load_ms": _stats(loads), "one_change_ms": _stats(changes),
+                **_controller(image, n, runs),
             })  # fmt: skip
     return rows
+
+
+def _controller(image: Any, n: int, runs: int) -> dict[str, Any]:
+    from kafkapy.authorizer.acl import (
+        AccessControlEntry,
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+    from kafkapy.controller.controller import ControllerConfig, QuorumController
+
+    filters = [
+        AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, f"none{i}", PatternType.LITERAL))
+        for i in range(1000)
+    ]
+    entry = AccessControlEntry("User:y", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    too_many = [AclBinding(ResourcePattern(ResourceType.TOPIC, f"new{i}", PatternType.LITERAL), entry)
+                for i in range(100_000)]
+    deletes, refusals = [], []
+    for _ in range(runs):
+        controller = QuorumController(ControllerConfig(cluster_id="bench"), image)
+        t = time.perf_counter()
+        controller.delete_acls(filters)
+        deletes.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        controller.create_acls(too_many)
+        refusals.append(time.perf_counter() - t)
+    return {"delete_1000_filters_ms": _stats(deletes), "refuse_create_100k_ms": _stats(refusals)}
 
 
 def _stats(seconds: list[float]) -> dict[str, float]:
@@ -88,12 +125,12 @@ def _stats(seconds: list[float]) -> dict[str, float]:
 
 def _print(label: str, rows: list[dict[str, Any]]) -> None:
     for row in rows:
-        load, change = row["load_ms"], row["one_change_ms"]
-        print(
-            f"{label:>8} {row['acls']:>6} {row['pattern']:<8} load {load['median']:9.1f} ms "
-            f"({load['min']:.1f}-{load['max']:.1f})  one change {change['median']:8.3f} ms "
-            f"({change['min']:.3f}-{change['max']:.3f})"
+        figures = "  ".join(
+            f"{key} {row[key]['median']:.2f} ({row[key]['min']:.2f}-{row[key]['max']:.2f})"
+            for key in ("load_ms", "one_change_ms", "delete_1000_filters_ms", "refuse_create_100k_ms")
+            if key in row
         )
+        print(f"{label:>8} {row['acls']:>6} {row['pattern']:<8} {figures}")
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ Rules (Kafka's):
   every filter is matched against the ACLs as they were before the request, so a binding two
   filters match is reported by both and removed once;
 - one request writes at most `MAX_RECORDS_PER_USER_OP` records (Kafka's bound): beyond it the
-  whole request fails with INVALID_REQUEST and writes nothing.
+  whole request fails with INVALID_REQUEST and writes nothing (a create stops checking there).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeVar, cast
 
 from kafkapy.authorizer.acl import (
+    WILDCARD_RESOURCE,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -151,6 +152,8 @@ def create_acls(
     results: list[AclCreateResult] = []
     new: dict[AclKey, AclBinding] = {}
     for binding in bindings:
+        if len(new) > MAX_RECORDS_PER_USER_OP:
+            break  # refused whole below: the rest need no checking
         problem = create_problem(binding)
         if problem is not None:
             results.append(AclCreateResult(ErrorCode.INVALID_REQUEST, problem))
@@ -170,11 +173,60 @@ def create_acls(
     return ControllerResult(records, results)
 
 
+class _PatternIndex:
+    """The image's ACLs by (resource type, name, pattern type), so a delete filter that names a
+    resource looks only at the patterns that could match it; `AclBindingFilter.matches` (Kafka's
+    rules) still decides. Why: each filter scanning every ACL made a DeleteAcls of 1,000
+    filters over 10,000 ACLs hold the controller's event loop for ~30 s."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._records = image.acls
+        self._by_pattern: dict[tuple[int, str, int], list[uuid.UUID]] = {}
+        for acl_id, r in image.acls.items():
+            self._by_pattern.setdefault((r.resource_type, r.resource_name, r.pattern_type), []).append(acl_id)
+        self._types = {resource_type for resource_type, _, _ in self._by_pattern}
+        self._bindings: dict[uuid.UUID, AclBinding] = {}
+
+    def _binding(self, acl_id: uuid.UUID) -> AclBinding:
+        binding = self._bindings.get(acl_id)
+        if binding is None:
+            binding = self._bindings[acl_id] = acl_binding(self._records[acl_id])
+        return binding
+
+    def _candidates(self, acl_filter: AclBindingFilter) -> Iterable[uuid.UUID]:
+        pattern = acl_filter.pattern
+        name = pattern.name
+        if name is None:
+            return self._records
+        literal, prefixed = int(PatternType.LITERAL), int(PatternType.PREFIXED)
+        if pattern.pattern_type == PatternType.MATCH:
+            names = {(name, literal), (WILDCARD_RESOURCE, literal)}
+            names.update((name[:k], prefixed) for k in range(1, len(name) + 1))
+        elif pattern.pattern_type == PatternType.ANY:
+            names = {(name, literal), (name, prefixed)}
+        else:
+            names = {(name, int(pattern.pattern_type))}
+        types = self._types if pattern.resource_type == ResourceType.ANY else {int(pattern.resource_type)}
+        found: dict[uuid.UUID, None] = {}
+        for resource_type in types:
+            for n, pattern_type in names:
+                found.update(dict.fromkeys(self._by_pattern.get((resource_type, n, pattern_type), ())))
+        return found
+
+    def matching(self, acl_filter: AclBindingFilter) -> list[tuple[uuid.UUID, AclBinding]]:
+        """The (id, binding) pairs `acl_filter` matches."""
+        return [
+            (acl_id, self._binding(acl_id))
+            for acl_id in self._candidates(acl_filter)
+            if acl_filter.matches(self._binding(acl_id))
+        ]
+
+
 def delete_acls(
     st: ControllerState, filters: Sequence[AclBindingFilter]
 ) -> ControllerResult[list[AclDeleteResult]]:
     """One result per filter, in order, naming the bindings it removed (module rules)."""
-    current = image_acls(st.image)
+    index = _PatternIndex(st.image)
     results: list[AclDeleteResult] = []
     doomed: dict[uuid.UUID, None] = {}
     for acl_filter in filters:
@@ -182,7 +234,7 @@ def delete_acls(
         if problem is not None:
             results.append(AclDeleteResult(ErrorCode.INVALID_REQUEST, problem))
             continue
-        matched = [(acl_id, b) for acl_id, b in current.items() if acl_filter.matches(b)]
+        matched = index.matching(acl_filter)
         doomed.update((acl_id, None) for acl_id, _ in matched)
         results.append(AclDeleteResult(deleted=tuple(b for _, b in matched)))
     if len(doomed) > MAX_RECORDS_PER_USER_OP:

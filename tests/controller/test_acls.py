@@ -280,3 +280,25 @@ class AclMachine(RuleBasedStateMachine):
 
 TestAclMachine = AclMachine.TestCase
 TestAclMachine.settings = settings(max_examples=60, stateful_step_count=20, deadline=None)
+
+
+def test_every_filter_deletes_exactly_what_it_matches() -> None:
+    """Each filter (every resource type, name and pattern type combination over names that are
+    prefixes of one another, and the wildcard) removes exactly the ACLs Kafka's filter rules
+    match among LITERAL and PREFIXED bindings of those names - whatever shortcut finds them."""
+    names = ["a", "ab", "abc", "b", "*"]
+    every = [
+        acl(name, resource_type=rtype, pattern_type=pattern)
+        for name in names
+        for rtype in (TOPIC, GROUP)
+        for pattern in (LITERAL, PREFIXED)
+    ]
+    base = Cluster()
+    base.run(base.ctl.create_acls(every))
+    for rtype in (ResourceType.ANY, TOPIC, GROUP):
+        for name in [None, *names, "abd", "x", ""]:
+            for pattern in (PatternType.ANY, PatternType.MATCH, LITERAL, PREFIXED):
+                acl_filter = AclBindingFilter(ResourcePatternFilter(rtype, name, pattern))
+                c = QuorumController(base.ctl.config, base.replica, rng=random.Random(2))
+                (result,) = c.delete_acls([acl_filter]).response
+                assert set(result.deleted) == {b for b in every if acl_filter.matches(b)}, acl_filter
