@@ -2,9 +2,9 @@
 
 Why here: Metadata, DescribeCluster, DescribeTopicPartitions and DescribeGroups all report
 "authorized operations" as a bit field (bit n set = operation n allowed). A Kafka without an
-authorizer reports every operation the resource type supports; kafkapy has no authorizer
-(a configured one refuses to start), so that is its answer. A client that did not ask gets the
-"not requested" sentinel, INT32_MIN.
+authorizer reports every operation the resource type supports (these constants); with one, the
+operations the principal may do (`StandardAuthorizer.authorized_operations_bits`). A client that
+did not ask gets the "not requested" sentinel, INT32_MIN.
 """
 
 from __future__ import annotations
