@@ -5,6 +5,7 @@ handlers and the CLI; `standard` the authorizer the broker asks before serving a
 """
 
 from kafkapy.authorizer.acl import (
+    CLUSTER_NAME,
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
     WILDCARD_RESOURCE,
@@ -24,6 +25,7 @@ from kafkapy.authorizer.acl import (
 from kafkapy.authorizer.standard import SUPPORTED_OPERATIONS, StandardAuthorizer, parse_super_users
 
 __all__ = [
+    "CLUSTER_NAME",
     "SUPPORTED_OPERATIONS",
     "WILDCARD_HOST",
     "WILDCARD_PRINCIPAL",

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from kafkapy.protocol.acl_operations import AclOperation
 
 __all__ = [
+    "CLUSTER_NAME",
     "WILDCARD_HOST",
     "WILDCARD_PRINCIPAL",
     "WILDCARD_RESOURCE",
@@ -37,6 +38,8 @@ __all__ = [
     "filter_problem",
 ]
 
+#: The one name of the CLUSTER resource (Kafka's Resource.CLUSTER_NAME).
+CLUSTER_NAME = "kafka-cluster"
 #: The resource name of a LITERAL pattern that matches every resource of its type.
 WILDCARD_RESOURCE = "*"
 #: The principal of an entry that matches every principal (Kafka's `User:*`).

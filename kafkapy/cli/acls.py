@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 import click
 
 from kafkapy.authorizer import SUPPORTED_OPERATIONS
-from kafkapy.authorizer.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from kafkapy.authorizer.acl import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from kafkapy.cli.common import (
     KAFKA_COMPATIBLE,
     ClientSettings,
@@ -51,7 +57,6 @@ __all__ = ["acls"]
 
 E = TypeVar("E", bound=enum.IntEnum)
 F = TypeVar("F", bound=Callable[..., Any])
-CLUSTER_NAME = "kafka-cluster"
 _COLUMNS = [
     ("resource_type", "RESOURCE-TYPE"), ("name", "NAME"), ("pattern_type", "PATTERN"),
     ("principal", "PRINCIPAL"), ("host", "HOST"), ("operation", "OPERATION"),

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TypeVar, cast
 
 from kafkapy.authorizer.acl import (
+    CLUSTER_NAME,
     WILDCARD_RESOURCE,
     AccessControlEntry,
     AclBinding,
@@ -62,8 +63,6 @@ __all__ = [
     "image_acls",
 ]
 
-#: the one name of the CLUSTER resource (Kafka's Resource.CLUSTER_NAME)
-CLUSTER_NAME = "kafka-cluster"
 #: the most records one admin operation may write (Kafka's QuorumController bound)
 MAX_RECORDS_PER_USER_OP = 10_000
 

@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from kafkapy.protocol import RequestHeader
     from kafkapy.server.broker import Broker
 
-__all__ = ["CLUSTER_NAME", "CloseConnection", "ConnectionState", "RequestContext", "TurnSequencer"]
-
-#: The name of the one CLUSTER resource ACLs speak of (Kafka's `kafka-cluster`).
-CLUSTER_NAME = "kafka-cluster"
+__all__ = ["CloseConnection", "ConnectionState", "RequestContext", "TurnSequencer"]
 
 
 class CloseConnection(Exception):

@@ -12,13 +12,13 @@ one, the principal's (0 without DESCRIBE on the cluster, as Kafka answers).
 
 from __future__ import annotations
 
-from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from kafkapy.server.cluster.node import ClusterNode
-from kafkapy.server.context import CLUSTER_NAME, RequestContext
+from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 

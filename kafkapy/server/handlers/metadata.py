@@ -36,7 +36,7 @@ import uuid
 
 import trio
 
-from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkapy.controller.image import MetadataImage, TopicImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
@@ -46,7 +46,7 @@ from kafkapy.protocol.messages.metadata import MetadataRequest_MetadataRequestTo
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import ReplicaManager
-from kafkapy.server.context import CLUSTER_NAME, CloseConnection, RequestContext
+from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 from kafkapy.server.metadata_store import INTERNAL_TOPICS
