@@ -22,6 +22,7 @@ from kafkapy.protocol.error_versions import ERRORS_SINCE
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.handlers.registry import CONTROLLER_REGISTRY, REGISTRY
+from kafkapy.server.handlers.shared.mutation_quota import STRICT_FROM
 from tests.protocol.specs import REFERENCE_DIR
 from tests.server.test_transactions import TXN_SETTINGS, Txn
 
@@ -92,6 +93,11 @@ def test_no_code_reaches_a_version_older_than_the_code() -> None:
             assert table[0] == since, f"{api.name} {code.name}: table says v{table[0]}, Kafka v{since}"
             continue
         if not _sent_anywhere(code) or (api, code) in ONLY_FROM_FIELDS:
+            continue
+        if code is E.THROTTLING_QUOTA_EXCEEDED and api in STRICT_FROM:
+            # older versions are throttled, never refused (KIP-599): the strict versions must
+            # be exactly those Kafka's note gives the code to
+            assert STRICT_FROM[api] == since, f"{api.name}: strict from v{STRICT_FROM[api]}, Kafka v{since}"
             continue
         uncovered.append(f"{api.name} v{min(served)}..{since - 1} may get {code.name}")
     assert uncovered == []

@@ -19,12 +19,12 @@ from kafkapy.quota.client_quotas import CONTROLLER_MUTATION_RATE
 from kafkapy.server.clock import quota_ms
 from kafkapy.server.context import RequestContext
 
-__all__ = ["THROTTLED_MESSAGE", "THROTTLING", "charge_mutations"]
+__all__ = ["STRICT_FROM", "THROTTLED_MESSAGE", "THROTTLING", "charge_mutations"]
 
 THROTTLING = ErrorCode.THROTTLING_QUOTA_EXCEEDED
 THROTTLED_MESSAGE = "The throttling quota has been exceeded."
 #: the first version of each API whose topics are refused (not only throttled) over the quota
-_STRICT_FROM = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
+STRICT_FROM = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
 
 
 def charge_mutations(
@@ -37,7 +37,7 @@ def charge_mutations(
     if not quotas.enabled(CONTROLLER_MUTATION_RATE):
         return set()
     user, client_id, now = ctx.user, ctx.header.client_id or "", quota_ms()
-    strict = ctx.api_version >= _STRICT_FROM[ApiKey(ctx.header.api_key)]
+    strict = ctx.api_version >= STRICT_FROM[ApiKey(ctx.header.api_key)]
     refused: set[str] = set()
     for name, partitions in costs:
         if strict and quotas.mutation_throttle_ms(user, client_id, now) > 0:
