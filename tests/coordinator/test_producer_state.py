@@ -214,6 +214,22 @@ def test_expired_producer_is_unknown() -> None:
     p.produce(7, 0, 0)
 
 
+def test_a_replay_across_an_expiry_ends_where_the_leader_did() -> None:
+    """The leader forgot producer 7 (expired) and took its next sequence-0 batch as a new
+    producer's first; a follower or a rebuild that never ran that sweep replays both batches
+    and must end with the same entry - nothing from before the restart, coordinator epoch
+    included - so a retry of the old batch is not taken for a duplicate of it."""
+    p = Partition()
+    p.produce(7, 0, 0, txn=True)
+    p.marker(7, 0, commit=True, coordinator_epoch=3)
+    p.now += EXPIRY
+    assert p.mgr.remove_expired_producers(p.now) == [7]
+    p.produce(7, 0, 0)
+    replayed = ProducerStateManager(producer_id_expiration_ms=EXPIRY)
+    replayed.replay(p.written)
+    assert replayed.export_snapshot() == p.mgr.export_snapshot()
+
+
 def test_idle_producer_keeps_its_state_until_the_sweep_runs() -> None:
     p = Partition()
     p.produce(7, 0, 0, 2)

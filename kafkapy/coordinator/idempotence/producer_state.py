@@ -265,6 +265,14 @@ class ProducerStateEntry:
             self.producer_epoch = epoch
             self.batches.clear()
 
+    def _start_over(self) -> None:
+        """Sequence 0 again in the same epoch, not as a wrap: the writer had forgotten this
+        producer (its state expired) and took the batch as a new producer's first. Only a
+        trusted origin (replay, replication) meets this - a client's is OUT_OF_ORDER_SEQUENCE
+        here - and it must end where the writer did: an entry with nothing before the batch."""
+        self.batches.clear()
+        self.coordinator_epoch = -1
+
     def _add_batch(self, meta: BatchMetadata) -> None:
         self.batches.append(meta)
         if len(self.batches) > MAX_CACHED_BATCHES:
@@ -589,6 +597,8 @@ class ProducerStateManager:
         """Update `entry`; True when this batch opened a transaction."""
         if batch.producer_epoch > entry.producer_epoch:
             entry._bump_epoch(batch.producer_epoch)
+        elif batch.base_sequence == 0 and not in_sequence(entry.last_seq, 0):
+            entry._start_over()
         timestamp = batch.max_timestamp if batch.max_timestamp >= 0 else now_ms
         entry._add_batch(
             BatchMetadata(
