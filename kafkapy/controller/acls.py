@@ -56,6 +56,7 @@ __all__ = [
     "AclDeleteResult",
     "acl_binding",
     "acl_record",
+    "binding_of_codes",
     "code_of",
     "create_acls",
     "create_problem",
@@ -94,17 +95,37 @@ def code_of(enum_type: type[E], value: int) -> E:
 
 def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
     """The binding a record stores (codes it does not know read as UNKNOWN)."""
+    return binding_of_codes(
+        record.resource_type,
+        record.resource_name,
+        record.pattern_type,
+        record.principal,
+        record.host,
+        record.operation,
+        record.permission_type,
+    )
+
+
+def binding_of_codes(
+    resource_type: int,
+    resource_name: str,
+    pattern_type: int,
+    principal: str,
+    host: str,
+    operation: int,
+    permission_type: int,
+) -> AclBinding:
+    """A binding from the codes a record or a CreateAcls creation carries (codes it does not
+    know read as UNKNOWN, which validation then refuses)."""
     return AclBinding(
         ResourcePattern(
-            code_of(ResourceType, record.resource_type),
-            record.resource_name,
-            code_of(PatternType, record.pattern_type),
+            code_of(ResourceType, resource_type), resource_name, code_of(PatternType, pattern_type)
         ),
         AccessControlEntry(
-            record.principal,
-            record.host,
-            code_of(AclOperation, record.operation),
-            code_of(AclPermissionType, record.permission_type),
+            principal,
+            host,
+            code_of(AclOperation, operation),
+            code_of(AclPermissionType, permission_type),
         ),
     )
 

@@ -23,7 +23,7 @@ from kafkapy.authorizer.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
-from kafkapy.controller.acls import AclDeleteResult, code_of
+from kafkapy.controller.acls import AclDeleteResult, binding_of_codes, code_of
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     CreateAclsRequest,
@@ -78,18 +78,14 @@ def delete_acls_error(req: DeleteAclsRequest, code: ErrorCode, message: str | No
 
 
 def creation_binding(c: CreateAclsRequest_AclCreation) -> AclBinding:
-    return AclBinding(
-        ResourcePattern(
-            code_of(ResourceType, c.resource_type),
-            c.resource_name,
-            code_of(PatternType, c.resource_pattern_type),
-        ),
-        AccessControlEntry(
-            c.principal,
-            c.host,
-            code_of(AclOperation, c.operation),
-            code_of(AclPermissionType, c.permission_type),
-        ),
+    return binding_of_codes(
+        c.resource_type,
+        c.resource_name,
+        c.resource_pattern_type,
+        c.principal,
+        c.host,
+        c.operation,
+        c.permission_type,
     )
 
 
