@@ -14,6 +14,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     DescribeTransactionsRequest,
@@ -113,6 +115,24 @@ async def test_describe_list_and_delete_groups() -> None:
         grant(broker, Op.DELETE, "mi", rtype=GROUP, pattern=PatternType.PREFIXED)
         deleted = await c.request(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=["mine"]))
         assert deleted.results[0].error_code == ErrorCode.NONE
+
+
+async def test_consumer_group_describe_hides_a_group_assigned_a_topic_the_principal_may_not_describe() -> None:
+    async with secured(("t",)) as (broker, c):
+        grant(broker, Op.READ, "g", rtype=GROUP)
+        grant(broker, Op.DESCRIBE, "t")
+        assert await find(c, "g") == ErrorCode.NONE
+        joined = await c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, ConsumerGroupHeartbeatRequest(
+            group_id="g", member_epoch=0, rebalance_timeout_ms=10000, subscribed_topic_names=["t"]))
+        assert joined.error_code == ErrorCode.NONE
+        describe = ConsumerGroupDescribeRequest(group_ids=["g"])
+        shown = (await c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, describe)).groups[0]
+        assert shown.error_code == ErrorCode.NONE
+        assert [p.topic_name for m in shown.members for p in m.assignment.topic_partitions] == ["t"]
+        grant(broker, Op.DESCRIBE, "t", perm=DENY)
+        hidden = (await c.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, describe)).groups[0]
+        assert hidden.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        assert hidden.members == []
 
 
 async def test_producer_ids_need_idempotent_write_or_write_on_some_topic() -> None:

@@ -18,7 +18,8 @@ heartbeat, so created topics and added partitions bump the group epoch at the ne
 Authorization (an authorizer configured; Kafka's checks): Heartbeat READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every subscribed topic (else
 TOPIC_AUTHORIZATION_FAILED); Describe DESCRIBE per group (GROUP_AUTHORIZATION_FAILED), with the
-principal's authorized operations.
+principal's authorized operations, and DESCRIBE on every topic in its members' current and target
+assignments (else the group is TOPIC_AUTHORIZATION_FAILED, without members).
 
 Not yet: SubscribedTopicRegex (INVALID_REQUEST), rack-aware assignment, client-side assignors,
 ShareGroup/StreamsGroup APIs, upgrading a classic group that has members.
@@ -207,5 +208,20 @@ async def handle_consumer_group_describe(
             described = DescribedConsumerGroup(coordinator, group_id)
         else:
             described = coordinator.describe_consumer_groups([group_id])[0]
+            if ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, _assigned_topics(described)):
+                described = DescribedConsumerGroup(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, group_id, message=_HIDDEN_TOPICS
+                )
+                operations = AUTHORIZED_OPERATIONS_OMITTED
         groups.append(_described(broker, described, operations))
     return ConsumerGroupDescribeResponse(groups=groups)
+
+
+_HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def _assigned_topics(g: DescribedConsumerGroup) -> set[str]:
+    """The topics in the members' current and target assignments: a group's description would
+    show them, so the principal must be allowed to DESCRIBE each (Kafka answers the group
+    TOPIC_AUTHORIZATION_FAILED, without members, otherwise)."""
+    return {t for m in g.members for a in (m.assignment, m.target_assignment) for t in a}
