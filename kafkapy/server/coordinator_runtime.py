@@ -35,7 +35,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Self, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 import trio
 
@@ -43,18 +43,17 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.clock import now_ms
 from kafkapy.server.internal_topics import (
+    InternalTopicsHost,
     OwnedPartitions,
+    RoleListener,
     ensure_cluster_topic,
     partition_count,
     wait_replicated,
 )
-from kafkapy.storage import PartitionLog
+from kafkapy.storage import LogManager, PartitionLog
 from kafkapy.storage.errors import KafkaStorageError
 
-if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
-
-__all__ = ["Appended", "CoordinatorRuntime", "MissingPartition", "NotOwned"]
+__all__ = ["Appended", "CoordinatorRuntime", "MissingPartition", "NotOwned", "RuntimeHost"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +76,21 @@ class Appended:
     end: int
 
 
+class RuntimeHost(InternalTopicsHost, Protocol):
+    """What a runtime uses of the broker it runs in, beyond the internal-topic helpers': its
+    logs (an internal partition's log, also before the topic table has it), the append
+    bookkeeping every leader append goes through, and the list of role listeners it joins.
+    A Protocol for the reason `InternalTopicsHost` gives."""
+
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def role_listeners(self) -> list[RoleListener]: ...
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+    def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None: ...
+
+
 class CoordinatorRuntime(ABC, Generic[C]):
     """Ownership, load by replay, append and replication, and timers of one internal topic."""
 
@@ -85,7 +99,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     def __init__(
         self,
-        broker: Broker,
+        broker: RuntimeHost,
         *,
         topic: str,
         num_partitions: int,

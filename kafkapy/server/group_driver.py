@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -60,13 +60,15 @@ from kafkapy.protocol.records import Record, decode_records, parse_control_recor
 from kafkapy.server.clock import now_ms
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.config_rules import group_config_from
-from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime, MissingPartition
+from kafkapy.server.coordinator_runtime import (
+    Appended,
+    CoordinatorRuntime,
+    MissingPartition,
+    RuntimeHost,
+)
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
-
-if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
 
 __all__ = ["GroupDriver", "GroupWriteError"]
 
@@ -187,7 +189,7 @@ class _Waiter:
 
 
 class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: RuntimeHost) -> None:
         self.config = group_config_from(broker.config)
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}

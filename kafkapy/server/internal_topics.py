@@ -28,10 +28,12 @@ from kafkapy.storage import PartitionLog
 
 if TYPE_CHECKING:
     from kafkapy.controller.image import TopicImage
-    from kafkapy.server.broker import Broker
     from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.server.config import BrokerConfig
+    from kafkapy.server.idempotence import ProducerIds
 
 __all__ = [
+    "InternalTopicsHost",
     "OwnedPartitions",
     "RoleListener",
     "coordinator_node",
@@ -91,28 +93,51 @@ class RoleListener(Protocol):
     def on_become_follower(self, topic: str, partition: int, leader_epoch: int) -> None: ...
 
 
+class InternalTopicsHost(Protocol):
+    """What the helpers below (and the coordinator runtimes built on them) use of the broker
+    they run in. Why a Protocol: the broker builds the runtimes, so they name what they use
+    instead of importing it (import-linter: "the partition facade and the coordinator runtimes
+    do not import the broker"); `Broker` satisfies it structurally, which mypy checks where the
+    broker hands itself over."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def cluster(self) -> ClusterNode: ...
+    @property
+    def endpoints(self) -> dict[str, tuple[str, int]]: ...
+    @property
+    def producer_ids(self) -> ProducerIds: ...
+
+    async def wait_replicated(
+        self, topic: str, partition: int, end_offset: int, timeout_ms: int
+    ) -> ErrorCode: ...
+
+
 def _topic(cluster: ClusterNode, name: str) -> TopicImage | None:
     return cluster.image.topics.get(name)
 
 
-def partition_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
+def partition_leader(broker: InternalTopicsHost, topic: str, partition: int) -> tuple[int, int] | None:
     """(leader id, leader epoch) of a partition in the image; None if it does not exist."""
     t = _topic(broker.cluster, topic)
     p = None if t is None else t.partitions.get(partition)
     return None if p is None else (p.leader, p.leader_epoch)
 
 
-def partition_count(broker: Broker, topic: str) -> int | None:
+def partition_count(broker: InternalTopicsHost, topic: str) -> int | None:
     t = _topic(broker.cluster, topic)
     return None if t is None else len(t.partitions)
 
 
-def partition_exists(broker: Broker, topic: str, partition: int) -> bool:
+def partition_exists(broker: InternalTopicsHost, topic: str, partition: int) -> bool:
     """Does the partition exist (anywhere in the cluster)?"""
     return partition_leader(broker, topic, partition) is not None
 
 
-def broker_endpoint(broker: Broker, node_id: int, listener: str) -> tuple[str, int] | None:
+def broker_endpoint(broker: InternalTopicsHost, node_id: int, listener: str) -> tuple[str, int] | None:
     """Where node `node_id` serves `listener` (clients are sent to the listener they came in
     on, as Kafka does); None if it is unknown or fenced."""
     reg = broker.cluster.image.brokers.get(node_id)
@@ -127,7 +152,7 @@ def broker_endpoint(broker: Broker, node_id: int, listener: str) -> tuple[str, i
 
 
 def coordinator_node(
-    broker: Broker, topic: str, partition: int, listener: str
+    broker: InternalTopicsHost, topic: str, partition: int, listener: str
 ) -> tuple[ErrorCode, int, str, int]:
     """FindCoordinator's answer for the key whose partition is `topic`-`partition`: the
     partition's leader and its endpoint, or COORDINATOR_NOT_AVAILABLE (no leader, unknown
@@ -145,7 +170,7 @@ def coordinator_node(
 
 
 async def ensure_cluster_topic(
-    broker: Broker, name: str, partitions: int, configs: dict[str, str], rf_key: str
+    broker: InternalTopicsHost, name: str, partitions: int, configs: dict[str, str], rf_key: str
 ) -> bool:
     """Is the internal topic in the image? If not, ask the controller to create
     it (TOPIC_ALREADY_EXISTS is fine; the caller keeps it to one request at a time) and answer
@@ -182,7 +207,7 @@ async def ensure_cluster_topic(
     return _topic(cluster, name) is not None
 
 
-async def wait_replicated(broker: Broker, topic: str, partition: int, end_offset: int) -> ErrorCode:
+async def wait_replicated(broker: InternalTopicsHost, topic: str, partition: int, end_offset: int) -> ErrorCode:
     """Wait until the HW passes `end_offset` (acks=all for coordinator writes; at once when
     the leader is the whole ISR)."""
     try:
@@ -268,7 +293,7 @@ class OwnedPartitions(Generic[C]):
             await owned.loaded.wait()
 
 
-async def ensure_producer_ids(broker: Broker, count: int = 1) -> ErrorCode:
+async def ensure_producer_ids(broker: InternalTopicsHost, count: int = 1) -> ErrorCode:
     """Make `count` calls of `broker.producer_ids.allocate()` safe now: the ids come from
     controller blocks (AllocateProducerIds, unique across the cluster; the next block
     is fetched when 90% of the current one is used); while no block can be had the answer is

@@ -27,7 +27,7 @@ import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -48,8 +48,13 @@ from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.log import AppendResult, PartitionLog, ReadResult
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
-    from kafkapy.server.cluster.partition_roles import PartitionRole
+    from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
+    from kafkapy.server.idempotence import ProducerStates
+    from kafkapy.server.metadata_store import TopicStore
+    from kafkapy.server.notify import PartitionWaiters
+    from kafkapy.server.stats import BrokerStats
+    from kafkapy.storage import LogManager
 
 __all__ = [
     "EARLIEST",
@@ -58,6 +63,7 @@ __all__ = [
     "Appended",
     "LeaderPartition",
     "Partitions",
+    "PartitionsHost",
     "auto_create",
     "producer_batches",
 ]
@@ -114,13 +120,60 @@ class Appended:
     duplicate: bool = False
 
 
+class TransactionVerifier(Protocol):
+    """The transaction coordinator as the produce path asks it (KIP-890 part 1)."""
+
+    def verify(
+        self, transactional_id: str | None, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode: ...
+
+
+class TransactionRuntime(Protocol):
+    async def ready(self) -> TransactionVerifier: ...
+
+
+class PartitionsHost(Protocol):
+    """What the facade uses of the broker it is a view of: topic table, logs, partition roles,
+    producer states, the cluster node (image, controller channel, leader lease), counters,
+    long-poll wake-ups and the transaction coordinator. Why a Protocol: the broker builds the
+    facade, so the facade names what it uses instead of importing it (import-linter: "the
+    partition facade and the coordinator runtimes do not import the broker"); `Broker`
+    satisfies it structurally, which mypy checks where the broker hands itself over."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def topics(self) -> TopicStore: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def producer_states(self) -> ProducerStates: ...
+    @property
+    def cluster(self) -> ClusterNode: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def waiters(self) -> PartitionWaiters: ...
+    @property
+    def txn_coordinator(self) -> TransactionRuntime: ...
+
+    def auto_create_allowed(self) -> bool: ...
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None: ...
+    def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None: ...
+    async def wait_replicated(
+        self, topic: str, partition: int, end_offset: int, timeout_ms: int
+    ) -> ErrorCode: ...
+
+
 class Partitions:
     """The facade over the broker's logs, partition roles and producer states (module doc).
 
     The broker's `partitions`; it holds no state of its own (a view of the broker's logs,
     topic table, partition roles, producer states and transaction coordinator)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PartitionsHost) -> None:
         self.broker = broker
 
     # -- the lookup -------------------------------------------------------------------------------
@@ -390,7 +443,7 @@ class Partitions:
         return await self.broker.producer_states.get((lp.topic, lp.partition), lp.log)
 
 
-async def auto_create(broker: Broker, name: str) -> ErrorCode:
+async def auto_create(broker: PartitionsHost, name: str) -> ErrorCode:
     """Ask the active controller for `name` with the default partition count and replication
     factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
     if topic_name_error(name) is not None:

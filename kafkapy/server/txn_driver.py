@@ -45,7 +45,7 @@ import itertools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import trio
 
@@ -62,10 +62,11 @@ from kafkapy.coordinator.txn.records import decode_key
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records
 from kafkapy.server.clock import now_ms
-from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime
+from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime, RuntimeHost
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.server.txn_markers import (
     RETRY_CODES,
+    MarkerHost,
     MarkerPeers,
     send_markers,
 )
@@ -73,9 +74,9 @@ from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.stats import BrokerStats
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "Outcome", "TxnDriver"]
+__all__ = ["TRANSACTION_STATE_TOPIC", "Outcome", "TxnDriver", "TxnHost"]
 
 log = logging.getLogger(__name__)
 
@@ -117,10 +118,20 @@ def _read_partition(plog: PartitionLog, name: str, start: int | None = None,
     return out
 
 
+class TxnHost(RuntimeHost, MarkerHost, Protocol):
+    """What the transaction runtime uses of the broker it runs in: a runtime's (`RuntimeHost`),
+    the marker sender's (`MarkerHost`) and the counters of completed transactions. A Protocol
+    for the reason `InternalTopicsHost` gives."""
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+
 class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
     timer_retry_s = _RETRY_S
+    broker: TxnHost
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TxnHost) -> None:
         self._writing: set[str] = set()  # transactional ids whose markers are being written
         #: transactional ids whose newest state records are appended but not replicated yet:
         #: their in-memory state (already replayed) is no decision yet, so the timers leave

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -43,16 +43,17 @@ from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersRes
 from kafkapy.protocol.records import build_control_batch, parse_batch_header
 from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.internal_topics import partition_leader, wait_replicated
+from kafkapy.server.internal_topics import InternalTopicsHost, partition_leader, wait_replicated
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.coordinator.idempotence import ProducerStateManager
-    from kafkapy.server.broker import Broker
+    from kafkapy.server.partitions import Partitions
     from kafkapy.storage import PartitionLog
 
 __all__ = [
     "RETRY_CODES",
+    "MarkerHost",
     "MarkerPeers",
     "send_marker",
     "send_markers",
@@ -74,6 +75,33 @@ _MARKER_TIMEOUT_S = 10.0
 _LEADER_CHECK_S = 0.1
 
 
+class OffsetsMarkerListener(Protocol):
+    """The group coordinator as a marker on `__consumer_offsets` concerns it: the producer's
+    pending transactional offsets are published or dropped."""
+
+    def on_transaction_marker(
+        self, producer_id: int, commit: bool, partition: int | None = None
+    ) -> None: ...
+
+
+class GroupsRuntime(Protocol):
+    async def ready(self) -> OffsetsMarkerListener: ...
+
+
+class MarkerHost(InternalTopicsHost, Protocol):
+    """What the marker writer and sender use of the broker they run in, beyond the
+    internal-topic helpers': the partition facade (leader lookup, producer state), the append
+    bookkeeping, and the group coordinator (markers on `__consumer_offsets`). A Protocol for
+    the reason `InternalTopicsHost` gives."""
+
+    @property
+    def partitions(self) -> Partitions: ...
+    @property
+    def group_coordinator(self) -> GroupsRuntime: ...
+
+    def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None: ...
+
+
 class MarkerPeers:
     """The connections markers travel on: their own, as Kafka's marker channel is, never the
     replica fetchers' (a marker waits for replication, which needs the fetchers' requests to
@@ -81,7 +109,7 @@ class MarkerPeers:
     other until a timeout). Owned by the transaction coordinator's runtime; the pool is made
     on first use."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MarkerHost) -> None:
         self._broker = broker
         self.pool: PeerPool | None = None
 
@@ -102,7 +130,7 @@ class MarkerPeers:
 
 
 async def send_marker(
-    broker: Broker, peers: MarkerPeers, tp: TopicPartition, producer_id: int,
+    broker: MarkerHost, peers: MarkerPeers, tp: TopicPartition, producer_id: int,
     producer_epoch: int, coordinator_epoch: int, commit: bool,
 ) -> ErrorCode:
     """One partition's marker wherever its leader is (see `send_markers`)."""
@@ -112,7 +140,7 @@ async def send_marker(
 
 
 async def send_markers(
-    broker: Broker, peers: MarkerPeers, partitions: Iterable[TopicPartition], producer_id: int,
+    broker: MarkerHost, peers: MarkerPeers, partitions: Iterable[TopicPartition], producer_id: int,
     producer_epoch: int, coordinator_epoch: int, commit: bool,
 ) -> dict[TopicPartition, ErrorCode]:
     """Markers for `partitions` wherever their leaders are: `write_marker` here, else one
@@ -148,7 +176,7 @@ async def send_markers(
 
 
 async def _remote_markers(
-    broker: Broker, marker_peers: MarkerPeers, leader: int, tps: list[TopicPartition],
+    broker: MarkerHost, marker_peers: MarkerPeers, leader: int, tps: list[TopicPartition],
     producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
 ) -> dict[TopicPartition, ErrorCode]:
     """One WriteTxnMarkers to `leader` for `tps`. Abandoned (NOT_LEADER_OR_FOLLOWER, so the
@@ -202,7 +230,7 @@ async def _remote_markers(
 
 
 async def write_marker(
-    broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int,
+    broker: MarkerHost, tp: TopicPartition, producer_id: int, producer_epoch: int,
     coordinator_epoch: int, commit: bool,
 ) -> ErrorCode:
     """Append one transaction marker to a partition (WriteTxnMarkers, internal or from the
