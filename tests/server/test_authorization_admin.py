@@ -22,6 +22,7 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AlterClientQuotasRequest,
+    AlterConfigsRequest,
     BrokerHeartbeatRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -46,7 +47,7 @@ pytestmark = pytest.mark.timeout(90)
 
 Op = AclOperation
 CLUSTER = ResourceType.CLUSTER
-TOPIC_RES, BROKER_RES = 2, 4  # config resource types
+TOPIC_RES, BROKER_RES, GROUP_RES = 2, 4, 32  # config resource types
 
 
 def _create(*names: str) -> CreateTopicsRequest:
@@ -106,6 +107,55 @@ async def test_configs_need_describe_configs_and_alter_configs() -> None:
         r = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, describe)
         assert [x.error_code for x in r.results] == [ErrorCode.NONE, ErrorCode.NONE]
         assert (await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter)).responses[0].error_code == ErrorCode.NONE
+
+
+def _group_session(group: str, value: str) -> IncrementalAlterConfigsRequest:
+    return IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+        resource_type=GROUP_RES, resource_name=group, configs=[IncrementalAlterConfigsRequest.AlterableConfig(
+            name="consumer.session.timeout.ms", config_operation=0, value=value)])])
+
+
+async def test_group_configs_need_describe_configs_and_alter_configs_on_the_group() -> None:
+    """KIP-848 group configs are authorized on the GROUP resource, as Kafka does: a cluster-wide
+    grant does not open them, a refused alter stores nothing, ALTER_CONFIGS implies DESCRIBE_CONFIGS,
+    and a grant on one group opens no other."""
+    async with secured(()) as (broker, c):
+        def describe(*groups: str) -> DescribeConfigsRequest:
+            return DescribeConfigsRequest(resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(resource_type=GROUP_RES, resource_name=g)
+                for g in groups])
+
+        grant(broker, Op.ALTER_CONFIGS, "kafka-cluster", rtype=CLUSTER)
+        r = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, describe("g"))
+        assert (r.results[0].error_code, r.results[0].configs) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+        for version in (0, 1):
+            r = await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, version, _group_session("g", "50000"))
+            assert r.responses[0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        legacy = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=GROUP_RES, resource_name="g", configs=[AlterConfigsRequest.AlterableConfig(
+                name="consumer.session.timeout.ms", value="50000")])])
+        assert (await c.request(ApiKey.ALTER_CONFIGS, 2, legacy)).responses[0].error_code == (
+            ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        assert "g" not in broker.config.group_configs
+
+        grant(broker, Op.DESCRIBE_CONFIGS, "g", rtype=ResourceType.GROUP)
+        r = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, describe("g"))
+        assert r.results[0].error_code == ErrorCode.NONE
+        assert (await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _group_session("g", "50000"))).responses[
+            0].error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED  # describing is not altering
+
+        grant(broker, Op.ALTER_CONFIGS, "app-", rtype=ResourceType.GROUP, pattern=PatternType.PREFIXED)
+        r = await c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _group_session("app-1", "50000"))
+        assert r.responses[0].error_code == ErrorCode.NONE
+        assert (await c.request(ApiKey.ALTER_CONFIGS, 2, AlterConfigsRequest(resources=[
+            AlterConfigsRequest.AlterConfigsResource(resource_type=GROUP_RES, resource_name="app-2", configs=[
+                AlterConfigsRequest.AlterableConfig(name="consumer.session.timeout.ms", value="55000")])]))
+                ).responses[0].error_code == ErrorCode.NONE
+        r = await c.request(ApiKey.DESCRIBE_CONFIGS, 4, describe("app-1", "app-2", "other"))
+        assert [x.error_code for x in r.results] == [
+            ErrorCode.NONE, ErrorCode.NONE, ErrorCode.GROUP_AUTHORIZATION_FAILED]
+        assert [next(e.value for e in x.configs if e.name == "consumer.session.timeout.ms")
+                for x in r.results[:2]] == ["50000", "55000"]
 
 
 async def test_cluster_apis_need_alter_or_describe_on_the_cluster() -> None:
