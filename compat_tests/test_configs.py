@@ -102,3 +102,24 @@ def test_dynamic_broker_configs_take_effect_and_describe_with_synonyms(
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     again = _describe(admin, ConfigResource(ResourceType.BROKER, node))["log.retention.ms"]
     assert (again.value, _sources(again)[0]) == ("3600000", ("log.retention.ms", ConfigSource.DYNAMIC_BROKER_CONFIG.value))
+
+
+def test_kerberos_broker_config_is_taken_per_broker_as_librdkafka_0081_sets_it(
+    admin: AdminClient, topic_name: str
+) -> None:
+    """librdkafka's 0081 (do_test_AlterConfigs): one AlterConfigs with a topic resource and a
+    BROKER resource setting `sasl.kerberos.min.time.before.relogin` - a per-broker dynamic key in
+    Kafka (inert here: kafkapy has no GSSAPI) - expects NO_ERROR for both; the value is then
+    described as this broker's dynamic config."""
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(timeout=TIMEOUT_S)
+    node = _broker_id(admin)
+    key = "sasl.kerberos.min.time.before.relogin"
+    futures = admin.alter_configs([
+        ConfigResource(ResourceType.TOPIC, topic_name, set_config={"compression.type": "gzip"}),
+        ConfigResource(ResourceType.BROKER, node, set_config={key: "58000"}),
+    ], request_timeout=TIMEOUT_S)
+    for future in futures.values():
+        future.result(timeout=TIMEOUT_S)
+    entry = _describe(admin, ConfigResource(ResourceType.BROKER, node))[key]
+    assert (entry.value, entry.is_read_only) == ("58000", False)
+    assert int(getattr(entry.source, "value", entry.source)) == ConfigSource.DYNAMIC_BROKER_CONFIG.value

@@ -8,7 +8,9 @@ Rules:
   the controller acts on (`DYNAMIC_BROKER_CONFIGS`) and those `ControllerConfig.
   broker_config_check` accepts (the brokers' own dynamic configs, which they apply from the
   image); others are INVALID_CONFIG (INVALID_REQUEST without a check). APPEND / SUBTRACT on
-  the list-typed ones named by `ControllerConfig.broker_list_configs`.
+  the list-typed ones named by `ControllerConfig.broker_list_configs`. Those Kafka takes per
+  broker only (`ControllerConfig.broker_only_configs`) set on the cluster default "" are
+  INVALID_REQUEST, as Kafka's broker answers a dynamic config it cannot validate.
 - GROUP resources (KIP-848 group configs, a group id that need not exist): SET / DELETE; the
   resulting override set must pass `ControllerConfig.group_config_check` (INVALID_CONFIG;
   INVALID_REQUEST without a check or for an empty group id).
@@ -130,6 +132,13 @@ def _broker_configs(
             raise _Reject(ErrorCode.INVALID_REQUEST, f"{o.name} cannot be changed dynamically")
     current = dict(st.image.broker_configs.get(name, {}))
     new = _apply_ops(current, change.ops, st.config.broker_list_configs)
+    broker_only = sorted(k for k in new if k in st.config.broker_only_configs) if name == "" else []
+    if broker_only:
+        raise _Reject(
+            ErrorCode.INVALID_REQUEST,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            + ", ".join(broker_only),
+        )
     if check is not None:
         for key, value in new.items():
             problem = None if key in DYNAMIC_BROKER_CONFIGS else check(key, value)

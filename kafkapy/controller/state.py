@@ -55,6 +55,9 @@ class ControllerConfig:
     broker_config_check: Callable[[str, str], str | None] | None = None
     # Which of those are list-typed (APPEND / SUBTRACT), with their built-in default.
     broker_list_configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Which of those Kafka takes for one broker only, never as the cluster default "" (its
+    # DynamicBrokerConfig.PerBrokerConfigs: listener and SASL settings).
+    broker_only_configs: frozenset[str] = frozenset()
     # Group configs (KIP-848): a group's whole new override set -> why it cannot be stored, None
     # if it can (the group coordinator's table and the broker's bounds; None here: refused).
     group_config_check: Callable[[Mapping[str, str]], str | None] | None = None

@@ -84,6 +84,24 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             None,
             'JAAS line; its user_NAME="PASSWORD" options are SASL users (also read from listener.name.L.MECH.sasl.jaas.config).',
         ),
+        # Kerberos (GSSAPI) keys: stored and described, inert - GSSAPI itself is refused in
+        # sasl.enabled.mechanisms of a SASL listener and as an inter-node mechanism, so nothing
+        # reads them. Kafka takes them at run time per broker (DynamicListenerConfig).
+        *[
+            _B(name, typ, default, f"Kerberos setting, inert: kafkapy has no GSSAPI. {why}")
+            for name, typ, default, why in [
+                ("sasl.kerberos.service.name", _T.STRING, None, "Kafka's Kerberos service name."),
+                ("sasl.kerberos.kinit.cmd", _T.STRING, "/usr/bin/kinit", "Kafka's kinit command."),
+                ("sasl.kerberos.min.time.before.relogin", _T.LONG, "60000",
+                 "Kafka's login thread sleep between refresh attempts (ms)."),
+                ("sasl.kerberos.ticket.renew.window.factor", _T.DOUBLE, "0.8",
+                 "Kafka's share of the ticket lifetime before renewal."),
+                ("sasl.kerberos.ticket.renew.jitter", _T.DOUBLE, "0.05",
+                 "Kafka's random jitter added to the renewal time."),
+                ("sasl.kerberos.principal.to.local.rules", _T.LIST, "DEFAULT",
+                 "Kafka's rules mapping Kerberos principals to short names."),
+            ]
+        ],
         _B(
             "kafkapy.sasl.users",
             _T.PASSWORD,

@@ -25,6 +25,7 @@ from kafkapy.server.config import (
 __all__ = [
     "DYNAMIC_BROKER_KEYS",
     "DYNAMIC_BROKER_LISTS",
+    "PER_BROKER_KEYS",
     "dynamic_config_problem",
     "group_config_check",
     "group_config_from",
@@ -37,8 +38,12 @@ _TOPIC_OF: dict[str, str] = {
     for syn in key.broker_synonyms
     if syn in BROKER_CONFIGS
 }
-#: the broker keys kafkapy takes at run time: the broker defaults of topic configs
-DYNAMIC_BROKER_KEYS = frozenset(_TOPIC_OF)
+#: Kafka's per-broker dynamic keys (DynamicBrokerConfig.PerBrokerConfigs) that kafkapy stores:
+#: the Kerberos ones, inert (GSSAPI is refused at start), so a Kafka tool or test that sets them
+#: at run time (librdkafka's 0081) gets Kafka's answer. One broker only, never the cluster default.
+PER_BROKER_KEYS = frozenset(k for k in BROKER_CONFIGS if k.startswith("sasl.kerberos."))
+#: the broker keys kafkapy takes at run time: the broker defaults of topic configs and the above
+DYNAMIC_BROKER_KEYS = frozenset(_TOPIC_OF) | PER_BROKER_KEYS
 #: the list-typed ones (APPEND / SUBTRACT) -> the built-in default they start from
 DYNAMIC_BROKER_LISTS = {
     name: BROKER_CONFIGS[name].default or ""
@@ -55,7 +60,7 @@ def dynamic_config_problem(name: str, value: str) -> str | None:
         return f"{name}: {known}; cannot update it at run time"
     try:
         check_broker_value(name, value)
-        if name not in _UNIT_KEYS:
+        if name in _TOPIC_OF and name not in _UNIT_KEYS:
             validate_topic_config(_TOPIC_OF[name], value)
     except ConfigError as e:
         return str(e) or name

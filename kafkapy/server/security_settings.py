@@ -10,8 +10,8 @@ The rules (`unsupported_security_setting`), for each key as given broker-wide or
 (`listener.name.<listener>.<key>`, `listener.name.<listener>.<mechanism>.<key>`):
 - refused whatever the value: Java plugin classes (SASL callback handlers and login
   classes, principal builders other than Kafka's default, SSL engine factories, topic/config
-  policies, quota callbacks, security providers), Kerberos and OAUTHBEARER settings, delegation
-  token keys, inline PEM keys/certificates, Java cipher suite names;
+  policies, quota callbacks, security providers), OAUTHBEARER settings, delegation token keys,
+  inline PEM keys/certificates, Java cipher suite names;
 - refused unless Kafka's default (what kafkapy does anyway): `ssl.enabled.protocols`
   (TLSv1.2,TLSv1.3), `ssl.protocol`, key/trust manager algorithms, principal mapping rules,
   `connections.max.reauth.ms` (0: no re-authentication);
@@ -24,7 +24,10 @@ The rules (`unsupported_security_setting`), for each key as given broker-wide or
 Keys kafkapy implements (SASL PLAIN/SCRAM, PEM TLS, `ssl.client.auth`) are checked where they
 are used (`kafkapy.server.security.listener`); the authorizer keys (`authorizer.class.name`: only
 StandardAuthorizer; `super.users` and `allow.everyone.if.no.acl.found` only with it) by
-`BrokerConfig`. Left alone as inert: what only the client side of
+`BrokerConfig`. Kafka's `sasl.kerberos.*` keys are broker keys of their own (stored, described and,
+as in Kafka, changed per broker at run time): inert, because GSSAPI itself - the one thing that
+reads them - is refused in a SASL listener's `sasl.enabled.mechanisms` and as an inter-node
+mechanism. Left alone as inert: what only the client side of
 inter-node SASL/TLS reads (`sasl.login.*` timings, `ssl.endpoint.identification.algorithm`),
 delegation token lifetimes without a token key, `ssl.truststore.password` (PEM has none) and
 `ssl.allow.dn.changes` / `ssl.allow.san.changes` (kafkapy does not reload keystores).
@@ -71,7 +74,6 @@ _ALWAYS: dict[str, str] = {
 
 #: refused whatever the value, by prefix
 _ALWAYS_PREFIXES: dict[str, str] = {
-    "sasl.kerberos.": "kafkapy does not support Kerberos (GSSAPI)",
     "sasl.oauthbearer.": "kafkapy does not support OAUTHBEARER",
 }
 

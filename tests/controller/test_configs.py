@@ -86,3 +86,24 @@ def test_list_typed_broker_configs_take_append_and_subtract() -> None:
     assert c.replica.broker_configs[""] == {"log.cleanup.policy": "compact"}
     assert alter(ConfigOp("log.retention.ms", APPEND, "1")) is ErrorCode.INVALID_CONFIG
     assert c.replica.broker_configs[""] == {"log.cleanup.policy": "compact"}
+
+
+def test_per_broker_only_configs_are_refused_on_the_cluster_default() -> None:
+    """Kafka's per-broker dynamic keys (listener and SASL settings) name a broker id: on the
+    cluster default "" they are INVALID_REQUEST and nothing is written; deleting one there (as
+    AlterConfigs' replace does for every name) is no error."""
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, broker_config_check=lambda name, value: None,
+                                 broker_only_configs=frozenset({"sasl.kerberos.service.name"})))
+    c.start(1)
+    B = ConfigResourceType.BROKER
+
+    def alter(name: str, *ops: ConfigOp) -> ErrorCode:
+        [r] = c.run(c.ctl.incremental_alter_configs([ConfigChange(B, name, list(ops))]))
+        return r.error
+
+    assert alter("", ConfigOp("sasl.kerberos.service.name", SET, "kafka")) is ErrorCode.INVALID_REQUEST
+    assert "" not in c.replica.broker_configs
+    assert alter("", ConfigOp("sasl.kerberos.service.name", DELETE, None),
+                 ConfigOp("log.retention.ms", SET, "1")) is ErrorCode.NONE
+    assert alter("1", ConfigOp("sasl.kerberos.service.name", SET, "kafka")) is ErrorCode.NONE
+    assert c.replica.broker_configs == {"": {"log.retention.ms": "1"}, "1": {"sasl.kerberos.service.name": "kafka"}}

@@ -111,3 +111,37 @@ async def test_delete_goes_back_to_the_static_value(tmp_path: Path) -> None:
             value, synonyms = await _describe(c, BROKER, node, "message.max.bytes")
         await c.aclose()
     assert (value, synonyms) == ("1048588", [("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG)])
+
+
+async def test_kerberos_keys_are_taken_per_broker_only(tmp_path: Path) -> None:
+    """Kafka's per-broker dynamic SASL keys (the inert Kerberos ones: librdkafka's 0081 sets
+    `sasl.kerberos.min.time.before.relogin` with AlterConfigs): stored for one broker, described
+    as DYNAMIC_BROKER_CONFIG and kept across a restart; on the cluster default "" they are
+    INVALID_REQUEST (Kafka: "broker id must be specified"), a value of the wrong type
+    INVALID_CONFIG."""
+    key = "sasl.kerberos.min.time.before.relogin"
+    async with running_broker(tmp_path) as (broker, _, port):
+        node = str(broker.node_id)
+        c = await Client.connect(port)
+        with trio.fail_after(30):
+            assert await _describe(c, BROKER, node, key) == ("60000", [(key, "60000", ConfigSource.DEFAULT_CONFIG)])
+            replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+                resource_type=BROKER, resource_name=node,
+                configs=[AlterConfigsRequest.AlterableConfig(name=key, value="58000")])])
+            assert (await c.request(ApiKey.ALTER_CONFIGS, 1, replace)).responses[0].error_code == 0
+            assert await _describe(c, BROKER, node, key) == ("58000", [
+                (key, "58000", ConfigSource.DYNAMIC_BROKER_CONFIG), (key, "60000", ConfigSource.DEFAULT_CONFIG)])
+            assert await _alter(c, _incremental(node, Op(name="sasl.kerberos.service.name", config_operation=SET,
+                                                         value="kafka"))) == 0
+            assert await _alter(c, _incremental("", Op(name=key, config_operation=SET, value="1000"))) == ErrorCode.INVALID_REQUEST
+            assert await _alter(c, _incremental(node, Op(name=key, config_operation=SET, value="soon"))) == ErrorCode.INVALID_CONFIG
+            assert await _alter(c, _incremental(node, Op(name="sasl.kerberos.ticket.renew.jitter", config_operation=SET,
+                                                         value="x"))) == ErrorCode.INVALID_CONFIG
+            # GSSAPI itself stays unavailable: not a dynamic key
+            assert await _alter(c, _incremental(node, Op(name="sasl.enabled.mechanisms", config_operation=SET,
+                                                         value="GSSAPI"))) == ErrorCode.INVALID_CONFIG
+        await c.aclose()
+    async with running_broker(tmp_path) as (broker, _, port):
+        assert broker.config.get(key) == "58000"
+        assert broker.config.source(key) == ConfigSource.DYNAMIC_BROKER_CONFIG
+        assert broker.config.get("sasl.kerberos.service.name") == "kafka"

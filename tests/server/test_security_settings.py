@@ -55,9 +55,6 @@ REFUSED = [
     ("sasl.client.callback.handler.class", "com.example.Handler"),
     ("sasl.login.class", "com.example.Login"),
     ("sasl.login.callback.handler.class", "com.example.LoginHandler"),
-    ("sasl.kerberos.service.name", "kafka"),
-    ("sasl.kerberos.principal.to.local.rules", "RULE:[1:$1]"),
-    ("sasl.kerberos.kinit.cmd", "/usr/bin/kinit"),
     ("sasl.oauthbearer.jwks.endpoint.url", "https://idp.example/jwks"),
     ("sasl.oauthbearer.expected.audience", "kafka"),
     ("ssl.engine.factory.class", "com.example.Engine"),
@@ -107,6 +104,12 @@ ACCEPTED = [
     ("ssl.trustmanager.algorithm", "PKIX"),
     ("ssl.principal.mapping.rules", "DEFAULT"),
     ("sasl.kerberos.principal.to.local.rules", ""),
+    # Kerberos keys are inert: GSSAPI, which alone reads them, is refused (see REFUSED)
+    ("sasl.kerberos.service.name", "kafka"),
+    ("sasl.kerberos.principal.to.local.rules", "RULE:[1:$1]"),
+    ("sasl.kerberos.kinit.cmd", "/usr/bin/kinit"),
+    ("sasl.kerberos.min.time.before.relogin", "58000"),
+    ("listener.name.sasl_ssl.sasl.kerberos.service.name", "kafka"),
     ("connections.max.reauth.ms", "0"),
     ("ssl.endpoint.identification.algorithm", "https"),
     ("ssl.truststore.password", "changeit"),
@@ -219,10 +222,30 @@ def test_every_kafka_security_key_is_classified() -> None:
         assert unsupported_security_setting(key, "x") is None
 
 
-def test_kerberos_and_oauthbearer_keys_are_refused_by_prefix() -> None:
+def test_oauthbearer_keys_are_refused_by_prefix() -> None:
     for key in KAFKA_SECURITY_KEYS:
-        if key.startswith(("sasl.kerberos.", "sasl.oauthbearer.")):
+        if key.startswith("sasl.oauthbearer."):
             assert unsupported_security_setting(key, "x") is not None, key
+
+
+def test_kerberos_keys_are_known_and_gssapi_is_still_refused(sasl_ssl: dict[str, str]) -> None:
+    """Every Kafka `sasl.kerberos.*` key is a broker key (type-checked, described) and never
+    makes GSSAPI usable: with all of them set, GSSAPI on the listener still refuses to start."""
+    kerberos = [k for k in KAFKA_SECURITY_KEYS if k.startswith("sasl.kerberos.")]
+    assert len(kerberos) == 6
+    assert all(k in BROKER_CONFIGS for k in kerberos)
+    values = {
+        "sasl.kerberos.service.name": "kafka", "sasl.kerberos.kinit.cmd": "/usr/bin/kinit",
+        "sasl.kerberos.min.time.before.relogin": "58000",
+        "sasl.kerberos.principal.to.local.rules": "DEFAULT",
+        "sasl.kerberos.ticket.renew.jitter": "0.05", "sasl.kerberos.ticket.renew.window.factor": "0.8",
+    }
+    assert sorted(values) == sorted(kerberos)
+    start_checks({**sasl_ssl, **values})
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        start_checks({**sasl_ssl, **values, "sasl.enabled.mechanisms": "PLAIN,GSSAPI"})
+    with pytest.raises(ConfigError, match=re.escape("sasl.kerberos.min.time.before.relogin")):
+        BrokerConfig({**sasl_ssl, "sasl.kerberos.min.time.before.relogin": "soon"})
 
 
 def test_inter_node_settings_on_a_single_node_are_logged(caplog: pytest.LogCaptureFixture) -> None:

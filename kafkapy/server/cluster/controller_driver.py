@@ -48,6 +48,7 @@ from kafkapy.raft import NotLeaderError
 from kafkapy.server.cluster.liveness import GoneDetector
 from kafkapy.server.config_rules import (
     DYNAMIC_BROKER_LISTS,
+    PER_BROKER_KEYS,
     dynamic_config_problem,
     group_config_check,
 )
@@ -118,6 +119,7 @@ def controller_config(config: BrokerConfig, cluster: ClusterConfig, cluster_id: 
         delete_topic_enable=config.get_bool("delete.topic.enable"),
         broker_config_check=dynamic_config_problem,
         broker_list_configs=DYNAMIC_BROKER_LISTS,
+        broker_only_configs=PER_BROKER_KEYS,
         group_config_check=group_config_check(config),
     )
 
