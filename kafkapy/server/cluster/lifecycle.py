@@ -193,7 +193,14 @@ class ControllerUnavailableError(PeerError):
         self.error_code = error_code
 
 
-def _top_error(response: Any) -> ErrorCode:
+def _answer_of(api_key: ApiKey, response: object, response_type: type[R]) -> R:
+    """`response` as the `response_type` the caller asked for; PeerError if it is another."""
+    if not isinstance(response, response_type):
+        raise PeerError(f"{api_key.name}: the controller answered a {type(response).__name__}")
+    return response
+
+
+def _top_error(response: object) -> ErrorCode:
     """NOT_CONTROLLER when the answer says so at the top or in its first item."""
     code = getattr(response, "error_code", None)
     if code is not None:
@@ -233,14 +240,18 @@ class ControllerChannel:
         self,
         api_key: ApiKey,
         version: int,
-        body: Any,
+        body: object,
+        response_type: type[R],
         *,
         timeout_s: float | None = None,
         peers: PeerPool | None = None,
         per_try_s: float | None = None,
-    ) -> Any:
+    ) -> R:
         """Send to the active controller, retrying NOT_CONTROLLER / network errors (on the
-        channel's own connections unless `peers` is given)."""
+        channel's own connections unless `peers` is given). The answer is checked to be a
+        `response_type` here, once for every caller (the codec decodes by API key, so it is
+        generic): another type (a controller or codec bug) is a PeerError, which callers
+        already take as "no controller answer", never a wrong object handed on."""
         pool = self.peers if peers is None else peers
         total = self.timeout_s if timeout_s is None else timeout_s
         deadline = trio.current_time() + total
@@ -266,7 +277,7 @@ class ControllerChannel:
                     last_error = f"controller {leader}: {exc}"
                 else:
                     if _top_error(response) != ErrorCode.NOT_CONTROLLER:
-                        return response
+                        return _answer_of(api_key, response, response_type)
                     last_error = f"node {leader} is not the active controller yet"
             await self._wait_for_news(pause)
             pause = min(_RETRY_MAX_S, pause * 2)
@@ -373,11 +384,10 @@ class ControllerChannel:
             api_key,
             version,
             request,
+            response_type,
             timeout_s=self._admin_timeout_s(request.timeout_ms) + 1.0,
             per_try_s=commit_wait_s + 1.0,
         )
-        if not isinstance(response, response_type):
-            raise PeerError(f"{api_key.name}: the controller answered a {type(response).__name__}")
         return await self._after_write(response)
 
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
@@ -403,14 +413,14 @@ class ControllerChannel:
 
     async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
         """AlterClientQuotas v1, answered once the local image has the change."""
-        response: AlterClientQuotasResponse = await self.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
+        response = await self.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request, AlterClientQuotasResponse)
         return await self._after_write(response)
 
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest
     ) -> IncrementalAlterConfigsResponse:
-        response: IncrementalAlterConfigsResponse = await self.call(
-            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request
+        response = await self.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request, IncrementalAlterConfigsResponse
         )
         return await self._after_write(response)
 
@@ -419,23 +429,19 @@ class ControllerChannel:
     ) -> AlterUserScramCredentialsResponse:
         """AlterUserScramCredentials v0; answered once the local image has the change, so the
         next login on this node already checks the new credential."""
-        response = await self.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request)
-        if not isinstance(response, AlterUserScramCredentialsResponse):
-            raise PeerError(f"AlterUserScramCredentials: the controller answered a {type(response).__name__}")
+        response = await self.call(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request, AlterUserScramCredentialsResponse
+        )
         return await self._after_write(response)
 
     async def create_acls(self, request: CreateAclsRequest) -> CreateAclsResponse:
         """CreateAcls v3 (a retry of an applied one finds its bindings and writes nothing)."""
-        response = await self.call(ApiKey.CREATE_ACLS, 3, request)
-        if not isinstance(response, CreateAclsResponse):
-            raise PeerError(f"CreateAcls: the controller answered a {type(response).__name__}")
+        response = await self.call(ApiKey.CREATE_ACLS, 3, request, CreateAclsResponse)
         return await self._after_write(response)
 
     async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
         """DeleteAcls v3."""
-        response = await self.call(ApiKey.DELETE_ACLS, 3, request)
-        if not isinstance(response, DeleteAclsResponse):
-            raise PeerError(f"DeleteAcls: the controller answered a {type(response).__name__}")
+        response = await self.call(ApiKey.DELETE_ACLS, 3, request, DeleteAclsResponse)
         return await self._after_write(response)
 
     def _broker_epoch(self) -> int:
@@ -448,7 +454,7 @@ class ControllerChannel:
             request.broker_id = self.node.node_id
         if request.broker_epoch == -1:
             request.broker_epoch = self._broker_epoch()
-        response: AlterPartitionResponse = await self.call(ApiKey.ALTER_PARTITION, 3, request)
+        response = await self.call(ApiKey.ALTER_PARTITION, 3, request, AlterPartitionResponse)
         pop_metadata_offset(response)
         return response
 
@@ -457,8 +463,8 @@ class ControllerChannel:
         request = AllocateProducerIdsRequest(
             broker_id=self.node.node_id, broker_epoch=self._broker_epoch()
         )
-        response: AllocateProducerIdsResponse = await self.call(
-            ApiKey.ALLOCATE_PRODUCER_IDS, 0, request
+        response = await self.call(
+            ApiKey.ALLOCATE_PRODUCER_IDS, 0, request, AllocateProducerIdsResponse
         )
         pop_metadata_offset(response)
         if response.error_code != ErrorCode.NONE:
@@ -544,8 +550,8 @@ class BrokerLifecycle:
             previous_broker_epoch=self._previous_epoch,
         )
         try:
-            response: BrokerRegistrationResponse = await self.channel.call(
-                ApiKey.BROKER_REGISTRATION, 3, request
+            response = await self.channel.call(
+                ApiKey.BROKER_REGISTRATION, 3, request, BrokerRegistrationResponse
             )
         except PeerError as exc:
             log.info("broker %d: registration not possible yet: %s", self.node.node_id, exc)
@@ -640,10 +646,11 @@ class BrokerLifecycle:
         if suspects:
             request.unknown_tagged_fields[SUSPECTS_TAG] = encode_suspects(suspects)
         try:
-            response: BrokerHeartbeatResponse = await self.channel.call(
+            response = await self.channel.call(
                 ApiKey.BROKER_HEARTBEAT,
                 1,
                 request,
+                BrokerHeartbeatResponse,
                 timeout_s=self.heartbeat_interval_s * 2,
                 peers=self._heartbeat_peers,
             )

@@ -35,8 +35,8 @@ async def handle_describe_quorum(ctx: RequestContext, req: DescribeQuorumRequest
                                       error_message="only __cluster_metadata-0 has a quorum")
     ctx.release_turn()
     try:
-        response: DescribeQuorumResponse = await broker.cluster.channel.call(
-            ApiKey.DESCRIBE_QUORUM, ctx.api_version, req)
+        response = await broker.cluster.channel.call(
+            ApiKey.DESCRIBE_QUORUM, ctx.api_version, req, DescribeQuorumResponse)
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return DescribeQuorumResponse(error_code=code, error_message=str(exc))

@@ -15,6 +15,8 @@ import pytest
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsResponse,
@@ -45,18 +47,22 @@ def channel_answering(answer: Any) -> tuple[ControllerChannel, Publisher, list[A
         "controller.listener.names": "CONTROLLER",
     })
     publisher = Publisher()
+    # node 2 is the active controller: the channel sends there (the wire below is faked)
     node = SimpleNamespace(
-        node_id=1, config=config.cluster, controller_security=None, raft=None, publisher=publisher,
-        controller=None, lifecycle=None,
+        node_id=1, config=config.cluster, controller_security=None,
+        raft=SimpleNamespace(leader_id=2), publisher=publisher, controller=None, lifecycle=None,
     )
     channel = ControllerChannel(SimpleNamespace(config=config), node)  # type: ignore[arg-type]
     sent: list[ApiKey] = []
 
-    async def call(api_key: ApiKey, version: int, body: Any, **_: Any) -> Any:
+    async def request_while_leader(
+        pool: Any, leader: int, api_key: ApiKey, version: int, body: Any, timeout_s: float
+    ) -> Any:
+        assert leader == 2
         sent.append(api_key)
         return answer
 
-    channel.call = call  # type: ignore[method-assign]
+    channel._request_while_leader = request_while_leader  # type: ignore[method-assign]
     return channel, publisher, sent
 
 
@@ -75,3 +81,22 @@ async def test_an_answer_of_another_api_is_a_peer_error() -> None:
     with pytest.raises(PeerError, match="CREATE_TOPICS: the controller answered a DeleteTopicsResponse"):
         await channel.create_topics(CreateTopicsRequest(timeout_ms=1000))
     assert publisher.waited == []
+
+
+async def test_a_non_admin_call_answered_by_another_api_is_a_peer_error() -> None:
+    # the channel checks every caller's answer type, not only the admin writes': a broker's
+    # producer id block request (ids handed to idempotent producers) never reads a wrong object
+    channel, _, sent = channel_answering(DeleteTopicsResponse())
+    with pytest.raises(PeerError, match="ALLOCATE_PRODUCER_IDS: the controller answered a DeleteTopicsResponse"):
+        await channel.allocate_producer_ids()
+    assert sent == [ApiKey.ALLOCATE_PRODUCER_IDS]
+
+
+async def test_a_call_returns_the_answer_typed_as_asked() -> None:
+    answer = AllocateProducerIdsResponse(producer_id_start=1000, producer_id_len=10)
+    channel, _, _ = channel_answering(answer)
+    got = await channel.call(
+        ApiKey.ALLOCATE_PRODUCER_IDS, 0, AllocateProducerIdsRequest(), AllocateProducerIdsResponse
+    )
+    assert got is answer
+    assert await channel.allocate_producer_ids() == (1000, 10)
