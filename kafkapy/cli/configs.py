@@ -134,7 +134,12 @@ def _resource(topic: str | None, broker: str | None, broker_defaults: bool, grou
     if len(given) != 1:
         raise click.UsageError(
             "name one of --topic, --broker, --broker-defaults, --group, --broker-logger")
-    return given[0][0], str(given[0][1])
+    resource_type, name = given[0][0], str(given[0][1])
+    if not name.strip() and not (resource_type == BROKER and broker_defaults):
+        flag = {TOPIC: "--topic", BROKER: "--broker", GROUP: "--group", BROKER_LOGGER: "--broker-logger"}
+        hint = " (the cluster-wide broker defaults are --broker-defaults)" if resource_type == BROKER else ""
+        raise click.UsageError(f"{flag[resource_type]} needs a non-empty name{hint}")
+    return resource_type, name
 
 
 def _entity_options(func: Any) -> Any:

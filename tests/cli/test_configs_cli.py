@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import kafkapy
 
 
@@ -43,7 +45,17 @@ def test_group_config_errors_name_the_kafka_code(bootstrap: str) -> None:
                 bootstrap=bootstrap)
     assert r.code == 1
     assert "INVALID_CONFIG" in r.stderr
+    assert "no share groups" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("flag", ["--group", "--topic", "--broker", "--broker-logger"])
+def test_an_empty_resource_name_is_a_usage_error(flag: str) -> None:
+    """An empty name is not sent (a broker would read "" as another resource or refuse it)."""
+    for verb in (["describe"], ["alter", "--add-config", "k=v"]):
+        r = kafkapy("configs", *verb, flag, "", bootstrap="127.0.0.1:1")
+        assert r.code == 2, r.stderr
+        assert f"{flag} needs a non-empty name" in r.stderr
 
 
 def test_broker_logger_levels(bootstrap: str) -> None:

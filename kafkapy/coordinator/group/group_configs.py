@@ -94,6 +94,8 @@ def group_config_problem(configs: Mapping[str, str], config: GroupConfig) -> str
     for name, raw in configs.items():
         key = GROUP_CONFIGS.get(name)
         if key is None:
+            if name.startswith("share."):  # Kafka 4.0's share group configs (KIP-932)
+                return f"Unknown group config name: {name} (kafkapy has no share groups, KIP-932)"
             return f"Unknown group config name: {name}"
         try:
             values[name] = int(raw.strip())
