@@ -1,8 +1,8 @@
 """`kafkapy topics create|list|describe|alter|delete|add-partitions` (kafka-topics.sh).
 
 Kafka's flags and semantics: `--partitions`/`--replication-factor` default to the broker's
-(-1), `--config k=v` at creation, `--if-not-exists`/`--if-exists` turn the matching error into
-success, `add-partitions --partitions N` sets the new total. `describe` shows per partition the
+(-1), `--config k=v` at creation, `--if-not-exists` (create) and `--if-exists` (describe, alter,
+delete: the named topics that exist, nothing for the others) turn the matching error into success, `add-partitions --partitions N` sets the new total. `describe` shows per partition the
 leader, replicas, ISR and offline replicas (Metadata), the log start and end offsets (ListOffsets
 to each leader) and the size on the leader (DescribeLogDirs), so one command answers "where is my
 data and how much is there"; `--under-replicated-partitions` keeps those with ISR < replicas.
@@ -163,8 +163,12 @@ def create(
     return 0
 
 
-def _metadata(admin: Admin, names: list[str] | None, exclude_internal: bool) -> MetadataResponse:
+def _metadata(admin: Admin, names: list[str] | None, exclude_internal: bool,
+              if_exists: bool = False) -> MetadataResponse:
+    """Metadata of `names` (None: all); a missing one fails, or with `if_exists` is left out."""
     md = admin.metadata(names)
+    if if_exists:
+        md.topics = [t for t in md.topics if t.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     for t in md.topics:
         check(t.error_code, f"topic {t.name}")
     if exclude_internal:
@@ -237,6 +241,11 @@ def _ids(nodes: list[int]) -> str:
     return ",".join(map(str, nodes)) or "-"
 
 
+def _if_exists_option(func: Any) -> Any:
+    return click.option("--if-exists", is_flag=True,
+                        help="act on the named topics that exist; a missing one is not an error")(func)
+
+
 @topics.command()
 @_topic_option
 @click.option("--under-replicated-partitions", is_flag=True, help="only partitions whose ISR is short")
@@ -244,17 +253,18 @@ def _ids(nodes: list[int]) -> str:
 @click.option("--under-min-isr-partitions", is_flag=True, help="only partitions with ISR < min.insync.replicas")
 @click.option("--at-min-isr-partitions", is_flag=True, help="only partitions with ISR = min.insync.replicas")
 @click.option("--exclude-internal", is_flag=True, help="leave out internal topics")
+@_if_exists_option
 @client_options
 def describe(
     settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...],
     under_replicated_partitions: bool, unavailable_partitions: bool, under_min_isr_partitions: bool,
-    at_min_isr_partitions: bool, exclude_internal: bool,
+    at_min_isr_partitions: bool, exclude_internal: bool, if_exists: bool,
 ) -> int:
     """Partitions (leader, replicas, ISR, offline, offsets, size) and configs of topics (all if none named)."""
     names = list(dict.fromkeys([*topic, *topic_option])) or None
     by_isr = under_min_isr_partitions or at_min_isr_partitions
     with Admin(settings) as admin:
-        md = _metadata(admin, names, exclude_internal)
+        md = _metadata(admin, names, exclude_internal, if_exists)
         rows = describe_partitions(admin, md)
         configs = ({str(t.name): describe_configs(admin, TOPIC, str(t.name)) for t in md.topics}
                    if names or by_isr else {})
@@ -358,15 +368,19 @@ def _add_partitions(admin: Admin, names: list[str], total: int, replica_assignme
 @_topic_option
 @click.option("--partitions", type=click.IntRange(min=1), required=True, help="the new total partition count")
 @_assignment_option
+@_if_exists_option
 @client_options
 def add_partitions(
     settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int,
-    replica_assignment: str | None,
+    replica_assignment: str | None, if_exists: bool,
 ) -> int:
     """Grow topics to N partitions (Kafka never shrinks a topic)."""
     names = _names(topic, topic_option)
     with Admin(settings) as admin:
-        _add_partitions(admin, names, partitions, replica_assignment)
+        if if_exists:
+            names = [str(t.name) for t in _metadata(admin, names, False, if_exists=True).topics]
+        if names:
+            _add_partitions(admin, names, partitions, replica_assignment)
     out = Output(settings)
     if settings.json:
         out.emit([{"topic": n, "partitions": partitions} for n in names])
@@ -382,10 +396,11 @@ def add_partitions(
 @_assignment_option
 @click.option("--config", multiple=True, metavar="K=V", help="set a topic config (repeatable)")
 @click.option("--delete-config", multiple=True, metavar="K", help="remove a topic config (repeatable)")
+@_if_exists_option
 @client_options
 def alter(
     settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple[str, ...], partitions: int | None,
-    replica_assignment: str | None, config: tuple[str, ...], delete_config: tuple[str, ...],
+    replica_assignment: str | None, config: tuple[str, ...], delete_config: tuple[str, ...], if_exists: bool,
 ) -> int:
     """Change topics' partition count or configs."""
     names = _names(topic, topic_option)
@@ -396,11 +411,12 @@ def alter(
     if replica_assignment is not None and partitions is None:
         raise click.UsageError("--replica-assignment goes with --partitions")
     with Admin(settings) as admin:
-        admin.leaders(names)  # a missing topic fails here with its own error code
+        # a missing topic fails here with its own error code, or is left alone with --if-exists
+        names = [str(t.name) for t in _metadata(admin, names, False, if_exists).topics]
         if add or delete:
             for n in names:
                 alter_configs(admin, TOPIC, n, add, delete)
-        if partitions is not None:
+        if partitions is not None and names:
             _add_partitions(admin, names, partitions, replica_assignment)
     out = Output(settings)
     if settings.json:

@@ -108,6 +108,32 @@ def test_errors_name_the_code_and_never_create_topics(bootstrap: str) -> None:
     assert "zero" not in names
 
 
+def test_if_exists_acts_on_the_topics_that_exist(bootstrap: str) -> None:
+    """kafka-topics.sh's `--if-exists` on describe, alter and add-partitions: a missing topic is
+    skipped (exit 0, never created), the existing ones are acted on."""
+    assert kafkapy("topics", "create", "t-there", "--partitions", "1", bootstrap=bootstrap).code == 0
+    r = kafkapy("topics", "describe", "t-gone", "--if-exists", "--json", bootstrap=bootstrap)
+    assert (r.code, r.json()) == (0, []), r.stderr
+    r = kafkapy("topics", "describe", "t-gone", "t-there", "--if-exists", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert [t["topic"] for t in r.json()] == ["t-there"]
+    r = kafkapy("topics", "alter", "t-gone", "t-there", "--if-exists", "--partitions", "2",
+                "--config", "retention.ms=7000", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert [t["topic"] for t in r.json()] == ["t-there"]
+    r = kafkapy("topics", "add-partitions", "t-gone", "t-there", "--if-exists", "--partitions", "3",
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert kafkapy("topics", "alter", "t-gone", "--if-exists", "--partitions", "2", bootstrap=bootstrap).code == 0
+    (there,) = kafkapy("topics", "describe", "t-there", "--json", bootstrap=bootstrap).json()
+    assert (len(there["partitions"]), there["configs"]["retention.ms"]) == (3, "7000")
+    names = [t["topic"] for t in kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()]
+    assert "t-gone" not in names
+    r = kafkapy("topics", "alter", "t-gone", "--partitions", "2", bootstrap=bootstrap)
+    assert r.code == 1  # without --if-exists a missing topic is still an error
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
+
+
 def test_usage_errors_exit_2(bootstrap: str) -> None:
     r = kafkapy("topics", "create", bootstrap=bootstrap)
     assert r.code == 2
