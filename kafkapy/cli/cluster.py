@@ -103,6 +103,8 @@ def info(settings: ClientSettings) -> int:
     if features:
         out.records([("feature", "FEATURE"), ("finalized_level", "FINALIZED"), ("supported_min", "MIN"),
                      ("supported_max", "MAX")], features)
+    else:
+        out.line("features: none advertised (ApiVersions lists no supported or finalized features)")
     return 0
 
 

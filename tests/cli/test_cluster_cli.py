@@ -26,6 +26,11 @@ def test_info_on_a_single_node(bootstrap: str) -> None:
     assert len(doc["cluster_id"]) == 22
     human = kafkapy("cluster", "info", bootstrap=bootstrap)
     assert f"cluster id {doc['cluster_id']}" in human.stdout
+    # features as ApiVersions v3 lists them (kafkapy advertises none yet; Kafka does)
+    if doc["features"]:
+        assert all(f["feature"] in human.stdout for f in doc["features"])
+    else:
+        assert "features: none advertised" in human.stdout
 
 
 def test_quorum_on_a_single_node_is_a_quorum_of_one(bootstrap: str) -> None:
