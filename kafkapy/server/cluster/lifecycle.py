@@ -287,25 +287,21 @@ class ControllerChannel:
         """Before a retry: wait `pause_s`, or less if Raft's leader changes or a metadata
         entry is applied (a new controller activates once it applied its epoch's first entry),
         so a node whose own controller is starting does not sleep through its activation."""
-        raft = self.node.raft
+        changed = self.node.raft.leader_changed  # replaced by a fresh event after each change
         publisher = self.node.publisher
-        changed = getattr(raft, "leader_changed", None)
         with trio.move_on_after(pause_s):
             async with trio.open_nursery() as nursery:
-                if changed is not None:
 
-                    async def leader() -> None:
-                        await changed.wait()
-                        nursery.cancel_scope.cancel()
+                async def leader() -> None:
+                    await changed.wait()
+                    nursery.cancel_scope.cancel()
 
-                    nursery.start_soon(leader)
-                if publisher is not None:
+                async def applied() -> None:
+                    await publisher.wait_applied(publisher.applied_offset + 1, pause_s)
+                    nursery.cancel_scope.cancel()
 
-                    async def applied() -> None:
-                        await publisher.wait_applied(publisher.applied_offset + 1, pause_s)
-                        nursery.cancel_scope.cancel()
-
-                    nursery.start_soon(applied)
+                nursery.start_soon(leader)
+                nursery.start_soon(applied)
                 await trio.sleep(pause_s)
 
     async def _call_local(self, api_key: ApiKey, version: int, body: Any, timeout_s: float) -> Any:

@@ -30,7 +30,7 @@ Resource handling: `run()` owns the probe tasks (its nursery) and is run by the 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from kafkapy.controller.controller import QuorumController
+    from kafkapy.controller.image import BrokerRegistration
     from kafkapy.server.config import ClusterConfig
 
 __all__ = ["SUSPECTS_TAG", "GoneDetector", "decode_suspects", "encode_suspects"]
@@ -97,7 +98,7 @@ class GoneDetector:
         self.heartbeat_interval_ms = max(self.cluster_config.heartbeat_interval_ms, 10)
         self._last_probe: dict[int, float] = {}
         self._probing: set[int] = set()
-        self._seen_controller: Any = None
+        self._seen_controller: QuorumController | None = None
         self._nursery: trio.Nursery | None = None
         #: brokers fenced early so far (figures for tests and benchmarks)
         self.fenced_early = 0
@@ -117,7 +118,7 @@ class GoneDetector:
         self._probing.add(node_id)
         self._nursery.start_soon(self._probe, node_id, registration.epoch, reason)
 
-    def _addresses(self, node_id: int, registration: Any) -> list[tuple[str, int]]:
+    def _addresses(self, node_id: int, registration: BrokerRegistration) -> list[tuple[str, int]]:
         name = self.cluster_config.inter_broker_listener_name
         endpoints = [e for e in registration.endpoints if e.name == name] or list(registration.endpoints)
         out = [(str(e.host), int(e.port)) for e in endpoints]

@@ -44,7 +44,7 @@ INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -82,11 +82,10 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.coordinator_runtime import CoordinatorRuntime
 from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.internal_topics import coordinator_node, partition_leader
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC
+from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
 
 __all__ = [
     "handle_delete_groups",
@@ -160,7 +159,7 @@ async def handle_find_coordinator(
 LOAD_WAIT_S = 2.0
 
 
-async def _wait_for_local_load(runtime: CoordinatorRuntime[Any], key: str) -> None:
+async def _wait_for_local_load(runtime: GroupDriver | TxnDriver, key: str) -> None:
     """This node leads `key`'s partition but is still loading it (typically the internal topic
     was created by this very FindCoordinator): answer once the load is done, within
     `LOAD_WAIT_S`, so the client's next request does not meet COORDINATOR_LOAD_IN_PROGRESS -
@@ -199,7 +198,7 @@ async def _find_in_cluster(
     principal may not DESCRIBE)."""
     broker = ctx.broker
     partition_of: Callable[[str], int]
-    runtime: CoordinatorRuntime[Any]
+    runtime: GroupDriver | TxnDriver
     if key_type == GROUP_KEY:
         groups = await broker.group_coordinator.ready()
         exists = await groups.ensure_topic()

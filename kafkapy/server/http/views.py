@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kafkapy.server.broker import Broker
     from kafkapy.server.http.host import ServedNode
+    from kafkapy.storage import PartitionLog
 
 __all__ = [
     "BrokerView",
@@ -134,7 +135,7 @@ def partition_views(broker: Broker) -> list[PartitionView]:
     return out
 
 
-def _add_log(view: PartitionView, plog: Any) -> None:
+def _add_log(view: PartitionView, plog: PartitionLog | None) -> None:
     if plog is None or plog.offline:
         return
     view.local = True
