@@ -249,6 +249,11 @@ CLIENT_COMMANDS = [
     ["produce", "t"], ["consume", "t", "--exit-at-end"], ["groups", "list"], ["groups", "describe", "--group", "g"],
     ["configs", "describe", "--topic", "t"], ["cluster", "info"], ["cluster", "quorum"],
     ["acls", "list"],
+    ["topics", "alter", "t", "--partitions", "2"], ["topics", "add-partitions", "t", "--partitions", "2"],
+    ["configs", "alter", "--group", "g", "--add-config", "consumer.session.timeout.ms=50000"],
+    ["groups", "reset-offsets", "--group", "g", "--all-topics", "--to-earliest"], ["groups", "delete", "--group", "g"],
+    ["groups", "delete-offsets", "--group", "g", "--topic", "t"], ["quotas", "describe"], ["users", "list"],
+    ["acls", "create", "--allow-principal", "User:a", "--operation", "Read", "--topic", "t"],
 ]
 
 
