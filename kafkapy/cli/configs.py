@@ -178,6 +178,9 @@ def describe(
     out = Output(settings)
     if settings.json:
         out.emit(items)
+    elif not shown:
+        out.line(f"no configs set on {_KIND[resource_type]} {name or '(cluster default)'}"
+                 f"{'' if show_all else ' (--all lists the defaults)'}")
     else:
         out.records([("name", "NAME"), ("value", "VALUE"), ("source", "SOURCE"),
                      ("read_only", "READ-ONLY")], shown)

@@ -14,6 +14,8 @@ def test_group_configs_describe_alter_and_delete(bootstrap: str) -> None:
         return {c["name"]: (c["value"], c["source"]) for c in r.json()}
 
     assert described() == {}  # nothing set; --all shows the broker's defaults
+    table = kafkapy("configs", "describe", "--group", "orders", bootstrap=bootstrap)
+    assert table.stdout == "no configs set on group orders (--all lists the defaults)\n"
     assert described("--all") == {
         "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
         "consumer.session.timeout.ms": ("45000", "DEFAULT_CONFIG"),
