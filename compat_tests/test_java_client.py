@@ -449,6 +449,11 @@ def test_group_configs_and_broker_loggers(admin_extra_run: tuple[str, Events]) -
     assert events.one("groupConfigs")["configs"] == {
         "consumer.heartbeat.interval.ms": "500:DEFAULT_CONFIG",  # this module's broker setting
         "consumer.session.timeout.ms": "50000:DYNAMIC_GROUP_CONFIG",
+        # Kafka 4.0's share group configs (kafkapy has no share groups; stored and described)
+        "share.auto.offset.reset": "latest:DEFAULT_CONFIG",
+        "share.heartbeat.interval.ms": "5000:DEFAULT_CONFIG",
+        "share.record.lock.duration.ms": "30000:DEFAULT_CONFIG",
+        "share.session.timeout.ms": "45000:DEFAULT_CONFIG",
     }
     levels = events.one("brokerLoggers")["levels"]
     assert levels["set"] == "DEBUG:DYNAMIC_BROKER_LOGGER_CONFIG"

@@ -89,6 +89,15 @@ def group_config_from(config: BrokerConfig) -> GroupConfig:
         consumer_max_heartbeat_interval_ms=config.get_int(
             "group.consumer.max.heartbeat.interval.ms"
         ),
+        share_session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
+        share_min_session_timeout_ms=config.get_int("group.share.min.session.timeout.ms"),
+        share_max_session_timeout_ms=config.get_int("group.share.max.session.timeout.ms"),
+        share_heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
+        share_min_heartbeat_interval_ms=config.get_int("group.share.min.heartbeat.interval.ms"),
+        share_max_heartbeat_interval_ms=config.get_int("group.share.max.heartbeat.interval.ms"),
+        share_record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
+        share_min_record_lock_duration_ms=config.get_int("group.share.min.record.lock.duration.ms"),
+        share_max_record_lock_duration_ms=config.get_int("group.share.max.record.lock.duration.ms"),
         group_overrides=config.group_configs,
     )
 

@@ -19,6 +19,10 @@ def test_group_configs_describe_alter_and_delete(bootstrap: str) -> None:
     assert described("--all") == {
         "consumer.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
         "consumer.session.timeout.ms": ("45000", "DEFAULT_CONFIG"),
+        "share.auto.offset.reset": ("latest", "DEFAULT_CONFIG"),
+        "share.heartbeat.interval.ms": ("5000", "DEFAULT_CONFIG"),
+        "share.record.lock.duration.ms": ("30000", "DEFAULT_CONFIG"),
+        "share.session.timeout.ms": ("45000", "DEFAULT_CONFIG"),
     }
     r = kafkapy("configs", "alter", "--group", "orders", "--add-config",
                 "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000", bootstrap=bootstrap)
@@ -47,7 +51,7 @@ def test_group_config_errors_name_the_kafka_code(bootstrap: str) -> None:
                 bootstrap=bootstrap)
     assert r.code == 1
     assert "INVALID_CONFIG" in r.stderr
-    assert "no share groups" in r.stderr
+    assert "share.record.lock.duration.ms: must be at least 1000" in r.stderr
     assert "Traceback" not in r.stderr
 
 

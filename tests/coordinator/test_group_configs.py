@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from kafkapy.coordinator.group import GROUP_CONFIGS, GroupConfig, group_config_problem
+from kafkapy.protocol.config_types import ConfigType
 
 from .test_group_consumer import CH, Consumer
 
@@ -65,7 +66,21 @@ BOUNDS = GroupConfig()
         ({"consumer.heartbeat.interval.ms": "15000"}, True),
         ({"consumer.heartbeat.interval.ms": "4999"}, False),
         ({"consumer.heartbeat.interval.ms": "15001"}, False),
-        ({"share.session.timeout.ms": "45000"}, False),
+        ({"share.session.timeout.ms": "45000"}, True),
+        ({"share.session.timeout.ms": "44999"}, False),
+        ({"share.session.timeout.ms": "60001"}, False),
+        ({"share.heartbeat.interval.ms": "15000"}, True),
+        ({"share.heartbeat.interval.ms": "4999"}, False),
+        ({"share.record.lock.duration.ms": "15000"}, True),
+        ({"share.record.lock.duration.ms": "60000"}, True),
+        ({"share.record.lock.duration.ms": "14999"}, False),
+        ({"share.record.lock.duration.ms": "60001"}, False),
+        ({"share.record.lock.duration.ms": "soon"}, False),
+        ({"share.auto.offset.reset": "earliest"}, True),
+        ({"share.auto.offset.reset": "latest"}, True),
+        ({"share.auto.offset.reset": "EARLIEST"}, False),
+        ({"share.auto.offset.reset": "none"}, False),
+        ({"share.isolation.level": "read_committed"}, False),  # Kafka 4.1's, not 4.0's
         ({"no.such.config": "1"}, False),
     ],
 )
@@ -85,8 +100,31 @@ def test_the_heartbeat_interval_must_stay_below_the_session_timeout() -> None:
     assert group_config_problem({"consumer.heartbeat.interval.ms": "44000"}, wide) is None
 
 
-def test_the_table_names_kafkas_consumer_group_configs() -> None:
-    assert set(GROUP_CONFIGS) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"}
+def test_the_table_names_kafka_4_0s_group_configs() -> None:
+    assert set(GROUP_CONFIGS) == {
+        "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.session.timeout.ms",
+        "share.heartbeat.interval.ms", "share.record.lock.duration.ms", "share.auto.offset.reset",
+    }
     for key in GROUP_CONFIGS.values():
+        kind = key.name.split(".")[0]
+        if key.type == ConfigType.STRING:
+            assert key.default in key.choices
+            continue
         for broker_key in (key.broker_default, key.min_key, key.max_key):
-            assert broker_key.startswith("group.consumer.")
+            assert broker_key is not None
+            assert broker_key.startswith(f"group.{kind}.")
+
+
+def test_share_configs_are_bounded_by_the_brokers_group_share_keys() -> None:
+    """Kafka 4.0's share.* group configs: the broker's group.share.* bounds, Kafka's own lower
+    bound of 1000 ms on the record lock duration, and heartbeat < session timeout."""
+    wide = replace(BOUNDS, share_min_record_lock_duration_ms=1, share_min_session_timeout_ms=1000,
+                   share_max_heartbeat_interval_ms=60000)
+    assert group_config_problem({"share.record.lock.duration.ms": "999"}, wide) is not None  # at least 1000
+    assert group_config_problem({"share.record.lock.duration.ms": "1000"}, wide) is None
+    problem = group_config_problem({"share.session.timeout.ms": "10000", "share.heartbeat.interval.ms": "10000"}, wide)
+    assert problem is not None
+    assert "share.heartbeat.interval.ms" in problem
+    # the consumer and share pairs are checked apart
+    assert group_config_problem({"share.session.timeout.ms": "10000", "consumer.heartbeat.interval.ms": "10000"},
+                                replace(wide, consumer_max_heartbeat_interval_ms=60000)) is None

@@ -87,6 +87,17 @@ class GroupConfig:
     consumer_max_session_timeout_ms: int = 60000
     consumer_min_heartbeat_interval_ms: int = 5000
     consumer_max_heartbeat_interval_ms: int = 15000
+    # KIP-932 share groups' defaults and bounds (group.share.*): kafkapy has no share groups,
+    # these check the share.* group configs Kafka 4.0 stores
+    share_session_timeout_ms: int = 45000
+    share_min_session_timeout_ms: int = 45000
+    share_max_session_timeout_ms: int = 60000
+    share_heartbeat_interval_ms: int = 5000
+    share_min_heartbeat_interval_ms: int = 5000
+    share_max_heartbeat_interval_ms: int = 15000
+    share_record_lock_duration_ms: int = 30000
+    share_min_record_lock_duration_ms: int = 15000
+    share_max_record_lock_duration_ms: int = 60000
     # group id -> its group configs (KIP-848, `group_configs`): a read-only view the server
     # keeps current from the cluster metadata, read at each heartbeat
     group_overrides: Mapping[str, Mapping[str, str]] = field(

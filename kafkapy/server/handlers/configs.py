@@ -19,8 +19,9 @@ Behaviour:
   group's value (DYNAMIC_GROUP_CONFIG) or the broker's `group.consumer.*` default; alters are
   checked against the broker's `group.consumer.min/max.*` bounds (INVALID_CONFIG), stored with
   the metadata and applied by the group coordinator from
-  each member's next heartbeat. An empty group id is INVALID_REQUEST. `share.*` configs: no
-  share groups, so unknown (INVALID_CONFIG).
+  each member's next heartbeat. An empty group id is INVALID_REQUEST. Kafka 4.0's `share.*`
+  configs are stored, described and checked (`group.share.*` bounds) as Kafka does; kafkapy has
+  no share groups to apply them to.
 - Alters (every resource type but BROKER_LOGGER) go to the active controller (in-process on a
   quorum of one) as IncrementalAlterConfigs: AlterConfigs, which replaces a resource's whole
   override set, becomes SET for every given name and DELETE for every other name an override
@@ -142,13 +143,14 @@ def _group_entries(broker: Broker, group_id: str, keys: list[str] | None, includ
     for name, key in GROUP_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        synonyms = broker_synonyms(broker, [key.broker_default])
+        synonyms = broker_synonyms(broker, [key.broker_default]) if key.broker_default else []
         value: str | None = own.get(name)
         source = ConfigSource.DYNAMIC_GROUP_CONFIG
         if value is not None:
             synonyms.insert(0, Synonym(name=name, value=value, source=source))
         else:
-            value, source = broker.config.get(key.broker_default), ConfigSource.DEFAULT_CONFIG
+            source = ConfigSource.DEFAULT_CONFIG
+            value = broker.config.get(key.broker_default) if key.broker_default else key.default
         entries.append(Entry(
             name=name, value=value, read_only=False, is_default=source == ConfigSource.DEFAULT_CONFIG,
             config_source=source, is_sensitive=False, synonyms=synonyms if include_synonyms else [],

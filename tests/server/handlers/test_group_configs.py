@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.coordinator.group import GROUP_CONFIGS
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.config_types import ConfigSource, ConfigType
 from kafkapy.protocol.messages import (
@@ -62,6 +63,15 @@ async def test_describe_lists_the_brokers_defaults_for_a_group_nobody_configured
             HEARTBEAT: ("6000", ConfigSource.DEFAULT_CONFIG, ConfigType.INT,
                         [("group.consumer.heartbeat.interval.ms", ConfigSource.STATIC_BROKER_CONFIG),
                          ("group.consumer.heartbeat.interval.ms", ConfigSource.DEFAULT_CONFIG)]),
+            # Kafka 4.0's share group configs, with their group.share.* defaults
+            "share.session.timeout.ms": ("45000", ConfigSource.DEFAULT_CONFIG, ConfigType.INT,
+                                         [("group.share.session.timeout.ms", ConfigSource.DEFAULT_CONFIG)]),
+            "share.heartbeat.interval.ms": ("5000", ConfigSource.DEFAULT_CONFIG, ConfigType.INT,
+                                            [("group.share.heartbeat.interval.ms", ConfigSource.DEFAULT_CONFIG)]),
+            "share.record.lock.duration.ms": (
+                "30000", ConfigSource.DEFAULT_CONFIG, ConfigType.INT,
+                [("group.share.record.lock.duration.ms", ConfigSource.DEFAULT_CONFIG)]),
+            "share.auto.offset.reset": ("latest", ConfigSource.DEFAULT_CONFIG, ConfigType.STRING, []),
         }
 
 
@@ -70,7 +80,10 @@ async def test_set_describe_delete_and_persist_across_a_restart(tmp_path: Path) 
         c = await Client.connect(port)
         with trio.fail_after(30):
             assert await alter(c, "g", Op(name=SESSION, config_operation=SET, value="50000"),
-                               Op(name=HEARTBEAT, config_operation=SET, value="7000")) == (0, None)
+                               Op(name=HEARTBEAT, config_operation=SET, value="7000"),
+                               Op(name="share.auto.offset.reset", config_operation=SET, value="earliest"),
+                               Op(name="share.record.lock.duration.ms", config_operation=SET, value="20000")
+                               ) == (0, None)
             _, configs = await describe(c, "g")
             assert configs[SESSION][:2] == ("50000", ConfigSource.DYNAMIC_GROUP_CONFIG)
             assert configs[SESSION][3][0] == (SESSION, ConfigSource.DYNAMIC_GROUP_CONFIG)
@@ -83,6 +96,8 @@ async def test_set_describe_delete_and_persist_across_a_restart(tmp_path: Path) 
             _, configs = await describe(c, "g")
         assert configs[SESSION][:2] == ("50000", ConfigSource.DYNAMIC_GROUP_CONFIG)
         assert configs[HEARTBEAT][:2] == ("5000", ConfigSource.DEFAULT_CONFIG)
+        assert configs["share.auto.offset.reset"][:2] == ("earliest", ConfigSource.DYNAMIC_GROUP_CONFIG)
+        assert configs["share.record.lock.duration.ms"][:2] == ("20000", ConfigSource.DYNAMIC_GROUP_CONFIG)
 
 
 async def test_bad_group_configs_are_refused_with_kafkas_codes() -> None:
@@ -94,7 +109,9 @@ async def test_bad_group_configs_are_refused_with_kafkas_codes() -> None:
             assert message is not None
             assert "group.consumer.min.session.timeout.ms" in message
             assert (await alter(c, "g", Op(name=HEARTBEAT, config_operation=SET, value="x")))[0] == ErrorCode.INVALID_CONFIG
-            assert (await alter(c, "g", Op(name="share.session.timeout.ms", config_operation=SET, value="45000")))[0] == ErrorCode.INVALID_CONFIG
+            assert (await alter(c, "g", Op(name="share.session.timeout.ms", config_operation=SET, value="44999")))[0] == ErrorCode.INVALID_CONFIG
+            assert (await alter(c, "g", Op(name="share.auto.offset.reset", config_operation=SET, value="none")))[0] == ErrorCode.INVALID_CONFIG
+            assert (await alter(c, "g", Op(name="share.isolation.level", config_operation=SET, value="read_committed")))[0] == ErrorCode.INVALID_CONFIG
             assert (await alter(c, "g", Op(name=SESSION, config_operation=APPEND, value="1")))[0] == ErrorCode.INVALID_CONFIG
             assert (await alter(c, "", Op(name=SESSION, config_operation=SET, value="50000")))[0] == ErrorCode.INVALID_REQUEST
             assert await alter(c, "g", Op(name=SESSION, config_operation=SET, value="50000"), validate_only=True) == (0, None)
@@ -144,3 +161,11 @@ def test_the_bounds_are_broker_keys_and_reach_the_coordinator() -> None:
     for name in ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
                  "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"):
         assert name in BROKER_CONFIGS
+    share = group_config_from(BrokerConfig({"group.share.min.record.lock.duration.ms": "2000",
+                                            "group.share.max.session.timeout.ms": "90000"}))
+    assert (share.share_min_record_lock_duration_ms, share.share_max_record_lock_duration_ms) == (2000, 60000)
+    assert (share.share_min_session_timeout_ms, share.share_max_session_timeout_ms) == (45000, 90000)
+    # every broker key the group config table names (defaults and bounds) is a broker config
+    for key in GROUP_CONFIGS.values():
+        for name in (key.broker_default, key.min_key, key.max_key):
+            assert name is None or name in BROKER_CONFIGS
