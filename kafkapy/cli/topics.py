@@ -2,10 +2,13 @@
 
 Kafka's flags and semantics: `--partitions`/`--replication-factor` default to the broker's
 (-1), `--config k=v` at creation, `--if-not-exists` (create) and `--if-exists` (describe, alter,
-delete: the named topics that exist, nothing for the others) turn the matching error into success, `add-partitions --partitions N` sets the new total. `describe` shows per partition the
-leader, replicas, ISR and offline replicas (Metadata), the log start and end offsets (ListOffsets
-to each leader) and the size on the leader (DescribeLogDirs), so one command answers "where is my
-data and how much is there"; `--under-replicated-partitions` keeps those with ISR < replicas.
+delete: the named topics that exist, nothing for the others) turn the matching error into success,
+`add-partitions --partitions N` sets the new total. Describe, alter and delete take a regular
+expression as a topic ('orders-.*'), as kafka-topics.sh does, when it has a character no topic
+name can have (a plain name is taken as typed). `describe` shows per partition the leader,
+replicas, ISR and offline replicas (Metadata), the log start and end offsets (ListOffsets to each
+leader) and the size on the leader (DescribeLogDirs), so one command answers "where is my data
+and how much is there"; `--under-replicated-partitions` keeps those with ISR < replicas.
 `--replica-assignment 1:2,2:3,3:1` places replicas by hand as kafka-topics.sh does (partitions
 separated by commas, a partition's replicas by colons, the first its preferred leader): at
 creation it replaces `--partitions`/`--replication-factor`; with `add-partitions`/`alter
@@ -14,6 +17,7 @@ creation it replaces `--partitions`/`--replication-factor`; with `add-partitions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,6 +62,35 @@ def _names(args: tuple[str, ...], option: tuple[str, ...]) -> list[str]:
     if not names:
         raise click.UsageError("name a topic (TOPIC or --topic TOPIC)")
     return names
+
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _matching(admin: Admin, names: list[str], if_exists: bool) -> list[str]:
+    """kafka-topics.sh's `--topic` for describe/alter/delete: a name with a character no topic
+    name can have (`*`, `[`, `|`, ...) is a regular expression matched against the whole of
+    every topic's name (Java's String.matches); the others are names, as typed. A pattern that
+    matches nothing is an error unless `if_exists`."""
+    if all(_TOPIC_NAME.fullmatch(n) for n in names):
+        return names
+    every = sorted(str(t.name) for t in admin.metadata(None).topics)
+    out: list[str] = []
+    for name in names:
+        if _TOPIC_NAME.fullmatch(name):
+            out.append(name)
+            continue
+        try:
+            pattern = re.compile(name)
+        except re.error as e:
+            raise click.BadParameter(f"{name!r} is neither a topic name nor a regular expression ({e})",
+                                     param_hint="--topic") from None
+        matched = [t for t in every if pattern.fullmatch(t)]
+        if not matched and not if_exists:
+            raise CliError(f"no topic matches {name!r}",
+                           hint="check the pattern with `kafkapy topics list`, or add --if-exists")
+        out.extend(matched)
+    return list(dict.fromkeys(out))
 
 
 def _topic_option(func: Any) -> Any:
@@ -264,6 +297,8 @@ def describe(
     names = list(dict.fromkeys([*topic, *topic_option])) or None
     by_isr = under_min_isr_partitions or at_min_isr_partitions
     with Admin(settings) as admin:
+        if names is not None:
+            names = _matching(admin, names, if_exists)
         md = _metadata(admin, names, exclude_internal, if_exists)
         rows = describe_partitions(admin, md)
         configs = ({str(t.name): describe_configs(admin, TOPIC, str(t.name)) for t in md.topics}
@@ -312,10 +347,14 @@ def delete(settings: ClientSettings, topic: tuple[str, ...], topic_option: tuple
     """Delete topics."""
     names = _names(topic, topic_option)
     with Admin(settings) as admin:
-        response: DeleteTopicsResponse = admin.call(
-            ApiKey.DELETE_TOPICS, DeleteTopicsRequest(topic_names=names, timeout_ms=TIMEOUT_MS,
-                                                      topics=[DeleteTopicsRequest.DeleteTopicState(name=n) for n in names])
-        )
+        names = _matching(admin, names, if_exists)
+        response = DeleteTopicsResponse()
+        if names:
+            response = admin.call(
+                ApiKey.DELETE_TOPICS,
+                DeleteTopicsRequest(topic_names=names, timeout_ms=TIMEOUT_MS,
+                                    topics=[DeleteTopicsRequest.DeleteTopicState(name=n) for n in names]),
+            )
     results: list[dict[str, Any]] = []
     for r in response.responses:
         if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and if_exists:
@@ -377,6 +416,7 @@ def add_partitions(
     """Grow topics to N partitions (Kafka never shrinks a topic)."""
     names = _names(topic, topic_option)
     with Admin(settings) as admin:
+        names = _matching(admin, names, if_exists)
         if if_exists:
             names = [str(t.name) for t in _metadata(admin, names, False, if_exists=True).topics]
         if names:
@@ -412,7 +452,7 @@ def alter(
         raise click.UsageError("--replica-assignment goes with --partitions")
     with Admin(settings) as admin:
         # a missing topic fails here with its own error code, or is left alone with --if-exists
-        names = [str(t.name) for t in _metadata(admin, names, False, if_exists).topics]
+        names = [str(t.name) for t in _metadata(admin, _matching(admin, names, if_exists), False, if_exists).topics]
         if add or delete:
             for n in names:
                 alter_configs(admin, TOPIC, n, add, delete)

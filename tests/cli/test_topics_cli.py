@@ -134,6 +134,38 @@ def test_if_exists_acts_on_the_topics_that_exist(bootstrap: str) -> None:
     assert "UNKNOWN_TOPIC_OR_PARTITION" in r.stderr
 
 
+def test_a_topic_with_pattern_characters_is_a_regular_expression(bootstrap: str) -> None:
+    """kafka-topics.sh's `--topic 'orders-.*'` on describe, alter and delete (matched against the
+    whole name); a plain name stays a name, a bad pattern is a usage error."""
+    for name in ("rx-a", "rx-b", "rx.c", "other"):
+        assert kafkapy("topics", "create", name, "--partitions", "1", bootstrap=bootstrap).code == 0
+    r = kafkapy("topics", "describe", "--topic", "rx-.*", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert [t["topic"] for t in r.json()] == ["rx-a", "rx-b"]
+    r = kafkapy("topics", "describe", "rx.c", "--json", bootstrap=bootstrap)  # a name: '.' is literal
+    assert [t["topic"] for t in r.json()] == ["rx.c"]
+    r = kafkapy("topics", "alter", "rx-[ab]", "--config", "retention.ms=8000", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert [t["topic"] for t in r.json()] == ["rx-a", "rx-b"]
+    r = kafkapy("topics", "describe", "rx-(a|b)", "--json", bootstrap=bootstrap)
+    assert {t["topic"]: t["configs"].get("retention.ms") for t in r.json()} == {"rx-a": "8000", "rx-b": "8000"}
+
+    r = kafkapy("topics", "delete", "nothing-.*", bootstrap=bootstrap)
+    assert r.code == 1
+    assert "no topic matches 'nothing-.*'" in r.stderr
+    assert kafkapy("topics", "delete", "nothing-.*", "--if-exists", bootstrap=bootstrap).code == 0
+    r = kafkapy("topics", "describe", "rx-[", bootstrap=bootstrap)
+    assert r.code == 2
+    assert "neither a topic name nor a regular expression" in r.stderr
+    r = kafkapy("topics", "delete", "rx-.*", "--json", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert sorted(r.json(), key=lambda t: t["topic"]) == [{"topic": "rx-a", "deleted": True},
+                                                          {"topic": "rx-b", "deleted": True}]
+    names = {t["topic"] for t in kafkapy("topics", "list", "--json", bootstrap=bootstrap).json()}
+    assert {"rx.c", "other"} <= names
+    assert not {"rx-a", "rx-b"} & names
+
+
 def test_usage_errors_exit_2(bootstrap: str) -> None:
     r = kafkapy("topics", "create", bootstrap=bootstrap)
     assert r.code == 2
