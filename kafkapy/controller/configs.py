@@ -7,10 +7,12 @@ Rules:
 - BROKER resources ("" = cluster default, else a registered broker id): the dynamic configs
   the controller acts on (`DYNAMIC_BROKER_CONFIGS`) and those `ControllerConfig.
   broker_config_check` accepts (the brokers' own dynamic configs, which they apply from the
-  image); others are INVALID_CONFIG (INVALID_REQUEST without a check). APPEND / SUBTRACT on
-  the list-typed ones named by `ControllerConfig.broker_list_configs`. Those Kafka takes per
+  image); others, and values the check refuses, are INVALID_REQUEST - Kafka's code for a broker
+  config its DynamicBrokerConfig cannot validate (KAFKA-13609 keeps it so). APPEND / SUBTRACT
+  on the list-typed ones named by `ControllerConfig.broker_list_configs` (on another name:
+  INVALID_CONFIG, as Kafka's prepareIncrementalConfigs answers). Those Kafka takes per
   broker only (`ControllerConfig.broker_only_configs`) set on the cluster default "" are
-  INVALID_REQUEST, as Kafka's broker answers a dynamic config it cannot validate.
+  INVALID_REQUEST too.
 - GROUP resources (KIP-848 group configs, a group id that need not exist): SET / DELETE; the
   resulting override set must pass `ControllerConfig.group_config_check` (INVALID_CONFIG;
   INVALID_REQUEST without a check or for an empty group id).
@@ -143,13 +145,13 @@ def _broker_configs(
         for key, value in new.items():
             problem = None if key in DYNAMIC_BROKER_CONFIGS else check(key, value)
             if problem is not None:
-                raise _Reject(ErrorCode.INVALID_CONFIG, problem)
+                raise _Reject(ErrorCode.INVALID_REQUEST, problem)
     unclean = new.get("unclean.leader.election.enable")
     if unclean is not None and unclean.strip().lower() not in _BOOL:
-        raise _Reject(ErrorCode.INVALID_CONFIG, "unclean.leader.election.enable must be a boolean")
+        raise _Reject(ErrorCode.INVALID_REQUEST, "unclean.leader.election.enable must be a boolean")
     min_isr = new.get("min.insync.replicas")
     if min_isr is not None and not (min_isr.strip().isdigit() and int(min_isr) >= 1):
-        raise _Reject(ErrorCode.INVALID_CONFIG, "min.insync.replicas must be an integer >= 1")
+        raise _Reject(ErrorCode.INVALID_REQUEST, "min.insync.replicas must be an integer >= 1")
     return current, new
 
 

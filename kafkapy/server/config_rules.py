@@ -54,7 +54,8 @@ _UNIT_KEYS = frozenset({"log.retention.minutes", "log.retention.hours", "log.rol
 
 
 def dynamic_config_problem(name: str, value: str) -> str | None:
-    """Why `name` cannot be set to `value` at run time (INVALID_CONFIG), or None."""
+    """Why `name` cannot be set to `value` at run time, or None (the controller answers
+    INVALID_REQUEST, Kafka's code for a broker config it cannot validate)."""
     if name not in DYNAMIC_BROKER_KEYS:
         known = "unknown broker config" if name not in BROKER_CONFIGS else "not dynamic in kafkapy"
         return f"{name}: {known}; cannot update it at run time"

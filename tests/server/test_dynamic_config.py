@@ -82,8 +82,8 @@ async def test_layers_effect_synonyms_and_restart(tmp_path: Path) -> None:
             assert broker.partition_log("t", 0).config.segment_bytes == 1 << 30  # type: ignore[union-attr]
             assert await _alter(c, _incremental(node, Op(name="log.cleanup.policy", config_operation=APPEND, value="compact"))) == 0
             await _log_has(broker, "t", "cleanup_policy", "delete,compact")
-            assert await _alter(c, _incremental(node, Op(name="num.io.threads", config_operation=SET, value="4"))) == ErrorCode.INVALID_CONFIG
-            assert await _alter(c, _incremental(node, Op(name="log.segment.bytes", config_operation=SET, value="ten"))) == ErrorCode.INVALID_CONFIG
+            assert await _alter(c, _incremental(node, Op(name="num.io.threads", config_operation=SET, value="4"))) == ErrorCode.INVALID_REQUEST
+            assert await _alter(c, _incremental(node, Op(name="log.segment.bytes", config_operation=SET, value="ten"))) == ErrorCode.INVALID_REQUEST
             assert await _alter(c, _incremental("7", Op(name="log.retention.ms", config_operation=SET, value="1"))) == ErrorCode.INVALID_REQUEST
             # AlterConfigs replaces the resource's whole set: the cluster default goes
             replace = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
@@ -117,8 +117,8 @@ async def test_kerberos_keys_are_taken_per_broker_only(tmp_path: Path) -> None:
     """Kafka's per-broker dynamic SASL keys (the inert Kerberos ones: librdkafka's 0081 sets
     `sasl.kerberos.min.time.before.relogin` with AlterConfigs): stored for one broker, described
     as DYNAMIC_BROKER_CONFIG and kept across a restart; on the cluster default "" they are
-    INVALID_REQUEST (Kafka: "broker id must be specified"), a value of the wrong type
-    INVALID_CONFIG."""
+    INVALID_REQUEST (Kafka: "broker id must be specified"), and so is a value of the wrong type
+    (Kafka's code for any broker config it cannot validate, KAFKA-13609)."""
     key = "sasl.kerberos.min.time.before.relogin"
     async with running_broker(tmp_path) as (broker, _, port):
         node = str(broker.node_id)
@@ -134,12 +134,12 @@ async def test_kerberos_keys_are_taken_per_broker_only(tmp_path: Path) -> None:
             assert await _alter(c, _incremental(node, Op(name="sasl.kerberos.service.name", config_operation=SET,
                                                          value="kafka"))) == 0
             assert await _alter(c, _incremental("", Op(name=key, config_operation=SET, value="1000"))) == ErrorCode.INVALID_REQUEST
-            assert await _alter(c, _incremental(node, Op(name=key, config_operation=SET, value="soon"))) == ErrorCode.INVALID_CONFIG
+            assert await _alter(c, _incremental(node, Op(name=key, config_operation=SET, value="soon"))) == ErrorCode.INVALID_REQUEST
             assert await _alter(c, _incremental(node, Op(name="sasl.kerberos.ticket.renew.jitter", config_operation=SET,
-                                                         value="x"))) == ErrorCode.INVALID_CONFIG
+                                                         value="x"))) == ErrorCode.INVALID_REQUEST
             # GSSAPI itself stays unavailable: not a dynamic key
             assert await _alter(c, _incremental(node, Op(name="sasl.enabled.mechanisms", config_operation=SET,
-                                                         value="GSSAPI"))) == ErrorCode.INVALID_CONFIG
+                                                         value="GSSAPI"))) == ErrorCode.INVALID_REQUEST
         await c.aclose()
     async with running_broker(tmp_path) as (broker, _, port):
         assert broker.config.get(key) == "58000"

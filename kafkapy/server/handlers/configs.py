@@ -27,8 +27,9 @@ Behaviour:
   override set, becomes SET for every given name and DELETE for every other name an override
   can have; IncrementalAlterConfigs' SET / DELETE / APPEND / SUBTRACT (the last two on list
   configs, e.g. `log.cleanup.policy`) go as they are. The controller validates
-  (`config_rules`: unknown keys and bad values INVALID_CONFIG, another broker id or an empty
-  group id INVALID_REQUEST) and commits them; every broker applies them from the metadata image
+  (`config_rules`: unknown keys and bad values INVALID_CONFIG - on a BROKER resource
+  INVALID_REQUEST, as Kafka answers there - another broker id or an empty group id
+  INVALID_REQUEST) and commits them; every broker applies them from the metadata image
   (partition logs at once: retention, segment size, cleanup policy, max message bytes,
   timestamp type; dynamic broker configs re-derive the default log config; group configs reach
   the coordinators), and the answer comes once this broker's image has them. BROKER resources

@@ -40,7 +40,7 @@ async def test_cluster_default_and_per_broker_values_reach_every_broker(tmp_path
             answer = await call(p1, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _set(third_id, "log.segment.bytes", "1048576"))
             assert answer.responses[0].error_code == ErrorCode.NONE
             refused = await call(p1, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, _set("", "num.io.threads", "4"))
-            assert refused.responses[0].error_code == ErrorCode.INVALID_CONFIG
+            assert refused.responses[0].error_code == ErrorCode.INVALID_REQUEST
             for node in nodes:
                 cluster = node.broker.cluster
                 assert cluster is not None
