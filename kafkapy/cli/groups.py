@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import struct
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,11 +266,15 @@ def _partitions(admin: Admin, specs: tuple[str, ...], group_topics: list[TP]) ->
     return out
 
 
-def _read_plan(path: Path) -> dict[TP, int]:
+def _read_plan(path: Path, group: str) -> dict[TP, int]:
+    """Kafka's --export CSV: TOPIC,PARTITION,OFFSET rows, or GROUP,TOPIC,PARTITION,OFFSET rows
+    (of several groups: only `group`'s are its plan)."""
     plan: dict[TP, int] = {}
     with path.open(newline="") as f:
         for n, row in enumerate(csv.reader(f), 1):
             if not row or row[0].startswith("#"):
+                continue
+            if len(row) == 4 and row[0] != group:
                 continue
             try:
                 topic, partition, offset = row[-3], int(row[-2]), int(row[-1])
@@ -302,7 +307,7 @@ class ResetMode:
 def _targets(admin: Admin, group: str, mode: ResetMode, topics: tuple[str, ...], all_topics: bool) -> dict[TP, int]:
     current = committed_offsets(admin, group)
     if mode.from_file is not None:
-        plan = _read_plan(mode.from_file)
+        plan = _read_plan(mode.from_file, group)
         partitions = sorted(plan)
     else:
         if not topics and not all_topics:
@@ -356,13 +361,17 @@ def _targets(admin: Admin, group: str, mode: ResetMode, topics: tuple[str, ...],
 @click.option("--from-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="CSV of TOPIC,PARTITION,OFFSET (Kafka's --export format)")
 @click.option("--dry-run/--execute", default=True, help="show the plan (default) or commit it")
+@click.option("--export", is_flag=True,
+              help="print the plan as CSV for --from-file (TOPIC,PARTITION,OFFSET; GROUP first for several groups)")
 @client_options
 def reset_offsets(
     settings: ClientSettings, group: tuple[str, ...], all_groups: bool, topic: tuple[str, ...],
-    all_topics: bool, dry_run: bool, **modes: Any,
+    all_topics: bool, dry_run: bool, export: bool, **modes: Any,
 ) -> int:
     """Move committed offsets of inactive groups (a dry run unless --execute)."""
     mode = ResetMode(**modes)
+    if export and settings.json:
+        raise click.UsageError("--export and --json are two output formats: choose one")
     if mode.chosen() != 1:
         raise click.UsageError(
             "choose exactly one of --to-earliest, --to-latest, --to-current, --to-offset, "
@@ -385,11 +394,24 @@ def reset_offsets(
                 commit_offsets(admin, name, target)
             results += [{"group": name, "topic": t, "partition": p, "new_offset": o}
                         for (t, p), o in sorted(target.items())]
+    if export:
+        _export(results)
+        return 0
     out.records([("group", "GROUP"), ("topic", "TOPIC"), ("partition", "PARTITION"),
                  ("new_offset", "NEW-OFFSET")], results)
     if not settings.json:
         out.line("dry run: add --execute to commit these offsets" if dry_run else "offsets committed")
     return 0
+
+
+def _export(results: list[dict[str, Any]]) -> None:
+    """kafka-consumer-groups.sh --export: the plan as CSV, with the group column only when it
+    covers several groups (Kafka's two layouts)."""
+    several = len({r["group"] for r in results}) > 1
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    for r in results:
+        row = [r["topic"], r["partition"], r["new_offset"]]
+        writer.writerow([r["group"], *row] if several else row)
 
 
 @groups.command()

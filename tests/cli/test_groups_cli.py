@@ -98,6 +98,21 @@ def test_reset_modes_dry_run_and_execute(bootstrap: str, tmp_path: Path) -> None
     assert r.code == 0, r.stderr
     assert {row["group"] for row in r.json()} >= {"reset-g"}
 
+    # --export: Kafka's CSV, which --from-file takes back (several groups: the group column first)
+    r = kafkapy("groups", "reset-offsets", "--group", "reset-g", "--all-topics", "--shift-by", "1", "--export",
+                bootstrap=bootstrap)
+    assert (r.code, r.stdout) == (0, "gt-reset,0,2\ngt-reset,1,3\n"), r.stderr
+    csv_file.write_text(r.stdout)
+    assert kafkapy("groups", "reset-offsets", "--group", "reset-g", "--from-file", str(csv_file), "--execute",
+                   bootstrap=bootstrap).code == 0
+    assert _committed(bootstrap, "reset-g") == {0: 2, 1: 3}
+    csv_file.write_text("other-g,gt-reset,0,0\nreset-g,gt-reset,0,1\nother-g,gt-reset,1,0\n")
+    assert plan("--from-file", str(csv_file)) == {0: 1}  # only this group's rows
+    r = kafkapy("groups", "reset-offsets", "--group", "reset-g", "--all-topics", "--to-current", "--export", "--json",
+                bootstrap=bootstrap)
+    assert r.code == 2
+    assert "choose one" in r.stderr
+
     r = kafkapy("groups", "reset-offsets", "--group", "reset-g", "--all-topics", bootstrap=bootstrap)
     assert r.code == 2
     assert "choose exactly one" in r.stderr
