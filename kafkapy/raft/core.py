@@ -125,7 +125,7 @@ class RaftCore:
         self._fetch_interval_ms = fetch_interval_ms
         # a leader re-announces itself to a voter silent this long (Kafka: fetch timeout / 2)
         self._begin_timeout_ms = max(1, fetch_timeout_ms // 2)
-        # a leader that a majority has not fetched from for this long resigns (check quorum)
+        # a leader that no majority confirmed hearing from for this long resigns (check quorum)
         self._check_quorum_ms = fetch_timeout_ms * 3 // 2
         self._max_fetch_entries = max_fetch_entries
         self._max_snapshot_chunk_bytes = max(1, max_snapshot_chunk_bytes)
@@ -189,12 +189,17 @@ class RaftCore:
         return self._hw
 
     def has_quorum_contact(self, now_ms: int) -> bool:
-        """A leader that a majority of voters fetched from within the fetch timeout. A voter
-        stands, or grants a vote, only once its fetch timeout passed without an answer from
-        this leader, so a successor is elected no earlier than about a fetch timeout (less one
-        network delay) after this leader's last majority contact - or sooner only when this
-        leader's process refuses connections (`request_failed`), when it serves nothing. A
-        leader resumed after a pause, or cut off, fails this at once, although its check-quorum
+        """A leader that a majority of voters heard from within the fetch timeout. A voter
+        stands, or grants a pre-vote, only once its fetch timeout passed without an answer from
+        this leader, so a successor is elected no earlier than a fetch timeout after this
+        leader's last answer a majority accepted - or sooner only when this leader's process
+        refuses connections (`request_failed`), when it serves nothing.
+
+        "Heard from" is proven by the voters themselves: every answer carries the leader's
+        clock (`leader_clock_ms`) and the voter echoes the last one it accepted in its next
+        fetch. When a fetch is read says nothing: fetches sent while this leader's process was
+        paused are read when it resumes, after the voters may have elected a successor. A leader
+        resumed after a pause, or cut off, fails this at once, although its check-quorum
         step-down (at 1.5 fetch timeouts, at its next tick) may not have run yet."""
         st = self._role_state
         if not isinstance(st, LeaderState):
@@ -202,7 +207,7 @@ class RaftCore:
         if len(self.voters) <= 1:
             return True
         now = max(self._now, now_ms)
-        return now - st.quorum_last_seen_ms(self.voters, self.node_id, now) < self._fetch_timeout_ms
+        return now - st.quorum_contact_ms(self.voters, self.node_id, now) < self._fetch_timeout_ms
 
     def replica_progress(self) -> dict[int, ReplicaProgress]:
         """The leader's view of every replica that fetched (DescribeQuorum); empty elsewhere."""
@@ -235,7 +240,7 @@ class RaftCore:
                 return min(fetch, st.stand_at_ms())
             return min(fetch, st.fetch_deadline_ms)
         deadline = (
-            st.quorum_last_seen_ms(self.voters, self.node_id, self._now) + self._check_quorum_ms
+            st.quorum_contact_ms(self.voters, self.node_id, self._now) + self._check_quorum_ms
         )
         for v in self.voters - {self.node_id}:
             last = st.progress.get(v, ReplicaProgress()).last_fetch_ms or st.started_ms
@@ -633,6 +638,9 @@ class RaftCore:
             return FetchResponse(code, self.node_id, self.epoch, self._hw)
         if req.fetch_offset < 0 or req.last_fetched_epoch < 0:
             return FetchResponse(ErrorCode.INVALID_REQUEST, self.node_id, self.epoch, self._hw)
+        if req.current_leader_epoch == self.epoch:
+            st.confirm(req.replica_id, req.leader_clock_ms, self._now)
+        clock = self._now
         snapshot = self.log.latest_snapshot()
         if snapshot is not None and (
             req.fetch_offset < self.log.start_offset() or req.last_fetched_epoch < snapshot.epoch
@@ -640,19 +648,31 @@ class RaftCore:
             # what the fetcher needs next is only in the snapshot (or its log diverges below it)
             st.progress.setdefault(req.replica_id, ReplicaProgress()).last_fetch_ms = self._now
             return FetchResponse(
-                ErrorCode.NONE, self.node_id, self.epoch, self._hw, snapshot_id=snapshot
+                ErrorCode.NONE,
+                self.node_id,
+                self.epoch,
+                self._hw,
+                snapshot_id=snapshot,
+                leader_clock_ms=clock,
             )
         if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
             epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or req.fetch_offset > end:
                 return FetchResponse(
-                    ErrorCode.NONE, self.node_id, self.epoch, self._hw, diverging_epoch=(epoch, end)
+                    ErrorCode.NONE,
+                    self.node_id,
+                    self.epoch,
+                    self._hw,
+                    diverging_epoch=(epoch, end),
+                    leader_clock_ms=clock,
                 )
         st.record_fetch(req.replica_id, req.fetch_offset, self.log.end_offset(), self._now)
         if req.replica_id in self.voters:
             self._advance_leader_hw(st)
         entries = self.log.read(req.fetch_offset, self._max_fetch_entries)
-        return FetchResponse(ErrorCode.NONE, self.node_id, self.epoch, self._hw, entries=entries)
+        return FetchResponse(
+            ErrorCode.NONE, self.node_id, self.epoch, self._hw, entries=entries, leader_clock_ms=clock
+        )
 
     def _handle_fetch_snapshot(self, src: int, req: FetchSnapshotRequest) -> FetchSnapshotResponse:
         st = self._role_state
@@ -678,11 +698,13 @@ class RaftCore:
             return FetchSnapshotResponse(
                 ErrorCode.SNAPSHOT_NOT_FOUND, self.node_id, self.epoch, sid
             )
-        # a voter pulling a snapshot is alive: it counts for the leader's check-quorum
+        # a voter pulling a snapshot follows us: it counts for the leader's check-quorum
         st.progress.setdefault(req.replica_id, ReplicaProgress()).last_fetch_ms = self._now
+        if req.current_leader_epoch == self.epoch:
+            st.confirm(req.replica_id, req.leader_clock_ms, self._now)
         data, size = got
         return FetchSnapshotResponse(
-            ErrorCode.NONE, self.node_id, self.epoch, sid, size, req.position, data
+            ErrorCode.NONE, self.node_id, self.epoch, sid, size, req.position, data, self._now
         )
 
     # ------------------------------------------------------------------ responses
@@ -734,6 +756,7 @@ class RaftCore:
                 self._observer_ask_around(st)
             return
         st.fetch_deadline_ms = self._now + self._fetch_timeout_ms
+        st.leader_clock_ms = max(st.leader_clock_ms, resp.leader_clock_ms)
         if req.fetch_offset != self.log.end_offset():
             return  # our log moved since this fetch left; fetch again from where it is
         if resp.snapshot_id is not None:
@@ -794,6 +817,7 @@ class RaftCore:
                 self._observer_ask_around(st)
             return
         st.fetch_deadline_ms = self._now + self._fetch_timeout_ms
+        st.leader_clock_ms = max(st.leader_clock_ms, resp.leader_clock_ms)
         snap.data += resp.data
         if len(snap.data) < resp.size:
             return  # the next chunk goes out at once
@@ -843,13 +867,20 @@ class RaftCore:
             ordered = sorted(self.voters)
             dst = ordered[st.next_voter % len(ordered)]
         req: FetchRequest | FetchSnapshotRequest
+        clock = st.leader_clock_ms if dst == st.leader_id else -1
         if st.snapshot is not None and st.snapshot.leader_id == dst:
             req = FetchSnapshotRequest(
-                self.node_id, st.snapshot.snapshot_id, len(st.snapshot.data), st.epoch
+                self.node_id,
+                st.snapshot.snapshot_id,
+                len(st.snapshot.data),
+                st.epoch,
+                leader_clock_ms=clock,
             )
         else:
             st.snapshot = None
-            req = FetchRequest(self.node_id, self.log.end_offset(), self.log.last_epoch(), st.epoch)
+            req = FetchRequest(
+                self.node_id, self.log.end_offset(), self.log.last_epoch(), st.epoch, clock
+            )
         st.fetch_sent(dst, req, self._now)
         self._outbox.append((dst, req))
 
@@ -873,7 +904,7 @@ class RaftCore:
     def _leader_tick(self, st: LeaderState) -> None:
         now = self._now
         if len(self.voters) > 1:
-            seen = st.quorum_last_seen_ms(self.voters, self.node_id, now)
+            seen = st.quorum_contact_ms(self.voters, self.node_id, now)
             if now - seen >= self._check_quorum_ms:
                 self._resign(st)
                 return

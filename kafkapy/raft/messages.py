@@ -90,6 +90,9 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int = -1
+    #: the `leader_clock_ms` of the last answer the fetcher accepted from the leader it asks
+    #: (-1: none yet) - proof for that leader that this voter heard from it since then
+    leader_clock_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,8 @@ class FetchResponse:
     diverging_epoch: tuple[int, int] | None = None
     entries: list[Entry] = field(default_factory=list)
     snapshot_id: SnapshotId | None = None
+    #: the leader's clock when it answered (-1: not a leader's answer); echoed in the next fetch
+    leader_clock_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,8 @@ class FetchSnapshotRequest:
     position: int
     current_leader_epoch: int = -1
     max_bytes: int = 0x7FFFFFFF
+    #: as in `FetchRequest`
+    leader_clock_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +136,8 @@ class FetchSnapshotResponse:
     size: int = 0
     position: int = 0
     data: bytes = b""
+    #: as in `FetchResponse`
+    leader_clock_ms: int = -1
 
 
 RaftRequest = (

@@ -114,6 +114,8 @@ class FetchingState:
     inflight_dst: int | None = None
     inflight_sent_ms: int = 0
     snapshot: SnapshotFetch | None = None
+    #: `leader_clock_ms` of the last answer accepted from `leader_id` (echoed in every fetch)
+    leader_clock_ms: int = -1
 
     def fetch_sent(
         self, dst: int, request: FetchRequest | FetchSnapshotRequest, now_ms: int
@@ -188,11 +190,17 @@ class CandidateState:
 
 @dataclass(slots=True)
 class ReplicaProgress:
-    """The leader's view of one replica: its log end as of its last valid fetch."""
+    """The leader's view of one replica: its log end as of its last valid fetch.
+
+    `last_fetch_ms` is when a fetch of it was read, which says nothing about when it was sent
+    (it may have waited in a socket while the leader's process was paused); `confirmed_ms` is
+    the leader's clock at the latest answer the replica confirmed it accepted (echoed in its
+    fetches): it heard from this leader at that time or later."""
 
     end_offset: int = 0
     last_fetch_ms: int | None = None
     last_caught_up_ms: int | None = None
+    confirmed_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -204,8 +212,9 @@ class LeaderState:
     voter's progress from the fetch offset of a valid fetch; the HW is the largest offset a
     majority of voters (itself by its flushed log end) reached, and it only moves forward and
     only over an entry of its own epoch; re-sends BeginQuorumEpoch to voters that have not
-    fetched lately; resigns when a majority has not fetched within the check-quorum timeout
-    (a leader cut off from the quorum must not take writes forever).
+    fetched lately; resigns when no majority confirmed hearing from it within the check-quorum
+    timeout (a leader cut off from the quorum must not take writes forever; see
+    `ReplicaProgress` for why confirmations, not fetch arrivals, count).
     """
 
     epoch: int
@@ -223,6 +232,14 @@ class LeaderState:
         if fetch_offset >= leader_end:
             p.last_caught_up_ms = now_ms
 
+    def confirm(self, replica_id: int, leader_clock_ms: int, now_ms: int) -> None:
+        """`replica_id` accepted this leader's answer stamped `leader_clock_ms` (-1: none yet);
+        a stamp from the future cannot be this leader's and is ignored."""
+        if not 0 <= leader_clock_ms <= now_ms:
+            return
+        p = self.progress.setdefault(replica_id, ReplicaProgress())
+        p.confirmed_ms = max(p.confirmed_ms or leader_clock_ms, leader_clock_ms)
+
     def majority_end_offset(self, voters: frozenset[int], leader_id: int, own_end: int) -> int:
         """The offset a majority of voters have reached (the candidate HW)."""
         ends = sorted(
@@ -232,13 +249,15 @@ class LeaderState:
         ends.reverse()
         return ends[majority(len(voters)) - 1]
 
-    def quorum_last_seen_ms(self, voters: frozenset[int], leader_id: int, now_ms: int) -> int:
-        """The time by which a majority of voters (the leader included) had fetched."""
+    def quorum_contact_ms(self, voters: frozenset[int], leader_id: int, now_ms: int) -> int:
+        """The latest time at which a majority of voters (the leader included) had heard from
+        this leader, by their confirmations (`ReplicaProgress.confirmed_ms`); the start of the
+        leadership for a voter that confirmed nothing yet."""
         seen = sorted(
             (
                 now_ms
                 if v == leader_id
-                else (self.progress.get(v, ReplicaProgress()).last_fetch_ms or self.started_ms)
+                else (self.progress.get(v, ReplicaProgress()).confirmed_ms or self.started_ms)
             )
             for v in voters
         )

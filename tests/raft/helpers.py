@@ -75,5 +75,11 @@ def elect(core: RaftCore) -> Ready:
     return core.poll()
 
 
-def fetch(core: RaftCore, replica: int, offset: int, last_epoch: int, now: int) -> object:
-    return core.handle_request(replica, FetchRequest(replica, offset, last_epoch, core.epoch), now)
+def fetch(
+    core: RaftCore, replica: int, offset: int, last_epoch: int, now: int, clock: int = -1
+) -> object:
+    """`replica` fetches from `core` at `now`, echoing the leader clock `clock` of the last
+    answer it accepted (-1: none)."""
+    return core.handle_request(
+        replica, FetchRequest(replica, offset, last_epoch, core.epoch, clock), now
+    )

@@ -479,11 +479,11 @@ def test_preferred_successor_stands_at_once() -> None:
 
 
 def test_leader_without_quorum_resigns() -> None:
-    """Check quorum: a leader that no majority fetched from for 1.5 fetch timeouts resigns."""
+    """Check quorum: a leader that no majority heard from for 1.5 fetch timeouts resigns."""
     core = make()
     elect(core)
     start = core.next_deadline_ms() - ELECTION_MS
-    fetch(core, 2, 1, 1, start + 100)
+    fetch(core, 2, 1, 1, start + 100, clock=start + 100)
     core.tick(start + 100 + FETCH_TIMEOUT_MS * 3 // 2 - 1)
     assert core.is_leader
     core.tick(start + 100 + FETCH_TIMEOUT_MS * 3 // 2)
@@ -499,18 +499,82 @@ def test_leader_loses_quorum_contact_one_fetch_timeout_after_its_last_majority_f
     core = make()
     elect(core)
     start = core.next_deadline_ms() - ELECTION_MS
-    fetch(core, 2, 1, 1, start + 100)
+    fetch(core, 2, 1, 1, start + 100, clock=start + 100)
     assert core.has_quorum_contact(start + 100 + FETCH_TIMEOUT_MS - 1)
     # no tick in between (the paused process): still leader, but no contact any more
     assert not core.has_quorum_contact(start + 100 + FETCH_TIMEOUT_MS)
     assert core.is_leader
-    fetch(core, 3, 1, 1, start + 100 + FETCH_TIMEOUT_MS + 5)
-    assert core.has_quorum_contact(start + 100 + FETCH_TIMEOUT_MS + 5)
+    later = start + 100 + FETCH_TIMEOUT_MS + 5
+    fetch(core, 3, 1, 1, later, clock=later)
+    assert core.has_quorum_contact(later)
     follower = make(node_id=2)
     assert not follower.has_quorum_contact(0)
     sole = make(voters=(1,), epochs=[1], state=QuorumState(1))
     assert sole.is_leader
     assert sole.has_quorum_contact(10 * FETCH_TIMEOUT_MS)
+
+
+def test_fetches_read_after_a_pause_do_not_pass_for_quorum_contact() -> None:
+    """Fetches the voters sent while the leader's process was paused wait in its sockets and
+    are read the moment it resumes - after the voters may have elected a successor. What a
+    voter confirms (the leader clock of the last answer it accepted) counts, not when its
+    fetch was read: the resumed leader has no quorum contact (its controller must not renew
+    broker leases) and its check-quorum makes it resign at once."""
+    core = make()
+    elect(core)
+    start = core.next_deadline_ms() - ELECTION_MS
+    clock = {2: -1, 3: -1}
+    now = start
+    while now < start + 1000:  # both voters fetch, each echoing the last answer it accepted
+        for voter in (2, 3):
+            resp = fetch(core, voter, 1, 1, now, clock=clock[voter])
+            assert isinstance(resp, FetchResponse)
+            assert resp.leader_clock_ms == now
+            clock[voter] = resp.leader_clock_ms
+        now += FETCH_INTERVAL_MS
+    assert core.has_quorum_contact(now)
+    paused = now
+    resumed = paused + 3 * FETCH_TIMEOUT_MS
+    # the fetches sent during the pause (the last confirmations the voters could give) are
+    # read first, before any timer of the leader fires
+    fetch(core, 2, 1, 1, resumed, clock=clock[2])
+    assert not core.has_quorum_contact(resumed)
+    fetch(core, 3, 1, 1, resumed, clock=clock[3])
+    assert not core.has_quorum_contact(resumed)
+    assert core.role is Role.RESIGNED
+
+
+def test_a_voter_echoes_the_leader_clock_of_the_last_answer_it_accepted() -> None:
+    """The fetcher's side of the confirmation: nothing before its first answer, then the
+    leader clock of the last answer it accepted; an error answer confirms nothing, and a new
+    leader starts from nothing again. The leader ignores a clock from its future."""
+    core = make(node_id=2, state=QuorumState(1, None, 1), epochs=[1])
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    assert isinstance(req, FetchRequest)
+    assert req.leader_clock_ms == -1
+    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 1, 1, leader_clock_ms=500), 10)
+    core.tick(10 + FETCH_INTERVAL_MS)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    assert isinstance(req, FetchRequest)
+    assert req.leader_clock_ms == 500
+    refused = FetchResponse(ErrorCode.UNKNOWN_LEADER_EPOCH, 1, 1, 1, leader_clock_ms=900)
+    core.handle_response(dst, req, refused, 70)
+    core.tick(70 + FETCH_INTERVAL_MS)
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    assert isinstance(req, FetchRequest)
+    assert req.leader_clock_ms == 500
+    core.handle_request(3, BeginQuorumEpochRequest(3, 2), 130)
+    assert core.leader_id == 3
+    core.tick(130 + FETCH_INTERVAL_MS)
+    fetches = [r for d, r in sent(core.poll(), FetchRequest) if d == 3]
+    assert fetches
+    assert all(isinstance(r, FetchRequest) and r.leader_clock_ms == -1 for r in fetches)
+
+    leader = make()
+    elect(leader)
+    start = leader.next_deadline_ms() - ELECTION_MS
+    fetch(leader, 2, 1, 1, start + 10, clock=start + 10 + FETCH_TIMEOUT_MS)  # from the future
+    assert not leader.has_quorum_contact(start + FETCH_TIMEOUT_MS)
 
 
 def test_leader_reannounces_itself_to_silent_voters() -> None:

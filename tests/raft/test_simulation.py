@@ -90,7 +90,7 @@ def test_checker_catches_a_driver_that_ignores_flush_log() -> None:
     """The crash model matters: with `flush_log` ignored, a crash loses acknowledged entries
     and some seed ends with a leader missing a committed entry (or a committed entry changed)."""
     found = []
-    for seed in range(20):
+    for seed in range(40):
         sim = Simulation(seed, 3, observers=1, honour_flush=False)
         try:
             sim.chaos(until_ms=12_000)

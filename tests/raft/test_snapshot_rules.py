@@ -126,9 +126,12 @@ def test_fetch_snapshot_serves_chunks_and_refuses_bad_positions() -> None:
     core = _leader_with_snapshot()
     sid = SnapshotId(4, 1)
     resp = core.handle_request(3, FetchSnapshotRequest(3, sid, 8, core.epoch), 20)
-    assert resp == FetchSnapshotResponse(ErrorCode.NONE, 1, core.epoch, sid, 10, 8, b"89")
+    assert isinstance(resp, FetchSnapshotResponse)
+    clock = resp.leader_clock_ms  # the leader's clock, for the fetcher to echo
+    assert clock >= 20
+    assert resp == FetchSnapshotResponse(ErrorCode.NONE, 1, core.epoch, sid, 10, 8, b"89", clock)
     resp = core.handle_request(3, FetchSnapshotRequest(3, sid, 2, core.epoch, max_bytes=3), 20)
-    assert resp == FetchSnapshotResponse(ErrorCode.NONE, 1, core.epoch, sid, 10, 2, b"234")
+    assert resp == FetchSnapshotResponse(ErrorCode.NONE, 1, core.epoch, sid, 10, 2, b"234", clock)
     resp = core.handle_request(3, FetchSnapshotRequest(3, sid, 11, core.epoch), 20)
     assert isinstance(resp, FetchSnapshotResponse)
     assert resp.error == ErrorCode.SNAPSHOT_NOT_FOUND
@@ -163,7 +166,10 @@ def test_follower_fetches_installs_and_continues_from_the_snapshot_end() -> None
     assert (follower.log.start_offset(), follower.log.end_offset()) == (4, 4)
     assert follower.high_watermark == 4
     ((dst, req),) = sent(ready, FetchRequest) or sent(follower.poll(), FetchRequest)
-    assert req == FetchRequest(3, 4, 1, leader.epoch)
+    # echoing the clock of the last chunk's answer: the follower heard from the leader then
+    assert isinstance(resp, FetchSnapshotResponse)
+    assert resp.leader_clock_ms >= 30
+    assert req == FetchRequest(3, 4, 1, leader.epoch, resp.leader_clock_ms)
 
 
 def test_a_broken_chunk_sends_the_follower_back_to_fetch() -> None:

@@ -58,6 +58,11 @@ FETCH_VERSION = 13
 #: PreVote field is not in our codec yet); only kafkapy nodes send or read it. A node without
 #: pre-vote support would take such a request as a real vote: mixed versions are not supported.
 PRE_VOTE_TAG = 0x6B71
+#: The leader's clock in Fetch / FetchSnapshot answers, echoed by the fetcher in its next
+#: request (int64, big-endian, a tagged field of the partition; only kafkapy nodes send or
+#: read it): how a leader knows a voter heard from it lately (`RaftCore.has_quorum_contact`).
+#: Without it a voter confirms nothing, and a leader without confirmations resigns.
+LEADER_CLOCK_TAG = 0x6B72
 _VERSIONS = {
     ApiKey.VOTE: 0,
     ApiKey.BEGIN_QUORUM_EPOCH: 0,
@@ -76,6 +81,18 @@ class WireRequest:
     api_key: ApiKey
     version: int
     body: object
+
+
+def _set_clock(tagged: dict[int, bytes], clock_ms: int) -> None:
+    if clock_ms >= 0:
+        tagged[LEADER_CLOCK_TAG] = clock_ms.to_bytes(8, "big", signed=True)
+
+
+def _clock(tagged: dict[int, bytes]) -> int:
+    raw = tagged.get(LEADER_CLOCK_TAG)
+    if raw is None or len(raw) != 8:
+        return -1
+    return int.from_bytes(raw, "big", signed=True)
 
 
 def _leader(leader_id: int | None) -> int:
@@ -171,6 +188,7 @@ def _fetch_request(
         last_fetched_epoch=req.last_fetched_epoch,
         partition_max_bytes=max_bytes,
     )
+    _set_clock(part.unknown_tagged_fields, req.leader_clock_ms)
     return m.FetchRequest(
         cluster_id=cluster_id,
         replica_id=req.replica_id,
@@ -197,6 +215,7 @@ def _fetch_snapshot_request(
         ),
         position=req.position,
     )
+    _set_clock(part.unknown_tagged_fields, req.leader_clock_ms)
     return m.FetchSnapshotRequest(
         cluster_id=cluster_id,
         replica_id=req.replica_id,
@@ -304,7 +323,11 @@ def _fetch_from_wire(
     if p.fetch_offset < 0 or p.last_fetched_epoch < 0:
         raise WrongPartitionError("Fetch: negative fetch offset or last fetched epoch")
     return replica, FetchRequest(
-        replica, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch
+        replica,
+        p.fetch_offset,
+        p.last_fetched_epoch,
+        p.current_leader_epoch,
+        _clock(p.unknown_tagged_fields),
     )
 
 
@@ -326,6 +349,7 @@ def _fetch_snapshot_from_wire(
         p.position,
         p.current_leader_epoch,
         body.max_bytes,
+        _clock(p.unknown_tagged_fields),
     )
 
 
@@ -404,6 +428,7 @@ def _fetch_response(resp: FetchResponse) -> m.FetchResponse:
         ),
         records=entries_to_batches(resp.entries),
     )
+    _set_clock(part.unknown_tagged_fields, resp.leader_clock_ms)
     if resp.diverging_epoch is not None:
         part.diverging_epoch = m.FetchResponse.EpochEndOffset(
             epoch=resp.diverging_epoch[0], end_offset=resp.diverging_epoch[1]
@@ -435,6 +460,7 @@ def _fetch_snapshot_response(resp: FetchSnapshotResponse) -> m.FetchSnapshotResp
         position=resp.position,
         unaligned_records=resp.data,
     )
+    _set_clock(part.unknown_tagged_fields, resp.leader_clock_ms)
     return m.FetchSnapshotResponse(
         topics=[m.FetchSnapshotResponse.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])]
     )
@@ -480,6 +506,7 @@ def response_from_wire(req: RaftRequest, body: object) -> RaftResponse:
             diverging,
             entries,
             snapshot,
+            _clock(p.unknown_tagged_fields),
         )
     if isinstance(body, m.FetchSnapshotResponse):
         assert isinstance(req, FetchSnapshotRequest)
@@ -494,6 +521,7 @@ def response_from_wire(req: RaftRequest, body: object) -> RaftResponse:
             p.size,
             p.position,
             bytes(p.unaligned_records),
+            _clock(p.unknown_tagged_fields),
         )
     raise ProtocolError(f"unexpected response {type(body).__name__}")
 

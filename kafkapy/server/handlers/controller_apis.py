@@ -19,10 +19,12 @@ metadata carry the committed metadata offset in a private tagged field (see
 A BrokerHeartbeat may carry, in a private tagged field, the nodes whose connections failed at
 the sender (`liveness.SUSPECTS_TAG`): the controller probes them (fencing a crashed broker early,
 see `server/cluster/liveness.py`). A heartbeat answered unfenced without a commit (nothing
-changed) is answered only while a majority of voters fetched from this controller within the
-Raft fetch timeout (`RaftCore.has_quorum_contact`); otherwise NOT_CONTROLLER: a controller that
-resumes after a pause could otherwise renew a broker's leader lease (lifecycle.py) from a state
-a newer controller has replaced, before its own check-quorum step-down runs.
+changed) is answered only while a majority of voters confirmed hearing from this controller
+within the Raft fetch timeout (`RaftCore.has_quorum_contact`: by the leader clock they echo, not
+by when their fetches were read - fetches sent during a pause are read after it); otherwise
+NOT_CONTROLLER: a controller that resumes after a pause could otherwise renew a broker's leader
+lease (lifecycle.py) - its own broker's too - from a state a newer controller has replaced,
+before its own check-quorum step-down runs.
 
 Version mapping, as Kafka does it: AlterPartition v0-1 name topics (v2+ ids; an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID), v0-2 send plain ISR ids (v3 ids with

@@ -88,10 +88,11 @@ async def test_a_leader_without_a_lease_refuses_writes_unless_the_lease_is_off(
 
 
 async def test_a_controller_out_of_touch_with_its_quorum_renews_no_lease(tmp_path: Path) -> None:
-    """The active controller whose voters stopped fetching from it (resumed after a pause, or
-    cut off) answers heartbeats NOT_CONTROLLER - before its check-quorum step-down runs, which
-    is held back here by holding its Raft lock as a paused process's late timer would. Its
-    answer would renew a broker's lease from a state a successor may have replaced."""
+    """The active controller whose voters last confirmed hearing from it a while ago (resumed
+    after a pause, or cut off) answers heartbeats NOT_CONTROLLER - before its check-quorum
+    step-down runs, which is held back here by holding its Raft lock as a paused process's late
+    timer would. Its answer would renew a broker's lease from a state a successor may have
+    replaced."""
     with trio.fail_after(140):
         async with open_cluster(tmp_path, 3) as nodes:
             controller = active_controller(nodes)
@@ -107,7 +108,7 @@ async def test_a_controller_out_of_touch_with_its_quorum_renews_no_lease(tmp_pat
             async with raft._lock:  # no fetch, no tick gets in
                 stale = int(trio.current_time() * 1000) - 10 * cluster.config.fetch_timeout_ms
                 for progress in raft.core._role_state.progress.values():
-                    progress.last_fetch_ms = stale
+                    progress.confirmed_ms = stale
                 assert raft.is_leader
                 answer = await call(controller.controller_port, ApiKey.BROKER_HEARTBEAT, 1, request)
                 assert ErrorCode(answer.error_code) is ErrorCode.NOT_CONTROLLER

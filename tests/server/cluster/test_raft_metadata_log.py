@@ -165,7 +165,9 @@ RAFT_REQUESTS = [
     BeginQuorumEpochRequest(2, 4),
     EndQuorumEpochRequest(2, 4, (3, 1)),
     FetchRequest(3, 17, 3, 4),
+    FetchRequest(3, 17, 3, 4, leader_clock_ms=123_456_789_012),
     FetchSnapshotRequest(3, SnapshotId(120, 4), 4096, 5, max_bytes=65536),
+    FetchSnapshotRequest(3, SnapshotId(120, 4), 0, 5, max_bytes=65536, leader_clock_ms=0),
 ]
 
 
@@ -203,6 +205,17 @@ RAFT_RESPONSES = [
     (
         FetchSnapshotRequest(3, SnapshotId(120, 3), 0, 4),
         FetchSnapshotResponse(ErrorCode.SNAPSHOT_NOT_FOUND, 2, 4, SnapshotId(120, 3)),
+    ),
+    # the leader's clock, which the fetcher echoes (RaftCore.has_quorum_contact)
+    (
+        FetchRequest(3, 1, 1, 4, leader_clock_ms=77),
+        FetchResponse(ErrorCode.NONE, 2, 4, 2, None, [], leader_clock_ms=123_456_789_012),
+    ),
+    (
+        FetchSnapshotRequest(3, SnapshotId(120, 3), 4, 4),
+        FetchSnapshotResponse(
+            ErrorCode.NONE, 2, 4, SnapshotId(120, 3), 10, 4, b"456789", leader_clock_ms=5
+        ),
     ),
 ]
 
