@@ -205,14 +205,27 @@ _OFFSET_COLUMNS = [
 ]
 
 
+def _by_topic(partitions: list[TP]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
+def _assignment_text(assignment: dict[str, list[int]]) -> str:
+    """kafka-consumer-groups.sh --members --verbose: `t1(0,1),t2(3)`, `-` for none."""
+    return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in assignment.items()) or "-"
+
+
 @groups.command()
 @click.option("--group", multiple=True, help="the group (repeatable)")
 @click.option("--all-groups", is_flag=True, help="every group")
 @click.option("--members", "view", flag_value="members", help="the members and their partition counts")
 @click.option("--state", "view", flag_value="state", help="state, coordinator, assignor, member count")
 @click.option("--offsets", "view", flag_value="offsets", default=True, help="offsets and lag (default)")
+@click.option("--verbose", is_flag=True, help="with --members: each member's partitions (ASSIGNMENT)")
 @client_options
-def describe(settings: ClientSettings, group: tuple[str, ...], all_groups: bool, view: str) -> int:
+def describe(settings: ClientSettings, group: tuple[str, ...], all_groups: bool, view: str, verbose: bool) -> int:
     """Offsets and lag per partition, or the members (--members), or the state (--state)."""
     out = Output(settings)
     status = 0
@@ -225,7 +238,8 @@ def describe(settings: ClientSettings, group: tuple[str, ...], all_groups: bool,
                 click.echo(f"kafkapy: group {name} does not exist", err=True)
                 status = 1
                 continue
-            members = [{**m, "group": name, "partitions": len(m["partitions"])} for m in g.members]
+            members = [{**m, "group": name, "partitions": len(m["partitions"]),
+                        "assignment": _by_topic(m["partitions"])} for m in g.members]
             state = {"group": name, "coordinator": g.coordinator, "assignment_strategy": g.protocol or None,
                      "state": g.state, "members": len(g.members)}
             documents.append({**state, "protocol_type": g.protocol_type, "member_list": members,
@@ -233,8 +247,11 @@ def describe(settings: ClientSettings, group: tuple[str, ...], all_groups: bool,
             if settings.json:
                 continue
             if view == "members":
-                out.records([("group", "GROUP"), ("member_id", "CONSUMER-ID"), ("host", "HOST"),
-                             ("client_id", "CLIENT-ID"), ("partitions", "#PARTITIONS")], members)
+                columns = [("group", "GROUP"), ("member_id", "CONSUMER-ID"), ("host", "HOST"),
+                           ("client_id", "CLIENT-ID"), ("partitions", "#PARTITIONS")]
+                if verbose:
+                    columns.append(("assigned", "ASSIGNMENT"))
+                out.records(columns, [{**m, "assigned": _assignment_text(m["assignment"])} for m in members])
             elif view == "state":
                 out.records([("group", "GROUP"), ("coordinator", "COORDINATOR (ID)"),
                              ("assignment_strategy", "ASSIGNMENT-STRATEGY"), ("state", "STATE"),

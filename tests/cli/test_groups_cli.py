@@ -141,6 +141,11 @@ def test_active_group_refused_before_any_plan_and_views(bootstrap: str) -> None:
         assert members.code == 0
         row = next(line.split() for line in members.stdout.splitlines() if line.startswith("live-g"))
         assert row[-1] == "2"  # the one member owns both partitions
+        verbose = kafkapy("groups", "describe", "--group", "live-g", "--members", "--verbose", bootstrap=bootstrap)
+        row = next(line.split() for line in verbose.stdout.splitlines() if line.startswith("live-g"))
+        assert row[-2:] == ["2", "gt-live(0,1)"]  # kafka-consumer-groups.sh's ASSIGNMENT column
+        (doc,) = kafkapy("groups", "describe", "--group", "live-g", "--members", "--json", bootstrap=bootstrap).json()
+        assert [m["assignment"] for m in doc["member_list"]] == [{"gt-live": [0, 1]}]
         state = kafkapy("groups", "describe", "--group", "live-g", "--state", bootstrap=bootstrap)
         assert any(line.split()[:1] == ["live-g"] and "Stable" in line.split() for line in state.stdout.splitlines())
 
@@ -196,6 +201,7 @@ def test_kip848_consumer_group_is_described_and_protected(bootstrap: str) -> Non
             time.sleep(0.3)
         assert g["protocol_type"] == "consumer"
         assert {o["consumer_id"] for o in g["offsets"]} == {g["member_list"][0]["member_id"]}
+        assert g["member_list"][0]["assignment"] == {"gt-848": [0, 1]}  # from ConsumerGroupDescribe
         r = kafkapy("groups", "reset-offsets", "--group", "g-848", "--all-topics", "--to-earliest", "--execute",
                     bootstrap=bootstrap)
         assert r.code == 1
