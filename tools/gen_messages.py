@@ -47,8 +47,9 @@ def _nullable_always(f: FieldSpec) -> bool:
 
 
 class _Gen:
-    def __init__(self, msg: MessageSpec) -> None:
+    def __init__(self, msg: MessageSpec, api_key: int) -> None:
         self.msg = msg
+        self.api_key = api_key
         self.prefix = msg.name
         self.classes: list[str] = []
         self.defined: dict[str, str] = {}
@@ -73,7 +74,12 @@ class _Gen:
         for f in fields:
             if f.is_struct:
                 self.define(f.element_type, self.struct_fields(f))
-        lines = ["@_dc.dataclass(slots=True, kw_only=True)", f"class {cls}:"]
+        doc = (
+            f"{cls}: API key {self.api_key}, versions {self.msg.valid.lo}-{self.msg.valid.hi}."
+            if top
+            else f"The {name} struct of {self.msg.name}."
+        )
+        lines = ["@_message_class", f"class {cls}:", f'    """{doc}"""', ""]
         if top:
             for cname, sname in self.defined.items():
                 if cname != cls:
@@ -85,8 +91,54 @@ class _Gen:
         lines.append(
             "    unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)"
         )
+        lines += self.methods(fields)
         self.classes.append("\n".join(lines))
         return cls
+
+    def methods(self, fields: tuple[FieldSpec, ...]) -> list[str]:
+        """`__init__`, `__repr__` and `__eq__` as `dataclasses` writes them for a slotted
+        keyword-only class (see `message_class`); hidden from type checkers, which synthesize
+        them from the fields."""
+        params: list[str] = []
+        body: list[str] = []
+        for f in fields:
+            default = self.default(f)
+            factory = {
+                "_dc.field(default_factory=list)": "[]",
+                "_dc.field(default_factory=dict)": "{}",
+            }.get(default)
+            if factory is None and default.startswith("_dc.field(default_factory="):
+                factory = default.removeprefix("_dc.field(default_factory=")[:-1] + "()"
+            if factory is None:
+                params.append(f"{f.attr}={default}")
+                body.append(f"self.{f.attr} = {f.attr}")
+            else:
+                params.append(f"{f.attr}=_FACTORY")
+                body.append(f"self.{f.attr} = {factory} if {f.attr} is _FACTORY else {f.attr}")
+        params.append("unknown_tagged_fields=_FACTORY")
+        body.append(
+            "self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY "
+            "else unknown_tagged_fields"
+        )
+        attrs = [*(f.attr for f in fields), "unknown_tagged_fields"]
+        shown = ", ".join(f"{a}={{self.{a}!r}}" for a in attrs)
+        mine = "".join(f"self.{a}, " for a in attrs).rstrip(" ")
+        theirs = "".join(f"other.{a}, " for a in attrs).rstrip(" ")
+        return [
+            "",
+            "    if not TYPE_CHECKING:",
+            "",
+            f"        def __init__(self, *, {', '.join(params)}):",
+            *(f"            {line}" for line in body),
+            "",
+            "        def __repr__(self):",
+            f'            return f"{{self.__class__.__qualname__}}({shown})"',
+            "",
+            "        def __eq__(self, other):",
+            "            if other.__class__ is self.__class__:",
+            f"                return ({mine}) == ({theirs})",
+            "            return NotImplemented",
+        ]
 
     def annotation(self, f: FieldSpec) -> str:
         if f.is_struct:
@@ -155,7 +207,7 @@ def generate(api: ApiSpec, spec_text: str, spec_file: str) -> str:
     tables: list[str] = []
     uses_uuid = False
     for msg in (api.request, api.response):
-        g = _Gen(msg)
+        g = _Gen(msg, api.key)
         g.define(msg.name, msg.fields, top=True)
         parts.extend(g.classes)
         uses_uuid = uses_uuid or g.uses_uuid
@@ -175,8 +227,11 @@ def generate(api: ApiSpec, spec_text: str, spec_file: str) -> str:
     if uses_uuid:
         header.append("import uuid as _uuid")
     header += [
+        "from typing import TYPE_CHECKING",
         "",
+        "from kafkapy.protocol.schema import FACTORY as _FACTORY",
         "from kafkapy.protocol.schema import ApiDef, F, MessageDef, S",
+        "from kafkapy.protocol.schema import message_class as _message_class",
         "",
         f'__all__ = ["SCHEMA", "{api.request.name}", "{api.response.name}"]',
         "",
@@ -187,6 +242,83 @@ def generate(api: ApiSpec, spec_text: str, spec_file: str) -> str:
         + ",\n)"
     )
     return "\n".join(header) + "\n\n" + "\n\n\n".join(parts) + "\n\n\n" + schema + "\n"
+
+
+_INIT_DOC = '''"""Every message class, one module per API, each imported on first use (PEP 562).
+
+Why lazy: building an API's dataclasses at import costs milliseconds, ~0.3 s for all of them, and
+most processes (`kafkapy --help`, a client command, a broker serving a few APIs) use a handful.
+`from kafkapy.protocol.messages import ProduceRequest` loads `produce` alone; `SCHEMAS[key]`
+loads that key's module; `APIS` holds each API's versions without loading anything (the codec's
+version tables and header rules use it). Type checkers see ordinary imports (TYPE_CHECKING).
+"""'''
+
+_INIT_GETATTR = '''
+_MODULES: dict[str, str] = {
+    f"{info.name}{kind}": info.module for info in APIS.values() for kind in ("Request", "Response")
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        module = _MODULES.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
+
+'''
+
+
+def _package_init(apis: list[tuple[str, ApiSpec]]) -> str:
+    """messages/__init__.py: the version table, the lazy SCHEMAS and the class loader."""
+    init = [
+        "# Generated by tools/gen_messages.py from protocol_specs/. DO NOT EDIT.",
+        _INIT_DOC,
+        "",
+        "# ruff: noqa: I001, E501",
+        "",
+        "from __future__ import annotations",
+        "",
+        "import importlib",
+        "from typing import TYPE_CHECKING",
+        "",
+        "from kafkapy.protocol.schema import ApiInfo, ApiSchemas",
+        "",
+        "if TYPE_CHECKING:",
+    ]
+    names: list[str] = []
+    for module, api in sorted(apis, key=lambda item: item[0]):
+        if (api.request.name, api.response.name) != (f"{api.name}Request", f"{api.name}Response"):
+            raise SystemExit(f"{api.name}: message names must be {api.name}Request/Response")
+        if api.request.valid != api.response.valid:
+            raise SystemExit(f"{api.name}: request and response versions differ")
+        init.append(
+            f"    from kafkapy.protocol.messages.{module} import "
+            f"{api.request.name}, {api.response.name}"
+        )
+        names += [api.request.name, api.response.name]
+    init += ["", "#: API key -> its versions; reading this loads no API module.", "APIS: dict[int, ApiInfo] = {"]
+    init += [
+        f"    {api.key}: ApiInfo({api.key}, {api.name!r}, {module!r}, {_rng(api.request.valid)}, "
+        f"{_rng(api.request.flexible)}, {_rng(api.response.flexible)}),"
+        for module, api in apis
+    ]
+    init += [
+        "}",
+        "",
+        "#: API key -> schema table; a key's module is imported when the key is first read.",
+        "SCHEMAS = ApiSchemas(__name__, APIS)",
+        _INIT_GETATTR,
+        "__all__ = [",
+    ]
+    init += [f'    "{n}",' for n in sorted([*names, "APIS", "SCHEMAS"])]
+    init += ["]", ""]
+    return "\n".join(init)
 
 
 def generate_all() -> dict[Path, str]:
@@ -202,29 +334,7 @@ def generate_all() -> dict[Path, str]:
         out[OUT_DIR / f"{module}.py"] = generate(api, text, path.name)
         apis.append((module, api))
     apis.sort(key=lambda item: item[1].key)
-    init = [
-        "# Generated by tools/gen_messages.py from protocol_specs/. DO NOT EDIT.",
-        '"""Every message class, one module per API; `SCHEMAS` maps API key -> schema table."""',
-        "",
-        "# ruff: noqa: I001",
-        "",
-        "from __future__ import annotations",
-        "",
-        "from kafkapy.protocol.schema import ApiDef",
-    ]
-    names: list[str] = []
-    for module, api in sorted(apis, key=lambda item: item[0]):
-        init.append(
-            f"from kafkapy.protocol.messages.{module} import SCHEMA as _{module}, "
-            f"{api.request.name}, {api.response.name}"
-        )
-        names += [api.request.name, api.response.name]
-    init += ["", "SCHEMAS: dict[int, ApiDef] = {"]
-    init += [f"    {api.key}: _{module}," for module, api in apis]
-    init += ["}", "", "__all__ = ["]
-    init += [f'    "{n}",' for n in sorted([*names, "SCHEMAS"])]
-    init += ["]", ""]
-    out[OUT_DIR / "__init__.py"] = "\n".join(init)
+    out[OUT_DIR / "__init__.py"] = _package_init(apis)
     keys = [
         "# Generated by tools/gen_messages.py from protocol_specs/. DO NOT EDIT.",
         '"""Kafka API keys (`ApiKey.PRODUCE == 0`), named as UPPER_SNAKE of the API name."""',

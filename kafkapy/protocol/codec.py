@@ -27,7 +27,7 @@ from kafkapy.protocol.headers import (
     request_header_version,
     response_header_version,
 )
-from kafkapy.protocol.messages import SCHEMAS
+from kafkapy.protocol.messages import APIS, SCHEMAS
 from kafkapy.protocol.primitives import (
     FIXED_FORMATS,
     PRIMITIVES,
@@ -64,9 +64,10 @@ __all__ = [
     "response_header_version",
 ]
 
-#: Min/max version the codec speaks per API (the full range of the project's specs).
+#: Min/max version the codec speaks per API (the full range of the project's specs); read from
+#: `APIS`, so no API's classes are built for it.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey(key): api.request.valid for key, api in sorted(SCHEMAS.items())
+    ApiKey(key): api.valid for key, api in sorted(APIS.items())
 }
 
 Message = Any
@@ -256,22 +257,30 @@ class _Codec:
     name: str
     parse: Callable[[Any, Any], Any]
     build: Callable[[Any, Any], Any]
+    #: the message class this codec encodes (`encode_*` refuses any other type)
+    cls: type[Any]
 
 
 _CACHE: dict[tuple[int, int, bool, bool], _Codec] = {}
 
 
-def _message_def(api_key: int, version: int, request: bool) -> tuple[str, MessageDef]:
-    api = SCHEMAS.get(api_key)
+def _check_version(api_key: int, version: int) -> None:
+    """`UnsupportedVersionError` unless the codec speaks this API at this version (reads `APIS`
+    only, so a request for an API nobody used yet is refused without loading its classes)."""
+    api = APIS.get(api_key)
     if api is None:
         raise UnsupportedVersionError(f"unknown API key {api_key}")
-    mdef = api.request if request else api.response
-    name = f"{api.name}{'Request' if request else 'Response'} v{version}"
-    if not in_range(version, mdef.valid):
+    if not in_range(version, api.valid):
         raise UnsupportedVersionError(
-            f"{api.name} v{version} is not supported (versions {mdef.valid[0]}-{mdef.valid[1]})"
+            f"{api.name} v{version} is not supported (versions {api.valid[0]}-{api.valid[1]})"
         )
-    return name, mdef
+
+
+def _message_def(api_key: int, version: int, request: bool) -> tuple[str, MessageDef]:
+    _check_version(api_key, version)
+    api = SCHEMAS[api_key]
+    mdef = api.request if request else api.response
+    return f"{api.name}{'Request' if request else 'Response'} v{version}", mdef
 
 
 def message_codec(api_key: int, version: int, request: bool, *, compiled: bool = True) -> _Codec:
@@ -289,7 +298,7 @@ def message_codec(api_key: int, version: int, request: bool, *, compiled: bool =
         def build(obj: Any, io: Any) -> Any:
             return build_all(obj, io, None)
 
-        codec = _Codec(name, c.parsefunc, build)
+        codec = _Codec(name, c.parsefunc, build, mdef.struct.cls)
     else:
 
         def parse_i(io: Any, this: Any) -> Any:
@@ -298,7 +307,7 @@ def message_codec(api_key: int, version: int, request: bool, *, compiled: bool =
         def build_i(obj: Any, io: Any) -> Any:
             return top._build(obj, io, None, "(building)")
 
-        codec = _Codec(name, parse_i, build_i)
+        codec = _Codec(name, parse_i, build_i, mdef.struct.cls)
     _CACHE[key] = codec
     return codec
 
@@ -337,17 +346,15 @@ def encode_body(
 ) -> bytes:
     """Encode a bare message body (no header)."""
     codec = message_codec(api_key, version, request, compiled=compiled)
-    _check_type(api_key, request, msg)
+    _check_type(codec, msg)
     out = _io.BytesIO()
     _build_body(codec, msg, out)
     return out.getvalue()
 
 
-def _check_type(api_key: int, request: bool, msg: Message) -> None:
-    api = SCHEMAS[api_key]
-    cls = (api.request if request else api.response).struct.cls
-    if type(msg) is not cls:
-        raise TypeError(f"expected {cls.__name__}, got {type(msg).__name__}")
+def _check_type(codec: _Codec, msg: Message) -> None:
+    if type(msg) is not codec.cls:
+        raise TypeError(f"expected {codec.cls.__name__}, got {type(msg).__name__}")
 
 
 # --- headers (kafkapy.protocol.headers) ---------------------------------------------------
@@ -434,7 +441,7 @@ def decode_request(
         else Frame(frame)
     )
     if io.end >= 4:  # unsupported key/version wins over a malformed rest of the header
-        _message_def(r_int16(io), r_int16(io), True)
+        _check_version(r_int16(io), r_int16(io))
         io.seek(0)
     header = _read_request_header(io)
     codec = message_codec(header.api_key, header.api_version, True)
@@ -444,7 +451,7 @@ def decode_request(
 def encode_request(header: RequestHeader, msg: Message) -> bytes:
     """Header (v1/v2 as the version requires) plus body, without the size prefix."""
     codec = message_codec(header.api_key, header.api_version, True)
-    _check_type(header.api_key, True, msg)
+    _check_type(codec, msg)
     out = _io.BytesIO()
     w_int16(out, header.api_key)
     w_int16(out, header.api_version)
@@ -463,7 +470,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Me
         if fast is not None:
             return fast
     codec = message_codec(api_key, api_version, False)
-    _check_type(api_key, False, msg)
+    _check_type(codec, msg)
     out = _io.BytesIO()
     w_int32(out, correlation_id)
     if response_header_version(api_key, api_version):

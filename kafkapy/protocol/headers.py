@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.protocol.messages import SCHEMAS
+from kafkapy.protocol.messages import APIS
 from kafkapy.protocol.schema import in_range
 
 __all__ = ["RequestHeader", "request_header_version", "response_header_version"]
@@ -39,8 +39,8 @@ def request_header_version(api_key: int, api_version: int) -> int:
     """
     if (api_key, api_version) in _HEADER_V0:
         return 0
-    api = SCHEMAS.get(api_key)
-    if api is not None and in_range(api_version, api.request.flexible):
+    api = APIS.get(api_key)
+    if api is not None and in_range(api_version, api.request_flexible):
         return 2
     return 1
 
@@ -49,5 +49,5 @@ def response_header_version(api_key: int, api_version: int) -> int:
     """Response header v1 for flexible versions, except ApiVersions which always uses v0."""
     if api_key == ApiKey.API_VERSIONS:
         return 0
-    api = SCHEMAS.get(api_key)
-    return 1 if api is not None and in_range(api_version, api.response.flexible) else 0
+    api = APIS.get(api_key)
+    return 1 if api is not None and in_range(api_version, api.response_flexible) else 0

@@ -4,26 +4,65 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AddOffsetsToTxnRequest:
+    """AddOffsetsToTxnRequest: API key 25, versions 0-4."""
+
     transactional_id: str = ''
     producer_id: int = 0
     producer_epoch: int = 0
     group_id: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, group_id='', unknown_tagged_fields=_FACTORY):
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.group_id = group_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, group_id={self.group_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.producer_epoch, self.group_id, self.unknown_tagged_fields,) == (other.transactional_id, other.producer_id, other.producer_epoch, other.group_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddOffsetsToTxnResponse:
+    """AddOffsetsToTxnResponse: API key 25, versions 0-4."""
+
     throttle_time_ms: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

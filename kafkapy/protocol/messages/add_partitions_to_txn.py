@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic:
+    """The AddPartitionsToTxnTopic struct of AddPartitionsToTxnRequest."""
+
     name: str = ''
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction:
+    """The AddPartitionsToTxnTransaction struct of AddPartitionsToTxnRequest."""
+
     transactional_id: str = ''
     producer_id: int = 0
     producer_epoch: int = 0
@@ -26,9 +48,29 @@ class AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction:
     topics: list[AddPartitionsToTxnRequest_AddPartitionsToTxnTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactional_id='', producer_id=0, producer_epoch=0, verify_only=False, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.verify_only = verify_only
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, verify_only={self.verify_only!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.producer_epoch, self.verify_only, self.topics, self.unknown_tagged_fields,) == (other.transactional_id, other.producer_id, other.producer_epoch, other.verify_only, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddPartitionsToTxnRequest:
+    """AddPartitionsToTxnRequest: API key 24, versions 0-5."""
+
     AddPartitionsToTxnTransaction = AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction
     AddPartitionsToTxnTopic = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic
 
@@ -39,30 +81,101 @@ class AddPartitionsToTxnRequest:
     v3_and_below_topics: list[AddPartitionsToTxnRequest_AddPartitionsToTxnTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactions=_FACTORY, v3_and_below_transactional_id='', v3_and_below_producer_id=0, v3_and_below_producer_epoch=0, v3_and_below_topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.transactions = [] if transactions is _FACTORY else transactions
+            self.v3_and_below_transactional_id = v3_and_below_transactional_id
+            self.v3_and_below_producer_id = v3_and_below_producer_id
+            self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+            self.v3_and_below_topics = [] if v3_and_below_topics is _FACTORY else v3_and_below_topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactions={self.transactions!r}, v3_and_below_transactional_id={self.v3_and_below_transactional_id!r}, v3_and_below_producer_id={self.v3_and_below_producer_id!r}, v3_and_below_producer_epoch={self.v3_and_below_producer_epoch!r}, v3_and_below_topics={self.v3_and_below_topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactions, self.v3_and_below_transactional_id, self.v3_and_below_producer_id, self.v3_and_below_producer_epoch, self.v3_and_below_topics, self.unknown_tagged_fields,) == (other.transactions, other.v3_and_below_transactional_id, other.v3_and_below_producer_id, other.v3_and_below_producer_epoch, other.v3_and_below_topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult:
+    """The AddPartitionsToTxnPartitionResult struct of AddPartitionsToTxnResponse."""
+
     partition_index: int = 0
     partition_error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, partition_error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.partition_error_code = partition_error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_error_code={self.partition_error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_error_code, self.unknown_tagged_fields,) == (other.partition_index, other.partition_error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult:
+    """The AddPartitionsToTxnTopicResult struct of AddPartitionsToTxnResponse."""
+
     name: str = ''
     results_by_partition: list[AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', results_by_partition=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.results_by_partition = [] if results_by_partition is _FACTORY else results_by_partition
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, results_by_partition={self.results_by_partition!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.results_by_partition, self.unknown_tagged_fields,) == (other.name, other.results_by_partition, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddPartitionsToTxnResponse_AddPartitionsToTxnResult:
+    """The AddPartitionsToTxnResult struct of AddPartitionsToTxnResponse."""
+
     transactional_id: str = ''
     topic_results: list[AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactional_id='', topic_results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.transactional_id = transactional_id
+            self.topic_results = [] if topic_results is _FACTORY else topic_results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, topic_results={self.topic_results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.topic_results, self.unknown_tagged_fields,) == (other.transactional_id, other.topic_results, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AddPartitionsToTxnResponse:
+    """AddPartitionsToTxnResponse: API key 24, versions 0-5."""
+
     AddPartitionsToTxnResult = AddPartitionsToTxnResponse_AddPartitionsToTxnResult
     AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult
     AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult
@@ -72,6 +185,23 @@ class AddPartitionsToTxnResponse:
     results_by_transaction: list[AddPartitionsToTxnResponse_AddPartitionsToTxnResult] = _dc.field(default_factory=list)
     results_by_topic_v3_and_below: list[AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, results_by_transaction=_FACTORY, results_by_topic_v3_and_below=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.results_by_transaction = [] if results_by_transaction is _FACTORY else results_by_transaction
+            self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _FACTORY else results_by_topic_v3_and_below
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results_by_transaction={self.results_by_transaction!r}, results_by_topic_v3_and_below={self.results_by_topic_v3_and_below!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.results_by_transaction, self.results_by_topic_v3_and_below, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.results_by_transaction, other.results_by_topic_v3_and_below, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,26 +4,65 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AllocateProducerIdsRequest", "AllocateProducerIdsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AllocateProducerIdsRequest:
+    """AllocateProducerIdsRequest: API key 67, versions 0-0."""
+
     broker_id: int = 0
     broker_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_id=0, broker_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.broker_id = broker_id
+            self.broker_epoch = broker_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AllocateProducerIdsResponse:
+    """AllocateProducerIdsResponse: API key 67, versions 0-0."""
+
     throttle_time_ms: int = 0
     error_code: int = 0
     producer_id_start: int = 0
     producer_id_len: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, producer_id_start=0, producer_id_len=0, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.producer_id_start = producer_id_start
+            self.producer_id_len = producer_id_len
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id_start={self.producer_id_start!r}, producer_id_len={self.producer_id_len!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.producer_id_start, other.producer_id_len, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

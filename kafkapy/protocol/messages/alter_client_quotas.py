@@ -4,36 +4,93 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AlterClientQuotasRequest", "AlterClientQuotasResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AlterClientQuotasRequest_EntityData:
+    """The EntityData struct of AlterClientQuotasRequest."""
+
     entity_type: str = ''
     entity_name: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entity_type='', entity_name=None, unknown_tagged_fields=_FACTORY):
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterClientQuotasRequest_OpData:
+    """The OpData struct of AlterClientQuotasRequest."""
+
     key: str = ''
     value: float = 0.0
     remove: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, key='', value=0.0, remove=False, unknown_tagged_fields=_FACTORY):
+            self.key = key
+            self.value = value
+            self.remove = remove
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, remove={self.remove!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.key, self.value, self.remove, self.unknown_tagged_fields,) == (other.key, other.value, other.remove, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterClientQuotasRequest_EntryData:
+    """The EntryData struct of AlterClientQuotasRequest."""
+
     entity: list[AlterClientQuotasRequest_EntityData] = _dc.field(default_factory=list)
     ops: list[AlterClientQuotasRequest_OpData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entity=_FACTORY, ops=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.entity = [] if entity is _FACTORY else entity
+            self.ops = [] if ops is _FACTORY else ops
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entity={self.entity!r}, ops={self.ops!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entity, self.ops, self.unknown_tagged_fields,) == (other.entity, other.ops, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterClientQuotasRequest:
+    """AlterClientQuotasRequest: API key 49, versions 0-1."""
+
     EntryData = AlterClientQuotasRequest_EntryData
     EntityData = AlterClientQuotasRequest_EntityData
     OpData = AlterClientQuotasRequest_OpData
@@ -42,30 +99,97 @@ class AlterClientQuotasRequest:
     validate_only: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entries=_FACTORY, validate_only=False, unknown_tagged_fields=_FACTORY):
+            self.entries = [] if entries is _FACTORY else entries
+            self.validate_only = validate_only
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entries={self.entries!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entries, self.validate_only, self.unknown_tagged_fields,) == (other.entries, other.validate_only, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterClientQuotasResponse_EntityData:
+    """The EntityData struct of AlterClientQuotasResponse."""
+
     entity_type: str = ''
     entity_name: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entity_type='', entity_name=None, unknown_tagged_fields=_FACTORY):
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterClientQuotasResponse_EntryData:
+    """The EntryData struct of AlterClientQuotasResponse."""
+
     error_code: int = 0
     error_message: str | None = None
     entity: list[AlterClientQuotasResponse_EntityData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, error_message=None, entity=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.entity = [] if entity is _FACTORY else entity
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, entity={self.entity!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.entity, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.entity, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterClientQuotasResponse:
+    """AlterClientQuotasResponse: API key 49, versions 0-1."""
+
     EntryData = AlterClientQuotasResponse_EntryData
     EntityData = AlterClientQuotasResponse_EntityData
 
     throttle_time_ms: int = 0
     entries: list[AlterClientQuotasResponse_EntryData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, entries=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.entries = [] if entries is _FACTORY else entries
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, entries={self.entries!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.entries, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.entries, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AlterPartitionRequest", "AlterPartitionResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AlterPartitionRequest_BrokerState:
+    """The BrokerState struct of AlterPartitionRequest."""
+
     broker_id: int = 0
     broker_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_id=0, broker_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.broker_id = broker_id
+            self.broker_epoch = broker_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionRequest_PartitionData:
+    """The PartitionData struct of AlterPartitionRequest."""
+
     partition_index: int = 0
     leader_epoch: int = 0
     new_isr: list[int] = _dc.field(default_factory=list)
@@ -28,17 +50,56 @@ class AlterPartitionRequest_PartitionData:
     partition_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, leader_epoch=0, new_isr=_FACTORY, new_isr_with_epochs=_FACTORY, leader_recovery_state=0, partition_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.leader_epoch = leader_epoch
+            self.new_isr = [] if new_isr is _FACTORY else new_isr
+            self.new_isr_with_epochs = [] if new_isr_with_epochs is _FACTORY else new_isr_with_epochs
+            self.leader_recovery_state = leader_recovery_state
+            self.partition_epoch = partition_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, new_isr={self.new_isr!r}, new_isr_with_epochs={self.new_isr_with_epochs!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.leader_epoch, self.new_isr, self.new_isr_with_epochs, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.leader_epoch, other.new_isr, other.new_isr_with_epochs, other.leader_recovery_state, other.partition_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionRequest_TopicData:
+    """The TopicData struct of AlterPartitionRequest."""
+
     topic_name: str = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[AlterPartitionRequest_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionRequest:
+    """AlterPartitionRequest: API key 56, versions 0-3."""
+
     TopicData = AlterPartitionRequest_TopicData
     PartitionData = AlterPartitionRequest_PartitionData
     BrokerState = AlterPartitionRequest_BrokerState
@@ -48,9 +109,27 @@ class AlterPartitionRequest:
     topics: list[AlterPartitionRequest_TopicData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_id=0, broker_epoch=-1, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.broker_id = broker_id
+            self.broker_epoch = broker_epoch
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.topics, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionResponse_PartitionData:
+    """The PartitionData struct of AlterPartitionResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     leader_id: int = 0
@@ -60,17 +139,57 @@ class AlterPartitionResponse_PartitionData:
     partition_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, isr=_FACTORY, leader_recovery_state=0, partition_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.isr = [] if isr is _FACTORY else isr
+            self.leader_recovery_state = leader_recovery_state
+            self.partition_epoch = partition_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.isr, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.isr, other.leader_recovery_state, other.partition_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionResponse_TopicData:
+    """The TopicData struct of AlterPartitionResponse."""
+
     topic_name: str = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[AlterPartitionResponse_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionResponse:
+    """AlterPartitionResponse: API key 56, versions 0-3."""
+
     TopicData = AlterPartitionResponse_TopicData
     PartitionData = AlterPartitionResponse_PartitionData
 
@@ -78,6 +197,22 @@ class AlterPartitionResponse:
     error_code: int = 0
     topics: list[AlterPartitionResponse_TopicData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,28 +4,67 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AlterPartitionReassignmentsRequest_ReassignablePartition:
+    """The ReassignablePartition struct of AlterPartitionReassignmentsRequest."""
+
     partition_index: int = 0
     replicas: list[int] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, replicas=None, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.replicas = replicas
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, replicas={self.replicas!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.replicas, self.unknown_tagged_fields,) == (other.partition_index, other.replicas, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionReassignmentsRequest_ReassignableTopic:
+    """The ReassignableTopic struct of AlterPartitionReassignmentsRequest."""
+
     name: str = ''
     partitions: list[AlterPartitionReassignmentsRequest_ReassignablePartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionReassignmentsRequest:
+    """AlterPartitionReassignmentsRequest: API key 45, versions 0-0."""
+
     ReassignableTopic = AlterPartitionReassignmentsRequest_ReassignableTopic
     ReassignablePartition = AlterPartitionReassignmentsRequest_ReassignablePartition
 
@@ -33,24 +72,76 @@ class AlterPartitionReassignmentsRequest:
     topics: list[AlterPartitionReassignmentsRequest_ReassignableTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, timeout_ms=60000, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.timeout_ms = timeout_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.timeout_ms, self.topics, self.unknown_tagged_fields,) == (other.timeout_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionReassignmentsResponse_ReassignablePartitionResponse:
+    """The ReassignablePartitionResponse struct of AlterPartitionReassignmentsResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, error_message=None, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionReassignmentsResponse_ReassignableTopicResponse:
+    """The ReassignableTopicResponse struct of AlterPartitionReassignmentsResponse."""
+
     name: str = ''
     partitions: list[AlterPartitionReassignmentsResponse_ReassignablePartitionResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterPartitionReassignmentsResponse:
+    """AlterPartitionReassignmentsResponse: API key 45, versions 0-0."""
+
     ReassignableTopicResponse = AlterPartitionReassignmentsResponse_ReassignableTopicResponse
     ReassignablePartitionResponse = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse
 
@@ -59,6 +150,23 @@ class AlterPartitionReassignmentsResponse:
     error_message: str | None = None
     responses: list[AlterPartitionReassignmentsResponse_ReassignableTopicResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, responses=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.responses = [] if responses is _FACTORY else responses
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

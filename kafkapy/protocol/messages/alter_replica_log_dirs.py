@@ -4,57 +4,161 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic:
+    """The AlterReplicaLogDirTopic struct of AlterReplicaLogDirsRequest."""
+
     name: str = ''
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterReplicaLogDirsRequest_AlterReplicaLogDir:
+    """The AlterReplicaLogDir struct of AlterReplicaLogDirsRequest."""
+
     path: str = ''
     topics: list[AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, path='', topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.path = path
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(path={self.path!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.path, self.topics, self.unknown_tagged_fields,) == (other.path, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterReplicaLogDirsRequest:
+    """AlterReplicaLogDirsRequest: API key 34, versions 0-2."""
+
     AlterReplicaLogDir = AlterReplicaLogDirsRequest_AlterReplicaLogDir
     AlterReplicaLogDirTopic = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic
 
     dirs: list[AlterReplicaLogDirsRequest_AlterReplicaLogDir] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, dirs=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.dirs = [] if dirs is _FACTORY else dirs
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(dirs={self.dirs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.dirs, self.unknown_tagged_fields,) == (other.dirs, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult:
+    """The AlterReplicaLogDirPartitionResult struct of AlterReplicaLogDirsResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult:
+    """The AlterReplicaLogDirTopicResult struct of AlterReplicaLogDirsResponse."""
+
     topic_name: str = ''
     partitions: list[AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterReplicaLogDirsResponse:
+    """AlterReplicaLogDirsResponse: API key 34, versions 0-2."""
+
     AlterReplicaLogDirTopicResult = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult
     AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult
 
     throttle_time_ms: int = 0
     results: list[AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class AlterUserScramCredentialsRequest_ScramCredentialDeletion:
+    """The ScramCredentialDeletion struct of AlterUserScramCredentialsRequest."""
+
     name: str = ''
     mechanism: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', mechanism=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.mechanism = mechanism
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, mechanism={self.mechanism!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.mechanism, self.unknown_tagged_fields,) == (other.name, other.mechanism, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterUserScramCredentialsRequest_ScramCredentialUpsertion:
+    """The ScramCredentialUpsertion struct of AlterUserScramCredentialsRequest."""
+
     name: str = ''
     mechanism: int = 0
     iterations: int = 0
@@ -26,9 +48,29 @@ class AlterUserScramCredentialsRequest_ScramCredentialUpsertion:
     salted_password: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', mechanism=0, iterations=0, salt=b"", salted_password=b"", unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.mechanism = mechanism
+            self.iterations = iterations
+            self.salt = salt
+            self.salted_password = salted_password
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, mechanism={self.mechanism!r}, iterations={self.iterations!r}, salt={self.salt!r}, salted_password={self.salted_password!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.mechanism, self.iterations, self.salt, self.salted_password, self.unknown_tagged_fields,) == (other.name, other.mechanism, other.iterations, other.salt, other.salted_password, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterUserScramCredentialsRequest:
+    """AlterUserScramCredentialsRequest: API key 51, versions 0-0."""
+
     ScramCredentialDeletion = AlterUserScramCredentialsRequest_ScramCredentialDeletion
     ScramCredentialUpsertion = AlterUserScramCredentialsRequest_ScramCredentialUpsertion
 
@@ -36,22 +78,72 @@ class AlterUserScramCredentialsRequest:
     upsertions: list[AlterUserScramCredentialsRequest_ScramCredentialUpsertion] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, deletions=_FACTORY, upsertions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.deletions = [] if deletions is _FACTORY else deletions
+            self.upsertions = [] if upsertions is _FACTORY else upsertions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(deletions={self.deletions!r}, upsertions={self.upsertions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.deletions, self.upsertions, self.unknown_tagged_fields,) == (other.deletions, other.upsertions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult:
+    """The AlterUserScramCredentialsResult struct of AlterUserScramCredentialsResponse."""
+
     user: str = ''
     error_code: int = 0
     error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, user='', error_code=0, error_message=None, unknown_tagged_fields=_FACTORY):
+            self.user = user
+            self.error_code = error_code
+            self.error_message = error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.user, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.user, other.error_code, other.error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class AlterUserScramCredentialsResponse:
+    """AlterUserScramCredentialsResponse: API key 51, versions 0-0."""
+
     AlterUserScramCredentialsResult = AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult
 
     throttle_time_ms: int = 0
     results: list[AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,45 +4,121 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ApiVersionsRequest", "ApiVersionsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ApiVersionsRequest:
+    """ApiVersionsRequest: API key 18, versions 0-4."""
+
     client_software_name: str = ''
     client_software_version: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, client_software_name='', client_software_version='', unknown_tagged_fields=_FACTORY):
+            self.client_software_name = client_software_name
+            self.client_software_version = client_software_version
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(client_software_name={self.client_software_name!r}, client_software_version={self.client_software_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.client_software_name, self.client_software_version, self.unknown_tagged_fields,) == (other.client_software_name, other.client_software_version, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ApiVersionsResponse_ApiVersion:
+    """The ApiVersion struct of ApiVersionsResponse."""
+
     api_key: int = 0
     min_version: int = 0
     max_version: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, api_key=0, min_version=0, max_version=0, unknown_tagged_fields=_FACTORY):
+            self.api_key = api_key
+            self.min_version = min_version
+            self.max_version = max_version
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(api_key={self.api_key!r}, min_version={self.min_version!r}, max_version={self.max_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.api_key, self.min_version, self.max_version, self.unknown_tagged_fields,) == (other.api_key, other.min_version, other.max_version, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ApiVersionsResponse_SupportedFeatureKey:
+    """The SupportedFeatureKey struct of ApiVersionsResponse."""
+
     name: str = ''
     min_version: int = 0
     max_version: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', min_version=0, max_version=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.min_version = min_version
+            self.max_version = max_version
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, min_version={self.min_version!r}, max_version={self.max_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.min_version, self.max_version, self.unknown_tagged_fields,) == (other.name, other.min_version, other.max_version, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ApiVersionsResponse_FinalizedFeatureKey:
+    """The FinalizedFeatureKey struct of ApiVersionsResponse."""
+
     name: str = ''
     max_version_level: int = 0
     min_version_level: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', max_version_level=0, min_version_level=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.max_version_level = max_version_level
+            self.min_version_level = min_version_level
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, max_version_level={self.max_version_level!r}, min_version_level={self.min_version_level!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.max_version_level, self.min_version_level, self.unknown_tagged_fields,) == (other.name, other.max_version_level, other.min_version_level, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ApiVersionsResponse:
+    """ApiVersionsResponse: API key 18, versions 0-4."""
+
     ApiVersion = ApiVersionsResponse_ApiVersion
     SupportedFeatureKey = ApiVersionsResponse_SupportedFeatureKey
     FinalizedFeatureKey = ApiVersionsResponse_FinalizedFeatureKey
@@ -55,6 +131,26 @@ class ApiVersionsResponse:
     finalized_features: list[ApiVersionsResponse_FinalizedFeatureKey] = _dc.field(default_factory=list)
     zk_migration_ready: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, api_keys=_FACTORY, throttle_time_ms=0, supported_features=_FACTORY, finalized_features_epoch=-1, finalized_features=_FACTORY, zk_migration_ready=False, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.api_keys = [] if api_keys is _FACTORY else api_keys
+            self.throttle_time_ms = throttle_time_ms
+            self.supported_features = [] if supported_features is _FACTORY else supported_features
+            self.finalized_features_epoch = finalized_features_epoch
+            self.finalized_features = [] if finalized_features is _FACTORY else finalized_features
+            self.zk_migration_ready = zk_migration_ready
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, api_keys={self.api_keys!r}, throttle_time_ms={self.throttle_time_ms!r}, supported_features={self.supported_features!r}, finalized_features_epoch={self.finalized_features_epoch!r}, finalized_features={self.finalized_features!r}, zk_migration_ready={self.zk_migration_ready!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready, self.unknown_tagged_fields,) == (other.error_code, other.api_keys, other.throttle_time_ms, other.supported_features, other.finalized_features_epoch, other.finalized_features, other.zk_migration_ready, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,38 +5,97 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "BeginQuorumEpochRequest", "BeginQuorumEpochResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class BeginQuorumEpochRequest_PartitionData:
+    """The PartitionData struct of BeginQuorumEpochRequest."""
+
     partition_index: int = 0
     voter_directory_id: _uuid.UUID = _uuid.UUID(int=0)
     leader_id: int = 0
     leader_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, voter_directory_id=_uuid.UUID(int=0), leader_id=0, leader_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.voter_directory_id = voter_directory_id
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, voter_directory_id={self.voter_directory_id!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.voter_directory_id, self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.voter_directory_id, other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochRequest_TopicData:
+    """The TopicData struct of BeginQuorumEpochRequest."""
+
     topic_name: str = ''
     partitions: list[BeginQuorumEpochRequest_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochRequest_LeaderEndpoint:
+    """The LeaderEndpoint struct of BeginQuorumEpochRequest."""
+
     name: str = ''
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochRequest:
+    """BeginQuorumEpochRequest: API key 53, versions 0-1."""
+
     TopicData = BeginQuorumEpochRequest_TopicData
     PartitionData = BeginQuorumEpochRequest_PartitionData
     LeaderEndpoint = BeginQuorumEpochRequest_LeaderEndpoint
@@ -47,33 +106,106 @@ class BeginQuorumEpochRequest:
     leader_endpoints: list[BeginQuorumEpochRequest_LeaderEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, cluster_id=None, voter_id=-1, topics=_FACTORY, leader_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.cluster_id = cluster_id
+            self.voter_id = voter_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.leader_endpoints = [] if leader_endpoints is _FACTORY else leader_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, topics={self.topics!r}, leader_endpoints={self.leader_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.voter_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields,) == (other.cluster_id, other.voter_id, other.topics, other.leader_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochResponse_PartitionData:
+    """The PartitionData struct of BeginQuorumEpochResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     leader_id: int = 0
     leader_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochResponse_TopicData:
+    """The TopicData struct of BeginQuorumEpochResponse."""
+
     topic_name: str = ''
     partitions: list[BeginQuorumEpochResponse_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochResponse_NodeEndpoint:
+    """The NodeEndpoint struct of BeginQuorumEpochResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BeginQuorumEpochResponse:
+    """BeginQuorumEpochResponse: API key 53, versions 0-1."""
+
     TopicData = BeginQuorumEpochResponse_TopicData
     PartitionData = BeginQuorumEpochResponse_PartitionData
     NodeEndpoint = BeginQuorumEpochResponse_NodeEndpoint
@@ -82,6 +214,22 @@ class BeginQuorumEpochResponse:
     topics: list[BeginQuorumEpochResponse_TopicData] = _dc.field(default_factory=list)
     node_endpoints: list[BeginQuorumEpochResponse_NodeEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, topics=_FACTORY, node_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.topics = [] if topics is _FACTORY else topics
+            self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields,) == (other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

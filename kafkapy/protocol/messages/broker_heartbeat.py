@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class BrokerHeartbeatRequest:
+    """BrokerHeartbeatRequest: API key 63, versions 0-1."""
+
     broker_id: int = 0
     broker_epoch: int = -1
     current_metadata_offset: int = 0
@@ -21,15 +26,54 @@ class BrokerHeartbeatRequest:
     offline_log_dirs: list[_uuid.UUID] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_id=0, broker_epoch=-1, current_metadata_offset=0, want_fence=False, want_shut_down=False, offline_log_dirs=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.broker_id = broker_id
+            self.broker_epoch = broker_epoch
+            self.current_metadata_offset = current_metadata_offset
+            self.want_fence = want_fence
+            self.want_shut_down = want_shut_down
+            self.offline_log_dirs = [] if offline_log_dirs is _FACTORY else offline_log_dirs
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, current_metadata_offset={self.current_metadata_offset!r}, want_fence={self.want_fence!r}, want_shut_down={self.want_shut_down!r}, offline_log_dirs={self.offline_log_dirs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down, self.offline_log_dirs, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.current_metadata_offset, other.want_fence, other.want_shut_down, other.offline_log_dirs, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BrokerHeartbeatResponse:
+    """BrokerHeartbeatResponse: API key 63, versions 0-1."""
+
     throttle_time_ms: int = 0
     error_code: int = 0
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, is_caught_up=False, is_fenced=True, should_shut_down=False, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.is_caught_up = is_caught_up
+            self.is_fenced = is_fenced
+            self.should_shut_down = should_shut_down
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, is_caught_up={self.is_caught_up!r}, is_fenced={self.is_fenced!r}, should_shut_down={self.should_shut_down!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.is_caught_up, self.is_fenced, self.should_shut_down, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.is_caught_up, other.is_fenced, other.should_shut_down, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,31 +5,73 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "BrokerRegistrationRequest", "BrokerRegistrationResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class BrokerRegistrationRequest_Listener:
+    """The Listener struct of BrokerRegistrationRequest."""
+
     name: str = ''
     host: str = ''
     port: int = 0
     security_protocol: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', host='', port=0, security_protocol=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.host = host
+            self.port = port
+            self.security_protocol = security_protocol
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, security_protocol={self.security_protocol!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.security_protocol, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BrokerRegistrationRequest_Feature:
+    """The Feature struct of BrokerRegistrationRequest."""
+
     name: str = ''
     min_supported_version: int = 0
     max_supported_version: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', min_supported_version=0, max_supported_version=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.min_supported_version = min_supported_version
+            self.max_supported_version = max_supported_version
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields,) == (other.name, other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BrokerRegistrationRequest:
+    """BrokerRegistrationRequest: API key 62, versions 0-4."""
+
     Listener = BrokerRegistrationRequest_Listener
     Feature = BrokerRegistrationRequest_Feature
 
@@ -44,13 +86,53 @@ class BrokerRegistrationRequest:
     previous_broker_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_id=0, cluster_id='', incarnation_id=_uuid.UUID(int=0), listeners=_FACTORY, features=_FACTORY, rack=None, is_migrating_zk_broker=False, log_dirs=_FACTORY, previous_broker_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.broker_id = broker_id
+            self.cluster_id = cluster_id
+            self.incarnation_id = incarnation_id
+            self.listeners = [] if listeners is _FACTORY else listeners
+            self.features = [] if features is _FACTORY else features
+            self.rack = rack
+            self.is_migrating_zk_broker = is_migrating_zk_broker
+            self.log_dirs = [] if log_dirs is _FACTORY else log_dirs
+            self.previous_broker_epoch = previous_broker_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, cluster_id={self.cluster_id!r}, incarnation_id={self.incarnation_id!r}, listeners={self.listeners!r}, features={self.features!r}, rack={self.rack!r}, is_migrating_zk_broker={self.is_migrating_zk_broker!r}, log_dirs={self.log_dirs!r}, previous_broker_epoch={self.previous_broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.features, self.rack, self.is_migrating_zk_broker, self.log_dirs, self.previous_broker_epoch, self.unknown_tagged_fields,) == (other.broker_id, other.cluster_id, other.incarnation_id, other.listeners, other.features, other.rack, other.is_migrating_zk_broker, other.log_dirs, other.previous_broker_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class BrokerRegistrationResponse:
+    """BrokerRegistrationResponse: API key 62, versions 0-4."""
+
     throttle_time_ms: int = 0
     error_code: int = 0
     broker_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, broker_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.broker_epoch = broker_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, broker_epoch={self.broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.broker_epoch, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.broker_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,35 +5,91 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ConsumerGroupDescribeRequest:
+    """ConsumerGroupDescribeRequest: API key 69, versions 0-0."""
+
     group_ids: list[str] = _dc.field(default_factory=list)
     include_authorized_operations: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_ids=_FACTORY, include_authorized_operations=False, unknown_tagged_fields=_FACTORY):
+            self.group_ids = [] if group_ids is _FACTORY else group_ids
+            self.include_authorized_operations = include_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_ids={self.group_ids!r}, include_authorized_operations={self.include_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_ids, self.include_authorized_operations, self.unknown_tagged_fields,) == (other.group_ids, other.include_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupDescribeResponse_TopicPartitions:
+    """The TopicPartitions struct of ConsumerGroupDescribeResponse."""
+
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     topic_name: str = ''
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_id=_uuid.UUID(int=0), topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_id = topic_id
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupDescribeResponse_Assignment:
+    """The Assignment struct of ConsumerGroupDescribeResponse."""
+
     topic_partitions: list[ConsumerGroupDescribeResponse_TopicPartitions] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_partitions = [] if topic_partitions is _FACTORY else topic_partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields,) == (other.topic_partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupDescribeResponse_Member:
+    """The Member struct of ConsumerGroupDescribeResponse."""
+
     member_id: str = ''
     instance_id: str | None = None
     rack_id: str | None = None
@@ -46,9 +102,34 @@ class ConsumerGroupDescribeResponse_Member:
     target_assignment: ConsumerGroupDescribeResponse_Assignment = _dc.field(default_factory=ConsumerGroupDescribeResponse_Assignment)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_FACTORY, subscribed_topic_regex=None, assignment=_FACTORY, target_assignment=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.member_id = member_id
+            self.instance_id = instance_id
+            self.rack_id = rack_id
+            self.member_epoch = member_epoch
+            self.client_id = client_id
+            self.client_host = client_host
+            self.subscribed_topic_names = [] if subscribed_topic_names is _FACTORY else subscribed_topic_names
+            self.subscribed_topic_regex = subscribed_topic_regex
+            self.assignment = ConsumerGroupDescribeResponse_Assignment() if assignment is _FACTORY else assignment
+            self.target_assignment = ConsumerGroupDescribeResponse_Assignment() if target_assignment is _FACTORY else target_assignment
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, subscribed_topic_regex={self.subscribed_topic_regex!r}, assignment={self.assignment!r}, target_assignment={self.target_assignment!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.instance_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.subscribed_topic_regex, self.assignment, self.target_assignment, self.unknown_tagged_fields,) == (other.member_id, other.instance_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.subscribed_topic_regex, other.assignment, other.target_assignment, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupDescribeResponse_DescribedGroup:
+    """The DescribedGroup struct of ConsumerGroupDescribeResponse."""
+
     error_code: int = 0
     error_message: str | None = None
     group_id: str = ''
@@ -60,9 +141,33 @@ class ConsumerGroupDescribeResponse_DescribedGroup:
     authorized_operations: int = -2147483648
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=_FACTORY, authorized_operations=-2147483648, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.group_id = group_id
+            self.group_state = group_state
+            self.group_epoch = group_epoch
+            self.assignment_epoch = assignment_epoch
+            self.assignor_name = assignor_name
+            self.members = [] if members is _FACTORY else members
+            self.authorized_operations = authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupDescribeResponse:
+    """ConsumerGroupDescribeResponse: API key 69, versions 0-0."""
+
     DescribedGroup = ConsumerGroupDescribeResponse_DescribedGroup
     Member = ConsumerGroupDescribeResponse_Member
     Assignment = ConsumerGroupDescribeResponse_Assignment
@@ -71,6 +176,21 @@ class ConsumerGroupDescribeResponse:
     throttle_time_ms: int = 0
     groups: list[ConsumerGroupDescribeResponse_DescribedGroup] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, groups=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.groups = [] if groups is _FACTORY else groups
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ConsumerGroupHeartbeatRequest_TopicPartitions:
+    """The TopicPartitions struct of ConsumerGroupHeartbeatRequest."""
+
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupHeartbeatRequest:
+    """ConsumerGroupHeartbeatRequest: API key 68, versions 0-1."""
+
     TopicPartitions = ConsumerGroupHeartbeatRequest_TopicPartitions
 
     group_id: str = ''
@@ -34,22 +56,80 @@ class ConsumerGroupHeartbeatRequest:
     topic_partitions: list[ConsumerGroupHeartbeatRequest_TopicPartitions] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', member_id='', member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None, topic_partitions=None, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.member_id = member_id
+            self.member_epoch = member_epoch
+            self.instance_id = instance_id
+            self.rack_id = rack_id
+            self.rebalance_timeout_ms = rebalance_timeout_ms
+            self.subscribed_topic_names = subscribed_topic_names
+            self.subscribed_topic_regex = subscribed_topic_regex
+            self.server_assignor = server_assignor
+            self.topic_partitions = topic_partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, rebalance_timeout_ms={self.rebalance_timeout_ms!r}, subscribed_topic_names={self.subscribed_topic_names!r}, subscribed_topic_regex={self.subscribed_topic_regex!r}, server_assignor={self.server_assignor!r}, topic_partitions={self.topic_partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.member_epoch, self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.subscribed_topic_names, self.subscribed_topic_regex, self.server_assignor, self.topic_partitions, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.member_epoch, other.instance_id, other.rack_id, other.rebalance_timeout_ms, other.subscribed_topic_names, other.subscribed_topic_regex, other.server_assignor, other.topic_partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupHeartbeatResponse_TopicPartitions:
+    """The TopicPartitions struct of ConsumerGroupHeartbeatResponse."""
+
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupHeartbeatResponse_Assignment:
+    """The Assignment struct of ConsumerGroupHeartbeatResponse."""
+
     topic_partitions: list[ConsumerGroupHeartbeatResponse_TopicPartitions] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_partitions = [] if topic_partitions is _FACTORY else topic_partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_partitions, self.unknown_tagged_fields,) == (other.topic_partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ConsumerGroupHeartbeatResponse:
+    """ConsumerGroupHeartbeatResponse: API key 68, versions 0-1."""
+
     Assignment = ConsumerGroupHeartbeatResponse_Assignment
     TopicPartitions = ConsumerGroupHeartbeatResponse_TopicPartitions
 
@@ -61,6 +141,26 @@ class ConsumerGroupHeartbeatResponse:
     heartbeat_interval_ms: int = 0
     assignment: ConsumerGroupHeartbeatResponse_Assignment | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.member_id = member_id
+            self.member_epoch = member_epoch
+            self.heartbeat_interval_ms = heartbeat_interval_ms
+            self.assignment = assignment
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, heartbeat_interval_ms={self.heartbeat_interval_ms!r}, assignment={self.assignment!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.assignment, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

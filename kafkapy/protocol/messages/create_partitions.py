@@ -4,28 +4,67 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "CreatePartitionsRequest", "CreatePartitionsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class CreatePartitionsRequest_CreatePartitionsAssignment:
+    """The CreatePartitionsAssignment struct of CreatePartitionsRequest."""
+
     broker_ids: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_ids=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.broker_ids = [] if broker_ids is _FACTORY else broker_ids
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_ids={self.broker_ids!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_ids, self.unknown_tagged_fields,) == (other.broker_ids, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreatePartitionsRequest_CreatePartitionsTopic:
+    """The CreatePartitionsTopic struct of CreatePartitionsRequest."""
+
     name: str = ''
     count: int = 0
     assignments: list[CreatePartitionsRequest_CreatePartitionsAssignment] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', count=0, assignments=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.count = count
+            self.assignments = assignments
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, count={self.count!r}, assignments={self.assignments!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.count, self.assignments, self.unknown_tagged_fields,) == (other.name, other.count, other.assignments, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreatePartitionsRequest:
+    """CreatePartitionsRequest: API key 37, versions 0-3."""
+
     CreatePartitionsTopic = CreatePartitionsRequest_CreatePartitionsTopic
     CreatePartitionsAssignment = CreatePartitionsRequest_CreatePartitionsAssignment
 
@@ -34,22 +73,73 @@ class CreatePartitionsRequest:
     validate_only: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, timeout_ms=0, validate_only=False, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.timeout_ms = timeout_ms
+            self.validate_only = validate_only
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields,) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreatePartitionsResponse_CreatePartitionsTopicResult:
+    """The CreatePartitionsTopicResult struct of CreatePartitionsResponse."""
+
     name: str = ''
     error_code: int = 0
     error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', error_code=0, error_message=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.error_code = error_code
+            self.error_message = error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.name, other.error_code, other.error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreatePartitionsResponse:
+    """CreatePartitionsResponse: API key 37, versions 0-3."""
+
     CreatePartitionsTopicResult = CreatePartitionsResponse_CreatePartitionsTopicResult
 
     throttle_time_ms: int = 0
     results: list[CreatePartitionsResponse_CreatePartitionsTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

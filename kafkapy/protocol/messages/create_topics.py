@@ -5,28 +5,67 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "CreateTopicsRequest", "CreateTopicsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class CreateTopicsRequest_CreatableReplicaAssignment:
+    """The CreatableReplicaAssignment struct of CreateTopicsRequest."""
+
     partition_index: int = 0
     broker_ids: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, broker_ids=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.broker_ids = [] if broker_ids is _FACTORY else broker_ids
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, broker_ids={self.broker_ids!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.broker_ids, self.unknown_tagged_fields,) == (other.partition_index, other.broker_ids, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreateTopicsRequest_CreatableTopicConfig:
+    """The CreatableTopicConfig struct of CreateTopicsRequest."""
+
     name: str = ''
     value: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', value=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.value = value
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.unknown_tagged_fields,) == (other.name, other.value, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreateTopicsRequest_CreatableTopic:
+    """The CreatableTopic struct of CreateTopicsRequest."""
+
     name: str = ''
     num_partitions: int = 0
     replication_factor: int = 0
@@ -34,9 +73,29 @@ class CreateTopicsRequest_CreatableTopic:
     configs: list[CreateTopicsRequest_CreatableTopicConfig] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', num_partitions=0, replication_factor=0, assignments=_FACTORY, configs=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.assignments = [] if assignments is _FACTORY else assignments
+            self.configs = [] if configs is _FACTORY else configs
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, assignments={self.assignments!r}, configs={self.configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs, self.unknown_tagged_fields,) == (other.name, other.num_partitions, other.replication_factor, other.assignments, other.configs, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreateTopicsRequest:
+    """CreateTopicsRequest: API key 19, versions 0-7."""
+
     CreatableTopic = CreateTopicsRequest_CreatableTopic
     CreatableReplicaAssignment = CreateTopicsRequest_CreatableReplicaAssignment
     CreatableTopicConfig = CreateTopicsRequest_CreatableTopicConfig
@@ -46,9 +105,27 @@ class CreateTopicsRequest:
     validate_only: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, timeout_ms=60000, validate_only=False, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.timeout_ms = timeout_ms
+            self.validate_only = validate_only
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields,) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreateTopicsResponse_CreatableTopicConfigs:
+    """The CreatableTopicConfigs struct of CreateTopicsResponse."""
+
     name: str = ''
     value: str | None = None
     read_only: bool = False
@@ -56,9 +133,29 @@ class CreateTopicsResponse_CreatableTopicConfigs:
     is_sensitive: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', value=None, read_only=False, config_source=-1, is_sensitive=False, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.value = value
+            self.read_only = read_only
+            self.config_source = config_source
+            self.is_sensitive = is_sensitive
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, config_source={self.config_source!r}, is_sensitive={self.is_sensitive!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.read_only, self.config_source, self.is_sensitive, self.unknown_tagged_fields,) == (other.name, other.value, other.read_only, other.config_source, other.is_sensitive, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreateTopicsResponse_CreatableTopicResult:
+    """The CreatableTopicResult struct of CreateTopicsResponse."""
+
     name: str = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     error_code: int = 0
@@ -69,15 +166,53 @@ class CreateTopicsResponse_CreatableTopicResult:
     configs: list[CreateTopicsResponse_CreatableTopicConfigs] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', topic_id=_uuid.UUID(int=0), error_code=0, error_message=None, topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.topic_id = topic_id
+            self.error_code = error_code
+            self.error_message = error_message
+            self.topic_config_error_code = topic_config_error_code
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.configs = configs
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, topic_config_error_code={self.topic_config_error_code!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, configs={self.configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.error_code, self.error_message, self.topic_config_error_code, self.num_partitions, self.replication_factor, self.configs, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.error_code, other.error_message, other.topic_config_error_code, other.num_partitions, other.replication_factor, other.configs, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class CreateTopicsResponse:
+    """CreateTopicsResponse: API key 19, versions 0-7."""
+
     CreatableTopicResult = CreateTopicsResponse_CreatableTopicResult
     CreatableTopicConfigs = CreateTopicsResponse_CreatableTopicConfigs
 
     throttle_time_ms: int = 0
     topics: list[CreateTopicsResponse_CreatableTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DeleteAclsRequest", "DeleteAclsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DeleteAclsRequest_DeleteAclsFilter:
+    """The DeleteAclsFilter struct of DeleteAclsRequest."""
+
     resource_type_filter: int = 0
     resource_name_filter: str | None = None
     pattern_type_filter: int = 3
@@ -21,17 +26,55 @@ class DeleteAclsRequest_DeleteAclsFilter:
     permission_type: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, resource_type_filter=0, resource_name_filter=None, pattern_type_filter=3, principal_filter=None, host_filter=None, operation=0, permission_type=0, unknown_tagged_fields=_FACTORY):
+            self.resource_type_filter = resource_type_filter
+            self.resource_name_filter = resource_name_filter
+            self.pattern_type_filter = pattern_type_filter
+            self.principal_filter = principal_filter
+            self.host_filter = host_filter
+            self.operation = operation
+            self.permission_type = permission_type
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(resource_type_filter={self.resource_type_filter!r}, resource_name_filter={self.resource_name_filter!r}, pattern_type_filter={self.pattern_type_filter!r}, principal_filter={self.principal_filter!r}, host_filter={self.host_filter!r}, operation={self.operation!r}, permission_type={self.permission_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.resource_type_filter, self.resource_name_filter, self.pattern_type_filter, self.principal_filter, self.host_filter, self.operation, self.permission_type, self.unknown_tagged_fields,) == (other.resource_type_filter, other.resource_name_filter, other.pattern_type_filter, other.principal_filter, other.host_filter, other.operation, other.permission_type, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteAclsRequest:
+    """DeleteAclsRequest: API key 31, versions 0-3."""
+
     DeleteAclsFilter = DeleteAclsRequest_DeleteAclsFilter
 
     filters: list[DeleteAclsRequest_DeleteAclsFilter] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, filters=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.filters = [] if filters is _FACTORY else filters
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(filters={self.filters!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.filters, self.unknown_tagged_fields,) == (other.filters, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteAclsResponse_DeleteAclsMatchingAcl:
+    """The DeleteAclsMatchingAcl struct of DeleteAclsResponse."""
+
     error_code: int = 0
     error_message: str | None = None
     resource_type: int = 0
@@ -43,23 +86,80 @@ class DeleteAclsResponse_DeleteAclsMatchingAcl:
     permission_type: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, error_message=None, resource_type=0, resource_name='', pattern_type=3, principal='', host='', operation=0, permission_type=0, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.pattern_type, other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteAclsResponse_DeleteAclsFilterResult:
+    """The DeleteAclsFilterResult struct of DeleteAclsResponse."""
+
     error_code: int = 0
     error_message: str | None = None
     matching_acls: list[DeleteAclsResponse_DeleteAclsMatchingAcl] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, error_message=None, matching_acls=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.matching_acls = [] if matching_acls is _FACTORY else matching_acls
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, matching_acls={self.matching_acls!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.matching_acls, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.matching_acls, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteAclsResponse:
+    """DeleteAclsResponse: API key 31, versions 0-3."""
+
     DeleteAclsFilterResult = DeleteAclsResponse_DeleteAclsFilterResult
     DeleteAclsMatchingAcl = DeleteAclsResponse_DeleteAclsMatchingAcl
 
     throttle_time_ms: int = 0
     filter_results: list[DeleteAclsResponse_DeleteAclsFilterResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, filter_results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.filter_results = [] if filter_results is _FACTORY else filter_results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, filter_results={self.filter_results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.filter_results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.filter_results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

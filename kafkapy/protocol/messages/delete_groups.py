@@ -4,32 +4,85 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DeleteGroupsRequest", "DeleteGroupsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DeleteGroupsRequest:
+    """DeleteGroupsRequest: API key 42, versions 0-2."""
+
     groups_names: list[str] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, groups_names=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.groups_names = [] if groups_names is _FACTORY else groups_names
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(groups_names={self.groups_names!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.groups_names, self.unknown_tagged_fields,) == (other.groups_names, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteGroupsResponse_DeletableGroupResult:
+    """The DeletableGroupResult struct of DeleteGroupsResponse."""
+
     group_id: str = ''
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', error_code=0, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.error_code, self.unknown_tagged_fields,) == (other.group_id, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteGroupsResponse:
+    """DeleteGroupsResponse: API key 42, versions 0-2."""
+
     DeletableGroupResult = DeleteGroupsResponse_DeletableGroupResult
 
     throttle_time_ms: int = 0
     results: list[DeleteGroupsResponse_DeletableGroupResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

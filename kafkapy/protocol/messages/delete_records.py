@@ -4,28 +4,67 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DeleteRecordsRequest", "DeleteRecordsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DeleteRecordsRequest_DeleteRecordsPartition:
+    """The DeleteRecordsPartition struct of DeleteRecordsRequest."""
+
     partition_index: int = 0
     offset: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, offset=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.offset = offset
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, offset={self.offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.offset, self.unknown_tagged_fields,) == (other.partition_index, other.offset, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteRecordsRequest_DeleteRecordsTopic:
+    """The DeleteRecordsTopic struct of DeleteRecordsRequest."""
+
     name: str = ''
     partitions: list[DeleteRecordsRequest_DeleteRecordsPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteRecordsRequest:
+    """DeleteRecordsRequest: API key 21, versions 0-2."""
+
     DeleteRecordsTopic = DeleteRecordsRequest_DeleteRecordsTopic
     DeleteRecordsPartition = DeleteRecordsRequest_DeleteRecordsPartition
 
@@ -33,30 +72,97 @@ class DeleteRecordsRequest:
     timeout_ms: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, timeout_ms=0, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.timeout_ms = timeout_ms
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.timeout_ms, self.unknown_tagged_fields,) == (other.topics, other.timeout_ms, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteRecordsResponse_DeleteRecordsPartitionResult:
+    """The DeleteRecordsPartitionResult struct of DeleteRecordsResponse."""
+
     partition_index: int = 0
     low_watermark: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, low_watermark=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.low_watermark = low_watermark
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, low_watermark={self.low_watermark!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.low_watermark, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.low_watermark, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteRecordsResponse_DeleteRecordsTopicResult:
+    """The DeleteRecordsTopicResult struct of DeleteRecordsResponse."""
+
     name: str = ''
     partitions: list[DeleteRecordsResponse_DeleteRecordsPartitionResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteRecordsResponse:
+    """DeleteRecordsResponse: API key 21, versions 0-2."""
+
     DeleteRecordsTopicResult = DeleteRecordsResponse_DeleteRecordsTopicResult
     DeleteRecordsPartitionResult = DeleteRecordsResponse_DeleteRecordsPartitionResult
 
     throttle_time_ms: int = 0
     topics: list[DeleteRecordsResponse_DeleteRecordsTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DeleteTopicsRequest", "DeleteTopicsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DeleteTopicsRequest_DeleteTopicState:
+    """The DeleteTopicState struct of DeleteTopicsRequest."""
+
     name: str | None = None
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name=None, topic_id=_uuid.UUID(int=0), unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.topic_id = topic_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteTopicsRequest:
+    """DeleteTopicsRequest: API key 20, versions 0-6."""
+
     DeleteTopicState = DeleteTopicsRequest_DeleteTopicState
 
     topics: list[DeleteTopicsRequest_DeleteTopicState] = _dc.field(default_factory=list)
@@ -27,23 +49,75 @@ class DeleteTopicsRequest:
     timeout_ms: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, topic_names=_FACTORY, timeout_ms=0, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.topic_names = [] if topic_names is _FACTORY else topic_names
+            self.timeout_ms = timeout_ms
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, topic_names={self.topic_names!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.topic_names, self.timeout_ms, self.unknown_tagged_fields,) == (other.topics, other.topic_names, other.timeout_ms, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteTopicsResponse_DeletableTopicResult:
+    """The DeletableTopicResult struct of DeleteTopicsResponse."""
+
     name: str | None = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     error_code: int = 0
     error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', topic_id=_uuid.UUID(int=0), error_code=0, error_message=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.topic_id = topic_id
+            self.error_code = error_code
+            self.error_message = error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.error_code, other.error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DeleteTopicsResponse:
+    """DeleteTopicsResponse: API key 20, versions 0-6."""
+
     DeletableTopicResult = DeleteTopicsResponse_DeletableTopicResult
 
     throttle_time_ms: int = 0
     responses: list[DeleteTopicsResponse_DeletableTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, responses=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.responses = [] if responses is _FACTORY else responses
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

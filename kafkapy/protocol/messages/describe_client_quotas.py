@@ -4,52 +4,143 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeClientQuotasRequest_ComponentData:
+    """The ComponentData struct of DescribeClientQuotasRequest."""
+
     entity_type: str = ''
     match_type: int = 0
     match: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entity_type='', match_type=0, match=None, unknown_tagged_fields=_FACTORY):
+            self.entity_type = entity_type
+            self.match_type = match_type
+            self.match = match
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, match_type={self.match_type!r}, match={self.match!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.match_type, self.match, self.unknown_tagged_fields,) == (other.entity_type, other.match_type, other.match, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClientQuotasRequest:
+    """DescribeClientQuotasRequest: API key 48, versions 0-1."""
+
     ComponentData = DescribeClientQuotasRequest_ComponentData
 
     components: list[DescribeClientQuotasRequest_ComponentData] = _dc.field(default_factory=list)
     strict: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, components=_FACTORY, strict=False, unknown_tagged_fields=_FACTORY):
+            self.components = [] if components is _FACTORY else components
+            self.strict = strict
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(components={self.components!r}, strict={self.strict!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.components, self.strict, self.unknown_tagged_fields,) == (other.components, other.strict, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClientQuotasResponse_EntityData:
+    """The EntityData struct of DescribeClientQuotasResponse."""
+
     entity_type: str = ''
     entity_name: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entity_type='', entity_name=None, unknown_tagged_fields=_FACTORY):
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClientQuotasResponse_ValueData:
+    """The ValueData struct of DescribeClientQuotasResponse."""
+
     key: str = ''
     value: float = 0.0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, key='', value=0.0, unknown_tagged_fields=_FACTORY):
+            self.key = key
+            self.value = value
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.key, self.value, self.unknown_tagged_fields,) == (other.key, other.value, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClientQuotasResponse_EntryData:
+    """The EntryData struct of DescribeClientQuotasResponse."""
+
     entity: list[DescribeClientQuotasResponse_EntityData] = _dc.field(default_factory=list)
     values: list[DescribeClientQuotasResponse_ValueData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, entity=_FACTORY, values=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.entity = [] if entity is _FACTORY else entity
+            self.values = [] if values is _FACTORY else values
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(entity={self.entity!r}, values={self.values!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.entity, self.values, self.unknown_tagged_fields,) == (other.entity, other.values, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClientQuotasResponse:
+    """DescribeClientQuotasResponse: API key 48, versions 0-1."""
+
     EntryData = DescribeClientQuotasResponse_EntryData
     EntityData = DescribeClientQuotasResponse_EntityData
     ValueData = DescribeClientQuotasResponse_ValueData
@@ -59,6 +150,23 @@ class DescribeClientQuotasResponse:
     error_message: str | None = None
     entries: list[DescribeClientQuotasResponse_EntryData] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, entries=None, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.entries = entries
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, entries={self.entries!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.entries, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.entries, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

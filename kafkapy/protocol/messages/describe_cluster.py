@@ -4,30 +4,71 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeClusterRequest", "DescribeClusterResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeClusterRequest:
+    """DescribeClusterRequest: API key 60, versions 0-1."""
+
     include_cluster_authorized_operations: bool = False
     endpoint_type: int = 1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, include_cluster_authorized_operations=False, endpoint_type=1, unknown_tagged_fields=_FACTORY):
+            self.include_cluster_authorized_operations = include_cluster_authorized_operations
+            self.endpoint_type = endpoint_type
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, endpoint_type={self.endpoint_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.include_cluster_authorized_operations, self.endpoint_type, self.unknown_tagged_fields,) == (other.include_cluster_authorized_operations, other.endpoint_type, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClusterResponse_DescribeClusterBroker:
+    """The DescribeClusterBroker struct of DescribeClusterResponse."""
+
     broker_id: int = 0
     host: str = ''
     port: int = 0
     rack: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, broker_id=0, host='', port=0, rack=None, unknown_tagged_fields=_FACTORY):
+            self.broker_id = broker_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.broker_id, self.host, self.port, self.rack, self.unknown_tagged_fields,) == (other.broker_id, other.host, other.port, other.rack, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeClusterResponse:
+    """DescribeClusterResponse: API key 60, versions 0-1."""
+
     DescribeClusterBroker = DescribeClusterResponse_DescribeClusterBroker
 
     throttle_time_ms: int = 0
@@ -39,6 +80,27 @@ class DescribeClusterResponse:
     brokers: list[DescribeClusterResponse_DescribeClusterBroker] = _dc.field(default_factory=list)
     cluster_authorized_operations: int = -2147483648
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id='', controller_id=-1, brokers=_FACTORY, cluster_authorized_operations=-2147483648, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.endpoint_type = endpoint_type
+            self.cluster_id = cluster_id
+            self.controller_id = controller_id
+            self.brokers = [] if brokers is _FACTORY else brokers
+            self.cluster_authorized_operations = cluster_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, endpoint_type={self.endpoint_type!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, brokers={self.brokers!r}, cluster_authorized_operations={self.cluster_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.endpoint_type, other.cluster_id, other.controller_id, other.brokers, other.cluster_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

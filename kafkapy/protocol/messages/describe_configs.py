@@ -4,22 +4,45 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeConfigsRequest", "DescribeConfigsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeConfigsRequest_DescribeConfigsResource:
+    """The DescribeConfigsResource struct of DescribeConfigsRequest."""
+
     resource_type: int = 0
     resource_name: str = ''
     configuration_keys: list[str] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, resource_type=0, resource_name='', configuration_keys=None, unknown_tagged_fields=_FACTORY):
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configuration_keys = configuration_keys
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configuration_keys={self.configuration_keys!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configuration_keys, self.unknown_tagged_fields,) == (other.resource_type, other.resource_name, other.configuration_keys, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeConfigsRequest:
+    """DescribeConfigsRequest: API key 32, versions 0-4."""
+
     DescribeConfigsResource = DescribeConfigsRequest_DescribeConfigsResource
 
     resources: list[DescribeConfigsRequest_DescribeConfigsResource] = _dc.field(default_factory=list)
@@ -27,17 +50,53 @@ class DescribeConfigsRequest:
     include_documentation: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, resources=_FACTORY, include_synonyms=False, include_documentation=False, unknown_tagged_fields=_FACTORY):
+            self.resources = [] if resources is _FACTORY else resources
+            self.include_synonyms = include_synonyms
+            self.include_documentation = include_documentation
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(resources={self.resources!r}, include_synonyms={self.include_synonyms!r}, include_documentation={self.include_documentation!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.resources, self.include_synonyms, self.include_documentation, self.unknown_tagged_fields,) == (other.resources, other.include_synonyms, other.include_documentation, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeConfigsResponse_DescribeConfigsSynonym:
+    """The DescribeConfigsSynonym struct of DescribeConfigsResponse."""
+
     name: str = ''
     value: str | None = None
     source: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', value=None, source=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.value = value
+            self.source = source
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, source={self.source!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.source, self.unknown_tagged_fields,) == (other.name, other.value, other.source, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeConfigsResponse_DescribeConfigsResourceResult:
+    """The DescribeConfigsResourceResult struct of DescribeConfigsResponse."""
+
     name: str = ''
     value: str | None = None
     read_only: bool = False
@@ -49,9 +108,33 @@ class DescribeConfigsResponse_DescribeConfigsResourceResult:
     documentation: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', value=None, read_only=False, is_default=False, config_source=-1, is_sensitive=False, synonyms=_FACTORY, config_type=0, documentation=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.value = value
+            self.read_only = read_only
+            self.is_default = is_default
+            self.config_source = config_source
+            self.is_sensitive = is_sensitive
+            self.synonyms = [] if synonyms is _FACTORY else synonyms
+            self.config_type = config_type
+            self.documentation = documentation
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, is_default={self.is_default!r}, config_source={self.config_source!r}, is_sensitive={self.is_sensitive!r}, synonyms={self.synonyms!r}, config_type={self.config_type!r}, documentation={self.documentation!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.value, self.read_only, self.is_default, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation, self.unknown_tagged_fields,) == (other.name, other.value, other.read_only, other.is_default, other.config_source, other.is_sensitive, other.synonyms, other.config_type, other.documentation, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeConfigsResponse_DescribeConfigsResult:
+    """The DescribeConfigsResult struct of DescribeConfigsResponse."""
+
     error_code: int = 0
     error_message: str | None = None
     resource_type: int = 0
@@ -59,9 +142,29 @@ class DescribeConfigsResponse_DescribeConfigsResult:
     configs: list[DescribeConfigsResponse_DescribeConfigsResourceResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, error_message=None, resource_type=0, resource_name='', configs=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is _FACTORY else configs
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeConfigsResponse:
+    """DescribeConfigsResponse: API key 32, versions 0-4."""
+
     DescribeConfigsResult = DescribeConfigsResponse_DescribeConfigsResult
     DescribeConfigsResourceResult = DescribeConfigsResponse_DescribeConfigsResourceResult
     DescribeConfigsSynonym = DescribeConfigsResponse_DescribeConfigsSynonym
@@ -69,6 +172,21 @@ class DescribeConfigsResponse:
     throttle_time_ms: int = 0
     results: list[DescribeConfigsResponse_DescribeConfigsResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

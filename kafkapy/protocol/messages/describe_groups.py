@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeGroupsRequest", "DescribeGroupsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeGroupsRequest:
+    """DescribeGroupsRequest: API key 15, versions 0-5."""
+
     groups: list[str] = _dc.field(default_factory=list)
     include_authorized_operations: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, groups=_FACTORY, include_authorized_operations=False, unknown_tagged_fields=_FACTORY):
+            self.groups = [] if groups is _FACTORY else groups
+            self.include_authorized_operations = include_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(groups={self.groups!r}, include_authorized_operations={self.include_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.groups, self.include_authorized_operations, self.unknown_tagged_fields,) == (other.groups, other.include_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeGroupsResponse_DescribedGroupMember:
+    """The DescribedGroupMember struct of DescribeGroupsResponse."""
+
     member_id: str = ''
     group_instance_id: str | None = None
     client_id: str = ''
@@ -27,9 +49,30 @@ class DescribeGroupsResponse_DescribedGroupMember:
     member_assignment: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b"", member_assignment=b"", unknown_tagged_fields=_FACTORY):
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.client_id = client_id
+            self.client_host = client_host
+            self.member_metadata = member_metadata
+            self.member_assignment = member_assignment
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, member_metadata={self.member_metadata!r}, member_assignment={self.member_assignment!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.client_id, self.client_host, self.member_metadata, self.member_assignment, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.client_id, other.client_host, other.member_metadata, other.member_assignment, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeGroupsResponse_DescribedGroup:
+    """The DescribedGroup struct of DescribeGroupsResponse."""
+
     error_code: int = 0
     group_id: str = ''
     group_state: str = ''
@@ -39,15 +82,52 @@ class DescribeGroupsResponse_DescribedGroup:
     authorized_operations: int = -2147483648
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, group_id='', group_state='', protocol_type='', protocol_data='', members=_FACTORY, authorized_operations=-2147483648, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.group_id = group_id
+            self.group_state = group_state
+            self.protocol_type = protocol_type
+            self.protocol_data = protocol_data
+            self.members = [] if members is _FACTORY else members
+            self.authorized_operations = authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, protocol_type={self.protocol_type!r}, protocol_data={self.protocol_data!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.group_id, self.group_state, self.protocol_type, self.protocol_data, self.members, self.authorized_operations, self.unknown_tagged_fields,) == (other.error_code, other.group_id, other.group_state, other.protocol_type, other.protocol_data, other.members, other.authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeGroupsResponse:
+    """DescribeGroupsResponse: API key 15, versions 0-5."""
+
     DescribedGroup = DescribeGroupsResponse_DescribedGroup
     DescribedGroupMember = DescribeGroupsResponse_DescribedGroupMember
 
     throttle_time_ms: int = 0
     groups: list[DescribeGroupsResponse_DescribedGroup] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, groups=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.groups = [] if groups is _FACTORY else groups
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

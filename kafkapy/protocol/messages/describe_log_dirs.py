@@ -4,45 +4,119 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeLogDirsRequest", "DescribeLogDirsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeLogDirsRequest_DescribableLogDirTopic:
+    """The DescribableLogDirTopic struct of DescribeLogDirsRequest."""
+
     topic: str = ''
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeLogDirsRequest:
+    """DescribeLogDirsRequest: API key 35, versions 0-4."""
+
     DescribableLogDirTopic = DescribeLogDirsRequest_DescribableLogDirTopic
 
     topics: list[DescribeLogDirsRequest_DescribableLogDirTopic] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=None, unknown_tagged_fields=_FACTORY):
+            self.topics = topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.unknown_tagged_fields,) == (other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeLogDirsResponse_DescribeLogDirsPartition:
+    """The DescribeLogDirsPartition struct of DescribeLogDirsResponse."""
+
     partition_index: int = 0
     partition_size: int = 0
     offset_lag: int = 0
     is_future_key: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, partition_size=0, offset_lag=0, is_future_key=False, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.partition_size = partition_size
+            self.offset_lag = offset_lag
+            self.is_future_key = is_future_key
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_size={self.partition_size!r}, offset_lag={self.offset_lag!r}, is_future_key={self.is_future_key!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key, self.unknown_tagged_fields,) == (other.partition_index, other.partition_size, other.offset_lag, other.is_future_key, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeLogDirsResponse_DescribeLogDirsTopic:
+    """The DescribeLogDirsTopic struct of DescribeLogDirsResponse."""
+
     name: str = ''
     partitions: list[DescribeLogDirsResponse_DescribeLogDirsPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeLogDirsResponse_DescribeLogDirsResult:
+    """The DescribeLogDirsResult struct of DescribeLogDirsResponse."""
+
     error_code: int = 0
     log_dir: str = ''
     topics: list[DescribeLogDirsResponse_DescribeLogDirsTopic] = _dc.field(default_factory=list)
@@ -50,9 +124,29 @@ class DescribeLogDirsResponse_DescribeLogDirsResult:
     usable_bytes: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, log_dir='', topics=_FACTORY, total_bytes=-1, usable_bytes=-1, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.log_dir = log_dir
+            self.topics = [] if topics is _FACTORY else topics
+            self.total_bytes = total_bytes
+            self.usable_bytes = usable_bytes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, log_dir={self.log_dir!r}, topics={self.topics!r}, total_bytes={self.total_bytes!r}, usable_bytes={self.usable_bytes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes, self.unknown_tagged_fields,) == (other.error_code, other.log_dir, other.topics, other.total_bytes, other.usable_bytes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeLogDirsResponse:
+    """DescribeLogDirsResponse: API key 35, versions 0-4."""
+
     DescribeLogDirsResult = DescribeLogDirsResponse_DescribeLogDirsResult
     DescribeLogDirsTopic = DescribeLogDirsResponse_DescribeLogDirsTopic
     DescribeLogDirsPartition = DescribeLogDirsResponse_DescribeLogDirsPartition
@@ -61,6 +155,22 @@ class DescribeLogDirsResponse:
     error_code: int = 0
     results: list[DescribeLogDirsResponse_DescribeLogDirsResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

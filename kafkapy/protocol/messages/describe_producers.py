@@ -4,29 +4,67 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeProducersRequest", "DescribeProducersResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeProducersRequest_TopicRequest:
+    """The TopicRequest struct of DescribeProducersRequest."""
+
     name: str = ''
     partition_indexes: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_indexes=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeProducersRequest:
+    """DescribeProducersRequest: API key 61, versions 0-0."""
+
     TopicRequest = DescribeProducersRequest_TopicRequest
 
     topics: list[DescribeProducersRequest_TopicRequest] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.unknown_tagged_fields,) == (other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeProducersResponse_ProducerState:
+    """The ProducerState struct of DescribeProducersResponse."""
+
     producer_id: int = 0
     producer_epoch: int = 0
     last_sequence: int = -1
@@ -35,25 +73,82 @@ class DescribeProducersResponse_ProducerState:
     current_txn_start_offset: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, producer_id=0, producer_epoch=0, last_sequence=-1, last_timestamp=-1, coordinator_epoch=0, current_txn_start_offset=-1, unknown_tagged_fields=_FACTORY):
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.last_sequence = last_sequence
+            self.last_timestamp = last_timestamp
+            self.coordinator_epoch = coordinator_epoch
+            self.current_txn_start_offset = current_txn_start_offset
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, last_sequence={self.last_sequence!r}, last_timestamp={self.last_timestamp!r}, coordinator_epoch={self.coordinator_epoch!r}, current_txn_start_offset={self.current_txn_start_offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.producer_epoch, self.last_sequence, self.last_timestamp, self.coordinator_epoch, self.current_txn_start_offset, self.unknown_tagged_fields,) == (other.producer_id, other.producer_epoch, other.last_sequence, other.last_timestamp, other.coordinator_epoch, other.current_txn_start_offset, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeProducersResponse_PartitionResponse:
+    """The PartitionResponse struct of DescribeProducersResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     error_message: str | None = None
     active_producers: list[DescribeProducersResponse_ProducerState] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, error_message=None, active_producers=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+            self.active_producers = [] if active_producers is _FACTORY else active_producers
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, active_producers={self.active_producers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.active_producers, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.error_message, other.active_producers, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeProducersResponse_TopicResponse:
+    """The TopicResponse struct of DescribeProducersResponse."""
+
     name: str = ''
     partitions: list[DescribeProducersResponse_PartitionResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeProducersResponse:
+    """DescribeProducersResponse: API key 61, versions 0-0."""
+
     TopicResponse = DescribeProducersResponse_TopicResponse
     PartitionResponse = DescribeProducersResponse_PartitionResponse
     ProducerState = DescribeProducersResponse_ProducerState
@@ -61,6 +156,21 @@ class DescribeProducersResponse:
     throttle_time_ms: int = 0
     topics: list[DescribeProducersResponse_TopicResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

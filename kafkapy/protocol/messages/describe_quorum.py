@@ -5,36 +5,90 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeQuorumRequest", "DescribeQuorumResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeQuorumRequest_PartitionData:
+    """The PartitionData struct of DescribeQuorumRequest."""
+
     partition_index: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.unknown_tagged_fields,) == (other.partition_index, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumRequest_TopicData:
+    """The TopicData struct of DescribeQuorumRequest."""
+
     topic_name: str = ''
     partitions: list[DescribeQuorumRequest_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumRequest:
+    """DescribeQuorumRequest: API key 55, versions 0-2."""
+
     TopicData = DescribeQuorumRequest_TopicData
     PartitionData = DescribeQuorumRequest_PartitionData
 
     topics: list[DescribeQuorumRequest_TopicData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.unknown_tagged_fields,) == (other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumResponse_ReplicaState:
+    """The ReplicaState struct of DescribeQuorumResponse."""
+
     replica_id: int = 0
     replica_directory_id: _uuid.UUID = _uuid.UUID(int=0)
     log_end_offset: int = 0
@@ -42,9 +96,29 @@ class DescribeQuorumResponse_ReplicaState:
     last_caught_up_timestamp: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, replica_id=0, replica_directory_id=_uuid.UUID(int=0), log_end_offset=0, last_fetch_timestamp=-1, last_caught_up_timestamp=-1, unknown_tagged_fields=_FACTORY):
+            self.replica_id = replica_id
+            self.replica_directory_id = replica_directory_id
+            self.log_end_offset = log_end_offset
+            self.last_fetch_timestamp = last_fetch_timestamp
+            self.last_caught_up_timestamp = last_caught_up_timestamp
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, replica_directory_id={self.replica_directory_id!r}, log_end_offset={self.log_end_offset!r}, last_fetch_timestamp={self.last_fetch_timestamp!r}, last_caught_up_timestamp={self.last_caught_up_timestamp!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.replica_directory_id, self.log_end_offset, self.last_fetch_timestamp, self.last_caught_up_timestamp, self.unknown_tagged_fields,) == (other.replica_id, other.replica_directory_id, other.log_end_offset, other.last_fetch_timestamp, other.last_caught_up_timestamp, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumResponse_PartitionData:
+    """The PartitionData struct of DescribeQuorumResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     error_message: str | None = None
@@ -55,31 +129,106 @@ class DescribeQuorumResponse_PartitionData:
     observers: list[DescribeQuorumResponse_ReplicaState] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, error_message=None, leader_id=0, leader_epoch=0, high_watermark=0, current_voters=_FACTORY, observers=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.high_watermark = high_watermark
+            self.current_voters = [] if current_voters is _FACTORY else current_voters
+            self.observers = [] if observers is _FACTORY else observers
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, high_watermark={self.high_watermark!r}, current_voters={self.current_voters!r}, observers={self.observers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.error_message, self.leader_id, self.leader_epoch, self.high_watermark, self.current_voters, self.observers, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.error_message, other.leader_id, other.leader_epoch, other.high_watermark, other.current_voters, other.observers, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumResponse_TopicData:
+    """The TopicData struct of DescribeQuorumResponse."""
+
     topic_name: str = ''
     partitions: list[DescribeQuorumResponse_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumResponse_Listener:
+    """The Listener struct of DescribeQuorumResponse."""
+
     name: str = ''
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumResponse_Node:
+    """The Node struct of DescribeQuorumResponse."""
+
     node_id: int = 0
     listeners: list[DescribeQuorumResponse_Listener] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, listeners=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.listeners = [] if listeners is _FACTORY else listeners
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, listeners={self.listeners!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.listeners, self.unknown_tagged_fields,) == (other.node_id, other.listeners, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeQuorumResponse:
+    """DescribeQuorumResponse: API key 55, versions 0-2."""
+
     TopicData = DescribeQuorumResponse_TopicData
     PartitionData = DescribeQuorumResponse_PartitionData
     ReplicaState = DescribeQuorumResponse_ReplicaState
@@ -91,6 +240,23 @@ class DescribeQuorumResponse:
     topics: list[DescribeQuorumResponse_TopicData] = _dc.field(default_factory=list)
     nodes: list[DescribeQuorumResponse_Node] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, error_message=None, topics=_FACTORY, nodes=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.topics = [] if topics is _FACTORY else topics
+            self.nodes = [] if nodes is _FACTORY else nodes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, topics={self.topics!r}, nodes={self.nodes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.topics, self.nodes, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.topics, other.nodes, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,27 +5,65 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeTopicPartitionsRequest_TopicRequest:
+    """The TopicRequest struct of DescribeTopicPartitionsRequest."""
+
     name: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields,) == (other.name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeTopicPartitionsRequest_Cursor:
+    """The Cursor struct of DescribeTopicPartitionsRequest."""
+
     topic_name: str = ''
     partition_index: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partition_index=0, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeTopicPartitionsRequest:
+    """DescribeTopicPartitionsRequest: API key 75, versions 0-0."""
+
     TopicRequest = DescribeTopicPartitionsRequest_TopicRequest
     Cursor = DescribeTopicPartitionsRequest_Cursor
 
@@ -34,9 +72,27 @@ class DescribeTopicPartitionsRequest:
     cursor: DescribeTopicPartitionsRequest_Cursor | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, response_partition_limit=2000, cursor=None, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.response_partition_limit = response_partition_limit
+            self.cursor = cursor
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, response_partition_limit={self.response_partition_limit!r}, cursor={self.cursor!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.response_partition_limit, self.cursor, self.unknown_tagged_fields,) == (other.topics, other.response_partition_limit, other.cursor, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition:
+    """The DescribeTopicPartitionsResponsePartition struct of DescribeTopicPartitionsResponse."""
+
     error_code: int = 0
     partition_index: int = 0
     leader_id: int = 0
@@ -48,9 +104,33 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition:
     offline_replicas: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_FACTORY, isr_nodes=_FACTORY, eligible_leader_replicas=None, last_known_elr=None, offline_replicas=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.partition_index = partition_index
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.replica_nodes = [] if replica_nodes is _FACTORY else replica_nodes
+            self.isr_nodes = [] if isr_nodes is _FACTORY else isr_nodes
+            self.eligible_leader_replicas = eligible_leader_replicas
+            self.last_known_elr = last_known_elr
+            self.offline_replicas = [] if offline_replicas is _FACTORY else offline_replicas
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, eligible_leader_replicas={self.eligible_leader_replicas!r}, last_known_elr={self.last_known_elr!r}, offline_replicas={self.offline_replicas!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.eligible_leader_replicas, self.last_known_elr, self.offline_replicas, self.unknown_tagged_fields,) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.eligible_leader_replicas, other.last_known_elr, other.offline_replicas, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic:
+    """The DescribeTopicPartitionsResponseTopic struct of DescribeTopicPartitionsResponse."""
+
     error_code: int = 0
     name: str | None = None
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
@@ -59,16 +139,54 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic:
     topic_authorized_operations: int = -2147483648
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, name=None, topic_id=_uuid.UUID(int=0), is_internal=False, partitions=_FACTORY, topic_authorized_operations=-2147483648, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.name = name
+            self.topic_id = topic_id
+            self.is_internal = is_internal
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.topic_authorized_operations = topic_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields,) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeTopicPartitionsResponse_Cursor:
+    """The Cursor struct of DescribeTopicPartitionsResponse."""
+
     topic_name: str = ''
     partition_index: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partition_index=0, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partition_index = partition_index
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partition_index, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeTopicPartitionsResponse:
+    """DescribeTopicPartitionsResponse: API key 75, versions 0-0."""
+
     DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic
     DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition
     Cursor = DescribeTopicPartitionsResponse_Cursor
@@ -77,6 +195,22 @@ class DescribeTopicPartitionsResponse:
     topics: list[DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic] = _dc.field(default_factory=list)
     next_cursor: DescribeTopicPartitionsResponse_Cursor | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, next_cursor=None, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.next_cursor = next_cursor
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, next_cursor={self.next_cursor!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.next_cursor, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.next_cursor, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

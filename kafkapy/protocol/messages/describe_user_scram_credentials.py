@@ -4,44 +4,117 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class DescribeUserScramCredentialsRequest_UserName:
+    """The UserName struct of DescribeUserScramCredentialsRequest."""
+
     name: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.unknown_tagged_fields,) == (other.name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeUserScramCredentialsRequest:
+    """DescribeUserScramCredentialsRequest: API key 50, versions 0-0."""
+
     UserName = DescribeUserScramCredentialsRequest_UserName
 
     users: list[DescribeUserScramCredentialsRequest_UserName] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, users=None, unknown_tagged_fields=_FACTORY):
+            self.users = users
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(users={self.users!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.users, self.unknown_tagged_fields,) == (other.users, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeUserScramCredentialsResponse_CredentialInfo:
+    """The CredentialInfo struct of DescribeUserScramCredentialsResponse."""
+
     mechanism: int = 0
     iterations: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, mechanism=0, iterations=0, unknown_tagged_fields=_FACTORY):
+            self.mechanism = mechanism
+            self.iterations = iterations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(mechanism={self.mechanism!r}, iterations={self.iterations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.mechanism, self.iterations, self.unknown_tagged_fields,) == (other.mechanism, other.iterations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult:
+    """The DescribeUserScramCredentialsResult struct of DescribeUserScramCredentialsResponse."""
+
     user: str = ''
     error_code: int = 0
     error_message: str | None = None
     credential_infos: list[DescribeUserScramCredentialsResponse_CredentialInfo] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, user='', error_code=0, error_message=None, credential_infos=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.user = user
+            self.error_code = error_code
+            self.error_message = error_message
+            self.credential_infos = [] if credential_infos is _FACTORY else credential_infos
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, credential_infos={self.credential_infos!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.user, self.error_code, self.error_message, self.credential_infos, self.unknown_tagged_fields,) == (other.user, other.error_code, other.error_message, other.credential_infos, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class DescribeUserScramCredentialsResponse:
+    """DescribeUserScramCredentialsResponse: API key 50, versions 0-0."""
+
     DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     CredentialInfo = DescribeUserScramCredentialsResponse_CredentialInfo
 
@@ -50,6 +123,23 @@ class DescribeUserScramCredentialsResponse:
     error_message: str | None = None
     results: list[DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.results = [] if results is _FACTORY else results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

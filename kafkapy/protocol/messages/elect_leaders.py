@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ElectLeadersRequest", "ElectLeadersResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ElectLeadersRequest_TopicPartitions:
+    """The TopicPartitions struct of ElectLeadersRequest."""
+
     topic: str = ''
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ElectLeadersRequest:
+    """ElectLeadersRequest: API key 43, versions 0-2."""
+
     TopicPartitions = ElectLeadersRequest_TopicPartitions
 
     election_type: int = 0
@@ -26,24 +48,77 @@ class ElectLeadersRequest:
     timeout_ms: int = 60000
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, election_type=0, topic_partitions=None, timeout_ms=60000, unknown_tagged_fields=_FACTORY):
+            self.election_type = election_type
+            self.topic_partitions = topic_partitions
+            self.timeout_ms = timeout_ms
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(election_type={self.election_type!r}, topic_partitions={self.topic_partitions!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.election_type, self.topic_partitions, self.timeout_ms, self.unknown_tagged_fields,) == (other.election_type, other.topic_partitions, other.timeout_ms, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ElectLeadersResponse_PartitionResult:
+    """The PartitionResult struct of ElectLeadersResponse."""
+
     partition_id: int = 0
     error_code: int = 0
     error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_id=0, error_code=0, error_message=None, unknown_tagged_fields=_FACTORY):
+            self.partition_id = partition_id
+            self.error_code = error_code
+            self.error_message = error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_id={self.partition_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_id, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.partition_id, other.error_code, other.error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ElectLeadersResponse_ReplicaElectionResult:
+    """The ReplicaElectionResult struct of ElectLeadersResponse."""
+
     topic: str = ''
     partition_result: list[ElectLeadersResponse_PartitionResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', partition_result=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.partition_result = [] if partition_result is _FACTORY else partition_result
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partition_result={self.partition_result!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partition_result, self.unknown_tagged_fields,) == (other.topic, other.partition_result, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ElectLeadersResponse:
+    """ElectLeadersResponse: API key 43, versions 0-2."""
+
     ReplicaElectionResult = ElectLeadersResponse_ReplicaElectionResult
     PartitionResult = ElectLeadersResponse_PartitionResult
 
@@ -51,6 +126,22 @@ class ElectLeadersResponse:
     error_code: int = 0
     replica_election_results: list[ElectLeadersResponse_ReplicaElectionResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, replica_election_results=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.replica_election_results = [] if replica_election_results is _FACTORY else replica_election_results
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, replica_election_results={self.replica_election_results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.replica_election_results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.replica_election_results, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "EndQuorumEpochRequest", "EndQuorumEpochResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class EndQuorumEpochRequest_ReplicaInfo:
+    """The ReplicaInfo struct of EndQuorumEpochRequest."""
+
     candidate_id: int = 0
     candidate_directory_id: _uuid.UUID = _uuid.UUID(int=0)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, candidate_id=0, candidate_directory_id=_uuid.UUID(int=0), unknown_tagged_fields=_FACTORY):
+            self.candidate_id = candidate_id
+            self.candidate_directory_id = candidate_directory_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(candidate_id={self.candidate_id!r}, candidate_directory_id={self.candidate_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.candidate_id, self.candidate_directory_id, self.unknown_tagged_fields,) == (other.candidate_id, other.candidate_directory_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochRequest_PartitionData:
+    """The PartitionData struct of EndQuorumEpochRequest."""
+
     partition_index: int = 0
     leader_id: int = 0
     leader_epoch: int = 0
@@ -27,24 +49,79 @@ class EndQuorumEpochRequest_PartitionData:
     preferred_candidates: list[EndQuorumEpochRequest_ReplicaInfo] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, leader_id=0, leader_epoch=0, preferred_successors=_FACTORY, preferred_candidates=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.preferred_successors = [] if preferred_successors is _FACTORY else preferred_successors
+            self.preferred_candidates = [] if preferred_candidates is _FACTORY else preferred_candidates
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, preferred_successors={self.preferred_successors!r}, preferred_candidates={self.preferred_candidates!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.leader_id, self.leader_epoch, self.preferred_successors, self.preferred_candidates, self.unknown_tagged_fields,) == (other.partition_index, other.leader_id, other.leader_epoch, other.preferred_successors, other.preferred_candidates, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochRequest_TopicData:
+    """The TopicData struct of EndQuorumEpochRequest."""
+
     topic_name: str = ''
     partitions: list[EndQuorumEpochRequest_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochRequest_LeaderEndpoint:
+    """The LeaderEndpoint struct of EndQuorumEpochRequest."""
+
     name: str = ''
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochRequest:
+    """EndQuorumEpochRequest: API key 54, versions 0-1."""
+
     TopicData = EndQuorumEpochRequest_TopicData
     PartitionData = EndQuorumEpochRequest_PartitionData
     ReplicaInfo = EndQuorumEpochRequest_ReplicaInfo
@@ -55,33 +132,105 @@ class EndQuorumEpochRequest:
     leader_endpoints: list[EndQuorumEpochRequest_LeaderEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, cluster_id=None, topics=_FACTORY, leader_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.cluster_id = cluster_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.leader_endpoints = [] if leader_endpoints is _FACTORY else leader_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, topics={self.topics!r}, leader_endpoints={self.leader_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields,) == (other.cluster_id, other.topics, other.leader_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochResponse_PartitionData:
+    """The PartitionData struct of EndQuorumEpochResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     leader_id: int = 0
     leader_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochResponse_TopicData:
+    """The TopicData struct of EndQuorumEpochResponse."""
+
     topic_name: str = ''
     partitions: list[EndQuorumEpochResponse_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochResponse_NodeEndpoint:
+    """The NodeEndpoint struct of EndQuorumEpochResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class EndQuorumEpochResponse:
+    """EndQuorumEpochResponse: API key 54, versions 0-1."""
+
     TopicData = EndQuorumEpochResponse_TopicData
     PartitionData = EndQuorumEpochResponse_PartitionData
     NodeEndpoint = EndQuorumEpochResponse_NodeEndpoint
@@ -90,6 +239,22 @@ class EndQuorumEpochResponse:
     topics: list[EndQuorumEpochResponse_TopicData] = _dc.field(default_factory=list)
     node_endpoints: list[EndQuorumEpochResponse_NodeEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, topics=_FACTORY, node_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.topics = [] if topics is _FACTORY else topics
+            self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields,) == (other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

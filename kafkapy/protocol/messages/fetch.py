@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "FetchRequest", "FetchResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class FetchRequest_ReplicaState:
+    """The ReplicaState struct of FetchRequest."""
+
     replica_id: int = -1
     replica_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, replica_id=-1, replica_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.replica_id = replica_id
+            self.replica_epoch = replica_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, replica_epoch={self.replica_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.replica_epoch, self.unknown_tagged_fields,) == (other.replica_id, other.replica_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchRequest_FetchPartition:
+    """The FetchPartition struct of FetchRequest."""
+
     partition: int = 0
     current_leader_epoch: int = -1
     fetch_offset: int = 0
@@ -29,25 +51,83 @@ class FetchRequest_FetchPartition:
     replica_directory_id: _uuid.UUID = _uuid.UUID(int=0)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=_uuid.UUID(int=0), unknown_tagged_fields=_FACTORY):
+            self.partition = partition
+            self.current_leader_epoch = current_leader_epoch
+            self.fetch_offset = fetch_offset
+            self.last_fetched_epoch = last_fetched_epoch
+            self.log_start_offset = log_start_offset
+            self.partition_max_bytes = partition_max_bytes
+            self.replica_directory_id = replica_directory_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, fetch_offset={self.fetch_offset!r}, last_fetched_epoch={self.last_fetched_epoch!r}, log_start_offset={self.log_start_offset!r}, partition_max_bytes={self.partition_max_bytes!r}, replica_directory_id={self.replica_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id, self.unknown_tagged_fields,) == (other.partition, other.current_leader_epoch, other.fetch_offset, other.last_fetched_epoch, other.log_start_offset, other.partition_max_bytes, other.replica_directory_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchRequest_FetchTopic:
+    """The FetchTopic struct of FetchRequest."""
+
     topic: str = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[FetchRequest_FetchPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchRequest_ForgottenTopic:
+    """The ForgottenTopic struct of FetchRequest."""
+
     topic: str = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchRequest:
+    """FetchRequest: API key 1, versions 0-17."""
+
     ReplicaState = FetchRequest_ReplicaState
     FetchTopic = FetchRequest_FetchTopic
     FetchPartition = FetchRequest_FetchPartition
@@ -67,37 +147,132 @@ class FetchRequest:
     rack_id: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, cluster_id=None, replica_id=-1, replica_state=_FACTORY, max_wait_ms=0, min_bytes=0, max_bytes=2147483647, isolation_level=0, session_id=0, session_epoch=-1, topics=_FACTORY, forgotten_topics_data=_FACTORY, rack_id='', unknown_tagged_fields=_FACTORY):
+            self.cluster_id = cluster_id
+            self.replica_id = replica_id
+            self.replica_state = FetchRequest_ReplicaState() if replica_state is _FACTORY else replica_state
+            self.max_wait_ms = max_wait_ms
+            self.min_bytes = min_bytes
+            self.max_bytes = max_bytes
+            self.isolation_level = isolation_level
+            self.session_id = session_id
+            self.session_epoch = session_epoch
+            self.topics = [] if topics is _FACTORY else topics
+            self.forgotten_topics_data = [] if forgotten_topics_data is _FACTORY else forgotten_topics_data
+            self.rack_id = rack_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, replica_id={self.replica_id!r}, replica_state={self.replica_state!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, isolation_level={self.isolation_level!r}, session_id={self.session_id!r}, session_epoch={self.session_epoch!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}, rack_id={self.rack_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id, self.unknown_tagged_fields,) == (other.cluster_id, other.replica_id, other.replica_state, other.max_wait_ms, other.min_bytes, other.max_bytes, other.isolation_level, other.session_id, other.session_epoch, other.topics, other.forgotten_topics_data, other.rack_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_EpochEndOffset:
+    """The EpochEndOffset struct of FetchResponse."""
+
     epoch: int = -1
     end_offset: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, epoch=-1, end_offset=-1, unknown_tagged_fields=_FACTORY):
+            self.epoch = epoch
+            self.end_offset = end_offset
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(epoch={self.epoch!r}, end_offset={self.end_offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.epoch, self.end_offset, self.unknown_tagged_fields,) == (other.epoch, other.end_offset, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_LeaderIdAndEpoch:
+    """The LeaderIdAndEpoch struct of FetchResponse."""
+
     leader_id: int = -1
     leader_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, leader_id=-1, leader_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_SnapshotId:
+    """The SnapshotId struct of FetchResponse."""
+
     end_offset: int = -1
     epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, end_offset=-1, epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.end_offset = end_offset
+            self.epoch = epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields,) == (other.end_offset, other.epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_AbortedTransaction:
+    """The AbortedTransaction struct of FetchResponse."""
+
     producer_id: int = 0
     first_offset: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, producer_id=0, first_offset=0, unknown_tagged_fields=_FACTORY):
+            self.producer_id = producer_id
+            self.first_offset = first_offset
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, first_offset={self.first_offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.first_offset, self.unknown_tagged_fields,) == (other.producer_id, other.first_offset, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_PartitionData:
+    """The PartitionData struct of FetchResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     high_watermark: int = 0
@@ -111,26 +286,89 @@ class FetchResponse_PartitionData:
     records: bytes | memoryview | None = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=_FACTORY, current_leader=_FACTORY, snapshot_id=_FACTORY, aborted_transactions=None, preferred_read_replica=-1, records=b"", unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.high_watermark = high_watermark
+            self.last_stable_offset = last_stable_offset
+            self.log_start_offset = log_start_offset
+            self.diverging_epoch = FetchResponse_EpochEndOffset() if diverging_epoch is _FACTORY else diverging_epoch
+            self.current_leader = FetchResponse_LeaderIdAndEpoch() if current_leader is _FACTORY else current_leader
+            self.snapshot_id = FetchResponse_SnapshotId() if snapshot_id is _FACTORY else snapshot_id
+            self.aborted_transactions = aborted_transactions
+            self.preferred_read_replica = preferred_read_replica
+            self.records = records
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, high_watermark={self.high_watermark!r}, last_stable_offset={self.last_stable_offset!r}, log_start_offset={self.log_start_offset!r}, diverging_epoch={self.diverging_epoch!r}, current_leader={self.current_leader!r}, snapshot_id={self.snapshot_id!r}, aborted_transactions={self.aborted_transactions!r}, preferred_read_replica={self.preferred_read_replica!r}, records={self.records!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.diverging_epoch, self.current_leader, self.snapshot_id, self.aborted_transactions, self.preferred_read_replica, self.records, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.high_watermark, other.last_stable_offset, other.log_start_offset, other.diverging_epoch, other.current_leader, other.snapshot_id, other.aborted_transactions, other.preferred_read_replica, other.records, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_FetchableTopicResponse:
+    """The FetchableTopicResponse struct of FetchResponse."""
+
     topic: str = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     partitions: list[FetchResponse_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', topic_id=_uuid.UUID(int=0), partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse_NodeEndpoint:
+    """The NodeEndpoint struct of FetchResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     rack: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchResponse:
+    """FetchResponse: API key 1, versions 0-17."""
+
     FetchableTopicResponse = FetchResponse_FetchableTopicResponse
     PartitionData = FetchResponse_PartitionData
     EpochEndOffset = FetchResponse_EpochEndOffset
@@ -145,6 +383,24 @@ class FetchResponse:
     responses: list[FetchResponse_FetchableTopicResponse] = _dc.field(default_factory=list)
     node_endpoints: list[FetchResponse_NodeEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, session_id=0, responses=_FACTORY, node_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.session_id = session_id
+            self.responses = [] if responses is _FACTORY else responses
+            self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, session_id={self.session_id!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.session_id, self.responses, self.node_endpoints, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.session_id, other.responses, other.node_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

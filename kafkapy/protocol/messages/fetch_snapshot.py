@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "FetchSnapshotRequest", "FetchSnapshotResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class FetchSnapshotRequest_SnapshotId:
+    """The SnapshotId struct of FetchSnapshotRequest."""
+
     end_offset: int = 0
     epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, end_offset=0, epoch=0, unknown_tagged_fields=_FACTORY):
+            self.end_offset = end_offset
+            self.epoch = epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields,) == (other.end_offset, other.epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotRequest_PartitionSnapshot:
+    """The PartitionSnapshot struct of FetchSnapshotRequest."""
+
     partition: int = 0
     current_leader_epoch: int = 0
     snapshot_id: FetchSnapshotRequest_SnapshotId = _dc.field(default_factory=FetchSnapshotRequest_SnapshotId)
@@ -27,16 +49,53 @@ class FetchSnapshotRequest_PartitionSnapshot:
     replica_directory_id: _uuid.UUID = _uuid.UUID(int=0)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition=0, current_leader_epoch=0, snapshot_id=_FACTORY, position=0, replica_directory_id=_uuid.UUID(int=0), unknown_tagged_fields=_FACTORY):
+            self.partition = partition
+            self.current_leader_epoch = current_leader_epoch
+            self.snapshot_id = FetchSnapshotRequest_SnapshotId() if snapshot_id is _FACTORY else snapshot_id
+            self.position = position
+            self.replica_directory_id = replica_directory_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, snapshot_id={self.snapshot_id!r}, position={self.position!r}, replica_directory_id={self.replica_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.snapshot_id, self.position, self.replica_directory_id, self.unknown_tagged_fields,) == (other.partition, other.current_leader_epoch, other.snapshot_id, other.position, other.replica_directory_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotRequest_TopicSnapshot:
+    """The TopicSnapshot struct of FetchSnapshotRequest."""
+
     name: str = ''
     partitions: list[FetchSnapshotRequest_PartitionSnapshot] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotRequest:
+    """FetchSnapshotRequest: API key 59, versions 0-1."""
+
     TopicSnapshot = FetchSnapshotRequest_TopicSnapshot
     PartitionSnapshot = FetchSnapshotRequest_PartitionSnapshot
     SnapshotId = FetchSnapshotRequest_SnapshotId
@@ -47,23 +106,76 @@ class FetchSnapshotRequest:
     topics: list[FetchSnapshotRequest_TopicSnapshot] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, cluster_id=None, replica_id=-1, max_bytes=2147483647, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.cluster_id = cluster_id
+            self.replica_id = replica_id
+            self.max_bytes = max_bytes
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, replica_id={self.replica_id!r}, max_bytes={self.max_bytes!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.replica_id, self.max_bytes, self.topics, self.unknown_tagged_fields,) == (other.cluster_id, other.replica_id, other.max_bytes, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotResponse_SnapshotId:
+    """The SnapshotId struct of FetchSnapshotResponse."""
+
     end_offset: int = 0
     epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, end_offset=0, epoch=0, unknown_tagged_fields=_FACTORY):
+            self.end_offset = end_offset
+            self.epoch = epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.end_offset, self.epoch, self.unknown_tagged_fields,) == (other.end_offset, other.epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotResponse_LeaderIdAndEpoch:
+    """The LeaderIdAndEpoch struct of FetchSnapshotResponse."""
+
     leader_id: int = 0
     leader_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, leader_id=0, leader_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotResponse_PartitionSnapshot:
+    """The PartitionSnapshot struct of FetchSnapshotResponse."""
+
     index: int = 0
     error_code: int = 0
     snapshot_id: FetchSnapshotResponse_SnapshotId = _dc.field(default_factory=FetchSnapshotResponse_SnapshotId)
@@ -73,24 +185,81 @@ class FetchSnapshotResponse_PartitionSnapshot:
     unaligned_records: bytes | memoryview = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, index=0, error_code=0, snapshot_id=_FACTORY, current_leader=_FACTORY, size=0, position=0, unaligned_records=b"", unknown_tagged_fields=_FACTORY):
+            self.index = index
+            self.error_code = error_code
+            self.snapshot_id = FetchSnapshotResponse_SnapshotId() if snapshot_id is _FACTORY else snapshot_id
+            self.current_leader = FetchSnapshotResponse_LeaderIdAndEpoch() if current_leader is _FACTORY else current_leader
+            self.size = size
+            self.position = position
+            self.unaligned_records = unaligned_records
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(index={self.index!r}, error_code={self.error_code!r}, snapshot_id={self.snapshot_id!r}, current_leader={self.current_leader!r}, size={self.size!r}, position={self.position!r}, unaligned_records={self.unaligned_records!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.index, self.error_code, self.snapshot_id, self.current_leader, self.size, self.position, self.unaligned_records, self.unknown_tagged_fields,) == (other.index, other.error_code, other.snapshot_id, other.current_leader, other.size, other.position, other.unaligned_records, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotResponse_TopicSnapshot:
+    """The TopicSnapshot struct of FetchSnapshotResponse."""
+
     name: str = ''
     partitions: list[FetchSnapshotResponse_PartitionSnapshot] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotResponse_NodeEndpoint:
+    """The NodeEndpoint struct of FetchSnapshotResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FetchSnapshotResponse:
+    """FetchSnapshotResponse: API key 59, versions 0-1."""
+
     TopicSnapshot = FetchSnapshotResponse_TopicSnapshot
     PartitionSnapshot = FetchSnapshotResponse_PartitionSnapshot
     SnapshotId = FetchSnapshotResponse_SnapshotId
@@ -102,6 +271,23 @@ class FetchSnapshotResponse:
     topics: list[FetchSnapshotResponse_TopicSnapshot] = _dc.field(default_factory=list)
     node_endpoints: list[FetchSnapshotResponse_NodeEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, topics=_FACTORY, node_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.topics = [] if topics is _FACTORY else topics
+            self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,22 +4,45 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "FindCoordinatorRequest", "FindCoordinatorResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class FindCoordinatorRequest:
+    """FindCoordinatorRequest: API key 10, versions 0-6."""
+
     key: str = ''
     key_type: int = 0
     coordinator_keys: list[str] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, key='', key_type=0, coordinator_keys=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.key = key
+            self.key_type = key_type
+            self.coordinator_keys = [] if coordinator_keys is _FACTORY else coordinator_keys
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(key={self.key!r}, key_type={self.key_type!r}, coordinator_keys={self.coordinator_keys!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.key, self.key_type, self.coordinator_keys, self.unknown_tagged_fields,) == (other.key, other.key_type, other.coordinator_keys, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FindCoordinatorResponse_Coordinator:
+    """The Coordinator struct of FindCoordinatorResponse."""
+
     key: str = ''
     node_id: int = 0
     host: str = ''
@@ -28,9 +51,30 @@ class FindCoordinatorResponse_Coordinator:
     error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, key='', node_id=0, host='', port=0, error_code=0, error_message=None, unknown_tagged_fields=_FACTORY):
+            self.key = key
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.error_code = error_code
+            self.error_message = error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(key={self.key!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.key, self.node_id, self.host, self.port, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.key, other.node_id, other.host, other.port, other.error_code, other.error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class FindCoordinatorResponse:
+    """FindCoordinatorResponse: API key 10, versions 0-6."""
+
     Coordinator = FindCoordinatorResponse_Coordinator
 
     throttle_time_ms: int = 0
@@ -41,6 +85,26 @@ class FindCoordinatorResponse:
     port: int = 0
     coordinators: list[FindCoordinatorResponse_Coordinator] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, node_id=0, host='', port=0, coordinators=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.coordinators = [] if coordinators is _FACTORY else coordinators
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, coordinators={self.coordinators!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.node_id, other.host, other.port, other.coordinators, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,26 +4,65 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "HeartbeatRequest", "HeartbeatResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class HeartbeatRequest:
+    """HeartbeatRequest: API key 12, versions 0-4."""
+
     group_id: str = ''
     generation_id: int = 0
     member_id: str = ''
     group_instance_id: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', generation_id=0, member_id='', group_instance_id=None, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.generation_id = generation_id
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.unknown_tagged_fields,) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class HeartbeatResponse:
+    """HeartbeatResponse: API key 12, versions 0-4."""
+
     throttle_time_ms: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

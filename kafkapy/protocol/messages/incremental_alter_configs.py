@@ -4,30 +4,71 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class IncrementalAlterConfigsRequest_AlterableConfig:
+    """The AlterableConfig struct of IncrementalAlterConfigsRequest."""
+
     name: str = ''
     config_operation: int = 0
     value: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', config_operation=0, value=None, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.config_operation = config_operation
+            self.value = value
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, config_operation={self.config_operation!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.config_operation, self.value, self.unknown_tagged_fields,) == (other.name, other.config_operation, other.value, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class IncrementalAlterConfigsRequest_AlterConfigsResource:
+    """The AlterConfigsResource struct of IncrementalAlterConfigsRequest."""
+
     resource_type: int = 0
     resource_name: str = ''
     configs: list[IncrementalAlterConfigsRequest_AlterableConfig] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, resource_type=0, resource_name='', configs=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is _FACTORY else configs
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields,) == (other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class IncrementalAlterConfigsRequest:
+    """IncrementalAlterConfigsRequest: API key 44, versions 0-1."""
+
     AlterConfigsResource = IncrementalAlterConfigsRequest_AlterConfigsResource
     AlterableConfig = IncrementalAlterConfigsRequest_AlterableConfig
 
@@ -35,23 +76,74 @@ class IncrementalAlterConfigsRequest:
     validate_only: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, resources=_FACTORY, validate_only=False, unknown_tagged_fields=_FACTORY):
+            self.resources = [] if resources is _FACTORY else resources
+            self.validate_only = validate_only
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(resources={self.resources!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.resources, self.validate_only, self.unknown_tagged_fields,) == (other.resources, other.validate_only, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class IncrementalAlterConfigsResponse_AlterConfigsResourceResponse:
+    """The AlterConfigsResourceResponse struct of IncrementalAlterConfigsResponse."""
+
     error_code: int = 0
     error_message: str | None = None
     resource_type: int = 0
     resource_name: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, error_message=None, resource_type=0, resource_name='', unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class IncrementalAlterConfigsResponse:
+    """IncrementalAlterConfigsResponse: API key 44, versions 0-1."""
+
     AlterConfigsResourceResponse = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse
 
     throttle_time_ms: int = 0
     responses: list[IncrementalAlterConfigsResponse_AlterConfigsResourceResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, responses=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.responses = [] if responses is _FACTORY else responses
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

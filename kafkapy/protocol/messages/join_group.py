@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "JoinGroupRequest", "JoinGroupResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class JoinGroupRequest_JoinGroupRequestProtocol:
+    """The JoinGroupRequestProtocol struct of JoinGroupRequest."""
+
     name: str = ''
     metadata: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', metadata=b"", unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.metadata = metadata
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, metadata={self.metadata!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.metadata, self.unknown_tagged_fields,) == (other.name, other.metadata, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class JoinGroupRequest:
+    """JoinGroupRequest: API key 11, versions 0-9."""
+
     JoinGroupRequestProtocol = JoinGroupRequest_JoinGroupRequestProtocol
 
     group_id: str = ''
@@ -31,17 +53,58 @@ class JoinGroupRequest:
     reason: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', session_timeout_ms=0, rebalance_timeout_ms=-1, member_id='', group_instance_id=None, protocol_type='', protocols=_FACTORY, reason=None, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.session_timeout_ms = session_timeout_ms
+            self.rebalance_timeout_ms = rebalance_timeout_ms
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.protocol_type = protocol_type
+            self.protocols = [] if protocols is _FACTORY else protocols
+            self.reason = reason
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, session_timeout_ms={self.session_timeout_ms!r}, rebalance_timeout_ms={self.rebalance_timeout_ms!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, protocol_type={self.protocol_type!r}, protocols={self.protocols!r}, reason={self.reason!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.session_timeout_ms, self.rebalance_timeout_ms, self.member_id, self.group_instance_id, self.protocol_type, self.protocols, self.reason, self.unknown_tagged_fields,) == (other.group_id, other.session_timeout_ms, other.rebalance_timeout_ms, other.member_id, other.group_instance_id, other.protocol_type, other.protocols, other.reason, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class JoinGroupResponse_JoinGroupResponseMember:
+    """The JoinGroupResponseMember struct of JoinGroupResponse."""
+
     member_id: str = ''
     group_instance_id: str | None = None
     metadata: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, member_id='', group_instance_id=None, metadata=b"", unknown_tagged_fields=_FACTORY):
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.metadata = metadata
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, metadata={self.metadata!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.metadata, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.metadata, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class JoinGroupResponse:
+    """JoinGroupResponse: API key 11, versions 0-9."""
+
     JoinGroupResponseMember = JoinGroupResponse_JoinGroupResponseMember
 
     throttle_time_ms: int = 0
@@ -54,6 +117,28 @@ class JoinGroupResponse:
     member_id: str = ''
     members: list[JoinGroupResponse_JoinGroupResponseMember] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, generation_id=-1, protocol_type=None, protocol_name='', leader='', skip_assignment=False, member_id='', members=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.generation_id = generation_id
+            self.protocol_type = protocol_type
+            self.protocol_name = protocol_name
+            self.leader = leader
+            self.skip_assignment = skip_assignment
+            self.member_id = member_id
+            self.members = [] if members is _FACTORY else members
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, generation_id={self.generation_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, leader={self.leader!r}, skip_assignment={self.skip_assignment!r}, member_id={self.member_id!r}, members={self.members!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.generation_id, self.protocol_type, self.protocol_name, self.leader, self.skip_assignment, self.member_id, self.members, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.generation_id, other.protocol_type, other.protocol_name, other.leader, other.skip_assignment, other.member_id, other.members, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,22 +4,45 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "LeaveGroupRequest", "LeaveGroupResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class LeaveGroupRequest_MemberIdentity:
+    """The MemberIdentity struct of LeaveGroupRequest."""
+
     member_id: str = ''
     group_instance_id: str | None = None
     reason: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, member_id='', group_instance_id=None, reason=None, unknown_tagged_fields=_FACTORY):
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.reason = reason
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, reason={self.reason!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.reason, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.reason, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class LeaveGroupRequest:
+    """LeaveGroupRequest: API key 13, versions 0-5."""
+
     MemberIdentity = LeaveGroupRequest_MemberIdentity
 
     group_id: str = ''
@@ -27,23 +50,75 @@ class LeaveGroupRequest:
     members: list[LeaveGroupRequest_MemberIdentity] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', member_id='', members=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.member_id = member_id
+            self.members = [] if members is _FACTORY else members
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, members={self.members!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.members, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.members, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class LeaveGroupResponse_MemberResponse:
+    """The MemberResponse struct of LeaveGroupResponse."""
+
     member_id: str = ''
     group_instance_id: str | None = None
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, member_id='', group_instance_id=None, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.group_instance_id, self.error_code, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class LeaveGroupResponse:
+    """LeaveGroupResponse: API key 13, versions 0-5."""
+
     MemberResponse = LeaveGroupResponse_MemberResponse
 
     throttle_time_ms: int = 0
     error_code: int = 0
     members: list[LeaveGroupResponse_MemberResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, members=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.members = [] if members is _FACTORY else members
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, members={self.members!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.members, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.members, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,36 +4,93 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ListGroupsRequest", "ListGroupsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ListGroupsRequest:
+    """ListGroupsRequest: API key 16, versions 0-5."""
+
     states_filter: list[str] = _dc.field(default_factory=list)
     types_filter: list[str] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, states_filter=_FACTORY, types_filter=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.states_filter = [] if states_filter is _FACTORY else states_filter
+            self.types_filter = [] if types_filter is _FACTORY else types_filter
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(states_filter={self.states_filter!r}, types_filter={self.types_filter!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.states_filter, self.types_filter, self.unknown_tagged_fields,) == (other.states_filter, other.types_filter, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListGroupsResponse_ListedGroup:
+    """The ListedGroup struct of ListGroupsResponse."""
+
     group_id: str = ''
     protocol_type: str = ''
     group_state: str = ''
     group_type: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', protocol_type='', group_state='', group_type='', unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.protocol_type = protocol_type
+            self.group_state = group_state
+            self.group_type = group_type
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, protocol_type={self.protocol_type!r}, group_state={self.group_state!r}, group_type={self.group_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.protocol_type, self.group_state, self.group_type, self.unknown_tagged_fields,) == (other.group_id, other.protocol_type, other.group_state, other.group_type, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListGroupsResponse:
+    """ListGroupsResponse: API key 16, versions 0-5."""
+
     ListedGroup = ListGroupsResponse_ListedGroup
 
     throttle_time_ms: int = 0
     error_code: int = 0
     groups: list[ListGroupsResponse_ListedGroup] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, groups=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.groups = [] if groups is _FACTORY else groups
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.groups, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

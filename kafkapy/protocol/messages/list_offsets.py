@@ -4,30 +4,71 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ListOffsetsRequest", "ListOffsetsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ListOffsetsRequest_ListOffsetsPartition:
+    """The ListOffsetsPartition struct of ListOffsetsRequest."""
+
     partition_index: int = 0
     current_leader_epoch: int = -1
     timestamp: int = 0
     max_num_offsets: int = 1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=1, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.current_leader_epoch = current_leader_epoch
+            self.timestamp = timestamp
+            self.max_num_offsets = max_num_offsets
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, current_leader_epoch={self.current_leader_epoch!r}, timestamp={self.timestamp!r}, max_num_offsets={self.max_num_offsets!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets, self.unknown_tagged_fields,) == (other.partition_index, other.current_leader_epoch, other.timestamp, other.max_num_offsets, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListOffsetsRequest_ListOffsetsTopic:
+    """The ListOffsetsTopic struct of ListOffsetsRequest."""
+
     name: str = ''
     partitions: list[ListOffsetsRequest_ListOffsetsPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListOffsetsRequest:
+    """ListOffsetsRequest: API key 2, versions 0-10."""
+
     ListOffsetsTopic = ListOffsetsRequest_ListOffsetsTopic
     ListOffsetsPartition = ListOffsetsRequest_ListOffsetsPartition
 
@@ -37,9 +78,28 @@ class ListOffsetsRequest:
     timeout_ms: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, replica_id=0, isolation_level=0, topics=_FACTORY, timeout_ms=0, unknown_tagged_fields=_FACTORY):
+            self.replica_id = replica_id
+            self.isolation_level = isolation_level
+            self.topics = [] if topics is _FACTORY else topics
+            self.timeout_ms = timeout_ms
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, isolation_level={self.isolation_level!r}, topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.isolation_level, self.topics, self.timeout_ms, self.unknown_tagged_fields,) == (other.replica_id, other.isolation_level, other.topics, other.timeout_ms, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListOffsetsResponse_ListOffsetsPartitionResponse:
+    """The ListOffsetsPartitionResponse struct of ListOffsetsResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     old_style_offsets: list[int] = _dc.field(default_factory=list)
@@ -48,22 +108,75 @@ class ListOffsetsResponse_ListOffsetsPartitionResponse:
     leader_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, old_style_offsets=_FACTORY, timestamp=-1, offset=-1, leader_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.old_style_offsets = [] if old_style_offsets is _FACTORY else old_style_offsets
+            self.timestamp = timestamp
+            self.offset = offset
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, old_style_offsets={self.old_style_offsets!r}, timestamp={self.timestamp!r}, offset={self.offset!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.old_style_offsets, self.timestamp, self.offset, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.old_style_offsets, other.timestamp, other.offset, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListOffsetsResponse_ListOffsetsTopicResponse:
+    """The ListOffsetsTopicResponse struct of ListOffsetsResponse."""
+
     name: str = ''
     partitions: list[ListOffsetsResponse_ListOffsetsPartitionResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListOffsetsResponse:
+    """ListOffsetsResponse: API key 2, versions 0-10."""
+
     ListOffsetsTopicResponse = ListOffsetsResponse_ListOffsetsTopicResponse
     ListOffsetsPartitionResponse = ListOffsetsResponse_ListOffsetsPartitionResponse
 
     throttle_time_ms: int = 0
     topics: list[ListOffsetsResponse_ListOffsetsTopicResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

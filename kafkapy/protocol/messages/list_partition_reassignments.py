@@ -4,46 +4,121 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics:
+    """The ListPartitionReassignmentsTopics struct of ListPartitionReassignmentsRequest."""
+
     name: str = ''
     partition_indexes: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_indexes=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListPartitionReassignmentsRequest:
+    """ListPartitionReassignmentsRequest: API key 46, versions 0-0."""
+
     ListPartitionReassignmentsTopics = ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics
 
     timeout_ms: int = 60000
     topics: list[ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, timeout_ms=60000, topics=None, unknown_tagged_fields=_FACTORY):
+            self.timeout_ms = timeout_ms
+            self.topics = topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.timeout_ms, self.topics, self.unknown_tagged_fields,) == (other.timeout_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListPartitionReassignmentsResponse_OngoingPartitionReassignment:
+    """The OngoingPartitionReassignment struct of ListPartitionReassignmentsResponse."""
+
     partition_index: int = 0
     replicas: list[int] = _dc.field(default_factory=list)
     adding_replicas: list[int] = _dc.field(default_factory=list)
     removing_replicas: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, replicas=_FACTORY, adding_replicas=_FACTORY, removing_replicas=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.replicas = [] if replicas is _FACTORY else replicas
+            self.adding_replicas = [] if adding_replicas is _FACTORY else adding_replicas
+            self.removing_replicas = [] if removing_replicas is _FACTORY else removing_replicas
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, replicas={self.replicas!r}, adding_replicas={self.adding_replicas!r}, removing_replicas={self.removing_replicas!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.replicas, self.adding_replicas, self.removing_replicas, self.unknown_tagged_fields,) == (other.partition_index, other.replicas, other.adding_replicas, other.removing_replicas, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListPartitionReassignmentsResponse_OngoingTopicReassignment:
+    """The OngoingTopicReassignment struct of ListPartitionReassignmentsResponse."""
+
     name: str = ''
     partitions: list[ListPartitionReassignmentsResponse_OngoingPartitionReassignment] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListPartitionReassignmentsResponse:
+    """ListPartitionReassignmentsResponse: API key 46, versions 0-0."""
+
     OngoingTopicReassignment = ListPartitionReassignmentsResponse_OngoingTopicReassignment
     OngoingPartitionReassignment = ListPartitionReassignmentsResponse_OngoingPartitionReassignment
 
@@ -52,6 +127,23 @@ class ListPartitionReassignmentsResponse:
     error_message: str | None = None
     topics: list[ListPartitionReassignmentsResponse_OngoingTopicReassignment] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.error_message = error_message
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.error_message, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,30 +4,71 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ListTransactionsRequest", "ListTransactionsResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ListTransactionsRequest:
+    """ListTransactionsRequest: API key 66, versions 0-1."""
+
     state_filters: list[str] = _dc.field(default_factory=list)
     producer_id_filters: list[int] = _dc.field(default_factory=list)
     duration_filter: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, state_filters=_FACTORY, producer_id_filters=_FACTORY, duration_filter=-1, unknown_tagged_fields=_FACTORY):
+            self.state_filters = [] if state_filters is _FACTORY else state_filters
+            self.producer_id_filters = [] if producer_id_filters is _FACTORY else producer_id_filters
+            self.duration_filter = duration_filter
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(state_filters={self.state_filters!r}, producer_id_filters={self.producer_id_filters!r}, duration_filter={self.duration_filter!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.state_filters, self.producer_id_filters, self.duration_filter, self.unknown_tagged_fields,) == (other.state_filters, other.producer_id_filters, other.duration_filter, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListTransactionsResponse_TransactionState:
+    """The TransactionState struct of ListTransactionsResponse."""
+
     transactional_id: str = ''
     producer_id: int = 0
     transaction_state: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactional_id='', producer_id=0, transaction_state='', unknown_tagged_fields=_FACTORY):
+            self.transactional_id = transactional_id
+            self.producer_id = producer_id
+            self.transaction_state = transaction_state
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, transaction_state={self.transaction_state!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.producer_id, self.transaction_state, self.unknown_tagged_fields,) == (other.transactional_id, other.producer_id, other.transaction_state, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ListTransactionsResponse:
+    """ListTransactionsResponse: API key 66, versions 0-1."""
+
     TransactionState = ListTransactionsResponse_TransactionState
 
     throttle_time_ms: int = 0
@@ -35,6 +76,23 @@ class ListTransactionsResponse:
     unknown_state_filters: list[str] = _dc.field(default_factory=list)
     transaction_states: list[ListTransactionsResponse_TransactionState] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, unknown_state_filters=_FACTORY, transaction_states=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.unknown_state_filters = [] if unknown_state_filters is _FACTORY else unknown_state_filters
+            self.transaction_states = [] if transaction_states is _FACTORY else transaction_states
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, unknown_state_filters={self.unknown_state_filters!r}, transaction_states={self.transaction_states!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.unknown_state_filters, other.transaction_states, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -5,21 +5,43 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "MetadataRequest", "MetadataResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class MetadataRequest_MetadataRequestTopic:
+    """The MetadataRequestTopic struct of MetadataRequest."""
+
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
     name: str | None = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_id=_uuid.UUID(int=0), name='', unknown_tagged_fields=_FACTORY):
+            self.topic_id = topic_id
+            self.name = name
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, name={self.name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_id, self.name, self.unknown_tagged_fields,) == (other.topic_id, other.name, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class MetadataRequest:
+    """MetadataRequest: API key 3, versions 0-12."""
+
     MetadataRequestTopic = MetadataRequest_MetadataRequestTopic
 
     topics: list[MetadataRequest_MetadataRequestTopic] | None = _dc.field(default_factory=list)
@@ -28,18 +50,56 @@ class MetadataRequest:
     include_topic_authorized_operations: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topics=_FACTORY, allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False, unknown_tagged_fields=_FACTORY):
+            self.topics = [] if topics is _FACTORY else topics
+            self.allow_auto_topic_creation = allow_auto_topic_creation
+            self.include_cluster_authorized_operations = include_cluster_authorized_operations
+            self.include_topic_authorized_operations = include_topic_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topics={self.topics!r}, allow_auto_topic_creation={self.allow_auto_topic_creation!r}, include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, include_topic_authorized_operations={self.include_topic_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations, self.unknown_tagged_fields,) == (other.topics, other.allow_auto_topic_creation, other.include_cluster_authorized_operations, other.include_topic_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class MetadataResponse_MetadataResponseBroker:
+    """The MetadataResponseBroker struct of MetadataResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     rack: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class MetadataResponse_MetadataResponsePartition:
+    """The MetadataResponsePartition struct of MetadataResponse."""
+
     error_code: int = 0
     partition_index: int = 0
     leader_id: int = 0
@@ -49,9 +109,31 @@ class MetadataResponse_MetadataResponsePartition:
     offline_replicas: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_FACTORY, isr_nodes=_FACTORY, offline_replicas=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.partition_index = partition_index
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.replica_nodes = [] if replica_nodes is _FACTORY else replica_nodes
+            self.isr_nodes = [] if isr_nodes is _FACTORY else isr_nodes
+            self.offline_replicas = [] if offline_replicas is _FACTORY else offline_replicas
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, offline_replicas={self.offline_replicas!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas, self.unknown_tagged_fields,) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.offline_replicas, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class MetadataResponse_MetadataResponseTopic:
+    """The MetadataResponseTopic struct of MetadataResponse."""
+
     error_code: int = 0
     name: str | None = ''
     topic_id: _uuid.UUID = _uuid.UUID(int=0)
@@ -60,9 +142,30 @@ class MetadataResponse_MetadataResponseTopic:
     topic_authorized_operations: int = -2147483648
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, name='', topic_id=_uuid.UUID(int=0), is_internal=False, partitions=_FACTORY, topic_authorized_operations=-2147483648, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.name = name
+            self.topic_id = topic_id
+            self.is_internal = is_internal
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.topic_authorized_operations = topic_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations, self.unknown_tagged_fields,) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class MetadataResponse:
+    """MetadataResponse: API key 3, versions 0-12."""
+
     MetadataResponseBroker = MetadataResponse_MetadataResponseBroker
     MetadataResponseTopic = MetadataResponse_MetadataResponseTopic
     MetadataResponsePartition = MetadataResponse_MetadataResponsePartition
@@ -74,6 +177,25 @@ class MetadataResponse:
     topics: list[MetadataResponse_MetadataResponseTopic] = _dc.field(default_factory=list)
     cluster_authorized_operations: int = -2147483648
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, brokers=_FACTORY, cluster_id=None, controller_id=-1, topics=_FACTORY, cluster_authorized_operations=-2147483648, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.brokers = [] if brokers is _FACTORY else brokers
+            self.cluster_id = cluster_id
+            self.controller_id = controller_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.cluster_authorized_operations = cluster_authorized_operations
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, brokers={self.brokers!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, topics={self.topics!r}, cluster_authorized_operations={self.cluster_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.brokers, other.cluster_id, other.controller_id, other.topics, other.cluster_authorized_operations, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

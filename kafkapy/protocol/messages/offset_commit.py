@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "OffsetCommitRequest", "OffsetCommitResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class OffsetCommitRequest_OffsetCommitRequestPartition:
+    """The OffsetCommitRequestPartition struct of OffsetCommitRequest."""
+
     partition_index: int = 0
     committed_offset: int = 0
     committed_leader_epoch: int = -1
@@ -19,16 +24,53 @@ class OffsetCommitRequest_OffsetCommitRequestPartition:
     committed_metadata: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata=None, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.commit_timestamp = commit_timestamp
+            self.committed_metadata = committed_metadata
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, commit_timestamp={self.commit_timestamp!r}, committed_metadata={self.committed_metadata!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.commit_timestamp, self.committed_metadata, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.commit_timestamp, other.committed_metadata, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetCommitRequest_OffsetCommitRequestTopic:
+    """The OffsetCommitRequestTopic struct of OffsetCommitRequest."""
+
     name: str = ''
     partitions: list[OffsetCommitRequest_OffsetCommitRequestPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetCommitRequest:
+    """OffsetCommitRequest: API key 8, versions 0-9."""
+
     OffsetCommitRequestTopic = OffsetCommitRequest_OffsetCommitRequestTopic
     OffsetCommitRequestPartition = OffsetCommitRequest_OffsetCommitRequestPartition
 
@@ -40,29 +82,99 @@ class OffsetCommitRequest:
     topics: list[OffsetCommitRequest_OffsetCommitRequestTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', generation_id_or_member_epoch=-1, member_id='', group_instance_id=None, retention_time_ms=-1, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.generation_id_or_member_epoch = generation_id_or_member_epoch
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.retention_time_ms = retention_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, generation_id_or_member_epoch={self.generation_id_or_member_epoch!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, retention_time_ms={self.retention_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.retention_time_ms, self.topics, self.unknown_tagged_fields,) == (other.group_id, other.generation_id_or_member_epoch, other.member_id, other.group_instance_id, other.retention_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetCommitResponse_OffsetCommitResponsePartition:
+    """The OffsetCommitResponsePartition struct of OffsetCommitResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetCommitResponse_OffsetCommitResponseTopic:
+    """The OffsetCommitResponseTopic struct of OffsetCommitResponse."""
+
     name: str = ''
     partitions: list[OffsetCommitResponse_OffsetCommitResponsePartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetCommitResponse:
+    """OffsetCommitResponse: API key 8, versions 0-9."""
+
     OffsetCommitResponseTopic = OffsetCommitResponse_OffsetCommitResponseTopic
     OffsetCommitResponsePartition = OffsetCommitResponse_OffsetCommitResponsePartition
 
     throttle_time_ms: int = 0
     topics: list[OffsetCommitResponse_OffsetCommitResponseTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

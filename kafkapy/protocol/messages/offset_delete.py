@@ -4,27 +4,65 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "OffsetDeleteRequest", "OffsetDeleteResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class OffsetDeleteRequest_OffsetDeleteRequestPartition:
+    """The OffsetDeleteRequestPartition struct of OffsetDeleteRequest."""
+
     partition_index: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.unknown_tagged_fields,) == (other.partition_index, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetDeleteRequest_OffsetDeleteRequestTopic:
+    """The OffsetDeleteRequestTopic struct of OffsetDeleteRequest."""
+
     name: str = ''
     partitions: list[OffsetDeleteRequest_OffsetDeleteRequestPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetDeleteRequest:
+    """OffsetDeleteRequest: API key 47, versions 0-0."""
+
     OffsetDeleteRequestTopic = OffsetDeleteRequest_OffsetDeleteRequestTopic
     OffsetDeleteRequestPartition = OffsetDeleteRequest_OffsetDeleteRequestPartition
 
@@ -32,23 +70,74 @@ class OffsetDeleteRequest:
     topics: list[OffsetDeleteRequest_OffsetDeleteRequestTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetDeleteResponse_OffsetDeleteResponsePartition:
+    """The OffsetDeleteResponsePartition struct of OffsetDeleteResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetDeleteResponse_OffsetDeleteResponseTopic:
+    """The OffsetDeleteResponseTopic struct of OffsetDeleteResponse."""
+
     name: str = ''
     partitions: list[OffsetDeleteResponse_OffsetDeleteResponsePartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetDeleteResponse:
+    """OffsetDeleteResponse: API key 47, versions 0-0."""
+
     OffsetDeleteResponseTopic = OffsetDeleteResponse_OffsetDeleteResponseTopic
     OffsetDeleteResponsePartition = OffsetDeleteResponse_OffsetDeleteResponsePartition
 
@@ -56,6 +145,22 @@ class OffsetDeleteResponse:
     throttle_time_ms: int = 0
     topics: list[OffsetDeleteResponse_OffsetDeleteResponseTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.error_code, other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,37 +4,95 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "OffsetFetchRequest", "OffsetFetchResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class OffsetFetchRequest_OffsetFetchRequestTopic:
+    """The OffsetFetchRequestTopic struct of OffsetFetchRequest."""
+
     name: str = ''
     partition_indexes: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_indexes=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchRequest_OffsetFetchRequestTopics:
+    """The OffsetFetchRequestTopics struct of OffsetFetchRequest."""
+
     name: str = ''
     partition_indexes: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_indexes=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchRequest_OffsetFetchRequestGroup:
+    """The OffsetFetchRequestGroup struct of OffsetFetchRequest."""
+
     group_id: str = ''
     member_id: str | None = None
     member_epoch: int = -1
     topics: list[OffsetFetchRequest_OffsetFetchRequestTopics] | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', member_id=None, member_epoch=-1, topics=None, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.member_id = member_id
+            self.member_epoch = member_epoch
+            self.topics = topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.member_id, self.member_epoch, self.topics, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.member_epoch, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchRequest:
+    """OffsetFetchRequest: API key 9, versions 0-9."""
+
     OffsetFetchRequestTopic = OffsetFetchRequest_OffsetFetchRequestTopic
     OffsetFetchRequestGroup = OffsetFetchRequest_OffsetFetchRequestGroup
     OffsetFetchRequestTopics = OffsetFetchRequest_OffsetFetchRequestTopics
@@ -45,9 +103,28 @@ class OffsetFetchRequest:
     require_stable: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', topics=_FACTORY, groups=_FACTORY, require_stable=False, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.groups = [] if groups is _FACTORY else groups
+            self.require_stable = require_stable
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, groups={self.groups!r}, require_stable={self.require_stable!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.groups, self.require_stable, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.groups, other.require_stable, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchResponse_OffsetFetchResponsePartition:
+    """The OffsetFetchResponsePartition struct of OffsetFetchResponse."""
+
     partition_index: int = 0
     committed_offset: int = 0
     committed_leader_epoch: int = -1
@@ -55,16 +132,53 @@ class OffsetFetchResponse_OffsetFetchResponsePartition:
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata=None, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.metadata = metadata
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchResponse_OffsetFetchResponseTopic:
+    """The OffsetFetchResponseTopic struct of OffsetFetchResponse."""
+
     name: str = ''
     partitions: list[OffsetFetchResponse_OffsetFetchResponsePartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchResponse_OffsetFetchResponsePartitions:
+    """The OffsetFetchResponsePartitions struct of OffsetFetchResponse."""
+
     partition_index: int = 0
     committed_offset: int = 0
     committed_leader_epoch: int = -1
@@ -72,24 +186,79 @@ class OffsetFetchResponse_OffsetFetchResponsePartitions:
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata=None, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.metadata = metadata
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchResponse_OffsetFetchResponseTopics:
+    """The OffsetFetchResponseTopics struct of OffsetFetchResponse."""
+
     name: str = ''
     partitions: list[OffsetFetchResponse_OffsetFetchResponsePartitions] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchResponse_OffsetFetchResponseGroup:
+    """The OffsetFetchResponseGroup struct of OffsetFetchResponse."""
+
     group_id: str = ''
     topics: list[OffsetFetchResponse_OffsetFetchResponseTopics] = _dc.field(default_factory=list)
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', topics=_FACTORY, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.topics, self.error_code, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetFetchResponse:
+    """OffsetFetchResponse: API key 9, versions 0-9."""
+
     OffsetFetchResponseTopic = OffsetFetchResponse_OffsetFetchResponseTopic
     OffsetFetchResponsePartition = OffsetFetchResponse_OffsetFetchResponsePartition
     OffsetFetchResponseGroup = OffsetFetchResponse_OffsetFetchResponseGroup
@@ -101,6 +270,23 @@ class OffsetFetchResponse:
     error_code: int = 0
     groups: list[OffsetFetchResponse_OffsetFetchResponseGroup] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, error_code=0, groups=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.error_code = error_code
+            self.groups = [] if groups is _FACTORY else groups
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, error_code={self.error_code!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.error_code, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.error_code, other.groups, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,29 +4,69 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class OffsetForLeaderEpochRequest_OffsetForLeaderPartition:
+    """The OffsetForLeaderPartition struct of OffsetForLeaderEpochRequest."""
+
     partition: int = 0
     current_leader_epoch: int = -1
     leader_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition=0, current_leader_epoch=-1, leader_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.partition = partition
+            self.current_leader_epoch = current_leader_epoch
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition, self.current_leader_epoch, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition, other.current_leader_epoch, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetForLeaderEpochRequest_OffsetForLeaderTopic:
+    """The OffsetForLeaderTopic struct of OffsetForLeaderEpochRequest."""
+
     topic: str = ''
     partitions: list[OffsetForLeaderEpochRequest_OffsetForLeaderPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetForLeaderEpochRequest:
+    """OffsetForLeaderEpochRequest: API key 23, versions 0-4."""
+
     OffsetForLeaderTopic = OffsetForLeaderEpochRequest_OffsetForLeaderTopic
     OffsetForLeaderPartition = OffsetForLeaderEpochRequest_OffsetForLeaderPartition
 
@@ -34,31 +74,99 @@ class OffsetForLeaderEpochRequest:
     topics: list[OffsetForLeaderEpochRequest_OffsetForLeaderTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, replica_id=-2, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.replica_id = replica_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.replica_id, self.topics, self.unknown_tagged_fields,) == (other.replica_id, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetForLeaderEpochResponse_EpochEndOffset:
+    """The EpochEndOffset struct of OffsetForLeaderEpochResponse."""
+
     error_code: int = 0
     partition: int = 0
     leader_epoch: int = -1
     end_offset: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, error_code=0, partition=0, leader_epoch=-1, end_offset=-1, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.partition = partition
+            self.leader_epoch = leader_epoch
+            self.end_offset = end_offset
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition={self.partition!r}, leader_epoch={self.leader_epoch!r}, end_offset={self.end_offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.partition, self.leader_epoch, self.end_offset, self.unknown_tagged_fields,) == (other.error_code, other.partition, other.leader_epoch, other.end_offset, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult:
+    """The OffsetForLeaderTopicResult struct of OffsetForLeaderEpochResponse."""
+
     topic: str = ''
     partitions: list[OffsetForLeaderEpochResponse_EpochEndOffset] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic = topic
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class OffsetForLeaderEpochResponse:
+    """OffsetForLeaderEpochResponse: API key 23, versions 0-4."""
+
     OffsetForLeaderTopicResult = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult
     EpochEndOffset = OffsetForLeaderEpochResponse_EpochEndOffset
 
     throttle_time_ms: int = 0
     topics: list[OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

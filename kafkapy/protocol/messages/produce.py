@@ -4,28 +4,67 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "ProduceRequest", "ProduceResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class ProduceRequest_PartitionProduceData:
+    """The PartitionProduceData struct of ProduceRequest."""
+
     index: int = 0
     records: bytes | memoryview | None = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, index=0, records=b"", unknown_tagged_fields=_FACTORY):
+            self.index = index
+            self.records = records
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(index={self.index!r}, records={self.records!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.index, self.records, self.unknown_tagged_fields,) == (other.index, other.records, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceRequest_TopicProduceData:
+    """The TopicProduceData struct of ProduceRequest."""
+
     name: str = ''
     partition_data: list[ProduceRequest_PartitionProduceData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_data=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_data = [] if partition_data is _FACTORY else partition_data
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_data={self.partition_data!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_data, self.unknown_tagged_fields,) == (other.name, other.partition_data, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceRequest:
+    """ProduceRequest: API key 0, versions 0-11."""
+
     TopicProduceData = ProduceRequest_TopicProduceData
     PartitionProduceData = ProduceRequest_PartitionProduceData
 
@@ -35,23 +74,76 @@ class ProduceRequest:
     topic_data: list[ProduceRequest_TopicProduceData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactional_id=None, acks=0, timeout_ms=0, topic_data=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.transactional_id = transactional_id
+            self.acks = acks
+            self.timeout_ms = timeout_ms
+            self.topic_data = [] if topic_data is _FACTORY else topic_data
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, acks={self.acks!r}, timeout_ms={self.timeout_ms!r}, topic_data={self.topic_data!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.acks, self.timeout_ms, self.topic_data, self.unknown_tagged_fields,) == (other.transactional_id, other.acks, other.timeout_ms, other.topic_data, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceResponse_BatchIndexAndErrorMessage:
+    """The BatchIndexAndErrorMessage struct of ProduceResponse."""
+
     batch_index: int = 0
     batch_index_error_message: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, batch_index=0, batch_index_error_message=None, unknown_tagged_fields=_FACTORY):
+            self.batch_index = batch_index
+            self.batch_index_error_message = batch_index_error_message
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(batch_index={self.batch_index!r}, batch_index_error_message={self.batch_index_error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.batch_index, self.batch_index_error_message, self.unknown_tagged_fields,) == (other.batch_index, other.batch_index_error_message, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceResponse_LeaderIdAndEpoch:
+    """The LeaderIdAndEpoch struct of ProduceResponse."""
+
     leader_id: int = -1
     leader_epoch: int = -1
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, leader_id=-1, leader_epoch=-1, unknown_tagged_fields=_FACTORY):
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceResponse_PartitionProduceResponse:
+    """The PartitionProduceResponse struct of ProduceResponse."""
+
     index: int = 0
     error_code: int = 0
     base_offset: int = 0
@@ -62,25 +154,84 @@ class ProduceResponse_PartitionProduceResponse:
     current_leader: ProduceResponse_LeaderIdAndEpoch = _dc.field(default_factory=ProduceResponse_LeaderIdAndEpoch)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=_FACTORY, error_message=None, current_leader=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.index = index
+            self.error_code = error_code
+            self.base_offset = base_offset
+            self.log_append_time_ms = log_append_time_ms
+            self.log_start_offset = log_start_offset
+            self.record_errors = [] if record_errors is _FACTORY else record_errors
+            self.error_message = error_message
+            self.current_leader = ProduceResponse_LeaderIdAndEpoch() if current_leader is _FACTORY else current_leader
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(index={self.index!r}, error_code={self.error_code!r}, base_offset={self.base_offset!r}, log_append_time_ms={self.log_append_time_ms!r}, log_start_offset={self.log_start_offset!r}, record_errors={self.record_errors!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader, self.unknown_tagged_fields,) == (other.index, other.error_code, other.base_offset, other.log_append_time_ms, other.log_start_offset, other.record_errors, other.error_message, other.current_leader, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceResponse_TopicProduceResponse:
+    """The TopicProduceResponse struct of ProduceResponse."""
+
     name: str = ''
     partition_responses: list[ProduceResponse_PartitionProduceResponse] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_responses=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_responses = [] if partition_responses is _FACTORY else partition_responses
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_responses={self.partition_responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_responses, self.unknown_tagged_fields,) == (other.name, other.partition_responses, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceResponse_NodeEndpoint:
+    """The NodeEndpoint struct of ProduceResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     rack: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class ProduceResponse:
+    """ProduceResponse: API key 0, versions 0-11."""
+
     TopicProduceResponse = ProduceResponse_TopicProduceResponse
     PartitionProduceResponse = ProduceResponse_PartitionProduceResponse
     BatchIndexAndErrorMessage = ProduceResponse_BatchIndexAndErrorMessage
@@ -91,6 +242,22 @@ class ProduceResponse:
     throttle_time_ms: int = 0
     node_endpoints: list[ProduceResponse_NodeEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, responses=_FACTORY, throttle_time_ms=0, node_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.responses = [] if responses is _FACTORY else responses
+            self.throttle_time_ms = throttle_time_ms
+            self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(responses={self.responses!r}, throttle_time_ms={self.throttle_time_ms!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.responses, self.throttle_time_ms, self.node_endpoints, self.unknown_tagged_fields,) == (other.responses, other.throttle_time_ms, other.node_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

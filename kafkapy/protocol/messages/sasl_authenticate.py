@@ -4,25 +4,63 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "SaslAuthenticateRequest", "SaslAuthenticateResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class SaslAuthenticateRequest:
+    """SaslAuthenticateRequest: API key 36, versions 0-2."""
+
     auth_bytes: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, auth_bytes=b"", unknown_tagged_fields=_FACTORY):
+            self.auth_bytes = auth_bytes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(auth_bytes={self.auth_bytes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.auth_bytes, self.unknown_tagged_fields,) == (other.auth_bytes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class SaslAuthenticateResponse:
+    """SaslAuthenticateResponse: API key 36, versions 0-2."""
+
     error_code: int = 0
     error_message: str | None = None
     auth_bytes: bytes = b""
     session_lifetime_ms: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, error_message=None, auth_bytes=b"", session_lifetime_ms=0, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.error_message = error_message
+            self.auth_bytes = auth_bytes
+            self.session_lifetime_ms = session_lifetime_ms
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, auth_bytes={self.auth_bytes!r}, session_lifetime_ms={self.session_lifetime_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.auth_bytes, other.session_lifetime_ms, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,23 +4,59 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "SaslHandshakeRequest", "SaslHandshakeResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class SaslHandshakeRequest:
+    """SaslHandshakeRequest: API key 17, versions 0-1."""
+
     mechanism: str = ''
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, mechanism='', unknown_tagged_fields=_FACTORY):
+            self.mechanism = mechanism
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(mechanism={self.mechanism!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.mechanism, self.unknown_tagged_fields,) == (other.mechanism, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class SaslHandshakeResponse:
+    """SaslHandshakeResponse: API key 17, versions 0-1."""
+
     error_code: int = 0
     mechanisms: list[str] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, mechanisms=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.mechanisms = [] if mechanisms is _FACTORY else mechanisms
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, mechanisms={self.mechanisms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.mechanisms, self.unknown_tagged_fields,) == (other.error_code, other.mechanisms, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "SyncGroupRequest", "SyncGroupResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class SyncGroupRequest_SyncGroupRequestAssignment:
+    """The SyncGroupRequestAssignment struct of SyncGroupRequest."""
+
     member_id: str = ''
     assignment: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, member_id='', assignment=b"", unknown_tagged_fields=_FACTORY):
+            self.member_id = member_id
+            self.assignment = assignment
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, assignment={self.assignment!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.member_id, self.assignment, self.unknown_tagged_fields,) == (other.member_id, other.assignment, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class SyncGroupRequest:
+    """SyncGroupRequest: API key 14, versions 0-5."""
+
     SyncGroupRequestAssignment = SyncGroupRequest_SyncGroupRequestAssignment
 
     group_id: str = ''
@@ -30,15 +52,55 @@ class SyncGroupRequest:
     assignments: list[SyncGroupRequest_SyncGroupRequestAssignment] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, group_id='', generation_id=0, member_id='', group_instance_id=None, protocol_type=None, protocol_name=None, assignments=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.group_id = group_id
+            self.generation_id = generation_id
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.protocol_type = protocol_type
+            self.protocol_name = protocol_name
+            self.assignments = [] if assignments is _FACTORY else assignments
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, assignments={self.assignments!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.group_id, self.generation_id, self.member_id, self.group_instance_id, self.protocol_type, self.protocol_name, self.assignments, self.unknown_tagged_fields,) == (other.group_id, other.generation_id, other.member_id, other.group_instance_id, other.protocol_type, other.protocol_name, other.assignments, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class SyncGroupResponse:
+    """SyncGroupResponse: API key 14, versions 0-5."""
+
     throttle_time_ms: int = 0
     error_code: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, error_code=0, protocol_type=None, protocol_name=None, assignment=b"", unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.error_code = error_code
+            self.protocol_type = protocol_type
+            self.protocol_name = protocol_name
+            self.assignment = assignment
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, assignment={self.assignment!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.error_code, self.protocol_type, self.protocol_name, self.assignment, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.protocol_type, other.protocol_name, other.assignment, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

@@ -4,30 +4,71 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition:
+    """The TxnOffsetCommitRequestPartition struct of TxnOffsetCommitRequest."""
+
     partition_index: int = 0
     committed_offset: int = 0
     committed_leader_epoch: int = -1
     committed_metadata: str | None = None
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=None, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.committed_metadata = committed_metadata
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, committed_metadata={self.committed_metadata!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.committed_metadata, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.committed_metadata, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic:
+    """The TxnOffsetCommitRequestTopic struct of TxnOffsetCommitRequest."""
+
     name: str = ''
     partitions: list[TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class TxnOffsetCommitRequest:
+    """TxnOffsetCommitRequest: API key 28, versions 0-4."""
+
     TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic
     TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition
 
@@ -41,29 +82,101 @@ class TxnOffsetCommitRequest:
     topics: list[TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, transactional_id='', group_id='', producer_id=0, producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.transactional_id = transactional_id
+            self.group_id = group_id
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.generation_id = generation_id
+            self.member_id = member_id
+            self.group_instance_id = group_instance_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, group_id={self.group_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, generation_id={self.generation_id!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.transactional_id, self.group_id, self.producer_id, self.producer_epoch, self.generation_id, self.member_id, self.group_instance_id, self.topics, self.unknown_tagged_fields,) == (other.transactional_id, other.group_id, other.producer_id, other.producer_epoch, other.generation_id, other.member_id, other.group_instance_id, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition:
+    """The TxnOffsetCommitResponsePartition struct of TxnOffsetCommitResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic:
+    """The TxnOffsetCommitResponseTopic struct of TxnOffsetCommitResponse."""
+
     name: str = ''
     partitions: list[TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class TxnOffsetCommitResponse:
+    """TxnOffsetCommitResponse: API key 28, versions 0-4."""
+
     TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic
     TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition
 
     throttle_time_ms: int = 0
     topics: list[TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, throttle_time_ms=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.throttle_time_ms = throttle_time_ms
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

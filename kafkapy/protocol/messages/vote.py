@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import dataclasses as _dc
 import uuid as _uuid
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "VoteRequest", "VoteResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class VoteRequest_PartitionData:
+    """The PartitionData struct of VoteRequest."""
+
     partition_index: int = 0
     candidate_epoch: int = 0
     candidate_id: int = 0
@@ -22,16 +27,55 @@ class VoteRequest_PartitionData:
     last_offset: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, candidate_epoch=0, candidate_id=0, candidate_directory_id=_uuid.UUID(int=0), voter_directory_id=_uuid.UUID(int=0), last_offset_epoch=0, last_offset=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.candidate_epoch = candidate_epoch
+            self.candidate_id = candidate_id
+            self.candidate_directory_id = candidate_directory_id
+            self.voter_directory_id = voter_directory_id
+            self.last_offset_epoch = last_offset_epoch
+            self.last_offset = last_offset
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, candidate_epoch={self.candidate_epoch!r}, candidate_id={self.candidate_id!r}, candidate_directory_id={self.candidate_directory_id!r}, voter_directory_id={self.voter_directory_id!r}, last_offset_epoch={self.last_offset_epoch!r}, last_offset={self.last_offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.candidate_epoch, self.candidate_id, self.candidate_directory_id, self.voter_directory_id, self.last_offset_epoch, self.last_offset, self.unknown_tagged_fields,) == (other.partition_index, other.candidate_epoch, other.candidate_id, other.candidate_directory_id, other.voter_directory_id, other.last_offset_epoch, other.last_offset, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class VoteRequest_TopicData:
+    """The TopicData struct of VoteRequest."""
+
     topic_name: str = ''
     partitions: list[VoteRequest_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class VoteRequest:
+    """VoteRequest: API key 52, versions 0-1."""
+
     TopicData = VoteRequest_TopicData
     PartitionData = VoteRequest_PartitionData
 
@@ -40,9 +84,27 @@ class VoteRequest:
     topics: list[VoteRequest_TopicData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, cluster_id=None, voter_id=-1, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.cluster_id = cluster_id
+            self.voter_id = voter_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.cluster_id, self.voter_id, self.topics, self.unknown_tagged_fields,) == (other.cluster_id, other.voter_id, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class VoteResponse_PartitionData:
+    """The PartitionData struct of VoteResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     leader_id: int = 0
@@ -50,24 +112,79 @@ class VoteResponse_PartitionData:
     vote_granted: bool = False
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, leader_id=0, leader_epoch=0, vote_granted=False, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.vote_granted = vote_granted
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, vote_granted={self.vote_granted!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.vote_granted, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.vote_granted, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class VoteResponse_TopicData:
+    """The TopicData struct of VoteResponse."""
+
     topic_name: str = ''
     partitions: list[VoteResponse_PartitionData] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, topic_name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class VoteResponse_NodeEndpoint:
+    """The NodeEndpoint struct of VoteResponse."""
+
     node_id: int = 0
     host: str = ''
     port: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, node_id=0, host='', port=0, unknown_tagged_fields=_FACTORY):
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.node_id, self.host, self.port, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class VoteResponse:
+    """VoteResponse: API key 52, versions 0-1."""
+
     TopicData = VoteResponse_TopicData
     PartitionData = VoteResponse_PartitionData
     NodeEndpoint = VoteResponse_NodeEndpoint
@@ -76,6 +193,22 @@ class VoteResponse:
     topics: list[VoteResponse_TopicData] = _dc.field(default_factory=list)
     node_endpoints: list[VoteResponse_NodeEndpoint] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, error_code=0, topics=_FACTORY, node_endpoints=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.error_code = error_code
+            self.topics = [] if topics is _FACTORY else topics
+            self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields,) == (other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(

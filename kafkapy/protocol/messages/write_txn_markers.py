@@ -4,21 +4,43 @@
 from __future__ import annotations
 
 import dataclasses as _dc
+from typing import TYPE_CHECKING
 
+from kafkapy.protocol.schema import FACTORY as _FACTORY
 from kafkapy.protocol.schema import ApiDef, F, MessageDef, S
+from kafkapy.protocol.schema import message_class as _message_class
 
 __all__ = ["SCHEMA", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse"]
 
 
-@_dc.dataclass(slots=True, kw_only=True)
+@_message_class
 class WriteTxnMarkersRequest_WritableTxnMarkerTopic:
+    """The WritableTxnMarkerTopic struct of WriteTxnMarkersRequest."""
+
     name: str = ''
     partition_indexes: list[int] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partition_indexes=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class WriteTxnMarkersRequest_WritableTxnMarker:
+    """The WritableTxnMarker struct of WriteTxnMarkersRequest."""
+
     producer_id: int = 0
     producer_epoch: int = 0
     transaction_result: bool = False
@@ -26,45 +48,146 @@ class WriteTxnMarkersRequest_WritableTxnMarker:
     coordinator_epoch: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, producer_id=0, producer_epoch=0, transaction_result=False, topics=_FACTORY, coordinator_epoch=0, unknown_tagged_fields=_FACTORY):
+            self.producer_id = producer_id
+            self.producer_epoch = producer_epoch
+            self.transaction_result = transaction_result
+            self.topics = [] if topics is _FACTORY else topics
+            self.coordinator_epoch = coordinator_epoch
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, transaction_result={self.transaction_result!r}, topics={self.topics!r}, coordinator_epoch={self.coordinator_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch, self.unknown_tagged_fields,) == (other.producer_id, other.producer_epoch, other.transaction_result, other.topics, other.coordinator_epoch, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class WriteTxnMarkersRequest:
+    """WriteTxnMarkersRequest: API key 27, versions 0-1."""
+
     WritableTxnMarker = WriteTxnMarkersRequest_WritableTxnMarker
     WritableTxnMarkerTopic = WriteTxnMarkersRequest_WritableTxnMarkerTopic
 
     markers: list[WriteTxnMarkersRequest_WritableTxnMarker] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, markers=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.markers = [] if markers is _FACTORY else markers
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(markers={self.markers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.markers, self.unknown_tagged_fields,) == (other.markers, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult:
+    """The WritableTxnMarkerPartitionResult struct of WriteTxnMarkersResponse."""
+
     partition_index: int = 0
     error_code: int = 0
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, partition_index=0, error_code=0, unknown_tagged_fields=_FACTORY):
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class WriteTxnMarkersResponse_WritableTxnMarkerTopicResult:
+    """The WritableTxnMarkerTopicResult struct of WriteTxnMarkersResponse."""
+
     name: str = ''
     partitions: list[WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, name='', partitions=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.name = name
+            self.partitions = [] if partitions is _FACTORY else partitions
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class WriteTxnMarkersResponse_WritableTxnMarkerResult:
+    """The WritableTxnMarkerResult struct of WriteTxnMarkersResponse."""
+
     producer_id: int = 0
     topics: list[WriteTxnMarkersResponse_WritableTxnMarkerTopicResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
 
+    if not TYPE_CHECKING:
 
-@_dc.dataclass(slots=True, kw_only=True)
+        def __init__(self, *, producer_id=0, topics=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.producer_id = producer_id
+            self.topics = [] if topics is _FACTORY else topics
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.producer_id, self.topics, self.unknown_tagged_fields,) == (other.producer_id, other.topics, other.unknown_tagged_fields,)
+            return NotImplemented
+
+
+@_message_class
 class WriteTxnMarkersResponse:
+    """WriteTxnMarkersResponse: API key 27, versions 0-1."""
+
     WritableTxnMarkerResult = WriteTxnMarkersResponse_WritableTxnMarkerResult
     WritableTxnMarkerTopicResult = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult
     WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult
 
     markers: list[WriteTxnMarkersResponse_WritableTxnMarkerResult] = _dc.field(default_factory=list)
     unknown_tagged_fields: dict[int, bytes] = _dc.field(default_factory=dict)
+
+    if not TYPE_CHECKING:
+
+        def __init__(self, *, markers=_FACTORY, unknown_tagged_fields=_FACTORY):
+            self.markers = [] if markers is _FACTORY else markers
+            self.unknown_tagged_fields = {} if unknown_tagged_fields is _FACTORY else unknown_tagged_fields
+
+        def __repr__(self):
+            return f"{self.__class__.__qualname__}(markers={self.markers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
+
+        def __eq__(self, other):
+            if other.__class__ is self.__class__:
+                return (self.markers, self.unknown_tagged_fields,) == (other.markers, other.unknown_tagged_fields,)
+            return NotImplemented
 
 
 SCHEMA = ApiDef(
