@@ -45,12 +45,11 @@ from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.faults import serve_fault_control
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.handlers.registry import lookup
-from kafkapy.server.http.listener import HttpListener, parse_http_address
-from kafkapy.server.http.routes import install_routes
 from kafkapy.server.security import listener_security
 
 if TYPE_CHECKING:
     from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.server.http.listener import HttpListener
 
 __all__ = ["BoundListener", "ListenError", "Server"]
 
@@ -212,6 +211,11 @@ class Server:
         value = self.broker.config.get("kafkapy.http.listener") or ""
         if not value.strip():
             return
+        # imported here: h11, prometheus_client and the pages cost start-up time that a node
+        # without the HTTP listener (the default) need not pay
+        from kafkapy.server.http.listener import HttpListener, parse_http_address
+        from kafkapy.server.http.routes import install_routes
+
         try:
             host, port = parse_http_address(value)
             http = HttpListener(host, port, self.readiness)

@@ -149,6 +149,40 @@ def test_a_command_loads_only_its_own_family() -> None:
     assert not loaded & {"kafkapy.cli.chaos", "kafkapy.cli.dump_log", "kafkapy.cli.consume", "kafkapy.cli.produce"}
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("http", [False, True])
+def test_serve_loads_the_http_stack_only_with_the_http_listener(http: bool) -> None:
+    """h11, prometheus_client and the pages are start-up time a node without `--http` (the
+    default) does not pay; with it they are there."""
+    code = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print('MODULES ' + json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+        "from kafkapy.cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    args = ["serve", "--memory", "--listeners", "PLAINTEXT://127.0.0.1:0", *(["--http", "0"] if http else [])]
+    proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "kafkapy ready" in line:
+                assert ("HTTP on http://" in line) is http
+                break
+        else:
+            raise AssertionError("no readiness line")
+        proc.terminate()
+        _, rest = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, rest
+    loaded = set(json.loads(rest.split("MODULES ", 1)[1].splitlines()[0]))
+    http_stack = {"h11", "prometheus_client", "kafkapy.server.http.listener", "kafkapy.server.http.routes"}
+    assert (http_stack <= loaded) if http else not (http_stack & loaded), sorted(http_stack & loaded)
+
+
 def test_port_in_use_is_one_clear_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
