@@ -12,8 +12,9 @@ source. The CLI only sends the requests; what a broker refuses is shown with its
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -142,7 +143,48 @@ def _resource(topic: str | None, broker: str | None, broker_defaults: bool, grou
     return resource_type, name
 
 
+# kafka-configs.sh's --entity-type, as the flag kafkapy names the entity with
+_ENTITY_FLAGS = {"topics": "topic", "brokers": "broker", "groups": "group", "broker-loggers": "broker_logger"}
+_ELSEWHERE = {"users": "kafkapy users (SCRAM) or kafkapy quotas --user",
+              "clients": "kafkapy quotas --client-id", "ips": "(ip quotas: not supported)",
+              "client-metrics": "(client metrics: not supported)"}
+
+
+def _from_entity(kwargs: dict[str, Any]) -> None:
+    """Turn `--entity-type T --entity-name N | --entity-default` into kafkapy's own flag."""
+    entity_type, name, default = (kwargs.pop("entity_type"), kwargs.pop("entity_name"),
+                                  kwargs.pop("entity_default"))
+    if entity_type is None:
+        if name is not None or default:
+            raise click.UsageError("--entity-name and --entity-default go with --entity-type")
+        return
+    if entity_type in _ELSEWHERE:
+        raise click.UsageError(f"--entity-type {entity_type}: see {_ELSEWHERE[entity_type]}")
+    if (name is None) == (not default):
+        raise click.UsageError("--entity-type needs --entity-name NAME or --entity-default")
+    if default:
+        if entity_type != "brokers":
+            raise click.UsageError(f"--entity-default: {entity_type} have no default entity")
+        if kwargs["broker_defaults"]:
+            _twice("--broker-defaults")
+        kwargs["broker_defaults"] = True
+        return
+    flag = _ENTITY_FLAGS[entity_type]
+    if kwargs[flag] is not None:
+        _twice(f"--{flag.replace('_', '-')}")
+    kwargs[flag] = name
+
+
+def _twice(flag: str) -> NoReturn:
+    raise click.UsageError(f"{flag} and --entity-type name the same thing: give one")
+
+
 def _entity_options(func: Any) -> Any:
+    @functools.wraps(func)
+    def from_entity(*args: Any, **kwargs: Any) -> Any:
+        _from_entity(kwargs)
+        return func(*args, **kwargs)
+
     for option in reversed([
         click.option("--topic", help="a topic"),
         click.option("--broker", metavar="ID", help="one broker's dynamic configs (node id)"),
@@ -150,9 +192,13 @@ def _entity_options(func: Any) -> Any:
         click.option("--group", help="a consumer group (consumer.* group configs, KIP-848)"),
         click.option("--broker-logger", metavar="ID",
                      help="one broker's log levels (logger=LEVEL; kafka-configs' broker-loggers)"),
+        click.option("--entity-type", type=click.Choice([*_ENTITY_FLAGS, *_ELSEWHERE]),
+                     help="kafka-configs.sh's spelling: with --entity-name or --entity-default"),
+        click.option("--entity-name", metavar="NAME", help="the entity of --entity-type"),
+        click.option("--entity-default", is_flag=True, help="--entity-type brokers: the cluster default"),
     ]):
-        func = option(func)
-    return func
+        from_entity = option(from_entity)
+    return from_entity
 
 
 @click.group(help=f"Describe or alter topic, broker and group configs (kafka-configs.sh). {KAFKA_COMPATIBLE}")

@@ -85,3 +85,31 @@ def test_broker_logger_levels(bootstrap: str) -> None:
                   bootstrap=bootstrap)
     assert bad.code == 1
     assert "INVALID_CONFIG (error code 40)" in bad.stderr
+
+
+def test_kafka_configs_entity_spelling(bootstrap: str) -> None:
+    """`--entity-type groups --entity-name g` (and brokers --entity-default) as kafka-configs.sh
+    takes them, the same as kafkapy's --group / --broker-defaults."""
+    r = kafkapy("configs", "alter", "--entity-type", "groups", "--entity-name", "entity-g", "--add-config",
+                "consumer.session.timeout.ms=55000", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    r = kafkapy("configs", "describe", "--group", "entity-g", "--json", bootstrap=bootstrap)
+    assert [(c["name"], c["value"]) for c in r.json()] == [("consumer.session.timeout.ms", "55000")]
+    r = kafkapy("configs", "alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+                "log.retention.ms=7200000", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    r = kafkapy("configs", "describe", "--broker-defaults", "--json", bootstrap=bootstrap)
+    assert ("log.retention.ms", "7200000") in [(c["name"], c["value"]) for c in r.json()]
+    assert kafkapy("configs", "alter", "--broker-defaults", "--delete-config", "log.retention.ms",
+                   bootstrap=bootstrap).code == 0
+
+    for args, message in [
+        (["--entity-type", "topics", "--entity-name", "t", "--topic", "t"], "name the same thing"),
+        (["--entity-type", "topics", "--entity-default"], "topics have no default entity"),
+        (["--entity-type", "groups"], "--entity-name NAME or --entity-default"),
+        (["--entity-name", "g"], "go with --entity-type"),
+        (["--entity-type", "users", "--entity-name", "u"], "kafkapy users"),
+    ]:
+        r = kafkapy("configs", "describe", *args, bootstrap=bootstrap)
+        assert r.code == 2, args
+        assert message in r.stderr, r.stderr
