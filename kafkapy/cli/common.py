@@ -84,7 +84,7 @@ _ADVICE: dict[ErrorCode, str] = {
     ErrorCode.NOT_CONTROLLER: "the controller moved; retry",
     ErrorCode.REQUEST_TIMED_OUT: "the cluster is slow or a broker is down; retry",
     ErrorCode.UNSUPPORTED_VERSION: "the broker does not support this request version",
-    ErrorCode.INVALID_REQUEST: "the broker does not support this request",
+    ErrorCode.INVALID_REQUEST: "the broker refused the request as invalid (its message says why)",
 }
 
 
