@@ -404,9 +404,20 @@ def render(doc: dict[str, Any]) -> Iterator[str]:
         yield f"DAMAGE: {d}"
 
 
+def _listed_files(listed: str | None) -> tuple[Path, ...]:
+    """kafka-dump-log.sh's `--files a,b`, checked as the FILE arguments are."""
+    paths = tuple(Path(p.strip()) for p in (listed or "").split(",") if p.strip())
+    for path in paths:
+        if not path.is_file():
+            raise click.BadParameter(f"{path} is not a file", param_hint="--files")
+    return paths
+
+
 @click.command("dump-log")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--files", "listed", metavar="F1,F2,...", help="kafka-dump-log.sh's spelling of FILE...")
 @click.option("--print-data-log", "-d", is_flag=True, help="also print every record, not just batches")
+@click.option("--deep-iteration", is_flag=True, help="kafka-dump-log.sh's flag: the same as --print-data-log")
 @click.option("--offsets-decoder", "decoder", flag_value="__consumer_offsets",
               help="decode records as __consumer_offsets records")
 @click.option("--transaction-log-decoder", "decoder", flag_value="__transaction_state",
@@ -414,11 +425,16 @@ def render(doc: dict[str, Any]) -> Iterator[str]:
 @click.option("--cluster-metadata-decoder", "decoder", flag_value="__cluster_metadata",
               help="decode records as __cluster_metadata records")
 @click.option("--json", "json_output", is_flag=True, help="print JSON for scripts")
-def dump_log(files: tuple[Path, ...], print_data_log: bool, decoder: str | None, json_output: bool) -> int:
+def dump_log(files: tuple[Path, ...], listed: str | None, print_data_log: bool, deep_iteration: bool,
+             decoder: str | None, json_output: bool) -> int:
     """Print segments, indexes, snapshots and checkpoints of a data directory (kafka-dump-log).
 
     Reads the files only; the broker may keep running. Exit status 1 when a file is damaged.
     """
+    files += _listed_files(listed)
+    if not files:
+        raise click.UsageError("name the files (FILE... or --files F1,F2)")
+    print_data_log = print_data_log or deep_iteration
     docs = []
     for path in files:
         doc = dump_file(path, print_data_log or decoder is not None, decoder)

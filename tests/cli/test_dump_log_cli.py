@@ -119,6 +119,9 @@ def test_segments_of_every_codec(written: DataDir, codec: str) -> None:
     assert [r["sequence"] for r in records] == [0, 1, 2] * 4  # one idempotent producer per run
     human = kafkapy("dump-log", str(segments[0]), "-d").stdout
     assert f"compresscodec: {codec} " in human
+    # kafka-dump-log.sh's spelling prints the same
+    assert kafkapy("dump-log", "--files", ",".join(map(str, segments[:2])), "--deep-iteration").stdout == (
+        kafkapy("dump-log", *map(str, segments[:2]), "-d").stdout)
     assert re.search(r"\| offset: 0 CreateTime: \d+ keySize: 4 valueSize: \d+ sequence: 0 headerKeys: \[h\] "
                      rf"key: k0-0 payload: {codec}-0-0x", human)
 
@@ -328,3 +331,12 @@ def test_files_on_their_way_in_or_out(written: DataDir, tmp_path: Path) -> None:
     assert docs[0]["kind"] == "segment"
     assert docs[0]["batches"]
     assert docs[1]["kind"] == "offset-index"
+
+
+def test_files_are_required_and_must_exist(tmp_path: Path) -> None:
+    r = kafkapy("dump-log")
+    assert r.code == 2
+    assert "name the files" in r.stderr
+    r = kafkapy("dump-log", "--files", f"{tmp_path / 'missing.log'}")
+    assert r.code == 2
+    assert "missing.log is not a file" in r.stderr
