@@ -6,7 +6,8 @@ without one it is assigned the partitions itself (all, or `--partition`) and com
 
 Where it starts: the group's committed offsets (group mode; `--from-beginning` only decides where
 a group with none starts), or the end (new records only), the beginning (`--from-beginning`), an
-offset (`--offset N`; `--offset -N` is N records before the end of each partition) or a time
+offset (`--offset N`; `--offset -N` is N records before the end of each partition;
+kafka-console-consumer's `--offset earliest|latest` too) or a time
 (`--since 10m`, `--timestamp ISO-or-ms`: the first record at or after it, ListOffsets). It stops
 after `--max-messages`, at the end of every partition (`--exit-at-end`, kcat's -e), after
 `--timeout-ms` without a record, or on Ctrl-C (the record being printed is finished, the consumer
@@ -124,11 +125,28 @@ def _start_offsets(
     return {}
 
 
+_LAST = 2**63 - 1  # `--offset latest`: clamped down to each partition's end
+
+
+def _offset(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """N, -N, or kafka-console-consumer's `earliest` (0, raised to the log start) / `latest`."""
+    if value is None:
+        return None
+    named = {"earliest": 0, "latest": _LAST}
+    if value.strip().lower() in named:
+        return named[value.strip().lower()]
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an offset (N, -N, earliest or latest)") from None
+
+
 @click.command(help=f"Consume records and print them (a group, or assigned partitions). {KAFKA_COMPATIBLE}")
 @click.argument("topic")
 @click.option("--group", help="join this group and commit offsets (default: no group, nothing committed)")
 @click.option("--from-beginning", is_flag=True, help="start at the earliest offset")
-@click.option("--offset", type=int, help="start at offset N, or N records before the end (-N)")
+@click.option("--offset", callback=_offset, metavar="N|-N|earliest|latest",
+              help="start at offset N, N records before the end (-N), or earliest / latest")
 @click.option("--since", metavar="DURATION", help="start at records this recent (10m, 2h, PT1H)")
 @click.option("--timestamp", metavar="WHEN", help="start at this time (ISO-8601 or epoch ms)")
 @click.option("--partition", type=click.IntRange(min=0), multiple=True, help="only these partitions (repeatable)")

@@ -90,6 +90,12 @@ def test_start_positions_and_limits(bootstrap: str) -> None:
     assert values("--from-beginning", "--exit-at-end") == [f"v{i}" for i in range(10)]
     assert values("--offset", "7", "--exit-at-end") == ["v7", "v8", "v9"]
     assert values("--offset", "-2", "--exit-at-end") == ["v8", "v9"]
+    # kafka-console-consumer's names
+    assert values("--offset", "earliest", "--max-messages", "2") == ["v0", "v1"]
+    assert values("--offset", "latest", "--exit-at-end") == []
+    r = kafkapy("consume", "pos", "--offset", "soon", bootstrap=bootstrap)
+    assert r.code == 2
+    assert "not an offset (N, -N, earliest or latest)" in r.stderr
     assert values("--from-beginning", "--max-messages", "3") == ["v0", "v1", "v2"]
     assert values("--since", "1h", "--exit-at-end") == [f"v{i}" for i in range(10)]
     assert values("--timestamp", str(int(time.time() * 1000) + 3_600_000), "--exit-at-end") == []
