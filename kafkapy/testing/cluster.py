@@ -8,7 +8,8 @@ ports and data.
 Layout: node ids 1..N; nodes 1..V (`voters`, default all) are combined broker + controller
 nodes and the voters, the rest broker-only (`process.roles=broker`) - a 4-node cluster with 3
 voters loses two brokers without losing its controller quorum, which is how the outage tests
-reach NOT_ENOUGH_REPLICAS instead of a stalled quorum. Ports are picked up front (bound to port 0 and released) so every node can be given
+reach NOT_ENOUGH_REPLICAS instead of a stalled quorum. Ports are picked up front (`free_ports`:
+bound and released, from a range the kernel never numbers sockets in) so every node can be given
 the full `controller.quorum.voters` before any of them starts, and a restarted node comes back
 on the same addresses. Node `i` keeps its data in `<base>/node<i>/` and its output (stdout and
 stderr together) in `<base>/node<i>.log`.
@@ -38,6 +39,8 @@ tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import signal
 import socket
@@ -86,14 +89,77 @@ class ClusterStartError(RuntimeError):
     """A node exited or printed no ready line in time (the message carries the logs)."""
 
 
+#: Linux's default ephemeral range starts here (net.ipv4.ip_local_port_range "32768 60999")
+DEFAULT_EPHEMERAL_LOW = 32768
+#: ports `free_ports` hands out lie in the `PORT_POOL_SIZE` ports just below the ephemeral range
+PORT_POOL_SIZE = 12288
+_next_port: dict[tuple[int, int], int] = {}
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_EPHEMERAL_LOW
+
+
+def port_pool() -> range:
+    """The ports this process's `free_ports` draws from (empty: let the kernel pick).
+
+    Why not the kernel's port 0: a port picked that way is released before the node binds it,
+    and in that gap the kernel may give it to any other socket it numbers itself - a client's
+    outgoing connection or another test's port-0 listener - and the node fails with "address in
+    use". Below the ephemeral range the kernel never numbers a socket. Parallel test workers
+    (pytest-xdist sets PYTEST_XDIST_WORKER=gwN of PYTEST_XDIST_WORKER_COUNT) each get a slice
+    of their own, so two workers never hand out the same port either.
+    """
+    top = _ephemeral_low()
+    bottom = max(1024, top - PORT_POOL_SIZE)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    size = (top - bottom) // max(workers, 1)
+    if size < 256 or index >= workers:
+        return range(0)
+    return range(bottom + index * size, bottom + (index + 1) * size)
+
+
+def _bind(host: str, port: int) -> socket.socket | None:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((host, port))
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports free right now (bound together, then released)."""
+    """`count` distinct ports free right now (bound together, then released).
+
+    Taken in turn from `port_pool()` (starting at a random place, so independent runs on one
+    machine rarely meet), skipping any port something else holds; a port comes round again only
+    after the whole slice has been handed out.
+    """
+    pool = port_pool()
     sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, 0))
+        if len(pool) >= count:
+            key = (pool.start, pool.stop)
+            cursor = _next_port.get(key, pool.start + random.randrange(len(pool)))
+            for _ in range(len(pool)):
+                if len(sockets) == count:
+                    break
+                s = _bind(host, cursor)
+                cursor = cursor + 1 if cursor + 1 < pool.stop else pool.start
+                if s is not None:
+                    sockets.append(s)
+            _next_port[key] = cursor
+        while len(sockets) < count:
+            s = _bind(host, 0)
+            if s is None:
+                raise OSError(f"no free port on {host}")
             sockets.append(s)
         return [s.getsockname()[1] for s in sockets]
     finally:
