@@ -24,11 +24,17 @@ HTTP_PORT ?= 9644
 run: $(STAMP)
 	$(PY) -m kafkapy serve --data-dir ./data --listeners PLAINTEXT://127.0.0.1:$(PORT) --http 127.0.0.1:$(HTTP_PORT)
 
+# The suite runs in TEST_WORKERS pytest-xdist processes, a whole file per worker (module-scoped
+# brokers and clusters start once), files with a `slow` test first (conftest.py). Most of its
+# time is spent waiting on broker subprocesses, timers and clients, not on the CPU, so two
+# workers overlap those waits even on a 2-core machine. TEST_WORKERS=0: one process, as before.
+TEST_WORKERS ?= 2
+
 test: $(TEST_STAMP)
 	$(PY) -m ruff check kafkapy tests compat_tests perf docker_tests examples
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Only the fixed-seed randomized fault run of `make test` (about 4-6 minutes; the partition and
 # disk-full faults need root for iptables and tmpfs).

@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 import kafkapy
@@ -36,3 +37,18 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 if sys.dont_write_bytecode:
     # writes kafkapy/**/__pycache__ (git-ignored); up-to-date files are skipped
     compileall.compile_dir(Path(kafkapy.__file__).parent, quiet=1)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`: `-n 2 --dist loadfile`), the files holding a test marked
+    `slow` come first.
+
+    Why: xdist hands whole files to the workers in collection order (with
+    `--no-loadscope-reorder`), and the longest pieces should start first - a several-minute file
+    handed out last would finish alone while the other worker sits idle. The order within a file,
+    and the whole order of a run without xdist, stay as they were.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
