@@ -5,7 +5,10 @@ timed from spawn to exit; the figures are the median and the spread (min, p90, m
 runs. The commands:
 
 - `python -c pass`: the interpreter's own start, the floor under every other figure;
+- `import kafkapy.protocol.messages`: the protocol package alone (its API modules load lazily);
 - `kafkapy --help`, `kafkapy --version`, `kafkapy topics --help`: no broker involved;
+- `kafkapy serve` to ready: spawn to its `kafkapy ready` line, on an empty data dir (issue 13's
+  "ready < 1 s"; the process is then stopped);
 - `kafkapy topics list` and `kafkapy topics list --json` against a broker (a `kafkapy serve
   --memory` this script starts, or `--bootstrap-server`);
 - `kafkapy topics list` against a port nobody listens on and against one that accepts but never
@@ -14,8 +17,13 @@ runs. The commands:
 A/B in one run: `--tree LABEL=DIR` (repeatable) runs the same commands with `PYTHONPATH=DIR`,
 e.g. a checkout of an older commit (`git archive REF | tar -x -C DIR`); runs of all trees are
 interleaved, so machine load falls on each alike. Without `--tree` only the installed kafkapy runs.
+`--only SUBSTRING` (repeatable) keeps the commands whose name contains one of them.
 
-    .venv/bin/python perf/cli_bench.py [--runs 15] [--tree base=/tmp/base] [--json PATH]
+Each tree's `kafkapy` is byte-compiled first (`compileall`), as an installed package is: with
+PYTHONDONTWRITEBYTECODE set (the test sandbox sets it) nothing would ever be cached and every
+start would compile every module again.
+
+    .venv/bin/python perf/cli_bench.py [--runs 15] [--tree base=/tmp/base] [--only serve] [--json PATH]
 """
 
 from __future__ import annotations
@@ -35,9 +43,11 @@ from pathlib import Path
 
 READY = re.compile(r"kafkapy ready: listening on (127\.0\.0\.1):(\d+)")
 
-# name, arguments, which server (None, "broker", "refused", "silent"), expected exit status
+# name, arguments, which server (None, "broker", "refused", "silent", "ready"), expected exit
+# status; "ready" times `kafkapy serve` from spawn to its ready line
 COMMANDS: list[tuple[str, list[str], str | None, int]] = [
     ("python -c pass", ["-c", "pass"], None, 0),
+    ("import protocol.messages", ["-c", "import kafkapy.protocol.messages"], None, 0),
     ("kafkapy --help", ["-m", "kafkapy", "--help"], None, 0),
     ("kafkapy --version", ["-m", "kafkapy", "--version"], None, 0),
     ("kafkapy topics --help", ["-m", "kafkapy", "topics", "--help"], None, 0),
@@ -45,6 +55,8 @@ COMMANDS: list[tuple[str, list[str], str | None, int]] = [
     ("kafkapy topics list --json", ["-m", "kafkapy", "topics", "list", "--json"], "broker", 0),
     ("topics list, port refused", ["-m", "kafkapy", "topics", "list"], "refused", 1),
     ("topics list, port silent", ["-m", "kafkapy", "topics", "list"], "silent", 1),
+    ("kafkapy serve to ready", ["-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0"],
+     "ready", 0),
 ]
 
 
@@ -73,6 +85,30 @@ def run_once(args: list[str], env: dict[str, str], cwd: str, expected: int) -> f
     return elapsed
 
 
+def serve_to_ready(args: list[str], env: dict[str, str], cwd: str) -> float:
+    """Seconds from spawning `kafkapy serve` on a new empty data dir to its ready line."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, *args, "--data-dir", data_dir], env=env, cwd=cwd,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        assert proc.stderr is not None
+        try:
+            for line in proc.stderr:
+                if READY.search(line):
+                    return time.perf_counter() - start
+            raise SystemExit(f"kafkapy serve exited ({proc.wait()}) without its ready line")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()
+
+
 def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -89,8 +125,11 @@ def main() -> int:
     parser.add_argument("--bootstrap-server", help="a running broker (default: start one)")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
                         help="also time the kafkapy source in DIR (PYTHONPATH), e.g. an older commit")
+    parser.add_argument("--only", action="append", default=[], metavar="SUBSTRING",
+                        help="run only the commands whose name contains this (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("perf/results/cli_bench.json"))
     args = parser.parse_args()
+    commands = [c for c in COMMANDS if not args.only or any(o in c[0] for o in args.only)]
 
     base_env = {**os.environ, "KAFKAPY_PROFILE": os.devnull}
     base_env.pop("KAFKAPY_BOOTSTRAP_SERVERS", None)
@@ -98,27 +137,34 @@ def main() -> int:
     for item in args.tree:
         label, _, directory = item.partition("=")
         trees.append((label, {**base_env, "PYTHONPATH": str(Path(directory).resolve())}))
-
-    broker = None
-    bootstrap = args.bootstrap_server
-    if bootstrap is None:
-        broker, bootstrap = start_broker()
-    samples: dict[tuple[str, str], list[float]] = {}
     # an empty working directory: `python -m` puts it first on sys.path, where a source tree
     # would shadow the --tree under test
     neutral = tempfile.TemporaryDirectory()
+    for _label, env in trees:
+        subprocess.run([sys.executable, "-c", "import compileall, kafkapy, os; compileall.compile_dir("
+                        "os.path.dirname(kafkapy.__file__), quiet=1)"], env=env, cwd=neutral.name, check=True)
+
+    broker = None
+    bootstrap = args.bootstrap_server
+    if bootstrap is None and any(c[2] == "broker" for c in commands):
+        broker, bootstrap = start_broker()
+    samples: dict[tuple[str, str], list[float]] = {}
     refused, silent = socket.socket(), socket.socket()
     refused.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
     silent.bind(("127.0.0.1", 0))
     silent.listen(64)  # the kernel accepts; nobody ever answers
-    servers = {"broker": bootstrap, "refused": f"127.0.0.1:{refused.getsockname()[1]}",
+    servers = {"broker": bootstrap or "", "refused": f"127.0.0.1:{refused.getsockname()[1]}",
                "silent": f"127.0.0.1:{silent.getsockname()[1]}"}
     try:
         for _ in range(args.runs):
-            for name, cmd, server, expected in COMMANDS:
-                full = [*cmd, "--bootstrap-server", servers[server]] if server else cmd
+            for name, cmd, server, expected in commands:
+                full = [*cmd, "--bootstrap-server", servers[server]] if server in servers else cmd
                 for label, env in trees:
-                    samples.setdefault((label, name), []).append(run_once(full, env, neutral.name, expected))
+                    if server == "ready":
+                        elapsed = serve_to_ready(full, env, neutral.name)
+                    else:
+                        elapsed = run_once(full, env, neutral.name, expected)
+                    samples.setdefault((label, name), []).append(elapsed)
     finally:
         refused.close()
         silent.close()
@@ -129,7 +175,7 @@ def main() -> int:
 
     results = []
     print(f"{'tree':<8} {'command':<28} {'median ms':>10} {'min':>8} {'p90':>8} {'max':>8}   ({args.runs} runs)")
-    for name, *_ in COMMANDS:
+    for name, *_ in commands:
         for label, _ in trees:
             s = summary(samples[(label, name)])
             results.append({"tree": label, "command": name, "runs": args.runs, **s})
