@@ -38,14 +38,13 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import crc32c
-
 from kafkapy.protocol.compression import (
     Compression,
     UnsupportedCompressionError,
     compress,
     decompress,
 )
+from kafkapy.protocol.crc import crc32c
 from kafkapy.protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -266,7 +265,7 @@ def validate_batch(
             f"record batch length {header.batch_length} inconsistent with the buffer"
         )
     view = memoryview(buf)
-    actual = crc32c.crc32c(view[pos + _ATTRIBUTES_OFFSET : pos + size])
+    actual = crc32c(view[pos + _ATTRIBUTES_OFFSET : pos + size])
     if actual != header.crc:
         raise CorruptRecordError(
             f"record batch CRC mismatch: header {header.crc:#010x}, computed {actual:#010x}"
@@ -345,7 +344,7 @@ def set_max_timestamp(buf: WritableBuffer, pos: int, timestamp: int, log_append_
         attributes &= ~_TIMESTAMP_TYPE_BIT
     _I16.pack_into(buf, pos + _ATTRIBUTES_OFFSET, attributes)
     _I64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp)
-    crc = crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + size])
+    crc = crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + size])
     _U32.pack_into(buf, pos + _CRC_OFFSET, crc)
 
 
@@ -582,7 +581,7 @@ def build_batch(
     except struct.error as exc:
         raise ValueError(f"batch header field out of range: {exc}") from None
     out[BATCH_HEADER_SIZE:] = payload
-    _U32.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    _U32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 

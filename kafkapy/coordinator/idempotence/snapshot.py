@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
-
 from kafkapy.coordinator.idempotence.producer_state import (
     MAX_CACHED_BATCHES,
     BatchMetadata,
@@ -36,6 +34,7 @@ from kafkapy.coordinator.idempotence.producer_state import (
     ProducerSnapshot,
     ProducerStateEntry,
 )
+from kafkapy.protocol.crc import crc32c
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -84,7 +83,7 @@ def encode_snapshot(snapshot: ProducerSnapshot) -> bytes:
     body += _I32.pack(len(snapshot.unreplicated))
     for t in snapshot.unreplicated:
         body += _TXN.pack(t.producer_id, t.first_offset, t.last_offset, int(t.is_aborted))
-    header = _HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, crc32c.crc32c(bytes(body)))
+    header = _HEADER.pack(SNAPSHOT_MAGIC, SNAPSHOT_VERSION, crc32c(bytes(body)))
     return header + bytes(body)
 
 
@@ -126,7 +125,7 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> ProducerSnapshot:
         raise CorruptSnapshotError(f"not a producer-state snapshot (magic {bytes(magic)!r})")
     if version != SNAPSHOT_VERSION:
         raise CorruptSnapshotError(f"unsupported producer-state snapshot version {version}")
-    if crc32c.crc32c(bytes(buf[_HEADER.size :])) != crc:
+    if crc32c(bytes(buf[_HEADER.size :])) != crc:
         raise CorruptSnapshotError("producer-state snapshot CRC mismatch")
     r = _Reader(buf, _HEADER.size)
     (last_map_offset,) = r.unpack(_I64)
