@@ -110,6 +110,10 @@ def _config(settings: ClientSettings, acks: str, compression: str, idempotent: b
         "compression.type": compression,
         "linger.ms": 5,
         "message.timeout.ms": 30_000,
+        # below message.timeout.ms: a topic the metadata keeps missing is reported as unknown
+        # (UNKNOWN_TOPIC_OR_PARTITION) after 10 s, never as a message timeout; with librdkafka's
+        # default (30 s, the same as the message timeout) the two timers race
+        "topic.metadata.propagation.max.ms": 10_000,
     }
     if idempotent or transactional_id:
         conf["enable.idempotence"] = True
