@@ -47,6 +47,7 @@ __all__ = [
     "parse_datetime_ms",
     "parse_duration_ms",
     "parse_key_values",
+    "topic_argument",
 ]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -232,6 +233,24 @@ def client_options(func: F) -> F:
         except CliError as e:
             print(f"kafkapy: {e}", file=sys.stderr)
             return 1
+
+    return wrapper  # type: ignore[return-value]
+
+
+def topic_argument(func: F) -> F:
+    """TOPIC as an argument, or `--topic TOPIC` as Kafka's console producer and consumer take it;
+    the command gets `topic`."""
+
+    @click.argument("topic_argument", metavar="TOPIC", required=False)
+    @click.option("--topic", "topic_flag", metavar="TOPIC", help="the topic (Kafka's spelling of TOPIC)")
+    @functools.wraps(func)
+    def wrapper(*args: Any, topic_argument: str | None, topic_flag: str | None, **kwargs: Any) -> Any:
+        if topic_argument and topic_flag and topic_argument != topic_flag:
+            raise click.UsageError(f"two topics named: {topic_argument} and --topic {topic_flag}")
+        topic = topic_argument or topic_flag
+        if not topic:
+            raise click.UsageError("name the topic (TOPIC or --topic TOPIC)")
+        return func(*args, topic=topic, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

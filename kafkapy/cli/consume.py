@@ -40,6 +40,7 @@ from kafkapy.cli.common import (
     parse_datetime_ms,
     parse_duration_ms,
     parse_key_values,
+    topic_argument,
 )
 from kafkapy.cli.offsets import EARLIEST, LATEST, list_offsets
 from kafkapy.cli.wire import Admin
@@ -142,7 +143,7 @@ def _offset(ctx: click.Context, param: click.Parameter, value: str | None) -> in
 
 
 @click.command(help=f"Consume records and print them (a group, or assigned partitions). {KAFKA_COMPATIBLE}")
-@click.argument("topic")
+@topic_argument
 @click.option("--group", help="join this group and commit offsets (default: no group, nothing committed)")
 @click.option("--from-beginning", is_flag=True, help="start at the earliest offset")
 @click.option("--offset", callback=_offset, metavar="N|-N|earliest|latest",

@@ -40,6 +40,7 @@ from kafkapy.cli.common import (
     client_options,
     json_to_bytes,
     parse_key_values,
+    topic_argument,
 )
 from kafkapy.cli.wire import Admin
 from kafkapy.protocol.errors import ErrorCode
@@ -215,7 +216,7 @@ def _abort(producer: Any) -> None:
 
 
 @click.command(help=f"Produce records from stdin or a file, one per line. {KAFKA_COMPATIBLE}")
-@click.argument("topic")
+@topic_argument
 @click.option("--file", "input_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="read records from this file instead of stdin")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,

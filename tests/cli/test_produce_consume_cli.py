@@ -101,6 +101,15 @@ def test_start_positions_and_limits(bootstrap: str) -> None:
     assert values("--timestamp", str(int(time.time() * 1000) + 3_600_000), "--exit-at-end") == []
     assert values("--exit-at-end") == []  # default: new records only
     assert values("--timeout-ms", "1500") == []
+    # --topic, as kafka-console-producer / -consumer take it
+    assert kafkapy("produce", "--topic", "pos", stdin="v10\n", bootstrap=bootstrap).code == 0
+    assert kafkapy("consume", "--topic", "pos", "--offset", "-1", "--exit-at-end",
+                   bootstrap=bootstrap).stdout.splitlines() == ["v10"]
+    for command in ("produce", "consume"):
+        r = kafkapy(command, bootstrap=bootstrap)
+        assert (r.code, "name the topic (TOPIC or --topic TOPIC)" in r.stderr) == (2, True), r.stderr
+        r = kafkapy(command, "pos", "--topic", "other", bootstrap=bootstrap)
+        assert (r.code, "two topics named" in r.stderr) == (2, True), r.stderr
 
 
 def test_group_consume_commits_and_shows_in_groups_describe(bootstrap: str) -> None:
