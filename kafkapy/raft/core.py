@@ -189,11 +189,13 @@ class RaftCore:
         return self._hw
 
     def has_quorum_contact(self, now_ms: int) -> bool:
-        """A leader that a majority of voters heard from within the fetch timeout. A voter
-        stands, or grants a pre-vote, only once its fetch timeout passed without an answer from
-        this leader, so a successor is elected no earlier than a fetch timeout after this
-        leader's last answer a majority accepted - or sooner only when this leader's process
-        refuses connections (`request_failed`), when it serves nothing.
+        """A leader that a majority of voters heard from within the fetch timeout. With
+        pre-vote a voter stands, or grants a vote or pre-vote, only once its fetch timeout
+        passed without an answer from this leader (or it resigned), so a successor is elected
+        no earlier than a fetch timeout after this leader's last answer a majority accepted -
+        or sooner only when this leader's process refuses connections (`request_failed`), when
+        it serves nothing. A new leader has no contact until a majority confirmed hearing from
+        it: the votes that elected it do not stop a newer candidate's.
 
         "Heard from" is proven by the voters themselves: every answer carries the leader's
         clock (`leader_clock_ms`) and the voter echoes the last one it accepted in its next
@@ -207,7 +209,8 @@ class RaftCore:
         if len(self.voters) <= 1:
             return True
         now = max(self._now, now_ms)
-        return now - st.quorum_contact_ms(self.voters, self.node_id, now) < self._fetch_timeout_ms
+        seen = st.quorum_contact_ms(self.voters, self.node_id, now, unconfirmed_ms=-_NEVER)
+        return now - seen < self._fetch_timeout_ms
 
     def replica_progress(self) -> dict[int, ReplicaProgress]:
         """The leader's view of every replica that fetched (DescribeQuorum); empty elsewhere."""
@@ -543,6 +546,13 @@ class RaftCore:
             return self._handle_pre_vote(req)
         if req.candidate_epoch < self.epoch:
             return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, False)
+        st = self._role_state
+        if self._pre_vote and isinstance(st, FollowerState) and self._leader_alive(st):
+            # As for pre-votes: a voter that heard from its leader within the fetch timeout
+            # keeps it, and keeps its epoch. A candidate that won the pre-votes may meet a voter
+            # whose leader answered it since; a vote now would elect a successor while the
+            # leader counts that voter as in touch (`has_quorum_contact`, leases).
+            return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, False)
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch)
         st = self._role_state
@@ -578,11 +588,14 @@ class RaftCore:
         if isinstance(st, LeaderState):
             granted = False  # we are the live leader
         elif isinstance(st, FollowerState):
-            # a leader that answered within the fetch timeout is alive: keep it
-            granted = log_ok and (st.leader_resigned or self._now >= st.fetch_deadline_ms)
+            granted = log_ok and not self._leader_alive(st)
         else:
             granted = log_ok
         return VoteResponse(ErrorCode.NONE, self.leader_id, self.epoch, granted)
+
+    def _leader_alive(self, st: FollowerState) -> bool:
+        """The leader answered within the fetch timeout and did not resign: keep it."""
+        return not st.leader_resigned and self._now < st.fetch_deadline_ms
 
     def _handle_begin_epoch(self, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
         if req.leader_epoch < self.epoch:

@@ -17,7 +17,8 @@ Transitions (all made by `RaftCore`):
 - With pre-vote (KIP-996) each "-> Candidate(E + 1)" above goes through Prospective(E) first:
   it asks for pre-votes (no epoch bump, nothing persisted) and becomes Candidate(E + 1) only on
   a majority of them, so a node cut off from the quorum cannot bump the epoch and depose a
-  working leader when it comes back.
+  working leader when it comes back; and a follower whose leader answered within the fetch
+  timeout refuses a (real) Vote of a newer epoch without moving to it.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ class FollowerState(FetchingState):
 
     Rules: pulls from the leader with (fetch offset, last fetched epoch); appends what comes
     back, truncates on `diverging_epoch`, takes the HW as min(leader HW, own log end); grants no
-    vote in its epoch (it has a leader); starts an election when no successful fetch answer came
+    vote in its epoch (it has a leader), and with pre-vote none in a newer epoch either while
+    the leader answered within the fetch timeout and did not resign; starts an election when no successful fetch answer came
     within the fetch timeout (`fetch_deadline_ms`), or sooner when the leader resigned and named
     it a preferred successor. It stands `stand_jitter_ms` after the fetch timeout (drawn once
     per leader, below an election timeout) but grants pre-votes from the fetch timeout on: the
@@ -240,6 +242,10 @@ class LeaderState:
         p = self.progress.setdefault(replica_id, ReplicaProgress())
         p.confirmed_ms = max(p.confirmed_ms or leader_clock_ms, leader_clock_ms)
 
+    def _confirmed(self, replica_id: int, default: int) -> int:
+        confirmed = self.progress.get(replica_id, ReplicaProgress()).confirmed_ms
+        return default if confirmed is None else confirmed
+
     def majority_end_offset(self, voters: frozenset[int], leader_id: int, own_end: int) -> int:
         """The offset a majority of voters have reached (the candidate HW)."""
         ends = sorted(
@@ -249,17 +255,15 @@ class LeaderState:
         ends.reverse()
         return ends[majority(len(voters)) - 1]
 
-    def quorum_contact_ms(self, voters: frozenset[int], leader_id: int, now_ms: int) -> int:
+    def quorum_contact_ms(
+        self, voters: frozenset[int], leader_id: int, now_ms: int, unconfirmed_ms: int | None = None
+    ) -> int:
         """The latest time at which a majority of voters (the leader included) had heard from
-        this leader, by their confirmations (`ReplicaProgress.confirmed_ms`); the start of the
-        leadership for a voter that confirmed nothing yet."""
+        this leader, by their confirmations (`ReplicaProgress.confirmed_ms`); a voter that
+        confirmed nothing yet counts `unconfirmed_ms` (default: the start of the leadership)."""
+        unconfirmed = self.started_ms if unconfirmed_ms is None else unconfirmed_ms
         seen = sorted(
-            (
-                now_ms
-                if v == leader_id
-                else (self.progress.get(v, ReplicaProgress()).confirmed_ms or self.started_ms)
-            )
-            for v in voters
+            (now_ms if v == leader_id else self._confirmed(v, unconfirmed)) for v in voters
         )
         seen.reverse()
         return seen[majority(len(voters)) - 1]

@@ -55,6 +55,7 @@ class SimNode:
     applied: list[Entry] = field(default_factory=list)
     checked_end: int = 0  # log prefix already checked against the global entry table
     tick_token: int = 0
+    paused_until: int = 0  # SIGSTOP: everything for it waits (in its sockets) until then
 
 
 @dataclass(order=True)
@@ -221,12 +222,25 @@ class Simulation:
         node.core.snapshot_written(sid)
         self.snapshots_taken += 1
 
+    def _paused_target(self, ev: _Event) -> SimNode | None:
+        """The paused node `ev` is for (a request waits in its socket, a response or a timer
+        for its process to run again), if any."""
+        if ev.kind in ("propose", "crash"):
+            return None
+        node_id = ev.args[2] if ev.kind == "request" else ev.args[0]
+        node = self.nodes[node_id]  # type: ignore[index]
+        return node if node.paused_until > self.now else None
+
     def step(self) -> bool:
         if not self._queue:
             return False
         ev = heapq.heappop(self._queue)
         self.now = max(self.now, ev.at)
         self.events += 1
+        paused = self._paused_target(ev)
+        if paused is not None:
+            self._push(paused.paused_until, ev.kind, *ev.args)  # in arrival order
+            return True
         match ev.kind:
             case "tick":
                 node_id, inc, token = ev.args
@@ -299,7 +313,7 @@ class Simulation:
         """Propose one fresh entry to every node that thinks it leads; (node, offset, data)."""
         out = []
         for node in self.nodes.values():
-            if node.alive and node.core.is_leader:
+            if node.alive and node.core.is_leader and node.paused_until <= self.now:
                 self.proposed += 1
                 data = f"e{self.proposed}".encode()
                 offset = node.core.propose([data], self.now)
@@ -325,6 +339,11 @@ class Simulation:
         node.checked_end = 0
         node.alive = True
         self._after(node)
+
+    def pause(self, node_id: int, until_ms: int) -> None:
+        """Stop the node's process (SIGSTOP) until `until_ms`: it runs no timer and reads
+        nothing meanwhile; what was sent to it is read when it resumes, all at once."""
+        self.nodes[node_id].paused_until = until_ms
 
     def split(self, side_a: set[int]) -> None:
         self.partition = {n: (1 if n in side_a else 0) for n in self.nodes}
@@ -405,6 +424,26 @@ class Simulation:
             raise InvariantViolation(
                 f"node {node.node_id} applied {len(node.applied)} entries, HW {hw}"
             )
+        if self.pre_vote:
+            self._check_quorum_contact()
+
+    def _check_quorum_contact(self) -> None:
+        """Lease safety: a leader that has quorum contact (what the controller requires before
+        it renews a broker's leader lease) is the newest leader - no live node leads a newer
+        epoch. Only with pre-vote: without it a voter still in touch with its leader votes for
+        any candidate of a newer epoch, so a successor can be elected while a majority is."""
+        leaders = [n for n in self.nodes.values() if n.alive and n.core.is_leader]
+        newest = max((n.core.epoch for n in leaders), default=0)
+        for n in leaders:
+            if (
+                n.core.epoch < newest
+                and n.paused_until <= self.now
+                and n.core.has_quorum_contact(self.now)
+            ):
+                raise InvariantViolation(
+                    f"node {n.node_id} has quorum contact as leader of epoch {n.core.epoch} at "
+                    f"{self.now} ms, but epoch {newest} has a leader"
+                )
 
     def _check_leader_completeness(self, node: SimNode) -> None:
         """A leader's log holds every committed entry (Raft paper 5.4.1, Leader Completeness)."""

@@ -20,6 +20,7 @@ from kafkapy.raft import (
     VoteResponse,
 )
 from tests.raft.helpers import ELECTION_MS, FETCH_INTERVAL_MS, FETCH_TIMEOUT_MS, sent
+from tests.raft.simulation import FETCH_TIMEOUT_MS as FETCH_TIMEOUT_MS_SIM
 from tests.raft.simulation import Simulation
 from tests.raft.test_simulation import _heal_and_commit
 
@@ -215,3 +216,66 @@ def test_a_refusal_from_another_voter_does_not_depose_the_leader() -> None:
     asked = core.handle_request(3, VoteRequest(4, 3, 0, 0, pre_vote=True), 70)
     assert isinstance(asked, VoteResponse)
     assert not asked.vote_granted
+
+
+def test_a_follower_with_a_live_leader_refuses_a_real_vote_and_keeps_its_epoch() -> None:
+    """With pre-vote a candidate of a newer epoch won the pre-votes, but a voter whose leader
+    answered it since (a leader that resumed after a pause) keeps that leader: a vote now would
+    elect a successor while the leader counts this voter as in touch (`has_quorum_contact`,
+    leader leases). Once the leader has been silent for the fetch timeout the vote is granted."""
+    core = _core(node_id=2, state=QuorumState(3, None, 1))
+    ((dst, req),) = sent(core.poll(), FetchRequest)
+    core.handle_response(dst, req, FetchResponse(ErrorCode.NONE, 1, 3, 0, leader_clock_ms=10), 10)
+    resp = core.handle_request(3, VoteRequest(4, 3, 0, 0), 20)
+    assert resp == VoteResponse(ErrorCode.NONE, 1, 3, False)
+    assert (core.role, core.epoch, core.leader_id) == (Role.FOLLOWER, 3, 1)
+    assert core.poll().state is None
+    later = 10 + FETCH_TIMEOUT_MS
+    resp = core.handle_request(3, VoteRequest(4, 3, 0, 0), later)
+    assert resp == VoteResponse(ErrorCode.NONE, None, 4, True)
+    assert core.poll().state == QuorumState(4, 3, None)
+
+
+def test_a_new_leader_has_quorum_contact_only_once_a_majority_confirmed_it() -> None:
+    """The votes that elected a leader do not stop a newer candidate's: the voters may vote
+    again in a newer epoch at once. Contact starts with the first confirmed answer."""
+    core = _core(node_id=1, state=QuorumState(3))
+    core.poll()
+    core.tick(core.next_deadline_ms())
+    (dst, req) = sent(core.poll(), VoteRequest)[0]
+    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 3, True), core._now)
+    (dst, req) = sent(core.poll(), VoteRequest)[0]
+    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 4, True), core._now)
+    assert core.is_leader
+    now = core._now
+    assert not core.has_quorum_contact(now)
+    resp = core.handle_request(2, FetchRequest(2, 0, 0, core.epoch), now + 1)
+    assert isinstance(resp, FetchResponse)
+    assert not core.has_quorum_contact(now + 1)
+    core.handle_request(2, FetchRequest(2, 1, 4, core.epoch, resp.leader_clock_ms), now + 2)
+    assert core.has_quorum_contact(now + 2)
+
+
+@pytest.mark.parametrize("voters", [3, 5])
+@pytest.mark.parametrize("seed", range(16))
+def test_a_leader_paused_past_the_fetch_timeout_has_no_quorum_contact_once_replaced(
+    voters: int, seed: int
+) -> None:
+    """SIGSTOP on the leader for three to five fetch timeouts: the others elect a successor,
+    and everything they sent it meanwhile is read when it resumes. Checked after every event
+    (`Simulation._check_quorum_contact`): no leader with quorum contact while a newer epoch
+    has a leader - the reads after the resume must not pass for contact."""
+    sim = Simulation(seed, voters, observers=1, loss=0.05, pre_vote=True)
+    sim.run_until(2_000)
+    (leader,) = sim.leaders()
+    epoch = sim.nodes[leader].core.epoch
+    resume = sim.now + sim.rng.randint(3 * FETCH_TIMEOUT_MS_SIM, 5 * FETCH_TIMEOUT_MS_SIM)
+    sim.pause(leader, resume)
+    t = sim.now
+    while t < resume + 3_000:
+        t += sim.rng.randint(20, 120)
+        sim._push(t, "propose")
+    sim.run_until(resume)
+    assert max(sim.leaders_by_epoch) > epoch  # a successor was elected during the pause
+    sim.run_until(resume + 3_000)
+    _heal_and_commit(sim)
