@@ -1,7 +1,7 @@
 """`kafkapy cluster info|quorum|start`.
 
 - `info`: brokers (DescribeCluster, racks from Metadata), the controller, the cluster id and the
-  finalized features (ApiVersions v3) - any Kafka-compatible cluster.
+  finalized features (ApiVersions v4, or the highest the broker speaks) - any Kafka-compatible cluster.
 - `quorum` (kafka-metadata-quorum.sh describe --status/--replication): the metadata quorum's
   leader, epoch, high watermark, and each voter's and observer's log end offset, lag and last
   fetch. DescribeQuorum (API 55) is answered by the quorum leader; kafkapy's broker listeners
@@ -55,7 +55,7 @@ def cluster() -> None:
 
 
 def _features(conn: KafkaWireClient) -> tuple[int, list[dict[str, Any]]]:
-    version = conn.version(ApiKey.API_VERSIONS, 3)
+    version = conn.version(ApiKey.API_VERSIONS, 4)  # v4: features with a minimum level of 0 too
     r: ApiVersionsResponse = conn.send(
         ApiKey.API_VERSIONS, version,
         ApiVersionsRequest(client_software_name="kafkapy-cli", client_software_version="1"),

@@ -10,8 +10,8 @@ to survive a failover except what the records say (broker sessions restart, as i
 The decisions live in `brokers.py` (registration, heartbeats, fencing, controlled shutdown,
 producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
 reassignments),
-`configs.py`, `scram.py` (SCRAM credentials), `quotas.py` (client quotas) and `acls.py` (ACLs);
-this class is their one entry point.
+`configs.py`, `scram.py` (SCRAM credentials), `quotas.py` (client quotas), `acls.py` (ACLs) and
+`features.py` (finalized feature levels); this class is their one entry point.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Sequence
 
 from kafkapy.authorizer.acl import AclBinding, AclBindingFilter
-from kafkapy.controller import acls, brokers, configs, quotas, scram, topics
+from kafkapy.controller import acls, brokers, configs, features, quotas, scram, topics
 from kafkapy.controller.acls import AclCreateResult, AclDeleteResult
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
@@ -105,6 +105,18 @@ class QuorumController:
     def next_offset(self) -> int:
         """The offset the next emitted record will get."""
         return self._st.next_offset
+
+    # -- features --------------------------------------------------------------------------
+
+    @property
+    def needs_bootstrap(self) -> bool:
+        """The metadata log has no finalized metadata.version yet (see `bootstrap_features`)."""
+        return features.needs_bootstrap(self._st.image.features)
+
+    def bootstrap_features(self) -> ControllerResult[None]:
+        """The bootstrap FeatureLevelRecords (features.py) when the image lacks them, else none:
+        the server runs this before any other operation of a new active controller."""
+        return features.bootstrap_features(self._st)
 
     # -- brokers ---------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ Rules of `apply`:
   partition epoch;
 - an ACL is kept under its id; a second ACL with that id, or with the same binding as one kept
   (the controller never writes either), and the removal of an unknown id are refused;
+- a `FeatureLevelRecord` finalizes a feature at its level, and level 0 takes the finalization
+  away (Kafka's rule); a negative level is refused;
 - `offset` always becomes the offset of the last applied record.
 An optional `MetadataDelta` collects what changed so the broker reacts only to that.
 """
@@ -30,6 +32,7 @@ from kafkapy.controller.records import (
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
@@ -190,6 +193,8 @@ class MetadataImage:
     # ACLs (StandardAuthorizer's, stored in the log) by id, and the id of each binding
     acls: dict[uuid.UUID, AccessControlEntryRecord] = dataclasses.field(default_factory=dict)
     acl_ids: dict[AclKey, uuid.UUID] = dataclasses.field(default_factory=dict)
+    # Finalized feature levels (KIP-584) by feature name; only levels >= 1 are kept
+    features: dict[str, int] = dataclasses.field(default_factory=dict)
     offset: int = -1
 
     def copy(self) -> MetadataImage:
@@ -205,6 +210,7 @@ class MetadataImage:
             next_producer_id=self.next_producer_id,
             acls=dict(self.acls),
             acl_ids=dict(self.acl_ids),
+            features=dict(self.features),
             offset=self.offset,
         )
 
@@ -331,6 +337,15 @@ class MetadataImage:
             case ClientQuotaRecord():
                 self._client_quota(record)
                 d.client_quotas_changed = True
+            case FeatureLevelRecord():
+                if record.feature_level < 0:
+                    raise MetadataApplyError(
+                        f"feature {record.name!r} at negative level {record.feature_level}"
+                    )
+                if record.feature_level == 0:
+                    self.features.pop(record.name, None)
+                else:
+                    self.features[record.name] = record.feature_level
             case NoOpRecord():
                 pass
         self.offset = offset

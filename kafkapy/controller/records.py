@@ -32,6 +32,7 @@ __all__ = [
     "ConfigRecord",
     "ConfigResourceType",
     "Endpoint",
+    "FeatureLevelRecord",
     "FenceBrokerRecord",
     "MetadataRecord",
     "NoOpRecord",
@@ -69,6 +70,7 @@ class RecordType(enum.IntEnum):
     UNFENCE_BROKER = 8
     REMOVE_TOPIC = 9
     USER_SCRAM_CREDENTIAL = 11
+    FEATURE_LEVEL = 12
     CLIENT_QUOTA = 14
     PRODUCER_IDS = 15
     BROKER_REGISTRATION_CHANGE = 17
@@ -257,6 +259,15 @@ class RemoveAccessControlEntryRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    """A cluster-wide finalized feature level (KIP-584/KIP-778): `feature_level` 0 takes the
+    feature's finalization away, as in Kafka."""
+
+    name: str
+    feature_level: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NoOpRecord:
     pass
 
@@ -278,6 +289,7 @@ MetadataRecord = (
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
     | ClientQuotaRecord
+    | FeatureLevelRecord
     | NoOpRecord
 )
 
@@ -286,6 +298,7 @@ class _Kind(enum.Enum):
     """How one field is written; the ranges are checked when decoding."""
 
     INT8 = "int8"
+    INT16 = "int16"
     INT32 = "int32"
     INT64 = "int64"
     BOOL = "bool"
@@ -400,6 +413,10 @@ _SCHEMAS: dict[type[Any], tuple[RecordType, tuple[tuple[str, _Kind], ...]]] = {
         RecordType.CLIENT_QUOTA,
         (("entity", _K.ENTITY), ("key", _K.STRING), ("value", _K.FLOAT64), ("remove", _K.BOOL)),
     ),
+    FeatureLevelRecord: (
+        RecordType.FEATURE_LEVEL,
+        (("name", _K.STRING), ("feature_level", _K.INT16)),
+    ),
     NoOpRecord: (RecordType.NO_OP, ()),
 }
 
@@ -419,6 +436,7 @@ _DOUBLE = struct.Struct(">d")
 _MAX_VARINT_BYTES = 10
 _RANGES = {
     _K.INT8: (-(1 << 7), (1 << 7) - 1),
+    _K.INT16: (-(1 << 15), (1 << 15) - 1),
     _K.INT32: (-(1 << 31), (1 << 31) - 1),
     _K.OPT_INT32: (-(1 << 31), (1 << 31) - 1),
     _K.INT32S: (-(1 << 31), (1 << 31) - 1),
@@ -449,7 +467,7 @@ def _string(out: bytearray, value: str | None) -> None:
 
 def _write(out: bytearray, kind: _Kind, value: Any) -> None:
     match kind:
-        case _K.INT8 | _K.INT32 | _K.INT64:
+        case _K.INT8 | _K.INT16 | _K.INT32 | _K.INT64:
             _varint(out, value)
         case _K.BOOL:
             out.append(1 if value else 0)
@@ -641,6 +659,7 @@ def _read_opt_int32(r: _Reader) -> int | None:
 # One reader per kind (a table lookup is cheaper than matching on every field of every record).
 _READERS: dict[_Kind, Callable[[_Reader], Any]] = {
     _K.INT8: lambda r: r.varint(_K.INT8),
+    _K.INT16: lambda r: r.varint(_K.INT16),
     _K.INT32: lambda r: r.varint(_K.INT32),
     _K.INT64: lambda r: r.varint(_K.INT64),
     _K.BOOL: lambda r: r.flag(False),

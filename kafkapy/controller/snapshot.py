@@ -10,7 +10,7 @@ the snapshot's epoch as partition leader epoch and offsets counting records from
 - first record: the header - key `kafkapy-snapshot-header`, value
   `version (int16) | end offset (int64) | epoch (int32) | timestamp ms (int64)`;
 - then one record per metadata record (value = `encode_record`), in an order `apply` accepts
-  (brokers, broker and group configs, client quotas, producer ids, SCRAM credentials, ACLs,
+  (the finalized feature levels first, as Kafka's snapshots begin with metadata.version; brokers, broker and group configs, client quotas, producer ids, SCRAM credentials, ACLs,
   then each topic with its partitions and configs);
 - last record: the footer - key `kafkapy-snapshot-footer`, value
   `version (int16) | metadata record count (int64)`.
@@ -31,6 +31,7 @@ from kafkapy.controller.records import (
     ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
+    FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -88,6 +89,8 @@ class SnapshotHeader:
 
 def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     """Records that rebuild `image` when applied in order to an empty image."""
+    for name, level in image.features.items():
+        yield FeatureLevelRecord(name, level)
     for b in image.brokers.values():
         yield RegisterBrokerRecord(b.id, b.incarnation_id, b.epoch, b.endpoints, b.rack, b.fenced)
         if b.in_controlled_shutdown:

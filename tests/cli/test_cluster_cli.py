@@ -26,11 +26,14 @@ def test_info_on_a_single_node(bootstrap: str) -> None:
     assert len(doc["cluster_id"]) == 22
     human = kafkapy("cluster", "info", bootstrap=bootstrap)
     assert f"cluster id {doc['cluster_id']}" in human.stdout
-    # features as ApiVersions v3 lists them (kafkapy advertises none yet; Kafka does)
-    if doc["features"]:
-        assert all(f["feature"] in human.stdout for f in doc["features"])
-    else:
-        assert "features: none advertised" in human.stdout
+    # the finalized levels of a new cluster (Kafka 4.0's numbers), and what the broker supports
+    features = {f["feature"]: f for f in doc["features"]}
+    assert features["metadata.version"] == {
+        "feature": "metadata.version", "finalized_level": 25, "supported_min": 25, "supported_max": 25}
+    assert features["group.version"] == {
+        "feature": "group.version", "finalized_level": 1, "supported_min": 0, "supported_max": 1}
+    assert doc["features_epoch"] >= 0
+    assert re.search(r"metadata\.version\s+25\s+25\s+25", human.stdout), human.stdout
 
 
 def test_quorum_on_a_single_node_is_a_quorum_of_one(bootstrap: str) -> None:

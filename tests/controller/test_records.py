@@ -20,6 +20,7 @@ from kafkapy.controller.records import (
     ClientQuotaRecord,
     ConfigRecord,
     Endpoint,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
@@ -97,6 +98,7 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.floats(allow_nan=False),
         st.booleans(),
     ),
+    st.builds(FeatureLevelRecord, st.sampled_from(["metadata.version", "group.version"]), st.integers(-1, 30)),
     st.just(NoOpRecord()),
 )
 
@@ -209,6 +211,7 @@ KAFKA_METADATA = Path("/work/shared/kafka-protocol/metadata")
         (RemoveUserScramCredentialRecord, RecordType.REMOVE_USER_SCRAM_CREDENTIAL),
         (AccessControlEntryRecord, RecordType.ACCESS_CONTROL_ENTRY),
         (RemoveAccessControlEntryRecord, RecordType.REMOVE_ACCESS_CONTROL_ENTRY),
+        (FeatureLevelRecord, RecordType.FEATURE_LEVEL),
     ],
 )
 def test_records_match_kafkas_definitions(cls: type, rtype: RecordType) -> None:

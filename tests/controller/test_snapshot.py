@@ -15,6 +15,7 @@ from kafkapy.controller.records import (
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     NoOpRecord,
@@ -120,6 +121,7 @@ records: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.sampled_from([2, 3]),
     ),
     st.builds(RemoveAccessControlEntryRecord, acl_ids),
+    st.builds(FeatureLevelRecord, st.sampled_from(["metadata.version", "group.version"]), st.integers(-1, 30)),
     st.just(NoOpRecord()),
 )
 

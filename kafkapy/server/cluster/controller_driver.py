@@ -6,6 +6,10 @@ Why this shape (Kafka's QuorumController event loop, in trio):
   committed and in the image, and nothing after it has been proposed yet, so a controller built
   from that image predicts the offsets of its own records exactly (a broker epoch is the offset
   of its registration record). The controller is dropped the moment leadership is lost.
+- Bootstrap: a metadata log without a finalized metadata.version (a new cluster, or a data dir
+  written before kafkapy finalized features) gets the bootstrap FeatureLevelRecords
+  (controller/features.py) as the first records the new active controller proposes, ahead of
+  whatever operation comes first, or from the timer loop when none comes.
 - Operations run one at a time (`submit`): the operation runs on the controller (which applies
   its records to its own uncommitted image at once), its records are proposed to Raft in the
   same critical section, and the answer is given once they are committed - outside the lock,
@@ -237,11 +241,18 @@ class ControllerDriver:
             controller = self.active()
             if controller is None:
                 raise NotControllerError("not the active controller")
-            result = op(controller)
-            if not result.records:
+            records = controller.bootstrap_features().records
+            try:
+                result = op(controller)
+            except BaseException:
+                if records:  # applied to its image, never proposed: its offsets are off now
+                    self._controller = None
+                raise
+            records += result.records
+            if not records:
                 return result.response, self._last_proposed
             expected = controller.next_offset - 1
-            data = [encode_record(r) for r in result.records]
+            data = [encode_record(r) for r in records]
             proposed_at = time.perf_counter()
             try:
                 last = await self._raft().propose(data)
@@ -300,6 +311,8 @@ class ControllerDriver:
             raft = self._raft()
             timeout = _IDLE_S
             if controller is not None:
+                if controller.needs_bootstrap:
+                    await self._bootstrap()
                 deadline = controller.next_deadline_ms()
                 if deadline is not None and monotonic_ms() >= deadline:
                     try:
@@ -321,6 +334,15 @@ class ControllerDriver:
                 await changed.wait()
             if sleep.cancelled_caught:
                 self._note_oversleep(trio.current_time() - before - timeout)
+
+    async def _bootstrap(self) -> None:
+        """Commit the bootstrap feature levels on an idle new controller (`submit` prepends
+        them to any operation, so a no-op operation is enough)."""
+        try:
+            await self.submit(lambda c: ControllerResult([], None))
+        except NotControllerError:
+            return
+        log.info("finalized the bootstrap feature levels in the metadata log")
 
     def _note_oversleep(self, overslept_s: float) -> None:
         """A sleep that ended `overslept_s` late means this process did not run meanwhile
