@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kafkapy.protocol.messages import ApiVersionsResponse
 from kafkapy.server.context import RequestContext
 
 __all__ = [
@@ -138,9 +138,3 @@ def controller_api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> ApiV
             for k, lo, hi in advertised_versions(controller=True)
         ],
     )
-
-
-@controller_handler(ApiKey.API_VERSIONS, min_version=0, max_version=4)
-async def handle_controller_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
-    """Brokers and Raft peers ask the controller listener which versions it speaks."""
-    return controller_api_versions_body()

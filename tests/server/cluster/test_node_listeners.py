@@ -24,6 +24,7 @@ from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.peer import PeerClient, PeerError
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.metadata_store import cluster_id_for
+from kafkapy.testing.cluster import free_ports
 from tests.server.helpers import build_node
 
 pytestmark = pytest.mark.timeout(60)
@@ -129,3 +130,36 @@ async def test_a_quorum_of_one_serves_the_controller_listener_it_is_given() -> N
         assert [b.listener.name for b in bound] == ["PLAINTEXT"]
         assert await server.wait_ready()
         assert ApiKey.PRODUCE in await _api_keys(bound[0].port)
+
+
+async def test_controller_listener_lists_the_same_features_as_the_broker_listener() -> None:
+    """`kafka-features.sh --bootstrap-controller` asks the controller listener: it answers the
+    finalized levels and supported ranges the broker listeners give."""
+
+    async def features(port: int) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        client = PeerClient("127.0.0.1", port, client_id="listener-test")
+        try:
+            with trio.fail_after(30):
+                while True:
+                    r = await client.request(ApiKey.API_VERSIONS, 4, ApiVersionsRequest(), timeout_s=10)
+                    if r.finalized_features:
+                        break
+                    await trio.sleep(0.05)
+        finally:
+            await client.aclose()
+        assert r.finalized_features_epoch >= 0
+        return (
+            {f.name: f.max_version_level for f in r.finalized_features},
+            {f.name: (f.min_version, f.max_version) for f in r.supported_features},
+        )
+
+    (port,) = free_ports(1)
+    sole_voter = {
+        **CLUSTER,
+        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+    }
+    async with serving(sole_voter) as (_broker, _server, bound):
+        on_controller = await features(bound[1].port)
+        assert on_controller == await features(bound[0].port)
+        assert on_controller[0]["metadata.version"] == 25
