@@ -376,6 +376,16 @@ def test_admin_describe_cluster(admin_run: tuple[str, Events], broker: BrokerPro
     assert cluster["clusterId"] in broker.log_text()
 
 
+def test_admin_describe_features(admin_run: tuple[str, Events]) -> None:
+    """Admin.describeFeatures (what kafka-features.sh describe prints): the finalized levels of
+    a new kafkapy cluster and the ranges it supports, with an epoch."""
+    _, events = admin_run
+    features = events.one("describeFeatures")["features"]
+    assert features["finalized"] == {"metadata.version": [25, 25], "group.version": [1, 1]}
+    assert features["supported"] == {"metadata.version": [25, 25], "group.version": [0, 1]}
+    assert features["epoch"] >= 0
+
+
 @pytest.fixture(scope="module")
 def admin_extra_run(runs: Runs) -> tuple[str, Events]:
     return runs.get("admin-extra")

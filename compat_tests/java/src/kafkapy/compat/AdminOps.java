@@ -15,6 +15,7 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -169,6 +170,19 @@ final class AdminOps {
       c.put("controller", get(cluster.controller()).id());
       c.put("nodes", get(cluster.nodes()).stream().map(n -> Map.of("id", n.id(), "host", n.host(), "port", n.port())).toList());
       emit("describeCluster", "cluster", c);
+
+      FeatureMetadata features = get(admin.describeFeatures().featureMetadata());
+      Map<String, Object> f = new TreeMap<>();
+      Map<String, Object> finalized = new TreeMap<>();
+      features.finalizedFeatures().forEach((name, range) ->
+          finalized.put(name, List.of(range.minVersionLevel(), range.maxVersionLevel())));
+      Map<String, Object> supported = new TreeMap<>();
+      features.supportedFeatures().forEach((name, range) ->
+          supported.put(name, List.of(range.minVersion(), range.maxVersion())));
+      f.put("finalized", finalized);
+      f.put("supported", supported);
+      f.put("epoch", features.finalizedFeaturesEpoch().orElse(null));
+      emit("describeFeatures", "features", f);
 
       get(admin.deleteTopics(List.of(a)).all());
       emit("listTopics-after-delete", "names", new ArrayList<>(get(admin.listTopics().names())));
