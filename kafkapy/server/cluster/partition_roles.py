@@ -18,18 +18,11 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   shrinks of lagging followers every half `replica.lag.time.max.ms` and expansions as soon as a
   follower catches up, one AlterPartition in flight per partition, through the controller
   channel.
-- New logs: a delta that needs more than `INLINE_LOG_CREATES` new logs (a CreateTopics of
-  hundreds of topics) has them created by `run_log_creation()` in a worker thread, in chunks of
-  `LOG_CREATE_CHUNK`, and each partition takes its role once its log exists (until then it has
-  none: NOT_LEADER_OR_FOLLOWER, which clients retry). Creating ~1,000 logs of a few files each
-  on the event loop stalled it for seconds, and with it heartbeats, Raft and every client.
 
 Error handling: a log that cannot be opened or deleted is logged and the partition left without
 a role (produce/fetch answer NOT_LEADER_OR_FOLLOWER); an AlterPartition the controller refused
 is forgotten and tried again at the next check; an expansion whose outcome is unknown (no
-answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource
-handling: no tasks of its own except the ISR loop and the log creation loop; a log created for a
-topic deleted (or moved away) while its creation ran is deleted again.
+answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource handling: no tasks of its own except the ISR loop.
 """
 
 from __future__ import annotations
@@ -80,10 +73,6 @@ _OUTCOME_UNKNOWN = frozenset({
     ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NOT_CONTROLLER, ErrorCode.INVALID_UPDATE_VERSION,
     ErrorCode.FENCED_LEADER_EPOCH,
 })
-#: new logs one metadata delta creates on the event loop; more go to `run_log_creation`
-INLINE_LOG_CREATES = 32
-#: new logs per worker-thread call of `run_log_creation` (roles follow after each chunk)
-LOG_CREATE_CHUNK = 64
 ALTER_RETRY_S = 0.5  # pause after a failed AlterPartition, so a refused change is not re-sent per fetch
 _WAITER_SEQ = itertools.count()  # tie-break of equal end offsets in a waiter heap
 
@@ -187,11 +176,6 @@ class ReplicaManager:
         self._isr_to_check: set[Key] = set()  # partitions a follower fetch made worth a look
         self._applied_once = False
         self._applied = trio.Event()
-        self._image: MetadataImage | None = None
-        self._to_create: dict[Key, uuid.UUID] = {}  # partitions whose log a worker thread creates
-        self._create_wakeup = trio.Event()
-        self._creator_running = False
-        self._defer_creates = False  # set during an `_apply` that needs many new logs
 
     # -- reading ----------------------------------------------------------------------------------
     def role(self, topic: str, partition: int) -> PartitionRole | None:
@@ -216,7 +200,6 @@ class ReplicaManager:
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
-        self._image = image
         if not self._applied_once or delta is None:
             first = True
             changed = set(image.topics)
@@ -234,24 +217,10 @@ class ReplicaManager:
             self._remove_topic(info, delete_logs=not first)
         if first:
             self._delete_strays(image)
-        self._defer_creates = self._creator_running and self._new_logs(image, changed) > INLINE_LOG_CREATES
-        try:
-            for name in sorted(changed):
-                t = image.topics.get(name)
-                if t is not None:
-                    self._apply_topic(image, t)
-        finally:
-            self._defer_creates = False
-
-    def _new_logs(self, image: MetadataImage, changed: set[str]) -> int:
-        """How many logs applying the `changed` topics of `image` would create here."""
-        node_id, logs = self.broker.node_id, self.broker.logs
-        return sum(
-            1
-            for name in changed if (t := image.topics.get(name)) is not None
-            for p, part in t.partitions.items()
-            if node_id in part.replicas and logs.get(name, p) is None
-        )
+        for name in sorted(changed):
+            t = image.topics.get(name)
+            if t is not None:
+                self._apply_topic(image, t)
 
     def _delete_strays(self, image: MetadataImage) -> None:
         """Delete the logs on disk of topics the image does not have (or has under another
@@ -280,7 +249,6 @@ class ReplicaManager:
         broker.topics.remove(info.name)
         broker.producer_states.forget_topic(info.name)
         for p in range(info.partitions):
-            self._to_create.pop((info.name, p), None)
             self._drop_role((info.name, p))
             if delete_logs:
                 broker.logs.delete_log(info.name, p)
@@ -313,10 +281,6 @@ class ReplicaManager:
             if plog is not None and plog.topic_id.int:
                 log.warning("%s-%d on disk belongs to an older topic id: removing it", info.name, p)
                 logs.delete_log(info.name, p)
-            if self._defer_creates:
-                self._to_create[(info.name, p)] = info.topic_id
-                self._create_wakeup.set()
-                return None
             return logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
         except StorageError:
             log.exception("cannot open the log of %s-%d", info.name, p)
@@ -338,7 +302,7 @@ class ReplicaManager:
             return
         plog = self._open_log(info, p)
         if plog is None:
-            self._drop_role(key)  # a deferred creation applies the partition again when done
+            self._drop_role(key)
             return
         if configs_changed:
             plog.set_config(broker.log_config(info), broker.default_log_config)
@@ -437,65 +401,6 @@ class ReplicaManager:
         fetchers = self._fetchers()
         if fetchers is not None:
             fetchers.remove_partition(*key)
-
-    # -- log creation -----------------------------------------------------------------------------
-    async def run_log_creation(self) -> None:
-        """Create the logs `_apply` deferred, in a worker thread one chunk at a time, and apply
-        their partitions from the latest image after each chunk (see the module doc)."""
-        self._creator_running = True
-        try:
-            while True:
-                await self._create_wakeup.wait()
-                self._create_wakeup = trio.Event()
-                while self._to_create:
-                    chunk = list(itertools.islice(self._to_create.items(), LOG_CREATE_CHUNK))
-                    for key, _ in chunk:
-                        del self._to_create[key]
-                    jobs = []
-                    for (topic, p), topic_id in chunk:
-                        info = self.broker.topics.get(topic)
-                        if info is not None and info.topic_id == topic_id:
-                            jobs.append((topic, p, topic_id, self.broker.log_config(info)))
-                    await trio.to_thread.run_sync(self._create_logs, jobs)
-                    self._created([(topic, p) for topic, p, _, _ in jobs])
-        finally:
-            self._creator_running = False
-
-    def _create_logs(self, jobs: list[tuple[str, int, uuid.UUID, LogConfig]]) -> None:
-        """Worker thread: LogManager.get_or_create is thread-safe (its lock)."""
-        for topic, p, topic_id, config in jobs:
-            try:
-                self.broker.logs.get_or_create(topic, p, config, topic_id)
-            except StorageError:
-                log.exception("cannot create the log of %s-%d", topic, p)
-
-    def _created(self, keys: list[Key]) -> None:
-        """Back on the loop: each partition follows the latest image; a log whose topic was
-        deleted, re-created or moved away meanwhile is deleted."""
-        image, broker = self._image, self.broker
-        if image is None:
-            return
-        for topic, p in keys:
-            plog = broker.logs.get(topic, p)
-            t = image.topics.get(topic)
-            info = broker.topics.get(topic)
-            part = t.partitions.get(p) if t is not None else None
-            if plog is None:
-                continue
-            if (
-                t is None or info is None or part is None or info.topic_id != t.topic_id
-                or plog.topic_id != t.topic_id or broker.node_id not in part.replicas
-            ):
-                log.info("%s-%d left this broker while its log was created: deleting it", topic, p)
-                broker.logs.delete_log(topic, p)
-                continue
-            try:
-                self._apply_partition(image, info, p, part, False)
-            except Exception:
-                log.exception("%s-%d: applying its metadata failed", topic, p)
-                self._drop_role((topic, p))
-        self._applied.set()
-        self._applied = trio.Event()
 
     # -- leader events ----------------------------------------------------------------------------
     def _signal(self, role: PartitionRole) -> None:

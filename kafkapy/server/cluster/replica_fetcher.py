@@ -23,8 +23,8 @@ Per partition answers:
   partition backs off (`replica.fetch.backoff.ms`) until the image says something new.
 A failed request (connection, timeout) backs the whole source off.
 
-Resource handling: `run()` owns the fetcher tasks and the ReplicaManager's ISR maintenance and
-log creation loops; cancelling it stops them. `add_partition` / `remove_partition` (called on role
+Resource handling: `run()` owns the fetcher tasks and the ISR maintenance loop of the
+ReplicaManager; cancelling it stops them. `add_partition` / `remove_partition` (called on role
 changes) take effect at the next request; a response for a partition whose leader or epoch
 changed meanwhile is dropped.
 """
@@ -125,7 +125,6 @@ class ReplicaFetcherManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.replicas.run_isr_maintenance)
-            nursery.start_soon(self.replicas.run_log_creation)
             while True:
                 for leader in {s.leader for s in self.partitions.values()} - self._running:
                     self._running.add(leader)
