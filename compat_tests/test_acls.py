@@ -30,11 +30,11 @@ from confluent_kafka.admin import (
 
 from compat_tests.conftest import BrokerFactory, BrokerProcess, unique_topic
 from compat_tests.java.harness import JavaClient, java_build
+from kafkapy.broker.config import STANDARD_AUTHORIZER
 from kafkapy.cli.common import ClientSettings
 from kafkapy.cli.wire import KafkaWireClient
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.messages import DescribeAclsRequest, DescribeAclsResponse
-from kafkapy.server.config import STANDARD_AUTHORIZER
 from kafkapy.testing.cluster import ClusterProcesses
 
 TIMEOUT_S = 30.0

@@ -25,10 +25,10 @@ from typing import Any
 
 import trio
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.protocol.messages import CreateTopicsRequest
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = ("/metrics", "/api/status", "/api/status?summary=1", "/", "/?fragment=tables")
@@ -108,10 +108,10 @@ def hook_cost(loops: int = 20_000, runs: int = 5) -> dict[str, float]:
     """CPU-us per call of what the request path always does for the metrics (listener on or
     off): `request_done` for a one-partition Produce answer and for a Fetch (hand-built) answer,
     and `produced` per partition batch - next to a request's whole cost in perf/request_cost.py."""
+    from kafkapy.broker.stats import BrokerStats
     from kafkapy.protocol import RequestHeader
     from kafkapy.protocol.messages import FetchRequest, ProduceResponse
     from kafkapy.protocol.raw_response import RawResponse
-    from kafkapy.server.stats import BrokerStats
 
     stats = BrokerStats()
     produce = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(

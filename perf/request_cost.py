@@ -47,13 +47,13 @@ from typing import Any
 
 import trio
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.connection import Connection
 from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.handlers.fetch import handle_fetch

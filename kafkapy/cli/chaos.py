@@ -62,9 +62,9 @@ def chaos(
     disk_mib: int, rate: float, client_debug: str | None,
 ) -> int:
     """Run seeded faults against a local kafkapy cluster and check what clients saw."""
+    from kafkapy.broker.config import parse_properties
     from kafkapy.chaos.report import render
     from kafkapy.chaos.runner import ChaosOptions, ChaosRun, outcome_json
-    from kafkapy.server.config import parse_properties
     from kafkapy.testing.cluster import ClusterStartError
 
     config: dict[str, str] = {}

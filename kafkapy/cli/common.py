@@ -129,7 +129,7 @@ def parse_key_values(items: Iterable[str], flag: str) -> dict[str, str]:
 
 
 def _read_properties(path: Path) -> dict[str, str]:
-    from kafkapy.server.config import parse_properties
+    from kafkapy.broker.config import parse_properties
 
     try:
         return parse_properties(path.read_text(encoding="utf-8"))

@@ -249,11 +249,11 @@ def serve(
 def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool) -> int:
     import trio
 
+    from kafkapy.broker.config import BrokerConfig, ConfigError
+    from kafkapy.broker.data_dirs import check_data_dir
     from kafkapy.server.app import ListenError, Server
     from kafkapy.server.broker import Broker
-    from kafkapy.server.config import BrokerConfig, ConfigError
     from kafkapy.server.connection_quotas import ConnectionQuotas
-    from kafkapy.server.data_dirs import check_data_dir
     from kafkapy.server.security import listener_security
     from kafkapy.storage.errors import StorageError
 

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kafkapy.broker.config import Listener
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.context import ConnectionState, RequestContext

@@ -32,33 +32,33 @@ import trio
 
 from kafkapy import __version__
 from kafkapy.authorizer import StandardAuthorizer, parse_super_users
-from kafkapy.controller.acls import acl_binding
-from kafkapy.controller.image import MetadataDelta, MetadataImage
-from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.sasl import ScramCredential
-from kafkapy.quota.client_quotas import ClientQuotaManager
-from kafkapy.server.clock import now_ms
-from kafkapy.server.cluster.lifecycle import LocalControllerCall
-from kafkapy.server.cluster.migration import migrate_topics_file
-from kafkapy.server.cluster.node import ClusterNode
-from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
-from kafkapy.server.config import BrokerConfig, Listener
-from kafkapy.server.errors import BrokerError, storage_failure
-from kafkapy.server.faults import FaultInjector
-from kafkapy.server.fetch_session import FetchSessionCache
-from kafkapy.server.group_driver import GroupDriver
-from kafkapy.server.idempotence import ProducerIds, ProducerStates
-from kafkapy.server.internal_topics import RoleListener
-from kafkapy.server.metadata_store import (
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.config import BrokerConfig, Listener
+from kafkapy.broker.errors import BrokerError, storage_failure
+from kafkapy.broker.fetch_session import FetchSessionCache
+from kafkapy.broker.metadata_store import (
     MetaProperties,
     TopicInfo,
     TopicStore,
     cluster_id_for,
 )
+from kafkapy.broker.stats import BrokerStats
+from kafkapy.controller.acls import acl_binding
+from kafkapy.controller.image import MetadataDelta, MetadataImage
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.sasl import ScramCredential
+from kafkapy.quota.client_quotas import ClientQuotaManager
+from kafkapy.server.cluster.lifecycle import LocalControllerCall
+from kafkapy.server.cluster.migration import migrate_topics_file
+from kafkapy.server.cluster.node import ClusterNode
+from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
+from kafkapy.server.faults import FaultInjector
+from kafkapy.server.group_driver import GroupDriver
+from kafkapy.server.idempotence import ProducerIds, ProducerStates
+from kafkapy.server.internal_topics import RoleListener
 from kafkapy.server.notify import PartitionWaiters
 from kafkapy.server.partitions import Partitions
 from kafkapy.server.security.credentials import CredentialStore
-from kafkapy.server.stats import BrokerStats
 from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import InvalidLogConfigError

@@ -50,6 +50,7 @@ from typing import Any
 import trio
 
 from kafkapy.authorizer import AclOperation
+from kafkapy.broker.clock import quota_ms
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_response
 from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
@@ -57,7 +58,6 @@ from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.quota.client_quotas import REQUEST_PERCENTAGE, client_throttles
 from kafkapy.server.broker import Broker
-from kafkapy.server.clock import quota_ms
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.faults import InjectedFailure
 from kafkapy.server.frames import FrameSource, frame_source, request_header_prefix, size_prefixed

@@ -24,7 +24,7 @@ from collections import Counter
 
 import trio
 
-from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.broker.config import BrokerConfig, ConfigError
 
 __all__ = ["ConnectionQuotas", "parse_ip_overrides"]
 

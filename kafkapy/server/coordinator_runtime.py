@@ -39,9 +39,9 @@ from typing import Generic, Protocol, Self, TypeVar
 
 import trio
 
+from kafkapy.broker.clock import now_ms
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.records import Record, build_batch
-from kafkapy.server.clock import now_ms
 from kafkapy.server.internal_topics import (
     InternalTopicsHost,
     OwnedPartitions,

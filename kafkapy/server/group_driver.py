@@ -41,6 +41,9 @@ from typing import TypeVar
 
 import trio
 
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.config import BrokerConfig
+from kafkapy.broker.config_rules import group_config_from
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
     Completion,
@@ -57,9 +60,6 @@ from kafkapy.coordinator.group import (
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records, parse_control_record
-from kafkapy.server.clock import now_ms
-from kafkapy.server.config import BrokerConfig
-from kafkapy.server.config_rules import group_config_from
 from kafkapy.server.coordinator_runtime import (
     Appended,
     CoordinatorRuntime,

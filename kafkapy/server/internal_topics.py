@@ -27,9 +27,9 @@ from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.storage import PartitionLog
 
 if TYPE_CHECKING:
+    from kafkapy.broker.config import BrokerConfig
     from kafkapy.controller.image import TopicImage
     from kafkapy.server.cluster.node import ClusterNode
-    from kafkapy.server.config import BrokerConfig
     from kafkapy.server.idempotence import ProducerIds
 
 __all__ = [

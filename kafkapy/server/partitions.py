@@ -31,6 +31,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.errors import storage_failure
+from kafkapy.broker.metadata_store import topic_name_error
 from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch, ProducerStateManager
 from kafkapy.coordinator.txn import TopicPartition
 from kafkapy.protocol.errors import (
@@ -41,19 +44,16 @@ from kafkapy.protocol.errors import (
 )
 from kafkapy.protocol.messages import CreateTopicsRequest
 from kafkapy.protocol.records import BatchHeader, iter_batches
-from kafkapy.server.clock import now_ms
-from kafkapy.server.errors import storage_failure
-from kafkapy.server.metadata_store import topic_name_error
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.log import AppendResult, PartitionLog, ReadResult
 
 if TYPE_CHECKING:
+    from kafkapy.broker.metadata_store import TopicStore
+    from kafkapy.broker.stats import BrokerStats
     from kafkapy.server.cluster.node import ClusterNode
     from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
     from kafkapy.server.idempotence import ProducerStates
-    from kafkapy.server.metadata_store import TopicStore
     from kafkapy.server.notify import PartitionWaiters
-    from kafkapy.server.stats import BrokerStats
     from kafkapy.storage import LogManager
 
 __all__ = [

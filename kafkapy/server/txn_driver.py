@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import trio
 
+from kafkapy.broker.clock import now_ms
 from kafkapy.coordinator.txn import (
     CoordinatorResult,
     TopicPartition,
@@ -61,7 +62,6 @@ from kafkapy.coordinator.txn import (
 from kafkapy.coordinator.txn.records import decode_key
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records
-from kafkapy.server.clock import now_ms
 from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime, RuntimeHost
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.server.txn_markers import (
@@ -74,7 +74,7 @@ from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
-    from kafkapy.server.stats import BrokerStats
+    from kafkapy.broker.stats import BrokerStats
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "Outcome", "TxnDriver", "TxnHost"]
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from kafkapy.broker.clock import now_ms
 from kafkapy.coordinator.idempotence import (
     AppendOrigin,
     BatchMetadata,
@@ -41,7 +42,6 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkapy.protocol.records import build_control_batch, parse_batch_header
-from kafkapy.server.clock import now_ms
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.internal_topics import InternalTopicsHost, partition_leader, wait_replicated
 from kafkapy.storage.errors import StorageError

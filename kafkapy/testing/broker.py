@@ -80,9 +80,9 @@ class ThreadBroker:
             self._ready.set()
 
     async def _serve(self) -> None:
+        from kafkapy.broker.config import BrokerConfig
         from kafkapy.server.app import Server
         from kafkapy.server.broker import Broker
-        from kafkapy.server.config import BrokerConfig
 
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import trio
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.server.app import BoundListener, Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 from kafkapy.testing.cluster import TEST_OVERRIDES, free_ports
 
 __all__ = ["LocalNode", "open_cluster"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkapy.server.config import STANDARD_AUTHORIZER
+from kafkapy.broker.config import STANDARD_AUTHORIZER
 from tests.cli.conftest import Result, broker, kafkapy
 
 pytestmark = pytest.mark.timeout(180)

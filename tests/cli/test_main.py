@@ -361,7 +361,7 @@ def test_unknown_key_warns_with_a_suggestion_and_starts(tmp_path: Path) -> None:
         finally:
             assert stop(proc) == 0  # type: ignore[arg-type]
     text = log.read_text()
-    assert "WARNING kafkapy.server.config: ignoring config num.partitons: kafkapy does not know it" in text
+    assert "WARNING kafkapy.broker.config: ignoring config num.partitons: kafkapy does not know it" in text
     assert "did you mean num.partitions?" in text
 
 

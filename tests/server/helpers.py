@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from kafkapy.broker.config import BrokerConfig, ConfigSource
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -35,7 +36,6 @@ from kafkapy.protocol.messages import (
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig, ConfigSource
 
 IO_TIMEOUT_S = 10
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.broker.config import ConfigSource, ConfigType
 from kafkapy.controller.state import ControllerConfig
 from kafkapy.controller.topics import NewTopic
 from kafkapy.protocol import ApiKey
@@ -28,7 +29,6 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
 )
 from kafkapy.server.broker import now_ms
-from kafkapy.server.config import ConfigSource, ConfigType
 from kafkapy.storage.topic_config import TOPIC_CONFIGS
 
 from ..controller.helpers import CLUSTER_ID, Cluster

@@ -11,10 +11,10 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkapy.broker.metadata_store import MetaProperties, topic_name_error
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest
-from kafkapy.server.metadata_store import MetaProperties, topic_name_error
 from kafkapy.storage.errors import StorageError
 
 from .helpers import (

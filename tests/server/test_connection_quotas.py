@@ -8,9 +8,9 @@ import pytest
 import trio
 import trio.testing
 
+from kafkapy.broker.config import BrokerConfig, ConfigError
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.messages import ApiVersionsRequest
-from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.connection_quotas import ConnectionQuotas, parse_ip_overrides
 
 from .helpers import Client, running_broker

@@ -24,6 +24,7 @@ from typing import Any, cast
 import pytest
 import trio
 
+from kafkapy.broker.clock import now_ms
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.records import (
     Endpoint,
@@ -37,7 +38,6 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import Record, decode_records
 from kafkapy.server.broker import Broker
-from kafkapy.server.clock import now_ms
 from kafkapy.server.coordinator_runtime import CoordinatorRuntime, MissingPartition, NotOwned
 from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog

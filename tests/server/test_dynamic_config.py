@@ -1,5 +1,5 @@
 """Dynamic broker configs on a single node (a quorum of one: ConfigRecords in its metadata log,
-checked by `kafkapy.server.config_rules`) over the wire: per-broker values over cluster defaults
+checked by `kafkapy.broker.config_rules`) over the wire: per-broker values over cluster defaults
 over static ones, in effect at once and persisted."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.broker.config import ConfigSource
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -17,7 +18,6 @@ from kafkapy.protocol.messages import (
     IncrementalAlterConfigsRequest,
 )
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import ConfigSource
 from tests.server.helpers import Client, create_topic, running_broker, wait_until
 
 pytestmark = pytest.mark.timeout(60)

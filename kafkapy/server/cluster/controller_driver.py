@@ -44,24 +44,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
+from kafkapy.broker.config_rules import (
+    DYNAMIC_BROKER_LISTS,
+    PER_BROKER_KEYS,
+    dynamic_config_problem,
+    group_config_check,
+)
 from kafkapy.controller.controller import ControllerConfig, ControllerResult, QuorumController
 from kafkapy.controller.records import encode_record
 from kafkapy.controller.topics import PREFERRED
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
 from kafkapy.server.cluster.liveness import GoneDetector
-from kafkapy.server.config_rules import (
-    DYNAMIC_BROKER_LISTS,
-    PER_BROKER_KEYS,
-    dynamic_config_problem,
-    group_config_check,
-)
 
 if TYPE_CHECKING:
+    from kafkapy.broker.config import BrokerConfig, ClusterConfig
+    from kafkapy.broker.stats import BrokerStats
     from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
     from kafkapy.server.cluster.raft_driver import RaftDriver
-    from kafkapy.server.config import BrokerConfig, ClusterConfig
-    from kafkapy.server.stats import BrokerStats
 
 __all__ = [
     "METADATA_OFFSET_TAG",

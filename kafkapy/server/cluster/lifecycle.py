@@ -110,12 +110,12 @@ from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
 from kafkapy.server.cluster.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
+    from kafkapy.broker.config import ClusterConfig
     from kafkapy.server.cluster.controller_driver import ControllerDriver
     from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
     from kafkapy.server.cluster.peer import PeerSecurity
     from kafkapy.server.cluster.raft_driver import RaftDriver
-    from kafkapy.server.config import ClusterConfig
 
 __all__ = [
     "BrokerLifecycle", "ChannelNode", "ControllerChannel", "ControllerUnavailableError",

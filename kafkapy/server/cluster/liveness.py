@@ -39,9 +39,9 @@ from kafkapy.server.cluster.peer import is_gone_error
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from kafkapy.broker.config import ClusterConfig
     from kafkapy.controller.controller import QuorumController
     from kafkapy.controller.image import BrokerRegistration
-    from kafkapy.server.config import ClusterConfig
 
 __all__ = ["SUSPECTS_TAG", "GoneDetector", "decode_suspects", "encode_suspects"]
 

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from kafkapy.broker.config import ClusterConfig
 from kafkapy.controller.image import MetadataImage
 from kafkapy.server.cluster.controller_driver import ControllerDriver
 from kafkapy.server.cluster.lifecycle import BrokerLifecycle, ControllerChannel, LocalControllerCall
@@ -59,7 +60,6 @@ from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.cluster.raft_driver import SNAPSHOT_BYTES_CONFIG, RaftDriver
 from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
-from kafkapy.server.config import ClusterConfig
 from kafkapy.server.security.inter_node import controller_peer_security, inter_broker_peer_security
 
 if TYPE_CHECKING:

@@ -36,19 +36,19 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
-from kafkapy.server.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from kafkapy.broker.config import BrokerConfig
+    from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
-    from kafkapy.server.config import BrokerConfig
     from kafkapy.server.idempotence import ProducerStates
     from kafkapy.server.notify import PartitionWaiters
-    from kafkapy.server.stats import BrokerStats
     from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
 __all__ = [

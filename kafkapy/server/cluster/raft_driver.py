@@ -67,7 +67,7 @@ from kafkapy.server.cluster.peer import PeerError, PeerPool
 from kafkapy.server.cluster.raft_wire import request_to_wire, response_from_wire
 
 if TYPE_CHECKING:
-    from kafkapy.server.config import ClusterConfig
+    from kafkapy.broker.config import ClusterConfig
     from kafkapy.storage import LogManager
 
 __all__ = ["NotLeaderError", "RaftDriver"]

@@ -47,10 +47,10 @@ from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from kafkapy.broker.config import ClusterConfig
     from kafkapy.controller.image import MetadataImage
     from kafkapy.server.cluster.partition_roles import ReplicaManager
     from kafkapy.server.cluster.peer import PeerPool
-    from kafkapy.server.config import ClusterConfig
     from kafkapy.server.idempotence import ProducerStates
     from kafkapy.storage import LogManager, PartitionLog
 

@@ -53,6 +53,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.broker_loggers import LoggerChange, LoggerError, alter_loggers, logger_levels
+from kafkapy.broker.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigSource,
+    ConfigType,
+)
+from kafkapy.broker.config_rules import DYNAMIC_BROKER_KEYS
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
 from kafkapy.coordinator.group import GROUP_CONFIGS
 from kafkapy.protocol import ApiKey
@@ -81,15 +89,7 @@ from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse_AlterConfigsResourceResponse as AlterConfigsResourceResponse,
 )
 from kafkapy.server.broker import Broker
-from kafkapy.server.broker_loggers import LoggerChange, LoggerError, alter_loggers, logger_levels
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.config import (
-    BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    ConfigSource,
-    ConfigType,
-)
-from kafkapy.server.config_rules import DYNAMIC_BROKER_KEYS
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.config_entries import broker_synonyms, topic_config_entries

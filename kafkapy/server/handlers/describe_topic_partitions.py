@@ -10,6 +10,7 @@ others out, a named one is TOPIC_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.metadata_store import TopicInfo
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import TOPIC_OPERATIONS
@@ -23,7 +24,6 @@ from kafkapy.protocol.messages.describe_topic_partitions import (
 )
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.metadata_store import TopicInfo
 
 __all__ = ["handle_describe_topic_partitions"]
 

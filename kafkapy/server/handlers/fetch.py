@@ -55,6 +55,8 @@ from dataclasses import dataclass
 import trio
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.clock import quota_ms
+from kafkapy.broker.fetch_session import FetchSession, SessionPartition, TopicRef
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
@@ -62,9 +64,7 @@ from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.raw_response import FileRegion, RawResponse
 from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.server.broker import Broker
-from kafkapy.server.clock import quota_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.fetch_session import FetchSession, SessionPartition, TopicRef
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.partitions import LeaderPartition
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError

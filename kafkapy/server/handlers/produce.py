@@ -68,6 +68,8 @@ Not yet: Produce v12 (transactions v2's implicit add).
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.clock import now_ms, quota_ms
+from kafkapy.broker.metadata_store import INTERNAL_TOPICS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
@@ -78,10 +80,8 @@ from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
 from kafkapy.quota.client_quotas import PRODUCER_BYTE_RATE
-from kafkapy.server.clock import now_ms, quota_ms
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.metadata_store import INTERNAL_TOPICS
 from kafkapy.server.partitions import LeaderPartition
 
 __all__ = ["handle_produce"]

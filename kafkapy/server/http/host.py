@@ -11,8 +11,8 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from kafkapy.broker.config import Listener
     from kafkapy.server.broker import Broker
-    from kafkapy.server.config import Listener
     from kafkapy.server.context import ConnectionState
 
 __all__ = ["BoundAddress", "ServedConnection", "ServedNode"]

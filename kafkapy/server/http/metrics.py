@@ -33,6 +33,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from kafkapy.broker.stats import Histogram
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.server.http.views import (
     GroupView,
@@ -42,7 +43,6 @@ from kafkapy.server.http.views import (
     partition_views,
     transaction_states,
 )
-from kafkapy.server.stats import Histogram
 
 if TYPE_CHECKING:
     from kafkapy.server.http.host import ServedNode

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from kafkapy.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
 
 if TYPE_CHECKING:
-    from kafkapy.server.config import BrokerConfig
+    from kafkapy.broker.config import BrokerConfig
 
 __all__ = ["CredentialStore", "parse_users"]
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 import ssl
 
+from kafkapy.broker.config import BrokerConfig, ConfigError
 from kafkapy.protocol.sasl import SUPPORTED_MECHANISMS
 from kafkapy.server.cluster.peer import PeerSecurity
-from kafkapy.server.config import BrokerConfig, ConfigError
 
 __all__ = ["controller_peer_security", "inter_broker_peer_security"]
 

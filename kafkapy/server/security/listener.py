@@ -18,6 +18,7 @@ import functools
 import ssl
 from dataclasses import dataclass
 
+from kafkapy.broker.config import BrokerConfig, ConfigError, Listener
 from kafkapy.protocol.sasl import (
     SUPPORTED_MECHANISMS,
     PlainServer,
@@ -25,7 +26,6 @@ from kafkapy.protocol.sasl import (
     SaslSession,
     ScramServer,
 )
-from kafkapy.server.config import BrokerConfig, ConfigError, Listener
 from kafkapy.server.security.credentials import CredentialStore
 
 __all__ = ["ListenerSecurity", "listener_security", "ssl_context"]

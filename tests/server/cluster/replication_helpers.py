@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import trio
 import trio.lowlevel
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.controller.controller import (
     AlterPartitionItem,
     ControllerConfig,
@@ -41,7 +42,6 @@ from kafkapy.protocol.messages import (
 from kafkapy.protocol.messages.produce import ProduceResponse_PartitionProduceResponse
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import BrokerConfig
 from tests.server.helpers import Client, build_node
 
 T = TypeVar("T")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
@@ -24,7 +25,6 @@ from kafkapy.protocol.messages import (
 from kafkapy.server.cluster.controller_driver import set_metadata_offset
 from kafkapy.server.cluster.lifecycle import ControllerChannel
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.config import BrokerConfig
 
 VOTERS = "1@127.0.0.1:19001,2@127.0.0.1:19002,3@127.0.0.1:19003"
 

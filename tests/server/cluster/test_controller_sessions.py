@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 import trio
 
+from kafkapy.broker.config import BrokerConfig
+from kafkapy.broker.stats import BrokerStats
 from kafkapy.controller.image import MetadataImage
 from kafkapy.server.cluster.controller_driver import ControllerDriver
-from kafkapy.server.config import BrokerConfig
-from kafkapy.server.stats import BrokerStats
 from kafkapy.testing.cluster import TEST_OVERRIDES
 from kafkapy.testing.local import open_cluster
 from tests.server.cluster.controller_helpers import (

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.broker.config import ConfigSource
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
-from kafkapy.server.config import ConfigSource
 from kafkapy.testing.local import open_cluster
 from tests.server.cluster.test_controller_admin import call, creatable, create
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from kafkapy.broker.config import ConfigSource
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -25,7 +26,6 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.protocol.records import decode_records, iter_batches
 from kafkapy.server.cluster.migration import MIGRATED_SUFFIX, TOPICS_FILE, migrate_topics_file
-from kafkapy.server.config import ConfigSource
 from kafkapy.storage import LogManager
 from tests.server.cluster.fixtures.make_legacy_data_dir import EXPECTED, FIXTURE
 from tests.server.helpers import Client, running_broker

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.server.config import BrokerConfig, ConfigError, parse_voters
+from kafkapy.broker.config import BrokerConfig, ConfigError, parse_voters
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293"
 

@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
+from kafkapy.broker.config import BrokerConfig
+from kafkapy.broker.metadata_store import cluster_id_for
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response, encode_request
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsRequest, MetadataRequest
@@ -22,8 +24,6 @@ from kafkapy.server.app import BoundListener, Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.peer import PeerClient, PeerError
-from kafkapy.server.config import BrokerConfig
-from kafkapy.server.metadata_store import cluster_id_for
 from kafkapy.testing.cluster import free_ports
 from tests.server.helpers import build_node
 

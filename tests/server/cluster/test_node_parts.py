@@ -19,13 +19,13 @@ import pytest
 import trio
 import trio.testing
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.controller_driver import ControllerDriver
 from kafkapy.server.cluster.lifecycle import BrokerLifecycle, ControllerChannel
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.raft_driver import RaftDriver
 from kafkapy.server.cluster.replica_fetcher import ReplicaFetcherManager
-from kafkapy.server.config import BrokerConfig
 from tests.server.helpers import build_node
 
 SETTINGS = {

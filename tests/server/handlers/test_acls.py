@@ -27,6 +27,7 @@ from kafkapy.authorizer.acl import (
     PatternType,
     ResourceType,
 )
+from kafkapy.broker.config import STANDARD_AUTHORIZER
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -36,7 +37,6 @@ from kafkapy.protocol.messages import (
     DescribeAclsResponse,
 )
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import STANDARD_AUTHORIZER
 from tests.server.helpers import IO_TIMEOUT_S, Client, NodeThread, build_node
 
 pytestmark = pytest.mark.timeout(60)
@@ -230,7 +230,7 @@ async def test_acls_survive_a_restart(tmp_path: Path) -> None:
 def test_authorizer_class_name_gives_the_broker_its_authorizer() -> None:
     """`authorizer.class.name` (StandardAuthorizer) with `super.users` and
     `allow.everyone.if.no.acl.found`, as Kafka reads them; without it there is none."""
-    from kafkapy.server.config import STANDARD_AUTHORIZER, BrokerConfig
+    from kafkapy.broker.config import STANDARD_AUTHORIZER, BrokerConfig
 
     broker = Broker(BrokerConfig({
         "listeners": "PLAINTEXT://127.0.0.1:0", "authorizer.class.name": STANDARD_AUTHORIZER,

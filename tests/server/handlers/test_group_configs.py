@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.broker.config import BROKER_CONFIGS, BrokerConfig
+from kafkapy.broker.config_rules import group_config_from
 from kafkapy.coordinator.group import GROUP_CONFIGS
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.config_types import ConfigSource, ConfigType
@@ -16,8 +18,6 @@ from kafkapy.protocol.messages import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
-from kafkapy.server.config import BROKER_CONFIGS, BrokerConfig
-from kafkapy.server.config_rules import group_config_from
 from tests.server.handlers.test_consumer_groups import beat
 from tests.server.helpers import Client, create_topic, find_coordinator, running_broker
 

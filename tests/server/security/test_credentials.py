@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.protocol.sasl import ScramServer
-from kafkapy.server.config import BrokerConfig
 from kafkapy.server.security.credentials import CredentialStore, jaas_users, parse_users
 from kafkapy.server.security.listener import listener_security
 
@@ -81,7 +81,7 @@ def test_jaas_users_never_crashes(text: str) -> None:
 def test_the_inter_broker_listener_is_chosen_as_kafka_does() -> None:
     """inter.broker.listener.name, else the listener of security.inter.broker.protocol
     (PLAINTEXT by default); not both; an unknown name refuses to start."""
-    from kafkapy.server.config import ConfigError
+    from kafkapy.broker.config import ConfigError
 
     cluster = {
         "process.roles": "broker,controller",

@@ -9,7 +9,7 @@ import ssl
 
 import pytest
 
-from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.broker.config import BrokerConfig, ConfigError
 from kafkapy.server.security import listener_security
 from kafkapy.server.security.inter_node import controller_peer_security, inter_broker_peer_security
 from kafkapy.testing.certs import CertFiles, make_certs

@@ -255,7 +255,7 @@ async def test_sasl_ssl_with_client_certificates_required(certs: CertFiles) -> N
 def test_bad_tls_and_sasl_settings_fail_at_start_with_a_clear_message(
     tmp_path: Path, certs: CertFiles
 ) -> None:
-    from kafkapy.server.config import ConfigError
+    from kafkapy.broker.config import ConfigError
 
     cases = [
         ({"listeners": "SSL://127.0.0.1:0"}, "ssl.keystore.location"),

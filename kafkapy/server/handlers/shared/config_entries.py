@@ -3,6 +3,8 @@ and CreateTopics' answer (v5+, `topics.py`) describe a topic's configs the same 
 
 from __future__ import annotations
 
+from kafkapy.broker.config import TOPIC_CONFIGS, ConfigSource
+from kafkapy.broker.metadata_store import TopicInfo
 from kafkapy.protocol.messages.describe_configs import (
     DescribeConfigsResponse_DescribeConfigsResourceResult as Entry,
 )
@@ -10,8 +12,6 @@ from kafkapy.protocol.messages.describe_configs import (
     DescribeConfigsResponse_DescribeConfigsSynonym as Synonym,
 )
 from kafkapy.server.broker import Broker
-from kafkapy.server.config import TOPIC_CONFIGS, ConfigSource
-from kafkapy.server.metadata_store import TopicInfo
 
 __all__ = ["broker_synonyms", "topic_config_entries"]
 

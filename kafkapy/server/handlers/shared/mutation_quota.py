@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kafkapy.broker.clock import quota_ms
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.quota.client_quotas import CONTROLLER_MUTATION_RATE
-from kafkapy.server.clock import quota_ms
 from kafkapy.server.context import RequestContext
 
 __all__ = ["STRICT_FROM", "THROTTLED_MESSAGE", "THROTTLING", "charge_mutations"]

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkapy.protocol.errors import ErrorCode
-from kafkapy.server.broker_loggers import (
+from kafkapy.broker.broker_loggers import (
     KAFKA_LEVELS,
     LoggerChange,
     LoggerError,
     alter_loggers,
     logger_levels,
 )
+from kafkapy.protocol.errors import ErrorCode
 
 BROKER_LOGGER = "kafkapy.server.broker"
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -9,11 +9,11 @@ import socket
 import pytest
 import trio
 
+from kafkapy.broker.stats import Histogram, RequestLog, api_name, error_counts
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse
 from kafkapy.protocol.raw_response import RawResponse
-from kafkapy.server.stats import Histogram, RequestLog, api_name, error_counts
 from tests.server.helpers import Client, batch, create_topic, running_broker
 
 

@@ -8,12 +8,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kafkapy.broker.fetch_session import FetchSessionCache, SessionPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest, ProduceRequest
-from kafkapy.server.fetch_session import FetchSessionCache, SessionPartition
-
-from .helpers import Client, batch, create_topic, running_broker
+from tests.server.helpers import Client, batch, create_topic, running_broker
 
 FETCH_V = 12
 

@@ -8,7 +8,7 @@ its *source* so DescribeConfigs can say whether it is a default or was set stati
 Keys kafkapy does not know are logged once as ignored - never fatal - so a full Kafka config file
 (thread counts, socket buffers, controller quorum settings) starts without edits. The exception
 is a security setting kafkapy cannot honour (an authorizer other than StandardAuthorizer, a Java
-SASL plugin, ...): that refuses to start, naming the key (`kafkapy.server.security_settings`).
+SASL plugin, ...): that refuses to start, naming the key (`kafkapy.broker.security_settings`).
 
 Environment overrides: `KAFKAPY_LOG_RETENTION_MS=1000` sets `log.retention.ms` (upper case,
 `_` for `.`, `__` for a literal `_`); `KAFKAPY_TEST_FAULT_...` maps to `kafkapy.test.fault....`,
@@ -24,13 +24,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkapy.protocol.config_types import ConfigSource, ConfigType
-from kafkapy.server.broker_config_keys import (
+from kafkapy.broker.broker_config_keys import (
     BROKER_CONFIGS,
     STANDARD_AUTHORIZER,
     BrokerConfigKey,
 )
-from kafkapy.server.security_settings import INTER_NODE_KEYS, unsupported_security_setting
+from kafkapy.broker.security_settings import INTER_NODE_KEYS, unsupported_security_setting
+from kafkapy.protocol.config_types import ConfigSource, ConfigType
 from kafkapy.storage.topic_config import TOPIC_CONFIGS, TopicConfigKey, topic_config_problem
 
 __all__ = [

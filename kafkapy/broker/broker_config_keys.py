@@ -2,7 +2,7 @@
 does here.
 
 Why a module of its own: the table is data (one entry a key), read by the config parser
-(`kafkapy.server.config`), DescribeConfigs, the dynamic-config rules and the CLI's config help;
+(`kafkapy.broker.config`), DescribeConfigs, the dynamic-config rules and the CLI's config help;
 kept apart, the parser reads as code.
 """
 

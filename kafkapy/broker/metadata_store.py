@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kafkapy.server.config import ClusterConfig
+    from kafkapy.broker.config import ClusterConfig
 
 __all__ = [
     "INTERNAL_TOPICS",

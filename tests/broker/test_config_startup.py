@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkapy.server import data_dirs
-from kafkapy.server.config import (
+from kafkapy.broker import data_dirs
+from kafkapy.broker.config import (
     _AT_LEAST,
     BROKER_CONFIGS,
     BrokerConfig,
@@ -21,7 +21,7 @@ from kafkapy.server.config import (
     property_lines,
     unknown_key_message,
 )
-from kafkapy.server.data_dirs import DataDirError, check_data_dir
+from kafkapy.broker.data_dirs import DataDirError, check_data_dir
 
 
 def test_every_lower_bound_names_a_known_key() -> None:
@@ -44,7 +44,7 @@ def test_values_at_the_bound_are_taken() -> None:
 def test_unknown_key_is_a_warning_with_a_suggestion(caplog: pytest.LogCaptureFixture) -> None:
     assert unknown_key_message("num.partitons").endswith("did you mean num.partitions?")
     assert "did you mean" not in unknown_key_message("completely.different.thing")
-    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+    with caplog.at_level(logging.WARNING, logger="kafkapy.broker.config"):
         BrokerConfig({"log.retention.hour": "5"})
     assert any(r.levelno == logging.WARNING and "did you mean log.retention.hours?" in r.getMessage()
                for r in caplog.records)

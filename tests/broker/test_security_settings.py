@@ -3,7 +3,7 @@
 The table below walks Kafka 4.0's security-related broker configs (the "Broker Configs" section
 of Kafka's documentation, plus what its StandardAuthorizer reads) one by one; each is either
 implemented (a key of `BROKER_CONFIGS`), refused when set to what kafkapy would not do, or inert
-with the reason said in `kafkapy.server.security_settings`. A key missing from all three fails
+with the reason said in `kafkapy.broker.security_settings`. A key missing from all three fails
 `test_every_kafka_security_key_is_classified`.
 """
 
@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from kafkapy.server.config import BROKER_CONFIGS, BrokerConfig, ConfigError
+from kafkapy.broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError
+from kafkapy.broker.security_settings import unsupported_security_setting
 from kafkapy.server.security import listener_security
-from kafkapy.server.security_settings import unsupported_security_setting
 from kafkapy.testing.certs import CertFiles, make_certs
 
 SASL_LISTENER = {
@@ -153,7 +153,7 @@ KAFKA_SECURITY_KEYS = [
     "ssl.truststore.type", "super.users",
 ]
 
-#: inert keys, and why (mirrors the module doc of kafkapy.server.security_settings)
+#: inert keys, and why (mirrors the module doc of kafkapy.broker.security_settings)
 INERT = {
     "delegation.token.expiry.check.interval.ms": "no token key: no tokens",
     "delegation.token.expiry.time.ms": "no token key: no tokens",
@@ -249,6 +249,6 @@ def test_kerberos_keys_are_known_and_gssapi_is_still_refused(sasl_ssl: dict[str,
 
 
 def test_inter_node_settings_on_a_single_node_are_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="kafkapy.server.config"):
+    with caplog.at_level(logging.INFO, logger="kafkapy.broker.config"):
         BrokerConfig({**SASL_LISTENER, "sasl.mechanism.inter.broker.protocol": "PLAIN"})
     assert "no inter-node traffic on a single node" in caplog.text

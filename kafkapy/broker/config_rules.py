@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kafkapy.coordinator.group import GroupConfig, group_config_problem
-from kafkapy.server.config import (
+from kafkapy.broker.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -21,6 +20,7 @@ from kafkapy.server.config import (
     check_broker_value,
     validate_topic_config,
 )
+from kafkapy.coordinator.group import GroupConfig, group_config_problem
 
 __all__ = [
     "DYNAMIC_BROKER_KEYS",

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.server.config import (
+from kafkapy.broker.config import (
     BrokerConfig,
     ConfigError,
     ConfigSource,
