@@ -29,14 +29,14 @@ import trio
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # tests.* (after PYTHONPATH: A/B)
 
+from kafkapy.broker import txn_driver as txn_driver_module
 from kafkapy.coordinator.txn import TxnState
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import EndTxnRequest, FindCoordinatorRequest
-from kafkapy.server import txn_driver as txn_driver_module
 from kafkapy.server.cluster.peer import PeerPool
+from tests.broker.test_transactions import Txn
 from tests.server.cluster.replication_helpers import Node, running_cluster, wait_for
-from tests.server.test_transactions import Txn
 
 TID = "bench-markers"
 
@@ -45,7 +45,7 @@ def _marker_home() -> Any:
     """The module holding the marker connections (txn_markers; txn_driver in older trees,
     for A/B runs)."""
     try:
-        return importlib.import_module("kafkapy.server.txn_markers")
+        return importlib.import_module("kafkapy.broker.txn_markers")
     except ImportError:
         return txn_driver_module
 

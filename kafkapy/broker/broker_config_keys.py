@@ -634,7 +634,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "kafkapy.test.fault.control.socket",
             _T.STRING,
             "",
-            "TEST ONLY: a Unix socket path where tests install request faults (kafkapy.server.faults; empty = off).",
+            "TEST ONLY: a Unix socket path where tests install request faults (kafkapy.broker.faults; empty = off).",
         ),
     ]
 }

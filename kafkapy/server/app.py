@@ -42,7 +42,7 @@ from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.context import ConnectionState, RequestContext
-from kafkapy.server.faults import serve_fault_control
+from kafkapy.server.fault_control import serve_fault_control
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.security import listener_security
@@ -191,7 +191,7 @@ class Server:
             log.info("kafkapy stopped")
 
     async def _start_fault_control(self, nursery: trio.Nursery) -> None:
-        """Tests only: serve `kafkapy.test.fault.control.socket` (kafkapy.server.faults)."""
+        """Tests only: serve `kafkapy.test.fault.control.socket` (kafkapy.broker.faults)."""
         path = self.broker.config.get("kafkapy.test.fault.control.socket")
         injector = self.broker.fault_injector
         if path and injector is not None:

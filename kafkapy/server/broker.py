@@ -35,14 +35,21 @@ from kafkapy.authorizer import StandardAuthorizer, parse_super_users
 from kafkapy.broker.clock import now_ms
 from kafkapy.broker.config import BrokerConfig, Listener
 from kafkapy.broker.errors import BrokerError, storage_failure
+from kafkapy.broker.faults import FaultInjector
 from kafkapy.broker.fetch_session import FetchSessionCache
+from kafkapy.broker.group_driver import GroupDriver
+from kafkapy.broker.idempotence import ProducerIds, ProducerStates
+from kafkapy.broker.internal_topics import RoleListener
 from kafkapy.broker.metadata_store import (
     MetaProperties,
     TopicInfo,
     TopicStore,
     cluster_id_for,
 )
+from kafkapy.broker.notify import PartitionWaiters
+from kafkapy.broker.partitions import Partitions
 from kafkapy.broker.stats import BrokerStats
+from kafkapy.broker.txn_driver import TxnDriver
 from kafkapy.controller.acls import acl_binding
 from kafkapy.controller.image import MetadataDelta, MetadataImage
 from kafkapy.protocol.errors import ErrorCode
@@ -52,14 +59,7 @@ from kafkapy.server.cluster.lifecycle import LocalControllerCall
 from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
-from kafkapy.server.faults import FaultInjector
-from kafkapy.server.group_driver import GroupDriver
-from kafkapy.server.idempotence import ProducerIds, ProducerStates
-from kafkapy.server.internal_topics import RoleListener
-from kafkapy.server.notify import PartitionWaiters
-from kafkapy.server.partitions import Partitions
 from kafkapy.server.security.credentials import CredentialStore
-from kafkapy.server.txn_driver import TxnDriver
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import InvalidLogConfigError
 
@@ -127,7 +127,7 @@ class Broker:
     def __init__(
         self, config: BrokerConfig, *, memory: bool = False, fault_injector: FaultInjector | None = None
     ) -> None:
-        """`fault_injector`: a test's request faults (kafkapy.server.faults); without one, a
+        """`fault_injector`: a test's request faults (kafkapy.broker.faults); without one, a
         `kafkapy.test.fault.*` config makes one, and production has none."""
         self.config = config
         self.node_id = config.node_id

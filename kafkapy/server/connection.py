@@ -12,7 +12,7 @@ ApiVersions, which gets UNSUPPORTED_VERSION plus our version list so clients dow
 and closes the connection after the responses queued before it - Kafka's behaviour. A handler
 exception is logged with its traceback and answered with UNKNOWN_SERVER_ERROR where the API has a
 place for it. Socket errors are logged at debug level; nothing here can take the broker down.
-A test's `FaultInjector` (`Broker.fault_injector`, None in production; kafkapy.server.faults) is
+A test's `FaultInjector` (`Broker.fault_injector`, None in production; kafkapy.broker.faults) is
 consulted once a request's turn comes, before its handler: it may fail, drop or delay it.
 
 Listener kinds: a connection that came in on a controller listener (`controller.listener.names`,
@@ -51,6 +51,7 @@ import trio
 
 from kafkapy.authorizer import AclOperation
 from kafkapy.broker.clock import quota_ms
+from kafkapy.broker.faults import InjectedFailure
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_response
 from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
@@ -59,7 +60,6 @@ from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.quota.client_quotas import REQUEST_PERCENTAGE, client_throttles
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
-from kafkapy.server.faults import InjectedFailure
 from kafkapy.server.frames import FrameSource, frame_source, request_header_prefix, size_prefixed
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
@@ -370,7 +370,7 @@ class Connection:
         )
 
     async def _inject_fault(self, header: RequestHeader) -> None:
-        """Apply the test fault injector's rule for this request (kafkapy.server.faults)."""
+        """Apply the test fault injector's rule for this request (kafkapy.broker.faults)."""
         injector = self.broker.fault_injector
         assert injector is not None
         state = self.state

@@ -18,9 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import trio
-
 from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kafkapy.broker import runtime
 
 if TYPE_CHECKING:
     from kafkapy.protocol import RequestHeader
@@ -43,12 +42,12 @@ class TurnSequencer:
 
     def __init__(self) -> None:
         self._current = 0
-        self._waiting: dict[int, trio.Event] = {}
+        self._waiting: dict[int, runtime.Event] = {}
 
     async def wait_turn(self, seq: int) -> None:
         if seq == self._current:
             return
-        event = self._waiting.setdefault(seq, trio.Event())
+        event = self._waiting.setdefault(seq, runtime.new_event())
         await event.wait()
 
     def release(self, seq: int) -> None:

@@ -28,7 +28,7 @@ from typing import Self
 
 import trio
 
-from kafkapy.server.faults import FaultInjector
+from kafkapy.broker.faults import FaultInjector
 from kafkapy.testing.faults import FaultClient
 from kafkapy.testing.process import ServeOutput, serve_command, spawn_serve
 

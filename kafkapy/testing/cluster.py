@@ -23,7 +23,7 @@ silent raises `ClusterStartError` carrying the tail of every node's log, so a fa
 what the cluster said.
 
 Faults: `pause(i)`/`resume(i)` (SIGSTOP/SIGCONT: a hung node), `kill(i)`/`restart(i)`, and
-with `fault_control=True` each node's request fault injector (`faults(i)`, kafkapy.server.faults).
+with `fault_control=True` each node's request fault injector (`faults(i)`, kafkapy.broker.faults).
 
 Security (`security="SASL_SSL"`, or SSL / SASL_PLAINTEXT): every listener - the broker listener
 clients use, which is also the inter-broker one, and the controller listener - speaks that

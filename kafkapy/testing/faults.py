@@ -2,7 +2,7 @@
 
 Why a client with the injector's own method names: a test written against an in-process
 broker's `FaultInjector` runs unchanged against a subprocess broker or a cluster node (the
-pytest fixtures hand out either). The wire format is the one `kafkapy.server.faults` serves:
+pytest fixtures hand out either). The wire format is the one `kafkapy.broker.faults` serves:
 one JSON object per line each way, a fresh connection per command (commands are rare, and a
 broker restart then needs no reconnect logic).
 """
@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from kafkapy.server.faults import FaultAction, FaultInjector, FaultRule, ObservedRequest
+from kafkapy.broker.faults import FaultAction, FaultInjector, FaultRule, ObservedRequest
 
 __all__ = ["FaultClient", "FaultControl", "FaultControlError"]
 

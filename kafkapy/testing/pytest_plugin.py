@@ -14,7 +14,7 @@ Fixtures (all names start with `kafka_`):
 - `kafka_broker_instance`: that broker's object (`ThreadBroker` / `SubprocessBroker`: `.bootstrap`,
   `.faults`; a subprocess one also `.pause()` / `.resume()`).
 - `kafka_faults`: its request fault injector (`fail` / `drop` / `delay` / `requests`, see
-  kafkapy.server.faults), cleared after each test so a session broker starts every test clean.
+  kafkapy.broker.faults), cleared after each test so a session broker starts every test clean.
 - `kafka_admin`: a `KafkaAdmin` (create/delete/list topics) for `kafka_broker`.
 - `kafka_topic_factory`: `make(partitions=1, replication_factor=-1, configs=None, name=None)`
   creates a topic with a unique name, returns the name, and deletes it after the test;

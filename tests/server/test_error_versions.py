@@ -23,8 +23,8 @@ from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.handlers.registry import CONTROLLER_REGISTRY, REGISTRY
 from kafkapy.server.handlers.shared.mutation_quota import STRICT_FROM
+from tests.broker.test_transactions import TXN_SETTINGS, Txn
 from tests.protocol.specs import REFERENCE_DIR
-from tests.server.test_transactions import TXN_SETTINGS, Txn
 
 from .helpers import Client, create_topic, running_broker
 

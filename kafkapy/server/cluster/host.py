@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import BrokerConfig
+    from kafkapy.broker.idempotence import ProducerStates
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage
     from kafkapy.server.cluster.partition_roles import ReplicaManager
-    from kafkapy.server.idempotence import ProducerStates
     from kafkapy.storage import LogManager
 
 __all__ = ["BrokerHost"]

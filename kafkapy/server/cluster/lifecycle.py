@@ -114,8 +114,8 @@ if TYPE_CHECKING:
     from kafkapy.server.cluster.controller_driver import ControllerDriver
     from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
-    from kafkapy.server.cluster.peer import PeerSecurity
     from kafkapy.server.cluster.raft_driver import RaftDriver
+    from kafkapy.server.security.inter_node import PeerSecurity
 
 __all__ = [
     "BrokerLifecycle", "ChannelNode", "ControllerChannel", "ControllerUnavailableError",

@@ -215,6 +215,11 @@ class ClusterNode:
         return True
 
     # -- addresses --------------------------------------------------------------------------------
+    def new_broker_peers(self, client_id: str) -> PeerPool:
+        """A pool of its own to the brokers' inter-broker listeners (the transaction markers':
+        never queued behind the replica fetchers' requests, see txn_markers.MarkerPeers)."""
+        return PeerPool(self.broker_address, client_id=client_id, security=self.broker_security)
+
     def broker_address(self, node_id: int) -> tuple[str, int] | None:
         """`node_id`'s inter-broker listener as registered in the image (None if unknown)."""
         registration = self.image.brokers.get(node_id)

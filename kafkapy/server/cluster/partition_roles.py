@@ -31,12 +31,12 @@ import heapq
 import itertools
 import logging
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
+from kafkapy.broker.partition_role import PartitionRole
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.replication.partition import IsrProposal, LeaderState
@@ -45,10 +45,10 @@ from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import BrokerConfig
+    from kafkapy.broker.idempotence import ProducerStates
+    from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
-    from kafkapy.server.idempotence import ProducerStates
-    from kafkapy.server.notify import PartitionWaiters
     from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
 __all__ = [
@@ -138,34 +138,6 @@ class ReplicaHost(Protocol):
 def monotonic_ms() -> int:
     """The clock LeaderState runs on (lag times are intervals, so monotonic)."""
     return int(trio.current_time() * 1000)
-
-
-@dataclass(slots=True)
-class PartitionRole:
-    """One local replica's role as of the latest image."""
-
-    topic: str
-    partition: int
-    topic_id: uuid.UUID
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader_state: LeaderState | None = None  # set while this node leads
-    alter_in_flight: bool = False
-    alter_retry_at: float = 0.0  # trio time: no new AlterPartition before (after a failure)
-    # set (and replaced) at every role change, and by every HW move for `wait_replicated`
-    # callers that do not wait on their own event
-    changed: trio.Event = field(default_factory=trio.Event)
-    # acks=all waiters: heap of (end offset, seq, event); a HW move wakes only those it reached
-    hw_waiters: list[tuple[int, int, trio.Event]] = field(default_factory=list)
-    # each follower's log start as its fetches report it (DeleteRecords waits for them)
-    follower_log_starts: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_state is not None
 
 
 class ReplicaManager:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafkapy.protocol.primitives import Frame, r_int32, r_tags
 from kafkapy.protocol.sasl import SaslError, ScramClient, plain_token
+from kafkapy.server.security.inter_node import PeerSecurity
 
 __all__ = ["PeerClient", "PeerError", "PeerPool", "PeerSecurity", "is_gone_error", "is_refused_error"]
 
@@ -121,17 +121,6 @@ def _caused_by(
         return all(_caused_by(e, kinds, depth + 1) for e in error.exceptions)
     inner = error.__cause__ or error.__context__
     return inner is not None and _caused_by(inner, kinds, depth + 1)
-
-
-@dataclass(frozen=True, slots=True)
-class PeerSecurity:
-    """How to connect to one kind of listener of the other nodes (see the module doc)."""
-
-    ssl_context: ssl.SSLContext | None = None
-    #: SASL mechanism (PLAIN, SCRAM-SHA-256/512), None: no SASL
-    mechanism: str | None = None
-    user: str = ""
-    password: str = field(default="", repr=False)
 
 
 @dataclass(slots=True)

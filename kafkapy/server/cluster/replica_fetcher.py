@@ -48,10 +48,10 @@ from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import ClusterConfig
+    from kafkapy.broker.idempotence import ProducerStates
     from kafkapy.controller.image import MetadataImage
     from kafkapy.server.cluster.partition_roles import ReplicaManager
     from kafkapy.server.cluster.peer import PeerPool
-    from kafkapy.server.idempotence import ProducerStates
     from kafkapy.storage import LogManager, PartitionLog
 
 __all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager", "whole_batches"]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import uuid
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.group_driver import GroupWriteError
 from kafkapy.coordinator.group import DescribedConsumerGroup, HeartbeatResult
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
@@ -46,7 +47,6 @@ from kafkapy.protocol.messages.consumer_group_describe import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupWriteError
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]

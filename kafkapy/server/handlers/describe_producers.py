@@ -4,7 +4,7 @@ Behaviour: each partition's producers come from its producer state on the leader
 demand): producer id and epoch, last sequence and timestamp, coordinator epoch, and the start
 offset of its open transaction. Kafka answers from the leader only - a follower's producer state
 is not kept up to date - so a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER, and
-one the metadata does not have UNKNOWN_TOPIC_OR_PARTITION (`kafkapy.server.partitions`).
+one the metadata does not have UNKNOWN_TOPIC_OR_PARTITION (`kafkapy.broker.partitions`).
 InitProducerId, for idempotent and transactional producers alike, is `transactions.py`'s.
 
 Authorization: READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).

@@ -23,7 +23,7 @@ are returned like any batch, as Kafka does; clients skip them.
 Inside a session, partitions that returned data move to the back of the order, so one busy
 partition cannot starve the others of the response budget.
 
-Leadership (`kafkapy.server.partitions`, as for every partition API): only the partition's
+Leadership (`kafkapy.broker.partitions`, as for every partition API): only the partition's
 leader answers (else NOT_LEADER_OR_FOLLOWER); a current_leader_epoch (v9+) behind / ahead of the
 leader's -> FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (one node leads in epoch 0). A follower's
 fetch (replica_id >= 0, or ReplicaState from v15) reads up to the log end instead of the HW,
@@ -57,6 +57,7 @@ import trio
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker.clock import quota_ms
 from kafkapy.broker.fetch_session import FetchSession, SessionPartition, TopicRef
+from kafkapy.broker.partitions import LeaderPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
@@ -66,7 +67,6 @@ from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.partitions import LeaderPartition
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 
 __all__ = ["handle_fetch"]

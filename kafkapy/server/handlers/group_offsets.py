@@ -42,6 +42,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.group_driver import GroupDriver, GroupWriteError
+from kafkapy.broker.internal_topics import partition_count, partition_exists
+from kafkapy.broker.txn_driver import TRANSACTION_STATE_TOPIC
 from kafkapy.coordinator.group import (
     FetchedOffset,
     OffsetDeleteResult,
@@ -65,10 +68,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import partition_count, partition_exists
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC
 
 __all__ = [
     "handle_offset_commit",

@@ -49,6 +49,9 @@ from typing import TypeVar
 import trio
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.group_driver import GroupDriver, GroupWriteError
+from kafkapy.broker.internal_topics import coordinator_node, partition_leader
+from kafkapy.broker.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
     PENDING,
@@ -82,10 +85,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
-from kafkapy.server.group_driver import GroupDriver, GroupWriteError
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import coordinator_node, partition_leader
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
 
 __all__ = [
     "handle_delete_groups",

@@ -9,7 +9,7 @@ Behaviour per partition, by the requested timestamp:
 - t >= 0: the first offset whose record timestamp is >= t, with that timestamp; none -> -1/-1.
 Offsets at or past the visible limit are not returned (LATEST is the HW the ISR reached). The
 answer carries the partition's leader epoch (0 on one node).
-Errors (`kafkapy.server.partitions`, as for every partition API): UNKNOWN_TOPIC_OR_PARTITION,
+Errors (`kafkapy.broker.partitions`, as for every partition API): UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER off the leader, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the
 client's current_leader_epoch (v4+) is behind / ahead of the leader's.
 

@@ -38,6 +38,7 @@ import trio
 
 from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS
+from kafkapy.broker.partitions import auto_create
 from kafkapy.controller.image import MetadataImage, TopicImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
@@ -50,7 +51,6 @@ from kafkapy.server.cluster.partition_roles import ReplicaManager
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
-from kafkapy.server.partitions import auto_create
 
 __all__ = ["handle_metadata"]
 

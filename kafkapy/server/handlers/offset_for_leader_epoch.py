@@ -2,7 +2,7 @@
 
 Behaviour: consumers (librdkafka, the Java client) validate their position after a leader change
 by asking for the end offset of the epoch they last fetched; followers ask it too. The answer
-comes from the leader (`kafkapy.server.partitions`, as for every partition API:
+comes from the leader (`kafkapy.broker.partitions`, as for every partition API:
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER off the leader, the client's
 current_leader_epoch (v2+) checked - FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH): the largest
 epoch <= the requested one and where it ended (the start of the next epoch, or the log end for

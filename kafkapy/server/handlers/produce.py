@@ -47,7 +47,7 @@ UNKNOWN_TOPIC_OR_PARTITION this time (the client retries once its metadata shows
 
 Where the rules live: the leader lookup, the write checks, idempotence, the KIP-890 check, the
 append and the HW wait are the partition facade's (`broker.partitions`,
-kafkapy.server.partitions); this module maps the request onto it and its results onto the answer.
+kafkapy.broker.partitions); this module maps the request onto it and its results onto the answer.
 
 Authorization (an authorizer configured; Kafka's checks): transactional batches need WRITE on
 the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), each topic
@@ -70,6 +70,7 @@ from __future__ import annotations
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker.clock import now_ms, quota_ms
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS
+from kafkapy.broker.partitions import LeaderPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
@@ -82,7 +83,6 @@ from kafkapy.protocol.messages.produce import (
 from kafkapy.quota.client_quotas import PRODUCER_BYTE_RATE
 from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.partitions import LeaderPartition
 
 __all__ = ["handle_produce"]
 

@@ -40,6 +40,7 @@ import logging
 import trio
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.partitions import Partitions
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -74,7 +75,6 @@ from kafkapy.server.handlers.shared.mutation_quota import (
     THROTTLING,
     charge_mutations,
 )
-from kafkapy.server.partitions import Partitions
 from kafkapy.storage.errors import StorageError
 
 __all__ = [

@@ -3,7 +3,7 @@ v0-4, EndTxn (26) v0-5, WriteTxnMarkers (27) v0-1, DescribeTransactions (65) v0,
 ListTransactions (66) v0-1.
 
 Why thin: the rules live in `kafkapy.coordinator.txn.TransactionCoordinator` and its runtime in
-`kafkapy.server.txn_driver`; these handlers translate wire versions (docs/transactions.md,
+`kafkapy.broker.txn_driver`; these handlers translate wire versions (docs/transactions.md,
 section 4 item 7) and nothing else.
 
 Behaviour:
@@ -44,6 +44,9 @@ Errors a failed `__transaction_state` write causes: the operation's `error_on_wr
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.internal_topics import ensure_producer_ids, partition_exists
+from kafkapy.broker.txn_driver import TxnDriver
+from kafkapy.broker.txn_markers import write_marker
 from kafkapy.coordinator.txn import (
     AddPartitionsTxn,
     TopicPartition,
@@ -78,9 +81,6 @@ from kafkapy.protocol.messages.add_partitions_to_txn import (
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
-from kafkapy.server.internal_topics import ensure_producer_ids, partition_exists
-from kafkapy.server.txn_driver import TxnDriver
-from kafkapy.server.txn_markers import write_marker
 
 __all__ = [
     "handle_add_offsets_to_txn",

@@ -20,12 +20,24 @@ from __future__ import annotations
 
 import re
 import ssl
+from dataclasses import dataclass, field
 
 from kafkapy.broker.config import BrokerConfig, ConfigError
 from kafkapy.protocol.sasl import SUPPORTED_MECHANISMS
-from kafkapy.server.cluster.peer import PeerSecurity
 
-__all__ = ["controller_peer_security", "inter_broker_peer_security"]
+__all__ = ["PeerSecurity", "controller_peer_security", "inter_broker_peer_security"]
+
+@dataclass(frozen=True, slots=True)
+class PeerSecurity:
+    """How to connect to one kind of listener of the other nodes (see the module doc); the
+    cluster's peer connections (`kafkapy.server.cluster.peer`) apply it."""
+
+    ssl_context: ssl.SSLContext | None = None
+    #: SASL mechanism (PLAIN, SCRAM-SHA-256/512), None: no SASL
+    mechanism: str | None = None
+    user: str = ""
+    password: str = field(default="", repr=False)
+
 
 _JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 

@@ -180,7 +180,7 @@ async def test_find_coordinator_sends_no_client_to_a_leader_whose_connection_jus
     admin client caches the coordinator it is told and then waits for that broker to come back
     (compat_tests/test_cluster_groups.py shows it). A live leader's next answer to this node ends
     the doubt; nodes that saw nothing fail keep naming it."""
-    from kafkapy.server.internal_topics import coordinator_node
+    from kafkapy.broker.internal_topics import coordinator_node
 
     with trio.fail_after(150):
         async with open_cluster(tmp_path, 3) as nodes:

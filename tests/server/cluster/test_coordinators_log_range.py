@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.server.internal_topics import log_batches
+from kafkapy.broker.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
 from tests.storage.helpers import BASE_TS, batch
 

@@ -19,9 +19,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from kafkapy.broker.idempotence import ProducerIds, ProducerIdsUnavailable
+from kafkapy.broker.internal_topics import OwnedPartitions
 from kafkapy.protocol import ErrorCode
-from kafkapy.server.idempotence import ProducerIds, ProducerIdsUnavailable
-from kafkapy.server.internal_topics import OwnedPartitions
 
 E = ErrorCode
 

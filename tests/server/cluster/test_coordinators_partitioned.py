@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 import trio
 
+from kafkapy.broker.group_driver import GroupDriver
+from kafkapy.broker.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
 from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.coordinator.txn import partition_for
 from kafkapy.protocol import ApiKey, ErrorCode
@@ -33,10 +35,8 @@ from kafkapy.protocol.messages import (
     OffsetFetchRequest,
 )
 from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.group_driver import GroupDriver
-from kafkapy.server.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
+from tests.broker.test_transactions import Txn, fetch
 from tests.server.helpers import IO_TIMEOUT_S, Client, build_node, create_topic
-from tests.server.test_transactions import Txn, fetch
 
 E = ErrorCode
 PARTITIONS = 3
@@ -301,7 +301,7 @@ async def test_a_failing_marker_send_is_logged_and_retried(
 ) -> None:
     """An unexpected error while sending a transaction's markers (a bug) is logged; the
     transaction's marker task retries instead of ending, and the commit completes."""
-    from kafkapy.server import txn_driver as txn_driver_module
+    from kafkapy.broker import txn_driver as txn_driver_module
 
     real = txn_driver_module.send_markers
     failures = [RuntimeError("boom")]

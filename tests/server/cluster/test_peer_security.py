@@ -14,7 +14,8 @@ import pytest
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.messages import MetadataRequest, ProduceRequest
-from kafkapy.server.cluster.peer import PeerClient, PeerError, PeerSecurity
+from kafkapy.server.cluster.peer import PeerClient, PeerError
+from kafkapy.server.security.inter_node import PeerSecurity
 from kafkapy.testing.certs import CertFiles, make_certs
 from tests.server.helpers import batch, running_broker
 

@@ -158,7 +158,7 @@ async def test_a_follower_whose_state_load_fails_keeps_replicating_and_loads_lat
 ) -> None:
     """The failure is logged and the fetchers go on (it does not take the replica fetcher
     manager down for the node's supervisor to restart); the next producer batch loads it."""
-    from kafkapy.server import idempotence
+    from kafkapy.broker import idempotence
 
     real = idempotence.load_state
     failures = [RuntimeError("unexpected")]

@@ -1,6 +1,6 @@
 """Produce handler: how a request's batches are told apart (plain vs idempotent producer).
 
-`kafkapy.server.partitions.producer_batches` reads one field for the common one-batch,
+`kafkapy.broker.partitions.producer_batches` reads one field for the common one-batch,
 no-producer-id partition instead of parsing every header; whatever the bytes, it must classify
 exactly as parsing all headers does, or a retried idempotent batch would be written twice (or a
 plain one checked for sequences).
@@ -15,11 +15,11 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkapy.broker.partitions import producer_batches
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, InvalidRecordError, ProtocolError
 from kafkapy.protocol.messages import InitProducerIdRequest, ProduceRequest
 from kafkapy.protocol.records import BatchHeader, Record, build_batch, iter_batches
-from kafkapy.server.partitions import producer_batches
 from tests.server.helpers import Client, create_topic, running_broker
 
 pytestmark = pytest.mark.timeout(60)

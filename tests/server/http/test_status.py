@@ -12,8 +12,8 @@ import trio
 from kafkapy.protocol import ApiKey
 from kafkapy.server.http.page import render_page
 from kafkapy.server.http.status import History, status_json
+from tests.broker.test_stats import produce_request
 from tests.server.helpers import Client, create_topic, running_broker
-from tests.server.test_stats import produce_request
 
 HTTP = {"kafkapy.http.listener": "127.0.0.1:0"}
 

@@ -39,11 +39,17 @@ import logging
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
 from kafkapy.broker.config import BrokerConfig
 from kafkapy.broker.config_rules import group_config_from
+from kafkapy.broker.coordinator_runtime import (
+    Appended,
+    CoordinatorRuntime,
+    MissingPartition,
+    RuntimeHost,
+)
+from kafkapy.broker.internal_topics import log_batches
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
     Completion,
@@ -60,13 +66,6 @@ from kafkapy.coordinator.group import (
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records, parse_control_record
-from kafkapy.server.coordinator_runtime import (
-    Appended,
-    CoordinatorRuntime,
-    MissingPartition,
-    RuntimeHost,
-)
-from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 
@@ -184,7 +183,7 @@ def _error_code_of(exc: Exception) -> ErrorCode:
 
 @dataclass(slots=True)
 class _Waiter:
-    event: trio.Event = field(default_factory=trio.Event)
+    event: runtime.Event = field(default_factory=runtime.new_event)
     answer: Answer | None = None
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import trio
 
+from kafkapy.broker import txn_markers
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.messages import (
@@ -26,9 +27,7 @@ from kafkapy.protocol.messages import (
     WriteTxnMarkersRequest,
 )
 from kafkapy.protocol.records import Record, build_batch, decode_records, iter_batches
-from kafkapy.server import txn_markers
-
-from .helpers import (
+from tests.server.helpers import (
     IO_TIMEOUT_S,
     TRANSACTION_KEY,
     Client,

@@ -37,12 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, Self, TypeVar
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
-from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.records import Record, build_batch
-from kafkapy.server.internal_topics import (
+from kafkapy.broker.internal_topics import (
     InternalTopicsHost,
     OwnedPartitions,
     RoleListener,
@@ -50,6 +47,8 @@ from kafkapy.server.internal_topics import (
     partition_count,
     wait_replicated,
 )
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.records import Record, build_batch
 from kafkapy.storage import LogManager, PartitionLog
 from kafkapy.storage.errors import KafkaStorageError
 
@@ -113,10 +112,10 @@ class CoordinatorRuntime(ABC, Generic[C]):
         self._replication_factor_key = replication_factor_key
         self.owned: OwnedPartitions[C] = OwnedPartitions()
         self.loaded = False
-        self.loaded_event = trio.Event()
-        self._changed = trio.Event()
+        self.loaded_event = runtime.new_event()
+        self._changed = runtime.new_event()
         self._sleep_until: int | None = None  # the timer task's wake-up time while it sleeps
-        self._nursery: trio.Nursery | None = None  # serve()'s: partition loads, background work
+        self._nursery: runtime.TaskGroup | None = None  # serve()'s: partition loads, background work
         self._queued_loads: list[tuple[int, int]] = []  # leaderships that came before serve()
         self._asking_controller = False  # ensure_topic's CreateTopics is in flight
         # built with the broker, before any metadata image: no leadership can come earlier
@@ -233,7 +232,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
         if plog is None:
             return 0
         end = plog.log_end_offset
-        loaded = await trio.to_thread.run_sync(self.replay_log, plog, into, None, end)
+        loaded = await runtime.get().run_sync_in_thread(self.replay_log, plog, into, None, end)
         return loaded + self.replay_log(plog, into, end, None)
 
     # -- start-up ----------------------------------------------------------------------------
@@ -319,7 +318,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
         """Load the state, then fire the timers at their deadlines and load the partitions
         whose leadership arrives, forever (cancel to stop)."""
         await self.ensure_loaded()
-        async with trio.open_nursery() as nursery:
+        async with runtime.get().task_group() as nursery:
             self._nursery = nursery
             for partition, epoch in self._queued_loads:
                 nursery.start_soon(self._load_partition, partition, epoch)
@@ -331,13 +330,13 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     async def _timer_loop(self) -> None:
         while True:
-            self._changed = trio.Event()
+            self._changed = runtime.new_event()
             deadline = self._sleep_until = self.next_deadline()
             delay_ms = None if deadline is None else deadline - now_ms()
             if delay_ms is None:
                 await self._changed.wait()
             elif delay_ms > 0:
-                with trio.move_on_after(delay_ms / 1000):
+                with runtime.get().move_on_after(delay_ms / 1000):
                     await self._changed.wait()
             else:
                 self._sleep_until = None
@@ -345,6 +344,6 @@ class CoordinatorRuntime(ABC, Generic[C]):
                     await self.fire_timers()
                 except Exception:
                     log.exception("%s coordinator timers failed", self.topic)
-                    await trio.sleep(self.timer_retry_s)
+                    await runtime.get().sleep(self.timer_retry_s)
             # something changed, a deadline passed or timers ran: recompute
             self._sleep_until = None

@@ -33,8 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.coordinator.idempotence import (
     ControlType,
     CorruptSnapshotError,
@@ -85,7 +84,7 @@ class ProducerIds:
         self._next = self._reserved_until = 0
         self._source = source
         self._spare: tuple[int, int] | None = None  # a prefetched controller block
-        self._fetching: trio.Event | None = None
+        self._fetching: runtime.Event | None = None
 
     def _left(self) -> int:
         return self._reserved_until - self._next
@@ -114,7 +113,7 @@ class ProducerIds:
         if self._fetching is not None:
             await self._fetching.wait()
             return
-        self._fetching = done = trio.Event()
+        self._fetching = done = runtime.new_event()
         try:
             self._spare = await self._source()
         finally:
@@ -256,7 +255,7 @@ class ProducerStates:
         self.expiration_ms = expiration_ms
         # (log, its truncation count when read, state)
         self._states: dict[Key, tuple[PartitionLog, int, ProducerStateManager]] = {}
-        self._loading: dict[Key, trio.Event] = {}
+        self._loading: dict[Key, runtime.Event] = {}
         self._active_base: dict[Key, int] = {}  # active segment seen by the last append
         self._forgotten: dict[Key, int] = {}  # forget() count: a load it overtook is not kept
 
@@ -271,12 +270,12 @@ class ProducerStates:
             if loading is None:
                 break
             await loading.wait()
-        done = self._loading[key] = trio.Event()
+        done = self._loading[key] = runtime.new_event()
         try:
             forgotten = self._forgotten.get(key, 0)
             while True:
                 truncations = plog.truncations
-                mgr = await trio.to_thread.run_sync(load_state, plog, self.expiration_ms)
+                mgr = await runtime.get().run_sync_in_thread(load_state, plog, self.expiration_ms)
                 if plog.truncations == truncations:
                     break
                 log.info("%s-%d: the log was truncated while its producer state loaded: "

@@ -25,6 +25,8 @@ import pytest
 import trio
 
 from kafkapy.broker.clock import now_ms
+from kafkapy.broker.coordinator_runtime import CoordinatorRuntime, MissingPartition, NotOwned
+from kafkapy.broker.internal_topics import log_batches
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.records import (
     Endpoint,
@@ -38,8 +40,6 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import Record, decode_records
 from kafkapy.server.broker import Broker
-from kafkapy.server.coordinator_runtime import CoordinatorRuntime, MissingPartition, NotOwned
-from kafkapy.server.internal_topics import log_batches
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 from tests.server.helpers import build_node

@@ -1,4 +1,4 @@
-"""Request fault injection (kafkapy.server.faults): the rules, the connection hook on the wire,
+"""Request fault injection (kafkapy.broker.faults): the rules, the connection hook on the wire,
 and the Unix control socket a subprocess broker is driven through."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.broker.faults import FaultAction, FaultInjector
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsRequest, MetadataRequest, ProduceRequest
-from kafkapy.server.faults import FaultAction, FaultInjector
 from kafkapy.testing.faults import FaultClient, FaultControlError
 from tests.server.helpers import Client, batch, create_topic, running_broker
 

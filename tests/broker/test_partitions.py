@@ -20,6 +20,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkapy.broker.partitions import LeaderPartition, Partitions
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.records import (
     Endpoint,
@@ -33,7 +34,6 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.server.broker import Broker
-from kafkapy.server.partitions import LeaderPartition, Partitions
 from tests.server.cluster.replication_helpers import node_settings
 from tests.server.helpers import Client, NodeThread, batch, build_node, create_topic
 

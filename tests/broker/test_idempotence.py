@@ -7,6 +7,7 @@ from pathlib import Path
 
 import trio
 
+from kafkapy.broker.idempotence import ProducerStates
 from kafkapy.coordinator.idempotence.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -16,10 +17,8 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
 )
 from kafkapy.protocol.records import Record, build_batch, build_control_batch
-from kafkapy.server.idempotence import ProducerStates
 from kafkapy.storage import PartitionLog
-
-from .helpers import Client, create_topic, running_broker
+from tests.server.helpers import Client, create_topic, running_broker
 
 
 def pid_batch(pid: int, epoch: int, seq: int, *values: bytes) -> bytes:

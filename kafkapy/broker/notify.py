@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-import trio
+from kafkapy.broker import runtime
 
 __all__ = ["PartitionWaiters"]
 
@@ -20,13 +20,13 @@ Key = tuple[str, int]
 
 class PartitionWaiters:
     def __init__(self) -> None:
-        self._waiters: dict[Key, set[trio.Event]] = {}
-        self._all: set[trio.Event] = set()
+        self._waiters: dict[Key, set[runtime.Event]] = {}
+        self._all: set[runtime.Event] = set()
 
     @contextmanager
-    def watch(self, keys: Iterable[Key]) -> Iterator[trio.Event]:
+    def watch(self, keys: Iterable[Key]) -> Iterator[runtime.Event]:
         """Yield an Event set by the next append to any of `keys` (or by `wake_all`)."""
-        event = trio.Event()
+        event = runtime.new_event()
         keys = list(keys)
         for key in keys:
             self._waiters.setdefault(key, set()).add(event)

@@ -13,7 +13,7 @@ high-watermark wait through `wait_replicated`), `read` / `follower_fetch` (Fetch
 at partition roles or the node model.
 
 One node model: a lone node is a quorum of one, so every partition has a role from the
-metadata image (`kafkapy.server.cluster.partition_roles`) and its high watermark follows its
+metadata image (`kafkapy.server.cluster.partition_roles`, roles as `kafkapy.broker.partition_role`) and its high watermark follows its
 ISR - at once when the leader is the whole ISR.
 
 Hot path: per partition, one lookup (a dict read or two) and the batches handed to the log as
@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
 from kafkapy.broker.errors import storage_failure
 from kafkapy.broker.metadata_store import topic_name_error
@@ -48,12 +47,12 @@ from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.log import AppendResult, PartitionLog, ReadResult
 
 if TYPE_CHECKING:
+    from kafkapy.broker.idempotence import ProducerStates
     from kafkapy.broker.metadata_store import TopicStore
+    from kafkapy.broker.notify import PartitionWaiters
+    from kafkapy.broker.partition_role import PartitionRole
+    from kafkapy.broker.ports import ClusterView, ReplicaRoles
     from kafkapy.broker.stats import BrokerStats
-    from kafkapy.server.cluster.node import ClusterNode
-    from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
-    from kafkapy.server.idempotence import ProducerStates
-    from kafkapy.server.notify import PartitionWaiters
     from kafkapy.storage import LogManager
 
 __all__ = [
@@ -147,11 +146,11 @@ class PartitionsHost(Protocol):
     @property
     def logs(self) -> LogManager: ...
     @property
-    def replicas(self) -> ReplicaManager: ...
+    def replicas(self) -> ReplicaRoles: ...
     @property
     def producer_states(self) -> ProducerStates: ...
     @property
-    def cluster(self) -> ClusterNode: ...
+    def cluster(self) -> ClusterView: ...
     @property
     def stats(self) -> BrokerStats: ...
     @property
@@ -305,10 +304,10 @@ class Partitions:
         one `timeout_ms` (as Kafka's delayed produce): NONE, REQUEST_TIMED_OUT,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank under the minimum meanwhile) or
         NOT_LEADER_OR_FOLLOWER (leadership moved)."""
-        deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+        deadline = runtime.get().current_time() + max(timeout_ms, 0) / 1000
         codes = []
         for topic, partition, end in waits:
-            left_ms = max(int((deadline - trio.current_time()) * 1000), 0)
+            left_ms = max(int((deadline - runtime.get().current_time()) * 1000), 0)
             codes.append(await self.broker.wait_replicated(topic, partition, end, left_ms))
         return codes
 
@@ -320,7 +319,7 @@ class Partitions:
             if plog is not None:
                 try:
                     started = time.perf_counter()
-                    await trio.to_thread.run_sync(plog.flush)
+                    await runtime.get().run_sync_in_thread(plog.flush)
                     broker.stats.log_flush_ms.observe((time.perf_counter() - started) * 1000)
                 except StorageError:
                     log.exception("flush of %s-%d failed", topic, partition)
@@ -415,11 +414,11 @@ class Partitions:
             low = self._low_watermark(lp.role, lp.log)
             if low >= offset:
                 return ErrorCode.NONE, low
-            if trio.current_time() >= deadline:
+            if runtime.get().current_time() >= deadline:
                 return ErrorCode.REQUEST_TIMED_OUT, low
             changed = lp.role.changed  # a follower reported a new log start, or the role changed
             # ... or a follower's broker was fenced, which may not touch this partition: look again
-            with trio.move_on_at(min(deadline, trio.current_time() + _LOW_WATERMARK_RECHECK_S)):
+            with runtime.get().move_on_at(min(deadline, runtime.get().current_time() + _LOW_WATERMARK_RECHECK_S)):
                 await changed.wait()
         return ErrorCode.REQUEST_TIMED_OUT, low
 

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import BatchHeader, iter_batches
@@ -28,9 +27,9 @@ from kafkapy.storage import PartitionLog
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import BrokerConfig
+    from kafkapy.broker.idempotence import ProducerIds
+    from kafkapy.broker.ports import ClusterView
     from kafkapy.controller.image import TopicImage
-    from kafkapy.server.cluster.node import ClusterNode
-    from kafkapy.server.idempotence import ProducerIds
 
 __all__ = [
     "InternalTopicsHost",
@@ -105,7 +104,7 @@ class InternalTopicsHost(Protocol):
     @property
     def config(self) -> BrokerConfig: ...
     @property
-    def cluster(self) -> ClusterNode: ...
+    def cluster(self) -> ClusterView: ...
     @property
     def endpoints(self) -> dict[str, tuple[str, int]]: ...
     @property
@@ -116,7 +115,7 @@ class InternalTopicsHost(Protocol):
     ) -> ErrorCode: ...
 
 
-def _topic(cluster: ClusterNode, name: str) -> TopicImage | None:
+def _topic(cluster: ClusterView, name: str) -> TopicImage | None:
     return cluster.image.topics.get(name)
 
 
@@ -223,7 +222,7 @@ async def wait_replicated(broker: InternalTopicsHost, topic: str, partition: int
 class _Owned(Generic[C]):
     leader_epoch: int
     coordinator: C | None = None  # None while loading
-    loaded: trio.Event = field(default_factory=trio.Event)
+    loaded: runtime.Event = field(default_factory=runtime.new_event)
 
 
 class OwnedPartitions(Generic[C]):

@@ -28,9 +28,9 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
+from kafkapy.broker.internal_topics import InternalTopicsHost, partition_leader, wait_replicated
 from kafkapy.coordinator.idempotence import (
     AppendOrigin,
     BatchMetadata,
@@ -42,13 +42,12 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkapy.protocol.records import build_control_batch, parse_batch_header
-from kafkapy.server.cluster.peer import PeerPool
-from kafkapy.server.internal_topics import InternalTopicsHost, partition_leader, wait_replicated
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from kafkapy.broker.partitions import Partitions
+    from kafkapy.broker.ports import PeerRequests
     from kafkapy.coordinator.idempotence import ProducerStateManager
-    from kafkapy.server.partitions import Partitions
     from kafkapy.storage import PartitionLog
 
 __all__ = [
@@ -111,16 +110,12 @@ class MarkerPeers:
 
     def __init__(self, broker: MarkerHost) -> None:
         self._broker = broker
-        self.pool: PeerPool | None = None
+        self.pool: PeerRequests | None = None
 
-    def get(self) -> PeerPool:
+    def get(self) -> PeerRequests:
         if self.pool is None:
-            cluster = self._broker.cluster
-            self.pool = PeerPool(
-                cluster.broker_address,
-                client_id=f"kafkapy-txn-markers-{self._broker.node_id}",
-                security=cluster.broker_security,
-            )
+            self.pool = self._broker.cluster.new_broker_peers(
+                f"kafkapy-txn-markers-{self._broker.node_id}")
         return self.pool
 
     async def aclose(self) -> None:
@@ -169,7 +164,7 @@ async def send_markers(
             out.update(await _remote_markers(broker, peers, leader, tps, producer_id,
                                              producer_epoch, coordinator_epoch, commit))
 
-    async with trio.open_nursery() as nursery:
+    async with runtime.get().task_group() as nursery:
         for leader, tps in by_leader.items():
             nursery.start_soon(to_leader, leader, tps)
     return out
@@ -195,11 +190,11 @@ async def _remote_markers(
     leaders = {tp: partition_leader(broker, tp.topic, tp.partition) for tp in tps}
     response: WriteTxnMarkersResponse | None = None
     codes: dict[TopicPartition, ErrorCode] = {}
-    async with trio.open_nursery() as nursery:
+    async with runtime.get().task_group() as nursery:
 
         async def watch_leaders() -> None:
             while True:
-                await trio.sleep(_LEADER_CHECK_S)
+                await runtime.get().sleep(_LEADER_CHECK_S)
                 moved = [tp for tp in tps
                          if partition_leader(broker, tp.topic, tp.partition) != leaders[tp]]
                 if moved:

@@ -47,9 +47,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-import trio
-
+from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
+from kafkapy.broker.coordinator_runtime import Appended, CoordinatorRuntime, RuntimeHost
+from kafkapy.broker.internal_topics import log_batches
+from kafkapy.broker.txn_markers import (
+    RETRY_CODES,
+    MarkerHost,
+    MarkerPeers,
+    send_markers,
+)
 from kafkapy.coordinator.txn import (
     CoordinatorResult,
     TopicPartition,
@@ -62,14 +69,6 @@ from kafkapy.coordinator.txn import (
 from kafkapy.coordinator.txn.records import decode_key
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records
-from kafkapy.server.coordinator_runtime import Appended, CoordinatorRuntime, RuntimeHost
-from kafkapy.server.internal_topics import log_batches
-from kafkapy.server.txn_markers import (
-    RETRY_CODES,
-    MarkerHost,
-    MarkerPeers,
-    send_markers,
-)
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
 
@@ -316,23 +315,23 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
         that and the transaction by about its failover. Before the runtime's task runs (no
         nursery yet) an action gets one attempt; what fails stays pending for the timer
         task's retry."""
-        started: list[trio.Event] = []
+        started: list[runtime.Event] = []
         for action in actions:
             if action.transactional_id in self._writing:
                 continue  # another task is on it
             self._writing.add(action.transactional_id)
-            done = trio.Event()
+            done = runtime.new_event()
             if self._nursery is not None:
                 self._nursery.start_soon(self._mark_until_written, action, target, done)
                 started.append(done)
             else:
                 await self._mark_once(action, target, done)
-        with trio.move_on_after(_MARKER_WAIT_S):
+        with runtime.get().move_on_after(_MARKER_WAIT_S):
             for done in started:
                 await done.wait()
 
     async def _mark_once(self, action: WriteTxnMarkers, target: TransactionCoordinator,
-                         done: trio.Event) -> None:
+                         done: runtime.Event) -> None:
         try:
             codes = await send_markers(
                 self.broker, self.marker_peers, action.partitions, action.producer_id,
@@ -346,11 +345,11 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
             done.set()
 
     async def _mark_until_written(self, action: WriteTxnMarkers, target: TransactionCoordinator,
-                                  done: trio.Event) -> None:
+                                  done: runtime.Event) -> None:
         tid = action.transactional_id
         written: set[TopicPartition] = set()
         backoff = _MARKER_BACKOFF_MIN_S
-        started = trio.current_time()
+        started = runtime.get().current_time()
         try:
             for attempt in itertools.count(1):
                 if self.coordinator_for(tid) is not target or not _still_preparing(target, action):
@@ -371,7 +370,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                 if not failed:
                     if attempt > 1:
                         log.info("markers for %s written after %d attempts (%.1f s)", tid,
-                                 attempt, trio.current_time() - started)
+                                 attempt, runtime.get().current_time() - started)
                     await self._complete(action, target)
                     return
                 if attempt == 1 or attempt % 30 == 0:  # the first failure, then every ~30 s
@@ -379,8 +378,8 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                             "markers for %s: %s; retrying at the current leaders (attempt %d, "
                             "%.1f s)", tid, ", ".join(f"{tp.topic}-{tp.partition} {c.name}"
                                                       for tp, c in sorted(failed.items())),
-                            attempt, trio.current_time() - started)
-                await trio.sleep(backoff)
+                            attempt, runtime.get().current_time() - started)
+                await runtime.get().sleep(backoff)
                 backoff = min(backoff * 2, _RETRY_S)
         finally:
             self._writing.discard(tid)
@@ -454,9 +453,9 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
                     await super().serve()
                 except Exception:
                     log.exception("transaction coordinator runtime failed; retrying")
-                    await trio.sleep(_RETRY_S)
+                    await runtime.get().sleep(_RETRY_S)
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
+            with runtime.get().move_on_after(1, shield=True):
                 await self.marker_peers.aclose()
 
 

@@ -21,8 +21,8 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FindCoordinatorRequest
 from kafkapy.protocol.records import iter_batches
 from kafkapy.server.cluster.peer import PeerPool
+from tests.broker.test_transactions import Txn
 from tests.server.cluster.replication_helpers import MiniController, Node, running_cluster, wait_for
-from tests.server.test_transactions import Txn
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy.protocol.errors import ErrorCode as E
-
-from .helpers import Client, create_topic, running_broker
-from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
+from tests.broker.test_transactions import TXN_SETTINGS, Txn, fetch, latest
+from tests.server.helpers import Client, create_topic, running_broker
 
 Step = tuple[str, int]
 steps = st.lists(

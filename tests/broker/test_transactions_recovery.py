@@ -12,10 +12,9 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode as E
 from kafkapy.protocol.messages import InitProducerIdRequest
 from kafkapy.protocol.records import Record, build_batch
-
-from .helpers import Client, create_topic, running_broker
-from .test_idempotence import pid_batch, produce
-from .test_transactions import TXN_SETTINGS, Txn, fetch, latest
+from tests.broker.test_idempotence import pid_batch, produce
+from tests.broker.test_transactions import TXN_SETTINGS, Txn, fetch, latest
+from tests.server.helpers import Client, create_topic, running_broker
 
 
 async def test_roll_snapshots_and_damaged_snapshot_fallback(tmp_path: Path) -> None:

@@ -25,9 +25,8 @@ from kafkapy.protocol.messages import (
     TxnOffsetCommitRequest,
     WriteTxnMarkersRequest,
 )
-
-from .helpers import Client, create_topic, running_broker
-from .test_transactions import TXN_SETTINGS, txn_batch
+from tests.broker.test_transactions import TXN_SETTINGS, txn_batch
+from tests.server.helpers import Client, create_topic, running_broker
 
 tids = st.sampled_from(["a", "b", ""])
 pids = st.integers(-2, 3)
