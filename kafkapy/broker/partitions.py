@@ -98,6 +98,20 @@ class LeaderPartition:
     #: the role the lookup saw (leader state: ISR, follower progress, wake-ups)
     role: PartitionRole
 
+    # the offsets a Fetch answers with even when the read fails (OFFSET_OUT_OF_RANGE, a
+    # diverging epoch): read through here so handlers never hold the log itself
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
 
 @dataclass(slots=True)
 class Appended:
@@ -337,6 +351,13 @@ class Partitions:
         else:
             max_offset = plog.last_stable_offset if read_committed else plog.high_watermark
         return plog.read(fetch_offset, max_bytes, max_offset=max_offset)
+
+    @staticmethod
+    def aborted_transactions(lp: LeaderPartition, fetch_offset: int, last_stable_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the transactions aborted in [fetch_offset,
+        last_stable_offset): a read_committed consumer drops their records (KIP-98)."""
+        return [(e.producer_id, e.first_offset)
+                for e in lp.log.aborted_transactions(fetch_offset, last_stable_offset)]
 
     def follower_fetch(
         self, lp: LeaderPartition, replica_id: int, fetch_offset: int, last_fetched_epoch: int,

@@ -52,11 +52,10 @@ import os
 import uuid
 from dataclasses import dataclass
 
-import trio
-
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker import runtime
 from kafkapy.broker.clock import quota_ms
-from kafkapy.broker.fetch_session import FetchSession, SessionPartition, TopicRef
+from kafkapy.broker.fetch_session import FetchSession, FetchSessionCache, SessionPartition, TopicRef
 from kafkapy.broker.partitions import LeaderPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -166,7 +165,7 @@ class _Reader:
         )
         if diverging is not None:
             part.diverging_epoch = diverging
-            part.high_watermark = lp.log.high_watermark
+            part.high_watermark = lp.high_watermark
             return True
         w.follower_reported = True
         return False
@@ -214,10 +213,9 @@ class _Reader:
                 part.error_code = lp
                 any_error = True
                 continue
-            plog = lp.log
-            part.log_start_offset = plog.log_start_offset
-            part.high_watermark = plog.high_watermark
-            part.last_stable_offset = plog.last_stable_offset
+            part.log_start_offset = lp.log_start_offset
+            part.high_watermark = lp.high_watermark
+            part.last_stable_offset = lp.last_stable_offset
             if follower and self._follower_check(w, lp, part):
                 any_error = True
                 continue
@@ -243,10 +241,8 @@ class _Reader:
                 continue
             part.records = [FileRegion(s.fd, s.position, s.length) for s in rr.slices]
             if self.read_committed:
-                part.aborted = [
-                    (e.producer_id, e.first_offset)
-                    for e in plog.aborted_transactions(w.fetch_offset, rr.last_stable_offset)
-                ]
+                part.aborted = self.partitions.aborted_transactions(
+                    lp, w.fetch_offset, rr.last_stable_offset)
             total += size
             budget -= size
         return results, total, any_error
@@ -269,12 +265,79 @@ def _session_wanted(session: FetchSession) -> list[_Wanted]:
     ]
 
 
+def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, wanted: list[_Wanted],
+                 now_ms_mono: int) -> FetchSession | None:
+    """A full fetch: close the session it names, and open a new one when it asks (KIP-227)."""
+    if version >= 7 and req.session_id != 0:
+        cache.remove(req.session_id)
+    if version < 7 or req.session_epoch != INITIAL_EPOCH:
+        return None
+    parts = {(w.ref, w.partition): SessionPartition(w.fetch_offset, w.max_bytes) for w in wanted}
+    session = cache.create(parts, now_ms_mono)
+    if session is not None:
+        for w in wanted:
+            w.state = session.partitions[(w.ref, w.partition)]
+    return session
+
+
+async def _wait_for_bytes(
+    ctx: RequestContext, reader: _Reader, req: FetchRequest, deadline: float,
+    read: tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool],
+) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
+    """The long poll: read again at every append to a fetched partition until min_bytes, an
+    error or max_wait_ms (the turn is released: later requests of the connection go on)."""
+    broker = ctx.broker
+    rt = runtime.get()
+    results, total, any_error = read
+    keys = [(name, w.partition) for w, name, _, _ in results if name]
+    while not any_error and total < req.min_bytes and not broker.shutting_down:
+        if rt.current_time() >= deadline or not keys:
+            break
+        with broker.waiters.watch(keys) as woken:
+            ctx.release_turn()
+            with rt.move_on_at(deadline):
+                await woken.wait()
+        read = results, total, any_error = reader.read()
+    return read
+
+
+def _answer_topics(broker: Broker, results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]],
+                   incremental: bool, follower: bool) -> list[TopicPart]:
+    """The response's topics: an incremental session leaves out what did not change; the
+    records' file descriptors are duplicated (the segment may close before they are sent)."""
+    topics: list[TopicPart] = []
+    by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
+    fetched = broker.stats.fetched
+    for w, name, topic_id, part in results:
+        if incremental and w.state is not None:
+            changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
+            if not (part.records or part.error_code or changed):
+                continue
+        if w.state is not None:
+            w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
+        ref_name = name if name or not isinstance(w.ref, str) else w.ref
+        key = (ref_name, topic_id)
+        tp = by_topic.get(key)
+        if tp is None or tp is not (topics[-1] if topics else None):
+            tp = TopicPart(ref_name, topic_id)
+            by_topic[key] = tp
+            topics.append(tp)
+        tp.partitions.append(part)
+        if part.records:
+            fetched(ref_name, part.records_size, follower=follower)
+            part.records = [
+                FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
+                for r in part.records
+            ]
+    return topics
+
+
 @handler(ApiKey.FETCH, min_version=4, max_version=17, error_response=fetch_error_response)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     broker = ctx.broker
     version = ctx.api_version
     by_id = version >= 13
-    now = trio.current_time()
+    now = runtime.get().current_time()
     now_ms_mono = int(now * 1000)
     session: FetchSession | None = None
     incremental = False
@@ -299,16 +362,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         incremental = True
         response_session_id = session.session_id
     else:
-        if version >= 7 and req.session_id != 0:
-            cache.remove(req.session_id)
         wanted = _requested(req, by_id)
-        if version >= 7 and req.session_epoch == INITIAL_EPOCH:
-            parts = {(w.ref, w.partition): SessionPartition(w.fetch_offset, w.max_bytes) for w in wanted}
-            session = cache.create(parts, now_ms_mono)
-            if session is not None:
-                response_session_id = session.session_id
-                for w in wanted:
-                    w.state = session.partitions[(w.ref, w.partition)]
+        session = _new_session(cache, req, version, wanted, now_ms_mono)
+        if session is not None:
+            response_session_id = session.session_id
 
     refused: list[_Wanted] | None = None
     if broker.authorizer is not None:
@@ -322,44 +379,11 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         if throttle:
             ctx.throttle_ms = throttle
             return encode_fetch_response(version, [], session_id=response_session_id, throttle_time_ms=throttle)
-    results, total, any_error = reader.read()
-    deadline = now + max(req.max_wait_ms, 0) / 1000
-    keys = [(name, w.partition) for w, name, _, _ in results if name]
-    while not any_error and total < req.min_bytes and not broker.shutting_down:
-        if trio.current_time() >= deadline or not keys:
-            break
-        with broker.waiters.watch(keys) as woken:
-            ctx.release_turn()
-            with trio.move_on_at(deadline):
-                await woken.wait()
-        results, total, any_error = reader.read()
-
-    topics: list[TopicPart] = []
-    by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
-    fetched = broker.stats.fetched
-    follower = reader.replica_id >= 0
-    for w, name, topic_id, part in results:
-        if incremental and w.state is not None:
-            changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
-            if not (part.records or part.error_code or changed):
-                continue
-        if w.state is not None:
-            w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
-        ref_name = name if name or not isinstance(w.ref, str) else w.ref
-        key = (ref_name, topic_id)
-        tp = by_topic.get(key)
-        if tp is None or tp is not (topics[-1] if topics else None):
-            tp = TopicPart(ref_name, topic_id)
-            by_topic[key] = tp
-            topics.append(tp)
-        tp.partitions.append(part)
-        if part.records:
-            fetched(ref_name, part.records_size, follower=follower)
-            # the response owns duplicates: the segment may be closed before the bytes are sent
-            part.records = [
-                FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
-                for r in part.records
-            ]
+    read = reader.read()
+    if not read[2] and read[1] < req.min_bytes:
+        read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read)
+    results = read[0]
+    topics = _answer_topics(broker, results, incremental, reader.replica_id >= 0)
     if session is not None:
         _rotate(session, [w for w, _, _, part in results if part.records])
     throttle = _record_fetched(ctx, topics) if metered else 0

@@ -46,9 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-import trio
-
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker import runtime as runtime_port
 from kafkapy.broker.group_driver import GroupDriver, GroupWriteError
 from kafkapy.broker.internal_topics import coordinator_node, partition_leader
 from kafkapy.broker.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
@@ -165,7 +164,7 @@ async def _wait_for_local_load(runtime: GroupDriver | TxnDriver, key: str) -> No
     `LOAD_WAIT_S`, so the client's next request does not meet COORDINATOR_LOAD_IN_PROGRESS -
     kafkajs's consumer treats that answer to its first JoinGroup as a crash."""
     if runtime.coordinator_for(key) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-        with trio.move_on_after(LOAD_WAIT_S):
+        with runtime_port.get().move_on_after(LOAD_WAIT_S):
             await runtime.owned.wait_loaded(runtime.partition_for(key))
 
 
@@ -181,14 +180,14 @@ async def _wait_for_fence(broker: Broker, topic: str, partition: int) -> None:
     FindCoordinator only a few times, then waits for a broker state change, times out, and
     aborts (librdkafka 2.16) when the lookup completes after its request timed out."""
     cluster = broker.cluster
-    with trio.move_on_after(GONE_WAIT_S):
+    with runtime_port.get().move_on_after(GONE_WAIT_S):
         while True:
             found = partition_leader(broker, topic, partition)
             if found is None or found[0] < 0 or found[0] == broker.node_id:
                 return
             if not cluster.seen_gone(found[0]):
                 return
-            await trio.sleep(0.01)
+            await runtime_port.get().sleep(0.01)
 
 
 async def _find_in_cluster(

@@ -24,9 +24,8 @@ from __future__ import annotations
 import logging
 import os
 
-import trio
-
 from kafkapy.authorizer import AclOperation
+from kafkapy.broker import runtime
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -128,7 +127,7 @@ async def _move(broker: Broker, path: str, topic: str, partition: int) -> ErrorC
     if broker.logs.data_dir_of(path) is None:
         return ErrorCode.LOG_DIR_NOT_FOUND
     try:
-        await trio.to_thread.run_sync(broker.logs.move_log, topic, partition, path)
+        await runtime.get().run_sync_in_thread(broker.logs.move_log, topic, partition, path)
     except KeyError:
         return ErrorCode.REPLICA_NOT_AVAILABLE
     except StorageError as exc:

@@ -34,9 +34,8 @@ import dataclasses
 import logging
 import uuid
 
-import trio
-
 from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kafkapy.broker import runtime
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS
 from kafkapy.broker.partitions import auto_create
 from kafkapy.controller.image import MetadataImage, TopicImage
@@ -98,7 +97,7 @@ def _cluster_topic(image: MetadataImage, t: TopicImage) -> TopicEntry:
 
 async def _joined(cluster: ClusterNode, replicas: ReplicaManager) -> bool:
     """`cluster.has_joined()`, waiting up to `_JOIN_WAIT_S` (image publishes) for it."""
-    with trio.move_on_after(_JOIN_WAIT_S):
+    with runtime.get().move_on_after(_JOIN_WAIT_S):
         while not cluster.has_joined():
             await replicas.next_apply()
         return True
@@ -147,7 +146,7 @@ async def _cluster_metadata(
             if code is not ErrorCode.NONE:
                 response.topics.append(_error_topic(name, code))
                 continue
-            with trio.move_on_after(_CREATE_WAIT_S):
+            with runtime.get().move_on_after(_CREATE_WAIT_S):
                 while (t := cluster.image.topics.get(name)) is None:
                     await replicas.next_apply()
             if t is None:

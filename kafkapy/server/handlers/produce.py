@@ -70,7 +70,7 @@ from __future__ import annotations
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker.clock import now_ms, quota_ms
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS
-from kafkapy.broker.partitions import LeaderPartition
+from kafkapy.broker.partitions import Appended, LeaderPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
@@ -147,16 +147,77 @@ def _authorize(
     return allowed
 
 
-@handler(ApiKey.PRODUCE, min_version=0, max_version=11, error_response=produce_error_response)
-async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
-    broker = ctx.broker
-    response = ProduceResponse()
+def _refusal(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+    """The whole request's error answer when its acks or version cannot be served (None: go on);
+    raises CloseConnection where the client reads no answer."""
     if req.acks not in (0, 1, -1):
         return produce_error_response(req, ctx.api_version, ErrorCode.INVALID_REQUIRED_ACKS)
     if ctx.api_version < 3:
         if req.acks == 0:
             raise CloseConnection("magic v0/v1 message sets are not supported")
         return produce_error_response(req, ctx.api_version, ErrorCode.UNSUPPORTED_VERSION)
+    return None
+
+
+def _writable(ctx: RequestContext, req: ProduceRequest, response: ProduceResponse) -> list[TopicData] | None:
+    """The topics to append to (all without an authorizer); None: the transactional id is not
+    authorized (acks=0 has no answer to carry that, so the connection closes)."""
+    if ctx.broker.authorizer is None:
+        return req.topic_data
+    authorized = _authorize(ctx, req, response)
+    if authorized is None and req.acks == 0:
+        raise CloseConnection("produce refused: transactional id not authorized")
+    return authorized
+
+
+def _refused_append(index: int, done: Appended) -> PartitionResponse:
+    """A partition's answer when its append was refused (KIP-467: the records at fault)."""
+    refused = _error(index, done.error, done.message)
+    if done.record_errors:
+        refused.record_errors = [
+            ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in done.record_errors
+        ]
+    return refused
+
+
+async def _finish(
+    ctx: RequestContext, req: ProduceRequest, response: ProduceResponse, flush: list[tuple[str, int]],
+    replicated: list[tuple[str, PartitionResponse, int]], drop: bool,
+) -> ProduceResponse | None:
+    """After the appends: flush (flush.messages), wait for the ISR (acks=-1), throttle, and
+    answer - or close the connection where acks=0 cannot carry an error."""
+    partitions = ctx.broker.partitions
+    if flush:
+        ctx.release_turn()
+        await partitions.flush(flush)
+    if replicated:
+        ctx.release_turn()
+        codes = await partitions.wait_replicated(
+            [(name, answer.index, end) for name, answer, end in replicated], req.timeout_ms
+        )
+        for (_, answer, _), code in zip(replicated, codes, strict=True):
+            if code is not ErrorCode.NONE:
+                answer.error_code = code
+    if ctx.broker.quotas.enabled(PRODUCER_BYTE_RATE):
+        response.throttle_time_ms = _throttle(ctx, req)
+    if drop:
+        raise CloseConnection("test fault: drop after produce append")
+    if req.acks == 0:
+        if any(p.error_code for t in response.responses for p in t.partition_responses):
+            # the client reads no answer, so Kafka signals the failure by closing
+            raise CloseConnection("acks=0 produce failed on some partition")
+        return None
+    return response
+
+
+@handler(ApiKey.PRODUCE, min_version=0, max_version=11, error_response=produce_error_response)
+async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+    broker = ctx.broker
+    response = ProduceResponse()
+    refusal = _refusal(ctx, req)
+    if refusal is not None:
+        return refusal
     flush: list[tuple[str, int]] = []
     drop = False
     replicated: list[tuple[str, PartitionResponse, int]] = []  # acks=-1: wait for the HW
@@ -169,14 +230,9 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     faults = broker.fault_injector
     acks = req.acks
     transactional_id = req.transactional_id
-    topic_data = req.topic_data
-    if broker.authorizer is not None:
-        authorized = _authorize(ctx, req, response)
-        if authorized is None:
-            if acks == 0:
-                raise CloseConnection("produce refused: transactional id not authorized")
-            return produce_error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        topic_data = authorized
+    topic_data = _writable(ctx, req, response)
+    if topic_data is None:
+        return produce_error_response(req, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     for topic in topic_data:
         out = ProduceResponse.TopicProduceResponse(name=topic.name)
         response.responses.append(out)
@@ -199,13 +255,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             done = await append(lp, part.records, required_acks=acks, transactional_id=transactional_id,
                                 append_ms=append_ms)
             if done.error is not _NONE:
-                refused = _error(part.index, done.error, done.message)
-                if done.record_errors:
-                    refused.record_errors = [
-                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                        for i, m in done.record_errors
-                    ]
-                out.partition_responses.append(refused)
+                out.partition_responses.append(_refused_append(part.index, done))
                 continue
             if done.flush_needed:
                 flush.append((topic.name, part.index))
@@ -221,27 +271,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             out.partition_responses.append(answer)
             if acks == -1 and not done.committed:
                 replicated.append((topic.name, answer, done.end_offset))
-    if flush:
-        ctx.release_turn()
-        await partitions.flush(flush)
-    if replicated:
-        ctx.release_turn()
-        codes = await partitions.wait_replicated(
-            [(name, answer.index, end) for name, answer, end in replicated], req.timeout_ms
-        )
-        for (_, answer, _), code in zip(replicated, codes, strict=True):
-            if code is not ErrorCode.NONE:
-                answer.error_code = code
-    if broker.quotas.enabled(PRODUCER_BYTE_RATE):
-        response.throttle_time_ms = _throttle(ctx, req)
-    if drop:
-        raise CloseConnection("test fault: drop after produce append")
-    if acks == 0:
-        if any(p.error_code for t in response.responses for p in t.partition_responses):
-            # the client reads no answer, so Kafka signals the failure by closing
-            raise CloseConnection("acks=0 produce failed on some partition")
-        return None
-    return response
+    return await _finish(ctx, req, response, flush, replicated, drop)
 
 
 def _throttle(ctx: RequestContext, req: ProduceRequest) -> int:

@@ -37,9 +37,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import trio
-
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker import runtime
 from kafkapy.broker.partitions import Partitions
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -283,8 +282,8 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
             moved.append((topic.name, p.partition_index, offset, result))
     if moved:
         ctx.release_turn()
-        deadline = trio.current_time() + max(req.timeout_ms, 0) / 1000
-        async with trio.open_nursery() as nursery:
+        deadline = runtime.get().current_time() + max(req.timeout_ms, 0) / 1000
+        async with runtime.get().task_group() as nursery:
             for name, index, offset, result in moved:
                 nursery.start_soon(_await_low_watermark, partitions, name, index, offset, result, deadline)
     return response
