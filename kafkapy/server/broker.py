@@ -139,29 +139,7 @@ class Broker:
         #: when `authorizer.class.name` names it, else None (no authorizer: every request
         #: allowed). Its ACLs follow the published metadata image (`apply_metadata`)
         self.authorizer: StandardAuthorizer | None = _authorizer(config)
-        self._temp_dir: Path | None = None
-        if memory:
-            self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))
-            self.data_dirs = [self._temp_dir]
-        else:
-            self.data_dirs = config.data_dirs
-        self._locks: list[int] = []
-        try:
-            for d in self.data_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                self._locks.append(_lock_data_dir(d))
-        except BaseException:
-            self._release_locks()
-            raise
-        self.default_log_config = LogConfig.from_topic_configs(config.topic_defaults())
-        # first: the log manager locks the data dirs (a second broker on them fails here)
-        self.logs = LogManager(self.data_dirs, self.default_log_config, on_io_failure=self._log_dir_failed)
-        try:
-            self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
-        except BaseException:
-            self.logs.close(clean=False)
-            self._release_locks()
-            raise
+        self._open_storage(memory)
         #: cluster mode: derived from the voters, the same on every member (`cluster_id_for`)
         # (a quorum of one, with no voters configured, keeps the one of its data dir)
         self.cluster_id = (
@@ -210,6 +188,33 @@ class Broker:
         self.partitions = Partitions(self)
 
     # -- start-up ---------------------------------------------------------------------------------
+    def _open_storage(self, memory: bool) -> None:
+        """Lock the data dirs (a temporary one for `memory`), open their logs and read or write
+        meta.properties; on failure nothing stays locked or open."""
+        self._temp_dir: Path | None = None
+        if memory:
+            self._temp_dir = Path(tempfile.mkdtemp(prefix="kafkapy-"))
+            self.data_dirs = [self._temp_dir]
+        else:
+            self.data_dirs = self.config.data_dirs
+        self._locks: list[int] = []
+        try:
+            for d in self.data_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._locks.append(_lock_data_dir(d))
+        except BaseException:
+            self._release_locks()
+            raise
+        self.default_log_config = LogConfig.from_topic_configs(self.config.topic_defaults())
+        # first: the log manager locks the data dirs (a second broker on them fails here)
+        self.logs = LogManager(self.data_dirs, self.default_log_config, on_io_failure=self._log_dir_failed)
+        try:
+            self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
+        except BaseException:
+            self.logs.close(clean=False)
+            self._release_locks()
+            raise
+
     def _published_scram(self) -> Mapping[tuple[str, str], ScramCredential]:
         """The metadata log's SCRAM credentials: the cluster node's published image (none before
         the node is built: nothing is served then)."""

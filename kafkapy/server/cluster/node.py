@@ -102,26 +102,7 @@ class ClusterNode:
         self.broker = broker
         self.config: ClusterConfig = config
         self.node_id = config.node_id
-        client_id = f"kafkapy-node-{config.node_id}"
-        #: TLS / SASL of connections to the controller and to the inter-broker listener
-        self.controller_security = controller_peer_security(broker.config)
-        self.broker_security = inter_broker_peer_security(broker.config) if config.is_broker else None
-        #: the voters' controller listeners (Raft, broker -> controller RPCs)
-        self.controller_peers = PeerPool(
-            lambda node_id: self.config.voters.get(node_id),
-            client_id=client_id,
-            security=self.controller_security,
-            on_gone=self.peer_gone,
-            on_reached=self.peer_reached,
-        )
-        #: other brokers' inter-broker listeners, from their registrations in the image
-        self.broker_peers = PeerPool(
-            self.broker_address,
-            client_id=client_id,
-            security=self.broker_security,
-            on_gone=self.peer_gone,
-            on_reached=self.peer_reached,
-        )
+        self._open_peers(broker)
         #: node id -> trio time this node's last request to it failed with a refused, reset or
         #: closed connection (cleared by its next answer); see `seen_gone`
         self._gone_at: dict[int, float] = {}
@@ -169,6 +150,31 @@ class ClusterNode:
         #: what a log dir failure does (see the module doc): exit the process, or for a node
         #: sharing its process with others (kafkapy.testing.local) stop its server
         self.halt = halt if halt is not None else _halt_process
+
+    def _open_peers(self, broker: BrokerHost) -> None:
+        """The pools of connections to the other nodes: the voters' controller listeners and
+        the brokers' inter-broker listeners, with their TLS / SASL (nothing connects yet)."""
+        config = self.config
+        client_id = f"kafkapy-node-{config.node_id}"
+        #: TLS / SASL of connections to the controller and to the inter-broker listener
+        self.controller_security = controller_peer_security(broker.config)
+        self.broker_security = inter_broker_peer_security(broker.config) if config.is_broker else None
+        #: the voters' controller listeners (Raft, broker -> controller RPCs)
+        self.controller_peers = PeerPool(
+            lambda node_id: self.config.voters.get(node_id),
+            client_id=client_id,
+            security=self.controller_security,
+            on_gone=self.peer_gone,
+            on_reached=self.peer_reached,
+        )
+        #: other brokers' inter-broker listeners, from their registrations in the image
+        self.broker_peers = PeerPool(
+            self.broker_address,
+            client_id=client_id,
+            security=self.broker_security,
+            on_gone=self.peer_gone,
+            on_reached=self.peer_reached,
+        )
 
     def log_dir_failed(self, data_dir: Path, log_dir: Path, reason: str) -> None:
         """A log of `data_dir` failed with an I/O error: halt (see the module doc). Called

@@ -43,9 +43,10 @@ from kafkapy.server.broker import Broker
 from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.frames import FrameSource, request_header_prefix, send_frame
 from kafkapy.server.handlers.api_versions import unsupported_version_response
-from kafkapy.server.handlers.registry import lookup
+from kafkapy.server.handlers.registry import HandlerSpec, lookup
 
 if TYPE_CHECKING:
+    from kafkapy.protocol import RequestHeader
     from kafkapy.server.security.listener import ListenerSecurity
 
 __all__ = ["Connection", "authenticate"]
@@ -141,6 +142,38 @@ async def _send(conn: Connection, body: bytes) -> None:
     await send_frame(conn.stream, body)
 
 
+async def _answer(conn: Connection, session: SaslSession, header: RequestHeader, request: Any,
+                  spec: HandlerSpec) -> bool:
+    """Answer ApiVersions, SaslHandshake or SaslAuthenticate; False when the connection must
+    close after the answer (a mechanism not enabled, a failed authentication)."""
+    peer = conn.state.peer
+    response: Any
+    keep = True
+    if header.api_key == ApiKey.API_VERSIONS:
+        response = await spec.func(RequestContext(conn.broker, header, conn.state, -1), request)
+    elif header.api_key == ApiKey.SASL_HANDSHAKE:
+        code = session.handshake(request.mechanism, header.api_version)
+        if code != ErrorCode.NONE:
+            log.info(
+                "closing connection %s: SASL mechanism %r is not enabled", peer, request.mechanism
+            )
+            keep = False
+        response = SaslHandshakeResponse(error_code=code, mechanisms=session.enabled_mechanisms)
+    else:  # SaslAuthenticate: the only other API check_request lets through
+        try:
+            token = session.authenticate(bytes(request.auth_bytes))
+            response = SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=0)
+        except SaslError as e:
+            log.info("SASL authentication of %s failed: %s", peer, e.reason)
+            _count_authentication(conn, session, succeeded=False)
+            response = SaslAuthenticateResponse(error_code=e.error_code, error_message=e.reason)
+            keep = False
+    await _send(
+        conn, encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    )
+    return keep
+
+
 async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearray) -> bool:
     """Answer one frame before authentication; False when the connection must close."""
     peer = conn.state.peer
@@ -185,28 +218,4 @@ async def _serve(conn: Connection, session: SaslSession, frame: bytes | bytearra
             header.api_version,
         )
         return False
-    response: Any
-    keep = True
-    if header.api_key == ApiKey.API_VERSIONS:
-        response = await spec.func(RequestContext(conn.broker, header, conn.state, -1), request)
-    elif header.api_key == ApiKey.SASL_HANDSHAKE:
-        code = session.handshake(request.mechanism, header.api_version)
-        if code != ErrorCode.NONE:
-            log.info(
-                "closing connection %s: SASL mechanism %r is not enabled", peer, request.mechanism
-            )
-            keep = False
-        response = SaslHandshakeResponse(error_code=code, mechanisms=session.enabled_mechanisms)
-    else:  # SaslAuthenticate: the only other API check_request lets through
-        try:
-            token = session.authenticate(bytes(request.auth_bytes))
-            response = SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=0)
-        except SaslError as e:
-            log.info("SASL authentication of %s failed: %s", peer, e.reason)
-            _count_authentication(conn, session, succeeded=False)
-            response = SaslAuthenticateResponse(error_code=e.error_code, error_message=e.reason)
-            keep = False
-    await _send(
-        conn, encode_response(header.api_key, header.api_version, header.correlation_id, response)
-    )
-    return keep
+    return await _answer(conn, session, header, request, spec)
