@@ -372,7 +372,7 @@ class ControllerChannel:
         self, api_key: ApiKey, version: int, request: _AdminRequest, response_type: type[R]
     ) -> R:
         """An admin write: one try may take as long as the controller's commit wait for it
-        (the client's `timeout_ms`, see `handlers/controller_apis.py`), so a slow commit is waited
+        (the client's `timeout_ms`, see `handlers/shared/controller.py`), so a slow commit is waited
         for rather than retried - a retry of an applied operation answers as if it had not
         been (TOPIC_ALREADY_EXISTS, NO_REASSIGNMENT_IN_PROGRESS)."""
         commit_wait_s = min(max(request.timeout_ms, 0), 60_000) / 1000

@@ -15,11 +15,13 @@ __all__ = ["load_handlers"]
 def load_handlers() -> None:
     from kafkapy.server.handlers import (  # noqa: F401  (imported to register their handlers)
         acls,
+        allocate_producer_ids,
+        alter_partition,
         api_versions,
+        broker_lifecycle,
         client_quotas,
         configs,
         consumer_groups,
-        controller_apis,
         describe_cluster,
         describe_producers,
         describe_quorum,

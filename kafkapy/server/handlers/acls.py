@@ -17,6 +17,9 @@ Behaviour, as a KRaft Kafka broker:
   the connection while parsing such a request).
 
 Not yet: version 0 (removed in Kafka 4.0).
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): CreateAcls (30) v1-3 and DeleteAcls (31) v1-3 (the broker checked the caller may alter the
+cluster; without an authorizer configured SECURITY_DISABLED, as the broker answers).
 """
 
 from __future__ import annotations
@@ -32,15 +35,24 @@ from kafkapy.protocol.messages import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.acl_wire import (
     NO_AUTHORIZER,
     create_acls_error,
+    creation_binding,
     delete_acls_error,
+    delete_filter,
+    delete_filter_result,
     describe_filter,
     describe_resources,
+)
+from kafkapy.server.handlers.shared.controller import (
+    run_on_controller,
 )
 
 __all__ = ["handle_create_acls", "handle_delete_acls", "handle_describe_acls"]
@@ -91,3 +103,36 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return delete_acls_error(req, code, str(exc))
+
+
+@controller_handler(ApiKey.CREATE_ACLS, min_version=1, max_version=3)
+async def handle_create_acls_on_controller(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
+    if ctx.broker.authorizer is None:
+        return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    bindings = [creation_binding(c) for c in req.creations]
+    outcome = await run_on_controller(ctx, lambda c: c.create_acls(bindings))
+    if outcome is None:
+        return create_acls_error(req, ErrorCode.NOT_CONTROLLER, None)
+    results, offset = outcome
+    response = CreateAclsResponse(
+        results=[
+            CreateAclsResponse.AclCreationResult(error_code=r.error, error_message=r.message)
+            for r in results
+        ]
+    )
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.DELETE_ACLS, min_version=1, max_version=3)
+async def handle_delete_acls_on_controller(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
+    if ctx.broker.authorizer is None:
+        return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    filters = [delete_filter(f) for f in req.filters]
+    outcome = await run_on_controller(ctx, lambda c: c.delete_acls(filters))
+    if outcome is None:
+        return delete_acls_error(req, ErrorCode.NOT_CONTROLLER, None)
+    results, offset = outcome
+    response = DeleteAclsResponse(filter_results=[delete_filter_result(r) for r in results])
+    set_metadata_offset(response, offset)
+    return response

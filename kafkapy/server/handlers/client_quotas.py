@@ -12,11 +12,17 @@ Authorization (an authorizer configured; Kafka's): Describe needs DESCRIBE_CONFI
 ALTER_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
 Not yet: `ip` entities (connection creation rate quotas) - refused with INVALID_REQUEST.
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): AlterClientQuotas (49) v0-1.
 """
 
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation
+from kafkapy.controller.controller import (
+    QuotaAlteration,
+    QuotaOp,
+)
 from kafkapy.controller.quotas import FilterComponent, describe_client_quotas
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -26,9 +32,15 @@ from kafkapy.protocol.messages import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.registry import controller_handler, handler
+from kafkapy.server.handlers.shared.controller import (
+    run_on_controller,
+)
 
 __all__ = ["handle_alter_client_quotas", "handle_describe_client_quotas"]
 
@@ -86,3 +98,42 @@ def _answer_all(req: AlterClientQuotasRequest, code: ErrorCode, message: str) ->
             for entry in req.entries
         ]
     )
+
+
+@controller_handler(ApiKey.ALTER_CLIENT_QUOTAS, min_version=0, max_version=1)
+async def handle_alter_client_quotas_on_controller(
+    ctx: RequestContext, req: AlterClientQuotasRequest
+) -> AlterClientQuotasResponse:
+    alterations = [
+        QuotaAlteration(
+            [(e.entity_type, e.entity_name) for e in entry.entity],
+            [QuotaOp(op.key, None if op.remove else op.value) for op in entry.ops],
+        )
+        for entry in req.entries
+    ]
+    outcome = await run_on_controller(
+        ctx, lambda c: c.alter_client_quotas(alterations, validate_only=req.validate_only)
+    )
+    Out = AlterClientQuotasResponse.EntryData
+    Entity = AlterClientQuotasResponse.EntityData
+    response = AlterClientQuotasResponse()
+    if outcome is None:
+        response.entries = [
+            Out(
+                error_code=ErrorCode.NOT_CONTROLLER,
+                entity=[Entity(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+            )
+            for entry in req.entries
+        ]
+        return response
+    results, offset = outcome
+    response.entries = [
+        Out(
+            error_code=r.error,
+            error_message=r.message,
+            entity=[Entity(entity_type=t, entity_name=n) for t, n in r.entity],
+        )
+        for r in results
+    ]
+    set_metadata_offset(response, offset)
+    return response

@@ -46,6 +46,8 @@ Password-typed broker keys (SASL users, JAAS) are described with no value and
 `is_sensitive=True`, as Kafka does.
 
 Not yet: client quotas, CLIENT_METRICS resources.
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): IncrementalAlterConfigs (44) v0-1.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ from kafkapy.broker.config import (
 )
 from kafkapy.broker.config_rules import DYNAMIC_BROKER_KEYS
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
+from kafkapy.controller.controller import (
+    ConfigChange,
+    ConfigOp,
+)
 from kafkapy.coordinator.group import GROUP_CONFIGS
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -89,10 +95,16 @@ from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse_AlterConfigsResourceResponse as AlterConfigsResourceResponse,
 )
 from kafkapy.server.broker import Broker
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.config_entries import broker_synonyms, topic_config_entries
+from kafkapy.server.handlers.shared.controller import (
+    run_on_controller,
+)
 
 __all__ = [
     "handle_alter_configs",
@@ -365,3 +377,44 @@ def _replaceable(resource_type: int) -> set[str]:
     if resource_type == GROUP:
         return set(GROUP_CONFIGS)
     return set()
+
+
+@controller_handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
+async def handle_incremental_alter_configs_on_controller(
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    changes = [
+        ConfigChange(
+            r.resource_type,
+            r.resource_name,
+            [ConfigOp(c.name, c.config_operation, c.value) for c in r.configs],
+        )
+        for r in req.resources
+    ]
+    outcome = await run_on_controller(
+        ctx, lambda c: c.incremental_alter_configs(changes, validate_only=req.validate_only)
+    )
+    response = IncrementalAlterConfigsResponse()
+    Out = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    if outcome is None:
+        response.responses = [
+            Out(
+                error_code=ErrorCode.NOT_CONTROLLER,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ]
+        return response
+    results, offset = outcome
+    response.responses = [
+        Out(
+            error_code=r.error,
+            error_message=r.message,
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r in results
+    ]
+    set_metadata_offset(response, offset)
+    return response

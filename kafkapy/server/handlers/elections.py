@@ -19,6 +19,9 @@ Not yet: authorization (CLUSTER_AUTHORIZATION_FAILED), Kafka's LeaderRecoverySta
 unclean election (the controller does not model it).
 
 Authorization: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED, top level and per partition).
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions
+that needed an election, under an entry for every topic, as Kafka does).
 """
 
 from __future__ import annotations
@@ -26,11 +29,24 @@ from __future__ import annotations
 from kafkapy.authorizer import AclOperation
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
+from kafkapy.protocol.messages import (
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+)
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
-from kafkapy.server.handlers.shared.partition_results import election_response, requested_partitions
+from kafkapy.server.handlers.registry import controller_handler, handler
+from kafkapy.server.handlers.shared.controller import (
+    controller_of,
+    run_on_controller,
+)
+from kafkapy.server.handlers.shared.partition_results import (
+    election_response,
+    requested_partitions,
+)
 
 __all__ = ["handle_elect_leaders"]
 
@@ -57,4 +73,27 @@ async def handle_elect_leaders(
         failed = election_response((t, p, code, str(exc)) for t, p in wanted)
         failed.error_code = code
         return failed
+    return response
+
+
+@controller_handler(ApiKey.ELECT_LEADERS, min_version=0, max_version=2)
+async def handle_elect_leaders_on_controller(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    election_type = req.election_type if ctx.api_version >= 1 else 0
+    wanted = requested_partitions(req)
+    outcome = await run_on_controller(
+        ctx, lambda c: c.elect_leaders(election_type, wanted), timeout_ms=req.timeout_ms
+    )
+    if outcome is None:
+        response = election_response(
+            (t, p, ErrorCode.NOT_CONTROLLER, None) for t, p in wanted or []
+        )
+        response.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    results, offset = outcome
+    names: list[str] = []
+    driver = controller_of(ctx)
+    if wanted is None and driver is not None and (c := driver.active()) is not None:
+        names = sorted(c.image.topics)
+    response = election_response(((r.topic, r.partition, r.error, r.message) for r in results), names)
+    set_metadata_offset(response, offset)
     return response

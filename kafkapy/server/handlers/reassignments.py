@@ -22,11 +22,16 @@ Not yet: KIP-860's AllowReplicationFactorChange (v1), replication throttles duri
 authorization.
 
 Authorization: Alter needs ALTER, List DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): AlterPartitionReassignments (45) v0.
 """
 
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation
+from kafkapy.controller.controller import (
+    Reassignment,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -35,10 +40,18 @@ from kafkapy.protocol.messages import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
-from kafkapy.server.handlers.shared.partition_results import alter_reassignments_response
+from kafkapy.server.handlers.registry import controller_handler, handler
+from kafkapy.server.handlers.shared.controller import (
+    run_on_controller,
+)
+from kafkapy.server.handlers.shared.partition_results import (
+    alter_reassignments_response,
+)
 
 __all__ = ["handle_alter_partition_reassignments", "handle_list_partition_reassignments"]
 
@@ -102,4 +115,30 @@ async def handle_list_partition_reassignments(
                     name=name, partitions=ongoing
                 )
             )
+    return response
+
+
+@controller_handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, min_version=0, max_version=0)
+async def handle_alter_partition_reassignments_on_controller(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    items = [
+        Reassignment(t.name, p.partition_index, p.replicas)  # None: cancel
+        for t in req.topics
+        for p in t.partitions
+    ]
+    outcome = await run_on_controller(
+        ctx, lambda c: c.alter_partition_reassignments(items), timeout_ms=req.timeout_ms
+    )
+    if outcome is None:
+        response = alter_reassignments_response(
+            [(i.topic, i.partition, ErrorCode.NOT_CONTROLLER, None) for i in items]
+        )
+        response.error_code = ErrorCode.NOT_CONTROLLER
+        return response
+    results, offset = outcome
+    response = alter_reassignments_response(
+        [(r.topic, r.partition, r.error, r.message) for r in results]
+    )
+    set_metadata_offset(response, offset)
     return response

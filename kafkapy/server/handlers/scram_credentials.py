@@ -18,6 +18,8 @@ the caller's principal before the request is forwarded.
 Not done: configured users are node config, not metadata - deleting one over the wire is
 RESOURCE_NOT_FOUND (the message says where it comes from); `kafka-storage format --add-scram`
 (SCRAM users written at format time) has no counterpart.
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): AlterUserScramCredentials (51) v0.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from __future__ import annotations
 from collections import Counter
 
 from kafkapy.authorizer.acl import AclOperation
+from kafkapy.controller.controller import (
+    ScramDeletion,
+    ScramUpsertion,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -40,9 +46,15 @@ from kafkapy.protocol.messages.describe_user_scram_credentials import (
     DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult as Described,
 )
 from kafkapy.protocol.sasl import SCRAM_MECHANISM_TYPES
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.registry import controller_handler, handler
+from kafkapy.server.handlers.shared.controller import (
+    run_on_controller,
+)
 
 __all__ = ["handle_alter_user_scram_credentials", "handle_describe_user_scram_credentials"]
 
@@ -100,4 +112,28 @@ async def handle_alter_user_scram_credentials(
                 f"{result.user} has no credential in the metadata log: it is a configured user "
                 "of this node (kafkapy.sasl.users / sasl.jaas.config), changed in its config"
             )
+    return response
+
+
+@controller_handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, min_version=0, max_version=0)
+async def handle_alter_user_scram_credentials_on_controller(
+    ctx: RequestContext, req: AlterUserScramCredentialsRequest
+) -> AlterUserScramCredentialsResponse:
+    deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
+    upsertions = [
+        ScramUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
+        for u in req.upsertions
+    ]
+    outcome = await run_on_controller(ctx, lambda c: c.alter_user_scram_credentials(deletions, upsertions))
+    Out = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    if outcome is None:
+        users = dict.fromkeys([d.name for d in deletions] + [u.name for u in upsertions])
+        return AlterUserScramCredentialsResponse(
+            results=[Out(user=u, error_code=ErrorCode.NOT_CONTROLLER) for u in users]
+        )
+    results, offset = outcome
+    response = AlterUserScramCredentialsResponse(
+        results=[Out(user=r.user, error_code=r.error, error_message=r.message) for r in results]
+    )
+    set_metadata_offset(response, offset)
     return response

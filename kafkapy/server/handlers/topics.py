@@ -30,16 +30,24 @@ partitions; over the quota strict versions get THROTTLING_QUOTA_EXCEEDED for the
 the client's bucket is below zero, every version gets throttle_time_ms (and a muted connection).
 
 Not yet: topic creation policies.
+
+Controller listener (`@controller_handler`, the request a broker forwards to the active controller): CreateTopics (19) v2-7, DeleteTopics (20) v1-6 and CreatePartitions (37) v0-3, each one
+QuorumController operation answered once its records are committed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker import runtime
 from kafkapy.broker.partitions import Partitions
+from kafkapy.controller.controller import (
+    NewPartitions,
+    NewTopic,
+)
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -65,10 +73,18 @@ from kafkapy.protocol.messages.delete_topics import (
     DeleteTopicsResponse_DeletableTopicResult as DeletedTopic,
 )
 from kafkapy.server.broker import storage_failure
+from kafkapy.server.cluster.controller_driver import (
+    set_metadata_offset,
+)
 from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.context import RequestContext
-from kafkapy.server.handlers.registry import handler
+from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.config_entries import topic_config_entries
+from kafkapy.server.handlers.shared.controller import (
+    ZERO_UUID,
+    log_limit_refusals,
+    run_on_controller,
+)
 from kafkapy.server.handlers.shared.mutation_quota import (
     THROTTLED_MESSAGE,
     THROTTLING,
@@ -296,3 +312,130 @@ async def _await_low_watermark(
     result.error_code, low = await partitions.wait_low_watermark(topic, partition, offset, deadline)
     if low >= 0:
         result.low_watermark = low
+
+
+@controller_handler(ApiKey.CREATE_TOPICS, min_version=2, max_version=7)
+async def handle_create_topics_on_controller(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    topics: list[NewTopic] = []
+    bad: dict[int, tuple[ErrorCode, str]] = {}
+    for i, t in enumerate(req.topics):
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        if len({c.name for c in t.configs}) != len(t.configs):
+            bad[i] = (ErrorCode.INVALID_REQUEST, "a config name was given more than once")
+        assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+        if t.assignments and len(assignments or {}) != len(t.assignments):
+            bad[i] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, "a partition was assigned twice")
+        topics.append(NewTopic(t.name, t.num_partitions, t.replication_factor, assignments, configs))
+    good = [t for i, t in enumerate(topics) if i not in bad]
+    outcome = await run_on_controller(
+        ctx, lambda c: c.create_topics(good, validate_only=req.validate_only), timeout_ms=req.timeout_ms
+    )
+    response = CreateTopicsResponse()
+    if outcome is None:
+        response.topics = [
+            CreateTopicsResponse.CreatableTopicResult(
+                name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=None
+            )
+            for t in req.topics
+        ]
+        return response
+    results, offset = outcome
+    log_limit_refusals(ctx, "CreateTopics", [(r.name, r.message) for r in results])
+    it = iter(results)
+    for i, t in enumerate(req.topics):
+        if i in bad:
+            code, message = bad[i]
+            response.topics.append(
+                CreateTopicsResponse.CreatableTopicResult(
+                    name=t.name, error_code=code, error_message=message
+                )
+            )
+            continue
+        r = next(it)
+        out = CreateTopicsResponse.CreatableTopicResult(
+            name=r.name, error_code=r.error, error_message=r.message
+        )
+        if r.error is ErrorCode.NONE:
+            out.topic_id = r.topic_id
+            out.num_partitions = r.num_partitions
+            out.replication_factor = r.replication_factor
+            out.configs = [
+                CreateTopicsResponse.CreatableTopicConfigs(name=k, value=v, config_source=1)
+                for k, v in sorted(r.configs.items())
+            ]
+        response.topics.append(out)
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.DELETE_TOPICS, min_version=1, max_version=6)
+async def handle_delete_topics_on_controller(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    if ctx.api_version >= 6:
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (t.name, None) if t.name is not None else (None, t.topic_id) for t in req.topics
+        ]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    names = [n for n, _ in wanted if n is not None]
+    ids = [i for n, i in wanted if n is None and i is not None]
+    outcome = await run_on_controller(ctx, lambda c: c.delete_topics(names, ids), timeout_ms=req.timeout_ms)
+    response = DeleteTopicsResponse()
+    if outcome is None:
+        response.responses = [
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=topic_id or ZERO_UUID, error_code=ErrorCode.NOT_CONTROLLER
+            )
+            for name, topic_id in wanted
+        ]
+        return response
+    results, offset = outcome
+    # The controller answers the names first, then the ids: put them back in request order.
+    by_name = iter(results[: len(names)])
+    by_id = iter(results[len(names) :])
+    for name, _ in wanted:
+        r = next(by_name) if name is not None else next(by_id)
+        response.responses.append(
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=r.name, topic_id=r.topic_id, error_code=r.error, error_message=r.message
+            )
+        )
+    set_metadata_offset(response, offset)
+    return response
+
+
+@controller_handler(ApiKey.CREATE_PARTITIONS, min_version=0, max_version=3)
+async def handle_create_partitions_on_controller(
+    ctx: RequestContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    items = [
+        NewPartitions(
+            t.name,
+            t.count,
+            [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None,
+        )
+        for t in req.topics
+    ]
+    outcome = await run_on_controller(
+        ctx,
+        lambda c: c.create_partitions(items, validate_only=req.validate_only),
+        timeout_ms=req.timeout_ms,
+    )
+    response = CreatePartitionsResponse()
+    if outcome is None:
+        response.results = [
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=ErrorCode.NOT_CONTROLLER
+            )
+            for t in req.topics
+        ]
+        return response
+    results, offset = outcome
+    log_limit_refusals(ctx, "CreatePartitions", [(r.name, r.message) for r in results])
+    response.results = [
+        CreatePartitionsResponse.CreatePartitionsTopicResult(
+            name=r.name, error_code=r.error, error_message=r.message
+        )
+        for r in results
+    ]
+    set_metadata_offset(response, offset)
+    return response

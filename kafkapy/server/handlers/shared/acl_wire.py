@@ -1,6 +1,6 @@
 """ACL bindings and filters to and from the wire structs of CreateAcls / DescribeAcls /
 DeleteAcls, for the broker's handlers (`handlers/acls.py`) and the controller's
-(`handlers/controller_apis.py`).
+(the `_on_controller` handlers in the same module).
 
 Why shared: the broker turns a client's request into bindings to check it and the controller
 turns the forwarded request into the same bindings to store it; both must read a code they do

@@ -1,5 +1,5 @@
 """Per-partition results grouped into the answers that both a broker listener and the controller
-listener (`controller_apis.py`) send: ElectLeaders (`elections.py`) and
+listener (the `_on_controller` handlers) send: ElectLeaders (`elections.py`) and
 AlterPartitionReassignments (`reassignments.py`)."""
 
 from __future__ import annotations
