@@ -76,7 +76,7 @@ async def test_init_producer_id_and_sequence_rules(tmp_path: Path) -> None:
         code, _ = await send(pid_batch(other.producer_id, 0, 5, b"y"))
         assert code == ErrorCode.UNKNOWN_PRODUCER_ID
         assert plog.log_end_offset == 3
-        # transactional ids are served by the transaction coordinator: tests/server/test_transactions*.py
+        # transactional ids are served by the transaction coordinator: tests/broker/test_transactions*.py
     # after a clean restart (snapshot) the retry is still recognised and the sequence continues
     async with running_broker(tmp_path) as (_, _, port):
         client = await Client.connect(port)

@@ -18,8 +18,9 @@ Behaviour, as a KRaft Kafka broker:
 
 Not yet: version 0 (removed in Kafka 4.0).
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): CreateAcls (30) v1-3 and DeleteAcls (31) v1-3 (the broker checked the caller may alter the
-cluster; without an authorizer configured SECURITY_DISABLED, as the broker answers).
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): CreateAcls (30) v1-3 and DeleteAcls (31) v1-3 (the broker checked the caller may
+alter the cluster; without an authorizer configured SECURITY_DISABLED, as the broker answers).
 """
 
 from __future__ import annotations

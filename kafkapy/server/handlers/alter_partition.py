@@ -6,6 +6,8 @@ the leader and `kafkapy.controller` on the controller.
 Version mapping, as Kafka does it: AlterPartition v0-1 name topics (v2+ ids; an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID), v0-2 send plain ISR ids (v3 ids with
 broker epochs); INELIGIBLE_REPLICA, new in v3, is OPERATION_NOT_ATTEMPTED before it.
+
+Versions: all Kafka defines (v0-3); nothing of it is left out.
 """
 
 from __future__ import annotations

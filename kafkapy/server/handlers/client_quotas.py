@@ -13,7 +13,8 @@ ALTER_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
 Not yet: `ip` entities (connection creation rate quotas) - refused with INVALID_REQUEST.
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): AlterClientQuotas (49) v0-1.
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): AlterClientQuotas (49) v0-1.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ Password-typed broker keys (SASL users, JAAS) are described with no value and
 
 Not yet: client quotas, CLIENT_METRICS resources.
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): IncrementalAlterConfigs (44) v0-1.
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): IncrementalAlterConfigs (44) v0-1.
 """
 
 from __future__ import annotations

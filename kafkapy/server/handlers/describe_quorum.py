@@ -7,6 +7,8 @@ Another topic or partition than `__cluster_metadata-0` is
 INVALID_REQUEST.
 
 Authorization: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+Versions: all Kafka defines (v0-2).
 """
 
 from __future__ import annotations

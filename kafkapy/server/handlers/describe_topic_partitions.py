@@ -5,6 +5,8 @@ Each partition's leader, leader epoch, replicas, ISR and offline replicas come f
 image. Authorized operations (KIP-430): every supported topic operation without an authorizer,
 the principal's with one. Authorization (Kafka's): DESCRIBE per topic - listing all leaves the
 others out, a named one is TOPIC_AUTHORIZATION_FAILED.
+
+Versions: all Kafka defines (v0).
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ unclean election (the controller does not model it).
 
 Authorization: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED, top level and per partition).
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the partitions
-that needed an election, under an entry for every topic, as Kafka does).
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): ElectLeaders (43) v0-2 (v0: PREFERRED; a null partition list answers only the
+partitions that needed an election, under an entry for every topic, as Kafka does).
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ Kafka reads the data first and drops it when it would go over; checking first re
 vain and keeps the client at the same rate.
 
 Not yet: preferred read replicas (KIP-392).
+
+Not yet: Fetch v0-3 (magic v0/v1 message sets), and fetching from a follower replica
+(KIP-392: `preferred_read_replica` is always -1).
 """
 
 from __future__ import annotations

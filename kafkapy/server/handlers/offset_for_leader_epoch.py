@@ -11,6 +11,8 @@ since it was created: epoch <= 0 -> (0, log end offset), a larger one -> (-1, -1
 
 Authorization (Kafka's, since KIP-320 made it a consumer API too): CLUSTER_ACTION on the cluster
 allows every topic, else DESCRIBE per topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+
+Versions: all Kafka defines (v0-4).
 """
 
 from __future__ import annotations

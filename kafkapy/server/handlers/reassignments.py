@@ -23,7 +23,8 @@ authorization.
 
 Authorization: Alter needs ALTER, List DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): AlterPartitionReassignments (45) v0.
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): AlterPartitionReassignments (45) v0.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ Not done: configured users are node config, not metadata - deleting one over the
 RESOURCE_NOT_FOUND (the message says where it comes from); `kafka-storage format --add-scram`
 (SCRAM users written at format time) has no counterpart.
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): AlterUserScramCredentials (51) v0.
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): AlterUserScramCredentials (51) v0.
 """
 
 from __future__ import annotations

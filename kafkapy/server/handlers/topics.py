@@ -31,8 +31,11 @@ the client's bucket is below zero, every version gets throttle_time_ms (and a mu
 
 Not yet: topic creation policies.
 
-Controller listener (`@controller_handler`, the request a broker forwards to the active controller): CreateTopics (19) v2-7, DeleteTopics (20) v1-6 and CreatePartitions (37) v0-3, each one
-QuorumController operation answered once its records are committed.
+Controller listener (`@controller_handler`, the request a broker forwards to the active
+controller): CreateTopics (19) v2-7, DeleteTopics (20) v1-6 and CreatePartitions (37) v0-3, each
+one QuorumController operation answered once its records are committed.
+
+Not yet: CreateTopics v0-1.
 """
 
 from __future__ import annotations
