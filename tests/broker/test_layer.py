@@ -1,5 +1,5 @@
-"""The broker layer runs on any event loop the server layer provides: importing it (handlers'
-helpers, drivers, the partition facade) loads no trio, and it waits only through the runtime
+"""The broker layer runs on any event loop the server layer provides: importing it (the coordinator
+drivers, the partition facade, configuration) loads no trio, and it waits only through the runtime
 port the server installs."""
 
 from __future__ import annotations
