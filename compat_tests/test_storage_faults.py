@@ -1,15 +1,17 @@
-"""Topic names at Kafka's length limit, checked with a real client (confluent-kafka) and restarts.
+"""Storage faults stay with their partition, checked with a real client (confluent-kafka).
 
 What users rely on: any name Kafka accepts (up to 249 characters) can be created, written,
 deleted and created again, and the broker restarts with every topic served. Deleting renames
 the partition directory to a `-delete` name; with a long topic that name must still fit the
 file system's 255-byte limit, or the old data stays behind, the re-created topic stays offline
-and, at the next start, no topic is served at all.
+and, at the next start, no topic is served at all. Likewise one partition directory that
+cannot be opened at start-up must not keep the broker down or the other topics unserved.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
@@ -107,3 +109,27 @@ def test_longest_topic_name_deleted_recreated_and_served_after_restart(
     assert _read(broker.bootstrap, long_name) == [b"second life", b"after restart"]
     assert not any("File name too long" in line
                    for line in broker.log_text().splitlines()), broker.log_tail()
+
+
+def test_a_partition_that_cannot_be_opened_leaves_the_others_served(
+    broker_factory: BrokerFactory,
+) -> None:
+    broker = broker_factory.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    damaged, healthy = unique_topic("damaged"), unique_topic("healthy")
+    for name in (damaged, healthy):
+        _create(admin, name)
+        _produce(broker.bootstrap, name, [name.encode()])
+    assert broker.stop() is not None, "broker ignored SIGTERM"
+    assert broker.data_dir is not None
+    segment = Path(broker.data_dir) / f"{damaged}-0" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()  # unreadable: opening the log fails with "Is a directory"
+
+    broker.start()
+    assert _read(broker.bootstrap, healthy) == [healthy.encode()]
+    _produce(broker.bootstrap, healthy, [b"after restart"])
+    errors = [line for line in broker.log_text().splitlines()
+              if " ERROR " in line and f"{damaged}-0" in line]
+    assert errors, broker.log_tail()
+    assert any("Is a directory" in line for line in errors), errors
