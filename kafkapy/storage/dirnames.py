@@ -27,6 +27,7 @@ __all__ = [
     "is_unfinished_dir_name",
     "log_dir_name",
     "parse_log_dir_name",
+    "valid_topic_name",
 ]
 
 MAX_NAME_BYTES = 255
@@ -35,6 +36,12 @@ DELETE_SUFFIX = "-delete"
 FUTURE_SUFFIX = "-future"  # a replica being copied to another data dir (AlterReplicaLogDirs)
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _UNFINISHED_RE = re.compile(r"^[A-Za-z0-9._-]+-\d+\.[0-9A-Za-z]+-(delete|future)$")
+
+
+def valid_topic_name(topic: str) -> bool:
+    """Kafka's legal topic names (at most 249 characters of [A-Za-z0-9._-], not "." or ".."),
+    which also keeps every name here ASCII: characters are bytes."""
+    return _TOPIC_RE.match(topic) is not None and topic not in (".", "..")
 
 
 def log_dir_name(topic: str, partition: int) -> str:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -46,6 +45,7 @@ from kafkapy.storage.dirnames import (
     is_unfinished_dir_name,
     log_dir_name,
     parse_log_dir_name,
+    valid_topic_name,
 )
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
@@ -63,7 +63,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _LOCK_FILE = ".lock"
 _PER_LOG_SYNC_MAX = 64  # above this many logs, close() uses one sync(2) instead
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 TopicPartition = tuple[str, int]
 # What one log's maintenance may raise; logged, never allowed to stop the other logs' turn
 # (damaged bytes in an old segment, a failing disk).
@@ -234,7 +233,7 @@ class LogManager:
         A given `config` replaces the log's config (persisted as overrides of the defaults);
         a `topic_id` differing from the directory's raises `InconsistentTopicIdError`.
         """
-        if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
+        if not valid_topic_name(topic) or partition < 0:
             raise KafkaStorageError(f"invalid topic partition {topic!r}-{partition}")
         with self._lock:
             if self._closed:
