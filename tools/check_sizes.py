@@ -1,4 +1,4 @@
-"""The size rules of DEVELOPERS.md as a check: modules <= 800 lines, function bodies <= 60.
+"""The size rules as a check: modules <= 800 lines, function bodies <= 60.
 
 Why a tool and not review: a module or function that grows past what a reader holds in mind
 does so one small commit at a time, and no single review sees it cross the line. The rules:
