@@ -42,8 +42,8 @@ from kafkapy.server.config import Listener
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.context import ConnectionState, RequestContext
-from kafkapy.server.frames import RequestMemory
 from kafkapy.server.faults import serve_fault_control
+from kafkapy.server.frames import RequestMemory
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.security import listener_security

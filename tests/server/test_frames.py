@@ -1,5 +1,6 @@
-"""The socket receive path (`recv_into`, own buffers for large frames) frames exactly like
-`FrameDecoder`, whatever the chunking, and refuses bad sizes before buffering a body."""
+"""The socket receive path frames exactly like `FrameDecoder`, whatever the chunking, refuses
+bad sizes before buffering a body, holds memory only for bytes the peer has sent, and admits
+frames to the request memory (`queued.max.request.bytes`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kafkapy.protocol.messages import ProduceRequest
 from kafkapy.server.frames import (
     OWN_BUFFER_BYTES,
     RECEIVE_BYTES,
+    RequestMemory,
     SocketFrames,
     request_header_prefix,
     size_prefixed,
@@ -147,3 +149,87 @@ def test_request_header_prefix_falls_back_to_the_fixed_fields() -> None:
 def test_size_prefixed_frames_decode_back() -> None:
     decoder = FrameDecoder(1000)
     assert decoder.feed(size_prefixed(b"abc") + size_prefixed(b"")) == [b"abc", b""]
+
+
+async def _send_all(sock: trio.socket.SocketType, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[await sock.send(view) :]
+
+
+async def test_a_frame_sent_in_pieces_is_assembled_in_a_buffer_that_grows_with_them() -> None:
+    body = bytes(range(256)) * (3 * 2**20 // 256)
+    a, b = trio.socket.socketpair()
+    with a, b, trio.fail_after(20):
+        reader = SocketFrames(b, 10 * 2**20)
+        assert reader.buffered == 0  # an idle connection holds no receive buffer
+        await a.send(struct.pack(">i", len(body)) + body[:1000])
+        sent = 1000
+        while sent < len(body):
+            with trio.move_on_after(0.05):
+                assert await reader.receive() == []  # nothing whole yet: receive() waits
+            # what the peer sent, at most doubled, plus one read's room
+            assert reader.buffered <= 2 * sent + OWN_BUFFER_BYTES
+            piece = body[sent : sent + 100 * 1024]  # less than the socket buffer: never blocks
+            await _send_all(a, piece)
+            sent += len(piece)
+        (frame,) = await reader.receive()
+        assert frame == body
+        assert reader.buffered == 0
+
+
+async def test_a_bare_size_prefix_announcing_100_mib_allocates_nothing_large() -> None:
+    a, b = trio.socket.socketpair()
+    with a, b, trio.fail_after(10):
+        reader = SocketFrames(b, 200 * 2**20)
+        await a.send(struct.pack(">i", 100 * 2**20) + b"abcd")
+        with trio.move_on_after(0.2) as waited:
+            await reader.receive()
+        assert waited.cancelled_caught
+        assert reader.buffered < OWN_BUFFER_BYTES
+
+
+async def test_at_the_bound_reading_stops_until_memory_is_released() -> None:
+    memory = RequestMemory(1000)
+    a1, b1 = trio.socket.socketpair()
+    a2, b2 = trio.socket.socketpair()
+    with a1, b1, a2, b2, trio.fail_after(10):
+        first, second = SocketFrames(b1, 10_000, memory), SocketFrames(b2, 10_000, memory)
+        await a1.send(struct.pack(">i", 600) + b"a" * 600)
+        assert await first.receive() == [b"a" * 600]
+        assert memory.queued == 600
+        await a2.send(struct.pack(">i", 600) + b"b" * 600 + struct.pack(">i", 3) + b"xyz")
+        with trio.move_on_after(0.2) as waited:
+            await second.receive()
+        assert waited.cancelled_caught  # muted: 600 + 600 is over the bound
+        assert memory.queued == 600
+        memory.release(600)  # the first request is answered
+        assert await second.receive() == [b"b" * 600, b"xyz"]
+        assert memory.queued == 603
+
+
+async def test_a_request_larger_than_the_bound_is_admitted_alone() -> None:
+    memory = RequestMemory(1000)
+    a, b = trio.socket.socketpair()
+    with a, b, trio.fail_after(10):
+        reader = SocketFrames(b, 10_000, memory)
+        await a.send(struct.pack(">i", 5000) + b"x" * 5000 + struct.pack(">i", 1) + b"y")
+        assert await reader.receive() == [b"x" * 5000]  # nothing else queued: admitted
+        with trio.move_on_after(0.2) as waited:
+            await reader.receive()
+        assert waited.cancelled_caught  # the next one waits for it, however small
+        memory.release(5000)
+        assert await reader.receive() == [b"y"]
+
+
+async def test_closing_gives_back_the_memory_of_a_frame_in_progress() -> None:
+    memory = RequestMemory(1000)
+    a, b = trio.socket.socketpair()
+    with a, b, trio.fail_after(10):
+        reader = SocketFrames(b, 10_000, memory)
+        await a.send(struct.pack(">i", 500) + b"x" * 10)
+        with trio.move_on_after(0.2):
+            await reader.receive()
+        assert memory.queued == 500
+        reader.close()
+        assert memory.queued == 0
