@@ -8,6 +8,7 @@ import struct
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from kafkapy.server.frames import (
     RECEIVE_BYTES,
     RequestMemory,
     SocketFrames,
+    StreamFrames,
     request_header_prefix,
     size_prefixed,
 )
@@ -37,12 +39,15 @@ def _stream(bodies: list[bytes]) -> bytes:
     return b"".join(struct.pack(">i", len(b)) + b for b in bodies)
 
 
-async def _receive_all(data: bytes, chunks: list[int], max_frame: int = 10 * 2**20) -> list[bytes]:
-    """Send `data` in pieces of the given sizes over a socketpair; collect frames until EOF."""
+async def _receive_all(
+    data: bytes, chunks: list[int], max_frame: int = 10 * 2**20, memory: RequestMemory | None = None
+) -> list[bytes]:
+    """Send `data` in pieces of the given sizes over a socketpair; collect frames until EOF
+    (each frame's request memory released once received, as if answered)."""
     a, b = trio.socket.socketpair()
     frames: list[bytes] = []
     with a, b:
-        reader = SocketFrames(b, max_frame)
+        reader = SocketFrames(b, max_frame, memory)
 
         min_piece = -(-len(data) // MAX_PIECES)
 
@@ -67,6 +72,8 @@ async def _receive_all(data: bytes, chunks: list[int], max_frame: int = 10 * 2**
                     if not got:
                         break
                     frames.extend(bytes(f) for f in got)
+                    for f in got:
+                        reader.memory.release(len(f))
     return frames
 
 
@@ -82,6 +89,21 @@ async def test_frames_match_frame_decoder_for_any_chunking(sizes: list[int], chu
     bodies = [bytes([(seed + i) % 256]) * n for i, n in enumerate(sizes)]
     data = _stream(bodies)
     assert await _receive_all(data, chunks) == FrameDecoder(10 * 2**20).feed(data) == bodies
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(SIZES, min_size=1, max_size=4),
+    chunks=st.lists(st.integers(1, 300_000), min_size=1, max_size=4),
+    limit=st.sampled_from([1, 4096, OWN_BUFFER_BYTES, 10 * 2**20]),
+)
+async def test_a_bounded_request_memory_delivers_the_same_frames_and_ends_empty(
+    sizes: list[int], chunks: list[int], limit: int
+) -> None:
+    bodies = [bytes([i % 256]) * n for i, n in enumerate(sizes)]
+    memory = RequestMemory(limit)
+    assert await _receive_all(_stream(bodies), chunks, memory=memory) == bodies
+    assert memory.queued == 0
 
 
 async def test_oversized_and_negative_sizes_are_refused_before_the_body() -> None:
@@ -233,3 +255,19 @@ async def test_closing_gives_back_the_memory_of_a_frame_in_progress() -> None:
         assert memory.queued == 500
         reader.close()
         assert memory.queued == 0
+
+
+async def test_stream_frames_are_admitted_one_at_a_time_at_the_bound() -> None:
+    """TLS connections (`StreamFrames`) are bounded too, once each frame is whole."""
+    memory = RequestMemory(10)
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    reader = StreamFrames(receive, 1000, memory)
+    await send.send_all(_stream([b"a" * 8, b"b" * 8]))
+    with trio.fail_after(10):
+        assert await reader.receive() == [b"a" * 8]
+        with trio.move_on_after(0.2) as waited:
+            await reader.receive()
+        assert waited.cancelled_caught
+        memory.release(8)
+        assert await reader.receive() == [b"b" * 8]
+    assert memory.queued == 8
