@@ -22,9 +22,11 @@ other one from the broker registry (`@handler`) - see kafkapy.server.handlers.re
 Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
 connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
 
-Frames: read by `frames.frame_source` (`recv_into` on plain sockets, see `frames.py`); on other
-streams (TLS, tests' memory streams) responses' file regions are copied into the stream
-(sendfile cannot encrypt).
+Frames: read by `frames.frame_source` (memory that follows what the peer sent, see `frames.py`);
+on other streams (TLS, tests' memory streams) responses' file regions are copied into the stream
+(sendfile cannot encrypt). Each frame read holds its bytes in the broker-wide request memory
+(`queued.max.request.bytes`, `frames.RequestMemory`) until its handler has answered - or until
+it is refused or dropped unread - so at the bound every connection stops reading.
 
 Client quotas (KIP-219, `kafkapy.quota`): a handler whose client went over a byte-rate quota
 leaves the throttle time in `ctx.throttle_ms`; `request_percentage` is metered here from the

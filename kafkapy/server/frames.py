@@ -284,7 +284,8 @@ FrameSource = SocketFrames | StreamFrames
 def frame_source(
     stream: trio.abc.ReceiveStream, max_frame_bytes: int, memory: RequestMemory | None = None
 ) -> FrameSource:
-    """The reader for `stream`: `recv_into` on a plain socket, `FrameDecoder` otherwise."""
+    """The reader for `stream`: `SocketFrames` on a plain socket, `FrameDecoder` otherwise;
+    `memory`: where its frames are admitted (None: a private, unbounded one)."""
     if isinstance(stream, trio.SocketStream):
         return SocketFrames(stream.socket, max_frame_bytes, memory)
     return StreamFrames(stream, max_frame_bytes, memory)

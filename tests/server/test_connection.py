@@ -23,7 +23,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.handlers.registry import REGISTRY
 
-from .helpers import Client, batch, create_topic, running_broker
+from .helpers import Client, batch, create_topic, running_broker, wait_until
 
 
 async def test_api_versions_lists_registered_handlers_within_codec_ranges() -> None:
@@ -239,7 +239,7 @@ async def test_handler_exception_answers_unknown_server_error_and_keeps_serving(
 async def test_queued_max_request_bytes_mutes_reading_until_a_request_is_answered() -> None:
     """A bound of 1 byte: every request is larger, so each is admitted alone; the next client's
     request is not read until the long-poll fetch holding the memory is answered."""
-    async with running_broker(None, **{"queued.max.request.bytes": "1"}) as (_, _, port):
+    async with running_broker(None, **{"queued.max.request.bytes": "1"}) as (_, server, port):
         await create_topic(port, "t", 1)
         poller, other = await Client.connect(port), await Client.connect(port)
         fetch = FetchRequest(
@@ -257,3 +257,9 @@ async def test_queued_max_request_bytes_mutes_reading_until_a_request_is_answere
         assert versions.error_code == 0
         assert fetched.responses[0].partitions[0].error_code == 0
         assert waited >= 1.0
+        # nothing stays counted: answered requests, and a half-sent frame whose peer left
+        half = await Client.connect(port)
+        await half.send_raw(struct.pack(">i", 500) + b"x" * 10)
+        await wait_until(lambda: server.request_memory.queued == 500, "the half frame admitted")
+        await half.aclose()
+        await wait_until(lambda: server.request_memory.queued == 0, "request memory released")
