@@ -10,7 +10,8 @@ Receive path on plain sockets (`SocketFrames`): memory follows what the peer has
 connection holds no buffer: every connection reads into one shared scratch buffer and copies each
 complete frame out of it (one copy, as `bytes`; a frame of `OWN_BUFFER_BYTES` or more as a
 bytearray, so a produce request's `records` are a writable view the log patches offsets into).
-A frame split across reads is assembled in a buffer of its own that grows as its bytes arrive -
+A frame split across reads is assembled in a buffer of its own that grows as its bytes arrive
+(a small one is copied once more, into `bytes`, when whole) -
 a large body is received straight into it, doubling, so a bare size prefix announcing 100 MiB
 costs nothing until the bytes come. Other streams (TLS, tests' memory streams) use the sans-IO
 `FrameDecoder` (`StreamFrames`), whose buffer also grows with the data. Both refuse a negative or
@@ -66,7 +67,9 @@ class RequestMemory:
     A frame is admitted when its size prefix is read, for its announced size (so an admitted
     frame can always be completed: two half-read frames never wait for each other); at the
     bound, connections stop reading until answers free memory (Kafka's muting). A request larger
-    than the bound is admitted when nothing else is queued. `limit <= 0`: no bound (Kafka's -1)."""
+    than the bound is admitted when nothing else is queued. `limit <= 0`: no bound (Kafka's -1).
+    The cost of counting announced sizes, as Kafka does: a client that announces large frames and
+    then sends slowly holds that much of the bound until it sends them or is closed as idle."""
 
     __slots__ = ("_lot", "limit", "queued")
 
