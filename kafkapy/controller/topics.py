@@ -1,9 +1,12 @@
 """Topic and partition decisions (Kafka's ReplicationControlManager).
 
 Rules:
-- Placement: rack-unaware round robin over the active brokers (sorted by id) with a start that
-  rotates per topic, so leaders of successive topics do not pile onto one broker; a replication
-  factor above the number of active brokers is INVALID_REPLICATION_FACTOR.
+- Placement: Kafka's striped, rack-aware rules over the active brokers (`placement.py`: replicas
+  of a partition on distinct racks, leaders spread evenly over brokers) with a start that rotates
+  per topic, so leaders of successive topics do not pile onto one broker; without racks that is
+  round robin over the brokers sorted by id. A replication factor above the number of active
+  brokers is INVALID_REPLICATION_FACTOR. Explicit assignments, and reassignment targets, are
+  applied as given, racks or not (as Kafka does).
 - New partitions start with ISR = replicas and the first replica as leader (epochs 0).
 - AlterPartition (ISR changes from a leader) is checked in this order: broker epoch
   (STALE_BROKER_EPOCH for the whole request), unknown topic/partition, sender is not the leader
@@ -46,6 +49,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kafkapy.controller.image import PartitionImage, changed
+from kafkapy.controller.placement import striped_placement
 from kafkapy.controller.records import (
     ConfigRecord,
     ConfigResourceType,
@@ -243,15 +247,13 @@ def _usable_brokers(st: ControllerState) -> list[int]:
 
 
 def _place(st: ControllerState, first_partition: int, count: int, rf: int) -> list[tuple[int, ...]]:
-    """Round robin: partition p's replicas are consecutive brokers from start + p."""
-    brokers = _usable_brokers(st)
+    """Striped, rack-aware placement over the active brokers (placement.py), from a start that
+    rotates per call; with no racks, partition p's replicas are consecutive brokers from
+    start + p."""
+    racks = {b: st.image.brokers[b].rack for b in _usable_brokers(st)}
     start = st.placement_start
     st.placement_start += 1
-    n = len(brokers)
-    return [
-        tuple(brokers[(start + p + j) % n] for j in range(rf))
-        for p in range(first_partition, first_partition + count)
-    ]
+    return striped_placement(racks, count, rf, start + first_partition)
 
 
 def _check_replicas(st: ControllerState, replicas: Sequence[int]) -> str | None:
