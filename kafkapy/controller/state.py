@@ -20,6 +20,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
+from kafkapy.controller.budgets import (
+    DEFAULT_MAX_BROKER_PARTITIONS,
+    DEFAULT_MAX_PARTITIONS,
+    PartitionBudget,
+)
 from kafkapy.controller.image import MetadataImage, PartitionImage, TopicImage
 from kafkapy.controller.records import MetadataRecord, PartitionChangeRecord
 
@@ -27,6 +32,7 @@ __all__ = [
     "ControllerConfig",
     "ControllerResult",
     "ControllerState",
+    "partition_budget",
     "partition_change",
 ]
 
@@ -61,6 +67,9 @@ class ControllerConfig:
     # Group configs (KIP-848): a group's whole new override set -> why it cannot be stored, None
     # if it can (the group coordinator's table and the broker's bounds; None here: refused).
     group_config_check: Callable[[Mapping[str, str]], str | None] | None = None
+    # KIP-578 partition budgets (budgets.py): `max.broker.partitions`, `max.partitions`.
+    max_broker_partitions: int = DEFAULT_MAX_BROKER_PARTITIONS
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,6 +79,11 @@ class ControllerResult(Generic[T]):
 
     records: list[MetadataRecord]
     response: T
+
+
+def partition_budget(st: ControllerState) -> PartitionBudget:
+    """The partition budgets for one request (budgets.py)."""
+    return PartitionBudget(st.image, st.config.max_broker_partitions, st.config.max_partitions)
 
 
 class ControllerState:
