@@ -4,7 +4,11 @@ broker and by how much; internal topics never are."""
 
 from __future__ import annotations
 
-from kafkapy.controller.budgets import DEFAULT_MAX_BROKER_PARTITIONS, replicas_per_broker
+from kafkapy.controller.budgets import (
+    DEFAULT_MAX_BROKER_PARTITIONS,
+    DEFAULT_MAX_PARTITIONS,
+    replicas_per_broker,
+)
 from kafkapy.controller.controller import (
     ControllerConfig,
     NewPartitions,
@@ -15,8 +19,12 @@ from kafkapy.protocol.errors import ErrorCode
 from tests.controller.helpers import CLUSTER_ID, Cluster
 
 
-def budgeted(per_broker: int = DEFAULT_MAX_BROKER_PARTITIONS, **kw: int) -> Cluster:
-    config = ControllerConfig(cluster_id=CLUSTER_ID, max_broker_partitions=per_broker, **kw)
+def budgeted(
+    per_broker: int = DEFAULT_MAX_BROKER_PARTITIONS, max_partitions: int = DEFAULT_MAX_PARTITIONS
+) -> Cluster:
+    config = ControllerConfig(
+        cluster_id=CLUSTER_ID, max_broker_partitions=per_broker, max_partitions=max_partitions
+    )
     c = Cluster(config)
     c.start(1, 2, 3)
     return c
