@@ -11,7 +11,9 @@ The decisions live in `brokers.py` (registration, heartbeats, fencing, controlle
 producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
 reassignments),
 `configs.py`, `scram.py` (SCRAM credentials), `quotas.py` (client quotas), `acls.py` (ACLs) and
-`features.py` (finalized feature levels); this class is their one entry point.
+`features.py` (finalized feature levels), `balance.py` (leader-imbalance checks), with
+`placement.py` (rack-aware placement) and `budgets.py` (partition budgets) used by topics.py;
+this class is their one entry point.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import uuid
 from collections.abc import Sequence
 
 from kafkapy.authorizer.acl import AclBinding, AclBindingFilter
-from kafkapy.controller import acls, brokers, configs, features, quotas, scram, topics
+from kafkapy.controller import acls, balance, brokers, configs, features, quotas, scram, topics
 from kafkapy.controller.acls import AclCreateResult, AclDeleteResult
+from kafkapy.controller.balance import LeaderMove, RebalanceReply
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
@@ -60,6 +63,7 @@ __all__ = [
     "DeleteTopicResult",
     "ElectionResult",
     "HeartbeatReply",
+    "LeaderMove",
     "NewPartitions",
     "NewTopic",
     "ProducerIdsReply",
@@ -67,6 +71,7 @@ __all__ = [
     "QuotaAlteration",
     "QuotaAlterationResult",
     "QuotaOp",
+    "RebalanceReply",
     "Reassignment",
     "ReassignmentResult",
     "RegistrationReply",
@@ -224,6 +229,18 @@ class QuorumController:
         self, items: Sequence[Reassignment]
     ) -> ControllerResult[list[ReassignmentResult]]:
         return topics.alter_partition_reassignments(self._st, items)
+
+    # -- leader balance --------------------------------------------------------------------
+
+    def next_rebalance_ms(self) -> int | None:
+        """When the next leader-imbalance check is due (None: `auto.leader.rebalance.enable`
+        is off)."""
+        return self._st.next_rebalance_ms
+
+    def rebalance_leaders(self, now_ms: int) -> ControllerResult[RebalanceReply]:
+        """The leader-imbalance check if due at `now_ms`: preferred elections for imbalanced
+        partitions, bounded per operation (balance.py); nothing when not due."""
+        return balance.rebalance_leaders(self._st, now_ms)
 
     # -- configs ---------------------------------------------------------------------------
 

@@ -70,6 +70,13 @@ class ControllerConfig:
     # KIP-578 partition budgets (budgets.py): `max.broker.partitions`, `max.partitions`.
     max_broker_partitions: int = DEFAULT_MAX_BROKER_PARTITIONS
     max_partitions: int = DEFAULT_MAX_PARTITIONS
+    # Leader balance (balance.py): `auto.leader.rebalance.enable`,
+    # `leader.imbalance.check.interval.seconds` (here in ms), and
+    # `leader.imbalance.per.broker.percentage` (accepted, not applied - as Kafka 4's KRaft
+    # controller).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,6 +117,12 @@ class ControllerState:
         # Offset a broker in controlled shutdown must reach before it may stop.
         self.shutdown_offsets: dict[int, int] = {}
         self.placement_start = self.rng.randrange(1 << 16)
+        # When the next leader-imbalance check is due (balance.py); None: never.
+        self.next_rebalance_ms: int | None = (
+            now_ms + config.leader_imbalance_check_interval_ms
+            if config.auto_leader_rebalance_enable
+            else None
+        )
 
     def emit(self, out: list[MetadataRecord], record: MetadataRecord) -> None:
         """Apply `record` at the next offset and queue it for commit."""
