@@ -13,11 +13,13 @@ from tests.controller.helpers import CLUSTER_ID, Cluster
 INTERVAL = 10_000
 
 
-def restarted_cluster(partitions: int = 30, **kw: bool) -> Cluster:
+def restarted_cluster(partitions: int = 30, *, enable: bool = True) -> Cluster:
     """Three brokers, a topic whose leaders were spread, broker 1 fenced and back (its
     leaderships moved to the others and stay there)."""
     config = ControllerConfig(
-        cluster_id=CLUSTER_ID, leader_imbalance_check_interval_ms=INTERVAL, **kw
+        cluster_id=CLUSTER_ID,
+        leader_imbalance_check_interval_ms=INTERVAL,
+        auto_leader_rebalance_enable=enable,
     )
     c = Cluster(config)
     c.start(1, 2, 3)
@@ -69,7 +71,7 @@ def test_preferred_replica_out_of_the_isr_is_not_elected() -> None:
 
 
 def test_disabled_never_checks() -> None:
-    c = restarted_cluster(auto_leader_rebalance_enable=False)
+    c = restarted_cluster(enable=False)
     assert c.ctl.next_rebalance_ms() is None
     assert c.run(c.ctl.rebalance_leaders(10 * INTERVAL)).moved == []
     assert leaders(c)[1] == 0
