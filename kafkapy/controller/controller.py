@@ -30,7 +30,7 @@ from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, Registr
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.quotas import QuotaAlteration, QuotaAlterationResult, QuotaOp
-from kafkapy.controller.records import Endpoint
+from kafkapy.controller.records import Endpoint, MetadataRecord
 from kafkapy.controller.scram import ScramDeletion, ScramResult, ScramUpsertion
 from kafkapy.controller.state import ControllerConfig, ControllerResult, ControllerState
 from kafkapy.controller.topics import (
@@ -190,6 +190,18 @@ class QuorumController:
     def next_deadline_ms(self) -> int | None:
         """When `tick` next has work (a session may expire), or None."""
         return brokers.next_session_deadline_ms(self._st)
+
+    def departing(self) -> list[int]:
+        """Fenced or shutting-down brokers whose partitions still have to move off them: the
+        server runs `continue_departures` until this is empty."""
+        return list(self._st.departing)
+
+    def continue_departures(self) -> ControllerResult[list[int]]:
+        """The next bounded batch of partition changes for departing brokers (brokers.py);
+        answers the brokers still departing after it."""
+        records: list[MetadataRecord] = []
+        remaining = brokers.continue_departures(self._st, records)
+        return ControllerResult(records, remaining)
 
     def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int

@@ -88,6 +88,18 @@ class ControllerResult(Generic[T]):
     response: T
 
 
+def _departing(image: MetadataImage) -> list[int]:
+    """Brokers that are not active yet lead a partition or share an ISR with others."""
+    found: dict[int, None] = {}
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if part.leader != NO_LEADER and not image.is_active(part.leader):
+                found[part.leader] = None
+            if len(part.isr) > 1:
+                found.update((r, None) for r in part.isr if not image.is_active(r))
+    return sorted(found)
+
+
 def partition_budget(st: ControllerState) -> PartitionBudget:
     """The partition budgets for one request (budgets.py)."""
     return PartitionBudget(st.image, st.config.max_broker_partitions, st.config.max_partitions)
@@ -117,6 +129,9 @@ class ControllerState:
         # Offset a broker in controlled shutdown must reach before it may stop.
         self.shutdown_offsets: dict[int, int] = {}
         self.placement_start = self.rng.randrange(1 << 16)
+        # Brokers no longer active whose partitions still have to move off them (brokers.py),
+        # in the order they left; found in the image after a controller failover.
+        self.departing: dict[int, None] = dict.fromkeys(_departing(self.image))
         # When the next leader-imbalance check is due (balance.py); None: never.
         self.next_rebalance_ms: int | None = (
             now_ms + config.leader_imbalance_check_interval_ms

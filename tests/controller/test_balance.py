@@ -25,6 +25,8 @@ def restarted_cluster(partitions: int = 30, *, enable: bool = True) -> Cluster:
     c.start(1, 2, 3)
     c.run(c.ctl.create_topics([NewTopic("t", partitions, 3)]))
     c.heartbeat(1, want_fence=True)
+    while c.ctl.departing():
+        c.run(c.ctl.continue_departures())
     c.register(1)
     c.heartbeat(1)
     for pid, part in c.ctl.image.topics["t"].partitions.items():
