@@ -22,6 +22,9 @@ Rules (the goals of Kafka's placer, in its order of priority):
   own rack (RF above the number of racks) is the next broker after the leader there.
 - Only active brokers (unfenced, not shutting down) are placed on; `start` varies per call so
   the leaders of successive topics do not pile onto one broker.
+`propose_reassignment` is `kafka-reassign-partitions --generate`'s job: a new placement of whole
+topics over a list of target brokers with the same rules; the controller applies whatever
+target it is given (racks are not checked there, as in Kafka).
 With every broker in one rack these rules are plain round robin: partition k's replicas are the
 consecutive brokers from start + k, which is what kafkapy placed before it knew about racks.
 """
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import groupby
 
-__all__ = ["Rack", "racks_of", "striped_order", "striped_placement"]
+__all__ = ["Rack", "propose_reassignment", "racks_of", "striped_order", "striped_placement"]
 
 #: a rack name; None for brokers without `broker.rack`
 Rack = str | None
@@ -97,3 +100,32 @@ def striped_placement(
             replicas.append(members[pick % len(members)])
         placed.append(tuple(replicas))
     return placed
+
+
+def propose_reassignment(
+    assignments: Mapping[str, Mapping[int, Sequence[int]]],
+    brokers: Mapping[int, Rack],
+    *,
+    start: int = 0,
+    rack_aware: bool = True,
+) -> dict[str, dict[int, tuple[int, ...]]]:
+    """A proposed assignment of every partition of the topics in `assignments` (topic ->
+    partition -> current replicas) over the target `brokers` (id -> rack), keeping each
+    topic's replication factor (its partition 0's, as Kafka's tool does). `rack_aware=False`
+    is the tool's `--disable-rack-aware`. A factor above len(brokers) is a ValueError saying
+    so (Kafka's InvalidReplicationFactorException)."""
+    targets: Mapping[int, Rack] = brokers if rack_aware else dict.fromkeys(brokers)
+    proposal: dict[str, dict[int, tuple[int, ...]]] = {}
+    for index, topic in enumerate(sorted(assignments)):
+        partitions = sorted(assignments[topic])
+        if not partitions:
+            continue
+        rf = len(assignments[topic][partitions[0]])
+        if rf > len(targets):
+            raise ValueError(
+                f"topic {topic!r}: replication factor {rf} is larger than the "
+                f"{len(targets)} target brokers"
+            )
+        placed = striped_placement(targets, len(partitions), rf, start + index)
+        proposal[topic] = dict(zip(partitions, placed, strict=True))
+    return proposal

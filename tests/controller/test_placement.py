@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.controller.controller import ControllerConfig, NewPartitions, NewTopic
-from kafkapy.controller.placement import Rack, striped_placement
+from kafkapy.controller.controller import ControllerConfig, NewPartitions, NewTopic, Reassignment
+from kafkapy.controller.placement import Rack, propose_reassignment, striped_placement
 from kafkapy.protocol.errors import ErrorCode
 from tests.controller.helpers import CLUSTER_ID, Cluster
 
@@ -107,3 +108,37 @@ def test_property_distinct_replicas_rack_span_and_even_leaders(
     leaders = Counter(r[0] for r in placed)
     counts = [leaders.get(b, 0) for b in brokers]
     assert max(counts) - min(counts) <= 1
+
+
+def test_proposal_moves_topics_onto_the_target_brokers_across_racks() -> None:
+    current = {"t": {p: (1, 2) for p in range(8)}, "u": {0: (1,), 1: (2,)}}
+    targets: dict[int, Rack] = {3: "a", 4: "a", 5: "b", 6: "b"}
+    proposal = propose_reassignment(current, targets, start=3)
+    assert sorted(proposal) == ["t", "u"]
+    assert sorted(proposal["t"]) == list(range(8))
+    for replicas in proposal["t"].values():
+        assert {targets[r] for r in replicas} == {"a", "b"}
+    assert Counter(r[0] for r in proposal["t"].values()) == {3: 2, 4: 2, 5: 2, 6: 2}
+    assert all(len(r) == 1 and r[0] in targets for r in proposal["u"].values())
+
+
+def test_proposal_without_rack_awareness_is_round_robin() -> None:
+    targets: dict[int, Rack] = {1: "a", 2: "a", 3: "b", 4: "b"}
+    proposal = propose_reassignment({"t": {0: (9, 8), 1: (8, 9)}}, targets, rack_aware=False)
+    assert proposal == {"t": {0: (1, 2), 1: (2, 3)}}
+
+
+def test_proposal_refuses_a_factor_above_the_targets() -> None:
+    with pytest.raises(ValueError, match="replication factor 3 is larger than the 2 target"):
+        propose_reassignment({"t": {0: (1, 2, 3)}}, {1: None, 2: None})
+
+
+def test_a_reassignment_target_is_applied_as_given_racks_or_not() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    c = racked(racks)
+    c.run(c.ctl.create_topics([NewTopic("t", 1, 2)]))
+    [res] = c.run(c.ctl.alter_partition_reassignments([Reassignment("t", 0, [2, 1])]))
+    assert res.error is ErrorCode.NONE
+    part = c.ctl.image.topics["t"].partitions[0]
+    target = tuple(r for r in part.replicas if r not in part.removing_replicas)
+    assert target == (2, 1)  # one rack only, in the order given
