@@ -13,10 +13,10 @@ States of a registered broker and what moves it:
   fenced. A fenced broker that wants to shut down may do so at once.
 Departures are bounded: a fence or a controlled shutdown moves at most
 `MAX_PARTITION_CHANGES_PER_OPERATION` partitions in its own operation, those the broker leads
-first; the rest move in follow-up operations (`continue_departures`, which the server runs while
-`departing` brokers remain). A broker in controlled shutdown is told to shut down only once all
-of its partitions have moved. A new controller finds the departing brokers in its image (a
-broker that is not active but still leads or shares an ISR).
+first; the rest move in follow-up operations: `continue_departures`, which `tick` also runs
+(the next deadline is due at once while `departing` brokers remain). A broker in controlled
+shutdown is told to shut down only once all of its partitions have moved. A new controller
+finds the departing brokers in its image (not active, yet leading or sharing an ISR).
 A registration from a new incarnation while the old one is active with a live session is
 refused (DUPLICATE_BROKER_REGISTRATION, Kafka's rule: two live processes must not share an id)
 unless it names the old epoch as its previous one - proof that it is the same broker restarted
@@ -302,7 +302,8 @@ def fence_gone(st: ControllerState, broker_id: int, broker_epoch: int) -> Contro
 
 
 def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:
-    """Fence every active broker whose session expired; returns their ids."""
+    """Fence every active broker whose session expired, and continue departures (within the
+    operation's bound); returns the ids fenced."""
     records: list[MetadataRecord] = []
     expired = [
         b.id
@@ -311,11 +312,16 @@ def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:
     ]
     for broker_id in sorted(expired):
         fence(st, records, broker_id)
+    continue_departures(st, records)
     return ControllerResult(records, expired)
 
 
 def next_session_deadline_ms(st: ControllerState) -> int | None:
-    """When the next active broker's session expires (None: no active broker)."""
+    """When the next active broker's session expires (None: no active broker); at once (0)
+    while departing brokers have partitions left to move, so a driver that ticks when this
+    passes continues the departures one bounded operation at a time."""
+    if st.departing:
+        return 0
     deadlines = [
         st.last_contact_ms.get(b.id, 0) + st.config.session_timeout_ms + 1
         for b in st.image.brokers.values()

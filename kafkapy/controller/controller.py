@@ -184,11 +184,13 @@ class QuorumController:
         return self._st.last_contact_ms.get(broker_id)
 
     def tick(self, now_ms: int) -> ControllerResult[list[int]]:
-        """Fence brokers whose session expired (their partitions get new leaders)."""
+        """Fence brokers whose session expired (their partitions get new leaders) and continue
+        the departures of fenced or shutting-down brokers (bounded per operation)."""
         return brokers.tick(self._st, now_ms)
 
     def next_deadline_ms(self) -> int | None:
-        """When `tick` next has work (a session may expire), or None."""
+        """When `tick` next has work (a session may expire, a departure is unfinished: now),
+        or None."""
         return brokers.next_session_deadline_ms(self._st)
 
     def departing(self) -> list[int]:

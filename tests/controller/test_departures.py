@@ -95,3 +95,19 @@ def test_a_broker_back_before_its_departure_finished_stops_departing() -> None:
     assert not c.heartbeat(1).is_fenced
     assert c.ctl.departing() == []
     assert changes(c.ctl.continue_departures().records) == 0
+
+
+def test_a_driver_that_ticks_at_each_deadline_finishes_the_departure() -> None:
+    """Today's server only ticks when `next_deadline_ms` passes: that alone must finish it."""
+    c = big_cluster()
+    c.heartbeat(1, want_fence=True)
+    assert c.ctl.next_deadline_ms() == 0
+    ticks = 0
+    while (deadline := c.ctl.next_deadline_ms()) is not None and deadline <= c.now_ms:
+        result = c.ctl.tick(c.now_ms)
+        assert changes(result.records) <= BOUND
+        c.run(result)
+        ticks += 1
+    assert ticks == PARTITIONS // BOUND - 1
+    assert held_by_1(c) == (0, 0)
+    assert c.ctl.next_deadline_ms() != 0
