@@ -12,7 +12,9 @@ Fixtures (all names start with `kafka_`):
   in a thread of the test process) and `--kafka-broker-scope=session|function` (ini
   `kafka_broker_scope`, default session: one broker for the run; function: a fresh one per test).
 - `kafka_broker_instance`: that broker's object (`ThreadBroker` / `SubprocessBroker`: `.bootstrap`,
-  `.faults`; a subprocess one also `.pause()` / `.resume()`).
+  `.faults`; a subprocess one also `.pause()` / `.resume()`). Function-scoped, as the fixtures
+  on it, because a test's markers choose the broker; the shared brokers live in the session's
+  `kafka_broker_pool` (`kafka_broker_pool.shared({})`: the default one, for wider fixtures).
 - `@pytest.mark.kafka_broker_config(**{"log.retention.ms": "1000"})` (and the ini linelist
   `kafka_broker_config = key=value` for every broker): broker settings. With session scope,
   static keys pick a broker of their own, started once per distinct set and shared by every
