@@ -1,0 +1,104 @@
+"""`kafkapy cluster start` as a supervisor and `kafkapy cluster node ACTION N` against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.cli.conftest import kafkapy
+
+NODE_LINE = re.compile(r"node (\d): pid (\d+), broker (\S+), controller (\S+), status page (\S+)\n")
+
+
+def _wait_for(predicate: Any, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def _process_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat (T: stopped by a signal)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _start(data: Path, stderr: IO[str]) -> tuple[subprocess.Popen[str], list[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "cluster", "start", "--nodes", "3", "--http", "--data-dir", str(data)],
+        stdout=subprocess.PIPE, stderr=stderr, text=True, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(6)]
+    if not lines[-1].startswith("state file: "):
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError(f"unexpected start output: {lines!r}")
+    return proc, lines
+
+
+@pytest.mark.timeout(300)
+def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    err_path = tmp_path / "supervisor.err"
+    with err_path.open("w") as err:
+        proc, lines = _start(data, err)
+    try:
+        nodes = {int(m[1]): m for m in map(NODE_LINE.fullmatch, lines[2:5]) if m is not None}
+        assert sorted(nodes) == [1, 2, 3], lines
+        state = json.loads((data / "cluster.json").read_text())
+        assert state["supervisor_pid"] == proc.pid
+        for i, m in nodes.items():
+            entry = state["processes"][str(i)]
+            assert (entry["pid"], entry["broker"], entry["http"]) == (int(m[2]), m[3], m[5])
+            with urllib.request.urlopen(f"{m[5]}healthz", timeout=10) as page:  # each node's own page
+                assert page.status == 200
+        bootstrap = state["bootstrap_servers"]
+        assert kafkapy("topics", "create", "t", "--replication-factor", "3", bootstrap=bootstrap).code == 0
+
+        killed = kafkapy("cluster", "node", "kill", "2", "--data-dir", str(data))
+        assert killed.code == 0, killed.stderr
+        pid2 = int(nodes[2][2])
+        _wait_for(lambda: f"node 2 (pid {pid2}) was killed by SIGKILL (exit code -9); nodes 1, 3 keep serving"
+                  in err_path.read_text(), "no report of node 2's death")
+        assert proc.poll() is None  # the supervisor and the other nodes keep running
+        assert json.loads((data / "cluster.json").read_text())["processes"]["2"]["exit_code"] == -9
+        survivors = f"{nodes[1][3]},{nodes[3][3]}"
+        r = kafkapy("produce", "t", "--acks", "1", stdin="a\n", bootstrap=survivors)
+        assert r.code == 0, r.stderr
+
+        assert kafkapy("cluster", "node", "pause", "3", "--data-dir", str(data)).code == 0
+        _wait_for(lambda: _process_state(int(nodes[3][2])) == "T", "node 3 was not stopped")
+        assert kafkapy("cluster", "node", "resume", "3", "--data-dir", str(data)).code == 0
+        _wait_for(lambda: _process_state(int(nodes[3][2])) != "T", "node 3 was not resumed")
+
+        restarted = kafkapy("cluster", "node", "restart", "2", "--data-dir", str(data), timeout=120)
+        assert restarted.code == 0, restarted.stderr
+        new_pid = json.loads((data / "cluster.json").read_text())["processes"]["2"]["pid"]
+        assert restarted.stdout == f"node 2 restarted: pid {new_pid}, broker {nodes[2][3]}\n"
+        assert new_pid != pid2
+        info = kafkapy("cluster", "info", "--json", bootstrap=nodes[2][3])
+        assert info.code == 0, info.stderr
+        assert [b["id"] for b in info.json()["brokers"]] == [1, 2, 3]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(60) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert "Traceback" not in err_path.read_text()
+    assert json.loads((data / "cluster.json").read_text())["supervisor_pid"] is None
+    stopped = kafkapy("cluster", "node", "kill", "1", "--data-dir", str(data))
+    assert stopped.code == 1
+    assert "is not running" in stopped.stderr
