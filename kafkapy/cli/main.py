@@ -31,6 +31,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the bro
 
     from kafkapy.server.app import Server
 
-__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "main"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "Terminated", "cli", "main"]
 
 log = logging.getLogger("kafkapy")
 
@@ -306,14 +307,33 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so every command's Ctrl-C path
+    (a producer flushes, a consumer commits and leaves its group) runs for `kill` and
+    `timeout` as well."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run `kafkapy` and return its exit status (click's usage errors: 2; Ctrl-C: 130)."""
+    """Run `kafkapy` and return its exit status (click's usage errors: 2; Ctrl-C: 130;
+    SIGTERM: 143). `serve` and `cluster start` install handlers of their own."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         result = cli.main(args=argv, prog_name="kafkapy", standalone_mode=False)
     except click.ClickException as e:
         e.show()
         return e.exit_code
-    except click.Abort:
+    except click.Abort as e:
+        if isinstance(e.__cause__, Terminated):
+            print("kafkapy: terminated", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print("kafkapy: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return result if isinstance(result, int) else 0
