@@ -37,6 +37,7 @@ from kafkapy.cli.common import (
     CliError,
     bytes_to_json,
     client_options,
+    librdkafka_logger,
     parse_datetime_ms,
     parse_duration_ms,
     parse_key_values,
@@ -191,6 +192,7 @@ def consume(
               else _json_line if fmt == "json" or settings.json else (lambda m: (m.value() or b"") + b"\n"))
     conf = {
         **settings.librdkafka(),
+        "logger": librdkafka_logger(),
         "group.id": group or "kafkapy-consume",
         "client.id": "kafkapy-consume",
         "enable.auto.commit": bool(group),
