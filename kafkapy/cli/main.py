@@ -54,6 +54,21 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # tests/cli/test_main.py checks each against the command's own help)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "acls": ("kafkapy.cli.acls:acls", "Create, list or delete ACLs (kafka-acls.sh)."),
+    "broker-api-versions": ("kafkapy.cli.brokers:broker_api_versions",
+                            "The API versions every broker supports, and which this client would use "
+                            "(kafka-broker-api-versions.sh)."),
+    "delete-records": ("kafkapy.cli.partitions:delete_records",
+                       "Delete the records of partitions below an offset (kafka-delete-records.sh)."),
+    "leader-election": ("kafkapy.cli.partitions:leader_election",
+                        "Elect partition leaders: the preferred replica or, losing data, any live one "
+                        "(kafka-leader-election.sh)."),
+    "log-dirs": ("kafkapy.cli.brokers:log_dirs",
+                 "Describe the log directories of brokers: each partition's size and lag (kafka-log-dirs.sh)."),
+    "reassign-partitions": ("kafkapy.cli.partitions:reassign_partitions",
+                            "Move partition replicas between brokers: execute, verify or cancel a plan, "
+                            "or generate one (kafka-reassign-partitions.sh)."),
+    "transactions": ("kafkapy.cli.transactions:transactions",
+                     "List, describe or abort transactions (kafka-transactions.sh)."),
     "chaos": ("kafkapy.cli.chaos:chaos",
               "Run seeded faults against a local kafkapy cluster and check what clients saw."),
     "cluster": ("kafkapy.cli.cluster:cluster",
