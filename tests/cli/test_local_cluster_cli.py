@@ -46,6 +46,51 @@ def _start(data: Path, stderr: IO[str]) -> tuple[subprocess.Popen[str], list[str
     return proc, lines
 
 
+def _replicas(bootstrap: str, topic: str) -> list[int]:
+    (described,) = kafkapy("topics", "describe", topic, "--json", bootstrap=bootstrap).json()
+    return list(described["partitions"][0]["replicas"])
+
+
+def _plan(path: Path, topic: str, replicas: list[int]) -> str:
+    path.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]}))
+    return str(path)
+
+
+def _reassign_onto_a_dead_node_and_cancel(bootstrap: str, plan: Path) -> None:
+    """A move onto a dead broker stays in progress (the new replica cannot catch up); --cancel
+    puts the replicas back."""
+    r = kafkapy("topics", "create", "stuck", "--replica-assignment", "1", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    r = kafkapy("reassign-partitions", "--execute", "--reassignment-json-file", _plan(plan, "stuck", [1, 2]),
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert '"replicas": [1]' in r.stdout  # the rollback plan: the current assignment
+    assert r.stdout.endswith("Successfully started partition reassignment(s) for stuck-0\n")
+    r = kafkapy("reassign-partitions", "--verify", "--reassignment-json-file", str(plan), bootstrap=bootstrap)
+    assert r.stdout == "Status of partition reassignment:\nReassignment of partition stuck-0 is still in progress.\n"
+    r = kafkapy("reassign-partitions", "--cancel", "--reassignment-json-file", str(plan), bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    _wait_for(lambda: _replicas(bootstrap, "stuck") == [1], "the cancelled move left replicas behind")
+
+
+def _reassign_and_verify(bootstrap: str, plan: Path) -> None:
+    r = kafkapy("topics", "create", "moved", "--replica-assignment", "1", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert kafkapy("produce", "moved", stdin="m\n", bootstrap=bootstrap).code == 0
+    r = kafkapy("reassign-partitions", "--execute", "--reassignment-json-file", _plan(plan, "moved", [2, 3]),
+                bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+
+    def verified() -> bool:
+        v = kafkapy("reassign-partitions", "--verify", "--reassignment-json-file", str(plan), bootstrap=bootstrap)
+        return "Reassignment of partition moved-0 is completed." in v.stdout
+
+    _wait_for(verified, "the reassignment did not complete")
+    assert _replicas(bootstrap, "moved") == [2, 3]
+    r = kafkapy("consume", "moved", "--from-beginning", "--exit-at-end", bootstrap=bootstrap)
+    assert r.stdout == "m\n"
+
+
 @pytest.mark.timeout(300)
 def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_path: Path) -> None:
     data = tmp_path / "cluster"
@@ -76,6 +121,8 @@ def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_p
         r = kafkapy("produce", "t", "--acks", "1", stdin="a\n", bootstrap=survivors)
         assert r.code == 0, r.stderr
 
+        _reassign_onto_a_dead_node_and_cancel(survivors, tmp_path / "plan.json")
+
         assert kafkapy("cluster", "node", "pause", "3", "--data-dir", str(data)).code == 0
         _wait_for(lambda: _process_state(int(nodes[3][2])) == "T", "node 3 was not stopped")
         assert kafkapy("cluster", "node", "resume", "3", "--data-dir", str(data)).code == 0
@@ -89,6 +136,7 @@ def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_p
         info = kafkapy("cluster", "info", "--json", bootstrap=nodes[2][3])
         assert info.code == 0, info.stderr
         assert [b["id"] for b in info.json()["brokers"]] == [1, 2, 3]
+        _reassign_and_verify(bootstrap, tmp_path / "plan.json")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
