@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kafkapy.cli.common import CliError, parse_key_values
+from kafkapy.cli.main import Terminated
 
 if TYPE_CHECKING:
     from kafkapy.testing.cluster import ClusterProcesses
@@ -99,6 +100,7 @@ class Supervisor:
         self.control = base / CONTROL_DIR
         self.exits: dict[int, int] = {}  # node id -> the start count whose exit was reported
         self.ready: dict[int, int] = {}  # node id -> the start count whose readiness was reported
+        self.serving = False  # every node was ready once: signals now end the supervision loop
 
     def state(self, running: bool = True) -> dict[str, Any]:
         nodes = self.procs.nodes
@@ -193,6 +195,7 @@ def _serve(supervisor: Supervisor, stop: threading.Event) -> None:
     for stale in supervisor.control.glob("restart-*"):
         stale.unlink(missing_ok=True)
     procs.start()
+    supervisor.serving = True
     supervisor.save()
     _pointer().write_text(str(supervisor.base.resolve()))
     click.echo(f"bootstrap servers: {procs.bootstrap}")
@@ -226,8 +229,14 @@ def start(nodes: int, voters: int | None, data_dir: Path | None, http: bool, ove
     _keep_ports(procs, base / STATE_FILE, nodes)
     supervisor = Supervisor(procs, base, nodes)
     stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+        if not supervisor.serving:  # still starting: leave the waits for readiness now
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     try:
         _serve(supervisor, stop)
     except ClusterStartError as e:

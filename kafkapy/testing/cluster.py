@@ -37,7 +37,7 @@ and clients present certificates too), SCRAM-SHA-512 between nodes as user `kafk
 Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
 then SIGKILLs stragglers, so no node outlives the test run. Not for serving traffic: only the
 tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/) and
-`kafkapy cluster start` (a local dev cluster, kafkapy/cli/cluster.py) use it.
+`kafkapy cluster start` (a local dev cluster, kafkapy/cli/local_cluster.py) use it.
 """
 
 from __future__ import annotations

@@ -150,3 +150,27 @@ def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_p
     stopped = kafkapy("cluster", "node", "kill", "1", "--data-dir", str(data))
     assert stopped.code == 1
     assert "is not running" in stopped.stderr
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_while_the_nodes_start_stops_them_at_once(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "cluster", "start", "--nodes", "3", "--data-dir", str(data)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    assert proc.stderr is not None
+    assert proc.stderr.readline().startswith("starting 3 nodes under ")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)  # not after the nodes' readiness wait (60 s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    state = json.loads((data / "cluster.json").read_text())
+    assert state["supervisor_pid"] is None
+    assert all(p["pid"] is None for p in state["processes"].values())
