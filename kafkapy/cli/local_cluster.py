@@ -255,9 +255,11 @@ def start(nodes: int, voters: int | None, data_dir: Path | None, http: bool, ove
 
 def _running_state(path: Path) -> dict[str, Any]:
     try:
-        doc: dict[str, Any] = json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except (OSError, ValueError):
-        raise CliError(f"no local cluster state at {path} (kafkapy cluster start writes it)") from None
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("processes"), dict):
+        raise CliError(f"no local cluster state at {path} (kafkapy cluster start writes it)")
     pid = doc.get("supervisor_pid")
     alive = isinstance(pid, int)
     if isinstance(pid, int):

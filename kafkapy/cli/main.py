@@ -348,6 +348,15 @@ def main(argv: list[str] | None = None) -> int:
             return 128 + signal.SIGTERM
         print("kafkapy: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        # a CliError from a command without client_options (which reports its own): one line,
+        # never a traceback; imported here so `kafkapy --help` loads click alone
+        from kafkapy.cli.common import CliError
+
+        if not isinstance(e, CliError):
+            raise
+        print(f"kafkapy: {e}", file=sys.stderr)
+        return 1
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

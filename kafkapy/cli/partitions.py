@@ -45,26 +45,40 @@ from kafkapy.protocol.messages import (
     ListPartitionReassignmentsResponse,
 )
 
-__all__ = ["delete_records", "leader_election", "reassign_partitions"]
+__all__ = ["delete_records", "leader_election", "read_partitions_file", "reassign_partitions"]
 
 TIMEOUT_MS = 30_000
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 JSON_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-def _json_partitions(path: Path, *keys: str) -> list[dict[str, Any]]:
-    """The "partitions" list of one of Kafka's JSON files, each entry checked for `keys`."""
+_FIELD_TYPES: dict[str, Any] = {"topic": str, "partition": int, "offset": int, "replicas": list}
+
+
+def _valid(entry: Any, keys: tuple[str, ...]) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    for key in keys:
+        value = entry.get(key)
+        if not isinstance(value, _FIELD_TYPES[key]) or isinstance(value, bool):
+            return False
+    replicas = entry.get("replicas", [])
+    return isinstance(replicas, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in replicas)
+
+
+def read_partitions_file(path: Path, *keys: str) -> list[dict[str, Any]]:
+    """The "partitions" list of one of Kafka's JSON files, each entry checked for `keys` (and
+    their types): anything else is a usage error naming the expected shape."""
+    fields = ("topic", "partition", *keys)
     try:
         doc = json.loads(path.read_text())
-        entries = doc["partitions"]
-        for e in entries:
-            for key in ("topic", "partition", *keys):
-                if key not in e:
-                    raise KeyError(key)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        fields = ", ".join(json.dumps(k) for k in ("topic", "partition", *keys))
-        raise click.BadParameter(f'{path}: expected {{"partitions": [{{{fields}}}, ...]}} ({e!r})') from None
-    return list(entries)
+    except (OSError, ValueError) as e:
+        raise click.BadParameter(f"{path}: {e}") from None
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(_valid(e, fields) for e in entries):
+        shape = ", ".join(json.dumps(k) for k in fields)
+        raise click.BadParameter(f'{path}: expected {{"partitions": [{{{shape}}}, ...]}}')
+    return entries
 
 
 def _name(topic: str, partition: int) -> str:
@@ -79,7 +93,7 @@ def _name(topic: str, partition: int) -> str:
 @client_options
 def delete_records(settings: ClientSettings, offset_json_file: Path) -> int:
     wanted = {(str(e["topic"]), int(e["partition"])): int(e["offset"])
-              for e in _json_partitions(offset_json_file, "offset")}
+              for e in read_partitions_file(offset_json_file, "offset")}
     rows: list[dict[str, Any]] = []
     with Admin(settings) as admin:
         for leader, tps in sorted(admin.by_leader(wanted).items()):
@@ -117,7 +131,7 @@ def _election_targets(path: Path | None, topic: str | None, partition: int | Non
     if topic is not None and partition is None:
         raise click.UsageError("--topic needs --partition")
     if path is not None:
-        return [(str(e["topic"]), int(e["partition"])) for e in _json_partitions(path)]
+        return [(str(e["topic"]), int(e["partition"])) for e in read_partitions_file(path)]
     return None if all_partitions else [(str(topic), int(partition or 0))]
 
 
@@ -214,7 +228,12 @@ def _generate(admin: Admin, topics_file: Path, broker_list: str | None) -> None:
         raise click.BadParameter(f'{topics_file}: expected {{"topics": [{{"topic": T}}, ...]}} ({e!r})') from None
     if not broker_list:
         raise click.UsageError("--generate needs --broker-list")
-    brokers = sorted({int(b) for b in broker_list.split(",")})
+    try:
+        brokers = sorted({int(b) for b in broker_list.split(",") if b.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{broker_list!r} is not a list of broker ids", param_hint="--broker-list") from None
+    if not brokers:
+        raise click.BadParameter("name at least one broker", param_hint="--broker-list")
     current = _current(admin, topics)
     proposed = {}
     for i, ((t, p), replicas) in enumerate(sorted(current.items())):
@@ -270,7 +289,7 @@ def reassign_partitions(settings: ClientSettings, action: str | None, reassignme
         if reassignment_json_file is None:
             raise click.UsageError(f"--{action} needs --reassignment-json-file")
         wanted = {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
-                  for e in _json_partitions(reassignment_json_file, "replicas")}
+                  for e in read_partitions_file(reassignment_json_file, "replicas")}
         if action == "verify":
             return _verify(settings, admin, wanted)
         names = ", ".join(_name(*tp) for tp in sorted(wanted))

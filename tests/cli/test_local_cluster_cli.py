@@ -149,7 +149,10 @@ def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_p
     assert json.loads((data / "cluster.json").read_text())["supervisor_pid"] is None
     stopped = kafkapy("cluster", "node", "kill", "1", "--data-dir", str(data))
     assert stopped.code == 1
-    assert "is not running" in stopped.stderr
+    assert stopped.stderr == f"kafkapy: the cluster of {data / 'cluster.json'} is not running (kafkapy cluster start)\n"
+    missing = kafkapy("cluster", "node", "kill", "1", "--data-dir", str(tmp_path / "none"))
+    assert missing.code == 1
+    assert missing.stderr.startswith("kafkapy: no local cluster state at ")
 
 
 @pytest.mark.timeout(120)

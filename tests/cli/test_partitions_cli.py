@@ -4,9 +4,51 @@ reassignment across brokers is in test_local_cluster_cli.py."""
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from pathlib import Path
+from typing import Any
 
+import click
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkapy.cli.partitions import read_partitions_file
 from tests.cli.conftest import kafkapy
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["partitions", "topic", "partition", "offset", "replicas", "x"]), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_JSON)
+def test_any_json_file_is_entries_or_a_usage_error(doc: Any) -> None:
+    """Whatever a plan file holds, the tools get well-typed entries or a usage error, never a
+    TypeError half-way through building requests."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "plan.json"
+        path.write_text(json.dumps(doc))
+        try:
+            entries = read_partitions_file(path, "offset", "replicas")
+        except click.BadParameter:
+            return
+    for e in entries:
+        assert isinstance(e["topic"], str)
+        assert isinstance(e["partition"], int)
+        assert isinstance(e["offset"], int)
+        assert all(isinstance(r, int) for r in e["replicas"])
+
+
+def test_a_plan_with_the_wrong_types_is_a_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"partitions": [{"topic": "t", "partition": [0], "offset": 1}]}))
+    shape = 'expected {"partitions": [{"topic", "partition", "offset"}, ...]}'
+    with pytest.raises(click.BadParameter, match=re.escape(shape)):
+        read_partitions_file(path, "offset")
 
 
 def _topic(bootstrap: str, name: str, records: int) -> None:
