@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kafkapy.cli.common import CliError, parse_key_values
-from kafkapy.cli.main import Terminated
 
 if TYPE_CHECKING:
     from kafkapy.testing.cluster import ClusterProcesses
@@ -100,7 +99,6 @@ class Supervisor:
         self.control = base / CONTROL_DIR
         self.exits: dict[int, int] = {}  # node id -> the start count whose exit was reported
         self.ready: dict[int, int] = {}  # node id -> the start count whose readiness was reported
-        self.serving = False  # every node was ready once: signals now end the supervision loop
 
     def state(self, running: bool = True) -> dict[str, Any]:
         nodes = self.procs.nodes
@@ -188,14 +186,43 @@ class Supervisor:
         return True
 
 
-def _serve(supervisor: Supervisor, stop: threading.Event) -> None:
+def _start_nodes(procs: ClusterProcesses, stop: threading.Event) -> bool:
+    """Spawn every node and wait until all are ready, or until a signal sets `stop` (False).
+
+    Why not `ClusterProcesses.start()`: a signal handler that raised to leave its waits could
+    land inside `Popen` after the fork and orphan that node; here the handler only sets `stop`
+    and every wait checks it.
+    """
+    from kafkapy.testing.cluster import ClusterStartError
+
+    procs.base_dir.mkdir(parents=True, exist_ok=True)
+    for node_id in procs.nodes:
+        if stop.is_set():
+            return False
+        procs.spawn(node_id)
+    deadline = time.monotonic() + procs.ready_timeout_s
+    while not all(n.ready.is_set() for n in procs.nodes.values()):
+        for node_id, n in procs.nodes.items():
+            if n.proc is not None and n.proc.poll() is not None:
+                raise ClusterStartError(f"node {node_id} exited (code {n.proc.returncode}) before it was ready\n"
+                                        f"{procs.logs()}")
+        if time.monotonic() > deadline:
+            raise ClusterStartError(f"not every node printed its ready line in time\n{procs.logs()}")
+        if stop.wait(0.1):
+            return False
+    procs.wait_settled()
+    return not stop.is_set()
+
+
+def _serve(supervisor: Supervisor, stop: threading.Event) -> bool:
+    """Start the nodes, print where they are, supervise until `stop`; False: stopped while starting."""
     procs = supervisor.procs
     click.echo(f"starting {supervisor.nodes} nodes under {supervisor.base} ...", err=True)
     supervisor.control.mkdir(exist_ok=True)
     for stale in supervisor.control.glob("restart-*"):
         stale.unlink(missing_ok=True)
-    procs.start()
-    supervisor.serving = True
+    if not _start_nodes(procs, stop):
+        return False
     supervisor.save()
     _pointer().write_text(str(supervisor.base.resolve()))
     click.echo(f"bootstrap servers: {procs.bootstrap}")
@@ -206,6 +233,7 @@ def _serve(supervisor: Supervisor, stop: threading.Event) -> None:
                "Ctrl-C stops every node", err=True)
     while not stop.wait(POLL_S):
         supervisor.check()
+    return True
 
 
 @click.command()
@@ -229,16 +257,16 @@ def start(nodes: int, voters: int | None, data_dir: Path | None, http: bool, ove
     _keep_ports(procs, base / STATE_FILE, nodes)
     supervisor = Supervisor(procs, base, nodes)
     stop = threading.Event()
+    received: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
         stop.set()
-        if not supervisor.serving:  # still starting: leave the waits for readiness now
-            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     try:
-        _serve(supervisor, stop)
+        served = _serve(supervisor, stop)
     except ClusterStartError as e:
         raise CliError(f"the cluster did not start: {e}") from None
     finally:
@@ -250,7 +278,8 @@ def start(nodes: int, voters: int | None, data_dir: Path | None, http: bool, ove
         if temp is not None:
             temp.cleanup()
         click.echo("stopped", err=True)
-    return 0
+    # stopped before every node was ready: the exit status of the signal, as `kafkapy` gives it
+    return 0 if served or not received else 128 + received[0]
 
 
 def _running_state(path: Path) -> dict[str, Any]:

@@ -32,6 +32,18 @@ def _process_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def _processes_using(data: Path) -> list[int]:
+    """Pids of live processes whose command line names `data` (a node left running)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(data).encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
 def _start(data: Path, stderr: IO[str]) -> tuple[subprocess.Popen[str], list[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "kafkapy", "cluster", "start", "--nodes", "3", "--http", "--data-dir", str(data)],
@@ -146,6 +158,7 @@ def test_one_node_dies_the_others_keep_serving_and_node_commands_act_on_it(tmp_p
                 proc.kill()
                 proc.wait(10)
     assert "Traceback" not in err_path.read_text()
+    assert _processes_using(data) == []
     assert json.loads((data / "cluster.json").read_text())["supervisor_pid"] is None
     stopped = kafkapy("cluster", "node", "kill", "1", "--data-dir", str(data))
     assert stopped.code == 1
@@ -174,6 +187,7 @@ def test_sigterm_while_the_nodes_start_stops_them_at_once(tmp_path: Path) -> Non
             proc.wait(10)
     assert proc.returncode == 143, err
     assert "Traceback" not in err
+    assert _processes_using(data) == []  # no node outlives its supervisor
     state = json.loads((data / "cluster.json").read_text())
     assert state["supervisor_pid"] is None
     assert all(p["pid"] is None for p in state["processes"].values())
