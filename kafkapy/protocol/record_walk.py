@@ -1,0 +1,281 @@
+"""One pass over a v2 record batch's records as bytes: Kafka's LogValidator record checks.
+
+Why: the CRC only proves the bytes are the producer's, not that they are records. A batch whose
+header says 3 records but holds 1, or whose records are random bytes under a correct CRC, would
+be acknowledged and then break every consumer (kafka-python raises CorruptRecordError on every
+fetch, kcat hangs). Kafka's LogValidator iterates every record of a client batch (decompressing
+a compressed one) before the append; `walk_records` does the same without building a single
+record object, since it runs per record on the produce path.
+
+What one walk proves (any failure -> `MalformedRecordError`, CORRUPT_MESSAGE, naming the record
+by its index in the batch):
+
+- exactly `recordsCount` records fill the records region (decompressed under
+  `max_decompressed`, the decompression-bomb cap), nothing left over;
+- each record's length varint matches its fields; every varint is well-formed (at most 5 bytes,
+  10 for the timestamp delta);
+- offset deltas strictly increase within `0..lastOffsetDelta`;
+- key and value lengths are -1 (null) or fit the record; header count >= 0, header keys non-null
+  and header values -1 or within the record.
+
+And, in the same pass, the rules of a topic's config (`RecordChecks`): keys required (a compacted
+topic, INVALID_RECORD) and record timestamps within a range (CreateTime topics,
+INVALID_TIMESTAMP); those name every refused record, as Kafka does, in `RecordValidationError`.
+The walk returns the records' largest timestamp, which the broker stores as the batch's
+`maxTimestamp` (Kafka recomputes it from the records).
+
+Cost: a few integer comparisons per record and per varint byte, read straight from the buffer
+(no slicing; a one-byte varint is read inline, the only common case besides 2-byte lengths).
+It is a plain function, so a caller may run it in a worker thread for a large batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkapy.protocol.compression import Compression, decompress
+from kafkapy.protocol.errors import ErrorCode, MalformedRecordError, RecordValidationError
+from kafkapy.protocol.records import (
+    BATCH_HEADER_SIZE,
+    DEFAULT_MAX_DECOMPRESSED,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Buffer,
+)
+
+__all__ = ["NO_TIMESTAMP_LIMIT", "RecordChecks", "walk_records"]
+
+NO_TIMESTAMP_LIMIT = 1 << 80
+"""A bound no int64 timestamp reaches: `RecordChecks` without a timestamp rule uses it."""
+
+_MIN_RECORD_BODY = 6
+"""Smallest record after its length varint: attributes, timestampDelta, offsetDelta, keyLength,
+valueLength and headerCount, one byte each."""
+
+_KEYLESS = "Compacted topic cannot accept message without key in topic partition {}."
+
+
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    """The per-record rules of a topic: `require_key` (compacted), and record timestamps within
+    `[min_timestamp, max_timestamp]` (a record without a timestamp, -1, is not judged).
+    `partition` ("topic-N") goes into the messages, as in Kafka's."""
+
+    partition: str = ""
+    require_key: bool = False
+    min_timestamp: int = -NO_TIMESTAMP_LIMIT
+    max_timestamp: int = NO_TIMESTAMP_LIMIT
+
+
+_NO_CHECKS = RecordChecks()
+
+
+def walk_records(
+    buf: Buffer,
+    pos: int,
+    header: BatchHeader,
+    checks: RecordChecks = _NO_CHECKS,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> int:
+    """Walk every record of the framed batch at `pos` (see the module docstring); return the
+    largest record timestamp (-1 when no record has one).
+
+    Raises `MalformedRecordError` (CORRUPT_MESSAGE) for the first malformed record,
+    `RecordValidationError` (INVALID_RECORD / INVALID_TIMESTAMP) naming every record that breaks
+    `checks`, and what `decompress` raises for a compressed region that does not inflate or
+    exceeds `max_decompressed`. The CRC is `validate_batch`'s, not checked here."""
+    start = pos + BATCH_HEADER_SIZE
+    end = pos + header.batch_length + LOG_OVERHEAD
+    data: Buffer = buf
+    codec = header.compression
+    if codec is not Compression.NONE:
+        data = decompress(codec, memoryview(buf)[start:end], max_decompressed)
+        start, end = 0, len(data)
+    count = header.records_count
+    if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - start:
+        raise MalformedRecordError(0, f"{end - start} bytes cannot hold {count} records")
+    base = header.base_timestamp
+    walked = _walk(
+        data, start, end, count, header.last_offset_delta, checks.require_key,
+        checks.min_timestamp - base, checks.max_timestamp - base,
+    )  # fmt: skip
+    largest_delta, keyless, out_of_range = walked
+    if keyless or out_of_range:
+        _refuse(checks, base, keyless, out_of_range)
+    return -1 if largest_delta is None else max(-1, base + largest_delta)
+
+
+def _walk(
+    data: Buffer, at: int, end: int, count: int, last_delta: int, require_key: bool, low: int, high: int
+) -> tuple[int | None, list[int], list[tuple[int, int, int]]]:
+    """The per-record loop: (largest timestamp delta, indexes of keyless records when keys are
+    required, (index, offset delta, timestamp delta) of the records whose timestamp delta lies
+    outside [low, high]).
+
+    Varints of one byte are decoded inline, and of two for the record and value lengths (1 KiB
+    values); longer ones by `_varint`. Fields are not bounds-checked one by one: positions only
+    grow, so a field that overruns its record ends past `record_end` and fails the final length
+    check, and a read past the buffer (IndexError) is a premature end."""
+    previous = -1
+    largest: int | None = None
+    keyless: list[int] = []
+    out_of_range: list[tuple[int, int, int]] = []
+    index = 0
+    try:
+        for index in range(count):
+            v = data[at]
+            if v < 0x80:
+                at += 1
+            elif data[at + 1] < 0x80:
+                v = (v & 0x7F) | (data[at + 1] << 7)
+                at += 2
+            else:
+                v, at = _varint(data, at, 5, index)
+            length = (v >> 1) ^ -(v & 1)
+            if length < _MIN_RECORD_BODY or length > end - at:
+                raise MalformedRecordError(index, _size_message(length, end - at))
+            v = data[at + 1]  # timestamp delta, after the attributes (unused in magic v2)
+            if v < 0x80:
+                delta = (v >> 1) ^ -(v & 1)
+                v = data[at + 2]  # offset delta
+                p = at + 3
+            else:
+                delta, p = _deltas(data, at + 1, index)
+                v = data[p]
+                p += 1
+            if v > 0x7F:
+                v, p = _varint(data, p - 1, 5, index)
+            offset = (v >> 1) ^ -(v & 1)
+            if offset <= previous or offset > last_delta:
+                raise MalformedRecordError(index, _offset_message(offset, previous, last_delta))
+            previous = offset
+            v = data[p]  # key length
+            if v > 0x7F:
+                v, p = _varint(data, p, 5, index)
+            else:
+                p += 1
+            if not v & 1:
+                p += v >> 1
+            elif v != 1:
+                raise MalformedRecordError(index, f"Invalid negative key size {-(v + 1) >> 1}")
+            elif require_key:
+                keyless.append(index)
+            p = _skip_value_and_headers(data, p, at + length, index)
+            if p != at + length:
+                raise MalformedRecordError(index, _size_message(length, p - at, read=True))
+            at = p
+            if largest is None or delta > largest:
+                largest = delta
+            if delta < low or delta > high:
+                out_of_range.append((index, offset, delta))
+    except IndexError:
+        raise MalformedRecordError(index, "Incorrect declared batch size, premature EOF reached") from None
+    if at != end:
+        raise MalformedRecordError(
+            max(count - 1, 0), "Incorrect declared batch size, records still remaining in file"
+        )
+    return largest, keyless, out_of_range
+
+
+def _deltas(data: Buffer, p: int, index: int) -> tuple[int, int]:
+    """(timestamp delta, position of the offset delta) when either is longer than a byte."""
+    raw, p = _varint(data, p, 10, index)
+    return (raw >> 1) ^ -(raw & 1), p
+
+
+def _skip_value_and_headers(data: Buffer, p: int, record_end: int, index: int) -> int:
+    """The position after a record's value and headers (value length at `p`)."""
+    v = data[p]
+    if v < 0x80:
+        p += 1
+    elif data[p + 1] < 0x80:
+        v = (v & 0x7F) | (data[p + 1] << 7)
+        p += 2
+    else:
+        v, p = _varint(data, p, 5, index)
+    if not v & 1:
+        p += v >> 1
+    elif v != 1:
+        raise MalformedRecordError(index, f"Invalid negative value size {-(v + 1) >> 1}")
+    if data[p]:  # header count: zigzag 0 is the byte 0
+        return _skip_headers(data, p, record_end, index)
+    return p + 1
+
+
+def _varint(data: Buffer, p: int, max_bytes: int, index: int) -> tuple[int, int]:
+    """The raw (still zigzag) varint at `p` of at most `max_bytes` bytes, and the position
+    after it (`IndexError` past the buffer)."""
+    raw = 0
+    shift = 0
+    for at in range(p, p + max_bytes):
+        b = data[at]
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            if raw >> (32 if max_bytes == 5 else 64):
+                raise MalformedRecordError(index, "Varint is out of range")
+            return raw, at + 1
+        shift += 7
+    raise MalformedRecordError(index, f"Varint is too long, more than {max_bytes} bytes")
+
+
+def _skip_headers(data: Buffer, p: int, record_end: int, index: int) -> int:
+    """The position after a record's headers (count at `p`): non-null keys, values -1 or sized."""
+    raw, p = _varint(data, p, 5, index)
+    count = (raw >> 1) ^ -(raw & 1)
+    if count < 0 or count * 2 > record_end - p:
+        raise MalformedRecordError(index, f"Found invalid number of record headers {count}")
+    for _ in range(count):
+        raw, p = _varint(data, p, 5, index)
+        if raw & 1:
+            raise MalformedRecordError(index, f"Invalid negative header key size {-(raw + 1) >> 1}")
+        raw, p = _varint(data, p + (raw >> 1), 5, index)
+        if raw & 1:
+            if raw != 1:
+                raise MalformedRecordError(index, f"Invalid negative header value size {-(raw + 1) >> 1}")
+        else:
+            p += raw >> 1
+        if p > record_end:
+            break  # the record's length check names the overrun
+    return p
+
+
+def _size_message(length: int, available: int, *, read: bool = False) -> str:
+    if read:
+        return (
+            f"Invalid record size: expected to read {length} bytes in record payload, "
+            f"but instead read {available}"
+        )
+    if length < _MIN_RECORD_BODY:
+        return f"Invalid record size {length}: a record has at least {_MIN_RECORD_BODY} bytes"
+    return (
+        f"Invalid record size: expected {length} bytes in record payload, but instead the "
+        f"buffer has only {available} remaining bytes."
+    )
+
+
+def _offset_message(offset: int, previous: int, last_delta: int) -> str:
+    return (
+        f"Invalid offset delta {offset}: offset deltas must increase (previous {previous}) "
+        f"within the batch's 0..{last_delta}"
+    )
+
+
+def _refuse(
+    checks: RecordChecks, base: int, keyless: list[int], out_of_range: list[tuple[int, int, int]]
+) -> None:
+    """Raise Kafka's RecordValidationException for the records that break `checks`: a key
+    error first, else the timestamp error, one per record; INVALID_TIMESTAMP if any timestamp
+    is refused. A record without a timestamp (-1) is never out of range."""
+    errors: dict[int, str] = dict.fromkeys(keyless, _KEYLESS.format(checks.partition))
+    bad_time = False
+    for index, offset, delta in out_of_range:
+        ts = base + delta
+        if ts >= 0 and index not in errors:
+            bad_time = True
+            errors[index] = (
+                f"Timestamp {ts} of message with offset delta {offset} is out of range. The "
+                f"timestamp should be within [{checks.min_timestamp}, {checks.max_timestamp}]"
+            )
+    if errors:
+        code = ErrorCode.INVALID_TIMESTAMP if bad_time else ErrorCode.INVALID_RECORD
+        raise RecordValidationError(code, sorted(errors.items()))
