@@ -116,13 +116,14 @@ def _walk(
     values); longer ones by `_varint`. Fields are not bounds-checked one by one: positions only
     grow, so a field that overruns its record ends past `record_end` and fails the final length
     check, and a read past the buffer (IndexError) is a premature end."""
-    previous = -1
+    previous = length = -1
     largest: int | None = None
     keyless: list[int] = []
     out_of_range: list[tuple[int, int, int]] = []
     index = 0
     try:
         for index in range(count):
+            length = -1
             v = data[at]
             if v < 0x80:
                 at += 1
@@ -169,7 +170,7 @@ def _walk(
             if delta < low or delta > high:
                 out_of_range.append((index, offset, delta))
     except IndexError:
-        raise MalformedRecordError(index, "Incorrect declared batch size, premature EOF reached") from None
+        raise MalformedRecordError(index, _overrun_message(length)) from None
     if at != end:
         raise MalformedRecordError(
             max(count - 1, 0), "Incorrect declared batch size, records still remaining in file"
@@ -251,6 +252,13 @@ def _size_message(length: int, available: int, *, read: bool = False) -> str:
         f"Invalid record size: expected {length} bytes in record payload, but instead the "
         f"buffer has only {available} remaining bytes."
     )
+
+
+def _overrun_message(length: int) -> str:
+    """A read past the buffer: in a record's length, or in fields that run past the record."""
+    if length < 0:
+        return "Incorrect declared batch size, premature EOF reached"
+    return f"Invalid record size: expected to read {length} bytes in record payload, but its fields run past them"
 
 
 def _offset_message(offset: int, previous: int, last_delta: int) -> str:
