@@ -34,7 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kafkapy.protocol.compression import Compression, decompress
-from kafkapy.protocol.errors import ErrorCode, MalformedRecordError, RecordValidationError
+from kafkapy.protocol.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    MalformedRecordError,
+    RecordValidationError,
+)
 from kafkapy.protocol.records import (
     BATCH_HEADER_SIZE,
     DEFAULT_MAX_DECOMPRESSED,
@@ -51,6 +56,9 @@ NO_TIMESTAMP_LIMIT = 1 << 80
 _MIN_RECORD_BODY = 6
 """Smallest record after its length varint: attributes, timestampDelta, offsetDelta, keyLength,
 valueLength and headerCount, one byte each."""
+
+_NO_DELTA = -(1 << 80)
+"""Below every timestamp delta: the largest delta before a record is read."""
 
 _KEYLESS = "Compacted topic cannot accept message without key in topic partition {}."
 
@@ -92,35 +100,42 @@ def walk_records(
         data = decompress(codec, memoryview(buf)[start:end], max_decompressed)
         start, end = 0, len(data)
     count = header.records_count
+    if header.last_offset_delta != count - 1:
+        raise InvalidRecordError(
+            f"last offset delta {header.last_offset_delta} does not match {count} records"
+        )
     if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - start:
         raise MalformedRecordError(0, f"{end - start} bytes cannot hold {count} records")
     base = header.base_timestamp
-    walked = _walk(
-        data, start, end, count, header.last_offset_delta, checks.require_key,
-        checks.min_timestamp - base, checks.max_timestamp - base,
-    )  # fmt: skip
-    largest_delta, keyless, out_of_range = walked
+    limits = (checks.require_key, checks.min_timestamp - base, checks.max_timestamp - base)
+    keyless: list[int] = []
+    out_of_range: list[tuple[int, int]] = []
+    at, largest = _walk(data, start, end, count, limits, keyless, out_of_range)
+    if at != end:
+        raise MalformedRecordError(
+            max(count - 1, 0), "Incorrect declared batch size, records still remaining in file"
+        )
     if keyless or out_of_range:
         _refuse(checks, base, keyless, out_of_range)
-    return -1 if largest_delta is None else max(-1, base + largest_delta)
+    return max(-1, base + largest)
 
 
 def _walk(
-    data: Buffer, at: int, end: int, count: int, last_delta: int, require_key: bool, low: int, high: int
-) -> tuple[int | None, list[int], list[tuple[int, int, int]]]:
-    """The per-record loop: (largest timestamp delta, indexes of keyless records when keys are
-    required, (index, offset delta, timestamp delta) of the records whose timestamp delta lies
-    outside [low, high]).
+    data: Buffer, at: int, end: int, count: int, checks: tuple[bool, int, int], keyless: list[int],
+    out_of_range: list[tuple[int, int]],
+) -> tuple[int, int]:
+    """The per-record loop: the position after the last record and the largest timestamp delta
+    (`_NO_DELTA` if none). `checks` is (keys required, lowest and highest timestamp delta);
+    records without a key (when required) go to `keyless`, (index, timestamp delta) of those
+    outside the range to `out_of_range`.
 
-    Varints of one byte are decoded inline, and of two for the record and value lengths (1 KiB
-    values); longer ones by `_varint`. Fields are not bounds-checked one by one: positions only
-    grow, so a field that overruns its record ends past `record_end` and fails the final length
-    check, and a read past the buffer (IndexError) is a premature end."""
-    previous = length = -1
-    largest: int | None = None
-    keyless: list[int] = []
-    out_of_range: list[tuple[int, int, int]] = []
-    index = 0
+    Varints of one byte are decoded inline, and of two for the record and value lengths and the
+    offset delta (1 KiB values, batches of up to 8192 records); longer ones by `_varint`. Fields
+    are not bounds-checked one by one: positions only grow, so a field that overruns its record
+    ends past it and fails the final length check, and a read past the buffer (IndexError) is a
+    premature end. Written out flat because it runs per record on the produce path."""
+    require_key, low, high = checks
+    largest = _NO_DELTA
     try:
         for index in range(count):
             length = -1
@@ -136,71 +151,68 @@ def _walk(
             if length < _MIN_RECORD_BODY or length > end - at:
                 raise MalformedRecordError(index, _size_message(length, end - at))
             v = data[at + 1]  # timestamp delta, after the attributes (unused in magic v2)
+            delta, p = ((v >> 1) ^ -(v & 1), at + 2) if v < 0x80 else _deltas(data, at + 1, index)
+            v = data[p]  # offset delta: the record's index in a producer's batch
             if v < 0x80:
-                delta = (v >> 1) ^ -(v & 1)
-                v = data[at + 2]  # offset delta
-                p = at + 3
-            else:
-                delta, p = _deltas(data, at + 1, index)
-                v = data[p]
                 p += 1
-            if v > 0x7F:
-                v, p = _varint(data, p - 1, 5, index)
-            offset = (v >> 1) ^ -(v & 1)
-            if offset <= previous or offset > last_delta:
-                raise MalformedRecordError(index, _offset_message(offset, previous, last_delta))
-            previous = offset
+            elif data[p + 1] < 0x80:
+                v = (v & 0x7F) | (data[p + 1] << 7)
+                p += 2
+            else:
+                v, p = _varint(data, p, 5, index)
+            if v != index << 1:
+                raise MalformedRecordError(index, _offset_message(v, index))
             v = data[p]  # key length
             if v > 0x7F:
                 v, p = _varint(data, p, 5, index)
             else:
                 p += 1
+            if v & 1:
+                _null_key(v, index, require_key, keyless)
+            else:
+                p += v >> 1
+            v = data[p]  # value length
+            if v < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                v = (v & 0x7F) | (data[p + 1] << 7)
+                p += 2
+            else:
+                v, p = _varint(data, p, 5, index)
             if not v & 1:
                 p += v >> 1
             elif v != 1:
-                raise MalformedRecordError(index, f"Invalid negative key size {-(v + 1) >> 1}")
-            elif require_key:
-                keyless.append(index)
-            p = _skip_value_and_headers(data, p, at + length, index)
+                raise MalformedRecordError(index, _negative_size("value", v))
+            p = _skip_headers(data, p, at + length, index) if data[p] else p + 1
             if p != at + length:
                 raise MalformedRecordError(index, _size_message(length, p - at, read=True))
             at = p
-            if largest is None or delta > largest:
+            if delta > largest:
                 largest = delta
             if delta < low or delta > high:
-                out_of_range.append((index, offset, delta))
+                out_of_range.append((index, delta))
     except IndexError:
         raise MalformedRecordError(index, _overrun_message(length)) from None
-    if at != end:
-        raise MalformedRecordError(
-            max(count - 1, 0), "Incorrect declared batch size, records still remaining in file"
-        )
-    return largest, keyless, out_of_range
+    return at, largest
 
 
 def _deltas(data: Buffer, p: int, index: int) -> tuple[int, int]:
-    """(timestamp delta, position of the offset delta) when either is longer than a byte."""
+    """(timestamp delta, position of the offset delta) for a timestamp delta over a byte."""
     raw, p = _varint(data, p, 10, index)
     return (raw >> 1) ^ -(raw & 1), p
 
 
-def _skip_value_and_headers(data: Buffer, p: int, record_end: int, index: int) -> int:
-    """The position after a record's value and headers (value length at `p`)."""
-    v = data[p]
-    if v < 0x80:
-        p += 1
-    elif data[p + 1] < 0x80:
-        v = (v & 0x7F) | (data[p + 1] << 7)
-        p += 2
-    else:
-        v, p = _varint(data, p, 5, index)
-    if not v & 1:
-        p += v >> 1
-    elif v != 1:
-        raise MalformedRecordError(index, f"Invalid negative value size {-(v + 1) >> 1}")
-    if data[p]:  # header count: zigzag 0 is the byte 0
-        return _skip_headers(data, p, record_end, index)
-    return p + 1
+def _null_key(raw: int, index: int, require_key: bool, keyless: list[int]) -> None:
+    """A record whose key length is negative: null (-1) is noted if keys are required, any
+    other negative length is malformed."""
+    if raw != 1:
+        raise MalformedRecordError(index, _negative_size("key", raw))
+    if require_key:
+        keyless.append(index)
+
+
+def _negative_size(what: str, raw: int) -> str:
+    return f"Invalid negative {what} size {-(raw + 1) >> 1}"
 
 
 def _varint(data: Buffer, p: int, max_bytes: int, index: int) -> tuple[int, int]:
@@ -261,27 +273,28 @@ def _overrun_message(length: int) -> str:
     return f"Invalid record size: expected to read {length} bytes in record payload, but its fields run past them"
 
 
-def _offset_message(offset: int, previous: int, last_delta: int) -> str:
+def _offset_message(raw: int, index: int) -> str:
+    offset = (raw >> 1) ^ -(raw & 1)
     return (
-        f"Invalid offset delta {offset}: offset deltas must increase (previous {previous}) "
-        f"within the batch's 0..{last_delta}"
+        f"Invalid offset delta {offset} of record {index}: a producer's batch numbers its "
+        f"records 0, 1, 2... in order"
     )
 
 
 def _refuse(
-    checks: RecordChecks, base: int, keyless: list[int], out_of_range: list[tuple[int, int, int]]
+    checks: RecordChecks, base: int, keyless: list[int], out_of_range: list[tuple[int, int]]
 ) -> None:
     """Raise Kafka's RecordValidationException for the records that break `checks`: a key
     error first, else the timestamp error, one per record; INVALID_TIMESTAMP if any timestamp
     is refused. A record without a timestamp (-1) is never out of range."""
     errors: dict[int, str] = dict.fromkeys(keyless, _KEYLESS.format(checks.partition))
     bad_time = False
-    for index, offset, delta in out_of_range:
+    for index, delta in out_of_range:
         ts = base + delta
         if ts >= 0 and index not in errors:
             bad_time = True
             errors[index] = (
-                f"Timestamp {ts} of message with offset delta {offset} is out of range. The "
+                f"Timestamp {ts} of message with offset delta {index} is out of range. The "
                 f"timestamp should be within [{checks.min_timestamp}, {checks.max_timestamp}]"
             )
     if errors:
