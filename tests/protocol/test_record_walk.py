@@ -28,7 +28,7 @@ from kafkapy.protocol.errors import (
     RecordValidationError,
 )
 from kafkapy.protocol.record_walk import RecordChecks, walk_records
-from kafkapy.protocol.records import Compression, parse_batch_header
+from kafkapy.protocol.records import Compression, decode_records, parse_batch_header
 from kafkapy.storage import LogConfig, PartitionLog
 
 pytestmark = pytest.mark.timeout(120)
@@ -217,7 +217,7 @@ _recs = st.lists(
         timestamp_delta=st.integers(-(2**40), 2**40),
         key=_bytes,
         value=_bytes,
-        headers=st.lists(st.tuples(st.binary(max_size=10), _bytes), max_size=3),
+        headers=st.lists(st.tuples(st.text(max_size=5).map(str.encode), _bytes), max_size=3),
     ),
     min_size=1,
     max_size=12,
@@ -281,3 +281,39 @@ def test_a_refused_append_answers_corrupt_message_and_leaves_the_log_unchanged(
         assert (plog.log_end_offset, plog.size_bytes, plog.read_bytes(0, 1 << 24)) == before
     finally:
         plog.close()
+
+
+@given(
+    recs=_recs,
+    codec=st.sampled_from(CODECS),
+    require_key=st.booleans(),
+    bounds=st.tuples(st.integers(-(2**41), 2**41), st.integers(0, 2**41)),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_rules_on_the_walk_match_the_decoded_records(
+    recs: list[Rec], codec: Compression, require_key: bool, bounds: tuple[int, int]
+) -> None:
+    """The compacted-key and timestamp rules, applied on the walk, refuse exactly the records
+    the decoded `Record` objects say they should, and the largest timestamp is theirs."""
+    recs = [replace(r, offset_delta=i) for i, r in enumerate(recs)]
+    data = _batch(_region(recs), len(recs), codec)
+    low, high = BASE_TS + bounds[0], BASE_TS + bounds[0] + bounds[1]
+    decoded = decode_records(data, 0, parse_batch_header(data))
+    keyless = {i for i, r in enumerate(decoded) if require_key and r.key is None}
+    stamps = [BASE_TS + r.timestamp_delta for r in decoded]
+    late_or_early = {i for i, ts in enumerate(stamps) if ts >= 0 and not low <= ts <= high} - keyless
+    checks = RecordChecks("t-0", require_key, low, high)
+    if not keyless and not late_or_early:
+        assert _walk(data, checks) == max(-1, *stamps)
+        return
+    with pytest.raises(RecordValidationError) as info:
+        _walk(data, checks)
+    assert {i for i, _ in info.value.record_errors} == keyless | late_or_early
+    expected = ErrorCode.INVALID_TIMESTAMP if late_or_early else ErrorCode.INVALID_RECORD
+    assert info.value.error_code is expected
+
+
+def test_header_keys_are_not_judged_for_utf8_as_in_kafka() -> None:
+    """Kafka's broker reads header keys leniently (Java replaces bad UTF-8), so a batch a Kafka
+    broker takes is taken here too."""
+    assert _walk(_batch(_region([Rec(0, headers=[(b"\xff\xfe", b"v")])]), 1)) == BASE_TS
