@@ -14,7 +14,8 @@ by its index in the batch):
   `max_decompressed`, the decompression-bomb cap), nothing left over;
 - each record's length varint matches its fields; every varint is well-formed (at most 5 bytes,
   10 for the timestamp delta);
-- offset deltas strictly increase within `0..lastOffsetDelta`;
+- offset deltas are 0, 1, 2... (a producer's batch is dense: `lastOffsetDelta` is
+  `recordsCount - 1`, else InvalidRecordError as in `validate_batch`);
 - key and value lengths are -1 (null) or fit the record; header count >= 0, header keys non-null
   and header values -1 or within the record.
 
@@ -24,9 +25,12 @@ INVALID_TIMESTAMP); those name every refused record, as Kafka does, in `RecordVa
 The walk returns the records' largest timestamp, which the broker stores as the batch's
 `maxTimestamp` (Kafka recomputes it from the records).
 
-Cost: a few integer comparisons per record and per varint byte, read straight from the buffer
-(no slicing; a one-byte varint is read inline, the only common case besides 2-byte lengths).
-It is a plain function, so a caller may run it in a worker thread for a large batch.
+Cost: integer comparisons per record and per varint byte, read straight from the buffer (no
+slicing, one- and two-byte varints inline): about 1 us per record on the 2-core test machine,
+64 us for a batch of 64 records of 1 KiB, plus the decompression of a compressed one. A batch
+at the decompression cap (64 MiB of records) takes seconds, so a caller on an event loop should
+hand a large compressed batch to a worker thread: `walk_records` is a plain function with no
+shared state for that reason.
 """
 
 from __future__ import annotations
