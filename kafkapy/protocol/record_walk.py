@@ -96,6 +96,11 @@ def walk_records(
     `RecordValidationError` (INVALID_RECORD / INVALID_TIMESTAMP) naming every record that breaks
     `checks`, and what `decompress` raises for a compressed region that does not inflate or
     exceeds `max_decompressed`. The CRC is `validate_batch`'s, not checked here."""
+    count = header.records_count
+    if header.last_offset_delta != count - 1:
+        raise InvalidRecordError(
+            f"last offset delta {header.last_offset_delta} does not match {count} records"
+        )
     start = pos + BATCH_HEADER_SIZE
     end = pos + header.batch_length + LOG_OVERHEAD
     data: Buffer = buf
@@ -103,11 +108,6 @@ def walk_records(
     if codec is not Compression.NONE:
         data = decompress(codec, memoryview(buf)[start:end], max_decompressed)
         start, end = 0, len(data)
-    count = header.records_count
-    if header.last_offset_delta != count - 1:
-        raise InvalidRecordError(
-            f"last offset delta {header.last_offset_delta} does not match {count} records"
-        )
     if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - start:
         raise MalformedRecordError(0, f"{end - start} bytes cannot hold {count} records")
     base = header.base_timestamp

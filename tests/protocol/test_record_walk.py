@@ -236,7 +236,7 @@ def _corrupt(recs: list[Rec], fault: str, i: int, amount: int) -> tuple[bytes, i
     elif fault == "length":
         bad[i] = replace(recs[i], length_adjust=amount if amount % 2 else -amount)
     elif fault == "offset":
-        bad[i] = replace(recs[i], offset_delta=(i + amount) % (n + 1) if n > 1 else 1)
+        bad[i] = replace(recs[i], offset_delta=i + amount if amount % 2 else -amount)
     elif fault == "key_size":
         bad[i] = replace(recs[i], key_size=-1 - amount)
     elif fault == "header_count":
