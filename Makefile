@@ -32,6 +32,7 @@ TEST_WORKERS ?= 2
 
 test: $(TEST_STAMP)
 	$(PY) -m ruff check kafkapy tests compat_tests perf docker_tests examples
+	$(PY) tools/check_sizes.py
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
@@ -43,6 +44,7 @@ chaos: $(TEST_STAMP)
 
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check kafkapy tests compat_tests perf docker_tests examples
+	$(PY) tools/check_sizes.py
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m mypy
 

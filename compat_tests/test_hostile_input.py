@@ -428,6 +428,59 @@ def test_produce_with_any_leader_epoch_is_accepted_and_overwritten(broker: Broke
     assert epoch >= 0
 
 
+def with_records(batch: bytes, count: int, records: bytes | None = None) -> bytes:
+    """`batch` claiming `count` records (last offset delta count - 1), its records region
+    replaced by `records` if given, batch length and CRC32C recomputed: framed and checksummed
+    like a good batch, whatever the records are."""
+    out = bytearray(batch if records is None else batch[:61] + records)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">i", out, 23, count - 1)
+    struct.pack_into(">i", out, 57, count)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def test_malformed_records_under_a_correct_crc_are_refused_and_consumers_read_on(
+    broker: BrokerProcess,
+) -> None:
+    """A batch whose header says 3 records over 1, and one whose records are garbage, both with
+    a correct CRC: CORRUPT_MESSAGE and nothing written. Accepted, they made kafka-python raise
+    CorruptRecordError on every poll of the partition (and kcat hang)."""
+    topic = unique_topic("hostile-records")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
+        timeout=15
+    )
+    now = int(time.time() * 1000)
+    lying_count = with_records(record_batch([b"only-one" * 4], now), 3)
+    garbage = with_records(record_batch([b"x"], now), 1, b"\xc8" * 40)
+    with connect(broker) as sock:
+        for i, batch in enumerate([record_batch([b"before"], now), lying_count, garbage,
+                                   record_batch([b"after"], now)]):  # fmt: skip
+            sock.sendall(request(API_PRODUCE, 7, 40 + i, produce_v7(topic, 0, batch)))
+            response = read_response(sock)
+            assert response is not None
+            code = NONE if i in (0, 3) else CORRUPT_MESSAGE
+            assert parse_produce_v7_response(response[1]) == [(topic, 0, code, -1 if code else i // 3)]
+
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    tp = KafkaTopicPartition(topic, 0)
+    cons = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, fetch_max_wait_ms=100)
+    try:
+        cons.assign([tp])
+        cons.seek(tp, 0)
+        records: list[Any] = []
+        deadline = time.monotonic() + 15
+        while len(records) < 2 and time.monotonic() < deadline:
+            for batch_records in cons.poll(timeout_ms=200).values():
+                records.extend(batch_records)
+    finally:
+        cons.close()
+    assert [(r.offset, r.value) for r in records] == [(0, b"before"), (1, b"after")]
+
+
 def test_produce_errors_are_per_partition_codes(broker: BrokerProcess) -> None:
     """Bad produce parameters get Kafka's per-partition error codes on a connection that stays
     usable: acks=2, a partition that does not exist, a batch over the topic's max.message.bytes."""

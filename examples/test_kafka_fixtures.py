@@ -72,3 +72,19 @@ def test_kafka_python_sees_a_non_retriable_error(kafka_broker, kafka_topic, kafk
     with pytest.raises(TopicAuthorizationFailedError):
         producer.send(kafka_topic, b"refused").get(timeout=10)
     producer.close(timeout=5)
+
+
+def test_produce_survives_a_leader_error(kafka_broker, kafka_topic, kafka_faults, kafka_consume):
+    # the README's example: faults by Kafka's names, the records read back with kafka_consume
+    kafka_faults.fail("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)   # the client retries
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_broker, "retry.backoff.ms": 10})
+    producer.produce(kafka_topic, value=b"survives")
+    assert producer.flush(30) == 0
+    assert [r.value for r in kafka_consume(kafka_topic, 1)] == [b"survives"]
+
+
+@pytest.mark.kafka_broker_config(**{"log.retention.ms": 3_600_000, "num.partitions": 3})
+def test_broker_settings_per_test(kafka_admin):
+    # num.partitions is static (a broker of its own), log.retention.ms dynamic (set, then reverted)
+    kafka_admin.create_topic("three-partitions", partitions=-1)
+    assert kafka_admin.list_topics()["three-partitions"] == 3

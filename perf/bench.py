@@ -33,6 +33,9 @@ settings) instead of the Python produce() loop.
 against the two: e.g. the HTTP listener on vs off in one run. --scrape-interval S then GETs /metrics and /api/status of every launched broker with an
 HTTP listener every S seconds during its runs (a Prometheus scraper plus an open status page).
 
+--compression none|gzip|snappy|lz4|zstd sets the producer's compression.type (the batches the
+broker decompresses and walks record by record before the append).
+
 Every loop stops by count and by time (--max-seconds per phase).
 """
 
@@ -87,7 +90,11 @@ class Params:
     linger_ms: int = 5
     #: path of perf/cdriver's produce binary: used for the produce phases instead of confluent-kafka
     c_producer: str | None = None
+    #: producer compression.type of the produce and latency phases (none, gzip, snappy, lz4, zstd)
+    compression: str = "none"
 
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 #: pid of the broker under test, set per target before its run (None: unknown, not reported)
 BROKER_PID: int | None = None
@@ -269,6 +276,7 @@ def produce_throughput(bootstrap: str, topic: str, acks: str, p: Params) -> dict
             "batch.size": 1024 * 1024,
             "enable.idempotence": False,
             "queue.buffering.max.kbytes": 256 * 1024,
+            "compression.type": p.compression,
         }
     )
     value = os.urandom(VALUE_BYTES // 2).hex().encode()
@@ -491,6 +499,7 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
             "acks": "all",
             "linger.ms": LATENCY_LINGER_MS,
             "enable.idempotence": False,
+            "compression.type": p.compression,
         }
     )
     pad = b"x" * (VALUE_BYTES - 20)
@@ -684,10 +693,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="consume phase with this perf/cdriver binary (make -C perf/cdriver wheel)")
     parser.add_argument("--c-producer", metavar="PATH",
                         help="produce phases with this perf/cdriver binary (make -C perf/cdriver wheel)")
+    parser.add_argument("--compression", choices=COMPRESSIONS, default="none",
+                        help="producer compression.type of the produce and latency phases (not with --c-producer)")
     args = parser.parse_args(argv)
+    if args.compression != "none" and args.c_producer:
+        parser.error("--compression is not passed to perf/cdriver's producer")
     global BROKER_PID
     p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds, args.c_consumer,
-               c_producer=args.c_producer)
+               c_producer=args.c_producer, compression=args.compression)
 
     launched: LaunchedBroker | None = None
     tmp: tempfile.TemporaryDirectory[str] | None = None

@@ -379,6 +379,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
             "104857600",
             "Largest request frame; checked from the size prefix.",
         ),
+        _B(
+            "queued.max.request.bytes",
+            _T.LONG,
+            "536870912",
+            "Bytes of requests read but not yet answered, all connections; at it reading stops (-1: no bound).",
+        ),
         _B("connections.max.idle.ms", _T.LONG, "600000", "Close connections idle this long."),
         _B("max.connections", _T.INT, "2147483647", "Broker-wide connections; accepting waits at the limit."),
         _B("max.connections.per.ip", _T.INT, "2147483647", "Connections per client IP; more are closed."),

@@ -24,7 +24,23 @@ def _s(x: float | None) -> str:
 
 
 def render(report: dict[str, Any], console: Console) -> None:
-    """Print `report` (the JSON form, see runner.outcome_json) to `console`."""
+    """Print `report` (the JSON form, see runner.outcome_json) to `console`: the table by fault
+    kind, the other workloads, the faults one by one, then the verdicts a reader looks for
+    first in a CI log - stalls, the leader-kill goal, anomalies."""
+    console.print(_kinds_table(report))
+    console.print(_workloads_table(report))
+    console.print(_faults_table(report))
+    _print_stalled(report, console)
+    _print_leader_kill_goal(report, console)
+    for kind, reason in report["skipped_kinds"].items():
+        console.print(f"skipped {kind}: {reason}")
+    if report["stuck_workloads"]:
+        console.print(f"workloads that did not stop in time: {', '.join(report['stuck_workloads'])}")
+    _print_anomalies(report, console)
+
+
+def _kinds_table(report: dict[str, Any]) -> Table:
+    """The acks=all idempotent producer's figures by fault kind: the run's headline."""
     table = Table(title=f"kafkapy chaos - seed {report['seed']}, {report['nodes']} nodes, "
                         f"{report['faults_injected']} faults; acks=all idempotent producer, "
                         "unavailability in s")
@@ -35,8 +51,11 @@ def render(report: dict[str, Any], console: Console) -> None:
             row["kind"], str(row["faults"]), str(row["acked"]), str(row["lost"]), str(row["duplicated"]),
             str(row["reordered"]), _s(row["unavailability_p50_s"]), _s(row["unavailability_max_s"]),
         )
-    console.print(table)
+    return table
 
+
+def _workloads_table(report: dict[str, Any]) -> Table:
+    """The workloads beside the acks=all producer, each with its own notion of an anomaly."""
     others = Table(title="other workloads")
     for name in ("workload", "figures", "anomalies"):
         others.add_column(name)
@@ -65,8 +84,11 @@ def render(report: dict[str, Any], console: Console) -> None:
         f"offsets backwards {group['offsets_backwards']}, lost {group['lost']}, "
         f"inconsistent {group['inconsistent']}",
     )
-    console.print(others)
+    return others
 
+
+def _faults_table(report: dict[str, Any]) -> Table:
+    """One row per injected fault, so an anomaly can be placed against what was done when."""
     faults = Table(title="faults injected")
     columns = ("#", "kind", "nodes", "led", "at s", "healed s", "whole s", "unavail s",
                "resumed s acks/txn/group", "detail")  # fmt: skip
@@ -82,7 +104,11 @@ def render(report: dict[str, Any], console: Console) -> None:
             "/".join(_s(resumed.get(k)) for k in PROGRESS_KINDS) if f["skipped"] is None else "-",
             f["detail"] if f["skipped"] is None else f"skipped: {f['skipped']}",
         )
-    console.print(faults)
+    return faults
+
+
+def _print_stalled(report: dict[str, Any], console: Console) -> None:
+    """Each workload that made no progress within the progress timeout after a fault healed."""
     stalled = [
         f"fault {f['index']} ({f['kind']}): {k}"
         for f in report["faults"]
@@ -93,6 +119,9 @@ def render(report: dict[str, Any], console: Console) -> None:
         console.print(f"[bold red]no progress within {report.get('progress_timeout_s', 0):.0f} s of the heal:[/] "
                       + ", ".join(stalled))
 
+
+def _print_leader_kill_goal(report: dict[str, Any], console: Console) -> None:
+    """The leader-SIGKILL unavailability against its goal, when the run killed a leader."""
     kill = next((r for r in report["kinds"] if r["kind"] == "kill"), None)
     if kill is not None and kill["unavailability_max_s"] is not None:
         met = (
@@ -104,10 +133,10 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"max {_s(kill['unavailability_max_s'])} s against a goal of {LEADER_KILL_GOAL_S:.0f} s "
             f"(median), {LEADER_KILL_MAX_S:.0f} s at most: {'met' if met else 'NOT met'}"
         )
-    for kind, reason in report["skipped_kinds"].items():
-        console.print(f"skipped {kind}: {reason}")
-    if report["stuck_workloads"]:
-        console.print(f"workloads that did not stop in time: {', '.join(report['stuck_workloads'])}")
+
+
+def _print_anomalies(report: dict[str, Any], console: Console) -> None:
+    """The verdict, last so it ends the log: anomalies with a few examples each, or none."""
     anomalies = {k: v for k, v in report["anomalies"].items() if v}
     if anomalies:
         console.print(f"[bold red]ANOMALIES: {anomalies}[/] (all examples in --json; logs in {report['data_dir']})")

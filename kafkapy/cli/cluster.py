@@ -7,19 +7,13 @@
   fetch. DescribeQuorum (API 55) is answered by the quorum leader; kafkapy's broker listeners
   forward it to the active controller (a single node answers as a quorum of one), as Kafka's do,
   and `--bootstrap-controller` asks controller listeners directly (non-leaders are skipped).
-- `start --nodes N`: a local N-node cluster on 127.0.0.1 (kafkapy.testing.cluster's process
-  harness): free ports, data under one folder, the bootstrap string printed, Ctrl-C stops every
-  node. With `--data-dir` the data and the ports are kept (cluster.json) for the next run.
+- `start --nodes N` and `node kill|pause|resume|restart N`: a supervised local cluster
+  (kafkapy/cli/local_cluster.py).
 """
 
 from __future__ import annotations
 
-import json
-import signal
-import tempfile
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import click
@@ -31,8 +25,8 @@ from kafkapy.cli.common import (
     Output,
     check,
     client_options,
-    parse_key_values,
 )
+from kafkapy.cli.local_cluster import node, start
 from kafkapy.cli.wire import Admin, KafkaWireClient
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
@@ -142,7 +136,12 @@ def quorum(settings: ClientSettings, bootstrap_controller: str | None) -> int:
     addresses = (bootstrap_controller or settings.bootstrap).split(",")
     tried: list[str] = []
     for address in addresses:
-        with KafkaWireClient(address, properties=settings.properties, timeout_s=10) as conn:
+        try:  # a server that is down: try the next, as Admin does with --bootstrap-server
+            conn = KafkaWireClient(address, properties=settings.properties, timeout_s=10)
+        except CliError as e:
+            tried.append(str(e))
+            continue
+        with conn:
             if ApiKey.DESCRIBE_QUORUM not in conn.versions:
                 tried.append(f"{address} does not serve DescribeQuorum")
                 continue
@@ -171,54 +170,5 @@ def quorum(settings: ClientSettings, bootstrap_controller: str | None) -> int:
     raise CliError("; ".join(tried) + hint)
 
 
-def _keep_ports(procs: Any, state: Path, nodes: int) -> None:
-    """Reuse the ports of the last run over the same data dir (the voters' addresses stay put)."""
-    if state.is_file():
-        saved = json.loads(state.read_text())
-        if saved.get("nodes") == nodes:
-            for node_id, node in procs.nodes.items():
-                node.broker_port, node.controller_port = saved["ports"][str(node_id)]
-    state.write_text(json.dumps({"nodes": nodes, "ports": {
-        str(i): [n.broker_port, n.controller_port] for i, n in procs.nodes.items()}}))
-
-
-@cluster.command()
-@click.option("--nodes", type=click.IntRange(1, 9), default=3, show_default=True, help="how many nodes")
-@click.option("--voters", type=click.IntRange(min=1), help="how many of them are controllers [default: all]")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="keep data (and ports) here between runs [default: a temporary folder]")
-@click.option("--override", multiple=True, metavar="KEY=VALUE", help="a broker config for every node")
-def start(nodes: int, voters: int | None, data_dir: Path | None, override: tuple[str, ...]) -> int:
-    """Run a local N-node cluster on 127.0.0.1 until Ctrl-C."""
-    from kafkapy.testing.cluster import ClusterProcesses, ClusterStartError
-
-    overrides = parse_key_values(override, "--override")
-    if voters is not None and voters > nodes:
-        raise click.BadParameter("at most --nodes voters", param_hint="--voters")
-    temp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="kafkapy-cluster-")
-    base = data_dir if data_dir is not None else Path(temp.name)  # type: ignore[union-attr]
-    base.mkdir(parents=True, exist_ok=True)
-    procs = ClusterProcesses(base, nodes, voters=voters, overrides=overrides, log_level="WARNING")
-    if data_dir is not None:
-        _keep_ports(procs, base / "cluster.json", nodes)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        click.echo(f"starting {nodes} nodes under {base} ...", err=True)
-        procs.start()
-        click.echo(f"bootstrap servers: {procs.bootstrap}")
-        click.echo(f"controller quorum voters: {procs.voters}")
-        click.echo(f"logs: {base}/node<N>.log - Ctrl-C stops every node", err=True)
-        while not stop.wait(0.5):
-            dead = [i for i in procs.nodes if not procs.nodes[i].is_running()]
-            if dead:
-                raise CliError(f"node {dead[0]} exited:\n{procs.nodes[dead[0]].log_tail()}")
-    except ClusterStartError as e:
-        raise CliError(f"the cluster did not start: {e}") from None
-    finally:
-        procs.stop()
-        if temp is not None:
-            temp.cleanup()
-        click.echo("stopped", err=True)
-    return 0
+cluster.add_command(start)
+cluster.add_command(node)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import os
 import re
 import sys
@@ -44,6 +45,7 @@ __all__ = [
     "client_options",
     "jaas_options",
     "json_to_bytes",
+    "librdkafka_logger",
     "parse_datetime_ms",
     "parse_duration_ms",
     "parse_key_values",
@@ -59,6 +61,31 @@ KAFKA_COMPATIBLE = (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+LIBRDKAFKA_LOGGER = "kafkapy.librdkafka"
+LOG_LEVEL_ENV = "KAFKAPY_LOG_LEVEL"
+
+
+def librdkafka_logger(environ: Mapping[str, str] = os.environ) -> logging.Logger:
+    """The logger confluent-kafka's clients hand librdkafka's log lines to (their `logger`).
+
+    Why: left alone, librdkafka prints `%3|1700000000.123|FAIL|rdkafka#producer-1| ...` to
+    stderr whenever one bootstrap server refuses a connection, even though the command goes on
+    and succeeds through another; what matters reaches the user as a delivery or consume error.
+    The lines are dropped unless KAFKAPY_LOG_LEVEL asks for them (e.g. KAFKAPY_LOG_LEVEL=INFO).
+    """
+    log = logging.getLogger(LIBRDKAFKA_LOGGER)
+    log.propagate = False
+    if not log.handlers:
+        level = environ.get(LOG_LEVEL_ENV, "").upper()
+        if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            handler: logging.Handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("librdkafka %(levelname)s: %(message)s"))
+            log.setLevel(level)
+        else:
+            handler = logging.NullHandler()
+        log.addHandler(handler)
+    return log
 
 # What to do about the codes a user meets at the command line.
 _ADVICE: dict[ErrorCode, str] = {
@@ -86,6 +113,8 @@ _ADVICE: dict[ErrorCode, str] = {
     ErrorCode.REQUEST_TIMED_OUT: "the cluster is slow or a broker is down; retry",
     ErrorCode.UNSUPPORTED_VERSION: "the broker does not support this request version",
     ErrorCode.INVALID_REQUEST: "the broker refused the request as invalid (its message says why)",
+    ErrorCode.SECURITY_DISABLED: "the broker has no authorizer: set authorizer.class.name (e.g. "
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer) in its config to use ACLs",
 }
 
 

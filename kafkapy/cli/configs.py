@@ -27,7 +27,7 @@ from kafkapy.cli.common import (
     parse_key_values,
 )
 from kafkapy.cli.wire import Admin, KafkaWireClient
-from kafkapy.protocol import ApiKey
+from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
@@ -35,7 +35,8 @@ from kafkapy.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 
-__all__ = ["BROKER", "GROUP", "TOPIC", "alter_configs", "configs", "describe_configs", "split_configs"]
+__all__ = ["BROKER", "GROUP", "TOPIC", "alter_configs", "configs", "describe_configs", "describe_topic_configs",
+           "split_configs"]
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE = 0, 1
@@ -78,6 +79,29 @@ def describe_configs(
     result = response.results[0]
     label = f"{_KIND.get(resource_type, 'resource')} {name or '(cluster default)'}"
     check(result.error_code, label, result.error_message)
+    return _rows(result)
+
+
+def describe_topic_configs(admin: Admin, names: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every config of many topics in one DescribeConfigs (a topic deleted meanwhile: none)."""
+    request = DescribeConfigsRequest(
+        resources=[DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC, resource_name=name)
+                   for name in names],
+        include_synonyms=True,
+    )
+    if not request.resources:
+        return {}
+    response: DescribeConfigsResponse = admin.call(ApiKey.DESCRIBE_CONFIGS, request)
+    found = {}
+    for result in response.results:
+        if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            continue
+        check(result.error_code, f"topic {result.resource_name}", result.error_message)
+        found[str(result.resource_name)] = _rows(result)
+    return found
+
+
+def _rows(result: Any) -> list[dict[str, Any]]:
     return [
         {
             "name": c.name,

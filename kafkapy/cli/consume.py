@@ -10,8 +10,8 @@ offset (`--offset N`; `--offset -N` is N records before the end of each partitio
 kafka-console-consumer's `--offset earliest|latest` too) or a time
 (`--since 10m`, `--timestamp ISO-or-ms`: the first record at or after it, ListOffsets). It stops
 after `--max-messages`, at the end of every partition (`--exit-at-end`, kcat's -e), after
-`--timeout-ms` without a record, or on Ctrl-C (the record being printed is finished, the consumer
-closes cleanly and commits, exit 0).
+`--timeout-ms` without a record, or on Ctrl-C or SIGTERM (the record being printed is finished,
+the consumer commits and leaves its group, exit 0).
 
 Output: the value per line (text), one JSON object per line (`--format json`: topic, partition,
 offset, timestamp, key, value, headers; bytes as in `kafkapy produce --format json`), or a kcat
@@ -37,6 +37,7 @@ from kafkapy.cli.common import (
     CliError,
     bytes_to_json,
     client_options,
+    librdkafka_logger,
     parse_datetime_ms,
     parse_duration_ms,
     parse_key_values,
@@ -86,13 +87,18 @@ def format_template(template: str) -> Callable[[Any], bytes]:
     return render
 
 
-def _stop_on_interrupt() -> list[int]:
-    """Ctrl-C (SIGINT) as a flag the poll loop checks (non-empty once pressed) instead of a
-    KeyboardInterrupt that could land between writing a record and counting it, or inside
-    librdkafka."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_on_interrupt() -> tuple[list[int], list[Any]]:
+    """Ctrl-C (SIGINT) and SIGTERM (`timeout`, `kill`, a container stop) as a flag the poll loop
+    checks (non-empty once one arrived) instead of an exception that could land between writing
+    a record and counting it, or inside librdkafka; either way the consumer then closes: it
+    commits what it printed and leaves its group, so the next member is not kept waiting for
+    the session timeout. Also returns the handlers it replaced."""
     pressed: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-    return pressed
+    previous = [signal.signal(sig, lambda signum, frame: pressed.append(signum)) for sig in STOP_SIGNALS]
+    return pressed, previous
 
 
 def _json_line(msg: Any) -> bytes:
@@ -186,6 +192,7 @@ def consume(
               else _json_line if fmt == "json" or settings.json else (lambda m: (m.value() or b"") + b"\n"))
     conf = {
         **settings.librdkafka(),
+        "logger": librdkafka_logger(),
         "group.id": group or "kafkapy-consume",
         "client.id": "kafkapy-consume",
         "enable.auto.commit": bool(group),
@@ -229,14 +236,15 @@ def _run(
         default = -1  # librdkafka's OFFSET_END: new records only
         consumer.assign([TopicPartition(topic, p, starts.get(p, default)) for p in partitions])
         assigned.update(partitions)
-    stop = _stop_on_interrupt()
+    stop, previous = _stop_on_interrupt()
     try:
         count = _poll_loop(consumer, topic, render, max_messages, follow, timeout_ms, assigned, at_end, stop)
     except KafkaException as e:
         raise CliError(f"consuming {topic}: {e.args[0].str()}") from None
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         consumer.close()  # leaves the group and commits what was read
+        for sig, handler in zip(STOP_SIGNALS, previous, strict=True):
+            signal.signal(sig, handler)
     click.echo(f"Processed a total of {count} messages", err=True)
     return 0
 

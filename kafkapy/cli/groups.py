@@ -12,6 +12,7 @@ allow_auto_topic_creation off), so a dry run with a typo changes nothing.
 from __future__ import annotations
 
 import csv
+import functools
 import struct
 import sys
 import time
@@ -139,6 +140,18 @@ def _all_groups(admin: Admin) -> list[str]:
     return sorted(g.group_id for g in response.groups)
 
 
+def _group_option(func: Any) -> Any:
+    """`--group G` (Kafka's spelling, repeatable) or the group names as arguments, as
+    `topics describe T` takes topics: both end up in the command's `group`."""
+
+    @functools.wraps(func)
+    def merged(*args: Any, group: tuple[str, ...], group_names: tuple[str, ...], **kwargs: Any) -> Any:
+        return func(*args, group=tuple(dict.fromkeys([*group_names, *group])), **kwargs)
+
+    merged = click.option("--group", multiple=True, help="the group (repeatable)")(merged)
+    return click.argument("group_names", metavar="[GROUP]...", nargs=-1)(merged)
+
+
 def _chosen_groups(admin: Admin, group: tuple[str, ...], all_groups: bool) -> list[str]:
     if all_groups:
         return _all_groups(admin)
@@ -218,7 +231,7 @@ def _assignment_text(assignment: dict[str, list[int]]) -> str:
 
 
 @groups.command()
-@click.option("--group", multiple=True, help="the group (repeatable)")
+@_group_option
 @click.option("--all-groups", is_flag=True, help="every group")
 @click.option("--members", "view", flag_value="members", help="the members and their partition counts")
 @click.option("--state", "view", flag_value="state", help="state, coordinator, assignor, member count")
@@ -432,7 +445,7 @@ def _export(results: list[dict[str, Any]]) -> None:
 
 
 @groups.command()
-@click.option("--group", multiple=True, help="the group (repeatable)")
+@_group_option
 @click.option("--all-groups", is_flag=True, help="every group")
 @client_options
 def delete(settings: ClientSettings, group: tuple[str, ...], all_groups: bool) -> int:

@@ -31,6 +31,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the bro
 
     from kafkapy.server.app import Server
 
-__all__ = ["LAZY_COMMANDS", "LazyGroup", "cli", "main"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "Terminated", "cli", "main"]
 
 log = logging.getLogger("kafkapy")
 
@@ -53,6 +54,21 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # tests/cli/test_main.py checks each against the command's own help)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "acls": ("kafkapy.cli.acls:acls", "Create, list or delete ACLs (kafka-acls.sh)."),
+    "broker-api-versions": ("kafkapy.cli.brokers:broker_api_versions",
+                            "The API versions every broker supports, and which this client would use "
+                            "(kafka-broker-api-versions.sh)."),
+    "delete-records": ("kafkapy.cli.partitions:delete_records",
+                       "Delete the records of partitions below an offset (kafka-delete-records.sh)."),
+    "leader-election": ("kafkapy.cli.partitions:leader_election",
+                        "Elect partition leaders: the preferred replica or, losing data, any live one "
+                        "(kafka-leader-election.sh)."),
+    "log-dirs": ("kafkapy.cli.brokers:log_dirs",
+                 "Describe the log directories of brokers: each partition's size and lag (kafka-log-dirs.sh)."),
+    "reassign-partitions": ("kafkapy.cli.partitions:reassign_partitions",
+                            "Move partition replicas between brokers: execute, verify or cancel a plan, "
+                            "or generate one (kafka-reassign-partitions.sh)."),
+    "transactions": ("kafkapy.cli.transactions:transactions",
+                     "List, describe or abort transactions (kafka-transactions.sh)."),
     "chaos": ("kafkapy.cli.chaos:chaos",
               "Run seeded faults against a local kafkapy cluster and check what clients saw."),
     "cluster": ("kafkapy.cli.cluster:cluster",
@@ -306,14 +322,42 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so every command's Ctrl-C path
+    (a producer flushes, a consumer commits and leaves its group) runs for `kill` and
+    `timeout` as well."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run `kafkapy` and return its exit status (click's usage errors: 2; Ctrl-C: 130)."""
+    """Run `kafkapy` and return its exit status (click's usage errors: 2; Ctrl-C: 130;
+    SIGTERM: 143). `serve` and `cluster start` install handlers of their own."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         result = cli.main(args=argv, prog_name="kafkapy", standalone_mode=False)
     except click.ClickException as e:
         e.show()
         return e.exit_code
-    except click.Abort:
+    except click.Abort as e:
+        if isinstance(e.__cause__, Terminated):
+            print("kafkapy: terminated", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print("kafkapy: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        # a CliError from a command without client_options (which reports its own): one line,
+        # never a traceback; imported here so `kafkapy --help` loads click alone
+        from kafkapy.cli.common import CliError
+
+        if not isinstance(e, CliError):
+            raise
+        print(f"kafkapy: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return result if isinstance(result, int) else 0

@@ -39,6 +39,7 @@ from kafkapy.cli.common import (
     Output,
     client_options,
     json_to_bytes,
+    librdkafka_logger,
     parse_key_values,
     topic_argument,
 )
@@ -106,6 +107,7 @@ def _config(settings: ClientSettings, acks: str, compression: str, idempotent: b
             transactional_id: str | None, extra: dict[str, str]) -> dict[str, Any]:
     conf: dict[str, Any] = {
         **settings.librdkafka(),
+        "logger": librdkafka_logger(),
         "client.id": "kafkapy-produce",
         "acks": ACKS[acks],
         "compression.type": compression,

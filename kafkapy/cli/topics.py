@@ -32,7 +32,12 @@ from kafkapy.cli.common import (
     client_options,
     parse_key_values,
 )
-from kafkapy.cli.configs import TOPIC, alter_configs, describe_configs, split_configs
+from kafkapy.cli.configs import (
+    TOPIC,
+    alter_configs,
+    describe_topic_configs,
+    split_configs,
+)
 from kafkapy.cli.offsets import EARLIEST, LATEST, list_offsets
 from kafkapy.cli.wire import Admin
 from kafkapy.protocol import ApiKey, ErrorCode
@@ -301,8 +306,7 @@ def describe(
             names = _matching(admin, names, if_exists)
         md = _metadata(admin, names, exclude_internal, if_exists)
         rows = describe_partitions(admin, md)
-        configs = ({str(t.name): describe_configs(admin, TOPIC, str(t.name)) for t in md.topics}
-                   if names or by_isr else {})
+        configs = describe_topic_configs(admin, [str(t.name) for t in md.topics])
     if under_replicated_partitions:
         rows = [r for r in rows if len(r["isr"]) < len(r["replicas"])]
     if unavailable_partitions:

@@ -11,6 +11,12 @@ States of a registered broker and what moves it:
 - CONTROLLED SHUTDOWN (`want_shutdown` from an active broker): it leaves every ISR and
   leadership at once; it is told to shut down once it has applied those changes, and is then
   fenced. A fenced broker that wants to shut down may do so at once.
+Departures are bounded: a fence or a controlled shutdown moves at most
+`MAX_PARTITION_CHANGES_PER_OPERATION` partitions in its own operation, those the broker leads
+first; the rest move in follow-up operations: `continue_departures`, which `tick` also runs
+(the next deadline is due at once while `departing` brokers remain). A broker in controlled
+shutdown is told to shut down only once all of its partitions have moved. A new controller
+finds the departing brokers in its image (not active, yet leading or sharing an ISR).
 A registration from a new incarnation while the old one is active with a live session is
 refused (DUPLICATE_BROKER_REGISTRATION, Kafka's rule: two live processes must not share an id)
 unless it names the old epoch as its previous one - proof that it is the same broker restarted
@@ -25,10 +31,12 @@ import dataclasses
 import uuid
 from collections.abc import Sequence
 
+from kafkapy.controller.image import PartitionImage, TopicImage
 from kafkapy.controller.records import (
     BrokerRegistrationChangeRecord,
     Endpoint,
     MetadataRecord,
+    PartitionChangeRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
@@ -42,6 +50,7 @@ __all__ = [
     "RegistrationReply",
     "allocate_producer_ids",
     "broker_heartbeat",
+    "continue_departures",
     "extend_sessions",
     "fence_gone",
     "register_broker",
@@ -50,6 +59,11 @@ __all__ = [
 ]
 
 _MAX_PRODUCER_ID = (1 << 63) - 1
+#: The most partition changes one operation emits for departing brokers (Kafka bounds a
+#: controller operation's records the same way: QuorumController's MAX_RECORDS_PER_USER_OP,
+#: and its Raft batches by `maxRecordsPerBatch`): one batch of thousands of records would hold
+#: the controller, the metadata log and every broker's apply loop for its whole length.
+MAX_PARTITION_CHANGES_PER_OPERATION = 1000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,11 +147,52 @@ def register_broker(
 
 
 def _leave_isrs(st: ControllerState, records: list[MetadataRecord], broker_id: int) -> None:
-    """Take a no longer active broker out of every ISR and leadership it holds."""
+    """Take a no longer active broker out of every ISR and leadership it holds - in this
+    operation as far as its bound allows, the rest in follow-up ones (`continue_departures`)."""
+    st.departing[broker_id] = None
+    continue_departures(st, records)
+
+
+def continue_departures(st: ControllerState, records: list[MetadataRecord]) -> list[int]:
+    """Move the partitions of departing brokers on, at most
+    `MAX_PARTITION_CHANGES_PER_OPERATION` changes in the operation `records` belongs to (its
+    changes so far count); returns the brokers still departing afterwards."""
+    budget = MAX_PARTITION_CHANGES_PER_OPERATION - sum(
+        isinstance(r, PartitionChangeRecord) for r in records
+    )
+    for broker_id in list(st.departing):
+        if st.image.is_active(broker_id):
+            del st.departing[broker_id]
+            continue
+        emitted, done = _move_partitions(st, records, broker_id, budget)
+        budget -= emitted
+        if not done:
+            break
+        del st.departing[broker_id]
+        if broker_id in st.shutdown_offsets:
+            st.shutdown_offsets[broker_id] = st.next_offset - 1
+    return list(st.departing)
+
+
+def _move_partitions(
+    st: ControllerState, records: list[MetadataRecord], broker_id: int, budget: int
+) -> tuple[int, bool]:
+    """Up to `budget` changes taking `broker_id` out of ISRs and leaderships, the partitions
+    it leads first (they are unavailable until moved); (changes emitted, all done)."""
+    led: list[tuple[TopicImage, int, PartitionImage]] = []
+    followed: list[tuple[TopicImage, int, PartitionImage]] = []
     for topic, pid, part in st.partitions_with(broker_id):
-        if broker_id in part.isr or part.leader == broker_id:
-            isr = tuple(r for r in part.isr if r != broker_id)
-            st.elect(records, topic, pid, isr=isr)
+        if part.leader == broker_id:
+            led.append((topic, pid, part))
+        elif broker_id in part.isr:
+            followed.append((topic, pid, part))
+    emitted = 0
+    for topic, pid, part in led + followed:
+        if emitted >= budget:
+            return emitted, False
+        isr = tuple(r for r in part.isr if r != broker_id)
+        emitted += st.elect(records, topic, pid, isr=isr)
+    return emitted, True
 
 
 def _elect_leaderless(st: ControllerState, records: list[MetadataRecord], broker_id: int) -> None:
@@ -190,6 +245,7 @@ def broker_heartbeat(
         if want_fence or not caught_up:
             return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, True))
         st.emit(records, UnfenceBrokerRecord(broker_id, b.epoch))
+        st.departing.pop(broker_id, None)
         _elect_leaderless(st, records, broker_id)
         return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, True, False))
     st.last_contact_ms[broker_id] = max(st.last_contact_ms.get(broker_id, now_ms), now_ms)
@@ -206,7 +262,8 @@ def broker_heartbeat(
             st.shutdown_offsets[broker_id] = st.next_offset - 1
             return ControllerResult(records, HeartbeatReply(ErrorCode.NONE, caught_up, False))
         target = st.shutdown_offsets.get(broker_id, st.image.offset)
-        if want_shutdown and current_metadata_offset >= target:
+        moved = broker_id not in st.departing
+        if want_shutdown and moved and current_metadata_offset >= target:
             fence(st, records, broker_id)
             return ControllerResult(
                 records, HeartbeatReply(ErrorCode.NONE, caught_up, True, should_shut_down=True)
@@ -245,7 +302,8 @@ def fence_gone(st: ControllerState, broker_id: int, broker_epoch: int) -> Contro
 
 
 def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:
-    """Fence every active broker whose session expired; returns their ids."""
+    """Fence every active broker whose session expired, and continue departures (within the
+    operation's bound); returns the ids fenced."""
     records: list[MetadataRecord] = []
     expired = [
         b.id
@@ -254,11 +312,16 @@ def tick(st: ControllerState, now_ms: int) -> ControllerResult[list[int]]:
     ]
     for broker_id in sorted(expired):
         fence(st, records, broker_id)
+    continue_departures(st, records)
     return ControllerResult(records, expired)
 
 
 def next_session_deadline_ms(st: ControllerState) -> int | None:
-    """When the next active broker's session expires (None: no active broker)."""
+    """When the next active broker's session expires (None: no active broker); at once (0)
+    while departing brokers have partitions left to move, so a driver that ticks when this
+    passes continues the departures one bounded operation at a time."""
+    if st.departing:
+        return 0
     deadlines = [
         st.last_contact_ms.get(b.id, 0) + st.config.session_timeout_ms + 1
         for b in st.image.brokers.values()

@@ -11,7 +11,9 @@ The decisions live in `brokers.py` (registration, heartbeats, fencing, controlle
 producer id blocks), `topics.py` (creation, deletion, partitions, AlterPartition, elections,
 reassignments),
 `configs.py`, `scram.py` (SCRAM credentials), `quotas.py` (client quotas), `acls.py` (ACLs) and
-`features.py` (finalized feature levels); this class is their one entry point.
+`features.py` (finalized feature levels), `balance.py` (leader-imbalance checks), with
+`placement.py` (rack-aware placement) and `budgets.py` (partition budgets) used by topics.py;
+this class is their one entry point.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import uuid
 from collections.abc import Sequence
 
 from kafkapy.authorizer.acl import AclBinding, AclBindingFilter
-from kafkapy.controller import acls, brokers, configs, features, quotas, scram, topics
+from kafkapy.controller import acls, balance, brokers, configs, features, quotas, scram, topics
 from kafkapy.controller.acls import AclCreateResult, AclDeleteResult
+from kafkapy.controller.balance import LeaderMove, RebalanceReply
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
 from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.quotas import QuotaAlteration, QuotaAlterationResult, QuotaOp
-from kafkapy.controller.records import Endpoint
+from kafkapy.controller.records import Endpoint, MetadataRecord
 from kafkapy.controller.scram import ScramDeletion, ScramResult, ScramUpsertion
 from kafkapy.controller.state import ControllerConfig, ControllerResult, ControllerState
 from kafkapy.controller.topics import (
@@ -60,6 +63,7 @@ __all__ = [
     "DeleteTopicResult",
     "ElectionResult",
     "HeartbeatReply",
+    "LeaderMove",
     "NewPartitions",
     "NewTopic",
     "ProducerIdsReply",
@@ -69,6 +73,7 @@ __all__ = [
     "QuotaOp",
     "Reassignment",
     "ReassignmentResult",
+    "RebalanceReply",
     "RegistrationReply",
     "ScramDeletion",
     "ScramResult",
@@ -179,12 +184,26 @@ class QuorumController:
         return self._st.last_contact_ms.get(broker_id)
 
     def tick(self, now_ms: int) -> ControllerResult[list[int]]:
-        """Fence brokers whose session expired (their partitions get new leaders)."""
+        """Fence brokers whose session expired (their partitions get new leaders) and continue
+        the departures of fenced or shutting-down brokers (bounded per operation)."""
         return brokers.tick(self._st, now_ms)
 
     def next_deadline_ms(self) -> int | None:
-        """When `tick` next has work (a session may expire), or None."""
+        """When `tick` next has work (a session may expire, a departure is unfinished: now),
+        or None."""
         return brokers.next_session_deadline_ms(self._st)
+
+    def departing(self) -> list[int]:
+        """Fenced or shutting-down brokers whose partitions still have to move off them: the
+        server runs `continue_departures` until this is empty."""
+        return list(self._st.departing)
+
+    def continue_departures(self) -> ControllerResult[list[int]]:
+        """The next bounded batch of partition changes for departing brokers (brokers.py);
+        answers the brokers still departing after it."""
+        records: list[MetadataRecord] = []
+        remaining = brokers.continue_departures(self._st, records)
+        return ControllerResult(records, remaining)
 
     def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int
@@ -224,6 +243,18 @@ class QuorumController:
         self, items: Sequence[Reassignment]
     ) -> ControllerResult[list[ReassignmentResult]]:
         return topics.alter_partition_reassignments(self._st, items)
+
+    # -- leader balance --------------------------------------------------------------------
+
+    def next_rebalance_ms(self) -> int | None:
+        """When the next leader-imbalance check is due (None: `auto.leader.rebalance.enable`
+        is off)."""
+        return self._st.next_rebalance_ms
+
+    def rebalance_leaders(self, now_ms: int) -> ControllerResult[RebalanceReply]:
+        """The leader-imbalance check if due at `now_ms`: preferred elections for imbalanced
+        partitions, bounded per operation (balance.py); nothing when not due."""
+        return balance.rebalance_leaders(self._st, now_ms)
 
     # -- configs ---------------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kafkapy.controller.records import (
     AccessControlEntryRecord,
@@ -230,125 +231,140 @@ class MetadataImage:
     def apply(
         self, record: MetadataRecord, offset: int, delta: MetadataDelta | None = None
     ) -> None:
-        """Replay one record at `offset` (see the module rules)."""
-        d = delta if delta is not None else MetadataDelta()
-        match record:
-            case RegisterBrokerRecord():
-                self.brokers[record.broker_id] = BrokerRegistration(
-                    record.broker_id,
-                    record.broker_epoch,
-                    record.incarnation_id,
-                    record.endpoints,
-                    record.rack,
-                    record.fenced,
-                    False,
-                )
-                d.changed_brokers.add(record.broker_id)
-            case UnregisterBrokerRecord():
-                self._broker(record.broker_id, record.broker_epoch)
-                del self.brokers[record.broker_id]
-                d.changed_brokers.add(record.broker_id)
-            case FenceBrokerRecord():
-                b = self._broker(record.id, record.epoch)
-                self.brokers[b.id] = dataclasses.replace(b, fenced=True)
-                d.changed_brokers.add(b.id)
-            case UnfenceBrokerRecord():
-                b = self._broker(record.id, record.epoch)
-                self.brokers[b.id] = dataclasses.replace(b, fenced=False)
-                d.changed_brokers.add(b.id)
-            case BrokerRegistrationChangeRecord():
-                b = self._broker(record.broker_id, record.broker_epoch)
-                fenced = b.fenced if record.fenced is None else record.fenced
-                shutdown = b.in_controlled_shutdown
-                if record.in_controlled_shutdown is not None:
-                    shutdown = record.in_controlled_shutdown
-                self.brokers[b.id] = dataclasses.replace(
-                    b, fenced=fenced, in_controlled_shutdown=shutdown
-                )
-                d.changed_brokers.add(b.id)
-            case TopicRecord():
-                if record.name in self.topics:
-                    raise MetadataApplyError(f"topic {record.name!r} already exists")
-                if record.topic_id in self.topics_by_id:
-                    raise MetadataApplyError(f"topic id {record.topic_id} is already in use")
-                self.topics[record.name] = TopicImage(record.name, record.topic_id)
-                self.topics_by_id[record.topic_id] = record.name
-                d.changed_topics.add(record.name)
-            case PartitionRecord():
-                t = self._topic(record.topic_id)
-                t.partitions[record.partition_id] = PartitionImage(
-                    record.replicas,
-                    record.isr,
-                    record.leader,
-                    record.leader_epoch,
-                    record.partition_epoch,
-                    record.adding_replicas,
-                    record.removing_replicas,
-                )
-                d._partition(t.name, record.partition_id)
-            case PartitionChangeRecord():
-                t = self._topic(record.topic_id)
-                p = t.partitions.get(record.partition_id)
-                if p is None:
-                    raise MetadataApplyError(
-                        f"no partition {record.partition_id} in topic {t.name!r}"
-                    )
-                t.partitions[record.partition_id] = PartitionImage(
-                    changed(record.replicas, p.replicas),
-                    changed(record.isr, p.isr),
-                    changed(record.leader, p.leader),
-                    p.leader_epoch + (1 if record.leader is not None else 0),
-                    p.partition_epoch + 1,
-                    changed(record.adding_replicas, p.adding_replicas),
-                    changed(record.removing_replicas, p.removing_replicas),
-                )
-                d._partition(t.name, record.partition_id)
-            case RemoveTopicRecord():
-                t = self._topic(record.topic_id)
-                del self.topics[t.name]
-                del self.topics_by_id[t.topic_id]
-                d.changed_topics.discard(t.name)
-                d.changed_partitions.pop(t.name, None)
-                d.deleted_topics[t.topic_id] = t
-            case ConfigRecord():
-                self._config(record, d)
-            case ProducerIdsRecord():
-                if record.next_producer_id <= self.next_producer_id:
-                    raise MetadataApplyError(
-                        f"producer id block ends at {record.next_producer_id}, "
-                        f"not after {self.next_producer_id}"
-                    )
-                self.next_producer_id = record.next_producer_id
-                d.producer_ids_changed = True
-            case UserScramCredentialRecord():
-                key = (record.name, self._scram_mechanism(record.mechanism))
-                self.scram_credentials[key] = ScramCredential(
-                    record.salt, record.stored_key, record.server_key, record.iterations
-                )
-                d.changed_scram_users.add(record.name)
-            case RemoveUserScramCredentialRecord():
-                key = (record.name, self._scram_mechanism(record.mechanism))
-                if self.scram_credentials.pop(key, None) is None:
-                    raise MetadataApplyError(f"no {key[1]} credential of user {record.name!r}")
-                d.changed_scram_users.add(record.name)
-            case AccessControlEntryRecord() | RemoveAccessControlEntryRecord():
-                self._acl(record)
-                d.changed_acls.add(record.id)
-            case ClientQuotaRecord():
-                self._client_quota(record)
-                d.client_quotas_changed = True
-            case FeatureLevelRecord():
-                if record.feature_level < 0:
-                    raise MetadataApplyError(
-                        f"feature {record.name!r} at negative level {record.feature_level}"
-                    )
-                if record.feature_level == 0:
-                    self.features.pop(record.name, None)
-                else:
-                    self.features[record.name] = record.feature_level
-            case NoOpRecord():
-                pass
+        """Replay one record at `offset` (see the module rules).
+
+        Each record type has its own step in `_APPLY_STEPS`, one small method per record, as
+        Kafka's MetadataDelta.replay dispatches by type: a step reads as the rule of its record,
+        and a new record type is one method and one table entry (a test keeps the table complete).
+        """
+        step = _APPLY_STEPS.get(type(record))
+        if step is not None:
+            step(self, record, delta if delta is not None else MetadataDelta())
         self.offset = offset
+
+    def _register_broker(self, record: RegisterBrokerRecord, d: MetadataDelta) -> None:
+        self.brokers[record.broker_id] = BrokerRegistration(
+            record.broker_id,
+            record.broker_epoch,
+            record.incarnation_id,
+            record.endpoints,
+            record.rack,
+            record.fenced,
+            False,
+        )
+        d.changed_brokers.add(record.broker_id)
+
+    def _unregister_broker(self, record: UnregisterBrokerRecord, d: MetadataDelta) -> None:
+        self._broker(record.broker_id, record.broker_epoch)
+        del self.brokers[record.broker_id]
+        d.changed_brokers.add(record.broker_id)
+
+    def _fence_broker(self, record: FenceBrokerRecord, d: MetadataDelta) -> None:
+        b = self._broker(record.id, record.epoch)
+        self.brokers[b.id] = dataclasses.replace(b, fenced=True)
+        d.changed_brokers.add(b.id)
+
+    def _unfence_broker(self, record: UnfenceBrokerRecord, d: MetadataDelta) -> None:
+        b = self._broker(record.id, record.epoch)
+        self.brokers[b.id] = dataclasses.replace(b, fenced=False)
+        d.changed_brokers.add(b.id)
+
+    def _change_broker_registration(
+        self, record: BrokerRegistrationChangeRecord, d: MetadataDelta
+    ) -> None:
+        """Only the fields the record carries change (None: as before)."""
+        b = self._broker(record.broker_id, record.broker_epoch)
+        fenced = b.fenced if record.fenced is None else record.fenced
+        shutdown = b.in_controlled_shutdown
+        if record.in_controlled_shutdown is not None:
+            shutdown = record.in_controlled_shutdown
+        self.brokers[b.id] = dataclasses.replace(b, fenced=fenced, in_controlled_shutdown=shutdown)
+        d.changed_brokers.add(b.id)
+
+    def _create_topic(self, record: TopicRecord, d: MetadataDelta) -> None:
+        if record.name in self.topics:
+            raise MetadataApplyError(f"topic {record.name!r} already exists")
+        if record.topic_id in self.topics_by_id:
+            raise MetadataApplyError(f"topic id {record.topic_id} is already in use")
+        self.topics[record.name] = TopicImage(record.name, record.topic_id)
+        self.topics_by_id[record.topic_id] = record.name
+        d.changed_topics.add(record.name)
+
+    def _create_partition(self, record: PartitionRecord, d: MetadataDelta) -> None:
+        t = self._topic(record.topic_id)
+        t.partitions[record.partition_id] = PartitionImage(
+            record.replicas,
+            record.isr,
+            record.leader,
+            record.leader_epoch,
+            record.partition_epoch,
+            record.adding_replicas,
+            record.removing_replicas,
+        )
+        d._partition(t.name, record.partition_id)
+
+    def _change_partition(self, record: PartitionChangeRecord, d: MetadataDelta) -> None:
+        """A new leader bumps the leader epoch; every change bumps the partition epoch."""
+        t = self._topic(record.topic_id)
+        p = t.partitions.get(record.partition_id)
+        if p is None:
+            raise MetadataApplyError(f"no partition {record.partition_id} in topic {t.name!r}")
+        t.partitions[record.partition_id] = PartitionImage(
+            changed(record.replicas, p.replicas),
+            changed(record.isr, p.isr),
+            changed(record.leader, p.leader),
+            p.leader_epoch + (1 if record.leader is not None else 0),
+            p.partition_epoch + 1,
+            changed(record.adding_replicas, p.adding_replicas),
+            changed(record.removing_replicas, p.removing_replicas),
+        )
+        d._partition(t.name, record.partition_id)
+
+    def _remove_topic(self, record: RemoveTopicRecord, d: MetadataDelta) -> None:
+        """The delta keeps the topic's last image, so the broker can find its logs."""
+        t = self._topic(record.topic_id)
+        del self.topics[t.name]
+        del self.topics_by_id[t.topic_id]
+        d.changed_topics.discard(t.name)
+        d.changed_partitions.pop(t.name, None)
+        d.deleted_topics[t.topic_id] = t
+
+    def _producer_ids(self, record: ProducerIdsRecord, d: MetadataDelta) -> None:
+        """Producer id blocks only move forward: a reused id would merge two producers."""
+        if record.next_producer_id <= self.next_producer_id:
+            raise MetadataApplyError(
+                f"producer id block ends at {record.next_producer_id}, "
+                f"not after {self.next_producer_id}"
+            )
+        self.next_producer_id = record.next_producer_id
+        d.producer_ids_changed = True
+
+    def _scram_credential(self, record: UserScramCredentialRecord, d: MetadataDelta) -> None:
+        key = (record.name, self._scram_mechanism(record.mechanism))
+        self.scram_credentials[key] = ScramCredential(
+            record.salt, record.stored_key, record.server_key, record.iterations
+        )
+        d.changed_scram_users.add(record.name)
+
+    def _remove_scram_credential(
+        self, record: RemoveUserScramCredentialRecord, d: MetadataDelta
+    ) -> None:
+        key = (record.name, self._scram_mechanism(record.mechanism))
+        if self.scram_credentials.pop(key, None) is None:
+            raise MetadataApplyError(f"no {key[1]} credential of user {record.name!r}")
+        d.changed_scram_users.add(record.name)
+
+    def _feature_level(self, record: FeatureLevelRecord, d: MetadataDelta) -> None:
+        """Level 0 takes the finalization away (Kafka's rule); brokers read features from the
+        image when they need them, so the delta records nothing."""
+        if record.feature_level < 0:
+            raise MetadataApplyError(
+                f"feature {record.name!r} at negative level {record.feature_level}"
+            )
+        if record.feature_level == 0:
+            self.features.pop(record.name, None)
+        else:
+            self.features[record.name] = record.feature_level
 
     def _broker(self, broker_id: int, epoch: int) -> BrokerRegistration:
         b = self.brokers.get(broker_id)
@@ -371,13 +387,7 @@ class MetadataImage:
             raise MetadataApplyError(f"unknown topic id {topic_id}")
         return t
 
-    def _acl(self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
-        if isinstance(record, RemoveAccessControlEntryRecord):
-            acl = self.acls.pop(record.id, None)
-            if acl is None:
-                raise MetadataApplyError(f"no ACL with id {record.id}")
-            del self.acl_ids[acl_key(acl)]
-            return
+    def _create_acl(self, record: AccessControlEntryRecord, d: MetadataDelta) -> None:
         key = acl_key(record)
         if record.id in self.acls:
             raise MetadataApplyError(f"ACL id {record.id} is already in use")
@@ -385,6 +395,14 @@ class MetadataImage:
             raise MetadataApplyError(f"the ACL {key} exists already as {self.acl_ids[key]}")
         self.acls[record.id] = record
         self.acl_ids[key] = record.id
+        d.changed_acls.add(record.id)
+
+    def _remove_acl(self, record: RemoveAccessControlEntryRecord, d: MetadataDelta) -> None:
+        acl = self.acls.pop(record.id, None)
+        if acl is None:
+            raise MetadataApplyError(f"no ACL with id {record.id}")
+        del self.acl_ids[acl_key(acl)]
+        d.changed_acls.add(record.id)
 
     def _config(self, record: ConfigRecord, d: MetadataDelta) -> None:
         if record.resource_type == ConfigResourceType.TOPIC:
@@ -410,7 +428,7 @@ class MetadataImage:
         if not configs and record.resource_type == ConfigResourceType.GROUP:
             del self.group_configs[record.resource_name]
 
-    def _client_quota(self, record: ClientQuotaRecord) -> None:
+    def _client_quota(self, record: ClientQuotaRecord, d: MetadataDelta) -> None:
         entity = quota_entity(record.entity)
         if not entity or len({t for t, _ in entity}) != len(entity):
             raise MetadataApplyError(f"bad client quota entity {record.entity!r}")
@@ -421,6 +439,7 @@ class MetadataImage:
                 self.client_quotas.pop(entity, None)
         else:
             self.client_quotas.setdefault(entity, {})[record.key] = record.value
+        d.client_quotas_changed = True
 
     def broker_config(self, broker_id: int, name: str) -> str | None:
         """A dynamic broker config: the broker's own value, else the cluster default."""
@@ -428,3 +447,33 @@ class MetadataImage:
         if name in own:
             return own[name]
         return self.broker_configs.get("", {}).get(name)
+
+
+def _no_op(image: MetadataImage, record: NoOpRecord, d: MetadataDelta) -> None:
+    """A NoOpRecord only advances the committed offset (Kafka writes them so a quiet cluster's
+    metadata log still shows progress); `apply` moves `offset` for every record."""
+
+
+_ApplyStep = Callable[[MetadataImage, Any, MetadataDelta], None]
+
+#: `MetadataImage.apply`'s step for each record type of `MetadataRecord`, every one of them.
+_APPLY_STEPS: dict[type, _ApplyStep] = {
+    RegisterBrokerRecord: MetadataImage._register_broker,
+    UnregisterBrokerRecord: MetadataImage._unregister_broker,
+    FenceBrokerRecord: MetadataImage._fence_broker,
+    UnfenceBrokerRecord: MetadataImage._unfence_broker,
+    BrokerRegistrationChangeRecord: MetadataImage._change_broker_registration,
+    TopicRecord: MetadataImage._create_topic,
+    PartitionRecord: MetadataImage._create_partition,
+    PartitionChangeRecord: MetadataImage._change_partition,
+    RemoveTopicRecord: MetadataImage._remove_topic,
+    ConfigRecord: MetadataImage._config,
+    ProducerIdsRecord: MetadataImage._producer_ids,
+    UserScramCredentialRecord: MetadataImage._scram_credential,
+    RemoveUserScramCredentialRecord: MetadataImage._remove_scram_credential,
+    AccessControlEntryRecord: MetadataImage._create_acl,
+    RemoveAccessControlEntryRecord: MetadataImage._remove_acl,
+    ClientQuotaRecord: MetadataImage._client_quota,
+    FeatureLevelRecord: MetadataImage._feature_level,
+    NoOpRecord: _no_op,
+}

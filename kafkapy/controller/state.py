@@ -20,6 +20,11 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
+from kafkapy.controller.budgets import (
+    DEFAULT_MAX_BROKER_PARTITIONS,
+    DEFAULT_MAX_PARTITIONS,
+    PartitionBudget,
+)
 from kafkapy.controller.image import MetadataImage, PartitionImage, TopicImage
 from kafkapy.controller.records import MetadataRecord, PartitionChangeRecord
 
@@ -27,6 +32,7 @@ __all__ = [
     "ControllerConfig",
     "ControllerResult",
     "ControllerState",
+    "partition_budget",
     "partition_change",
 ]
 
@@ -61,6 +67,16 @@ class ControllerConfig:
     # Group configs (KIP-848): a group's whole new override set -> why it cannot be stored, None
     # if it can (the group coordinator's table and the broker's bounds; None here: refused).
     group_config_check: Callable[[Mapping[str, str]], str | None] | None = None
+    # KIP-578 partition budgets (budgets.py): `max.broker.partitions`, `max.partitions`.
+    max_broker_partitions: int = DEFAULT_MAX_BROKER_PARTITIONS
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
+    # Leader balance (balance.py): `auto.leader.rebalance.enable`,
+    # `leader.imbalance.check.interval.seconds` (here in ms), and
+    # `leader.imbalance.per.broker.percentage` (accepted, not applied - as Kafka 4's KRaft
+    # controller).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,6 +86,23 @@ class ControllerResult(Generic[T]):
 
     records: list[MetadataRecord]
     response: T
+
+
+def _departing(image: MetadataImage) -> list[int]:
+    """Brokers that are not active yet lead a partition or share an ISR with others."""
+    found: dict[int, None] = {}
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if part.leader != NO_LEADER and not image.is_active(part.leader):
+                found[part.leader] = None
+            if len(part.isr) > 1:
+                found.update((r, None) for r in part.isr if not image.is_active(r))
+    return sorted(found)
+
+
+def partition_budget(st: ControllerState) -> PartitionBudget:
+    """The partition budgets for one request (budgets.py)."""
+    return PartitionBudget(st.image, st.config.max_broker_partitions, st.config.max_partitions)
 
 
 class ControllerState:
@@ -96,6 +129,15 @@ class ControllerState:
         # Offset a broker in controlled shutdown must reach before it may stop.
         self.shutdown_offsets: dict[int, int] = {}
         self.placement_start = self.rng.randrange(1 << 16)
+        # Brokers no longer active whose partitions still have to move off them (brokers.py),
+        # in the order they left; found in the image after a controller failover.
+        self.departing: dict[int, None] = dict.fromkeys(_departing(self.image))
+        # When the next leader-imbalance check is due (balance.py); None: never.
+        self.next_rebalance_ms: int | None = (
+            now_ms + config.leader_imbalance_check_interval_ms
+            if config.auto_leader_rebalance_enable
+            else None
+        )
 
     def emit(self, out: list[MetadataRecord], record: MetadataRecord) -> None:
         """Apply `record` at the next offset and queue it for commit."""

@@ -1,9 +1,12 @@
 """Topic and partition decisions (Kafka's ReplicationControlManager).
 
 Rules:
-- Placement: rack-unaware round robin over the active brokers (sorted by id) with a start that
-  rotates per topic, so leaders of successive topics do not pile onto one broker; a replication
-  factor above the number of active brokers is INVALID_REPLICATION_FACTOR.
+- Placement: Kafka's striped, rack-aware rules over the active brokers (`placement.py`: replicas
+  of a partition on distinct racks, leaders spread evenly over brokers) with a start that rotates
+  per topic, so leaders of successive topics do not pile onto one broker; without racks that is
+  round robin over the brokers sorted by id. A replication factor above the number of active
+  brokers is INVALID_REPLICATION_FACTOR. Explicit assignments, and reassignment targets, are
+  applied as given, racks or not (as Kafka does).
 - New partitions start with ISR = replicas and the first replica as leader (epochs 0).
 - AlterPartition (ISR changes from a leader) is checked in this order: broker epoch
   (STALE_BROKER_EPOCH for the whole request), unknown topic/partition, sender is not the leader
@@ -35,6 +38,9 @@ Rules:
   many is INVALID_PARTITIONS (Kafka fails it with UNKNOWN_SERVER_ERROR when its bounded record
   list overflows). Why: one request must not make the controller write, and every broker open,
   an unbounded number of partitions - a flipped bit in a partition count asks for millions.
+- Partition budgets (`budgets.py`, KIP-578's `max.broker.partitions` / `max.partitions`): a
+  creation, growth or reassignment that would take a broker or the cluster over its budget is
+  POLICY_VIOLATION, the message naming the broker and by how much; internal topics never are.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kafkapy.controller.image import PartitionImage, changed
+from kafkapy.controller.placement import striped_placement
 from kafkapy.controller.records import (
     ConfigRecord,
     ConfigResourceType,
@@ -59,6 +66,7 @@ from kafkapy.controller.state import (
     NO_LEADER,
     ControllerResult,
     ControllerState,
+    partition_budget,
     partition_change,
 )
 from kafkapy.protocol.errors import ErrorCode
@@ -243,15 +251,13 @@ def _usable_brokers(st: ControllerState) -> list[int]:
 
 
 def _place(st: ControllerState, first_partition: int, count: int, rf: int) -> list[tuple[int, ...]]:
-    """Round robin: partition p's replicas are consecutive brokers from start + p."""
-    brokers = _usable_brokers(st)
+    """Striped, rack-aware placement over the active brokers (placement.py), from a start that
+    rotates per call; with no racks, partition p's replicas are consecutive brokers from
+    start + p."""
+    racks = {b: st.image.brokers[b].rack for b in _usable_brokers(st)}
     start = st.placement_start
     st.placement_start += 1
-    n = len(brokers)
-    return [
-        tuple(brokers[(start + p + j) % n] for j in range(rf))
-        for p in range(first_partition, first_partition + count)
-    ]
+    return striped_placement(racks, count, rf, start + first_partition)
 
 
 def _check_replicas(st: ControllerState, replicas: Sequence[int]) -> str | None:
@@ -338,6 +344,7 @@ def create_topics(
             [], [CreateTopicResult(t.name, refused, TOO_MANY_PARTITIONS) for t in topics]
         )
     counts = Counter(t.name for t in topics)
+    budget = partition_budget(st)
     for topic in topics:
         if counts[topic.name] > 1:
             results.append(
@@ -345,6 +352,9 @@ def create_topics(
             )
             continue
         error, message, plan = _plan_topic(st, topic)
+        if error is ErrorCode.NONE:
+            message = budget.charge(topic.name, plan, len(plan))
+            error = ErrorCode.POLICY_VIOLATION if message is not None else error
         if error is not ErrorCode.NONE:
             results.append(CreateTopicResult(topic.name, error, message))
             continue
@@ -417,6 +427,7 @@ def create_partitions(
     records: list[MetadataRecord] = []
     results: list[CreatePartitionsResult] = []
     counts = Counter(i.name for i in items)
+    budget = partition_budget(st)
     added = 0
     for item in items:
         if counts[item.name] > 1:
@@ -425,6 +436,9 @@ def create_partitions(
             )
             continue
         error, message, plan = _plan_partitions(st, item, added)
+        if error is ErrorCode.NONE:
+            message = budget.charge(item.name, plan, len(plan))
+            error = ErrorCode.POLICY_VIOLATION if message is not None else error
         added += len(plan)
         if error is ErrorCode.NONE and not validate_only:
             topic = st.image.topics[item.name]
@@ -617,6 +631,7 @@ def alter_partition_reassignments(
     """Start, change or cancel reassignments (see the module rules)."""
     records: list[MetadataRecord] = []
     results: list[ReassignmentResult] = []
+    budget = partition_budget(st)
     for item in items:
         topic = st.image.topics.get(item.topic)
         part = topic.partitions.get(item.partition) if topic is not None else None
@@ -635,6 +650,10 @@ def alter_partition_reassignments(
             error, message, change = _cancel(st, topic.topic_id, item.partition, part)
         else:
             error, message, change = _reassign(st, topic.topic_id, item.partition, part, target)
+            adding = [r for r in target if r not in part.replicas]
+            refused = budget.charge(item.topic, [adding], 0) if change is not None else None
+            if refused is not None:
+                error, message, change = ErrorCode.POLICY_VIOLATION, refused, None
         if change is not None:
             st.emit(records, change)
         results.append(ReassignmentResult(item.topic, item.partition, error, message))

@@ -16,6 +16,7 @@ __all__ = [
     "CorruptRecordError",
     "ErrorCode",
     "InvalidRecordError",
+    "MalformedRecordError",
     "ProtocolError",
     "RecordValidationError",
     "UnsupportedVersionError",
@@ -215,3 +216,14 @@ class RecordValidationError(ProtocolError):
     ) -> None:
         super().__init__(record_errors[0][1] if record_errors else "invalid record", error_code)
         self.record_errors = record_errors
+
+
+class MalformedRecordError(RecordValidationError, CorruptRecordError):
+    """A record of a batch whose bytes are not a record (a length, count or varint that does not
+    add up) under a correct CRC: CORRUPT_MESSAGE, and, as a `RecordValidationError`,
+    `record_errors` naming the record by its index in the batch (Produce v8+), so the producer
+    learns which one. Both a `CorruptRecordError` and a `RecordValidationError`, so callers of
+    either keep catching it."""
+
+    def __init__(self, batch_index: int, message: str) -> None:
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, [(batch_index, message)])

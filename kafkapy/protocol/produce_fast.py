@@ -22,6 +22,10 @@ import struct
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.headers import RequestHeader
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
+from kafkapy.protocol.messages.produce import (
+    ProduceRequest_TopicProduceData,
+    ProduceResponse_TopicProduceResponse,
+)
 from kafkapy.protocol.primitives import uvarint_bytes
 
 __all__ = ["PRODUCE_FAST_VERSIONS", "decode_produce_request", "encode_produce_response"]
@@ -63,6 +67,8 @@ def decode_produce_request(
 
 
 def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceRequest]:
+    """The request header and Produce's top-level fields; `_decode_topic_data` reads the
+    batches. Strings are read inline, not through a helper: this runs once per request."""
     end = len(buf)
     api_key, version, correlation_id = _P_HHI.unpack_from(buf, 0)
     if api_key != ApiKey.PRODUCE or version not in PRODUCE_FAST_VERSIONS:
@@ -81,8 +87,7 @@ def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceReque
     if flexible:
         if buf[pos] != 0:
             raise _Fallback
-        pos += 1
-        n, pos = _fast_uvarint(buf, pos)
+        n, pos = _fast_uvarint(buf, pos + 1)
         n -= 1
     else:
         n = _P_H.unpack_from(buf, pos)[0]
@@ -96,7 +101,26 @@ def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceReque
     elif n != -1:
         raise _Fallback
     acks, timeout_ms = _P_HI.unpack_from(buf, pos)
-    pos += 6
+    topics, pos = _decode_topic_data(buf, pos + 6, flexible)
+    if flexible:
+        if buf[pos] != 0:
+            raise _Fallback
+        pos += 1
+    if pos > end:
+        raise _Fallback
+    header = RequestHeader(api_key, version, correlation_id, client_id)
+    request = ProduceRequest(
+        transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topics
+    )
+    return header, request
+
+
+def _decode_topic_data(
+    buf: bytes | bytearray, pos: int, flexible: bool
+) -> tuple[list[ProduceRequest_TopicProduceData], int]:
+    """`topic_data` and the position after it: each topic's name and its partitions' batches,
+    kept as views of the frame so the log validates and patches them where they arrived."""
+    end = len(buf)
     view = memoryview(buf)
     topics = []
     count, pos = _fast_count(buf, pos, flexible)
@@ -110,9 +134,8 @@ def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceReque
         if n < 0 or pos + n > end:
             raise _Fallback
         name = str(buf[pos : pos + n], "utf-8")
-        pos += n
         partitions = []
-        pcount, pos = _fast_count(buf, pos, flexible)
+        pcount, pos = _fast_count(buf, pos + n, flexible)
         for _ in range(pcount):
             index = _P_I.unpack_from(buf, pos)[0]
             pos += 4
@@ -140,17 +163,7 @@ def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceReque
                 raise _Fallback
             pos += 1
         topics.append(ProduceRequest.TopicProduceData(name=name, partition_data=partitions))
-    if flexible:
-        if buf[pos] != 0:
-            raise _Fallback
-        pos += 1
-    if pos > end:
-        raise _Fallback
-    header = RequestHeader(api_key, version, correlation_id, client_id)
-    request = ProduceRequest(
-        transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topics
-    )
-    return header, request
+    return topics, pos
 
 
 def _fast_count(buf: bytes | bytearray, pos: int, flexible: bool) -> tuple[int, int]:
@@ -184,6 +197,7 @@ def encode_produce_response(version: int, correlation_id: int, msg: object) -> b
 
 
 def _encode_produce(version: int, correlation_id: int, msg: object) -> bytes:
+    """The response header and Produce's top-level fields around `_encode_responses`."""
     if (
         type(msg) is not ProduceResponse
         or version not in PRODUCE_FAST_VERSIONS
@@ -192,14 +206,29 @@ def _encode_produce(version: int, correlation_id: int, msg: object) -> bytes:
     ):
         raise _Fallback
     flexible = version >= 9
-    part_struct = _P_PART_V5 if version >= 5 else _P_PART_V3
-    with_errors = version >= 8
-    no_record_errors = b"\x01" if flexible else b"\x00\x00\x00\x00"
     out = [_P_I.pack(correlation_id)]
     if flexible:
         out.append(b"\x00")
-    out.append(_fast_len(len(msg.responses), flexible))
-    for topic in msg.responses:
+    _encode_responses(out, msg.responses, version, flexible)
+    out.append(_P_I.pack(msg.throttle_time_ms))
+    if flexible:
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+def _encode_responses(
+    out: list[bytes],
+    responses: list[ProduceResponse_TopicProduceResponse],
+    version: int,
+    flexible: bool,
+) -> None:
+    """`responses` appended to `out`: per topic its name and its partitions' results, each a
+    fixed-size struct followed (v8+) by empty record errors and the error message."""
+    part_struct = _P_PART_V5 if version >= 5 else _P_PART_V3
+    with_errors = version >= 8
+    no_record_errors = b"\x01" if flexible else b"\x00\x00\x00\x00"
+    out.append(_fast_len(len(responses), flexible))
+    for topic in responses:
         if topic.unknown_tagged_fields:
             raise _Fallback
         out.append(_fast_string(topic.name, flexible))
@@ -241,10 +270,6 @@ def _encode_produce(version: int, correlation_id: int, msg: object) -> bytes:
                 out.append(b"\x00")
         if flexible:
             out.append(b"\x00")
-    out.append(_P_I.pack(msg.throttle_time_ms))
-    if flexible:
-        out.append(b"\x00")
-    return b"".join(out)
 
 
 def _fast_len(n: int, flexible: bool) -> bytes:

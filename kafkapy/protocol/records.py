@@ -249,11 +249,11 @@ def validate_batch(
     `recordsCount >= 1`. `allow_compacted=True` (replication, log recovery: batches the log
     cleaner may have thinned) relaxes that to `0 <= recordsCount <= lastOffsetDelta + 1`.
 
-    Records are deliberately not walked here: that would be per-record Python on the produce
-    path, and nothing the broker does on that path reads them. The only records check is the
-    O(1) one that catches a lying count: an uncompressed region must hold at least
+    Records are not walked here (replication and log recovery need only this): the only records
+    check is the O(1) one that catches a lying count: an uncompressed region must hold at least
     `recordsCount` minimal (7-byte) records, a compressed one must not be empty. Full
-    well-formedness is `decode_records`'s job, for callers that read records. Per-origin rules
+    well-formedness of a client's batch is `record_walk.walk_records`'s (one pass over the
+    bytes, on the produce path), and `decode_records` checks it for callers that read records. Per-origin rules
     (clients may not send control batches; an idempotent client batch needs a base sequence)
     belong to the caller, which knows the origin; the header carries what it needs.
     """

@@ -6,7 +6,7 @@ votes, replica progress) and is thrown away on every transition. What must survi
 is `QuorumState` (epoch, voted-for, leader), which the core hands out to be persisted before
 any message depending on it leaves the node.
 
-Transitions (all made by `RaftCore`):
+Transitions (all made by `Replica`, `kafkapy.raft.replica`, as each role's step decides):
 - any role -> Unattached(E') on seeing an epoch E' > E without a leader;
   -> Follower(E', L) (voters) / Observer(E', L) on seeing leader L of an epoch E' >= E.
 - Unattached / Follower (voter) -> Candidate(E + 1) when the election / fetch timeout expires.

@@ -43,6 +43,7 @@ from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.fault_control import serve_fault_control
+from kafkapy.server.frames import RequestMemory
 from kafkapy.server.handlers import load_handlers
 from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.security import listener_security
@@ -108,6 +109,8 @@ class Server:
             ),
         )
         self.connections: set[Connection] = set()
+        #: `queued.max.request.bytes`: what every connection's requests may hold, together
+        self.request_memory = RequestMemory(broker.config.get_int("queued.max.request.bytes"))
         self._shutdown = trio.Event()
         self.stopped = trio.Event()
         self._grace_s = broker.config.get_int("kafkapy.shutdown.grace.ms") / 1000
@@ -336,7 +339,9 @@ class Server:
             # TLS: the connection sees an SSLStream, so it receives through FrameDecoder and
             # sends file regions as bytes (sendfile cannot encrypt) - see connection.py
             served = trio.SSLStream(stream, security.ssl_context, server_side=True)
-        conn = Connection(self.broker, served, listener.name, peer, security=security)
+        conn = Connection(
+            self.broker, served, listener.name, peer, security=security, memory=self.request_memory
+        )
         self.connections.add(conn)
         stats = self.broker.stats
         stats.connections_created[listener.name] += 1

@@ -22,9 +22,11 @@ other one from the broker registry (`@handler`) - see kafkapy.server.handlers.re
 Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
 connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
 
-Frames: read by `frames.frame_source` (`recv_into` on plain sockets, see `frames.py`); on other
-streams (TLS, tests' memory streams) responses' file regions are copied into the stream
-(sendfile cannot encrypt).
+Frames: read by `frames.frame_source` (memory that follows what the peer sent, see `frames.py`);
+on other streams (TLS, tests' memory streams) responses' file regions are copied into the stream
+(sendfile cannot encrypt). Each frame read holds its bytes in the broker-wide request memory
+(`queued.max.request.bytes`, `frames.RequestMemory`) until its handler has answered - or until
+it is refused or dropped unread - so at the bound every connection stops reading.
 
 Client quotas (KIP-219, `kafkapy.quota`): a handler whose client went over a byte-rate quota
 leaves the throttle time in `ctx.throttle_ms`; `request_percentage` is metered here from the
@@ -60,7 +62,13 @@ from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.quota.client_quotas import REQUEST_PERCENTAGE, client_throttles
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
-from kafkapy.server.frames import FrameSource, frame_source, request_header_prefix, size_prefixed
+from kafkapy.server.frames import (
+    FrameSource,
+    RequestMemory,
+    frame_source,
+    request_header_prefix,
+    size_prefixed,
+)
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
 from kafkapy.server.security.authenticator import authenticate
@@ -103,6 +111,7 @@ class Connection:
         peer: str,
         *,
         security: ListenerSecurity | None = None,
+        memory: RequestMemory | None = None,
     ) -> None:
         self.broker = broker
         self.stream = stream
@@ -111,6 +120,8 @@ class Connection:
         config = broker.config
         self.controller_listener = listener_name in config.controller_listener_names
         self.max_request_bytes = config.get_int("socket.request.max.bytes")
+        #: `queued.max.request.bytes`, shared by the listeners' connections (`ServerApp`)
+        self.memory = memory or RequestMemory(config.get_int("queued.max.request.bytes"))
         self.idle_s = config.get_int("connections.max.idle.ms") / 1000
         self.max_inflight = max(1, config.get_int("kafkapy.max.inflight.requests.per.connection"))
         #: quotas apply to client listeners only
@@ -129,16 +140,23 @@ class Connection:
         A TLS stream does its handshake first and a SASL listener's connection authenticates
         (`security.authenticator`) before the reader and writer start; a connection that fails
         either is closed without serving anything."""
+        source: FrameSource | None = None
         try:
-            source = frame_source(self.stream, self.max_request_bytes)
             early: list[bytes | bytearray] = []
             security = self.security
             if security is not None and (security.ssl_context is not None or security.sasl):
+                # frames before authentication are capped, and not counted in the request memory
+                source = frame_source(self.stream, self.max_request_bytes)
                 with self._auth_scope:
                     authenticated = await authenticate(self, security, source)
                 if authenticated is None or self._auth_scope.cancel_called:
                     return
+                source.use_memory(self.memory)
                 early = authenticated
+                for frame in early:
+                    self.memory.force(len(frame))
+            else:
+                source = frame_source(self.stream, self.max_request_bytes, self.memory)
             async with trio.open_nursery() as nursery:
                 send, receive = trio.open_memory_channel[_Slot](self.max_inflight)
                 nursery.start_soon(self._writer, receive, nursery.cancel_scope)
@@ -148,6 +166,8 @@ class Connection:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.debug("connection %s closed: %r", self.state.peer, group.exceptions)
         finally:
+            if source is not None:
+                source.close()
             close_fds(list(self._owned_fds))  # responses never sent
             self._owned_fds.clear()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
@@ -173,9 +193,8 @@ class Connection:
         early: list[bytes | bytearray],
     ) -> None:
         """`early`: frames that arrived with the last SASL message (already read, not served)."""
-        for frame in early:
-            if not await self._dispatch(frame, send, nursery):
-                return
+        if not await self._dispatch_all(early, send, nursery):
+            return
         last_activity = trio.current_time()
         while True:
             received = False
@@ -205,13 +224,30 @@ class Connection:
                     return
                 last_activity = trio.current_time()
                 continue
+            if not await self._dispatch_all(frames, send, nursery):
+                return
             last_activity = trio.current_time()
+
+    async def _dispatch_all(
+        self,
+        frames: list[bytes | bytearray],
+        send: trio.MemorySendChannel[_Slot],
+        nursery: trio.Nursery,
+    ) -> bool:
+        """Dispatch in order, holding them while a quota mutes the connection; False when the
+        connection must close. Frames never dispatched give their request memory back."""
+        taken = 0
+        try:
             for frame in frames:
-                if self.muted_until > last_activity:
+                if self.muted_until > trio.current_time():
                     await trio.sleep_until(self.muted_until)
-                    last_activity = trio.current_time()
+                taken += 1
                 if not await self._dispatch(frame, send, nursery):
-                    return
+                    return False
+            return True
+        finally:
+            for frame in frames[taken:]:
+                self.memory.release(len(frame))
 
     def _log_bad_frame(self, bad: ProtocolError) -> None:
         """One warning naming a non-Kafka client as such (an HTTP request, a TLS hello on a
@@ -233,27 +269,34 @@ class Connection:
     async def _dispatch(
         self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery
     ) -> bool:
-        """Decode one frame and start its handler; False when the connection must close."""
+        """Decode one frame and start its handler; False when the connection must close. The
+        frame's request memory is released here unless its handler started (which releases it)."""
         slot = _Slot()
+        started = False
         try:
-            header, request = decode_request(frame)
-        except UnsupportedVersionError as e:
-            return await self._reject(send, slot, request_header_prefix(frame), e.reason)
-        except ProtocolError as e:
-            log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
-            return await self._reject(send, slot, None, f"malformed request: {e.reason}")
-        spec = lookup(header.api_key, controller=self.controller_listener)
-        if spec is None or not spec.supports(header.api_version):
-            reason = f"no handler for api key {header.api_key} v{header.api_version}"
-            return await self._reject(send, slot, header, reason)
-        seq = self._seq
-        self._seq += 1
-        self.inflight += 1
-        received = time.perf_counter()
-        await send.send(slot)
-        ctx = RequestContext(self.broker, header, self.state, seq)
-        nursery.start_soon(self._run_request, spec, ctx, request, slot, received)
-        return True
+            try:
+                header, request = decode_request(frame)
+            except UnsupportedVersionError as e:
+                return await self._reject(send, slot, request_header_prefix(frame), e.reason)
+            except ProtocolError as e:
+                log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
+                return await self._reject(send, slot, None, f"malformed request: {e.reason}")
+            spec = lookup(header.api_key, controller=self.controller_listener)
+            if spec is None or not spec.supports(header.api_version):
+                reason = f"no handler for api key {header.api_key} v{header.api_version}"
+                return await self._reject(send, slot, header, reason)
+            seq = self._seq
+            self._seq += 1
+            self.inflight += 1
+            received = time.perf_counter()
+            await send.send(slot)
+            ctx = RequestContext(self.broker, header, self.state, seq)
+            nursery.start_soon(self._run_request, spec, ctx, request, slot, received, len(frame))
+            started = True
+            return True
+        finally:
+            if not started:
+                self.memory.release(len(frame))
 
     async def _reject(
         self,
@@ -282,10 +325,17 @@ class Connection:
 
     # -- handling ---------------------------------------------------------------------------------
     async def _run_request(
-        self, spec: HandlerSpec, ctx: RequestContext, request: Any, slot: _Slot, received: float
+        self,
+        spec: HandlerSpec,
+        ctx: RequestContext,
+        request: Any,
+        slot: _Slot,
+        received: float,
+        size: int,
     ) -> None:
         """Run the handler in this connection's turn; `received`: when the frame was decoded
-        (the wait for the turn is the request's queue time in the metrics)."""
+        (the wait for the turn is the request's queue time in the metrics); `size`: the frame's
+        bytes in the request memory, released once answered."""
         header = ctx.header
         response: Any = None
         started = received
@@ -328,6 +378,7 @@ class Connection:
             slot.segments, slot.close = self._error_segments(spec, header, request)
         finally:
             self.inflight -= 1
+            self.memory.release(size)
             slot.done.set()
             self._observe(header, request, response, received, started)
 

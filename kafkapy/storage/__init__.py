@@ -5,13 +5,14 @@ The public surface the server and replication code use; see `docs/architecture.m
 """
 
 from kafkapy.storage.checkpoint import LeaderEpochCache
-from kafkapy.storage.cleaner import CleanResult, clean_log
+from kafkapy.storage.cleaner import CleanResult, Uncleanable, UncleanablePartitions, clean_log
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
     InvalidLogConfigError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    PartitionStorageError,
     RecordTooLargeError,
     StorageError,
 )
@@ -33,8 +34,11 @@ __all__ = [
     "LogManager",
     "OffsetOutOfRangeError",
     "PartitionLog",
+    "PartitionStorageError",
     "ReadResult",
     "RecordTooLargeError",
     "StorageError",
+    "Uncleanable",
+    "UncleanablePartitions",
     "clean_log",
 ]

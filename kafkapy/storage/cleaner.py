@@ -25,6 +25,13 @@ marker naming the replaced and the new base offsets is written atomically - the 
 The swap (rename `.cleaned` over `.log`, unlink replaced segments, rebuild indexes) is
 idempotent, so `swap.finish_interrupted_swap` at open simply redoes it when the marker exists and
 otherwise deletes stray `.cleaned` files.
+
+Uncleanable partitions (Kafka's rule): a partition whose cleaning fails for a reason other than
+the disk (damaged or malicious batches, such as a compression bomb written before the topic was
+switched to compaction) would fail again on every pass, decompressing the same bytes and
+logging the same error forever. It is marked uncleanable instead - one WARNING - and skipped
+until its topic's config changes, its log is re-created, `forget` is called, or the broker
+restarts (`UncleanablePartitions`). Disk faults (`OSError`) are retried: a full disk clears.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import dataclasses
 import logging
 import os
 import pathlib
+import threading
 from typing import TYPE_CHECKING
 
 from kafkapy.protocol.errors import ProtocolError
@@ -49,9 +57,17 @@ from kafkapy.storage.checkpoint import fsync_dir, write_atomic
 from kafkapy.storage.segment import LogSegment, segment_name
 
 if TYPE_CHECKING:
+    from kafkapy.storage.config import LogConfig
     from kafkapy.storage.log import PartitionLog
 
-__all__ = ["CleanResult", "clean_log", "dirty_ratio"]
+__all__ = [
+    "CleanResult",
+    "Uncleanable",
+    "UncleanablePartitions",
+    "clean_log",
+    "dirty_bytes",
+    "dirty_ratio",
+]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +100,13 @@ def _cleanable(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
             break
         out.append(seg)
     return out
+
+
+def dirty_bytes(plog: PartitionLog, now_ms: int) -> int:
+    """Bytes of the cleanable range not cleaned yet (Kafka's cleanable bytes)."""
+    with plog._lock:
+        return sum(s.size for s in _cleanable(plog, now_ms)
+                   if s.base_offset >= plog.cleaner_offset)
 
 
 def dirty_ratio(plog: PartitionLog, now_ms: int) -> float:
@@ -341,3 +364,72 @@ def _write_chunks(fd: int, pending: list[bytes | memoryview]) -> int:
     while data:
         data = data[os.write(fd, data) :]
     return size
+
+
+# --- uncleanable partitions ------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Uncleanable:
+    """Why, and since when, the cleaner gave up on one partition."""
+
+    data_dir: pathlib.Path
+    reason: str
+    since_ms: int
+    config: LogConfig  # the config cleaning failed under: another one is worth a new try
+    log: PartitionLog  # the log it failed on: a re-created log starts cleanable
+
+
+class UncleanablePartitions:
+    """The partitions the cleaner skips (see the module docstring), keyed by (topic, partition).
+
+    Thread-safe: the cleaner thread marks and checks, the event loop forgets (on a config
+    change) and reads (metrics, status page).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, int], Uncleanable] = {}
+
+    def skips(self, tp: tuple[str, int], plog: PartitionLog) -> bool:
+        """Whether the cleaner skips `tp` on this pass. An entry whose log was re-created or
+        whose config changed since is dropped: the partition is tried again."""
+        with self._lock:
+            entry = self._entries.get(tp)
+            if entry is None:
+                return False
+            if entry.log is plog and entry.config == plog.config:
+                return True
+            del self._entries[tp]
+        log.info("%s-%d: config or log changed, cleaning it again", tp[0], tp[1])
+        return False
+
+    def mark(self, tp: tuple[str, int], plog: PartitionLog, exc: BaseException,
+             now_ms: int) -> None:
+        """Give up on `tp` after `exc`; the one WARNING for it."""
+        entry = Uncleanable(plog.directory.parent, f"{type(exc).__name__}: {exc}", now_ms,
+                            plog.config, plog)
+        with self._lock:
+            self._entries[tp] = entry
+        log.warning("cleaning %s-%d (%s) failed, marking it uncleanable until its config "
+                    "changes or the broker restarts: %s", tp[0], tp[1], plog.directory,
+                    entry.reason, exc_info=exc)
+
+    def forget(self, tp: tuple[str, int]) -> bool:
+        """Make `tp` cleanable again (its config changed, it was deleted); whether it was
+        uncleanable."""
+        with self._lock:
+            return self._entries.pop(tp, None) is not None
+
+    def partitions(self) -> dict[tuple[str, int], Uncleanable]:
+        """A snapshot of the uncleanable partitions (for the status page)."""
+        with self._lock:
+            return dict(self._entries)
+
+    def per_data_dir(self, now_ms: int) -> dict[pathlib.Path, tuple[int, int]]:
+        """Per data dir: (`uncleanable-partitions-count`, `uncleanable-bytes`), Kafka's two
+        per-log-dir metrics; the bytes are the dirty bytes left uncleaned. Blocking (walks
+        segment sizes under each log's lock): cheap, but not for a tight loop."""
+        out: dict[pathlib.Path, tuple[int, int]] = {}
+        for entry in self.partitions().values():
+            count, size = out.get(entry.data_dir, (0, 0))
+            out[entry.data_dir] = (count + 1, size + dirty_bytes(entry.log, now_ms))
+        return out

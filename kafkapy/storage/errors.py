@@ -8,6 +8,8 @@ bytes. Bad batches themselves are reported with the protocol layer's `CorruptRec
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kafkapy.protocol.errors import ErrorCode
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "KafkaStorageError",
     "LogDirNotFoundError",
     "OffsetOutOfRangeError",
+    "PartitionStorageError",
     "RecordTooLargeError",
     "StorageError",
 ]
@@ -44,6 +47,23 @@ class KafkaStorageError(StorageError):
     """
 
     error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class PartitionStorageError(KafkaStorageError):
+    """One partition's log failed on disk (created, opened at start-up, or deleted).
+
+    Why its own type: a storage fault is isolated to its partition. The caller takes that
+    partition offline (answering KAFKA_STORAGE_ERROR for it) and carries on with the others;
+    `topic`, `partition` and `path` say which, `cause` (also `__cause__`) says why.
+    """
+
+    def __init__(self, topic: str, partition: int, path: Path, cause: BaseException) -> None:
+        super().__init__(f"{topic}-{partition} ({path}): {cause}")
+        self.topic = topic
+        self.partition = partition
+        self.path = path
+        self.cause = cause
+        self.__cause__ = cause
 
 
 class LogDirNotFoundError(StorageError):

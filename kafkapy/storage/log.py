@@ -256,8 +256,7 @@ class PartitionLog(LogRecovery, LogQueries):
             for pos, header in headers:
                 if header.is_control:
                     raise InvalidRecordError("clients may not produce control batches")
-                if rules.needs_records(header, now_ms):
-                    rules.validate(data, pos, header, now_ms, self.directory.name)
+                rules.validate(data, pos, header, now_ms, self.directory.name)
         log_append_time = self.config.log_append_time
         with self._lock:
             self._check_writable()

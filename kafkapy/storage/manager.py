@@ -10,6 +10,13 @@ In-memory mode (`kafkapy serve --memory`): `LogManager.temporary()` puts the log
 temporary directory that `close()` removes. The page cache makes it nearly as fast as RAM and
 keeps one code path (no second segment backend to keep correct).
 
+Fault isolation: one partition's storage failure never stops the others. A log that cannot be
+opened at start-up (an unreadable file, a damaged directory), created, or renamed for deletion
+is logged at ERROR with its path and cause and recorded as a `PartitionStorageError`
+(`failed_logs()`): the caller takes that partition offline, the other partitions are served.
+`get_or_create` refuses a failed partition (its directory still holds data), and `delete_log`
+removes it - the way out when its topic is deleted.
+
 Thread-safety: the map of logs has its own lock; maintenance methods (`run_retention`,
 `run_cleaner`, `flush_dirty`) are meant for one worker thread and may run while the trio thread
 appends and reads (see `PartitionLog` for the per-log rules).
@@ -20,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -31,12 +37,21 @@ from pathlib import Path
 
 from kafkapy.protocol.errors import ProtocolError
 from kafkapy.storage.checkpoint import fsync_dir
-from kafkapy.storage.cleaner import CleanResult, clean_log
+from kafkapy.storage.cleaner import CleanResult, UncleanablePartitions, clean_log
 from kafkapy.storage.config import LogConfig
+from kafkapy.storage.dirnames import (
+    delete_dir_name,
+    future_dir_name,
+    is_unfinished_dir_name,
+    log_dir_name,
+    parse_log_dir_name,
+    valid_topic_name,
+)
 from kafkapy.storage.errors import (
     InconsistentTopicIdError,
     KafkaStorageError,
     LogDirNotFoundError,
+    PartitionStorageError,
     StorageError,
 )
 from kafkapy.storage.log import PartitionLog
@@ -48,9 +63,6 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 _LOCK_FILE = ".lock"
 _PER_LOG_SYNC_MAX = 64  # above this many logs, close() uses one sync(2) instead
-_DELETE_SUFFIX = "-delete"
-_FUTURE_SUFFIX = "-future"  # a replica being copied to another data dir (AlterReplicaLogDirs)
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 TopicPartition = tuple[str, int]
 # What one log's maintenance may raise; logged, never allowed to stop the other logs' turn
 # (damaged bytes in an old segment, a failing disk).
@@ -81,6 +93,10 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._moving: set[TopicPartition] = set()  # between data dirs (`move_log`)
+        # partitions whose directory failed to open or to be deleted (see the module docstring)
+        self._failed: dict[TopicPartition, PartitionStorageError] = {}
+        #: partitions the cleaner gave up on (Kafka's uncleanable partitions)
+        self.uncleanable = UncleanablePartitions()
         # AlterReplicaLogDirs for a replica not hosted yet: where it goes when it is created
         self._preferred: dict[TopicPartition, Path] = {}
         self._per_dir = {d: 0 for d in self.data_dirs}  # logs per data dir, for placement
@@ -142,19 +158,41 @@ class LogManager:
         with os.scandir(data_dir) as it:
             entries = [e for e in it if e.is_dir()]
         for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name.endswith((_DELETE_SUFFIX, _FUTURE_SUFFIX)):  # unfinished delete / move
+            if is_unfinished_dir_name(entry.name):  # a delete or move a crash interrupted
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            tp = _parse_dir_name(entry.name)
+            tp = parse_log_dir_name(entry.name)
             if tp is None:
                 continue
-            path = Path(entry.path)
-            if tp in self._logs:
+            if tp in self._logs or tp in self._failed:
                 log.error("%s exists in two data directories; using the first", entry.name)
                 continue
-            self._logs[tp] = self._watched(PartitionLog(path, None, defaults=self.default_config,
-                                                        clean_shutdown=clean, now_ms=now_ms))
-            self._per_dir[data_dir] += 1
+            self._open_log(tp, Path(entry.path), clean, now_ms)
+
+    def _open_log(self, tp: TopicPartition, path: Path, clean: bool, now_ms: int | None) -> None:
+        """Open one log found at start-up; a failure is this partition's alone.
+
+        Anything an unreadable or damaged directory can raise is caught: the partition is
+        recorded as failed and the other partitions still open.
+        """
+        try:
+            plog = PartitionLog(path, None, defaults=self.default_config,
+                                clean_shutdown=clean, now_ms=now_ms)
+        except Exception as exc:
+            self._fail(tp, path, exc, "cannot open the log")
+            return
+        self._logs[tp] = self._watched(plog)
+        self._per_dir[path.parent] += 1
+
+    def _fail(self, tp: TopicPartition, path: Path, exc: BaseException,
+              what: str) -> PartitionStorageError:
+        """Record (and log at ERROR) that `tp`'s directory failed; returns the error."""
+        error = PartitionStorageError(tp[0], tp[1], path, exc)
+        log.error("%s of %s-%d at %s: %s: %s; the partition is offline", what, tp[0], tp[1],
+                  path, type(exc).__name__, exc)
+        with self._lock:
+            self._failed[tp] = error
+        return error
 
     def _watched(self, plog: PartitionLog) -> PartitionLog:
         plog.io_failure_listener = self._io_failed
@@ -168,6 +206,15 @@ class LogManager:
     # --- lookup and lifecycle ---------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
+
+    def failed_logs(self) -> dict[TopicPartition, PartitionStorageError]:
+        """Partitions whose directory could not be opened (at start-up) or deleted, with why.
+
+        These partitions are offline: absent from `logs()`, refused by `get_or_create`, removed
+        by `delete_log`. Kept until then (or the next start, which tries to open them again).
+        """
+        with self._lock:
+            return dict(self._failed)
 
     def logs(self) -> dict[TopicPartition, PartitionLog]:
         """A snapshot of every open log by (topic, partition)."""
@@ -186,13 +233,16 @@ class LogManager:
         A given `config` replaces the log's config (persisted as overrides of the defaults);
         a `topic_id` differing from the directory's raises `InconsistentTopicIdError`.
         """
-        if not _TOPIC_RE.match(topic) or topic in (".", "..") or partition < 0:
+        if not valid_topic_name(topic) or partition < 0:
             raise KafkaStorageError(f"invalid topic partition {topic!r}-{partition}")
         with self._lock:
             if self._closed:
                 raise KafkaStorageError("log manager is closed")
             if (topic, partition) in self._moving:
                 raise KafkaStorageError(f"{topic}-{partition} is moving to another log dir")
+            failed = self._failed.get((topic, partition))
+            if failed is not None:
+                raise PartitionStorageError(topic, partition, failed.path, failed.cause)
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 known = existing.topic_id
@@ -205,12 +255,15 @@ class LogManager:
                 return existing
             target = self._preferred.pop((topic, partition), None) or min(
                 self.data_dirs, key=lambda d: self._per_dir[d])
+            path = target / log_dir_name(topic, partition)
             try:
-                plog = self._watched(PartitionLog(target / f"{topic}-{partition}",
+                plog = self._watched(PartitionLog(path,
                                                   config if config is not None else self.default_config,
                                                   topic_id=topic_id))
-            except OSError as exc:
-                raise KafkaStorageError(f"cannot create {topic}-{partition}: {exc}") from exc
+            except Exception as exc:  # a directory left on disk may be damaged in any way
+                log.error("cannot create the log of %s-%d at %s: %s: %s", topic, partition, path,
+                          type(exc).__name__, exc)
+                raise PartitionStorageError(topic, partition, path, exc) from exc
             if config is not None:
                 plog.set_config(config, self.default_config)
             self._logs[(topic, partition)] = plog
@@ -218,24 +271,39 @@ class LogManager:
             return plog
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Remove a partition's log and files; False if there was none.
+        """Remove a partition's log and files (a failed one's too); False if there was none.
 
-        The directory is renamed to `...-delete` first (atomic), so a crash mid-removal never
-        leaves half a partition: leftovers are removed at the next start. Nothing is fsynced
-        (DeleteTopics runs on the event loop): after a power loss a deleted partition may come
-        back whole, and the caller, whose metadata says it is gone, deletes it again.
+        The directory is renamed to a `...-delete` name first (atomic, and capped to fit the
+        file name limit: `kafkapy.storage.dirnames`), so a crash mid-removal never leaves half
+        a partition: leftovers are removed at the next start. Nothing is fsynced (DeleteTopics
+        runs on the event loop): after a power loss a deleted partition may come back whole,
+        and the caller, whose metadata says it is gone, deletes it again. When the rename
+        fails, the partition is recorded as failed (see `failed_logs`) and
+        `PartitionStorageError` is raised; calling again retries.
         """
+        key = (topic, partition)
         with self._lock:
-            plog = self._logs.pop((topic, partition), None)
+            plog = self._logs.pop(key, None)
+            failed = self._failed.get(key)
             if plog is not None:
                 self._per_dir[plog.directory.parent] -= 1
-        if plog is None:
+        self.uncleanable.forget(key)
+        if plog is not None:
+            plog.close(fsync=False)
+            directory = plog.directory
+        elif failed is not None:
+            directory = failed.path
+        else:
             return False
-        plog.close(fsync=False)
-        doomed = plog.directory.with_name(
-            f"{plog.directory.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}"
-        )
-        os.replace(plog.directory, doomed)
+        doomed = directory.with_name(delete_dir_name(topic, partition))
+        try:
+            os.replace(directory, doomed)
+        except FileNotFoundError:
+            pass  # already gone (removed by hand)
+        except OSError as exc:
+            raise self._fail(key, directory, exc, "cannot delete the log") from exc
+        with self._lock:
+            self._failed.pop(key, None)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
@@ -277,7 +345,7 @@ class LogManager:
         source = plog.directory
         try:
             plog.close()
-            future = target / f"{source.name}.{uuid.uuid4().hex}{_FUTURE_SUFFIX}"
+            future = target / future_dir_name(topic, partition)
             try:
                 shutil.copytree(source, future)
                 for path in future.iterdir():
@@ -289,9 +357,7 @@ class LogManager:
                 shutil.rmtree(future, ignore_errors=True)
                 self._reopen(key, source)
                 raise KafkaStorageError(f"moving {source.name} to {target} failed: {exc}") from exc
-            doomed = source.with_name(f"{source.name}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
-            os.replace(source, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            _remove_replaced(source, source.with_name(delete_dir_name(topic, partition)))
             moved = self._reopen(key, target / source.name)
         finally:
             with self._lock:
@@ -319,15 +385,19 @@ class LogManager:
         return deleted
 
     def run_cleaner(self, now_ms: int) -> list[CleanResult]:
-        """One compaction pass over every log whose policy includes `compact`."""
+        """One compaction pass over every log whose policy includes `compact`, except the
+        uncleanable ones (`self.uncleanable`, see `kafkapy.storage.cleaner`)."""
         results = []
         for tp, plog in self.logs().items():
-            if not plog.config.compact or plog.offline:
+            if not plog.config.compact or plog.offline or self.uncleanable.skips(tp, plog):
                 continue
             try:
                 result = clean_log(plog, now_ms)
-            except _MAINTENANCE_ERRORS as exc:
+            except (OSError, KafkaStorageError) as exc:  # the disk: may clear (space freed)
                 log.error("cleaning %s-%d failed: %s", tp[0], tp[1], exc)
+                continue
+            except Exception as exc:  # the log's bytes: would fail the same way every pass
+                self.uncleanable.mark(tp, plog, exc, now_ms)
                 continue
             if result is not None:
                 results.append(result)
@@ -400,14 +470,22 @@ class LogManager:
                 plog.mark_synced()
             os.sync()
         if clean and not any(p.offline for p in logs):
+            # a dir with a log that failed to open gets no marker: the next start recovers it
+            failed_dirs = {e.path.parent for e in self.failed_logs().values()}
             for data_dir in self.data_dirs:
+                if data_dir in failed_dirs:
+                    continue
                 (data_dir / CLEAN_SHUTDOWN_MARKER).touch()
                 fsync_dir(data_dir)
         self._release_dir_locks()
 
 
-def _parse_dir_name(name: str) -> TopicPartition | None:
-    topic, sep, part = name.rpartition("-")
-    if not sep or not part.isdigit() or not _TOPIC_RE.match(topic):
-        return None
-    return topic, int(part)
+def _remove_replaced(source: Path, doomed: Path) -> None:
+    """Remove the old copy of a moved log. Its rename failing must not leave it whole: at the
+    next start it would compete with the new copy, so it is removed in place instead."""
+    try:
+        os.replace(source, doomed)
+    except OSError as exc:
+        log.error("cannot rename %s for deletion (%s); removing it in place", source, exc)
+        doomed = source
+    shutil.rmtree(doomed, ignore_errors=True)

@@ -26,6 +26,10 @@ from kafkapy.protocol.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -36,6 +40,11 @@ CREATE_TOPICS_VERSION = 5
 DELETE_TOPICS_VERSION = 4
 ALTER_CLIENT_QUOTAS_VERSION = 1
 METADATA_VERSION = 9
+DESCRIBE_CONFIGS_VERSION = 4
+INCREMENTAL_ALTER_CONFIGS_VERSION = 1
+BROKER_RESOURCE = 4
+#: IncrementalAlterConfigs operations
+SET, DELETE = 0, 1
 TIMEOUT_S = 30.0
 
 
@@ -108,6 +117,36 @@ class KafkaAdmin:
         for result in response.entries:
             if result.error_code != ErrorCode.NONE:
                 raise AdminError(f"quotas of {dict(entity)}: {_describe(result.error_code, result.error_message)}", result.error_code)
+
+    def broker_configs_read_only(self, broker_id: int, names: list[str]) -> dict[str, bool]:
+        """Config name -> read-only flag of DescribeConfigs on broker `broker_id`: False for the
+        dynamic broker configs IncrementalAlterConfigs may change, True for static ones."""
+        resource = DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name=str(broker_id), configuration_keys=list(names)
+        )
+        response = self._send(ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, DescribeConfigsRequest(resources=[resource]))
+        assert isinstance(response, DescribeConfigsResponse)
+        found: dict[str, bool] = {}
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                raise AdminError(f"describe broker {broker_id}: {_describe(result.error_code, result.error_message)}", result.error_code)
+            found.update({c.name: c.read_only for c in result.configs})
+        return found
+
+    def alter_broker_defaults(self, configs: Mapping[str, str | None]) -> None:
+        """Set (a value) or delete (None) cluster-wide dynamic broker configs (the broker
+        resource named "", as `kafka-configs --entity-type brokers --entity-default`)."""
+        resource = IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name="",
+            configs=[IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=DELETE if v is None else SET, value=v)
+                     for k, v in configs.items()],
+        )
+        request = IncrementalAlterConfigsRequest(resources=[resource])
+        response = self._send(ApiKey.INCREMENTAL_ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS_VERSION, request)
+        assert isinstance(response, IncrementalAlterConfigsResponse)
+        for result in response.responses:
+            if result.error_code != ErrorCode.NONE:
+                raise AdminError(f"broker defaults {dict(configs)}: {_describe(result.error_code, result.error_message)}", result.error_code)
 
     def list_topics(self) -> dict[str, int]:
         """Topic name -> partition count, from one broker's Metadata."""

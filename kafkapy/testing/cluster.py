@@ -22,6 +22,9 @@ is bounded; a node that exits or stays
 silent raises `ClusterStartError` carrying the tail of every node's log, so a failing test shows
 what the cluster said.
 
+HTTP (`http=True`): each node also gets a port of its own for its HTTP listener (status page,
+/metrics, /healthz), kept across restarts like the others.
+
 Faults: `pause(i)`/`resume(i)` (SIGSTOP/SIGCONT: a hung node), `kill(i)`/`restart(i)`, and
 with `fault_control=True` each node's request fault injector (`faults(i)`, kafkapy.broker.faults).
 
@@ -34,7 +37,7 @@ and clients present certificates too), SCRAM-SHA-512 between nodes as user `kafk
 Resource handling: `stop()` (also the context manager's exit) SIGTERMs every live node, waits,
 then SIGKILLs stragglers, so no node outlives the test run. Not for serving traffic: only the
 tests, the benchmarks, `kafkapy chaos` (a test harness users run, kafkapy/chaos/) and
-`kafkapy cluster start` (a local dev cluster, kafkapy/cli/cluster.py) use it.
+`kafkapy cluster start` (a local dev cluster, kafkapy/cli/local_cluster.py) use it.
 """
 
 from __future__ import annotations
@@ -238,6 +241,8 @@ class ClusterNodeProcess:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    #: the HTTP listener's port (status page, /metrics) when the cluster runs with `http=True`
+    http_port: int | None = None
     output: ServeOutput = field(init=False)
 
     def __post_init__(self) -> None:
@@ -274,6 +279,7 @@ class ClusterProcesses:
         ready_timeout_s: float = READY_TIMEOUT_S,
         fault_control: bool = False,
         security: str = "PLAINTEXT",
+        http: bool = False,
     ) -> None:
         voter_count = nodes if voters is None else voters
         self.security = security.upper()
@@ -290,6 +296,7 @@ class ClusterProcesses:
         # fault control sockets live in a short directory (a Unix socket path has ~100 bytes)
         self.fault_dir = Path(tempfile.mkdtemp(prefix="kafkapy-faults-")) if fault_control else None
         ports = free_ports(2 * nodes, host)
+        http_ports = free_ports(nodes, host) if http else []
         self.nodes: dict[int, ClusterNodeProcess] = {}
         for i in range(1, nodes + 1):
             self.nodes[i] = ClusterNodeProcess(
@@ -300,6 +307,7 @@ class ClusterProcesses:
                 voter=i <= voter_count,
                 data_dir=base_dir / f"node{i}",
                 log_path=base_dir / f"node{i}.log",
+                http_port=http_ports[i - 1] if http else None,
             )
 
     # -- addresses --------------------------------------------------------------------------------
@@ -374,6 +382,8 @@ class ClusterProcesses:
         )
         for key, value in {**self._security_overrides(), **self.overrides}.items():
             cmd += ["--override", f"{key}={value}"]
+        if node.http_port is not None:
+            cmd += ["--http", f"{node.host}:{node.http_port}"]
         if self.fault_dir is not None:
             cmd += ["--override", f"kafkapy.test.fault.control.socket={self.fault_dir / f'node{node_id}.sock'}"]
         return cmd

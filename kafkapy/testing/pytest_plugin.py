@@ -12,9 +12,21 @@ Fixtures (all names start with `kafka_`):
   in a thread of the test process) and `--kafka-broker-scope=session|function` (ini
   `kafka_broker_scope`, default session: one broker for the run; function: a fresh one per test).
 - `kafka_broker_instance`: that broker's object (`ThreadBroker` / `SubprocessBroker`: `.bootstrap`,
-  `.faults`; a subprocess one also `.pause()` / `.resume()`).
+  `.faults`; a subprocess one also `.pause()` / `.resume()`). Function-scoped, as the fixtures
+  on it, because a test's markers choose the broker; the shared brokers live in the session's
+  `kafka_broker_pool` (`kafka_broker_pool.shared({})`: the default one, for wider fixtures).
+- `@pytest.mark.kafka_broker_config(**{"log.retention.ms": "1000"})` (and the ini linelist
+  `kafka_broker_config = key=value` for every broker): broker settings. With session scope,
+  static keys pick a broker of their own, started once per distinct set and shared by every
+  test asking for the same set; dynamic keys (DescribeConfigs says not read-only) are set on
+  that broker with IncrementalAlterConfigs as cluster defaults and deleted after the test. With
+  function scope every key is simply a setting of the fresh broker.
 - `kafka_faults`: its request fault injector (`fail` / `drop` / `delay` / `requests`, see
-  kafkapy.broker.faults), cleared after each test so a session broker starts every test clean.
+  kafkapy.broker.faults; APIs and errors by number, enum member or Kafka's name:
+  `fail("Produce", "NOT_LEADER_OR_FOLLOWER")`), cleared after each test so a shared broker
+  starts every test clean.
+- `kafka_consume`: `consume(topic, n, timeout=10.0)` -> the first n `ConsumedRecord`s of the
+  topic (every partition from its start, no group), ConsumeTimeout when fewer arrive.
 - `kafka_admin`: a `KafkaAdmin` (create/delete/list topics) for `kafka_broker`.
 - `kafka_topic_factory`: `make(partitions=1, replication_factor=-1, configs=None, name=None)`
   creates a topic with a unique name, returns the name, and deletes it after the test;
@@ -22,6 +34,9 @@ Fixtures (all names start with `kafka_`):
 - `kafka_cluster`: a `ClusterProcesses` of N subprocess nodes (`@pytest.mark.kafka_cluster(nodes=N)`,
   ini `kafka_cluster_nodes`, default 3) with `kill` / `pause` / `resume` / `restart` of a node,
   `faults(node_id)` and `bootstrap`; fresh for each test, stopped after it.
+  `kafka_cluster_module` / `kafka_cluster_session`: one cluster for a module (size from a module
+  `pytestmark = pytest.mark.kafka_cluster(nodes=N)` or the ini) or for the whole run; a test
+  that kills or pauses a node of a shared cluster restores it before it ends.
 
 Why nothing happens at import: pytest loads this module in every session of every project that
 has kafkapy installed (kafkapy's own suite too), so it imports only pytest and the standard
@@ -37,8 +52,9 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -46,6 +62,7 @@ if TYPE_CHECKING:
     from kafkapy.testing.admin import KafkaAdmin
     from kafkapy.testing.broker import TestBroker
     from kafkapy.testing.cluster import ClusterProcesses
+    from kafkapy.testing.consume import ConsumedRecord
     from kafkapy.testing.faults import FaultControl
 
 __all__ = ["TopicFactory"]
@@ -55,6 +72,9 @@ SCOPES = ("session", "function")
 DEFAULT_CLUSTER_NODES = 3
 
 TopicFactory = Callable[..., str]
+ConsumeHelper = Callable[..., "list[ConsumedRecord]"]
+#: the broker id DescribeConfigs is asked about (the test brokers' `node.id`)
+TEST_BROKER_ID = 1
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,11 +89,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("kafka_broker_mode", "thread or subprocess (default thread)", default="thread")
     parser.addini("kafka_broker_scope", "session or function (default session)", default="session")
+    parser.addini("kafka_broker_config", "key=value broker settings of every kafka_broker", type="linelist", default=[])
     parser.addini("kafka_cluster_nodes", "nodes of kafka_cluster (default 3)", default=str(DEFAULT_CLUSTER_NODES))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "kafka_cluster(nodes=3): the kafka_cluster fixture's size for this test")
+    config.addinivalue_line("markers", "kafka_cluster(nodes=3): the kafka_cluster fixtures' size for this test or module")
+    config.addinivalue_line(
+        "markers", "kafka_broker_config(**settings): broker settings of kafka_broker for this test (static keys: "
+        "a broker per distinct set; dynamic keys: set with IncrementalAlterConfigs, reverted after)",
+    )
 
 
 def _setting(config: pytest.Config, name: str, allowed: tuple[str, ...]) -> str:
@@ -83,24 +108,107 @@ def _setting(config: pytest.Config, name: str, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _broker_scope(fixture_name: str, config: pytest.Config) -> Any:
-    return _setting(config, "kafka_broker_scope", SCOPES)
+def _ini_broker_config(config: pytest.Config) -> dict[str, str]:
+    settings: dict[str, str] = {}
+    for line in config.getini("kafka_broker_config"):
+        key, sep, value = str(line).partition("=")
+        if not sep or not key.strip():
+            raise pytest.UsageError(f"kafka_broker_config lines are key=value, not {line!r}")
+        settings[key.strip()] = value.strip()
+    return settings
 
 
-@pytest.fixture(scope=_broker_scope)
-def kafka_broker_instance(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBroker]:
-    """A started broker (see the module doc); stopped when its scope ends."""
-    from kafkapy.testing.broker import SubprocessBroker, ThreadBroker
+def _marker_broker_config(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Every kafka_broker_config marker's settings, the closest (the test's own) winning."""
+    settings: dict[str, str] = {}
+    for marker in reversed(list(request.node.iter_markers("kafka_broker_config"))):
+        if marker.args:
+            raise pytest.UsageError("kafka_broker_config takes keyword settings: kafka_broker_config(**{'key': value})")
+        settings.update({k: _config_value(v) for k, v in marker.kwargs.items()})
+    return settings
 
+
+def _config_value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass
+class BrokerPool:
+    """The run's shared brokers, one per distinct static setting set, started on first use."""
+
+    mode: str
+    base: dict[str, str]
+    tmp_path_factory: pytest.TempPathFactory
+    brokers: dict[frozenset[tuple[str, str]], TestBroker] = field(default_factory=dict)
+    read_only: dict[str, bool] = field(default_factory=dict)
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+    def make(self, overrides: Mapping[str, str]) -> TestBroker:
+        """A broker (not started: enter it) with `overrides` on top of the ini settings."""
+        from kafkapy.testing.broker import SubprocessBroker, ThreadBroker
+
+        settings = {**self.base, **overrides}
+        broker: TestBroker
+        if self.mode == "thread":
+            broker = ThreadBroker(overrides=settings)
+        else:
+            log_path = self.tmp_path_factory.mktemp("kafka_broker") / "broker.log"
+            broker = SubprocessBroker(overrides=settings, log_path=log_path)
+        return broker
+
+    def shared(self, static: Mapping[str, str]) -> TestBroker:
+        """The running broker for `static`, started now if none is (stopped with the pool)."""
+        key = frozenset(static.items())
+        if key not in self.brokers:
+            broker = self.make(static)
+            self.stack.enter_context(broker)
+            self.brokers[key] = broker
+        return self.brokers[key]
+
+    def split(self, settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """(static, dynamic) by DescribeConfigs' read-only flag, asked of the default broker."""
+        from kafkapy.testing.admin import KafkaAdmin
+
+        unknown = [k for k in settings if k not in self.read_only]
+        if unknown:
+            admin = KafkaAdmin(self.shared({}).bootstrap)
+            flags = admin.broker_configs_read_only(TEST_BROKER_ID, unknown)
+            self.read_only.update({k: flags.get(k, True) for k in unknown})
+        static = {k: v for k, v in settings.items() if self.read_only[k]}
+        return static, {k: v for k, v in settings.items() if not self.read_only[k]}
+
+
+@pytest.fixture(scope="session")
+def kafka_broker_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPool]:
+    """The brokers shared across tests (see the module doc); stopped at the end of the run."""
     mode = _setting(request.config, "kafka_broker_mode", MODES)
-    broker: TestBroker
-    if mode == "thread":
-        broker = ThreadBroker()
-    else:
-        log_path = tmp_path_factory.mktemp("kafka_broker") / "broker.log"
-        broker = SubprocessBroker(log_path=log_path)
-    with broker:
+    _setting(request.config, "kafka_broker_scope", SCOPES)
+    pool = BrokerPool(mode, _ini_broker_config(request.config), tmp_path_factory)
+    with pool.stack:
+        yield pool
+
+
+@pytest.fixture
+def kafka_broker_instance(request: pytest.FixtureRequest, kafka_broker_pool: BrokerPool) -> Iterator[TestBroker]:
+    """The test's broker (see the module doc): shared, or fresh with function scope."""
+    settings = _marker_broker_config(request)
+    if _setting(request.config, "kafka_broker_scope", SCOPES) == "function":
+        with kafka_broker_pool.make(settings) as fresh:
+            yield fresh
+        return
+    static, dynamic = kafka_broker_pool.split(settings) if settings else ({}, {})
+    broker = kafka_broker_pool.shared(static)
+    if not dynamic:
         yield broker
+        return
+    from kafkapy.testing.admin import KafkaAdmin
+
+    admin = KafkaAdmin(broker.bootstrap)
+    admin.alter_broker_defaults(dynamic)
+    try:
+        yield broker
+    finally:
+        admin.alter_broker_defaults(dict.fromkeys(dynamic))
 
 
 @pytest.fixture
@@ -112,7 +220,10 @@ def kafka_broker(kafka_broker_instance: TestBroker) -> str:
 @pytest.fixture
 def kafka_faults(kafka_broker_instance: TestBroker) -> Iterator[FaultControl]:
     """The broker's request fault injector; rules and observed requests are cleared after the test."""
-    faults = kafka_broker_instance.faults
+    from kafkapy.testing.faults import FaultClient, NamedFaults
+
+    own = kafka_broker_instance.faults
+    faults: FaultControl = own if isinstance(own, FaultClient) else NamedFaults(own)
     faults.clear()
     yield faults
     faults.clear()
@@ -123,6 +234,17 @@ def kafka_admin(kafka_broker: str) -> KafkaAdmin:
     from kafkapy.testing.admin import KafkaAdmin
 
     return KafkaAdmin(kafka_broker)
+
+
+@pytest.fixture
+def kafka_consume(kafka_broker: str) -> ConsumeHelper:
+    """`consume(topic, n, timeout=10.0, config=None)`: the first n records of `topic`."""
+    from kafkapy.testing.consume import consume_records
+
+    def consume(topic: str, n: int, timeout: float = 10.0, config: dict[str, str] | None = None) -> list[ConsumedRecord]:
+        return consume_records(kafka_broker, topic, n, timeout_s=timeout, config=config)
+
+    return consume
 
 
 _topic_serial = itertools.count(1)
@@ -165,16 +287,38 @@ def kafka_topic(kafka_topic_factory: TopicFactory) -> str:
     return kafka_topic_factory()
 
 
+def _cluster_nodes(request: pytest.FixtureRequest) -> int:
+    nodes = int(request.config.getini("kafka_cluster_nodes"))
+    marker = request.node.get_closest_marker("kafka_cluster")
+    if marker is not None:
+        nodes = int(marker.kwargs.get("nodes", marker.args[0] if marker.args else nodes))
+    return nodes
+
+
+def _cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ClusterProcesses:
+    from kafkapy.testing.cluster import ClusterProcesses
+
+    base = tmp_path_factory.mktemp("kafka_cluster")
+    level = os.environ.get("KAFKAPY_LOG_LEVEL", "INFO")
+    return ClusterProcesses(Path(base), _cluster_nodes(request), fault_control=True, log_level=level)
+
+
 @pytest.fixture
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
     """A fresh N-node cluster (subprocesses, fault control on), stopped after the test."""
-    from kafkapy.testing.cluster import ClusterProcesses
+    with _cluster(request, tmp_path_factory) as cluster:
+        yield cluster
 
-    marker = request.node.get_closest_marker("kafka_cluster")
-    nodes = int(request.config.getini("kafka_cluster_nodes"))
-    if marker is not None:
-        nodes = int(marker.kwargs.get("nodes", marker.args[0] if marker.args else nodes))
-    base = tmp_path_factory.mktemp("kafka_cluster")
-    cluster = ClusterProcesses(Path(base), nodes, fault_control=True, log_level=os.environ.get("KAFKAPY_LOG_LEVEL", "INFO"))
-    with cluster:
+
+@pytest.fixture(scope="module")
+def kafka_cluster_module(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    """One cluster for every test of a module (size: the module's kafka_cluster marker)."""
+    with _cluster(request, tmp_path_factory) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    """One cluster for the whole run (size: ini kafka_cluster_nodes)."""
+    with _cluster(request, tmp_path_factory) as cluster:
         yield cluster

@@ -96,6 +96,7 @@ def test_without_an_authorizer_the_broker_says_security_disabled(bootstrap: str)
     r = kafkapy("acls", "list", bootstrap=bootstrap)
     assert r.code == 1
     assert "SECURITY_DISABLED" in r.stderr
+    assert "set authorizer.class.name" in r.stderr  # what to do about it
     assert "Traceback" not in r.stderr
 
 

@@ -236,3 +236,16 @@ def test_describe_a_group_whose_topic_was_deleted(bootstrap: str) -> None:
     rows = r.json()[0]["offsets"]
     # (Kafka drops a deleted topic's offsets; kafkapy keeps them: either way describe answers)
     assert all(o["current_offset"] == 3 and o["log_end_offset"] is None for o in rows)
+
+
+def test_describe_and_delete_take_the_group_as_an_argument(bootstrap: str) -> None:
+    """`groups describe G` as `topics describe T` (and `--group G`, Kafka's spelling)."""
+    _seed_group(bootstrap, "gt-pos", "pos-g")
+    positional = kafkapy("groups", "describe", "pos-g", "--json", bootstrap=bootstrap)
+    assert positional.code == 0, positional.stderr
+    flagged = kafkapy("groups", "describe", "--group", "pos-g", "--json", bootstrap=bootstrap)
+    assert positional.json() == flagged.json()
+    assert positional.json()[0]["offsets"][0]["current_offset"] == 3
+    deleted = kafkapy("groups", "delete", "pos-g", bootstrap=bootstrap)
+    assert deleted.code == 0, deleted.stderr
+    assert "pos-g" not in kafkapy("groups", "list", bootstrap=bootstrap).stdout

@@ -374,3 +374,17 @@ def test_data_dir_errors_in_plain_words(tmp_path: Path) -> None:
         assert result.returncode == 2, result.stderr
         assert words in result.stderr
         assert "Errno" not in result.stderr
+
+
+def test_shell_completion_as_docs_cli_md_shows_it() -> None:
+    """`eval "$(_KAFKAPY_COMPLETE=bash_source kafkapy)"` installs completion; it completes lazily
+    loaded commands and their choices."""
+    script = run_cli(env={"_KAFKAPY_COMPLETE": "bash_source"})
+    assert script.returncode == 0, script.stderr
+    assert "_kafkapy_completion()" in script.stdout
+    words = run_cli(env={"_KAFKAPY_COMPLETE": "bash_complete", "COMP_WORDS": "kafkapy cluster node ",
+                         "COMP_CWORD": "3"})
+    assert words.stdout.split() == ["plain,kill", "plain,pause", "plain,resume", "plain,restart"]
+    commands = run_cli(env={"_KAFKAPY_COMPLETE": "bash_complete", "COMP_WORDS": "kafkapy reass",
+                            "COMP_CWORD": "1"})
+    assert commands.stdout.split() == ["plain,reassign-partitions"]

@@ -271,3 +271,60 @@ def test_ctrl_c_stops_a_following_consumer_cleanly(bootstrap: str) -> None:
     assert b"Processed a total of 1 messages" in err
     described = kafkapy("groups", "describe", "--group", "follow-g", "--json", bootstrap=bootstrap).json()
     assert described[0]["offsets"][0]["current_offset"] == 1  # committed on the way out
+
+
+def test_sigterm_stops_a_group_consumer_that_commits_and_leaves(bootstrap: str) -> None:
+    """`timeout`, `kill` or a container stop send SIGTERM: the consumer commits what it printed and
+    sends LeaveGroup, so the group's next member is assigned at once, not after the session
+    timeout (45 s)."""
+    create(bootstrap, "term", 1)
+    kafkapy("produce", "term", stdin="one\n", bootstrap=bootstrap)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "consume", "term", "--group", "term-g", "--from-beginning",
+         "--bootstrap-server", bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"one\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, err
+    assert b"Processed a total of 1 messages" in err
+    described = kafkapy("groups", "describe", "--group", "term-g", "--json", bootstrap=bootstrap).json()
+    assert described[0]["offsets"][0]["current_offset"] == 1
+    kafkapy("produce", "term", stdin="two\n", bootstrap=bootstrap)
+    started = time.monotonic()
+    r = kafkapy("consume", "term", "--group", "term-g", "--max-messages", "1", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    assert r.stdout == "two\n"
+    assert time.monotonic() - started < 15  # assigned at once: the old member left
+
+
+def test_sigterm_makes_produce_deliver_what_it_read(bootstrap: str) -> None:
+    """Records read but still in the producer's buffer (linger) are flushed on SIGTERM too."""
+    create(bootstrap, "term-p", 1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy", "produce", "term-p", "--producer-property", "linger.ms=20000",
+         "--bootstrap-server", bootstrap],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"kept\n")
+        proc.stdin.flush()
+        time.sleep(3)  # read and handed to librdkafka, which holds it for linger.ms
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 143, err
+    assert b"Traceback" not in err
+    r = kafkapy("consume", "term-p", "--from-beginning", "--exit-at-end", bootstrap=bootstrap)
+    assert r.stdout == "kept\n"

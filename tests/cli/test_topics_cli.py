@@ -324,3 +324,35 @@ def test_bootstrap_from_env_profile_and_a_list_with_a_dead_server(bootstrap: str
     assert r.code == 0, r.stderr
     r = kafkapy("topics", "list", bootstrap=dead)
     assert r.code == 1
+
+
+def test_describe_without_names_shows_each_topics_configs(bootstrap: str) -> None:
+    r = kafkapy("topics", "create", "cfg-all", "--config", "retention.ms=4321", bootstrap=bootstrap)
+    assert r.code == 0, r.stderr
+    human = kafkapy("topics", "describe", bootstrap=bootstrap)
+    assert human.code == 0, human.stderr
+    header = next(line for line in human.stdout.splitlines() if line.startswith("Topic cfg-all "))
+    assert header.endswith("configs retention.ms=4321")
+    as_json = {t["topic"]: t for t in kafkapy("topics", "describe", "--json", bootstrap=bootstrap).json()}
+    assert as_json["cfg-all"]["configs"]["retention.ms"] == "4321"
+
+
+def test_a_dead_first_bootstrap_server_is_skipped_quietly_by_quorum_and_produce(bootstrap: str) -> None:
+    """`cluster quorum` fails over like the other commands; librdkafka's connection failures to
+    the dead server (`%3|...|FAIL|...`) are not printed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    r = kafkapy("cluster", "quorum", "--json", bootstrap=f"{dead},{bootstrap}")
+    assert r.code == 0, r.stderr
+    assert r.json()["leader_id"] == 1
+    assert kafkapy("topics", "create", "quiet", bootstrap=bootstrap).code == 0
+    r = kafkapy("produce", "quiet", stdin="a\nb\n", bootstrap=f"{dead},{bootstrap}")
+    assert r.code == 0, r.stderr
+    assert "%3|" not in r.stderr, r.stderr
+    assert "FAIL" not in r.stderr, r.stderr
+    r = kafkapy("consume", "quiet", "--from-beginning", "--exit-at-end", bootstrap=f"{dead},{bootstrap}")
+    assert r.stdout.split() == ["a", "b"]
+    assert "%3|" not in r.stderr, r.stderr

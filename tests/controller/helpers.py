@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from typing import TypeVar
 
 from kafkapy.controller.controller import (
@@ -42,7 +43,9 @@ class Cluster:
         assert self.replica == self.ctl.image
         return result.response
 
-    def register(self, broker_id: int, *, incarnation: uuid.UUID | None = None) -> int:
+    def register(
+        self, broker_id: int, *, incarnation: uuid.UUID | None = None, rack: str | None = None
+    ) -> int:
         inc = incarnation if incarnation is not None else uuid.uuid4()
         reply = self.run(
             self.ctl.register_broker(
@@ -50,6 +53,7 @@ class Cluster:
                 cluster_id=CLUSTER_ID,
                 incarnation_id=inc,
                 endpoints=[Endpoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id)],
+                rack=rack,
                 now_ms=self.now_ms,
             )
         )
@@ -84,6 +88,13 @@ class Cluster:
         for b in broker_ids:
             reply = self.heartbeat(b)
             assert not reply.is_fenced
+
+    def start_racks(self, racks: Mapping[int, str | None]) -> None:
+        """Register (with `broker.rack`) and unfence brokers."""
+        for b, rack in racks.items():
+            self.register(b, rack=rack)
+        for b in racks:
+            assert not self.heartbeat(b).is_fenced
 
     def advance(self, ms: int) -> list[int]:
         """Move the clock, heartbeat nobody, tick: the ids fenced by expiry."""

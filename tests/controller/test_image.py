@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 import uuid
 
 import pytest
 
-from kafkapy.controller.image import MetadataApplyError, MetadataDelta, MetadataImage, acl_key
+from kafkapy.controller.image import (
+    _APPLY_STEPS,
+    MetadataApplyError,
+    MetadataDelta,
+    MetadataImage,
+    acl_key,
+)
 from kafkapy.controller.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -30,6 +37,12 @@ from kafkapy.controller.records import (
 TID = uuid.UUID(int=7)
 ACL_ID = uuid.UUID(int=70)
 ACL = AccessControlEntryRecord(ACL_ID, 2, "orders", 3, "User:alice", "*", 4, 3)
+
+
+def test_every_metadata_record_type_has_an_apply_step() -> None:
+    """`apply` dispatches by exact type: a record type missing from its table would be
+    replayed as a no-op, silently leaving the image behind the controller."""
+    assert set(_APPLY_STEPS) == set(typing.get_args(MetadataRecord))
 
 
 def build(*records: MetadataRecord) -> MetadataImage:

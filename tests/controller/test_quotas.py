@@ -4,7 +4,6 @@ and error codes), replay into the image, snapshots, and DescribeClientQuotas' fi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,8 @@ from kafkapy.controller.records import (
 from kafkapy.controller.snapshot import decode_snapshot, encode_snapshot
 from kafkapy.protocol.errors import ErrorCode
 from tests.controller.helpers import Cluster
+from tests.kafka_reference import kafka_reference
 
-REFERENCE = Path("/work/shared/kafka-protocol/metadata/ClientQuotaRecord.json")
 U, C = "user", "client-id"
 EXACT, DEFAULT, ANY = 0, 1, 2
 
@@ -48,12 +47,11 @@ def _alter(
 
 
 def _reference() -> dict[str, Any]:
-    text = REFERENCE.read_text()
+    text = kafka_reference("metadata", "ClientQuotaRecord.json").read_text()
     data: dict[str, Any] = json.loads("\n".join(x for x in text.splitlines() if not x.lstrip().startswith("//")))
     return data
 
 
-@pytest.mark.skipif(not REFERENCE.is_file(), reason=f"Kafka's metadata record definitions not found at {REFERENCE}")
 def test_client_quota_record_has_kafkas_type_id_and_fields() -> None:
     ref = _reference()
     assert ref["apiKey"] == RecordType.CLIENT_QUOTA == 14

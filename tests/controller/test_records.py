@@ -7,7 +7,6 @@ import dataclasses
 import json
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -40,6 +39,7 @@ from kafkapy.controller.records import (
     encode_record,
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from tests.kafka_reference import kafka_reference
 
 i8 = st.integers(-(2**7), 2**7 - 1)
 i32 = st.integers(-(2**31), 2**31 - 1)
@@ -201,9 +201,6 @@ def test_reassignment_fields_make_version_1_and_only_then() -> None:
         decode_record(b"\x00\x02\x01" + encode_record(TopicRecord("t", tid))[3:])
 
 
-KAFKA_METADATA = Path("/work/shared/kafka-protocol/metadata")
-
-
 @pytest.mark.parametrize(
     ("cls", "rtype"),
     [
@@ -217,9 +214,7 @@ KAFKA_METADATA = Path("/work/shared/kafka-protocol/metadata")
 def test_records_match_kafkas_definitions(cls: type, rtype: RecordType) -> None:
     """Kafka's api key, and its fields' names (snake_case) and types in Kafka's order, are the
     ones the codec writes (the kinds carry Kafka's type names)."""
-    path = KAFKA_METADATA / f"{cls.__name__}.json"
-    if not path.exists():
-        pytest.skip(f"Kafka's metadata record definitions are not on this machine ({path})")
+    path = kafka_reference("metadata", f"{cls.__name__}.json")
     lines = [line for line in path.read_text().splitlines() if not line.strip().startswith("//")]
     spec = json.loads("\n".join(lines))
     assert spec["apiKey"] == int(rtype)

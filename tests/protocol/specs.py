@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkapy.protocol.spec import ApiSpec, MessageSpec, parse_headers, parse_spec
+from tests.kafka_reference import kafka_reference
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIR = ROOT / "protocol_specs"
-REFERENCE_DIR = Path("/work/shared/kafka-protocol/message")
 
 
 def load_api_specs() -> list[ApiSpec]:
@@ -21,3 +21,8 @@ def load_api_specs() -> list[ApiSpec]:
 
 def load_header_specs() -> dict[str, MessageSpec]:
     return parse_headers((SPEC_DIR / "headers.spec").read_text())
+
+
+def reference_dir() -> Path:
+    """Kafka's message definitions (`tests/kafka_reference.py`: fails under CI when missing)."""
+    return kafka_reference("message")

@@ -36,7 +36,8 @@ def _core(node_id: int = 1, state: QuorumState | None = None) -> RaftCore:
 def test_timeout_asks_for_pre_votes_without_bumping_the_epoch() -> None:
     core = _core(state=QuorumState(4))
     core.poll()
-    core.tick(core.next_deadline_ms())
+    now = core.next_deadline_ms()
+    core.tick(now)
     assert core.role is Role.PROSPECTIVE
     assert core.epoch == 4
     ready = core.poll()
@@ -44,7 +45,7 @@ def test_timeout_asks_for_pre_votes_without_bumping_the_epoch() -> None:
     reqs = sent(ready, VoteRequest)
     assert [r for _, r in reqs] == [VoteRequest(5, 1, 0, 0, pre_vote=True)] * 2
     (dst, req) = reqs[0]
-    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 4, True), core._now)
+    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 4, True), now)
     assert core.role is Role.CANDIDATE  # a majority (itself + one): the real election
     assert core.epoch == 5
     assert core.poll().state == QuorumState(5, 1, None)
@@ -241,13 +242,13 @@ def test_a_new_leader_has_quorum_contact_only_once_a_majority_confirmed_it() -> 
     again in a newer epoch at once. Contact starts with the first confirmed answer."""
     core = _core(node_id=1, state=QuorumState(3))
     core.poll()
-    core.tick(core.next_deadline_ms())
+    now = core.next_deadline_ms()
+    core.tick(now)
     (dst, req) = sent(core.poll(), VoteRequest)[0]
-    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 3, True), core._now)
+    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 3, True), now)
     (dst, req) = sent(core.poll(), VoteRequest)[0]
-    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 4, True), core._now)
+    core.handle_response(dst, req, VoteResponse(ErrorCode.NONE, None, 4, True), now)
     assert core.is_leader
-    now = core._now
     assert not core.has_quorum_contact(now)
     resp = core.handle_request(2, FetchRequest(2, 0, 0, core.epoch), now + 1)
     assert isinstance(resp, FetchResponse)

@@ -23,7 +23,7 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.server.handlers.registry import REGISTRY
 
-from .helpers import Client, batch, create_topic, running_broker
+from .helpers import Client, batch, create_topic, running_broker, wait_until
 
 
 async def test_api_versions_lists_registered_handlers_within_codec_ranges() -> None:
@@ -234,3 +234,32 @@ async def test_handler_exception_answers_unknown_server_error_and_keeps_serving(
         assert (await client.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())).error_code == 0
     assert "boom" in caplog.text
     assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
+
+
+async def test_queued_max_request_bytes_mutes_reading_until_a_request_is_answered() -> None:
+    """A bound of 1 byte: every request is larger, so each is admitted alone; the next client's
+    request is not read until the long-poll fetch holding the memory is answered."""
+    async with running_broker(None, **{"queued.max.request.bytes": "1"}) as (_, server, port):
+        await create_topic(port, "t", 1)
+        poller, other = await Client.connect(port), await Client.connect(port)
+        fetch = FetchRequest(
+            max_wait_ms=1500, min_bytes=1, max_bytes=1 << 20, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+        )
+        await poller.send(ApiKey.FETCH, 11, fetch)
+        await trio.sleep(0.2)  # the fetch is read and waiting for data
+        sent = trio.current_time()
+        await other.send(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+        _, versions = await other.receive(wait_s=10)
+        waited = trio.current_time() - sent
+        _, fetched = await poller.receive(wait_s=1)  # answered first
+        assert versions.error_code == 0
+        assert fetched.responses[0].partitions[0].error_code == 0
+        assert waited >= 1.0
+        # nothing stays counted: answered requests, and a half-sent frame whose peer left
+        half = await Client.connect(port)
+        await half.send_raw(struct.pack(">i", 500) + b"x" * 10)
+        await wait_until(lambda: server.request_memory.queued == 500, "the half frame admitted")
+        await half.aclose()
+        await wait_until(lambda: server.request_memory.queued == 0, "request memory released")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import struct
+import time
 from pathlib import Path
 
 import trio
 
 from kafkapy.protocol import ApiKey
+from kafkapy.protocol.crc import crc32c
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     ApiVersionsRequest,
@@ -16,7 +19,14 @@ from kafkapy.protocol.messages import (
     OffsetForLeaderEpochRequest,
     ProduceRequest,
 )
-from kafkapy.protocol.records import decode_records, iter_batches, parse_batch_header
+from kafkapy.protocol.records import (
+    Compression,
+    Record,
+    build_batch,
+    decode_records,
+    iter_batches,
+    parse_batch_header,
+)
 
 from .helpers import Client, batch, create_topic, list_topics, running_broker, topic_overrides
 
@@ -327,3 +337,34 @@ async def test_failed_acks_zero_produce_closes_the_connection() -> None:
         client = await Client.connect(port)
         await client.send(ApiKey.PRODUCE, PRODUCE_V, produce_req("nowhere", batch(b"x"), acks=0))
         assert await client.read_frame(wait_s=5) is None
+
+
+def _lying_count(records: bytes, count: int) -> bytes:
+    """`records` (one batch) with its header's record count and last offset delta raised to
+    `count`, the CRC recomputed: framed and checksummed like a good batch."""
+    out = bytearray(records)
+    struct.pack_into(">i", out, 23, count - 1)
+    struct.pack_into(">i", out, 57, count)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+async def test_a_batch_whose_records_are_malformed_is_refused_and_not_written() -> None:
+    """A header saying 3 records over 1 (CRC right), plain or compressed: CORRUPT_MESSAGE naming
+    the missing record (v8+ record_errors), nothing written, the partition still reads."""
+    async with running_broker(None) as (broker, _, port):
+        await create_topic(port, "t", 1)
+        client = await Client.connect(port)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", batch(b"good")))
+        for codec in (Compression.NONE, Compression.LZ4, Compression.ZSTD):
+            one = build_batch([Record(0, 0, None, b"x" * 40)], base_timestamp=int(time.time() * 1000),
+                              compression=codec)  # fmt: skip
+            resp = await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", _lying_count(one, 3)))
+            part = resp.responses[0].partition_responses[0]
+            assert (part.error_code, part.base_offset) == (ErrorCode.CORRUPT_MESSAGE, -1), codec
+            errors = [(e.batch_index, e.batch_index_error_message) for e in part.record_errors]
+            assert errors == [(1, "Incorrect declared batch size, premature EOF reached")], codec
+            assert part.error_message == errors[0][1]
+        assert broker.partition_log("t", 0).log_end_offset == 1  # type: ignore[union-attr]
+        fetched = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
+        assert values(fetched.responses[0].partitions[0].records) == [(0, b"good")]

@@ -230,3 +230,67 @@ def test_tombstone_age_uses_log_append_time(tmp_path: Path) -> None:
     plog.high_watermark = plog.log_end_offset
     clean_log(plog, BASE_TS + 1000, force=True)
     assert content(plog) == [(2, b"b", b"x")]
+
+
+def test_a_partition_that_cannot_be_cleaned_is_skipped_until_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's uncleanable partitions: a log whose bytes make cleaning fail is tried once,
+    warned about once, skipped on later passes (no re-decompressing, no ERROR every backoff)
+    and tried again after `forget` or a config change; the other logs are cleaned meanwhile."""
+    import kafkapy.storage.manager as manager_module
+    from kafkapy.storage import LogManager
+
+    manager = LogManager([tmp_path], COMPACT)
+    for p in range(2):
+        plog = manager.get_or_create("t", p)
+        for i in range(20):
+            plog.append(batch([b"v%d" % i], keys=[b"k"]), now_ms=BASE_TS)
+        plog.high_watermark = plog.log_end_offset
+    manager.close()
+    first = tmp_path / "t-0" / "00000000000000000000.log"
+    raw = bytearray(first.read_bytes())
+    raw[16] = 9  # bad magic in the oldest segment of t-0 (below the recovery point)
+    first.write_bytes(bytes(raw))
+
+    manager = LogManager([tmp_path], COMPACT)
+    tried: list[str] = []
+    real_clean = manager_module.clean_log
+
+    def spy(plog: PartitionLog, now_ms: int) -> object:
+        tried.append(plog.directory.name)
+        return real_clean(plog, now_ms)
+
+    monkeypatch.setattr(manager_module, "clean_log", spy)
+    assert [r.segments_in > 0 for r in manager.run_cleaner(NOW)] == [True]  # t-1 cleaned
+    assert tried == ["t-0", "t-1"]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "uncleanable" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "t-0" in warnings[0].getMessage()
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+    assert list(manager.uncleanable.partitions()) == [("t", 0)]
+    count, dirty = manager.uncleanable.per_data_dir(NOW)[tmp_path]
+    assert count == 1
+    assert dirty > 0
+
+    tried.clear()
+    caplog.clear()
+    for _ in range(3):
+        manager.run_cleaner(NOW)
+    assert "t-0" not in tried
+    assert [r for r in caplog.records if r.levelname in ("WARNING", "ERROR")] == []
+
+    assert manager.uncleanable.forget(("t", 0))
+    tried.clear()
+    manager.run_cleaner(NOW)
+    assert tried.count("t-0") == 1  # tried again, and uncleanable again
+    assert list(manager.uncleanable.partitions()) == [("t", 0)]
+
+    tried.clear()
+    plog = manager.get("t", 0)
+    assert plog is not None
+    plog.set_config(LogConfig(cleanup_policy="compact", segment_bytes=600,
+                              min_cleanable_dirty_ratio=0.1))
+    manager.run_cleaner(NOW)
+    assert tried.count("t-0") == 1  # a config change makes it worth another try
+    manager.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kafkapy.storage import InconsistentTopicIdError, KafkaStorageError, LogConfig, LogManager
-from kafkapy.storage.errors import LogDirNotFoundError
+from kafkapy.storage.errors import LogDirNotFoundError, PartitionStorageError
 from kafkapy.storage.manager import CLEAN_SHUTDOWN_MARKER
 from tests.storage.helpers import BASE_TS, batch, read_all
 
@@ -344,3 +344,146 @@ def test_an_io_failure_of_any_log_is_reported_with_its_data_dir(
     assert "fsync failed" in reports[-1][2]
     monkeypatch.undo()
     manager.close(clean=False)
+
+
+LONGEST_TOPIC = "x" * 249  # Kafka's longest topic name
+
+
+def test_a_topic_with_the_longest_name_is_deleted_and_recreated(tmp_path: Path) -> None:
+    """Deleting renames `<topic>-<p>` to a `-delete` name first; with 249 characters it must
+    still fit in 255 bytes, or the old data stays on disk under the re-created topic."""
+    manager = LogManager([tmp_path])
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    manager.get_or_create(LONGEST_TOPIC, 0, topic_id=old_id).append(batch([b"old"]), now_ms=BASE_TS)
+    manager.get_or_create("other", 0).append(batch([b"kept"]), now_ms=BASE_TS)
+    assert manager.delete_log(LONGEST_TOPIC, 0)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["other-0"]
+    fresh = manager.get_or_create(LONGEST_TOPIC, 0, topic_id=new_id)
+    assert fresh.log_end_offset == 0
+    fresh.append(batch([b"new"]), now_ms=BASE_TS)
+    manager.close()
+    again = LogManager([tmp_path])
+    assert again.failed_logs() == {}
+    reopened = again.get(LONGEST_TOPIC, 0)
+    assert reopened is not None
+    assert reopened.topic_id == new_id
+    assert [v for _, _, v in read_all(reopened)] == [b"new"]
+    other = again.get("other", 0)
+    assert other is not None
+    assert [v for _, _, v in read_all(other)] == [b"kept"]
+    again.close()
+
+
+def test_a_long_topic_moves_between_data_dirs(tmp_path: Path) -> None:
+    """The `-future` copy and the `-delete` of the source fit in 255 bytes too."""
+    source, target = tmp_path / "a", tmp_path / "b"
+    manager = LogManager([source, target])
+    plog = manager.get_or_create(LONGEST_TOPIC, 7)
+    plog.append(batch([b"x"]), now_ms=BASE_TS)
+    home = plog.directory.parent
+    other = target if home == source else source
+    moved = manager.move_log(LONGEST_TOPIC, 7, str(other))
+    assert moved is not None
+    assert moved.directory == other / f"{LONGEST_TOPIC}-7"
+    assert [v for _, _, v in read_all(moved)] == [b"x"]
+    assert [p for p in home.iterdir() if p.is_dir()] == []
+    manager.close()
+
+
+def test_leftovers_of_capped_and_old_deletes_and_moves_are_removed_at_start(tmp_path: Path) -> None:
+    from kafkapy.storage.dirnames import delete_dir_name, future_dir_name
+
+    leftovers = [delete_dir_name(LONGEST_TOPIC, 3), future_dir_name(LONGEST_TOPIC, 3),
+                 f"t-0.{uuid.uuid4().hex}-delete", f"t-0.{uuid.uuid4().hex}-future"]
+    for name in leftovers:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "00000000000000000000.log").write_bytes(b"stale")
+    manager = LogManager([tmp_path])
+    assert manager.logs() == {}
+    assert manager.failed_logs() == {}
+    assert [p for p in tmp_path.iterdir() if p.is_dir()] == []
+    manager.close()
+
+
+def _damage(manager_dir: Path, name: str) -> Path:
+    """Make a file of the log `name` unreadable: a directory where its segment should be."""
+    segment = manager_dir / name / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
+    return manager_dir / name
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_log_that_cannot_be_opened_fails_alone(
+    tmp_path: Path, clean: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = LogManager([tmp_path])
+    for p in range(3):
+        manager.get_or_create("t", p).append(batch([b"v%d" % p]), now_ms=BASE_TS)
+    manager.close(clean=clean)
+    broken = _damage(tmp_path, "t-1")
+    again = LogManager([tmp_path])
+    assert sorted(again.logs()) == [("t", 0), ("t", 2)]
+    for p in (0, 2):
+        plog = again.get("t", p)
+        assert plog is not None
+        assert [v for _, _, v in read_all(plog)] == [b"v%d" % p]
+    failure = again.failed_logs()[("t", 1)]
+    assert (failure.topic, failure.partition, failure.path) == ("t", 1, broken)
+    assert isinstance(failure.cause, OSError)
+    assert failure.error_code == KafkaStorageError.error_code
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1
+    assert str(broken) in errors[0].getMessage()
+    assert "Is a directory" in errors[0].getMessage()
+    # refused, not created afresh over the data still in its directory
+    with pytest.raises(PartitionStorageError) as refused:
+        again.get_or_create("t", 1)
+    assert refused.value.path == broken
+    again.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN_MARKER).exists()  # the next start recovers
+
+
+def test_deleting_a_log_that_failed_to_open_removes_it(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path])
+    manager.get_or_create("t", 0).append(batch([b"a"]), now_ms=BASE_TS)
+    manager.close()
+    _damage(tmp_path, "t-0")
+    again = LogManager([tmp_path])
+    assert again.delete_log("t", 0)
+    assert again.failed_logs() == {}
+    assert [p for p in tmp_path.iterdir() if p.is_dir()] == []
+    assert again.get_or_create("t", 0).log_end_offset == 0
+    again.close()
+
+
+def test_a_failed_delete_is_reported_for_its_partition_and_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    manager = LogManager([tmp_path])
+    for p in range(2):
+        manager.get_or_create("t", p).append(batch([b"a"]), now_ms=BASE_TS)
+    real_replace = os.replace
+
+    def replace_fails(src: Path, dst: Path) -> None:
+        if str(dst).endswith("-delete"):
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_fails)
+    with pytest.raises(PartitionStorageError) as failed:
+        manager.delete_log("t", 0)
+    assert (failed.value.topic, failed.value.partition) == ("t", 0)
+    assert failed.value.path == tmp_path / "t-0"
+    assert ("t", 0) in manager.failed_logs()
+    assert manager.get("t", 1) is not None  # the other partition is untouched
+    with pytest.raises(PartitionStorageError):
+        manager.get_or_create("t", 0, topic_id=uuid.uuid4())  # not over the old data
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert manager.delete_log("t", 0)
+    assert manager.failed_logs() == {}
+    assert not (tmp_path / "t-0").exists()
+    manager.close()

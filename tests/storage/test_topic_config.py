@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import pytest
 
@@ -12,12 +11,7 @@ from kafkapy.protocol.config_types import ConfigType
 from kafkapy.storage import InvalidLogConfigError, LogConfig
 from kafkapy.storage.config import validate_topic_configs
 from kafkapy.storage.topic_config import TOPIC_CONFIGS, topic_config_problem
-
-# beside the project (as CI lays it out), else where the worktrees' shared copy is
-_DOC_DIRS = [
-    Path(__file__).resolve().parents[2].parent / "shared" / "kafka-protocol" / "docs",
-    Path("/work/shared/kafka-protocol/docs"),
-]
+from tests.kafka_reference import kafka_reference
 
 _LOG_FIELDS = {
     f.name.replace("_", "."): f for f in dataclasses.fields(LogConfig) if f.name != "extra"
@@ -103,10 +97,7 @@ def test_preallocate_is_a_known_topic_config() -> None:
 
 
 def _design_doc() -> str:
-    for folder in _DOC_DIRS:
-        if (folder / "design.html").exists():
-            return (folder / "design.html").read_text()
-    pytest.skip(f"Kafka's docs are in none of {_DOC_DIRS}: nothing to cross-check against")
+    return kafka_reference("docs", "design.html").read_text()
 
 
 def test_topic_configs_kafkas_design_doc_names_are_in_the_table() -> None:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkapy.protocol import records as records_module
 from kafkapy.protocol.errors import ErrorCode, RecordValidationError
 from kafkapy.protocol.records import (
     Compression,
@@ -17,7 +18,6 @@ from kafkapy.protocol.records import (
     validate_batch,
 )
 from kafkapy.storage import LogConfig, PartitionLog
-from kafkapy.storage import validator as validator_module
 from tests.storage.helpers import BASE_TS, batch
 
 pytestmark = pytest.mark.timeout(60)
@@ -75,17 +75,23 @@ def test_unset_header_max_timestamp_is_recomputed_from_the_records(
         validate_batch(stored, pos, header)  # the CRC was rewritten with the header
 
 
-def test_trusted_header_costs_no_record_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hot path stays at batch cost: a delete topic with a plausible max timestamp and the
-    default bounds never decodes records."""
+def test_records_are_walked_as_bytes_never_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hot path walks the records' bytes: no `Record` object is built for an append,
+    compacted (keys checked) or not."""
 
-    def no_decoding(*_: object, **__: object) -> list[Record]:
-        raise AssertionError("records decoded on the batch-cost path")
+    def no_decoding(*_: object, **__: object) -> None:
+        raise AssertionError("records decoded on the produce path")
 
-    monkeypatch.setattr(validator_module, "decode_records", no_decoding)
+    plain = batch([b"a", b"b", b"c"], ts=NOW - 5)
+    keyed = batch([b"a", b"b"], keys=[b"k", b"l"], ts=NOW - 5)
+    monkeypatch.setattr(records_module, "decode_records", no_decoding)
+    monkeypatch.setattr(Record, "__init__", no_decoding)
     plog = _log(tmp_path)
-    plog.append(batch([b"a", b"b", b"c"], ts=NOW - 5), now_ms=NOW)
+    plog.append(plain, now_ms=NOW)
     assert plog.log_end_offset == 3
+    compacted = _log(tmp_path / "c", COMPACTED)
+    compacted.append(keyed, now_ms=NOW)
+    assert compacted.log_end_offset == 2
 
 
 def test_log_append_time_topic_does_not_judge_client_timestamps(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ def test_the_plugin_is_registered_as_a_pytest11_entry_point() -> None:
 def test_readme_examples_pass_in_both_broker_modes(pytester: pytest.Pytester, mode: str) -> None:
     shutil.copy(EXAMPLES, pytester.path / "test_examples.py")
     result = pytester.runpytest_subprocess(*QUIET, f"--kafka-broker-mode={mode}", timeout=240)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=6)
 
 
 def test_the_plugin_starts_nothing_for_tests_that_do_not_ask(pytester: pytest.Pytester) -> None:

@@ -215,6 +215,24 @@ class TransactionCoordinator:
             )
             self._stage(staged, None, new)
             return self._result(staged, InitProducerIdResult(ErrorCode.NONE, pid, 0))
+        result = self._reinit_producer_id(
+            staged, md, producer_id, producer_epoch, transaction_timeout_ms, now_ms
+        )
+        return self._result(staged, result)
+
+    def _reinit_producer_id(
+        self,
+        staged: _Staged,
+        md: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        transaction_timeout_ms: int,
+        now_ms: int,
+    ) -> InitProducerIdResult:
+        """InitProducerId for a transactional id already known: a producer naming its own
+        id/epoch (v3+) must be the current incarnation (or retrying the last bump), a
+        transaction in flight ends first (a running one is aborted under a bumped epoch), then
+        the epoch is bumped, or a fresh producer id taken once the epoch is exhausted."""
         expected = (producer_id, producer_epoch) if producer_id != -1 else None
         is_retry = expected is not None and expected == (
             md.last_producer_id,
@@ -228,18 +246,16 @@ class TransactionCoordinator:
                 if producer_id in known_ids
                 else ErrorCode.INVALID_PRODUCER_ID_MAPPING
             )
-            return self._result(staged, InitProducerIdResult(error))
+            return InitProducerIdResult(error)
         if md.state in _PREPARE:
-            return self._result(staged, InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+            return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if md.state is _S.ONGOING:
             # the previous incarnation's transaction is aborted under a bumped epoch; the new
             # producer retries (CONCURRENT_TRANSACTIONS) until the abort completed
             self._fence_and_abort(staged, md, now_ms)
-            return self._result(staged, InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+            return InitProducerIdResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if is_retry and md.state is _S.EMPTY:
-            return self._result(
-                staged, InitProducerIdResult(ErrorCode.NONE, md.producer_id, md.producer_epoch)
-            )
+            return InitProducerIdResult(ErrorCode.NONE, md.producer_id, md.producer_epoch)
         if is_epoch_exhausted(md.producer_epoch):
             pid, epoch = self._allocate(staged), 0
         else:
@@ -258,7 +274,7 @@ class TransactionCoordinator:
             txn_last_update_timestamp=now_ms,
         )
         self._stage(staged, md, new)
-        return self._result(staged, InitProducerIdResult(ErrorCode.NONE, pid, epoch))
+        return InitProducerIdResult(ErrorCode.NONE, pid, epoch)
 
     # ------------------------------------------------------------------ AddPartitions / Offsets
 

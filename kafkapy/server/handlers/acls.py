@@ -65,7 +65,9 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) ->
     if authorizer is None:
         return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return DescribeAclsResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_not_authorized(ctx)
+        )
     acl_filter = describe_filter(req)
     problem = filter_problem(acl_filter)
     if problem is not None:
@@ -79,7 +81,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
     if ctx.broker.authorizer is None:
         return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return create_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        return create_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
     if not req.creations:
         return CreateAclsResponse()
     ctx.release_turn()
@@ -95,7 +97,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
     if ctx.broker.authorizer is None:
         return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return delete_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        return delete_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
     if not req.filters:
         return DeleteAclsResponse()
     ctx.release_turn()
@@ -137,3 +139,9 @@ async def handle_delete_acls_on_controller(ctx: RequestContext, req: DeleteAclsR
     response = DeleteAclsResponse(filter_results=[delete_filter_result(r) for r in results])
     set_metadata_offset(response, offset)
     return response
+
+
+def _not_authorized(ctx: RequestContext) -> str:
+    """Kafka's ClusterAuthorizationException text for these APIs ("Request ... is not
+    authorized."), naming the request by its API and principal."""
+    return f"Request {ApiKey(ctx.header.api_key).name} from {ctx.principal} is not authorized."

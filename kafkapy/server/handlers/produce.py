@@ -7,15 +7,15 @@ uncompressed data otherwise. A real v0-2 request gets UNSUPPORTED_VERSION on eve
 
 Behaviour: acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS on every partition); on one node
 acks=-1 is acks=1, since the leader alone is the ISR (min.insync.replicas=1). Each partition's
-batches go to `PartitionLog.append` as the bytes they arrived in - validation is per batch (CRC,
-counts, size), never per record - which assigns offsets and overwrites the partition leader epoch
+batches go to `PartitionLog.append` as the bytes they arrived in - validated per batch (CRC,
+counts, size) and by one walk over each batch's record bytes, never decoded - which assigns offsets and overwrites the partition leader epoch
 with the leader's (0); LogAppendTime topics get the broker's clock. The high watermark moves to
 the log end offset at once and long-poll fetches on the partition wake up. Per-partition errors:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (bad name or an internal topic),
 CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, KAFKA_STORAGE_ERROR.
-Record-level rules (keyless records on compacted topics, `message.timestamp.(before|after).max.ms`,
-the max timestamp recomputed where the header cannot be trusted) are `storage.validator`'s; a
-refused batch names its records in `record_errors` (v8+). Unknown topics are
+Record-level rules (malformed records: CORRUPT_MESSAGE; keyless records on compacted topics,
+`message.timestamp.(before|after).max.ms`, the max timestamp recomputed from the records) are
+`storage.validator`'s; a refused batch names its records in `record_errors` (v8+). Unknown topics are
 auto-created when `auto.create.topics.enable`. acks=0 sends no response - and, as in Kafka, a
 failed acks=0 produce closes the connection, the only way the client can notice.
 

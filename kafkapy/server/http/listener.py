@@ -12,6 +12,10 @@ see `kafkapy.server.http.metrics`). Connections are bounded (`MAX_CONNECTIONS`, 
 close), an idle or slow client is dropped after `IDLE_TIMEOUT_S`, and request heads and bodies
 are size-capped by h11 / `MAX_BODY_BYTES`.
 
+Health under load: beyond `MAX_CONNECTIONS`, `HEALTH_CONNECTIONS` more are each served one
+request if it is `/healthz` or `/readyz` (503 for anything else), so holding every ordinary
+connection cannot make a liveness probe fail.
+
 Routes: `add_route(method, path, handler)`; a handler gets the `HttpRequest` and returns an
 `HttpResponse`. Built in: `/healthz` (the process answers) and `/readyz` (listeners bound,
 metadata loaded, broker unfenced in a cluster, not shutting down) - the status page and
@@ -44,6 +48,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 64
+#: connections beyond MAX_CONNECTIONS served for one health route each (then closed), so probes
+#: are answered while clients hold every ordinary connection
+HEALTH_CONNECTIONS = 16
+#: how long such a connection may take to send its request
+HEALTH_REQUEST_TIMEOUT_S = 2.0
+HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 IDLE_TIMEOUT_S = 30.0
 MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
@@ -170,8 +180,11 @@ class HttpListener:
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         self.open_connections += 1
         try:
-            if self.open_connections > MAX_CONNECTIONS:
+            if self.open_connections > MAX_CONNECTIONS + HEALTH_CONNECTIONS:
                 await self._refuse(stream)
+                return
+            if self.open_connections > MAX_CONNECTIONS:
+                await self._serve_health_request(stream)
                 return
             await self._serve_requests(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
@@ -188,6 +201,23 @@ class HttpListener:
             b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\n"
             b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
         )
+        await _linger(stream)
+
+    async def _serve_health_request(self, stream: trio.SocketStream) -> None:
+        """Every ordinary connection is taken: answer one request if it is a health probe
+        (`HEALTH_PATHS`), 503 otherwise, and close."""
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        with trio.move_on_after(HEALTH_REQUEST_TIMEOUT_S):
+            request = await self._read_request(conn, stream)
+        if request is None:
+            return
+        if isinstance(request, HttpResponse):  # malformed: its 4xx
+            await self._send(conn, stream, request, head_only=False, close=True)
+        else:
+            response = HttpResponse.text(503, "too many HTTP connections\n")
+            if request.path in HEALTH_PATHS:
+                response = await self._respond(request)
+            await self._send(conn, stream, response, head_only=request.method == "HEAD", close=True)
         await _linger(stream)
 
     async def _serve_requests(self, stream: trio.SocketStream) -> None:

@@ -206,6 +206,10 @@ async def test_the_acl_apis_need_cluster_permissions() -> None:
     assert [r.error_code for r in second.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
     assert [r.error_code for r in deleted.filter_results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
     assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # Kafka's ClusterAuthorizationException message, not just the code
+    assert second.results[0].error_message == "Request CREATE_ACLS from User:ANONYMOUS is not authorized."
+    assert deleted.filter_results[0].error_message == "Request DELETE_ACLS from User:ANONYMOUS is not authorized."
+    assert described.error_message == "Request DESCRIBE_ACLS from User:ANONYMOUS is not authorized."
 
 
 async def test_acls_survive_a_restart(tmp_path: Path) -> None:

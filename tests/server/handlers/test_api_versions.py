@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import trio
 
 from kafkapy.controller.records import FeatureLevelRecord, decode_record
@@ -21,11 +20,10 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.metadata_log import MetadataLog
+from tests.kafka_reference import kafka_reference
 from tests.server.cluster.test_migration import legacy_data_dir
 
 from ..helpers import Client, running_broker
-
-SPEC = Path("/work/shared/kafka-protocol/message/ApiVersionsResponse.json")
 
 
 async def finalized(client: Client, version: int) -> ApiVersionsResponse:
@@ -111,9 +109,8 @@ async def test_a_data_dir_from_before_feature_levels_gets_them_and_keeps_its_top
 
 
 def test_field_names_match_kafkas_definition() -> None:
-    if not SPEC.exists():
-        pytest.skip(f"Kafka's message definitions are not on this machine ({SPEC})")
-    text = "\n".join(line for line in SPEC.read_text().splitlines() if not line.strip().startswith("//"))
+    spec_file = kafka_reference("message", "ApiVersionsResponse.json")
+    text = "\n".join(line for line in spec_file.read_text().splitlines() if not line.strip().startswith("//"))
     spec = {f["name"]: f for f in json.loads(text)["fields"]}
     assert {k: spec[k]["tag"] for k in ("SupportedFeatures", "FinalizedFeaturesEpoch", "FinalizedFeatures")} == {
         "SupportedFeatures": 0, "FinalizedFeaturesEpoch": 1, "FinalizedFeatures": 2}

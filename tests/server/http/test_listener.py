@@ -152,6 +152,7 @@ async def test_post_route_receives_the_body() -> None:
 
 
 async def test_connections_beyond_the_cap_get_503(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond the cap only health probes are answered (see the next test); the rest get 503."""
     monkeypatch.setattr(listener_module, "MAX_CONNECTIONS", 2)
     async with running_broker(None, **HTTP) as (_, server, _):
         assert server.http is not None
@@ -160,7 +161,7 @@ async def test_connections_beyond_the_cap_get_503(monkeypatch: pytest.MonkeyPatc
         with trio.fail_after(10):
             while server.http.open_connections < 2:  # noqa: ASYNC110
                 await trio.sleep(0.01)
-        answer = await trio.to_thread.run_sync(raw_exchange, port, b"GET /healthz HTTP/1.1\r\n\r\n")
+        answer = await trio.to_thread.run_sync(raw_exchange, port, b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 503")
         for stream in idle:
             await stream.aclose()
@@ -193,6 +194,22 @@ async def test_bad_address_and_port_in_use_refuse_to_start() -> None:
         server = build_node(None, settings)
         with pytest.raises(ListenError, match=f"cannot listen on HTTP 127.0.0.1:{port}"):
             await server.run()
+
+
+async def test_health_probes_are_answered_while_every_connection_is_held() -> None:
+    async with running_broker(None, **HTTP) as (_, server, _):
+        assert server.http is not None
+        port = server.http.port
+        held = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(listener_module.MAX_CONNECTIONS)]
+        with trio.fail_after(10):
+            while server.http.open_connections < listener_module.MAX_CONNECTIONS:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        with trio.fail_after(3):
+            assert await aget(port, "/healthz") == (200, "ok\n")
+            assert await aget(port, "/readyz") == (200, "ready\n")
+            assert (await aget(port, "/metrics"))[0] == 503
+        for stream in held:
+            await stream.aclose()
 
 
 async def test_readyz_is_503_until_a_cluster_member_has_joined(tmp_path: Path) -> None:
