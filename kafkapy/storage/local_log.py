@@ -146,13 +146,15 @@ class LocalLog:
         """Add the slice of whole batches from the batch holding `offset` (up to `max_bytes`,
         at least one batch, none at or past `limit`) to `slices`; returns the first batch's
         base offset, or -1 when there is none. Fills the caller's list so a Fetch builds one."""
-        found = self.segments.locate(offset, limit)
+        segments = self.segments
+        found = segments.locate(offset, limit)
         if found is None:
             return -1
         i, pos, header = found
-        seg = self.segments.segments[i]
+        seg = segments.segments[i]
         end_pos = seg.size
-        if limit < self.segments.end_offset(i, self.log_end_offset):
+        seg_end = segments.bases[i + 1] if i + 1 < len(segments.bases) else self.log_end_offset
+        if limit < seg_end:
             stop = seg.find(limit)
             end_pos = stop[0] if stop is not None else seg.size
         if end_pos <= pos:
