@@ -11,9 +11,10 @@ what is appended, read and removed, and this class does it on disk. With tiered 
 (KIP-405) a remote tier would sit beside it under the same `PartitionLog`, holding the
 segments below this log's first one.
 
-Locking: `PartitionLog` creates one re-entrant lock and shares it. Methods documented as
-"for a worker thread" take it themselves (and leave it for their fsyncs); every other method
-expects the caller to hold it.
+Locking: `PartitionLog` creates one re-entrant lock and shares it. The methods worker threads
+and the cleaner call through the partition log (`flush`, `start_writeback`, `replace_segments`,
+`reap_retired`) take it themselves, `flush` and `start_writeback` leaving it for their
+system calls; every other method expects the caller to hold it.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ class PartitionLog(LogQueries):
         elif config is None and defaults is not None:
             self.config = defaults
         self._local.config = self.config
-        self._segments.index_interval_bytes = self.config.index_interval_bytes
+        self._segments.set_index_interval(self.config.index_interval_bytes)
         self._rules = RecordRules(self.config)  # Kafka's record-level rules, per config
         self._open(clean_shutdown, self._local.last_flush_ms)
 

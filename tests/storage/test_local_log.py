@@ -21,8 +21,7 @@ from kafkapy.storage import LogConfig
 from kafkapy.storage.local_log import LocalLog
 from kafkapy.storage.results import FileSlice
 from kafkapy.storage.segment import parse_append_input
-from tests.storage.helpers import BASE_TS
-from tests.storage.test_log_segments import offset_batch
+from tests.storage.helpers import BASE_TS, offset_batch
 
 
 def open_local(directory: Path, config: LogConfig, failures: list[str] | None = None) -> LocalLog:

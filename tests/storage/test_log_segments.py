@@ -16,17 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.protocol.records import Record, build_batch
 from kafkapy.storage.log_segments import LogSegments
 from kafkapy.storage.segment import parse_append_input
-from tests.storage.helpers import BASE_TS
-
-
-def offset_batch(base_offset: int, count: int, *, ts: int = BASE_TS) -> bytearray:
-    """A batch of `count` records already carrying `base_offset` (as the log stamps it)."""
-    records = [Record(offset_delta=i, timestamp_delta=i, key=None, value=b"v%d" % i)
-               for i in range(count)]
-    return bytearray(build_batch(records, base_offset=base_offset, base_timestamp=ts))
+from tests.storage.helpers import BASE_TS, offset_batch
 
 
 def write(segments: LogSegments, base_offset: int, count: int, *, ts: int = BASE_TS) -> None:
