@@ -161,7 +161,8 @@ def test_partition_delete_hides_then_forgets_everything() -> None:
     finished(cache, segment(0, 0, 9))
     mark = RemotePartitionDeleteState.DELETE_PARTITION_MARKED
     cache.apply(RemotePartitionDeleteMetadata(TP, 0, 0, mark))
-    assert cache.segment_for_offset(3) is None and len(cache) == 1
+    assert cache.segment_for_offset(3) is None
+    assert len(cache) == 1
     done = RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
     cache.apply(RemotePartitionDeleteMetadata(TP, 0, 0, done))
     assert len(cache) == 0
