@@ -14,7 +14,9 @@ client side gets fixed test keys through a shared-credentials file (`credentials
 
 Resource handling: `S3Server.start()` returns once the bucket exists (the server answers S3);
 `stop()` terminates the process (SIGKILL after a grace period: SeaweedFS drains for seconds)
-and removes the data directory. The object is a context manager doing both.
+and removes the data directory; `stop(keep_data=True)` then `start()` is an outage of the
+store (same ports, same objects; moto keeps nothing in memory across it). The object is a
+context manager doing both.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class S3Server:
             f"[default]\naws_access_key_id = {TEST_ACCESS_KEY}\n"
             f"aws_secret_access_key = {TEST_SECRET_KEY}\n")
         self._proc: subprocess.Popen[bytes] | None = None
+        self._ports: list[int] = []
 
     @property
     def endpoint_url(self) -> str:
@@ -77,10 +80,14 @@ class S3Server:
             path_style=True, credentials_file=self.credentials_file), **overrides)
 
     def _command(self) -> list[str]:
+        """The server's command line; a restart reuses the ports of the first start, so clients
+        configured with `endpoint_url` reach the same server again."""
         if self.kind == "moto":
-            (self.port,) = free_ports(1)
+            self._ports = self._ports or free_ports(1)
+            self.port = self._ports[0]
             return [_binary("moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
-        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = free_ports(8)
+        self._ports = self._ports or free_ports(8)
+        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = self._ports
         self.port = s3
         return [
             _binary("weed"), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",

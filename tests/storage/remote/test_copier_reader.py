@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.protocol.records import build_control_batch, iter_batches
@@ -232,3 +232,37 @@ def test_copier_lag_counts_rolled_segments_not_yet_copied() -> None:
     assert copier_lag(rolled, -1) == CopierLag(3, 7000)
     assert copier_lag(rolled, 99) == CopierLag(2, 6000)
     assert copier_lag(rolled, 299) == CopierLag(0, 0)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_chunk_size_offset_and_limit_reads_what_the_local_log_reads(
+        copied: tuple[PartitionLog, RemoteLogMetadataCache, list[RemoteLogMetadata]],
+        s3_store: S3ObjectStore, data: st.DataObject) -> None:
+    plog, cache, _ = copied
+    chunk = data.draw(st.integers(61, 9000), label="chunk_bytes")
+    reader = RemoteLogReader(s3_store, chunk_bytes=chunk, cache_bytes=data.draw(st.integers(0, 20_000)))
+    offset = data.draw(st.integers(0, cache.highest_copied_offset()), label="offset")
+    max_bytes = data.draw(st.integers(1, 12_000), label="max_bytes")
+    segment = cache.segment_for_offset(offset)
+    assert segment is not None
+    expected = plog.read_bytes(offset, max_bytes, max_offset=segment.end_offset + 1)
+    assert reader.read(segment, offset, max_bytes).records == expected
+    assert reader.cache.size <= reader.cache.capacity
+
+
+def test_retention_deletes_the_oldest_remote_segments_from_the_bucket(
+        copied: tuple[PartitionLog, RemoteLogMetadataCache, list[RemoteLogMetadata]],
+        s3_store: S3ObjectStore) -> None:
+    _, cache, _ = copied
+    readable = cache.readable_segments()
+    keep = readable[-1].segment_size_in_bytes
+    going = cache.segments_past_retention(now_ms=BASE_TS, retention_ms=-1, retention_bytes=keep)
+    assert going == readable[:-1]
+    copier = RemoteLogSegmentCopier(s3_store, broker_id=1)
+    for segment in going:
+        copier.delete(segment, publish=cache.apply, now_ms=BASE_TS)
+    assert cache.log_start_offset() == readable[-1].start_offset
+    keys = [o.key for o in s3_store.list(partition_prefix(TP))]
+    assert keys
+    assert all(f"{readable[-1].start_offset:020d}-" in k for k in keys)
