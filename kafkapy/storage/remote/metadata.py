@@ -63,6 +63,8 @@ __all__ = [
     "RemotePartitionDeleteState",
     "decode_remote_log_metadata",
     "encode_remote_log_metadata",
+    "metadata_partition",
+    "murmur2",
 ]
 
 _VERSION = 1
@@ -304,3 +306,49 @@ def decode_remote_log_metadata(data: bytes) -> RemoteLogMetadata:
     if remaining(io):
         raise ProtocolError(f"{remaining(io)} bytes after the remote log metadata record")
     return record
+
+
+# --- which partition of __remote_log_metadata carries a partition's records -----------------
+
+_MASK32 = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's `Utils.murmur2` (32-bit MurmurHash2, seed 0x9747b28c), as a signed int32."""
+    m, r = 0x5BD1E995, 24
+    h = (0x9747B28C ^ len(data)) & _MASK32
+    body = len(data) - len(data) % 4
+    for i in range(0, body, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & _MASK32
+        k ^= k >> r
+        k = (k * m) & _MASK32
+        h = ((h * m) & _MASK32) ^ k
+    tail = data[body:]
+    if tail:
+        for i in reversed(range(len(tail))):
+            h ^= tail[i] << (8 * i)
+        h = (h * m) & _MASK32
+    h ^= h >> 13
+    h = (h * m) & _MASK32
+    h ^= h >> 15
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _java_long_hash(value: int) -> int:
+    unsigned = value & 0xFFFFFFFFFFFFFFFF
+    return (unsigned ^ (unsigned >> 32)) & _MASK32
+
+
+def metadata_partition(tp: TopicIdPartition, partitions: int) -> int:
+    """The `__remote_log_metadata` partition of `tp`'s records, by the algorithm of Kafka's
+    `RemoteLogMetadataTopicPartitioner` (murmur2 of the Java `Objects.hash` of the topic id's
+    halves and the partition): keyed by topic id, not name, so every record of one partition
+    lands in one metadata partition and is replayed in order. (No Kafka-computed vector checks
+    the whole mapping yet; murmur2 itself is checked against Kafka's.)"""
+    most = int.from_bytes(tp.topic_id.bytes[:8], "big", signed=True)
+    least = int.from_bytes(tp.topic_id.bytes[8:], "big", signed=True)
+    h = 1
+    for element in (_java_long_hash(least), _java_long_hash(most), tp.partition & _MASK32):
+        h = (31 * h + element) & _MASK32
+    return (murmur2(h.to_bytes(4, "big")) & 0x7FFFFFFF) % partitions

@@ -33,9 +33,10 @@ from kafkapy.storage.remote.metadata import (
     RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
+    decode_remote_log_metadata,
 )
 
-__all__ = ["RemoteLogMetadataCache", "RemoteMetadataError"]
+__all__ = ["RemoteLogMetadataCache", "RemoteLogMetadataStore", "RemoteMetadataError"]
 
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
@@ -177,3 +178,42 @@ class RemoteLogMetadataCache:
 
     def __len__(self) -> int:
         return len(self._segments)
+
+
+class RemoteLogMetadataStore:
+    """The caches of every partition whose `__remote_log_metadata` records this broker replays
+    (Kafka's RemotePartitionMetadataStore): what a new leader or a follower rebuilding from the
+    remote tier asks. A cache is created by the first record of its partition; a record that
+    cannot apply raises `RemoteMetadataError` and changes nothing - the caller logs it and goes
+    on, as Kafka's consumer task does, since the next record may still apply.
+    """
+
+    def __init__(self) -> None:
+        self._caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
+
+    def apply(self, record: RemoteLogMetadata) -> None:
+        tp = record.partition if isinstance(record, RemotePartitionDeleteMetadata) else (
+            record.segment_id.partition)
+        cache = self._caches.get(tp)
+        if cache is None:
+            if not isinstance(record, RemoteLogSegmentMetadata):
+                raise RemoteMetadataError(f"{type(record).__name__} for {tp}, which has no segments")
+            cache = self._caches[tp] = RemoteLogMetadataCache(tp)
+        cache.apply(record)
+
+    def apply_value(self, value: bytes) -> RemoteLogMetadata:
+        """Decode one `__remote_log_metadata` record value and apply it (ProtocolError for
+        bytes that are no such record)."""
+        record = decode_remote_log_metadata(value)
+        self.apply(record)
+        return record
+
+    def cache(self, tp: TopicIdPartition) -> RemoteLogMetadataCache | None:
+        return self._caches.get(tp)
+
+    def forget(self, tp: TopicIdPartition) -> None:
+        """Drop a partition's cache (its topic is deleted, or this broker no longer hosts it)."""
+        self._caches.pop(tp, None)
+
+    def partitions(self) -> list[TopicIdPartition]:
+        return sorted(self._caches)

@@ -21,6 +21,8 @@ from kafkapy.storage.remote.metadata import (
     RemotePartitionDeleteState,
     decode_remote_log_metadata,
     encode_remote_log_metadata,
+    metadata_partition,
+    murmur2,
 )
 
 TOPIC_ID = uuid.UUID(int=0x0102030405060708090A0B0C0D0E0F10)
@@ -109,3 +111,25 @@ def test_unknown_state_and_api_key_are_refused() -> None:
         decode_remote_log_metadata(bytes(encoded))
     with pytest.raises(ProtocolError, match="api key 5"):
         decode_remote_log_metadata(b"\x05\x01")
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b"21", -973932308), (b"foobar", -790332482), (b"a-little-bit-long-string", -985981536),
+    (b"abc", 479470107),
+])
+def test_murmur2_matches_kafkas_vectors(data: bytes, expected: int) -> None:
+    assert murmur2(data) == expected
+
+
+@given(st.binary(max_size=64))
+def test_murmur2_matches_kafka_python(data: bytes) -> None:
+    from kafka.partitioner.default import murmur2 as reference  # type: ignore[import-untyped]
+
+    assert murmur2(data) & 0xFFFFFFFF == reference(data)
+
+
+@given(tps, st.integers(1, 100))
+def test_metadata_partition_is_stable_and_in_range(tp: TopicIdPartition, partitions: int) -> None:
+    assert 0 <= metadata_partition(tp, partitions) < partitions
+    renamed = TopicIdPartition("other-name", tp.topic_id, tp.partition)
+    assert metadata_partition(renamed, partitions) == metadata_partition(tp, partitions)

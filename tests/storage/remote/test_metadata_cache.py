@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kafkapy.protocol.errors import ProtocolError
 from kafkapy.storage.remote.layout import RemoteLogSegmentId, TopicIdPartition
 from kafkapy.storage.remote.metadata import (
     RemoteLogSegmentMetadata,
@@ -15,8 +16,13 @@ from kafkapy.storage.remote.metadata import (
     RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
+    encode_remote_log_metadata,
 )
-from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataCache, RemoteMetadataError
+from kafkapy.storage.remote.metadata_cache import (
+    RemoteLogMetadataCache,
+    RemoteLogMetadataStore,
+    RemoteMetadataError,
+)
 
 TP = TopicIdPartition("t", uuid.UUID(int=1), 0)
 S = RemoteLogSegmentState
@@ -166,3 +172,24 @@ def test_partition_delete_hides_then_forgets_everything() -> None:
     done = RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
     cache.apply(RemotePartitionDeleteMetadata(TP, 0, 0, done))
     assert len(cache) == 0
+
+
+def test_the_store_routes_record_values_to_each_partitions_cache() -> None:
+    store = RemoteLogMetadataStore()
+    other = TopicIdPartition("t", uuid.UUID(int=1), 1)
+    seg = segment(0, 0, 9)
+    store.apply_value(encode_remote_log_metadata(seg))
+    store.apply_value(encode_remote_log_metadata(update(seg, S.COPY_SEGMENT_FINISHED)))
+    assert store.partitions() == [TP]
+    cache = store.cache(TP)
+    assert cache is not None
+    assert cache.highest_copied_offset() == 9
+    assert store.cache(other) is None
+    stray = RemotePartitionDeleteMetadata(other, 0, 0, RemotePartitionDeleteState.DELETE_PARTITION_MARKED)
+    with pytest.raises(RemoteMetadataError):
+        store.apply(stray)
+    assert store.partitions() == [TP]
+    with pytest.raises(ProtocolError):
+        store.apply_value(b"\x07\x00")
+    store.forget(TP)
+    assert store.partitions() == []
