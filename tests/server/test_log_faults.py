@@ -31,6 +31,7 @@ from kafkapy.protocol.messages import (
     ListOffsetsRequest,
     MetadataRequest,
 )
+from kafkapy.server.cluster.peer import PeerError
 from kafkapy.server.http.metrics import BrokerCollector
 from kafkapy.storage.errors import PartitionStorageError
 from kafkapy.storage.manager import LogManager
@@ -187,3 +188,28 @@ async def test_loading_partitions_answer_retriable_errors_and_hold_readiness(tmp
         with trio.fail_after(10):
             groups = await client.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g"]))
         assert ErrorCode(groups.groups[0].error_code) == ErrorCode.NONE
+
+
+async def test_create_topics_whose_commit_outlived_the_answer_is_answered_success(tmp_path: Path) -> None:
+    """The controller committed the topic but its answer was lost (a commit slowed by a full
+    disk past the wait): the topic exists, so the answer is success, not NOT_CONTROLLER."""
+    async with running_broker(tmp_path) as (broker, _, port):
+        channel: Any = broker.cluster.channel
+        create_topics = channel.create_topics
+
+        async def answer_lost(request: CreateTopicsRequest) -> Any:
+            await create_topics(request)
+            raise PeerError("no answer from the controller within the request timeout")
+
+        channel.create_topics = answer_lost
+        client = await Client.connect(port)
+        create = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+            name="late", num_partitions=3, replication_factor=-1)], timeout_ms=10_000)
+        (result,) = (await client.request(ApiKey.CREATE_TOPICS, 7, create)).topics
+        assert (ErrorCode(result.error_code), result.error_message) == (ErrorCode.NONE, None)
+        assert (result.topic_id, result.num_partitions, result.replication_factor) == (
+            broker.topics.get("late").topic_id, 3, 1)  # type: ignore[union-attr]
+        assert result.configs, "a v5+ answer carries the new topic's configs"
+        # a topic that existed before the request was not created by it
+        (again,) = (await client.request(ApiKey.CREATE_TOPICS, 7, create)).topics
+        assert ErrorCode(again.error_code) != ErrorCode.NONE
