@@ -47,6 +47,9 @@ class PartitionLogStates:
 
     def __init__(self) -> None:
         self._states: dict[Key, tuple[LogState, str]] = {}
+        # offline partitions whose log a deletion left on disk: deleted again before a topic
+        # of the same name is created there (the data belongs to no topic any more)
+        self._undeleted: set[Key] = set()
 
     def state(self, topic: str, partition: int) -> LogState:
         entry = self._states.get((topic, partition))
@@ -57,9 +60,12 @@ class PartitionLogStates:
         entry = self._states.get((topic, partition))
         return entry[1] if entry is not None and entry[0] is LogState.OFFLINE else ""
 
-    def set_offline(self, topic: str, partition: int, reason: str) -> bool:
-        """Take the partition offline; True (and one ERROR line) when it was not already."""
+    def set_offline(self, topic: str, partition: int, reason: str, *, undeleted: bool = False) -> bool:
+        """Take the partition offline; True (and one ERROR line) when it was not already.
+        `undeleted`: its log failed to be deleted (see `undeleted`)."""
         key = (topic, partition)
+        if undeleted:
+            self._undeleted.add(key)
         entry = self._states.get(key)
         if entry is not None and entry[0] is LogState.OFFLINE:
             return False
@@ -76,8 +82,13 @@ class PartitionLogStates:
 
     def set_ready(self, topic: str, partition: int) -> None:
         """Its log opened, or it has none here any more (deleted, moved away)."""
+        self._undeleted.discard((topic, partition))
         if self._states.pop((topic, partition), None) is not None:
             log.info("%s-%d is ready", topic, partition)
+
+    def undeleted(self, topic: str, partition: int) -> bool:
+        """The partition's log was to be deleted and is still on disk."""
+        return (topic, partition) in self._undeleted
 
     def offline(self) -> dict[Key, str]:
         """Offline partitions and why."""

@@ -25,6 +25,15 @@ def test_offline_is_logged_once_with_its_reason(caplog: pytest.LogCaptureFixture
     assert states.offline() == {("t", 0): "No space left on device"}
 
 
+def test_an_undeleted_log_is_remembered_until_the_partition_is_ready() -> None:
+    states = PartitionLogStates()
+    states.set_offline("t", 0, "rename failed", undeleted=True)
+    assert states.undeleted("t", 0)
+    assert not states.undeleted("t", 1)
+    states.set_ready("t", 0)
+    assert not states.undeleted("t", 0)
+
+
 def test_a_healthy_node_keeps_nothing() -> None:
     states = PartitionLogStates()
     assert not states

@@ -14,6 +14,7 @@ COORDINATOR_LOAD_IN_PROGRESS, both retriable.
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -110,14 +111,15 @@ async def test_a_delete_that_fails_leaves_the_rest_of_the_delta_applied(
     async with running_broker(tmp_path) as (broker, _, port):
         await create_topic(port, "stuck", 2)
         await create_topic(port, "gone", 1)
-        delete_log = LogManager.delete_log
+        replace = os.replace
+        disk_full = [True]
 
-        def failing(self: LogManager, topic: str, partition: int) -> bool:
-            if (topic, partition) == ("stuck", 0):
-                raise _no_space(topic, partition, tmp_path / "stuck-0")
-            return delete_log(self, topic, partition)
+        def failing(source: Any, target: Any) -> None:  # the delete's rename of stuck-0 fails
+            if disk_full[0] and Path(source).name == "stuck-0":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            replace(source, target)
 
-        monkeypatch.setattr(LogManager, "delete_log", failing)
+        monkeypatch.setattr(os, "replace", failing)
         client = await Client.connect(port)
         request = DeleteTopicsRequest(topic_names=["stuck", "gone"], timeout_ms=10_000)
         response = await client.request(ApiKey.DELETE_TOPICS, 4, request)
@@ -133,6 +135,13 @@ async def test_a_delete_that_fails_leaves_the_rest_of_the_delta_applied(
         # the next delta is applied too
         await create_topic(port, "after", 1)
         assert await _produce_error(client, "after") == ErrorCode.NONE
+        # once the disk has room, the name can be created again: the old log goes first
+        disk_full[0] = False
+        await create_topic(port, "stuck", 1)
+        assert await _produce_error(client, "stuck") == ErrorCode.NONE
+        fetched = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("stuck", 0))
+        assert [v for _, v in values(fetched.responses[0].partitions[0].records)] == [b"v"]
+        assert broker.log_states.state("stuck", 0) is LogState.READY
 
 
 async def test_create_topics_whose_log_cannot_be_created_answers_success_with_the_replica_offline(

@@ -226,7 +226,7 @@ class ReplicaManager:
         try:
             self.broker.logs.delete_log(topic, partition)
         except StorageError as e:
-            self.broker.log_states.set_offline(topic, partition, str(e))
+            self.broker.log_states.set_offline(topic, partition, str(e), undeleted=True)
             return False
         self.broker.log_states.set_ready(topic, partition)
         return True
@@ -269,8 +269,8 @@ class ReplicaManager:
         plog = logs.get(info.name, p)
         if plog is not None and plog.topic_id == info.topic_id:
             return plog  # the common case: configs follow through `configs_changed`
-        if plog is not None and plog.topic_id.int:
-            log.warning("%s-%d on disk belongs to an older topic id: removing it", info.name, p)
+        if (plog is not None and plog.topic_id.int) or states.undeleted(info.name, p):
+            log.warning("%s-%d on disk belongs to an older topic: removing it", info.name, p)
             if not self._delete_log(info.name, p):
                 return None
         try:
