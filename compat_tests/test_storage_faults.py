@@ -135,6 +135,8 @@ def test_a_partition_that_cannot_be_opened_leaves_the_others_served(
               if " ERROR " in line and f"{damaged}-0" in line]
     assert errors, broker.log_tail()
     assert any("Is a directory" in line for line in errors), errors
+    ready = [line for line in broker.log_text().splitlines() if line.startswith("kafkapy ready")]
+    assert ", 1 partitions offline" in ready[-1], ready  # served without it, and says so
 
 
 @pytest.fixture
