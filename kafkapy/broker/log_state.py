@@ -69,6 +69,7 @@ class PartitionLogStates:
         entry = self._states.get(key)
         if entry is not None and entry[0] is LogState.OFFLINE:
             return False
+        reason = reason or "unknown storage error"
         self._states[key] = (LogState.OFFLINE, reason)
         log.error("%s-%d is offline: %s", topic, partition, reason)
         return True

@@ -28,6 +28,7 @@ from kafkapy.protocol.messages import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
+    DescribeTopicPartitionsRequest,
     DescribeTransactionsRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -163,6 +164,9 @@ async def test_create_topics_whose_log_cannot_be_created_answers_success_with_th
         (result,) = response.topics
         assert (ErrorCode(result.error_code), result.num_partitions) == (ErrorCode.NONE, 2)
         assert await _offline_replicas(client, "full") == {0: [], 1: [broker.node_id]}
+        described = await client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, DescribeTopicPartitionsRequest(
+            topics=[DescribeTopicPartitionsRequest.TopicRequest(name="full")]))
+        assert [list(p.offline_replicas) for p in described.topics[0].partitions] == [[], [broker.node_id]]
         assert await _produce_error(client, "full", 1) == ErrorCode.KAFKA_STORAGE_ERROR
         assert await _produce_error(client, "full", 0) == ErrorCode.NONE
         again = await client.request(ApiKey.CREATE_TOPICS, 7, create)
