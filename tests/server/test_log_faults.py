@@ -102,8 +102,12 @@ async def test_a_log_that_fails_to_open_at_start_is_offline_and_the_others_are_s
         assert await _offline_replicas(client, "healthy") == {0: []}
         assert "Is a directory" in broker.log_states.reason("damaged", 0)
         assert server.readiness() == (True, "1 partitions offline")
-        scalars = BrokerCollector(server).snapshot().scalars
-        assert (scalars["offline_replicas"], scalars["loading_replicas"]) == (1, 0)
+        families = {m.name: m for m in BrokerCollector(server).collect()}
+        (offline,) = families["kafka_server_replicamanager_offlinereplicacount"].samples
+        assert offline.value == 1
+        by_state = {s.labels["state"]: s.value for s in families["kafkapy_partition_log_state"].samples}
+        assert by_state["offline"] == 1
+        assert by_state["loading"] == 0
 
 
 async def test_a_delete_that_fails_leaves_the_rest_of_the_delta_applied(
