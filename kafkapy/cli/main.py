@@ -272,7 +272,9 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     from kafkapy.server.connection_quotas import ConnectionQuotas
     from kafkapy.server.security import listener_security
     from kafkapy.storage.errors import StorageError
+    from kafkapy.storage.file_limits import raise_open_files_limit
 
+    raise_open_files_limit()  # before any log opens: thousands of replicas need thousands of files
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
     try:
         config = BrokerConfig.load(config_file, env, overrides)
