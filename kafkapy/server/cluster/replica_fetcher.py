@@ -109,6 +109,8 @@ class ReplicaFetcherManager:
         self.peers = peers
         self._image = image
         self.partitions: dict[Key, FetchState] = {}
+        #: the same states by source broker: a fetcher's loop reads its own partitions only
+        self._by_leader: dict[int, dict[Key, FetchState]] = {}
         self._running: set[int] = set()
         #: per source broker, the follower's side of its fetch session
         self.sessions: dict[int, FollowerSession] = {}
@@ -125,12 +127,26 @@ class ReplicaFetcherManager:
 
     # -- role changes -----------------------------------------------------------------------------
     def add_partition(self, topic: str, partition: int, topic_id: uuid.UUID, leader: int, leader_epoch: int) -> None:
-        self.partitions[(topic, partition)] = FetchState(topic, partition, topic_id, leader, leader_epoch)
+        key = (topic, partition)
+        self._forget(key)
+        state = self.partitions[key] = FetchState(topic, partition, topic_id, leader, leader_epoch)
+        self._by_leader.setdefault(leader, {})[key] = state
         self._wake()
 
     def remove_partition(self, topic: str, partition: int) -> None:
-        if self.partitions.pop((topic, partition), None) is not None:
+        if self._forget((topic, partition)):
             self._wake()
+
+    def _forget(self, key: Key) -> bool:
+        state = self.partitions.pop(key, None)
+        if state is None:
+            return False
+        mine = self._by_leader.get(state.leader)
+        if mine is not None:
+            mine.pop(key, None)
+            if not mine:
+                del self._by_leader[state.leader]
+        return True
 
     def _wake(self) -> None:
         self._changed.set()
@@ -143,7 +159,7 @@ class ReplicaFetcherManager:
             self._nursery = nursery
             nursery.start_soon(self.replicas.run_isr_maintenance)
             while True:
-                for leader in {s.leader for s in self.partitions.values()} - self._running:
+                for leader in set(self._by_leader) - self._running:
                     self._running.add(leader)
                     nursery.start_soon(self._fetcher, leader, name=f"replica-fetcher-{leader}")
                 changed = self._changed
@@ -152,7 +168,7 @@ class ReplicaFetcherManager:
     async def _fetcher(self, leader: int) -> None:
         try:
             for _ in range(2**62):
-                mine = [s for s in self.partitions.values() if s.leader == leader]
+                mine = list(self._by_leader.get(leader, {}).values())
                 if not mine:
                     return
                 now = trio.current_time()
