@@ -276,7 +276,7 @@ def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, want
     if version < 7 or req.session_epoch != INITIAL_EPOCH:
         return None
     parts = {(w.ref, w.partition): SessionPartition(w.fetch_offset, w.max_bytes) for w in wanted}
-    session = cache.create(parts, now_ms_mono)
+    session = cache.create(parts, now_ms_mono, privileged=_replica_id(req, version) >= 0)
     if session is not None:
         for w in wanted:
             w.state = session.partitions[(w.ref, w.partition)]

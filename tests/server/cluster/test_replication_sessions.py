@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import FetchRequest
 from kafkapy.replication.follower_session import FollowerSession
 from tests.server.cluster.replication_helpers import Node, produce, running_cluster, wait_for
 from tests.server.helpers import batch
@@ -89,3 +91,26 @@ async def test_followers_open_a_session_with_a_new_leader(tmp_path: Path) -> Non
             await _replicated(nodes, new, b"second")
             await _in_session(follower, new)
             await wait_for(lambda: _session(follower, old) is None, what="the session with the old leader to end")
+
+
+async def test_followers_keep_their_sessions_when_the_cache_is_full(tmp_path: Path) -> None:
+    """One slot: a consumer's session cannot push the followers back to full fetches."""
+    with trio.fail_after(90):
+        async with running_cluster(tmp_path, **{"max.incremental.fetch.session.cache.slots": "1"}) as (
+            controller, nodes,
+        ):
+            controller.create_topic("t", rf=3)
+            leader = _leader_of(controller, nodes)
+            await _replicated(nodes, leader, b"x")
+            client = await leader.client()
+            consumer = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_id=0, session_epoch=0,
+                                    topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                                        FetchRequest.FetchPartition(partition=0, fetch_offset=0,
+                                                                    partition_max_bytes=1 << 20)])])
+            answer = await client.request(ApiKey.FETCH, 12, consumer)
+            await client.aclose()
+            assert answer.session_id == 0  # the followers hold the cache: no slot for a consumer
+            for n in nodes.values():
+                if n is not leader:
+                    await _in_session(n, leader)
+            assert len(leader.broker.fetch_sessions) == 2
