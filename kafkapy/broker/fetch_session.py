@@ -29,7 +29,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-__all__ = ["FetchSession", "FetchSessionCache", "SessionPartition", "TopicRef"]
+__all__ = ["FetchSession", "FetchSessionCache", "PartitionKey", "SessionPartition", "TopicRef"]
 
 # A topic is named by its name (Fetch < v13) or by its id (v13+).
 TopicRef = str | uuid.UUID

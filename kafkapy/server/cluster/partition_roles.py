@@ -176,6 +176,9 @@ class ReplicaManager:
         self._applied_once = False
         self._applied = trio.Event()
         self._changes = RoleChanges()  # the role changes of the image being applied
+        #: each follower's latest fetch request (monotonic ms): an idle partition in its fetch
+        #: session counts as fetched then (`LeaderState.on_leader_append`)
+        self.follower_request_ms: dict[int, int] = {}
 
     # -- reading ----------------------------------------------------------------------------------
     def role(self, topic: str, partition: int) -> PartitionRole | None:
@@ -453,9 +456,13 @@ class ReplicaManager:
         role = self.leader_role(topic, partition)
         if role is None or role.leader_state is None:
             return
-        hw = role.leader_state.on_leader_append(plog.log_end_offset)
+        hw = role.leader_state.on_leader_append(plog.log_end_offset, self.follower_request_ms)
         if hw is not None:
             self._hw_moved(role, plog, hw)
+
+    def on_follower_request(self, replica_id: int) -> None:
+        """A follower's Fetch arrived (once per request, before its partitions)."""
+        self.follower_request_ms[replica_id] = monotonic_ms()
 
     def on_follower_fetch(
         self, role: PartitionRole, replica_id: int, fetch_offset: int, plog: PartitionLog, log_start_offset: int = -1

@@ -58,7 +58,13 @@ from dataclasses import dataclass
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker import runtime
 from kafkapy.broker.clock import quota_ms
-from kafkapy.broker.fetch_session import FetchSession, FetchSessionCache, SessionPartition, TopicRef
+from kafkapy.broker.fetch_session import (
+    FetchSession,
+    FetchSessionCache,
+    PartitionKey,
+    SessionPartition,
+    TopicRef,
+)
 from kafkapy.broker.partitions import LeaderPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -268,6 +274,55 @@ def _session_wanted(session: FetchSession) -> list[_Wanted]:
     ]
 
 
+def _continue_session(session: FetchSession, req: FetchRequest, by_id: bool) -> set[PartitionKey]:
+    """An incremental fetch: apply its changes to the session and advance its epoch; the
+    partitions it named."""
+    changes = [((w.ref, w.partition), w.fetch_offset, w.max_bytes) for w in _requested(req, by_id)]
+    forgotten = [((t.topic_id if by_id else t.topic), p) for t in req.forgotten_topics_data for p in t.partitions]
+    session.update(changes, forgotten)
+    session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+    return {key for key, _, _ in changes}
+
+
+def _idle(broker: Broker, ref: TopicRef, partition: int, sp: SessionPartition) -> bool:
+    """A follower's session partition with nothing to do: at the leader's end, told its
+    offsets as they are, and still led here."""
+    info = broker.topics.by_id(ref) if isinstance(ref, uuid.UUID) else broker.topics.get(ref)
+    if info is None:
+        return False
+    plog = broker.logs.get(info.name, partition)
+    return (
+        plog is not None
+        and plog.log_end_offset == sp.fetch_offset
+        and plog.high_watermark == sp.sent_high_watermark
+        and plog.log_start_offset == sp.sent_log_start_offset
+        and plog.last_stable_offset == sp.sent_last_stable_offset
+        and broker.replicas.leader_role(info.name, partition) is not None
+    )
+
+
+def _moved_wanted(broker: Broker, session: FetchSession, moved: set[PartitionKey]) -> list[_Wanted]:
+    """A follower's incremental fetch reads, answers and reports only the partitions it moved
+    or that have news; an idle one counts as fetched at the request's arrival
+    (`ReplicaManager.on_follower_request`), so thousands of idle partitions cost a few
+    comparisons each instead of a read, a progress record and a long-poll wake-up each."""
+    return [
+        _Wanted(ref, partition, sp.fetch_offset, sp.partition_max_bytes, sp)
+        for (ref, partition), sp in session.partitions.items()
+        if (ref, partition) in moved or not _idle(broker, ref, partition, sp)
+    ]
+
+
+def _session_keys(broker: Broker, session: FetchSession) -> list[tuple[str, int]]:
+    """(topic, partition) of every session partition: what a follower's long poll waits on."""
+    keys = []
+    for ref, partition in session.partitions:
+        info = broker.topics.by_id(ref) if isinstance(ref, uuid.UUID) else broker.topics.get(ref)
+        if info is not None:
+            keys.append((info.name, partition))
+    return keys
+
+
 def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, wanted: list[_Wanted],
                  now_ms_mono: int) -> FetchSession | None:
     """A full fetch: close the session it names, and open a new one when it asks (KIP-227)."""
@@ -286,13 +341,19 @@ def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, want
 async def _wait_for_bytes(
     ctx: RequestContext, reader: _Reader, req: FetchRequest, deadline: float,
     read: tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool],
+    idle_session: FetchSession | None = None,
 ) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
     """The long poll: read again at every append to a fetched partition until min_bytes, an
-    error or max_wait_ms (the turn is released: later requests of the connection go on)."""
+    error or max_wait_ms (the turn is released: later requests of the connection go on).
+    `idle_session`: a follower's session whose idle partitions were left out of `reader`;
+    the poll waits on all of them and a wake-up picks the ones with news again."""
     broker = ctx.broker
     rt = runtime.get()
     results, total, any_error = read
-    keys = [(name, w.partition) for w, name, _, _ in results if name]
+    if idle_session is not None:
+        keys = _session_keys(broker, idle_session)
+    else:
+        keys = [(name, w.partition) for w, name, _, _ in results if name]
     while not any_error and total < req.min_bytes and not broker.shutting_down:
         if rt.current_time() >= deadline or not keys:
             break
@@ -300,6 +361,8 @@ async def _wait_for_bytes(
             ctx.release_turn()
             with rt.move_on_at(deadline):
                 await woken.wait()
+        if idle_session is not None:
+            reader.wanted = _moved_wanted(broker, idle_session, set())
         read = results, total, any_error = reader.read()
     return read
 
@@ -353,15 +416,9 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             return encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != req.session_epoch:
             return encode_fetch_response(version, [], error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-        changes = [((w.ref, w.partition), w.fetch_offset, w.max_bytes) for w in _requested(req, by_id)]
-        forgotten = [
-            ((t.topic_id if by_id else t.topic), p)
-            for t in req.forgotten_topics_data
-            for p in t.partitions
-        ]
-        session.update(changes, forgotten)
-        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
-        wanted = _session_wanted(session)
+        moved = _continue_session(session, req, by_id)
+        follower = _replica_id(req, version) >= 0
+        wanted = _moved_wanted(broker, session, moved) if follower else _session_wanted(session)
         incremental = True
         response_session_id = session.session_id
     else:
@@ -382,9 +439,13 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         if throttle:
             ctx.throttle_ms = throttle
             return encode_fetch_response(version, [], session_id=response_session_id, throttle_time_ms=throttle)
+    idle_skipped = incremental and reader.replica_id >= 0 and not refused
+    if reader.replica_id >= 0 and not refused:
+        broker.replicas.on_follower_request(reader.replica_id)
     read = reader.read()
     if not read[2] and read[1] < req.min_bytes:
-        read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read)
+        read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read,
+                                     session if idle_skipped else None)
     results = read[0]
     topics = _answer_topics(broker, results, incremental, reader.replica_id >= 0)
     if session is not None:

@@ -38,6 +38,13 @@ async def _in_session(follower: Node, leader: Node, *, past_epoch: int = 2) -> F
     return session
 
 
+def _all_in_sessions(node: Node) -> bool:
+    """Every leader `node` follows a partition of has an open session with it."""
+    fetchers = node.cluster.fetchers
+    leaders = {state.leader for state in fetchers.partitions.values()}
+    return all((s := fetchers.sessions.get(leader)) is not None and s.epoch > 2 for leader in leaders)
+
+
 async def _replicated(nodes: dict[int, Node], leader: Node, payload: bytes) -> None:
     """acks=all to `leader`, then every node holds the leader's log byte for byte."""
     client = await leader.client()
@@ -114,3 +121,33 @@ async def test_followers_keep_their_sessions_when_the_cache_is_full(tmp_path: Pa
                 if n is not leader:
                     await _in_session(n, leader)
             assert len(leader.broker.fetch_sessions) == 2
+
+
+async def test_idle_partitions_cost_the_leader_no_reports_and_stay_in_the_isr(tmp_path: Path) -> None:
+    """Idle partitions of a follower's session are neither read nor reported per fetch, and
+    an append after an idle spell longer than replica.lag.time.max.ms (1.5 s here) shrinks no
+    ISR: the follower counts as caught up as of its latest request."""
+    with trio.fail_after(90):
+        async with running_cluster(tmp_path) as (controller, nodes):
+            controller.create_topic("t", partitions=4, rf=3)
+            leader = _leader_of(controller, nodes)
+            await _replicated(nodes, leader, b"warm")
+            await wait_for(lambda: all(_all_in_sessions(n) for n in nodes.values()), what="open sessions")
+            reports: list[int] = []
+            original = leader.broker.replicas.on_follower_fetch
+
+            def counted(*args: object, **kwargs: object) -> None:
+                reports.append(1)
+                original(*args, **kwargs)  # type: ignore[arg-type]
+
+            leader.broker.replicas.on_follower_fetch = counted  # type: ignore[method-assign]
+            alters = controller.alter_requests
+            fetches = sum(n.cluster.fetchers.fetches for n in nodes.values())
+            await trio.sleep(3.0)  # idle: twice the lag time
+            assert sum(n.cluster.fetchers.fetches for n in nodes.values()) > fetches + 4
+            assert reports == []
+            await _replicated(nodes, leader, b"after-idle")
+            assert reports  # the moved partition is reported again
+            await trio.sleep(1.0)
+            assert controller.alter_requests == alters  # no shrink, no expansion
+            assert all(len(p.isr) == 3 for p in controller.image.topics["t"].partitions.values())
