@@ -657,6 +657,11 @@ class PartitionLog(LogQueries):
             cleaner_offset=self.cleaner_offset,
         )
 
+    def offsets_checkpointed(self) -> bool:
+        """`offsets.checkpoint` holds the log's offsets as they are: a flush pass has nothing
+        to write for it (read without the lock; a racing change shows at the next pass)."""
+        return not self._checkpoint_changed()
+
     def _checkpoint_changed(self) -> bool:
         """The offsets differ from what `offsets.checkpoint` holds. A brand-new log without
         the file counts as unchanged until its offsets move (a missing file reads as "recover

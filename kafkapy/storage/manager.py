@@ -108,6 +108,8 @@ class LogManager:
         self.flush_times_ms: list[float] = []
         #: per log, (end offset, truncations) when writeback last had nothing left to hand over
         self._written_back: dict[PartitionLog, tuple[int, int]] = {}
+        #: per log, its offsets when a flush pass last left nothing due for it
+        self._flushed: dict[PartitionLog, tuple[int, ...]] = {}
         self._dir_locks: list[int] = []
         #: told (data dir, log dir, reason) when a log's write or fsync fails with an I/O error
         #: (Kafka's LogDirFailureChannel); cluster mode halts the node (server/cluster/node.py)
@@ -409,13 +411,18 @@ class LogManager:
     def flush_dirty(self, now_ms: int) -> int:
         """fsync logs whose `flush.ms` / `flush.messages` is due; checkpoint the others'
         offsets where they changed (an idle log's files are left alone: with thousands of
-        partitions this runs every `log.flush.scheduler.interval.ms`).
+        partitions this runs every `log.flush.scheduler.interval.ms`). A log whose offsets have
+        not moved since a pass left it with no flush ever due and its checkpoint current is
+        passed over without its lock.
 
         Returns how many logs were fsynced.
         """
         flushed = 0
-        for plog in self.logs().values():
-            if plog.offline:
+        logs = self.logs()
+        done = self._flushed
+        for plog in logs.values():
+            mark = _offsets_mark(plog)
+            if done.get(plog) == mark or plog.offline:
                 continue
             try:
                 if plog.needs_flush(now_ms):
@@ -427,6 +434,14 @@ class LogManager:
                     plog.checkpoint_offsets(now_ms=now_ms)
             except _MAINTENANCE_ERRORS as exc:
                 log.error("flushing %s failed: %s", plog.directory.name, exc)
+                continue
+            if not plog.needs_flush(_NEVER_MS) and plog.offsets_checkpointed():
+                done[plog] = mark
+            else:
+                done.pop(plog, None)
+        if len(done) > 2 * len(logs) + 64:  # logs deleted or reopened since: forget them
+            current = set(logs.values())
+            self._flushed = {p: m for p, m in done.items() if p in current}
         return flushed
 
     def start_writeback(self, now_ms: int, *, min_bytes: int = WRITEBACK_MIN_BYTES,
@@ -509,6 +524,17 @@ def _remove_replaced(source: Path, doomed: Path) -> None:
         log.error("cannot rename %s for deletion (%s); removing it in place", source, exc)
         doomed = source
     shutil.rmtree(doomed, ignore_errors=True)
+
+
+#: a time no flush.ms reaches: `needs_flush(_NEVER_MS)` says whether a flush will ever be due
+_NEVER_MS = 2**62
+
+
+def _offsets_mark(plog: PartitionLog) -> tuple[int, ...]:
+    """What a flush pass acts on: a log whose mark is unchanged has nothing new to flush or
+    checkpoint."""
+    return (plog.log_end_offset, plog.high_watermark, plog.log_start_offset, plog.recovery_point,
+            plog.cleaner_offset, plog.truncations)
 
 
 def _whole_pages_pending(plog: PartitionLog) -> bool:
