@@ -53,6 +53,7 @@ import trio
 
 from kafkapy.authorizer import AclOperation
 from kafkapy.broker.clock import quota_ms
+from kafkapy.broker.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.broker.faults import InjectedFailure
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_response
 from kafkapy.protocol.error_versions import downgrade_errors
@@ -61,7 +62,6 @@ from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.quota.client_quotas import REQUEST_PERCENTAGE, client_throttles
 from kafkapy.server.broker import Broker
-from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.frames import (
     FrameSource,
     RequestMemory,
@@ -114,6 +114,8 @@ class Connection:
         memory: RequestMemory | None = None,
     ) -> None:
         self.broker = broker
+        #: what this connection's handlers use of the broker (one bundle per broker)
+        self.ports = broker.ports
         self.stream = stream
         self.security = security
         self.state = ConnectionState(listener_name, peer)
@@ -290,7 +292,7 @@ class Connection:
             self.inflight += 1
             received = time.perf_counter()
             await send.send(slot)
-            ctx = RequestContext(self.broker, header, self.state, seq)
+            ctx = RequestContext(self.ports, header, self.state, seq)
             nursery.start_soon(self._run_request, spec, ctx, request, slot, received, len(frame))
             started = True
             return True

@@ -26,6 +26,7 @@ alter the cluster; without an authorizer configured SECURITY_DISABLED, as the br
 from __future__ import annotations
 
 from kafkapy.authorizer.acl import AclOperation, filter_problem
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -40,7 +41,6 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.acl_wire import (
     NO_AUTHORIZER,
@@ -61,7 +61,7 @@ __all__ = ["handle_create_acls", "handle_delete_acls", "handle_describe_acls"]
 
 @handler(ApiKey.DESCRIBE_ACLS, min_version=1, max_version=3)
 async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
@@ -78,7 +78,7 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest) ->
 
 @handler(ApiKey.CREATE_ACLS, min_version=1, max_version=3)
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return create_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
@@ -86,7 +86,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
         return CreateAclsResponse()
     ctx.release_turn()
     try:
-        return await ctx.broker.cluster.channel.create_acls(CreateAclsRequest(creations=req.creations))
+        return await ctx.controller.create_acls(CreateAclsRequest(creations=req.creations))
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return create_acls_error(req, code, str(exc))
@@ -94,7 +94,7 @@ async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> Cre
 
 @handler(ApiKey.DELETE_ACLS, min_version=1, max_version=3)
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return delete_acls_error(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _not_authorized(ctx))
@@ -102,7 +102,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
         return DeleteAclsResponse()
     ctx.release_turn()
     try:
-        return await ctx.broker.cluster.channel.delete_acls(DeleteAclsRequest(filters=req.filters))
+        return await ctx.controller.delete_acls(DeleteAclsRequest(filters=req.filters))
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return delete_acls_error(req, code, str(exc))
@@ -110,7 +110,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
 
 @controller_handler(ApiKey.CREATE_ACLS, min_version=1, max_version=3)
 async def handle_create_acls_on_controller(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return create_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     bindings = [creation_binding(c) for c in req.creations]
     outcome = await run_on_controller(ctx, lambda c: c.create_acls(bindings))
@@ -129,7 +129,7 @@ async def handle_create_acls_on_controller(ctx: RequestContext, req: CreateAclsR
 
 @controller_handler(ApiKey.DELETE_ACLS, min_version=1, max_version=3)
 async def handle_delete_acls_on_controller(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return delete_acls_error(req, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     filters = [delete_filter(f) for f in req.filters]
     outcome = await run_on_controller(ctx, lambda c: c.delete_acls(filters))

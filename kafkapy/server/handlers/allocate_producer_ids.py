@@ -1,5 +1,5 @@
 """AllocateProducerIds (67) v0 on the controller listener: a block of producer ids for a broker's
-idempotent and transactional producers (`broker.idempotence.ProducerIds` asks for them), from
+idempotent and transactional producers (`ports.idempotence.ProducerIds` asks for them), from
 the active controller (NOT_CONTROLLER elsewhere; the broker's ControllerChannel retries).
 
 Versions: all Kafka defines (v0); nothing of it is left out.
@@ -7,13 +7,13 @@ Versions: all Kafka defines (v0); nothing of it is left out.
 
 from __future__ import annotations
 
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
 )
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler
 from kafkapy.server.handlers.shared.controller import (
     run_on_controller,

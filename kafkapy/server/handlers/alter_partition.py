@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 
+from kafkapy.broker.context import RequestContext
 from kafkapy.controller.controller import (
     AlterPartitionItem,
 )
@@ -27,7 +28,6 @@ from kafkapy.protocol.messages.alter_partition import AlterPartitionResponse_Top
 from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler
 from kafkapy.server.handlers.shared.controller import (
     ZERO_UUID,

@@ -13,11 +13,11 @@ Not yet: UpdateFeatures (key 57) - the levels are fixed at what a new cluster fi
 
 from __future__ import annotations
 
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey, RequestHeader, encode_response
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafkapy.protocol.messages.api_versions import ApiVersionsResponse_ApiVersion as ApiVersion
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import (
     advertised_versions,
     controller_api_versions_body,
@@ -43,7 +43,7 @@ def _api_keys() -> list[ApiVersion]:
 @handler(ApiKey.API_VERSIONS, min_version=0, max_version=4)
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     response = ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_api_keys())
-    add_features(response, ctx.broker.cluster.image, ctx.api_version)
+    add_features(response, ctx.metadata.image, ctx.api_version)
     return response
 
 
@@ -54,7 +54,7 @@ async def handle_controller_api_versions(
     """Brokers, Raft peers and admin tools (`--bootstrap-controller`) ask the controller
     listener which versions and features it has (features as on the broker listeners)."""
     response = controller_api_versions_body()
-    add_features(response, ctx.broker.cluster.image, ctx.api_version)
+    add_features(response, ctx.metadata.image, ctx.api_version)
     return response
 
 

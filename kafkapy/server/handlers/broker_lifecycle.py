@@ -18,6 +18,7 @@ sending broker's ControllerChannel removes.
 
 from __future__ import annotations
 
+from kafkapy.broker.context import RequestContext
 from kafkapy.controller.records import Endpoint
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -32,7 +33,6 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, decode_suspects
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler
 from kafkapy.server.handlers.shared.controller import (
     controller_of,

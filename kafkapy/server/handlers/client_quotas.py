@@ -20,6 +20,7 @@ controller): AlterClientQuotas (49) v0-1.
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation
+from kafkapy.broker.context import RequestContext
 from kafkapy.controller.controller import (
     QuotaAlteration,
     QuotaOp,
@@ -37,7 +38,6 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.controller import (
     run_on_controller,
@@ -52,7 +52,7 @@ async def handle_describe_client_quotas(
 ) -> DescribeClientQuotasResponse:
     if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
         return DescribeClientQuotasResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, entries=None)
-    quotas = ctx.broker.cluster.image.client_quotas
+    quotas = ctx.metadata.image.client_quotas
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
     error, message, found = describe_client_quotas(quotas, components, req.strict)
     response = DescribeClientQuotasResponse(error_code=error, error_message=message)
@@ -76,12 +76,11 @@ async def handle_describe_client_quotas(
 async def handle_alter_client_quotas(
     ctx: RequestContext, req: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:
-    cluster = ctx.broker.cluster
     if not ctx.authorize_cluster(AclOperation.ALTER_CONFIGS):
         return _answer_all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     ctx.release_turn()
     try:
-        response: AlterClientQuotasResponse = await cluster.channel.alter_client_quotas(req)
+        response: AlterClientQuotasResponse = await ctx.controller.alter_client_quotas(req)
     except PeerError as exc:
         return _answer_all(req, ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER)), str(exc))
     return response

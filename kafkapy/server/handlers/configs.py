@@ -64,6 +64,8 @@ from kafkapy.broker.config import (
     ConfigType,
 )
 from kafkapy.broker.config_rules import DYNAMIC_BROKER_KEYS
+from kafkapy.broker.context import RequestContext
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.controller.configs import DYNAMIC_BROKER_CONFIGS
 from kafkapy.controller.controller import (
     ConfigChange,
@@ -95,12 +97,10 @@ from kafkapy.protocol.messages.incremental_alter_configs import (
 from kafkapy.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsResponse_AlterConfigsResourceResponse as AlterConfigsResourceResponse,
 )
-from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.config_entries import broker_synonyms, topic_config_entries
 from kafkapy.server.handlers.shared.controller import (
@@ -117,17 +117,17 @@ TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _broker_entries(broker: Broker, resource: str, keys: list[str] | None, include_synonyms: bool,
+def _broker_entries(ports: RequestPorts, resource: str, keys: list[str] | None, include_synonyms: bool,
                     include_doc: bool) -> list[Entry]:
     """A broker id: every key with its effective value, source and synonyms (dynamic keys
     writable). "" (the cluster default): only the dynamic cluster defaults, as Kafka lists."""
     entries: list[Entry] = []
-    for name, value, source in broker.config.items():
+    for name, value, source in ports.config.items():
         if keys is not None and name not in keys:
             continue
         key = BROKER_CONFIGS[name]
         sensitive = key.type == ConfigType.PASSWORD  # Kafka hides them; the value is None
-        synonyms = [] if sensitive else broker_synonyms(broker, [name])
+        synonyms = [] if sensitive else broker_synonyms(ports, [name])
         if resource == "":
             synonyms = [s for s in synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
             if not synonyms:
@@ -149,22 +149,22 @@ def _broker_entries(broker: Broker, resource: str, keys: list[str] | None, inclu
     return entries
 
 
-def _group_entries(broker: Broker, group_id: str, keys: list[str] | None, include_synonyms: bool,
+def _group_entries(ports: RequestPorts, group_id: str, keys: list[str] | None, include_synonyms: bool,
                    include_doc: bool) -> list[Entry]:
     """Every group config: the group's own value, else the broker key it defaults to."""
-    own = broker.config.group_configs.get(group_id, {})
+    own = ports.config.group_configs.get(group_id, {})
     entries: list[Entry] = []
     for name, key in GROUP_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        synonyms = broker_synonyms(broker, [key.broker_default]) if key.broker_default else []
+        synonyms = broker_synonyms(ports, [key.broker_default]) if key.broker_default else []
         value: str | None = own.get(name)
         source = ConfigSource.DYNAMIC_GROUP_CONFIG
         if value is not None:
             synonyms.insert(0, Synonym(name=name, value=value, source=source))
         else:
             source = ConfigSource.DEFAULT_CONFIG
-            value = broker.config.get(key.broker_default) if key.broker_default else key.default
+            value = ports.config.get(key.broker_default) if key.broker_default else key.default
         entries.append(Entry(
             name=name, value=value, read_only=False, is_default=source == ConfigSource.DEFAULT_CONFIG,
             config_source=source, is_sensitive=False, synonyms=synonyms if include_synonyms else [],
@@ -186,13 +186,13 @@ def _refusal(ctx: RequestContext, resource_type: int, name: str, operation: AclO
     return None if allowed else code
 
 
-def _is_this_broker(broker: Broker, name: str) -> bool:
-    return name == "" or name == str(broker.node_id)
+def _is_this_broker(ports: RequestPorts, name: str) -> bool:
+    return name == "" or name == str(ports.local.node_id)
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, min_version=0, max_version=4)
 async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     response = DescribeConfigsResponse()
     synonyms = ctx.api_version >= 1 and req.include_synonyms
     docs = ctx.api_version >= 3 and req.include_documentation
@@ -207,22 +207,22 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
             result.error_code = refused
             continue
         if res.resource_type == TOPIC:
-            info = broker.topics.get(res.resource_name)
+            info = ports.topics.get(res.resource_name)
             if info is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 result.error_message = f"Topic {res.resource_name} does not exist"
                 continue
-            result.configs = topic_config_entries(broker, info, include_synonyms=synonyms, keys=keys, include_documentation=docs)
+            result.configs = topic_config_entries(ports, info, include_synonyms=synonyms, keys=keys, include_documentation=docs)
         elif res.resource_type == BROKER:
-            if not _is_this_broker(broker, res.resource_name):
+            if not _is_this_broker(ports, res.resource_name):
                 result.error_code = ErrorCode.INVALID_REQUEST
-                result.error_message = f"Unexpected broker id, expected {broker.node_id} or empty string"
+                result.error_message = f"Unexpected broker id, expected {ports.local.node_id} or empty string"
                 continue
-            result.configs = _broker_entries(broker, res.resource_name, keys, synonyms, docs)
+            result.configs = _broker_entries(ports, res.resource_name, keys, synonyms, docs)
         elif res.resource_type == BROKER_LOGGER:
-            if res.resource_name != str(broker.node_id):
+            if res.resource_name != str(ports.local.node_id):
                 result.error_code = ErrorCode.INVALID_REQUEST
-                result.error_message = f"Unexpected broker id, expected {broker.node_id}"
+                result.error_message = f"Unexpected broker id, expected {ports.local.node_id}"
                 continue
             result.configs = _logger_entries(keys)
         elif res.resource_type == GROUP:
@@ -230,7 +230,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = "The group id must not be empty"
                 continue
-            result.configs = _group_entries(broker, res.resource_name, keys, synonyms, docs)
+            result.configs = _group_entries(ports, res.resource_name, keys, synonyms, docs)
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"Unsupported resource type {res.resource_type}"
@@ -246,11 +246,11 @@ def _logger_entries(keys: list[str] | None) -> list[Entry]:
     ]
 
 
-def _alter_loggers(broker: Broker, res: AlterConfigsResource,
+def _alter_loggers(ports: RequestPorts, res: AlterConfigsResource,
                    validate_only: bool) -> tuple[ErrorCode, str | None]:
     """Log levels are this node's own: answered here, in a cluster too (Kafka's broker does)."""
-    if res.resource_name != str(broker.node_id):
-        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}"
+    if res.resource_name != str(ports.local.node_id):
+        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {ports.local.node_id}"
     try:
         alter_loggers([LoggerChange(c.name, c.config_operation, c.value) for c in res.configs],
                       validate_only=validate_only)
@@ -304,7 +304,7 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) ->
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, min_version=0, max_version=1)
 async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     refused = {
         i: refusal for i, r in enumerate(req.resources)
         if (refusal := _refusal(ctx, r.resource_type, r.resource_name, AclOperation.ALTER_CONFIGS)) is not None
@@ -324,7 +324,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
             response.responses.append(next(forwarded))
             continue
         else:
-            code, message = _alter_loggers(broker, res, req.validate_only)
+            code, message = _alter_loggers(ports, res, req.validate_only)
         response.responses.append(IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
             error_code=code, error_message=message,
             resource_type=res.resource_type, resource_name=res.resource_name,
@@ -336,10 +336,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, req: Incremental
 
 
 async def _forward_incremental(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    cluster = ctx.broker.cluster
     ctx.release_turn()
     try:
-        response: IncrementalAlterConfigsResponse = await cluster.channel.incremental_alter_configs(req)
+        response: IncrementalAlterConfigsResponse = await ctx.controller.incremental_alter_configs(req)
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return IncrementalAlterConfigsResponse(responses=[
@@ -353,7 +352,7 @@ async def _forward_incremental(ctx: RequestContext, req: IncrementalAlterConfigs
 
 
 def _current_overrides(ctx: RequestContext, resource_type: int, name: str) -> dict[str, str]:
-    image = ctx.broker.cluster.image
+    image = ctx.metadata.image
     if resource_type == TOPIC:
         topic = image.topics.get(name)
         return dict(topic.configs) if topic is not None else {}

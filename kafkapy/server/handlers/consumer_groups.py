@@ -30,7 +30,10 @@ from __future__ import annotations
 import uuid
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.context import RequestContext
 from kafkapy.broker.group_driver import GroupWriteError
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.coordinator.group import DescribedConsumerGroup, HeartbeatResult
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
@@ -45,8 +48,6 @@ from kafkapy.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeResponse_Assignment,
     ConsumerGroupDescribeResponse_DescribedGroup,
 )
-from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
@@ -62,17 +63,17 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + ctx.connection.peer.rsplit(":", 1)[0]
 
 
-def _partition_count(broker: Broker, topic: str) -> int | None:
-    info = broker.topics.get(topic)
+def _partition_count(ports: RequestPorts, topic: str) -> int | None:
+    info = ports.topics.get(topic)
     return info.partitions if info is not None else None
 
 
-def _heartbeat_response(broker: Broker, r: HeartbeatResult) -> ConsumerGroupHeartbeatResponse:
+def _heartbeat_response(ports: RequestPorts, r: HeartbeatResult) -> ConsumerGroupHeartbeatResponse:
     assignment = None
     if r.assignment is not None:
         parts = []
         for topic, partitions in sorted(r.assignment.items()):
-            info = broker.topics.get(topic)
+            info = ports.topics.get(topic)
             if info is not None:
                 parts.append(
                     ConsumerGroupHeartbeatResponse.TopicPartitions(
@@ -94,7 +95,7 @@ def _heartbeat_response(broker: Broker, r: HeartbeatResult) -> ConsumerGroupHear
 async def handle_consumer_group_heartbeat(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
-    broker = ctx.broker
+    ports = ctx.ports
 
     def fail(code: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
         return ConsumerGroupHeartbeatResponse(
@@ -109,7 +110,7 @@ async def handle_consumer_group_heartbeat(
         AclOperation.DESCRIBE, ResourceType.TOPIC, req.subscribed_topic_names
     ):
         return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    driver = await broker.group_coordinator.ready()
+    driver = await ports.groups.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return fail(coordinator)
@@ -117,7 +118,7 @@ async def handle_consumer_group_heartbeat(
     if req.topic_partitions is not None:
         owned = {}
         for tp in req.topic_partitions:
-            info = broker.topics.by_id(tp.topic_id)
+            info = ports.topics.by_id(tp.topic_id)
             if info is not None:
                 owned.setdefault(info.name, []).extend(tp.partitions)
     result = coordinator.consumer_group_heartbeat(
@@ -133,7 +134,7 @@ async def handle_consumer_group_heartbeat(
         owned=owned,
         client_id=ctx.header.client_id or "",
         client_host=_client_host(ctx),
-        partitions_of=lambda topic: _partition_count(broker, topic),
+        partitions_of=lambda topic: _partition_count(ports, topic),
         now_ms=now_ms(),
     )
     try:
@@ -141,15 +142,15 @@ async def handle_consumer_group_heartbeat(
     except GroupWriteError as exc:  # reverted to the log: the member retries or rejoins
         return fail(exc.group_error)
     assert isinstance(answer, HeartbeatResult)
-    return _heartbeat_response(broker, answer)
+    return _heartbeat_response(ports, answer)
 
 
 def _assignment(
-    broker: Broker, assignment: dict[str, list[int]]
+    ports: RequestPorts, assignment: dict[str, list[int]]
 ) -> ConsumerGroupDescribeResponse_Assignment:
     parts = []
     for topic, partitions in sorted(assignment.items()):
-        info = broker.topics.get(topic)
+        info = ports.topics.get(topic)
         parts.append(
             ConsumerGroupDescribeResponse.TopicPartitions(
                 topic_id=info.topic_id if info is not None else uuid.UUID(int=0),
@@ -161,7 +162,7 @@ def _assignment(
 
 
 def _described(
-    broker: Broker, g: DescribedConsumerGroup, operations: int
+    ports: RequestPorts, g: DescribedConsumerGroup, operations: int
 ) -> ConsumerGroupDescribeResponse_DescribedGroup:
     return ConsumerGroupDescribeResponse.DescribedGroup(
         error_code=g.error,
@@ -180,8 +181,8 @@ def _described(
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topics),
-                assignment=_assignment(broker, m.assignment),
-                target_assignment=_assignment(broker, m.target_assignment),
+                assignment=_assignment(ports, m.assignment),
+                target_assignment=_assignment(ports, m.target_assignment),
             )
             for m in g.members
         ],
@@ -193,8 +194,8 @@ def _described(
 async def handle_consumer_group_describe(
     ctx: RequestContext, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
-    broker = ctx.broker
-    driver = await broker.group_coordinator.ready()
+    ports = ctx.ports
+    driver = await ports.groups.ready()
     groups = []
     for group_id in req.group_ids:
         operations = AUTHORIZED_OPERATIONS_OMITTED
@@ -213,7 +214,7 @@ async def handle_consumer_group_describe(
                     ErrorCode.TOPIC_AUTHORIZATION_FAILED, group_id, message=_HIDDEN_TOPICS
                 )
                 operations = AUTHORIZED_OPERATIONS_OMITTED
-        groups.append(_described(broker, described, operations))
+        groups.append(_described(ports, described, operations))
     return ConsumerGroupDescribeResponse(groups=groups)
 
 

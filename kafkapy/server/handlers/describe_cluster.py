@@ -13,12 +13,12 @@ one, the principal's (0 without DESCRIBE on the cluster, as Kafka answers).
 from __future__ import annotations
 
 from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from kafkapy.broker.context import RequestContext
+from kafkapy.broker.request_ports import ClusterMetadata
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
-from kafkapy.server.cluster.node import ClusterNode
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 
@@ -29,8 +29,8 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 
 @handler(ApiKey.DESCRIBE_CLUSTER, min_version=0, max_version=1)
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
-    response = _describe_cluster_from_image(ctx, req, broker.cluster)
+    ports = ctx.ports
+    response = _describe_cluster_from_image(ctx, req, ports.metadata)
     if req.include_cluster_authorized_operations:
         # KIP-430: no authorizer, every operation; else the principal's, 0 without DESCRIBE
         response.cluster_authorized_operations = (
@@ -42,12 +42,12 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
 
 
 def _describe_cluster_from_image(
-    ctx: RequestContext, req: DescribeClusterRequest, cluster: ClusterNode
+    ctx: RequestContext, req: DescribeClusterRequest, cluster: ClusterMetadata
 ) -> DescribeClusterResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     listed = alive_brokers(cluster.image, ctx.connection.listener_name)
     response = DescribeClusterResponse(
-        cluster_id=broker.cluster_id,
+        cluster_id=ports.local.cluster_id,
         controller_id=controller_id_for_clients(cluster, [b[0] for b in listed]),
         endpoint_type=req.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT,
         brokers=[

@@ -13,13 +13,13 @@ Authorization: READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its parti
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     DescribeProducersRequest,
     DescribeProducersResponse,
 )
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_describe_producers"]
@@ -27,7 +27,7 @@ __all__ = ["handle_describe_producers"]
 
 @handler(ApiKey.DESCRIBE_PRODUCERS, min_version=0, max_version=0)
 async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
-    partitions = ctx.broker.partitions
+    partitions = ctx.partitions
     response = DescribeProducersResponse()
     denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     for topic in req.topics:

@@ -12,6 +12,7 @@ Versions: all Kafka defines (v0).
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.context import RequestContext
 from kafkapy.broker.metadata_store import TopicInfo
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
@@ -24,7 +25,6 @@ from kafkapy.protocol.messages import (
 from kafkapy.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition as PartitionEntry,
 )
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_describe_topic_partitions"]
@@ -55,9 +55,9 @@ def _image_partition(image: MetadataImage, topic: str, index: int) -> PartitionE
 async def handle_describe_topic_partitions(
     ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
-    broker = ctx.broker
-    image = broker.cluster.image
-    names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in broker.topics.all()]
+    ports = ctx.ports
+    image = ports.metadata.image
+    names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in ports.topics.all()]
     denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     if denied and not req.topics:
         names = [n for n in names if n not in denied]
@@ -67,7 +67,7 @@ async def handle_describe_topic_partitions(
     budget = max(req.response_partition_limit, 1)
     response = DescribeTopicPartitionsResponse()
     for name in names:
-        info: TopicInfo | None = broker.topics.get(name)
+        info: TopicInfo | None = ports.topics.get(name)
         if name in denied:
             response.topics.append(DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,

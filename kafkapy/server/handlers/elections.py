@@ -28,6 +28,7 @@ partitions that needed an election, under an entry for every topic, as Kafka doe
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -38,7 +39,6 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.controller import (
     controller_of,
@@ -67,7 +67,7 @@ async def handle_elect_leaders(
         return refused
     ctx.release_turn()
     try:
-        response: ElectLeadersResponse = await ctx.broker.cluster.channel.elect_leaders(req)
+        response: ElectLeadersResponse = await ctx.controller.elect_leaders(req)
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         wanted = requested_partitions(req) or []

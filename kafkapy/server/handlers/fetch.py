@@ -58,16 +58,16 @@ from dataclasses import dataclass
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker import runtime
 from kafkapy.broker.clock import quota_ms
+from kafkapy.broker.context import RequestContext
 from kafkapy.broker.fetch_session import FetchSession, FetchSessionCache, SessionPartition, TopicRef
 from kafkapy.broker.partitions import LeaderPartition
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.raw_response import FileRegion, RawResponse
 from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
-from kafkapy.server.broker import Broker
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 
@@ -122,7 +122,7 @@ def _authorize(ctx: RequestContext, req: FetchRequest, wanted: list[_Wanted]) ->
         if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
             return wanted, []
         return [], wanted
-    topics = ctx.broker.topics
+    topics = ctx.topics
     names: dict[int, str] = {}
     for i, w in enumerate(wanted):
         if isinstance(w.ref, uuid.UUID):
@@ -145,11 +145,11 @@ class _Reader:
     """Reads every wanted partition once; `read()` may be repeated after a wake-up."""
 
     def __init__(
-        self, broker: Broker, req: FetchRequest, version: int, wanted: list[_Wanted],
+        self, ports: RequestPorts, req: FetchRequest, version: int, wanted: list[_Wanted],
         refused: list[_Wanted] | None = None,
     ) -> None:
-        self.broker = broker
-        self.partitions = broker.partitions
+        self.topics = ports.topics
+        self.partitions = ports.partitions
         self.version = version
         self.by_id = version >= 13
         self.read_committed = version >= 4 and req.isolation_level == READ_COMMITTED
@@ -175,11 +175,11 @@ class _Reader:
 
     def _resolve(self, ref: TopicRef) -> tuple[str, uuid.UUID, ErrorCode]:
         if isinstance(ref, uuid.UUID):
-            info = self.broker.topics.by_id(ref)
+            info = self.topics.by_id(ref)
             if info is None:
                 return "", ref, ErrorCode.UNKNOWN_TOPIC_ID
             return info.name, ref, _NONE
-        info = self.broker.topics.get(ref)
+        info = self.topics.get(ref)
         if info is None:
             return ref, _ZERO, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ref, info.topic_id, _NONE
@@ -251,12 +251,12 @@ class _Reader:
         return results, total, any_error
 
 
-async def _load_producer_states(broker: Broker, wanted: list[_Wanted]) -> None:
+async def _load_producer_states(ports: RequestPorts, wanted: list[_Wanted]) -> None:
     """read_committed stops at the LSO, which a partition's producer state sets: load it
     first (once per partition; after a restart this is what finds open transactions)."""
-    partitions = broker.partitions
+    partitions = ports.partitions
     for w in wanted:
-        info = broker.topics.by_id(w.ref) if isinstance(w.ref, uuid.UUID) else broker.topics.get(w.ref)
+        info = ports.topics.by_id(w.ref) if isinstance(w.ref, uuid.UUID) else ports.topics.get(w.ref)
         if info is not None:
             await partitions.load_stable_offset(info.name, w.partition)
 
@@ -289,14 +289,14 @@ async def _wait_for_bytes(
 ) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
     """The long poll: read again at every append to a fetched partition until min_bytes, an
     error or max_wait_ms (the turn is released: later requests of the connection go on)."""
-    broker = ctx.broker
+    ports = ctx.ports
     rt = runtime.get()
     results, total, any_error = read
     keys = [(name, w.partition) for w, name, _, _ in results if name]
-    while not any_error and total < req.min_bytes and not broker.shutting_down:
+    while not any_error and total < req.min_bytes and not ports.local.shutting_down:
         if rt.current_time() >= deadline or not keys:
             break
-        with broker.waiters.watch(keys) as woken:
+        with ports.waiters.watch(keys) as woken:
             ctx.release_turn()
             with rt.move_on_at(deadline):
                 await woken.wait()
@@ -304,13 +304,13 @@ async def _wait_for_bytes(
     return read
 
 
-def _answer_topics(broker: Broker, results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]],
+def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]],
                    incremental: bool, follower: bool) -> list[TopicPart]:
     """The response's topics: an incremental session leaves out what did not change; the
     records' file descriptors are duplicated (the segment may close before they are sent)."""
     topics: list[TopicPart] = []
     by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
-    fetched = broker.stats.fetched
+    fetched = ports.stats.fetched
     for w, name, topic_id, part in results:
         if incremental and w.state is not None:
             changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
@@ -337,7 +337,7 @@ def _answer_topics(broker: Broker, results: list[tuple[_Wanted, str, uuid.UUID, 
 
 @handler(ApiKey.FETCH, min_version=4, max_version=17, error_response=fetch_error_response)
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     version = ctx.api_version
     by_id = version >= 13
     now = runtime.get().current_time()
@@ -345,7 +345,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     session: FetchSession | None = None
     incremental = False
     response_session_id = 0
-    cache = broker.fetch_sessions
+    cache = ports.fetch_sessions
 
     if version >= 7 and req.session_epoch != FINAL_EPOCH and req.session_epoch != INITIAL_EPOCH:
         session = cache.get(req.session_id, now_ms_mono)
@@ -371,14 +371,14 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             response_session_id = session.session_id
 
     refused: list[_Wanted] | None = None
-    if broker.authorizer is not None:
+    if ports.authorizer is not None:
         wanted, refused = _authorize(ctx, req, wanted)
     if version >= 4 and req.isolation_level == READ_COMMITTED:
-        await _load_producer_states(broker, wanted)
-    reader = _Reader(broker, req, version, wanted, refused)
-    metered = reader.replica_id < 0 and broker.quotas.enabled(CONSUMER_BYTE_RATE)
+        await _load_producer_states(ports, wanted)
+    reader = _Reader(ports, req, version, wanted, refused)
+    metered = reader.replica_id < 0 and ports.quotas.enabled(CONSUMER_BYTE_RATE)
     if metered:
-        throttle = broker.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", quota_ms())
+        throttle = ports.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", quota_ms())
         if throttle:
             ctx.throttle_ms = throttle
             return encode_fetch_response(version, [], session_id=response_session_id, throttle_time_ms=throttle)
@@ -386,7 +386,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     if not read[2] and read[1] < req.min_bytes:
         read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read)
     results = read[0]
-    topics = _answer_topics(broker, results, incremental, reader.replica_id >= 0)
+    topics = _answer_topics(ports, results, incremental, reader.replica_id >= 0)
     if session is not None:
         _rotate(session, [w for w, _, _, part in results if part.records])
     throttle = _record_fetched(ctx, topics) if metered else 0
@@ -396,7 +396,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
 def _record_fetched(ctx: RequestContext, topics: list[TopicPart]) -> int:
     """Count the record bytes sent against the client's consumer quota; the throttle time."""
     size = sum(part.records_size for t in topics for part in t.partitions)
-    throttle = ctx.broker.quotas.record(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", size, quota_ms())
+    throttle = ctx.quotas.record(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", size, quota_ms())
     ctx.throttle_ms = max(ctx.throttle_ms, throttle)
     return throttle
 

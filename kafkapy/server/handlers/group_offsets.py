@@ -42,8 +42,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.context import RequestContext
 from kafkapy.broker.group_driver import GroupDriver, GroupWriteError
 from kafkapy.broker.internal_topics import partition_count, partition_exists
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.txn_driver import TRANSACTION_STATE_TOPIC
 from kafkapy.coordinator.group import (
     FetchedOffset,
@@ -66,8 +69,6 @@ from kafkapy.protocol.messages import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
-from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = [
@@ -94,8 +95,8 @@ class _CommitPartition(Protocol):
     def committed_metadata(self) -> str | None: ...
 
 
-def _exists(broker: Broker, topic: str, partition: int) -> bool:
-    return partition_exists(broker, topic, partition)
+def _exists(ports: RequestPorts, topic: str, partition: int) -> bool:
+    return partition_exists(ports.internal_topics, topic, partition)
 
 
 def _commit_response(
@@ -136,7 +137,7 @@ def _refused(
 
 
 def _known_partitions(
-    broker: Broker, topics: Iterable[tuple[str, Iterable[_CommitPartition]]], with_epoch: bool
+    ports: RequestPorts, topics: Iterable[tuple[str, Iterable[_CommitPartition]]], with_epoch: bool
 ) -> tuple[list[OffsetToCommit], dict[TopicPartition, ErrorCode]]:
     """Split a commit into the offsets of existing partitions and UNKNOWN_TOPIC_OR_PARTITION
     errors for the rest (the leader epoch only where the request version carries it)."""
@@ -144,7 +145,7 @@ def _known_partitions(
     errors: dict[TopicPartition, ErrorCode] = {}
     for name, partitions in topics:
         for p in partitions:
-            if _exists(broker, name, p.partition_index):
+            if _exists(ports, name, p.partition_index):
                 to_commit.append(
                     OffsetToCommit(
                         name, p.partition_index, p.committed_offset,
@@ -165,16 +166,16 @@ def _known_partitions(
 async def handle_offset_commit(
     ctx: RequestContext, req: OffsetCommitRequest
 ) -> OffsetCommitResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
         return offset_commit_error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    driver = await broker.group_coordinator.ready()
+    driver = await ports.groups.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return offset_commit_error_response(req, ctx.api_version, coordinator)
     denied = ctx.unauthorized(AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics))
     to_commit, errors = _known_partitions(
-        broker, [(t.name, t.partitions) for t in req.topics if t.name not in denied], ctx.api_version >= 6
+        ports, [(t.name, t.partitions) for t in req.topics if t.name not in denied], ctx.api_version >= 6
     )
     errors.update(_refused(req.topics, denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
     if to_commit or not errors:
@@ -271,7 +272,7 @@ def _fetched_topics(
 @handler(ApiKey.OFFSET_FETCH, min_version=0, max_version=9)
 async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     version = ctx.api_version
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     require_stable = req.require_stable if version >= 7 else False
     if version >= 8:
         response = OffsetFetchResponse()
@@ -313,10 +314,10 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
 async def handle_offset_delete(
     ctx: RequestContext, req: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
         return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    driver = await broker.group_coordinator.ready()
+    driver = await ports.groups.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return OffsetDeleteResponse(error_code=coordinator)
@@ -328,7 +329,7 @@ async def handle_offset_delete(
             tp = TopicPartition(t.name, p.partition_index)
             if tp in unknown:
                 continue
-            if _exists(broker, t.name, p.partition_index):
+            if _exists(ports, t.name, p.partition_index):
                 wanted.append(tp)
             else:
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -365,11 +366,11 @@ async def handle_offset_delete(
 async def handle_txn_offset_commit(
     ctx: RequestContext, req: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     refusal = _txn_commit_refusal(ctx, req)
     if refusal is not None:
         return _txn_commit_response(req, lambda _: refusal)
-    driver = await broker.group_coordinator.ready()
+    driver = await ports.groups.ready()
     v3 = ctx.api_version >= 3
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
@@ -381,7 +382,7 @@ async def handle_txn_offset_commit(
         for p in t.partitions:
             if t.name in denied:
                 continue
-            if _exists(broker, t.name, p.partition_index):
+            if _exists(ports, t.name, p.partition_index):
                 to_commit.append(OffsetToCommit(
                     t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if ctx.api_version >= 2 else -1, p.committed_metadata,
@@ -390,12 +391,12 @@ async def handle_txn_offset_commit(
                 errors[TopicPartition(t.name, p.partition_index)] = (
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
-    if to_commit and partition_count(broker, TRANSACTION_STATE_TOPIC) is not None:
+    if to_commit and partition_count(ports.internal_topics, TRANSACTION_STATE_TOPIC) is not None:
         # KIP-890 part 1: AddOffsetsToTxn must have put the group's offsets partition into the
         # producer's ongoing transaction, or a delayed commit could join a later transaction.
         # (Without __transaction_state no coordinator ever served a transactional producer
         # here, so there is nothing to verify against.)
-        refused = (await broker.txn_coordinator.ready()).verify(
+        refused = (await ports.transactions.ready()).verify(
             req.transactional_id, req.producer_id, req.producer_epoch,
             TxnPartition(OFFSETS_TOPIC, driver.partition_for(req.group_id)),
         )

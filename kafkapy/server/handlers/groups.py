@@ -48,8 +48,11 @@ from typing import TypeVar
 
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker import runtime as runtime_port
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.context import RequestContext
 from kafkapy.broker.group_driver import GroupDriver, GroupWriteError
 from kafkapy.broker.internal_topics import coordinator_node, partition_leader
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.txn_driver import TRANSACTION_STATE_TOPIC, TxnDriver
 from kafkapy.coordinator.group import (
     CONSUMER_OFFSETS_TOPIC,
@@ -82,8 +85,6 @@ from kafkapy.protocol.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = [
@@ -125,17 +126,17 @@ def _client_host(ctx: RequestContext) -> str:
 async def handle_find_coordinator(
     ctx: RequestContext, req: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     keys = req.coordinator_keys if ctx.api_version >= 4 else [req.key]
     if ctx.api_version == 0:
         key_type = GROUP_KEY
     else:
         key_type = req.key_type
-    if not broker.shutting_down and key_type in (GROUP_KEY, TRANSACTION_KEY):
+    if not ports.local.shutting_down and key_type in (GROUP_KEY, TRANSACTION_KEY):
         resource = ResourceType.GROUP if key_type == GROUP_KEY else ResourceType.TRANSACTIONAL_ID
         denied = ctx.unauthorized(AclOperation.DESCRIBE, resource, keys)
         return await _find_in_cluster(ctx, keys, key_type, denied)
-    if broker.shutting_down:  # send clients elsewhere (or to retry) rather than to us
+    if ports.local.shutting_down:  # send clients elsewhere (or to retry) rather than to us
         error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is shutting down"
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
@@ -172,18 +173,18 @@ async def _wait_for_local_load(runtime: GroupDriver | TxnDriver, key: str) -> No
 GONE_WAIT_S = 3.0
 
 
-async def _wait_for_fence(broker: Broker, topic: str, partition: int) -> None:
+async def _wait_for_fence(ports: RequestPorts, topic: str, partition: int) -> None:
     """The partition's leader is a node this one just saw die (`ClusterNode.seen_gone`): wait,
     within `GONE_WAIT_S`, for the controller to fence it and elect another leader (usually
     milliseconds), so the client is told the new coordinator at once. Answering
     COORDINATOR_NOT_AVAILABLE straight away is no better: librdkafka's admin client retries
     FindCoordinator only a few times, then waits for a broker state change, times out, and
     aborts (librdkafka 2.16) when the lookup completes after its request timed out."""
-    cluster = broker.cluster
+    cluster = ports.metadata
     with runtime_port.get().move_on_after(GONE_WAIT_S):
         while True:
-            found = partition_leader(broker, topic, partition)
-            if found is None or found[0] < 0 or found[0] == broker.node_id:
+            found = partition_leader(ports.internal_topics, topic, partition)
+            if found is None or found[0] < 0 or found[0] == ports.local.node_id:
                 return
             if not cluster.seen_gone(found[0]):
                 return
@@ -195,15 +196,15 @@ async def _find_in_cluster(
 ) -> FindCoordinatorResponse:
     """Each key's coordinator is the leader of its internal-topic partition (`denied`: keys the
     principal may not DESCRIBE)."""
-    broker = ctx.broker
+    ports = ctx.ports
     partition_of: Callable[[str], int]
     runtime: GroupDriver | TxnDriver
     if key_type == GROUP_KEY:
-        groups = await broker.group_coordinator.ready()
+        groups = await ports.groups.ready()
         exists = await groups.ensure_topic()
         topic, partition_of, runtime = CONSUMER_OFFSETS_TOPIC, groups.partition_for, groups
     else:
-        txns = await broker.txn_coordinator.ready()
+        txns = await ports.transactions.ready()
         exists = await txns.ensure_topic()
         topic, partition_of, runtime = TRANSACTION_STATE_TOPIC, txns.partition_for, txns
     answers = []
@@ -215,11 +216,11 @@ async def _find_in_cluster(
         if k in denied:
             error, node, host, port = refusal, -1, "", -1
         elif exists:
-            await _wait_for_fence(broker, topic, partition_of(k))
+            await _wait_for_fence(ports, topic, partition_of(k))
             error, node, host, port = coordinator_node(
-                broker, topic, partition_of(k), ctx.connection.listener_name
+                ports.internal_topics, topic, partition_of(k), ctx.connection.listener_name
             )
-            if error is ErrorCode.NONE and node == broker.node_id:
+            if error is ErrorCode.NONE and node == ports.local.node_id:
                 await _wait_for_local_load(runtime, k)
         else:
             error, node, host, port = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
@@ -303,7 +304,7 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
         return _join_response(
             ctx.api_version, JoinGroupResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, member_id=req.member_id)
         )
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return _join_response(
@@ -339,7 +340,7 @@ async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinG
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     if not _may(ctx, AclOperation.READ, req.group_id):
         return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return SyncGroupResponse(error_code=coordinator)
@@ -372,7 +373,7 @@ async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncG
 async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     if not _may(ctx, AclOperation.READ, req.group_id):
         return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     coordinator = driver.coordinator_for(req.group_id)
     if isinstance(coordinator, ErrorCode):
         return HeartbeatResponse(error_code=coordinator)
@@ -393,7 +394,7 @@ async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> Heartb
 async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     if not _may(ctx, AclOperation.READ, req.group_id):
         return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     batched = ctx.api_version >= 3
     members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in req.members]
@@ -431,7 +432,7 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
 async def handle_describe_groups(
     ctx: RequestContext, req: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     asked = ctx.api_version >= 3 and req.include_authorized_operations
     denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.GROUP, req.groups)
     response = DescribeGroupsResponse(
@@ -490,7 +491,7 @@ def _describe(driver: GroupDriver, group_ids: list[str]) -> list[DescribedGroup]
 
 @handler(ApiKey.LIST_GROUPS, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     listed = [
         g
         for coordinator in driver.coordinators()
@@ -521,7 +522,7 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
 async def handle_delete_groups(
     ctx: RequestContext, req: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    driver = await ctx.broker.group_coordinator.ready()
+    driver = await ctx.groups.ready()
     by_coordinator: dict[int, tuple[GroupCoordinator, list[str]]] = {}
     refused: dict[str, ErrorCode] = {}
     denied = ctx.unauthorized(AclOperation.DELETE, ResourceType.GROUP, req.groups_names)

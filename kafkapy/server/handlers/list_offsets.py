@@ -21,10 +21,10 @@ Not yet: v0 (old_style_offsets, multiple offsets per partition).
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.storage.errors import StorageError
 
@@ -35,7 +35,7 @@ Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 @handler(ApiKey.LIST_OFFSETS, min_version=1, max_version=10)
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    partitions = ctx.broker.partitions
+    partitions = ctx.partitions
     version = ctx.api_version
     read_committed = version >= 2 and req.isolation_level == 1
     response = ListOffsetsResponse()

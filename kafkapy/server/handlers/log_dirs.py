@@ -26,6 +26,8 @@ import os
 
 from kafkapy.authorizer import AclOperation
 from kafkapy.broker import runtime
+from kafkapy.broker.context import RequestContext
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
@@ -41,8 +43,6 @@ from kafkapy.protocol.messages.alter_replica_log_dirs import (
 from kafkapy.protocol.messages.describe_log_dirs import (
     DescribeLogDirsResponse_DescribeLogDirsPartition as LogDirPartition,
 )
-from kafkapy.server.broker import Broker
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.storage.errors import StorageError
 
@@ -53,20 +53,20 @@ log = logging.getLogger(__name__)
 
 @handler(ApiKey.DESCRIBE_LOG_DIRS, min_version=1, max_version=4)
 async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
     by_dir: dict[str, dict[str, list[LogDirPartition]]] = {
-        str(d.resolve()): {} for d in broker.data_dirs
+        str(d.resolve()): {} for d in ports.local.data_dirs
     }
-    image = broker.cluster.image
-    for (topic, partition), plog in sorted(broker.logs.logs().items()):
-        if topic not in broker.topics:
+    image = ports.metadata.image
+    for (topic, partition), plog in sorted(ports.local.logs.logs().items()):
+        if topic not in ports.topics:
             continue
-        if not _hosted(image, broker.node_id, topic, partition):
+        if not _hosted(image, ports.local.node_id, topic, partition):
             continue  # a log left behind (the partition moved away, or its metadata failed)
         if wanted is not None and partition not in wanted.get(topic, set()):
             continue
@@ -104,7 +104,7 @@ def _hosted(image: MetadataImage, node_id: int, topic: str, partition: int) -> b
 async def handle_alter_replica_log_dirs(
     ctx: RequestContext, req: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     allowed = ctx.authorize_cluster(AclOperation.ALTER)
     ctx.release_turn()  # a move copies files: later requests on the connection need not wait
     results: dict[str, list[MovedPartition]] = {}
@@ -112,7 +112,7 @@ async def handle_alter_replica_log_dirs(
         for t in d.topics:
             for p in t.partitions:
                 if allowed:
-                    code = await _move(broker, d.path, t.name, p)
+                    code = await _move(ports, d.path, t.name, p)
                 else:
                     code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 results.setdefault(t.name, []).append(
@@ -123,11 +123,11 @@ async def handle_alter_replica_log_dirs(
     ])
 
 
-async def _move(broker: Broker, path: str, topic: str, partition: int) -> ErrorCode:
-    if broker.logs.data_dir_of(path) is None:
+async def _move(ports: RequestPorts, path: str, topic: str, partition: int) -> ErrorCode:
+    if ports.local.logs.data_dir_of(path) is None:
         return ErrorCode.LOG_DIR_NOT_FOUND
     try:
-        await runtime.get().run_sync_in_thread(broker.logs.move_log, topic, partition, path)
+        await runtime.get().run_sync_in_thread(ports.local.logs.move_log, topic, partition, path)
     except KeyError:
         return ErrorCode.REPLICA_NOT_AVAILABLE
     except StorageError as exc:

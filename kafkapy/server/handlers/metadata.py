@@ -3,7 +3,7 @@
 Behaviour (docs/cluster.md; a lone node is a quorum of one, so the same for one node and many):
 everything comes from the published MetadataImage - the unfenced brokers with their endpoint
 for the request's listener, controller id = the Raft leader when it is such a broker and this
-node still reaches it (else this broker, which forwards admin requests to whichever controller
+node still reaches it (else this ports, which forwards admin requests to whichever controller
 becomes active; see `shared/brokers.py`), each partition's leader, leader epoch, replicas, ISR
 and offline replicas (not registered or fenced); leader -1 -> LEADER_NOT_AVAILABLE. A null
 topic list (v1+; empty list in v0) means all topics. Unknown topics are auto-created when
@@ -11,7 +11,7 @@ topic list (v1+; empty list in v0) means all topics. Unknown topics are auto-cre
 controller channel; the answer waits briefly for the new topic to reach the image
 (LEADER_NOT_AVAILABLE if it has not yet, and the client retries). Illegal names ->
 INVALID_TOPIC_EXCEPTION; unknown topic ids (v10+) -> UNKNOWN_TOPIC_ID. A node that has not
-joined since it started (`ClusterNode.has_joined`: its image is what it replayed from disk,
+joined since it started (`ClusterMetadata.has_joined`: its image is what it replayed from disk,
 empty until a Raft leader answers) waits up to 5 s for it, then closes the connection so the
 client asks another broker: an answer without the cluster's topics and brokers made librdkafka
 fail every produce with "Unknown topic" until its next metadata refresh (5 min).
@@ -36,8 +36,9 @@ import uuid
 
 from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkapy.broker import runtime
+from kafkapy.broker.context import CloseConnection, RequestContext
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS
-from kafkapy.broker.partitions import auto_create
+from kafkapy.broker.request_ports import ClusterMetadata, MetadataFollower
 from kafkapy.controller.image import MetadataImage, TopicImage
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
@@ -45,9 +46,6 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import MetadataRequest, MetadataResponse
 from kafkapy.protocol.messages.metadata import MetadataRequest_MetadataRequestTopic as WantedTopic
 from kafkapy.protocol.messages.metadata import MetadataResponse_MetadataResponseTopic as TopicEntry
-from kafkapy.server.cluster.node import ClusterNode
-from kafkapy.server.cluster.partition_roles import ReplicaManager
-from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 from kafkapy.server.handlers.shared.brokers import alive_brokers, controller_id_for_clients
 
@@ -95,7 +93,7 @@ def _cluster_topic(image: MetadataImage, t: TopicImage) -> TopicEntry:
     )
 
 
-async def _joined(cluster: ClusterNode, replicas: ReplicaManager) -> bool:
+async def _joined(cluster: ClusterMetadata, replicas: MetadataFollower) -> bool:
     """`cluster.has_joined()`, waiting up to `_JOIN_WAIT_S` (image publishes) for it."""
     with runtime.get().move_on_after(_JOIN_WAIT_S):
         while not cluster.has_joined():
@@ -105,9 +103,9 @@ async def _joined(cluster: ClusterNode, replicas: ReplicaManager) -> bool:
 
 
 async def _cluster_metadata(
-    ctx: RequestContext, req: MetadataRequest, cluster: ClusterNode, replicas: ReplicaManager
+    ctx: RequestContext, req: MetadataRequest, cluster: ClusterMetadata, replicas: MetadataFollower
 ) -> MetadataResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     if not await _joined(cluster, replicas):
         raise CloseConnection(
             f"node {cluster.node_id} has not rejoined the cluster since it started: "
@@ -116,7 +114,7 @@ async def _cluster_metadata(
     version = ctx.api_version
     image = cluster.image
     listener = ctx.connection.listener_name
-    response = MetadataResponse(cluster_id=broker.cluster_id, controller_id=-1)
+    response = MetadataResponse(cluster_id=ports.local.cluster_id, controller_id=-1)
     for node_id, host, port, rack in alive_brokers(image, listener):
         response.brokers.append(
             MetadataResponse.MetadataResponseBroker(
@@ -129,7 +127,7 @@ async def _cluster_metadata(
     if req.topics is None or (version == 0 and not req.topics):
         response.topics = [_cluster_topic(image, t) for _, t in sorted(image.topics.items())]
         return response
-    allow_create = broker.auto_create_allowed() and (version < 4 or req.allow_auto_topic_creation)
+    allow_create = ports.local.auto_create_allowed() and (version < 4 or req.allow_auto_topic_creation)
     for wanted in req.topics:
         if wanted.name is None:
             t = image.topic_by_id(wanted.topic_id)
@@ -142,7 +140,7 @@ async def _cluster_metadata(
         name = wanted.name
         t = image.topics.get(name)
         if t is None and allow_create and name not in INTERNAL_TOPICS:
-            code = await auto_create(broker, name)
+            code = await ports.auto_create_topic(name)
             if code is not ErrorCode.NONE:
                 response.topics.append(_error_topic(name, code))
                 continue
@@ -164,19 +162,19 @@ def _authorize_named(ctx: RequestContext, req: MetadataRequest) -> tuple[Metadat
     """The request narrowed to the named topics the principal may see (and create, when they
     would be auto-created), and the answers for the others."""
     assert req.topics is not None
-    broker = ctx.broker
-    creating = broker.auto_create_allowed() and (ctx.api_version < 4 or req.allow_auto_topic_creation)
+    ports = ctx.ports
+    creating = ports.local.auto_create_allowed() and (ctx.api_version < 4 or req.allow_auto_topic_creation)
     kept: list[WantedTopic] = []
     refused: list[TopicEntry] = []
     for wanted in req.topics:
         name = wanted.name
         if name is None:
-            info = broker.topics.by_id(wanted.topic_id)
+            info = ports.topics.by_id(wanted.topic_id)
             if info is not None and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
                 refused.append(_error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, wanted.topic_id))
                 continue
         elif not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name) or (
-            creating and broker.topics.get(name) is None and name not in INTERNAL_TOPICS
+            creating and ports.topics.get(name) is None and name not in INTERNAL_TOPICS
             and not ctx.may_create_topic(name)
         ):
             refused.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
@@ -199,13 +197,13 @@ async def _authorized_metadata(ctx: RequestContext, req: MetadataRequest) -> Met
 
 
 async def _metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
-    broker = ctx.broker
-    return await _cluster_metadata(ctx, req, broker.cluster, broker.replicas)
+    ports = ctx.ports
+    return await _cluster_metadata(ctx, req, ports.metadata, ports.replicas)
 
 
 @handler(ApiKey.METADATA, min_version=0, max_version=12)
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         response = await _metadata(ctx, req)
     else:
         response = await _authorized_metadata(ctx, req)

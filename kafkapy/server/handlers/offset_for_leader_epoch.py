@@ -18,10 +18,10 @@ Versions: all Kafka defines (v0-4).
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_offset_for_leader_epoch"]
@@ -33,7 +33,7 @@ Result = OffsetForLeaderEpochResponse.EpochEndOffset
 async def handle_offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
-    partitions = ctx.broker.partitions
+    partitions = ctx.partitions
     response = OffsetForLeaderEpochResponse()
     denied: set[str] = set()
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):

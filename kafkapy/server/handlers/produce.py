@@ -46,7 +46,7 @@ published here by the time the creation returns (a single node: always), else it
 UNKNOWN_TOPIC_OR_PARTITION this time (the client retries once its metadata shows the leader).
 
 Where the rules live: the leader lookup, the write checks, idempotence, the KIP-890 check, the
-append and the HW wait are the partition facade's (`broker.partitions`,
+append and the HW wait are the partition facade's (`ports.partitions`,
 kafkapy.broker.partitions); this module maps the request onto it and its results onto the answer.
 
 Authorization (an authorizer configured; Kafka's checks): transactional batches need WRITE on
@@ -69,6 +69,7 @@ from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker.clock import now_ms, quota_ms
+from kafkapy.broker.context import CloseConnection, RequestContext
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS
 from kafkapy.broker.partitions import Appended, LeaderPartition
 from kafkapy.protocol import ApiKey
@@ -81,7 +82,6 @@ from kafkapy.protocol.messages.produce import (
     ProduceResponse_PartitionProduceResponse as PartitionResponse,
 )
 from kafkapy.quota.client_quotas import PRODUCER_BYTE_RATE
-from kafkapy.server.context import CloseConnection, RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_produce"]
@@ -131,7 +131,7 @@ def _authorize(
         if tid is None or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
             return None
     denied = ctx.unauthorized(AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in req.topic_data))
-    topics = ctx.broker.topics
+    topics = ctx.topics
     allowed = []
     for topic in req.topic_data:
         if topic.name in denied:
@@ -162,7 +162,7 @@ def _refusal(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None
 def _writable(ctx: RequestContext, req: ProduceRequest, response: ProduceResponse) -> list[TopicData] | None:
     """The topics to append to (all without an authorizer); None: the transactional id is not
     authorized (acks=0 has no answer to carry that, so the connection closes)."""
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return req.topic_data
     authorized = _authorize(ctx, req, response)
     if authorized is None and req.acks == 0:
@@ -187,7 +187,7 @@ async def _finish(
 ) -> ProduceResponse | None:
     """After the appends: flush (flush.messages), wait for the ISR (acks=-1), throttle, and
     answer - or close the connection where acks=0 cannot carry an error."""
-    partitions = ctx.broker.partitions
+    partitions = ctx.partitions
     if flush:
         ctx.release_turn()
         await partitions.flush(flush)
@@ -199,7 +199,7 @@ async def _finish(
         for (_, answer, _), code in zip(replicated, codes, strict=True):
             if code is not ErrorCode.NONE:
                 answer.error_code = code
-    if ctx.broker.quotas.enabled(PRODUCER_BYTE_RATE):
+    if ctx.quotas.enabled(PRODUCER_BYTE_RATE):
         response.throttle_time_ms = _throttle(ctx, req)
     if drop:
         raise CloseConnection("test fault: drop after produce append")
@@ -213,7 +213,7 @@ async def _finish(
 
 @handler(ApiKey.PRODUCE, min_version=0, max_version=11, error_response=produce_error_response)
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
-    broker = ctx.broker
+    ports = ctx.ports
     response = ProduceResponse()
     refusal = _refusal(ctx, req)
     if refusal is not None:
@@ -224,10 +224,10 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     # Per request, not per partition: the bound methods are looked up once, and one clock
     # reading per topic (after its awaits) stamps its partitions' appends (what a LogAppendTime
     # topic records) - a 1,000-partition request runs the inner loop 1,000 times.
-    partitions = broker.partitions
+    partitions = ports.partitions
     leader = partitions.leader
     append = partitions.append
-    faults = broker.fault_injector
+    faults = ports.fault_injector
     acks = req.acks
     transactional_id = req.transactional_id
     topic_data = _writable(ctx, req, response)
@@ -278,6 +278,6 @@ def _throttle(ctx: RequestContext, req: ProduceRequest) -> int:
     """Count the request's record bytes against the client's producer quota; the throttle time
     (also left in `ctx.throttle_ms` for the connection)."""
     size = sum(len(p.records) for t in req.topic_data for p in t.partition_data if p.records is not None)
-    throttle = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.user, ctx.header.client_id or "", size, quota_ms())
+    throttle = ctx.quotas.record(PRODUCER_BYTE_RATE, ctx.user, ctx.header.client_id or "", size, quota_ms())
     ctx.throttle_ms = max(ctx.throttle_ms, throttle)
     return throttle

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import time
 
+from kafkapy.broker.context import RequestContext
+from kafkapy.broker.request_ports import QuorumPeer
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import (
@@ -37,10 +39,8 @@ from kafkapy.protocol.messages import (
 )
 from kafkapy.raft import FetchRequest as RaftFetchRequest
 from kafkapy.server.cluster.metadata_log import METADATA_PARTITION, METADATA_TOPIC
-from kafkapy.server.cluster.raft_driver import RaftDriver
 from kafkapy.server.cluster.raft_driver import now_ms as raft_now_ms
 from kafkapy.server.cluster.raft_wire import request_from_wire, response_to_wire
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler
 
 __all__ = [
@@ -56,8 +56,8 @@ __all__ = [
 MAX_FETCH_WAIT_MS = 1000
 
 
-def _driver(ctx: RequestContext) -> RaftDriver:
-    return ctx.broker.cluster.raft
+def _driver(ctx: RequestContext) -> QuorumPeer:
+    return ctx.quorum
 
 
 async def _answer(
@@ -70,8 +70,8 @@ async def _answer(
             api_key,
             ctx.api_version,
             req,
-            cluster_id=ctx.broker.cluster_id,
-            local_id=ctx.broker.node_id,
+            cluster_id=ctx.local.cluster_id,
+            local_id=ctx.local.node_id,
         )
     except ProtocolError as exc:
         return exc.error_code, None

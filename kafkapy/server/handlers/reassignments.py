@@ -30,6 +30,7 @@ controller): AlterPartitionReassignments (45) v0.
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation
+from kafkapy.broker.context import RequestContext
 from kafkapy.controller.controller import (
     Reassignment,
 )
@@ -45,7 +46,6 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.controller import (
     run_on_controller,
@@ -65,13 +65,12 @@ def _requested(req: AlterPartitionReassignmentsRequest) -> list[tuple[str, int]]
 async def handle_alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
-    cluster = ctx.broker.cluster
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return AlterPartitionReassignmentsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     ctx.release_turn()
     try:
         response: AlterPartitionReassignmentsResponse = (
-            await cluster.channel.alter_partition_reassignments(req)
+            await ctx.controller.alter_partition_reassignments(req)
         )
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
@@ -92,7 +91,7 @@ async def handle_list_partition_reassignments(
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return response
-    image = ctx.broker.cluster.image
+    image = ctx.metadata.image
     if req.topics is None:
         wanted = [(name, sorted(t.partitions)) for name, t in sorted(image.topics.items())]
     else:

@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsResponse
-from kafkapy.server.context import RequestContext
 
 __all__ = [
     "CONTROLLER_REGISTRY",

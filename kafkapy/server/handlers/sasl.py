@@ -12,6 +12,7 @@ Not yet: re-authentication (KIP-368; we answer session_lifetime_ms 0, "never exp
 
 from __future__ import annotations
 
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -20,7 +21,6 @@ from kafkapy.protocol.messages import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = ["handle_sasl_authenticate", "handle_sasl_handshake"]

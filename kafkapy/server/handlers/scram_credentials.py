@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kafkapy.authorizer.acl import AclOperation
+from kafkapy.broker.context import RequestContext
 from kafkapy.controller.controller import (
     ScramDeletion,
     ScramUpsertion,
@@ -51,7 +52,6 @@ from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.controller import (
     run_on_controller,
@@ -68,7 +68,7 @@ async def handle_describe_user_scram_credentials(
 ) -> DescribeUserScramCredentialsResponse:
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    known = ctx.broker.credentials.scram_users()
+    known = ctx.ports.credentials.scram_users()
     # null or empty: every user with credentials (librdkafka sends an empty list, Kafka treats
     # both alike)
     names = [u.name for u in req.users] if req.users else sorted(known)
@@ -100,13 +100,13 @@ async def handle_alter_user_scram_credentials(
         return AlterUserScramCredentialsResponse()
     ctx.release_turn()
     try:
-        response = await ctx.broker.cluster.channel.alter_user_scram_credentials(req)
+        response = await ctx.controller.alter_user_scram_credentials(req)
     except PeerError as exc:
         code = ErrorCode(getattr(exc, "error_code", ErrorCode.NOT_CONTROLLER))
         return AlterUserScramCredentialsResponse(
             results=[Result(user=u, error_code=code, error_message=str(exc)) for u in users]
         )
-    store = ctx.broker.credentials
+    store = ctx.ports.credentials
     for result in response.results:
         if result.error_code == ErrorCode.RESOURCE_NOT_FOUND and store.configured(result.user):
             result.error_message = (

@@ -16,7 +16,7 @@ DeleteRecords moves the log start offset (-1 means the high watermark; beyond it
 OFFSET_OUT_OF_RANGE). It is served by the partition's leader only (elsewhere
 NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata) and answers, as Kafka's
 DelayedDeleteRecords does, once the low watermark - the lowest log start over the leader and
-every replica on an unfenced broker, as their fetches report it - reached the offset;
+every replica on an unfenced ports, as their fetches report it - reached the offset;
 REQUEST_TIMED_OUT at the request's `timeout_ms` (the leader's log start has moved; the followers
 follow it from its Fetch answers).
 
@@ -46,6 +46,8 @@ import uuid
 
 from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker import runtime
+from kafkapy.broker.context import RequestContext
+from kafkapy.broker.errors import storage_failure
 from kafkapy.broker.partitions import Partitions
 from kafkapy.controller.controller import (
     NewPartitions,
@@ -75,12 +77,10 @@ from kafkapy.protocol.messages.delete_topics import (
 from kafkapy.protocol.messages.delete_topics import (
     DeleteTopicsResponse_DeletableTopicResult as DeletedTopic,
 )
-from kafkapy.server.broker import storage_failure
 from kafkapy.server.cluster.controller_driver import (
     set_metadata_offset,
 )
 from kafkapy.server.cluster.peer import PeerError
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import controller_handler, handler
 from kafkapy.server.handlers.shared.config_entries import topic_config_entries
 from kafkapy.server.handlers.shared.controller import (
@@ -107,9 +107,9 @@ log = logging.getLogger(__name__)
 
 @handler(ApiKey.CREATE_TOPICS, min_version=2, max_version=7)
 async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     denied: set[str] = set()
-    if broker.authorizer is not None and not ctx.authorize_cluster(AclOperation.CREATE):
+    if ports.authorizer is not None and not ctx.authorize_cluster(AclOperation.CREATE):
         denied = ctx.unauthorized(AclOperation.CREATE, ResourceType.TOPIC, (t.name for t in req.topics))
     refused = [
         TopicResult(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in req.topics if t.name in denied
@@ -119,7 +119,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         return CreateTopicsResponse(topics=refused)
     if refused:
         req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in denied])
-    default = broker.config.get_int("num.partitions")
+    default = ports.config.get_int("num.partitions")
     throttled = charge_mutations(
         ctx,
         ((t.name, t.num_partitions if t.num_partitions > 0 else len(t.assignments) or default) for t in req.topics),
@@ -134,7 +134,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         if not req.topics:
             return CreateTopicsResponse(topics=refused, throttle_time_ms=ctx.throttle_ms)
     try:
-        response: CreateTopicsResponse = await broker.cluster.channel.create_topics(req)
+        response: CreateTopicsResponse = await ports.controller.create_topics(req)
     except PeerError as exc:
         return CreateTopicsResponse(topics=[
             TopicResult(name=t.name, error_code=_controller_error(exc), error_message=str(exc))
@@ -144,7 +144,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
     response.throttle_time_ms = ctx.throttle_ms
     if ctx.api_version >= 5:
         for result in response.topics:
-            info = broker.topics.get(result.name)
+            info = ports.topics.get(result.name)
             if result.error_code != ErrorCode.NONE or info is None or req.validate_only:
                 continue
             if not ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result.name):
@@ -155,7 +155,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
                         name=e.name, value=e.value, read_only=e.read_only,
                         config_source=e.config_source, is_sensitive=False,
                     )
-                    for e in topic_config_entries(broker, info, include_synonyms=False)
+                    for e in topic_config_entries(ports, info, include_synonyms=False)
                 ]
     return response
 
@@ -166,7 +166,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
         # The channel speaks v6, where topics are named in `topics` (name or id).
         req.topics = [DeleteTopicsRequest.DeleteTopicState(name=n) for n in req.topic_names]
     refused: list[DeletedTopic] = []
-    if ctx.broker.authorizer is not None:
+    if ctx.authorizer is not None:
         req, refused = _authorize_deletes(ctx, req)
     throttled = charge_mutations(ctx, ((_topic_ref(t), _partitions_of(ctx, t)) for t in req.topics))
     if throttled:
@@ -181,7 +181,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) ->
     if not req.topics:
         return DeleteTopicsResponse(responses=refused, throttle_time_ms=ctx.throttle_ms)
     try:
-        response: DeleteTopicsResponse = await ctx.broker.cluster.channel.delete_topics(req)
+        response: DeleteTopicsResponse = await ctx.controller.delete_topics(req)
     except PeerError as exc:
         return DeleteTopicsResponse(responses=[
             DeleteTopicsResponse.DeletableTopicResult(
@@ -201,7 +201,7 @@ def _topic_ref(t: DeleteTopicState) -> str:
 
 
 def _partitions_of(ctx: RequestContext, t: DeleteTopicState) -> int:
-    topics = ctx.broker.topics
+    topics = ctx.topics
     info = topics.get(t.name) if t.name is not None else topics.by_id(t.topic_id)
     return info.partitions if info is not None else 0
 
@@ -211,7 +211,7 @@ def _authorize_deletes(
 ) -> tuple[DeleteTopicsRequest, list[DeletedTopic]]:
     """DELETE per topic (named, or by an id this node knows; an unknown id is the controller's
     UNKNOWN_TOPIC_ID to give)."""
-    topics = ctx.broker.topics
+    topics = ctx.topics
     kept, refused = [], []
     for t in req.topics:
         name = t.name
@@ -239,7 +239,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     ctx.release_turn()
     if denied:
         req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in denied])
-    topics = ctx.broker.topics
+    topics = ctx.topics
     throttled = charge_mutations(
         ctx,
         ((t.name, max(0, t.count - (info.partitions if (info := topics.get(t.name)) else t.count))) for t in req.topics),
@@ -256,7 +256,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     if not req.topics:
         return CreatePartitionsResponse(results=refused, throttle_time_ms=ctx.throttle_ms)
     try:
-        response: CreatePartitionsResponse = await ctx.broker.cluster.channel.create_partitions(req)
+        response: CreatePartitionsResponse = await ctx.controller.create_partitions(req)
     except PeerError as exc:
         return CreatePartitionsResponse(results=[
             CreatePartitionsResponse.CreatePartitionsTopicResult(
@@ -275,7 +275,7 @@ def _controller_error(exc: Exception) -> ErrorCode:
 
 @handler(ApiKey.DELETE_RECORDS, min_version=0, max_version=2)
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
-    partitions = ctx.broker.partitions
+    partitions = ctx.partitions
     response = DeleteRecordsResponse()
     moved: list[tuple[str, int, int, DeleteRecordsPartitionResult]] = []
     denied = ctx.unauthorized(AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in req.topics))

@@ -44,7 +44,10 @@ Errors a failed `__transaction_state` write causes: the operation's `error_on_wr
 from __future__ import annotations
 
 from kafkapy.authorizer import AclOperation, ResourceType
+from kafkapy.broker.clock import now_ms
+from kafkapy.broker.context import RequestContext
 from kafkapy.broker.internal_topics import ensure_producer_ids, partition_exists
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.txn_driver import TxnDriver
 from kafkapy.broker.txn_markers import write_marker
 from kafkapy.coordinator.txn import (
@@ -78,8 +81,6 @@ from kafkapy.protocol.messages.add_partitions_to_txn import (
 from kafkapy.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult as TopicResult,
 )
-from kafkapy.server.broker import Broker, now_ms
-from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
 
 __all__ = [
@@ -100,19 +101,19 @@ PartitionErrors = dict[TopicPartition, ErrorCode]
 async def handle_init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     refusal = _init_producer_id_refusal(ctx, req.transactional_id)
     if refusal is not None:
         return InitProducerIdResponse(error_code=refusal, producer_id=-1, producer_epoch=-1)
     # a transactional id may need two ids (a new one when its epoch is used up)
-    unavailable = await ensure_producer_ids(broker, 1 if req.transactional_id is None else 2)
+    unavailable = await ensure_producer_ids(ports.internal_topics, 1 if req.transactional_id is None else 2)
     if unavailable is not ErrorCode.NONE:
         return InitProducerIdResponse(error_code=unavailable, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is None:
         return InitProducerIdResponse(
-            error_code=ErrorCode.NONE, producer_id=broker.producer_ids.allocate(), producer_epoch=0
+            error_code=ErrorCode.NONE, producer_id=ports.producer_ids.allocate(), producer_epoch=0
         )
-    driver = await broker.txn_coordinator.ready()
+    driver = await ports.transactions.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
         return InitProducerIdResponse(error_code=coordinator, producer_id=-1, producer_epoch=-1)
@@ -137,7 +138,7 @@ def _may_write(ctx: RequestContext, transactional_id: str) -> bool:
 def _init_producer_id_refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
     if transactional_id is not None:
         return None if _may_write(ctx, transactional_id) else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None or ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE):
         return None
     if authorizer.authorize_by_resource_type(
@@ -165,10 +166,10 @@ def _partitions(topics: list[TxnTopic]) -> list[TopicPartition]:
     return [TopicPartition(t.name, p) for t in topics for p in t.partitions]
 
 
-def _unknown(broker: Broker, parts: list[TopicPartition]) -> PartitionErrors | None:
+def _unknown(ports: RequestPorts, parts: list[TopicPartition]) -> PartitionErrors | None:
     """Kafka's rule: any unknown partition -> it UNKNOWN_TOPIC_OR_PARTITION, the rest
     OPERATION_NOT_ATTEMPTED, nothing added."""
-    missing = {tp for tp in parts if not partition_exists(broker, tp.topic, tp.partition)}
+    missing = {tp for tp in parts if not partition_exists(ports.internal_topics, tp.topic, tp.partition)}
     if not missing:
         return None
     return {
@@ -206,7 +207,7 @@ def add_partitions_error_response(
 async def handle_add_partitions_to_txn(
     ctx: RequestContext, req: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
-    broker = ctx.broker
+    ports = ctx.ports
     if ctx.api_version < 4:
         refused_v3 = _add_partitions_refusal(ctx, req)
         if refused_v3 is not None:
@@ -215,14 +216,14 @@ async def handle_add_partitions_to_txn(
             )
     elif not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    driver = await broker.txn_coordinator.ready()
+    driver = await ports.transactions.ready()
     if ctx.api_version < 4:
         parts = _partitions(req.v3_and_below_topics)
         coordinator = driver.coordinator_for(req.v3_and_below_transactional_id)
         if isinstance(coordinator, ErrorCode):
             errors: PartitionErrors | None = dict.fromkeys(parts, coordinator)
         else:
-            errors = _unknown(broker, parts)
+            errors = _unknown(ports, parts)
         if errors is None:
             assert not isinstance(coordinator, ErrorCode)
             added = await driver.run(coordinator.add_partitions(
@@ -241,7 +242,7 @@ async def handle_add_partitions_to_txn(
         if isinstance(elsewhere, ErrorCode):
             refused[t.transactional_id] = dict.fromkeys(parts, elsewhere)
             continue
-        unknown = _unknown(broker, parts)
+        unknown = _unknown(ports, parts)
         if unknown is not None:
             refused[t.transactional_id] = unknown
             continue
@@ -286,7 +287,7 @@ async def handle_add_offsets_to_txn(
         return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
         return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    driver = await ctx.broker.txn_coordinator.ready()
+    driver = await ctx.transactions.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
         return AddOffsetsToTxnResponse(error_code=coordinator)
@@ -300,7 +301,7 @@ async def handle_add_offsets_to_txn(
 async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     if not _may_write(ctx, req.transactional_id):
         return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    driver = await ctx.broker.txn_coordinator.ready()
+    driver = await ctx.transactions.ready()
     coordinator = driver.coordinator_for(req.transactional_id)
     if isinstance(coordinator, ErrorCode):
         return EndTxnResponse(error_code=coordinator)
@@ -334,7 +335,7 @@ async def handle_write_txn_markers(
                     topic.partitions.append(W.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
                     continue
                 code = await write_marker(
-                    ctx.broker, TopicPartition(t.name, p), marker.producer_id,
+                    ctx.ports.internal_topics, TopicPartition(t.name, p), marker.producer_id,
                     marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result,
                 )
                 topic.partitions.append(W.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
@@ -346,7 +347,7 @@ async def handle_describe_transactions(
     ctx: RequestContext, req: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
     D = DescribeTransactionsResponse
-    driver = await ctx.broker.txn_coordinator.ready()
+    driver = await ctx.transactions.ready()
     response = D()
     denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.transactional_ids)
     for d in _describe(driver, req.transactional_ids, denied):
@@ -367,7 +368,7 @@ async def handle_list_transactions(
     ctx: RequestContext, req: ListTransactionsRequest
 ) -> ListTransactionsResponse:
     L = ListTransactionsResponse
-    driver = await ctx.broker.txn_coordinator.ready()
+    driver = await ctx.transactions.ready()
     now = now_ms()
     results = [
         coordinator.list_transactions(

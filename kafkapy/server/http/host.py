@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import Listener
+    from kafkapy.broker.context import ConnectionState
     from kafkapy.server.broker import Broker
-    from kafkapy.server.context import ConnectionState
 
 __all__ = ["BoundAddress", "ServedConnection", "ServedNode"]
 

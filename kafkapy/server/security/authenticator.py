@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from kafkapy.broker.context import ConnectionState, RequestContext
 from kafkapy.protocol import ApiKey, decode_request, encode_response
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from kafkapy.protocol.sasl import SaslError, SaslSession, SaslState
 from kafkapy.server.broker import Broker
-from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.frames import FrameSource, request_header_prefix, send_frame
 from kafkapy.server.handlers.api_versions import unsupported_version_response
 from kafkapy.server.handlers.registry import HandlerSpec, lookup
@@ -150,7 +150,7 @@ async def _answer(conn: Connection, session: SaslSession, header: RequestHeader,
     response: Any
     keep = True
     if header.api_key == ApiKey.API_VERSIONS:
-        response = await spec.func(RequestContext(conn.broker, header, conn.state, -1), request)
+        response = await spec.func(RequestContext(conn.broker.ports, header, conn.state, -1), request)
     elif header.api_key == ApiKey.SASL_HANDSHAKE:
         code = session.handshake(request.mechanism, header.api_version)
         if code != ErrorCode.NONE:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from kafkapy.server.cluster.peer import PeerError
 
 if TYPE_CHECKING:
+    from kafkapy.broker.request_ports import ClusterMetadata
     from kafkapy.controller.image import MetadataImage
-    from kafkapy.server.cluster.node import ClusterNode
 
 __all__ = ["alive_brokers", "controller_id_for_clients"]
 
@@ -24,13 +24,13 @@ def alive_brokers(image: MetadataImage, listener: str) -> list[tuple[int, str, i
     return out
 
 
-def controller_id_for_clients(cluster: ClusterNode, listed: list[int]) -> int:
+def controller_id_for_clients(cluster: ClusterMetadata, listed: list[int]) -> int:
     """The controller id clients are told (Metadata, DescribeCluster): where they send admin
     requests (CreateTopics, DeleteTopics, CreatePartitions, configs, ...).
 
     The Raft leader when it is a listed broker and this node is it or still connected to it;
     otherwise this broker when listed (it forwards to whichever controller is active, as KRaft
-    brokers do - Kafka names a random live broker), else the lowest listed one (clients cannot
+    brokers do - Kafka names a random live ports), else the lowest listed one (clients cannot
     talk to controller-only nodes).
 
     Why not simply the Raft leader: right after the active controller dies, every node still
@@ -49,7 +49,7 @@ def controller_id_for_clients(cluster: ClusterNode, listed: list[int]) -> int:
     return listed[0] if listed else -1
 
 
-def _reaches(cluster: ClusterNode, node_id: int) -> bool:
+def _reaches(cluster: ClusterMetadata, node_id: int) -> bool:
     """True while this node's Raft connection to `node_id` is up (followers and observers keep
     a Fetch long-poll in flight on it, so a dead leader's closed socket is seen at once)."""
     try:

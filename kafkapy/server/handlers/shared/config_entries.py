@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from kafkapy.broker.config import TOPIC_CONFIGS, ConfigSource
 from kafkapy.broker.metadata_store import TopicInfo
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.protocol.messages.describe_configs import (
     DescribeConfigsResponse_DescribeConfigsResourceResult as Entry,
 )
 from kafkapy.protocol.messages.describe_configs import (
     DescribeConfigsResponse_DescribeConfigsSynonym as Synonym,
 )
-from kafkapy.server.broker import Broker
 
 __all__ = ["broker_synonyms", "topic_config_entries"]
 
 
 def topic_config_entries(
-    broker: Broker,
+    ports: RequestPorts,
     info: TopicInfo,
     *,
     include_synonyms: bool,
@@ -28,14 +28,14 @@ def topic_config_entries(
     for name, key in TOPIC_CONFIGS.items():
         if (keys is not None and name not in keys) or (not key.listed and name not in info.configs):
             continue
-        default_value, _, default_source = broker.config.topic_default(name)
+        default_value, _, default_source = ports.config.topic_default(name)
         synonyms: list[Synonym] = []
         if name in info.configs:
             value, source = info.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
             synonyms.append(Synonym(name=name, value=value, source=source))
         else:
             value, source = default_value, default_source
-        synonyms += broker_synonyms(broker, key.broker_synonyms)
+        synonyms += broker_synonyms(ports, key.broker_synonyms)
         entries.append(
             Entry(
                 name=name,
@@ -56,11 +56,11 @@ _LAYERED = (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BRO
             ConfigSource.STATIC_BROKER_CONFIG)
 
 
-def broker_synonyms(broker: Broker, names: tuple[str, ...] | list[str]) -> list[Synonym]:
+def broker_synonyms(ports: RequestPorts, names: tuple[str, ...] | list[str]) -> list[Synonym]:
     """Kafka's synonym order for broker keys: every dynamic per-broker value, then every
     dynamic cluster default, then every static one (each in the synonyms' precedence order),
     then the first built-in default."""
-    layers = {name: broker.config.layers(name) for name in names}
+    layers = {name: ports.config.layers(name) for name in names}
     out = [
         Synonym(name=name, value=value, source=source)
         for source in _LAYERED

@@ -11,16 +11,16 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
+from kafkapy.broker.context import RequestContext
+from kafkapy.broker.request_ports import ActiveController
 from kafkapy.controller.controller import (
     ControllerResult,
     QuorumController,
 )
 from kafkapy.controller.topics import is_partition_limit_refusal
 from kafkapy.server.cluster.controller_driver import (
-    ControllerDriver,
     NotControllerError,
 )
-from kafkapy.server.context import RequestContext
 
 __all__ = [
     "MAX_ADMIN_COMMIT_WAIT_S",
@@ -37,12 +37,12 @@ ZERO_UUID = uuid.UUID(int=0)
 log = logging.getLogger(__name__)
 
 
-def controller_of(ctx: RequestContext) -> ControllerDriver | None:
+def controller_of(ctx: RequestContext) -> ActiveController | None:
     """The active controller's driver when this node runs one (None on a broker-only node)."""
-    return ctx.broker.cluster.controller
+    return ctx.active_controller
 
 
-def has_quorum_contact(driver: ControllerDriver | None) -> bool:
+def has_quorum_contact(driver: ActiveController | None) -> bool:
     """Does this node's Raft leadership still hold (`RaftDriver.has_quorum_contact`)?"""
     return driver is None or driver.raft.has_quorum_contact()
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafkapy.broker.clock import quota_ms
+from kafkapy.broker.context import RequestContext
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.quota.client_quotas import CONTROLLER_MUTATION_RATE
-from kafkapy.server.context import RequestContext
 
 __all__ = ["STRICT_FROM", "THROTTLED_MESSAGE", "THROTTLING", "charge_mutations"]
 
@@ -33,7 +33,7 @@ def charge_mutations(
     """Charge each (topic, partitions) in request order; the topics refused. Sets
     `ctx.throttle_ms` (the caller puts it in the response). Nothing to do - and no work - when
     no mutation quota is configured."""
-    quotas = ctx.broker.quotas
+    quotas = ctx.quotas
     if not quotas.enabled(CONTROLLER_MUTATION_RATE):
         return set()
     user, client_id, now = ctx.user, ctx.header.client_id or "", quota_ms()

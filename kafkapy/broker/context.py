@@ -1,4 +1,4 @@
-"""What a request handler sees: the broker, the request header and its connection.
+"""What a request handler sees: the broker's ports, the request header and its connection.
 
 Why a context object instead of arguments: handlers for every API share one signature
 (`async def handle(ctx, req)`), and later layers (groups, transactions, quotas) add what they need
@@ -22,8 +22,22 @@ from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkapy.broker import runtime
 
 if TYPE_CHECKING:
+    from kafkapy.authorizer import StandardAuthorizer
+    from kafkapy.broker.config import BrokerConfig
+    from kafkapy.broker.group_driver import GroupDriver
+    from kafkapy.broker.metadata_store import TopicStore
+    from kafkapy.broker.partitions import Partitions
+    from kafkapy.broker.request_ports import (
+        ActiveController,
+        ClusterMetadata,
+        ControllerChannel,
+        LocalBroker,
+        QuorumPeer,
+        RequestPorts,
+    )
+    from kafkapy.broker.txn_driver import TxnDriver
     from kafkapy.protocol import RequestHeader
-    from kafkapy.server.broker import Broker
+    from kafkapy.quota.client_quotas import ClientQuotaManager
 
 __all__ = ["CloseConnection", "ConnectionState", "RequestContext", "TurnSequencer"]
 
@@ -36,7 +50,7 @@ class CloseConnection(Exception):
 class TurnSequencer:
     """Hands out turns 0, 1, 2, ... in order; a holder passes the turn on by releasing it.
 
-    Why not a trio.Lock: lock acquisition order follows task scheduling order, which trio
+    Why not a lock: lock acquisition order follows task scheduling order, which trio
     deliberately randomises; requests must enter their handlers in the order they arrived.
     """
 
@@ -79,7 +93,8 @@ class ConnectionState:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    #: the broker's ports, one bundle per broker shared by every request (see request_ports)
+    ports: RequestPorts
     header: RequestHeader
     connection: ConnectionState
     seq: int = 0
@@ -97,6 +112,57 @@ class RequestContext:
     def api_version(self) -> int:
         return self.header.api_version
 
+    # -- the ports a handler uses (kafkapy.broker.request_ports) ----------------------------------
+    @property
+    def local(self) -> LocalBroker:
+        return self.ports.local
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.ports.config
+
+    @property
+    def topics(self) -> TopicStore:
+        return self.ports.topics
+
+    @property
+    def partitions(self) -> Partitions:
+        return self.ports.partitions
+
+    @property
+    def groups(self) -> GroupDriver:
+        return self.ports.groups
+
+    @property
+    def transactions(self) -> TxnDriver:
+        return self.ports.transactions
+
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        return self.ports.authorizer
+
+    @property
+    def quotas(self) -> ClientQuotaManager:
+        return self.ports.quotas
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        return self.ports.metadata
+
+    @property
+    def controller(self) -> ControllerChannel:
+        """The channel to the active controller (what a broker forwards admin requests on)."""
+        return self.ports.controller
+
+    @property
+    def active_controller(self) -> ActiveController | None:
+        """This node's own controller (None on a broker-only node)."""
+        return self.ports.active_controller
+
+    @property
+    def quorum(self) -> QuorumPeer:
+        return self.ports.quorum
+
     @property
     def principal(self) -> str:
         forwarded = self.forwarded_principal
@@ -111,7 +177,7 @@ class RequestContext:
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """May this request's principal do `operation` on the resource? Always, when no
         authorizer is configured (as a Kafka without `authorizer.class.name`)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.ports.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize(self.principal, self.connection.host, operation, resource_type, name)
@@ -128,7 +194,7 @@ class RequestContext:
     def unauthorized(self, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
         """The names among `names` this principal may not `operation` (one decision per name;
         empty without an authorizer)."""
-        authorizer = self.broker.authorizer
+        authorizer = self.ports.authorizer
         if authorizer is None:
             return set()
         principal, host = self.principal, self.connection.host
@@ -137,7 +203,7 @@ class RequestContext:
     def authorized_operations(self, resource_type: ResourceType, name: str, everything: int) -> int:
         """KIP-430's bit field for the resource: `everything` (what the type supports) without
         an authorizer, else the supported operations this principal may do."""
-        authorizer = self.broker.authorizer
+        authorizer = self.ports.authorizer
         if authorizer is None:
             return everything
         return authorizer.authorized_operations_bits(self.principal, self.connection.host, resource_type, name)
