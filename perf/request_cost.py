@@ -49,6 +49,8 @@ import trio
 
 from kafkapy.broker.config import BrokerConfig
 from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers.fetch import handle_fetch
+from kafkapy.broker.handlers.produce import handle_produce
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
@@ -56,8 +58,6 @@ from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.connection import Connection
-from kafkapy.server.handlers.fetch import handle_fetch
-from kafkapy.server.handlers.produce import handle_produce
 
 TOPIC = "cost"
 FETCH_VERSION = 12

@@ -38,14 +38,14 @@ import trio
 
 from kafkapy.broker.config import Listener
 from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers import load_handlers
+from kafkapy.broker.handlers.registry import lookup
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
 from kafkapy.server.fault_control import serve_fault_control
 from kafkapy.server.frames import RequestMemory
-from kafkapy.server.handlers import load_handlers
-from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.security import listener_security
 
 if TYPE_CHECKING:

@@ -15,12 +15,12 @@ from typing import Any, cast
 import trio
 
 from kafkapy.broker.config import BrokerConfig, ClusterConfig
+from kafkapy.broker.handlers import load_handlers
 from kafkapy.raft import Entry, NotLeaderError
 from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.cluster.raft_driver import SNAPSHOT_BYTES_CONFIG, RaftDriver
 from kafkapy.server.connection import Connection
-from kafkapy.server.handlers import load_handlers
 from kafkapy.testing.cluster import free_ports
 
 STEP_S = 0.02
