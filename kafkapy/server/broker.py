@@ -267,9 +267,8 @@ class Broker:
         channel's in-process calls (the Server gives them; None: over the wire only)."""
         if self._node is not None:
             raise ValueError("the cluster node is already open")
-        node = self._node = ClusterNode(self, halt=halt, local_call=local_call)
-        self._ports = self._request_ports(node)
-        return node
+        self._node = ClusterNode(self, halt=halt, local_call=local_call)
+        return self._node
 
     def _request_ports(self, node: ClusterNode) -> RequestPorts:
         """What handlers may use of this broker and its node (kafkapy.broker.request_ports):
@@ -287,10 +286,11 @@ class Broker:
 
     @property
     def ports(self) -> RequestPorts:
-        """The handlers' ports (built with the cluster node; RuntimeError before, as `cluster`)."""
+        """The handlers' ports, built from the cluster node on first use (the first connection);
+        RuntimeError before the node is open, as `cluster`."""
         ports = self._ports
         if ports is None:
-            raise RuntimeError("the cluster node is not open: build the node with Server(broker)")
+            ports = self._ports = self._request_ports(self.cluster)
         return ports
 
     @property

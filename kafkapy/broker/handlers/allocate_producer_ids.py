@@ -1,5 +1,5 @@
 """AllocateProducerIds (67) v0 on the controller listener: a block of producer ids for a broker's
-idempotent and transactional producers (`ports.idempotence.ProducerIds` asks for them), from
+idempotent and transactional producers (`kafkapy.broker.idempotence.ProducerIds` asks for them), from
 the active controller (NOT_CONTROLLER elsewhere; the broker's ControllerChannel retries).
 
 Versions: all Kafka defines (v0); nothing of it is left out.

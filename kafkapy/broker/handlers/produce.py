@@ -46,7 +46,7 @@ published here by the time the creation returns (a single node: always), else it
 UNKNOWN_TOPIC_OR_PARTITION this time (the client retries once its metadata shows the leader).
 
 Where the rules live: the leader lookup, the write checks, idempotence, the KIP-890 check, the
-append and the HW wait are the partition facade's (`ports.partitions`,
+append and the HW wait are the partition facade's (`ctx.partitions`,
 kafkapy.broker.partitions); this module maps the request onto it and its results onto the answer.
 
 Authorization (an authorizer configured; Kafka's checks): transactional batches need WRITE on

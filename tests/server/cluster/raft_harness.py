@@ -33,6 +33,9 @@ class RaftOnlyNode:
     config: ClusterConfig
     controller_peers: PeerPool
     raft: RaftDriver | None = None
+    #: no controller channel and no controller: the broker's request ports name them
+    channel: None = None
+    controller: None = None
     applied: list[Entry] = field(default_factory=list)
 
 
