@@ -4,7 +4,8 @@ One lookup, `Partitions.leader(topic, partition, current_leader_epoch)`, says wh
 serves the partition as its leader: the leader's log and epoch (`LeaderPartition`) or the Kafka
 error code to answer with (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, and for a client
 epoch behind / ahead of the leader's FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH - Kafka's
-`Partition.localLogWithEpochOrThrow`). The operations on a leader partition follow:
+`Partition.localLogWithEpochOrThrow`; KAFKA_STORAGE_ERROR for a partition whose log is offline
+here and NOT_LEADER_OR_FOLLOWER for one whose log is loading, `kafkapy.broker.log_state`). The operations on a leader partition follow:
 `append` (Produce: idempotence, KIP-890 transaction verification, acks, and the caller's
 high-watermark wait through `wait_replicated`), `read` / `follower_fetch` (Fetch),
 `offset_for_timestamp` (ListOffsets), `end_offset_for_epoch` (OffsetForLeaderEpoch),
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
 from kafkapy.broker.errors import storage_failure
+from kafkapy.broker.log_state import LogState, PartitionLogStates
 from kafkapy.broker.metadata_store import topic_name_error
 from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch, ProducerStateManager
 from kafkapy.coordinator.txn import TopicPartition
@@ -160,6 +162,8 @@ class PartitionsHost(Protocol):
     @property
     def logs(self) -> LogManager: ...
     @property
+    def log_states(self) -> PartitionLogStates: ...
+    @property
     def replicas(self) -> ReplicaRoles: ...
     @property
     def producer_states(self) -> ProducerStates: ...
@@ -196,6 +200,9 @@ class Partitions:
         info = broker.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        states = broker.log_states
+        if states and (state := states.state(topic, partition)) is not LogState.READY:
+            return ErrorCode.KAFKA_STORAGE_ERROR if state is LogState.OFFLINE else ErrorCode.NOT_LEADER_OR_FOLLOWER
         role = broker.replicas.leader_role(topic, partition)
         plog = broker.logs.get(topic, partition) if role is not None else None
         if role is None or plog is None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.fetch_session import FetchSessionCache
     from kafkapy.broker.group_driver import GroupDriver
     from kafkapy.broker.idempotence import ProducerIds
+    from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.metadata_store import TopicStore
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.partitions import Partitions
@@ -190,6 +191,8 @@ class LocalBroker(Protocol):
     def data_dirs(self) -> list[Path]: ...
     @property
     def logs(self) -> LogManager: ...
+    @property
+    def log_states(self) -> PartitionLogStates: ...
 
     def auto_create_allowed(self) -> bool: ...
 

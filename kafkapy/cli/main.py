@@ -305,6 +305,9 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
                 # Printed, not logged (logging also writes to stderr, so both made it two
                 # lines): tools wait for this one line, and --log-level must not hide it.
                 line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
+                offline = len(broker.log_states.offline())
+                if offline:  # served without them: said here, the ERROR lines above say why
+                    line += f", {offline} partitions offline"
                 if server.http is not None:
                     line += f", HTTP on {server.http.url}"
                 print(line, file=sys.stderr, flush=True)

@@ -232,8 +232,10 @@ class Server:
 
     def readiness(self) -> tuple[bool, str]:
         """`/readyz`: (ready, what is missing). Ready = every listener bound and serving, the
-        node's broker registration unfenced (a controller-only node: a Raft leader known), and
-        no shutdown under way."""
+        node's broker registration unfenced (a controller-only node: a Raft leader known), no
+        partition whose log is loading (`kafkapy.broker.log_state`), and no shutdown under way.
+        Partitions whose log is offline are not waited for (they will not come back by
+        themselves): ready, with their count as the reason, so what `/readyz` says is true."""
         if self._shutdown.is_set():
             return False, "shutting down"
         if not self._serving:
@@ -245,7 +247,12 @@ class Server:
             if cluster.node_id not in cluster.image.brokers:
                 return False, "broker not registered with the controller yet"
             return False, "broker registration fenced (catching up with the metadata log)"
-        return True, ""
+        states = self.broker.log_states
+        loading = states.loading_count() if states else 0
+        if loading:
+            return False, f"{loading} partitions loading"
+        offline = len(states.offline()) if states else 0
+        return True, f"{offline} partitions offline" if offline else ""
 
     async def wait_ready(self) -> bool:
         """True once the node is ready to serve (`ClusterNode.is_ready()`); False if the

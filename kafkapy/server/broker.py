@@ -41,6 +41,7 @@ from kafkapy.broker.fetch_session import FetchSessionCache
 from kafkapy.broker.group_driver import GroupDriver
 from kafkapy.broker.idempotence import ProducerIds, ProducerStates
 from kafkapy.broker.internal_topics import RoleListener
+from kafkapy.broker.log_state import PartitionLogStates
 from kafkapy.broker.metadata_store import (
     MetaProperties,
     TopicInfo,
@@ -63,7 +64,7 @@ from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
-from kafkapy.storage.errors import InvalidLogConfigError
+from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 __all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
@@ -138,6 +139,9 @@ class Broker:
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
         self._authorizer = _authorizer(config)
+        #: each local partition's log state (ready / loading / offline): what every path that
+        #: serves a partition asks first (kafkapy.broker.log_state)
+        self.log_states = PartitionLogStates()
         self._open_storage(memory)
         #: cluster mode: derived from the voters, the same on every member (`cluster_id_for`)
         # (a quorum of one, with no voters configured, keeps the one of its data dir)
@@ -232,6 +236,8 @@ class Broker:
         self.default_log_config = LogConfig.from_topic_configs(self.config.topic_defaults())
         # first: the log manager locks the data dirs (a second broker on them fails here)
         self.logs = LogManager(self.data_dirs, self.default_log_config, on_io_failure=self._log_dir_failed)
+        for (topic, partition), error in self.logs.failed_logs().items():
+            self.log_states.set_offline(topic, partition, str(error))
         try:
             self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
         except BaseException:
@@ -335,12 +341,16 @@ class Broker:
         return self.config.get_bool("auto.create.topics.enable")
 
     def apply_topic_configs(self, info: TopicInfo) -> None:
-        """Push the topic's config to its open logs (file writes; any thread)."""
+        """Push the topic's config to its open logs (file writes; any thread). A log whose
+        config cannot be written goes offline alone (`log_states`); the others follow."""
         cfg = self.log_config(info)
         for p in range(info.partitions):
             plog = self.logs.get(info.name, p)
             if plog is not None:
-                plog.set_config(cfg, self.default_log_config)
+                try:
+                    plog.set_config(cfg, self.default_log_config)
+                except StorageError as e:
+                    self.log_states.set_offline(info.name, p, str(e))
 
     # -- partitions -------------------------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kafkapy.storage.log as log_module
+import kafkapy.storage.local_log as log_module
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.checkpoint import OffsetsCheckpoint
 from kafkapy.storage.writeback import PAGE_SIZE, WRITEBACK_SUPPORTED, start_writeback

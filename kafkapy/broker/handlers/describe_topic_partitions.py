@@ -30,8 +30,9 @@ from kafkapy.protocol.messages.describe_topic_partitions import (
 __all__ = ["handle_describe_topic_partitions"]
 
 
-def _image_partition(image: MetadataImage, topic: str, index: int) -> PartitionEntry:
-    """The partition as the metadata image has it."""
+def _image_partition(image: MetadataImage, topic: str, index: int, offline_here: int = -1) -> PartitionEntry:
+    """The partition as the metadata image has it; `offline_here`: this node's id when the
+    partition's log is offline here (listed among its offline replicas, as in Metadata)."""
     part = image.partition(topic, index)
     if part is None:
         return DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition(
@@ -47,7 +48,7 @@ def _image_partition(image: MetadataImage, topic: str, index: int) -> PartitionE
         error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
         partition_index=index, leader_id=leader, leader_epoch=part.leader_epoch,
         replica_nodes=list(part.replicas), isr_nodes=list(part.isr), eligible_leader_replicas=[],
-        last_known_elr=[], offline_replicas=[r for r in part.replicas if not alive(r)],
+        last_known_elr=[], offline_replicas=[r for r in part.replicas if not alive(r) or r == offline_here],
     )
 
 
@@ -57,6 +58,7 @@ async def handle_describe_topic_partitions(
 ) -> DescribeTopicPartitionsResponse:
     ports = ctx.ports
     image = ports.metadata.image
+    local = ports.local
     names = sorted({t.name for t in req.topics}) if req.topics else [t.name for t in ports.topics.all()]
     denied = ctx.unauthorized(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     if denied and not req.topics:
@@ -88,7 +90,8 @@ async def handle_describe_topic_partitions(
             if budget == 0:
                 response.next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=p)
                 return response
-            topic.partitions.append(_image_partition(image, name, p))
+            here = local.node_id if local.log_states.reason(name, p) else -1
+            topic.partitions.append(_image_partition(image, name, p, here))
             budget -= 1
     return response
 

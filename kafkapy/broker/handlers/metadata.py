@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections.abc import Collection
 
 from kafkapy.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from kafkapy.broker import runtime
@@ -54,6 +55,7 @@ __all__ = ["handle_metadata"]
 log = logging.getLogger(__name__)
 
 _ZERO_ID = uuid.UUID(int=0)
+Key = tuple[str, int]
 _CREATE_WAIT_S = 2.0  # how long an auto-creating Metadata request waits for the new topic
 _JOIN_WAIT_S = 5.0  # how long a node that has not joined yet holds a Metadata request
 
@@ -69,7 +71,10 @@ def _alive(image: MetadataImage, broker_id: int) -> bool:
     return reg is not None and not reg.fenced
 
 
-def _cluster_topic(image: MetadataImage, t: TopicImage) -> TopicEntry:
+def _cluster_topic(image: MetadataImage, t: TopicImage, offline_here: tuple[int, Collection[Key]]) -> TopicEntry:
+    """`offline_here`: this node's id and its partitions whose log is offline, listed among
+    the partition's `offline_replicas` as Kafka lists a replica in an offline log dir."""
+    node_id, offline = offline_here
     partitions = []
     for p, part in sorted(t.partitions.items()):
         leader = part.leader if part.leader >= 0 and _alive(image, part.leader) else -1
@@ -81,7 +86,10 @@ def _cluster_topic(image: MetadataImage, t: TopicImage) -> TopicEntry:
                 leader_epoch=part.leader_epoch,
                 replica_nodes=list(part.replicas),
                 isr_nodes=list(part.isr),
-                offline_replicas=[r for r in part.replicas if not _alive(image, r)],
+                offline_replicas=[
+                    r for r in part.replicas
+                    if not _alive(image, r) or (r == node_id and (t.name, p) in offline)
+                ],
             )
         )
     return MetadataResponse.MetadataResponseTopic(
@@ -113,6 +121,7 @@ async def _cluster_metadata(
         )
     version = ctx.api_version
     image = cluster.image
+    offline_here = (ports.local.node_id, ports.local.log_states.offline().keys())
     listener = ctx.connection.listener_name
     response = MetadataResponse(cluster_id=ports.local.cluster_id, controller_id=-1)
     for node_id, host, port, rack in alive_brokers(image, listener):
@@ -125,14 +134,14 @@ async def _cluster_metadata(
         cluster, [b.node_id for b in response.brokers]
     )
     if req.topics is None or (version == 0 and not req.topics):
-        response.topics = [_cluster_topic(image, t) for _, t in sorted(image.topics.items())]
+        response.topics = [_cluster_topic(image, t, offline_here) for _, t in sorted(image.topics.items())]
         return response
     allow_create = ports.local.auto_create_allowed() and (version < 4 or req.allow_auto_topic_creation)
     for wanted in req.topics:
         if wanted.name is None:
             t = image.topic_by_id(wanted.topic_id)
             response.topics.append(
-                _cluster_topic(image, t)
+                _cluster_topic(image, t, offline_here)
                 if t is not None
                 else _error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
             )
@@ -154,7 +163,7 @@ async def _cluster_metadata(
         if t is None:
             response.topics.append(_error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         else:
-            response.topics.append(_cluster_topic(image, t))
+            response.topics.append(_cluster_topic(image, t, offline_here))
     return response
 
 

@@ -130,13 +130,18 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) ->
         req = dataclasses.replace(req, topics=[t for t in req.topics if t.name not in throttled])
         if not req.topics:
             return CreateTopicsResponse(topics=refused, throttle_time_ms=ctx.throttle_ms)
+    absent = {t.name for t in req.topics if ports.topics.get(t.name) is None}
     try:
         response: CreateTopicsResponse = await ports.controller.create_topics(req)
     except PeerError as exc:
-        return CreateTopicsResponse(topics=[
+        response = CreateTopicsResponse(topics=[
             TopicResult(name=t.name, error_code=_controller_error(exc), error_message=str(exc))
             for t in req.topics
-        ] + refused, throttle_time_ms=ctx.throttle_ms)
+        ])
+    if not req.validate_only:
+        for result in response.topics:
+            if result.name in absent:
+                _created_meanwhile(ctx, result)
     response.topics += refused
     response.throttle_time_ms = ctx.throttle_ms
     if ctx.api_version >= 5:
@@ -264,6 +269,24 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     response.results += refused
     response.throttle_time_ms = ctx.throttle_ms
     return response
+
+
+_OUTCOME_UNKNOWN = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT})
+
+
+def _created_meanwhile(ctx: RequestContext, result: TopicResult) -> None:
+    """An answer that leaves the outcome open (no controller answer, NOT_CONTROLLER,
+    REQUEST_TIMED_OUT - a commit slowed by a full disk) for a topic that was absent when the
+    request came and is published now: the controller committed it, so the answer is success.
+    Never an error answer for a topic that exists: the client's retry would meet
+    TOPIC_ALREADY_EXISTS for its own topic."""
+    topic = ctx.metadata.image.topics.get(result.name)
+    if result.error_code not in _OUTCOME_UNKNOWN or topic is None:
+        return
+    first = topic.partitions.get(0)
+    result.error_code, result.error_message = ErrorCode.NONE, None
+    result.topic_id, result.num_partitions = topic.topic_id, len(topic.partitions)
+    result.replication_factor = len(first.replicas) if first is not None else -1
 
 
 def _controller_error(exc: Exception) -> ErrorCode:

@@ -19,8 +19,10 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   follower catches up, one AlterPartition in flight per partition, through the controller
   channel.
 
-Error handling: a log that cannot be opened or deleted is logged and the partition left without
-a role (produce/fetch answer NOT_LEADER_OR_FOLLOWER); an AlterPartition the controller refused
+Error handling: a log that cannot be opened or deleted takes that partition alone offline
+(`broker.log_states`: produce/fetch answer KAFKA_STORAGE_ERROR, one ERROR line, counted in the
+metrics; the log store logged the cause) and leaves it without a role; the rest of the delta and
+every other partition are applied as if nothing happened. An AlterPartition the controller refused
 is forgotten and tried again at the next check; an expansion whose outcome is unknown (no
 answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource handling: no tasks of its own except the ISR loop.
 """
@@ -46,6 +48,7 @@ from kafkapy.storage.errors import StorageError
 if TYPE_CHECKING:
     from kafkapy.broker.config import BrokerConfig
     from kafkapy.broker.idempotence import ProducerStates
+    from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
@@ -117,6 +120,8 @@ class ReplicaHost(Protocol):
     def config(self) -> BrokerConfig: ...
     @property
     def logs(self) -> LogManager: ...
+    @property
+    def log_states(self) -> PartitionLogStates: ...
     @property
     def topics(self) -> TopicStore: ...
     @property
@@ -200,21 +205,31 @@ class ReplicaManager:
         this node was down (Kafka's stray logs). Only on a whole image, which the publisher
         hands over once this broker has caught up, so it holds every topic that exists."""
         logs = self.broker.logs
-        for (topic, partition), plog in list(logs.logs().items()):
+        # a log that failed to open at start is a stray too when its topic is gone
+        found = {**dict.fromkeys(logs.failed_logs()), **logs.logs()}
+        for (topic, partition), plog in found.items():
             if topic == METADATA_TOPIC:
                 continue
             t = image.topics.get(topic)
             if (
                 t is not None
                 and partition in t.partitions
-                and (not plog.topic_id.int or plog.topic_id == t.topic_id)
+                and (plog is None or not plog.topic_id.int or plog.topic_id == t.topic_id)
             ):
                 continue
             log.warning("%s-%d belongs to no topic in the metadata: deleting it", topic, partition)
-            try:
-                logs.delete_log(topic, partition)
-            except StorageError:
-                log.exception("cannot delete the stray log %s-%d", topic, partition)
+            self._delete_log(topic, partition)
+
+    def _delete_log(self, topic: str, partition: int) -> bool:
+        """Delete the partition's log (a failed one's too): True when it is gone, else the
+        partition goes offline alone (a later delta or restart retries the delete)."""
+        try:
+            self.broker.logs.delete_log(topic, partition)
+        except StorageError as e:
+            self.broker.log_states.set_offline(topic, partition, str(e), undeleted=True)
+            return False
+        self.broker.log_states.set_ready(topic, partition)
+        return True
 
     def _remove_topic(self, info: TopicInfo, *, delete_logs: bool) -> None:
         broker = self.broker
@@ -223,7 +238,7 @@ class ReplicaManager:
         for p in range(info.partitions):
             self._drop_role((info.name, p))
             if delete_logs:
-                broker.logs.delete_log(info.name, p)
+                self._delete_log(info.name, p)
             broker.waiters.notify((info.name, p))
         log.info("removed topic %s", info.name)
 
@@ -240,23 +255,31 @@ class ReplicaManager:
         for p, part in sorted(t.partitions.items()):
             try:
                 self._apply_partition(image, info, p, part, configs_changed)
+            except StorageError as e:  # the log store logged the cause: no second traceback
+                broker.log_states.set_offline(t.name, p, str(e))
+                self._drop_role((t.name, p))
             except Exception:  # one bad partition must not stop the others from following
                 log.exception("%s-%d: applying its metadata failed", t.name, p)
                 self._drop_role((t.name, p))
 
     def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
-        logs = self.broker.logs
+        """The partition's log, created if new; None when it failed (the partition is then
+        offline, `_delete_log`)."""
+        logs, states = self.broker.logs, self.broker.log_states
+        plog = logs.get(info.name, p)
+        if plog is not None and plog.topic_id == info.topic_id:
+            return plog  # the common case: configs follow through `configs_changed`
+        if (plog is not None and plog.topic_id.int) or states.undeleted(info.name, p):
+            log.warning("%s-%d on disk belongs to an older topic: removing it", info.name, p)
+            if not self._delete_log(info.name, p):
+                return None
         try:
-            plog = logs.get(info.name, p)
-            if plog is not None and plog.topic_id == info.topic_id:
-                return plog  # the common case: configs follow through `configs_changed`
-            if plog is not None and plog.topic_id.int:
-                log.warning("%s-%d on disk belongs to an older topic id: removing it", info.name, p)
-                logs.delete_log(info.name, p)
-            return logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
-        except StorageError:
-            log.exception("cannot open the log of %s-%d", info.name, p)
+            plog = logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
+        except StorageError as e:
+            states.set_offline(info.name, p, str(e))
             return None
+        states.set_ready(info.name, p)
+        return plog
 
     def _apply_partition(
         self, image: MetadataImage, info: TopicInfo, p: int, part: PartitionImage, configs_changed: bool
@@ -268,9 +291,9 @@ class ReplicaManager:
         if node_id not in part.replicas:
             if role is not None:
                 self._drop_role(key)
-            if broker.logs.get(info.name, p) is not None:
+            if broker.logs.get(info.name, p) is not None or key in broker.logs.failed_logs():
                 log.info("%s-%d moved away from this broker: deleting its log", info.name, p)
-                broker.logs.delete_log(info.name, p)
+                self._delete_log(info.name, p)
             return
         plog = self._open_log(info, p)
         if plog is None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.context import ConnectionState
     from kafkapy.broker.fetch_session import FetchSessionCache
     from kafkapy.broker.group_driver import GroupDriver
+    from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.metadata_store import TopicStore
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.broker.txn_driver import TxnDriver
@@ -61,6 +62,8 @@ class ServedBroker(Protocol):
     def topics(self) -> TopicStore: ...
     @property
     def logs(self) -> LogManager: ...
+    @property
+    def log_states(self) -> PartitionLogStates: ...
     @property
     def stats(self) -> BrokerStats: ...
     @property

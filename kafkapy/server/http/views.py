@@ -169,7 +169,7 @@ def cluster_view(server: ServedNode) -> dict[str, Any]:
         "version": broker.version,
         "mode": "single node" if cluster.config.quorum_of_one else "cluster",
         "ready": ready,
-        "not_ready_reason": reason,
+        "not_ready_reason": "" if ready else reason,
         "pid": os.getpid(),
         "listeners": [
             {"name": b.listener.name, "host": b.host, "port": b.port} for b in server.bound
