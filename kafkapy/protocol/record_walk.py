@@ -25,12 +25,16 @@ INVALID_TIMESTAMP); those name every refused record, as Kafka does, in `RecordVa
 The walk returns the records' largest timestamp, which the broker stores as the batch's
 `maxTimestamp` (Kafka recomputes it from the records).
 
-Cost: integer comparisons per record and per varint byte, read straight from the buffer (no
-slicing, one- and two-byte varints inline): about 1 us per record on the 2-core test machine,
-64 us for a batch of 64 records of 1 KiB, plus the decompression of a compressed one. A batch
-at the decompression cap (64 MiB of records) takes seconds, so a caller on an event loop should
-hand a large compressed batch to a worker thread: `walk_records` is a plain function with no
-shared state for that reason.
+Cost: the per-record loop exists twice. `python_loop`, the reference, reads integers straight
+from the buffer (no slicing, one- and two-byte varints inline) and costs about 1.6 us per record
+(CPU time on the 2-core test machine: 68 us for 64 records of 1 KiB, 1.7 ms for 1,000 of
+100 B), which costs the produce path a third of its throughput. The C loop
+(`_record_walk.c`, built by setup.py where a compiler exists, `ACCELERATED`) gives the same
+answers for any bytes (tests/protocol/test_record_walk_c.py) in 2.6 us and 10 us for those
+batches, 10-20 ns per record. A batch at the decompression cap (64 MiB of records, 580k records
+of 100 B) takes 0.15 s of CPU to decompress and 10 ms to walk in C (seconds in Python); the C
+loop walks a region over 1 MiB without the GIL, so a caller on an event loop can hand a large
+compressed batch to a worker thread: `walk_records` is a plain function with no shared state.
 """
 
 from __future__ import annotations
