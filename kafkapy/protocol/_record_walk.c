@@ -40,6 +40,7 @@ enum {
 
 #define MIN_RECORD_BODY 6
 #define NOGIL_BYTES (1 << 20)
+#define POSITION_LIMIT (1LL << 62)
 
 typedef struct {
     int kind;
@@ -338,8 +339,9 @@ walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || bound(args[6], &w.high, 0, &w.always_out) < 0) {
         return NULL;
     }
-    if (start < 0) {
-        PyErr_SetString(PyExc_ValueError, "start must not be negative");
+    /* positions from a batch header (int32 lengths): far inside int64, so no sum overflows */
+    if (start < 0 || start > POSITION_LIMIT || w.end < -POSITION_LIMIT || w.end > POSITION_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "start must be in [0, 2**62], end in [-2**62, 2**62]");
         return NULL;
     }
     Py_buffer view;

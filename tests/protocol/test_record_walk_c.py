@@ -195,3 +195,13 @@ def test_a_batch_over_a_mib_gets_the_same_answer(require_key: bool) -> None:
     for codec in (Compression.NONE, Compression.ZSTD):
         outcome = _same_batch_outcome(_batch(_region(recs), len(recs), codec), checks=checks)
         assert len(outcome[2]) > 500
+
+
+@needs_c
+@pytest.mark.parametrize(("start", "end"), [(-1, 10), (2**62 + 1, 2**62 + 10), (0, 2**62 + 1), (0, -(2**62) - 1)])
+def test_positions_beyond_any_batch_are_refused_not_walked(start: int, end: int) -> None:
+    """Positions come from a batch header's int32 fields; the C loop refuses ones so far out
+    that its 64-bit position sums could overflow, rather than walking them."""
+    assert c_loop is not None
+    with pytest.raises(ValueError, match="start must be in"):
+        c_loop(b"\x00" * 16, start, end, 1, (False, 0, 0))
