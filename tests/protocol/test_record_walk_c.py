@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pytest
@@ -63,7 +64,7 @@ def _outcome(call: Callable[[], Any]) -> tuple[Any, ...]:
 def _same_batch_outcome(data: Buffer, pos: int = 0, checks: RecordChecks | None = None) -> tuple[Any, ...]:
     header = parse_batch_header(data, pos)
     outcomes = [
-        _outcome(lambda loop=loop: walk_records(data, pos, header, checks or RecordChecks(), loop=loop))  # type: ignore[misc]
+        _outcome(partial(walk_records, data, pos, header, checks or RecordChecks(), loop=loop))
         for loop in (python_loop, c_loop)
     ]
     assert outcomes[1] == outcomes[0]
@@ -100,6 +101,21 @@ def test_valid_and_single_fault_batches_get_the_same_answer(
     _same_batch_outcome(_batch(_region(recs), len(recs), codec), checks=checks)
     region, count = _corrupt(recs, fault, at % len(recs), amount)
     _same_batch_outcome(_batch(region, count, codec), checks=checks)
+
+
+@needs_c
+@given(recs=_recs, codec=st.sampled_from(CODECS), at=st.integers(0, 100), extra=st.integers(1, 3),
+       trailer=st.binary(max_size=40))  # fmt: skip
+@settings(max_examples=300, deadline=None)
+def test_header_counts_above_the_headers_get_the_same_answer(
+    recs: list[Rec], codec: Compression, at: int, extra: int, trailer: bytes
+) -> None:
+    """A record declaring more headers than it holds: the walk reads the next record's bytes
+    (or the batch's trailer) as headers until it has passed the record's end."""
+    recs = [replace(r, offset_delta=i) for i, r in enumerate(recs)]
+    i = at % len(recs)
+    recs[i] = replace(recs[i], header_count=len(recs[i].headers) + extra)
+    _same_batch_outcome(_batch(_region(recs), len(recs), codec) + trailer)
 
 
 @needs_c
@@ -172,6 +188,8 @@ _VALID = b"\x00\x00\x00\x02k\x02v\x00"  # attributes, ts 0, offset 0, key "k", v
         (_one(b"\x00\x00\x00\x01\x01\x02\x02h\x01"), 1, ""),  # a null header value
         (_one(b"\x00\x00\x00\x01\x01\x02\x02h" + b"\xff" * 5), 1, "Varint is too long, more than 5"),
         (_one(_VALID) + _one(_VALID), 2, "Invalid offset delta 0 of record 1"),
+        # 2 headers declared, the first fills the record: the second is read past it
+        (_one(b"\x00\x00\x00\x01\x01\x04\x02h\x02v"), 1, "Invalid record size: expected to read 10"),
     ],
 )
 def test_edge_varints_and_lengths_get_the_same_answer(region: bytes, count: int, message: str) -> None:
