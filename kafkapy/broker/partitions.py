@@ -18,7 +18,10 @@ metadata image (`kafkapy.server.cluster.partition_roles`, roles as `kafkapy.brok
 ISR - at once when the leader is the whole ISR.
 
 Hot path: per partition, one lookup (a dict read or two) and the batches handed to the log as
-the bytes they arrived in - validated per batch, never per record, never re-encoded.
+the bytes they arrived in - walked, never decoded into records, never re-encoded. A batch whose
+walk may stall the event loop (compressed, or many records: `costly_walk`) is walked in a worker
+thread and appended on the loop afterwards, so one compression bomb does not freeze every other
+client for the seconds its walk takes.
 """
 
 from __future__ import annotations

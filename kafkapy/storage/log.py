@@ -33,7 +33,9 @@ Thread-safety contract
 - One re-entrant lock per log guards the segment list, offsets and indexes. `append` (called
   from the trio thread) holds it only to assign offsets and `pwrite` into the page cache; CRC
   validation of the incoming bytes happens before the lock is taken, and no fsync ever happens
-  in `append`.
+  in `append`. `validate` (the record walk of a client batch, seconds for a compression bomb)
+  reads nothing of the log but its config and may run in a worker thread; `append` of what it
+  returns does not walk again.
 - `flush`, `delete_old_segments`, `truncate_*`, the cleaner and `close` may run in a worker
   thread. `flush` fsyncs *outside* the lock, so appends continue while the disk syncs.
   `offsets.checkpoint` is written outside it too (snapshot under the lock, write under a
