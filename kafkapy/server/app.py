@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from kafkapy.broker.config import Listener
+from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers import load_handlers
+from kafkapy.broker.handlers.registry import lookup
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
-from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.fault_control import serve_fault_control
 from kafkapy.server.frames import RequestMemory
-from kafkapy.server.handlers import load_handlers
-from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.security import listener_security
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def own_controller_call(
     if spec is None or not spec.supports(version):
         return None
     header = RequestHeader(int(api_key), version, 0, client_id)
-    ctx = RequestContext(broker, header, ConnectionState("in-process", "in-process"))
+    ctx = RequestContext(broker.ports, header, ConnectionState("in-process", "in-process"))
     return functools.partial(spec.func, ctx)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from kafkapy.broker.handlers.registry import REGISTRY
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -21,7 +22,6 @@ from kafkapy.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from kafkapy.server.handlers.registry import REGISTRY
 
 from .helpers import Client, batch, create_topic, running_broker, wait_until
 
