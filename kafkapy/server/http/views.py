@@ -24,12 +24,17 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerView",
     "GroupView",
+    "OfflineLogView",
     "PartitionView",
+    "UncleanableView",
     "broker_views",
     "cluster_view",
     "group_views",
+    "offline_logs",
     "partition_views",
+    "topic_configs",
     "transaction_states",
+    "uncleanable_partitions",
 ]
 
 
@@ -229,3 +234,55 @@ def transaction_states(broker: ServedBroker) -> dict[str, int]:
         for md in coordinator.transactions.values():
             counts[md.state.value] = counts.get(md.state.value, 0) + 1
     return counts
+
+
+def topic_configs(broker: Broker) -> dict[str, dict[str, str]]:
+    """Per topic, the configs set on it (its overrides of the broker defaults), as the
+    metadata image holds them: what `kafka-configs --describe --entity-type topics` lists as
+    non-default."""
+    return {name: dict(sorted(t.configs.items())) for name, t in broker.cluster.image.topics.items()}
+
+
+@dataclass(slots=True)
+class UncleanableView:
+    """A partition the log cleaner gave up on (Kafka's uncleanable partitions)."""
+
+    topic: str
+    partition: int
+    data_dir: str
+    reason: str
+    since_ms: int
+
+
+@dataclass(slots=True)
+class OfflineLogView:
+    """A partition log on this node that is offline: it could not be opened at start-up
+    (`LogManager.failed_logs`) or a write or fsync on it failed since."""
+
+    topic: str
+    partition: int
+    data_dir: str
+    reason: str
+
+
+def uncleanable_partitions(broker: Broker) -> list[UncleanableView]:
+    """The uncleanable partitions, by topic and partition."""
+    return [
+        UncleanableView(tp[0], tp[1], str(u.data_dir), u.reason, u.since_ms)
+        for tp, u in sorted(broker.logs.uncleanable.partitions().items())
+    ]
+
+
+def offline_logs(broker: Broker) -> list[OfflineLogView]:
+    """The offline partition logs of this node, by topic and partition."""
+    out = [
+        OfflineLogView(tp[0], tp[1], str(e.path.parent), str(e.cause))
+        for tp, e in broker.logs.failed_logs().items()
+    ]
+    out += [
+        OfflineLogView(tp[0], tp[1], str(plog.directory.parent), "a write or fsync failed")
+        for tp, plog in broker.logs.logs().items()
+        if plog.offline
+    ]
+    out.sort(key=lambda v: (v.topic, v.partition))
+    return out
