@@ -53,6 +53,10 @@ def member_joined(group: ClassicGroup, member: Member) -> None:
 def rebalance_started(group: ClassicGroup, wait_ms: int, *, initial_delay: bool) -> None:
     """Why the members' JoinGroup calls wait: for the others to rejoin, or for more members
     (group.initial.rebalance.delay.ms on an Empty group)."""
+    if not group.members:
+        log.info("group %s: no members left: generation %d will be empty", group.group_id,
+                 group.generation + 1)
+        return
     if initial_delay:
         why = f"waiting {wait_ms} ms (group.initial.rebalance.delay.ms) for more members to join"
     else:

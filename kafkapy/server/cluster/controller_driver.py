@@ -183,7 +183,8 @@ class ControllerDriver:
             self.config, image, now_ms=monotonic_ms(), next_offset=image.offset + 1
         )
         self._epoch = raft.epoch
-        log.info(
+        log.log(
+            logging.DEBUG if self.cluster_config.quorum_of_one else logging.INFO,
             "node %d is the active controller (epoch %d, metadata offset %d, %d brokers)",
             self.node_id,
             raft.epoch,
@@ -325,7 +326,7 @@ class ControllerDriver:
             await self.submit(lambda c: ControllerResult([], None))
         except NotControllerError:
             return
-        log.info("finalized the bootstrap feature levels in the metadata log")
+        log.debug("finalized the bootstrap feature levels in the metadata log")
 
     def _note_oversleep(self, overslept_s: float) -> None:
         """A sleep that ended `overslept_s` late means this process did not run meanwhile
