@@ -61,8 +61,10 @@ function linearAxis(values, fmt) {
 // ticks at 0 and the powers of `base` (10 for counts, 1024 for bytes) below the top
 function logAxis(values, fmt, base) {
   const top = Math.max(1, Math.ceil(Math.log10(1 + Math.max(0, ...values))));
+  // 1 sits a third of a decade above 0 (their labels collide): only when nothing above fits
   const ticks = [0];
-  for (let v = 1; Math.log10(1 + v) <= top; v *= base) ticks.push(v);
+  for (let v = base; Math.log10(1 + v) <= top; v *= base) ticks.push(v);
+  if (ticks.length === 1) ticks.push(1);
   while (ticks.length > 6) {
     const kept = ticks.slice(1).filter((_, i) => i % 2 === 1);
     ticks.length = 1;
