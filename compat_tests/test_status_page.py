@@ -6,19 +6,28 @@ its charts must be drawn; a screenshot is kept under the test's tmp dir (path pr
 What a reader of a small single node relies on: the topics and groups open, the lag chart on the
 group that lags most, a burst not flattening steady traffic in the throughput chart, the hot
 partition first, the topic's own configs, sizes that say whose they are, a partition log that
-could not be opened listed under storage health, and the Raft quorum of one out of the way."""
+could not be opened and a partition the cleaner gave up on listed under storage health, and the
+Raft quorum of one out of the way."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from compat_tests.conftest import BrokerFactory, in_ci
 
@@ -46,6 +55,7 @@ LIVE_GROUP = "page-live"
 LIVE_CLIENT = "page-test-client"
 TOPIC_CONFIGS = {"retention.ms": "86400000"}
 BROKEN = "legacy-0"  # a partition log on disk whose segment cannot be opened
+KEYED = "keyed"  # compacted once a segment of it is damaged: the cleaner gives up on it
 
 
 @pytest.fixture
@@ -79,6 +89,32 @@ def _fill(bootstrap: str) -> None:
     consumer.close()
 
 
+def _make_uncleanable(bootstrap: str, data_dir: Path, page_url: str) -> None:
+    """A topic with closed segments, the first one's records overwritten on disk, then made
+    compacted: the cleaner's next pass fails on it and marks it uncleanable."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    small = {"segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
+    admin.create_topics([NewTopic(KEYED, 1, 1, config=small)])[KEYED].result(15)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(60):
+        producer.produce(KEYED, key=b"k%d" % (i % 3), value=b"v" * 100)
+        assert producer.flush(10) == 0
+    with open(data_dir / f"{KEYED}-0" / "00000000000000000000.log", "r+b") as segment:
+        segment.seek(61)  # past the first batch's header: its records
+        segment.write(b"\xff" * 40)
+    compact = ConfigResource("topic", KEYED, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    ])
+    admin.incremental_alter_configs([compact])[compact].result(15)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(page_url + "api/status?summary=1", timeout=10) as response:
+            if json.loads(response.read())["storage"]["uncleanable"]:
+                return
+        time.sleep(0.2)
+    raise AssertionError("the cleaner did not give up on the damaged partition")
+
+
 def _admin_view(bootstrap: str) -> dict[str, object]:
     """What the Kafka admin API says: cluster, brokers, log ends, committed offsets."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -106,10 +142,14 @@ def test_status_page_renders_and_matches_the_admin_api(
 
     data_dir = tmp_path / "data"
     (data_dir / BROKEN / "00000000000000000000.log").mkdir(parents=True)
-    broker = broker_factory.start(data_dir=data_dir, extra_args=["--http", "127.0.0.1:0"])
+    broker = broker_factory.start(
+        data_dir=data_dir,
+        extra_args=["--http", "127.0.0.1:0", "--override", "log.cleaner.backoff.ms=200"],
+    )
     url = re.search(r"HTTP on (http://\S+/)", broker.log_text())
     assert url, broker.log_tail()
     _fill(broker.bootstrap)
+    _make_uncleanable(broker.bootstrap, data_dir, url.group(1))
     admin = _admin_view(broker.bootstrap)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     # a live member, so the page has one to show (librdkafka heartbeats in its own thread)
@@ -264,6 +304,11 @@ def _check_storage_health_and_raft_placement(page: Page) -> None:
     cells = [c.strip() for c in offline.first.locator("td").all_inner_texts()]
     assert cells[:2] == ["legacy", "0"]
     assert "Is a directory" in cells[3]
+    uncleanable = page.locator("table.uncleanable tbody tr")
+    assert uncleanable.count() == 1
+    cells = [c.strip() for c in uncleanable.first.locator("td").all_inner_texts()]
+    assert cells[:2] == [KEYED, "0"]
+    assert "InvalidRecordError" in cells[3]
     # a single node's Raft quorum: not in the cluster table, collapsed below the groups
     assert "Raft" not in page.inner_text("#cluster-table")
     raft = page.locator("details#raft-internals")
