@@ -85,6 +85,17 @@ def test_session_expiry_is_logged_with_its_reason(caplog: pytest.LogCaptureFixtu
     assert any("group g: rebalancing to generation 2" in m for m in lines)
 
 
+def test_a_rebalance_names_the_members_it_waits_for(caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness()
+    leader, follower = two_member_group(h)
+    caplog.set_level(logging.INFO, LOGGER)
+    h.join(member_id=leader, client="app-0")  # the leader rejoins: the follower must too
+    assert (
+        "group g: rebalancing to generation 2: waiting up to 30000 ms (the rebalance timeout) "
+        f"for 1 of 2 members to rejoin: {follower} (client.id app-1 from /127.0.0.1)"
+    ) in infos(caplog)
+
+
 def test_leave_is_logged_as_leave(caplog: pytest.LogCaptureFixture) -> None:
     h = Harness()
     _, follower = two_member_group(h)

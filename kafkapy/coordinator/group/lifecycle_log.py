@@ -38,6 +38,8 @@ NOT_REJOINED = "did not rejoin within the rebalance timeout"
 NOT_SYNCED = "did not SyncGroup within the rebalance timeout"
 FENCED = "fenced: its group.instance.id joined again as a new member"
 NOT_REVOKED = "fenced: did not revoke its partitions within the rebalance timeout"
+#: members named in a line about the ones a rebalance waits for
+MAX_NAMED = 5
 
 
 def _who(member: Member) -> str:
@@ -60,7 +62,11 @@ def rebalance_started(group: ClassicGroup, wait_ms: int, *, initial_delay: bool)
     if initial_delay:
         why = f"waiting {wait_ms} ms (group.initial.rebalance.delay.ms) for more members to join"
     else:
-        why = f"waiting up to {wait_ms} ms (the rebalance timeout) for {len(group.members)} members to rejoin"
+        absent = [m for m in group.members.values() if m.awaiting_join is None]
+        named = ", ".join(_who(m) for m in absent[:MAX_NAMED])
+        more = f" and {len(absent) - MAX_NAMED} more" if len(absent) > MAX_NAMED else ""
+        why = (f"waiting up to {wait_ms} ms (the rebalance timeout) for {len(absent)} of "
+               f"{len(group.members)} members to rejoin" + (f": {named}{more}" if absent else ""))
     log.info("group %s: rebalancing to generation %d: %s", group.group_id, group.generation + 1, why)
 
 
