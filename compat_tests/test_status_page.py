@@ -54,7 +54,7 @@ COMMITTED = (150, 200, 100)  # lag 50, 0, 100
 LIVE_GROUP = "page-live"
 LIVE_CLIENT = "page-test-client"
 TOPIC_CONFIGS = {"retention.ms": "86400000"}
-BROKEN = "legacy-0"  # a partition log on disk whose segment cannot be opened
+BROKEN = "legacy"  # a topic whose log is damaged while the broker is down: offline after
 KEYED = "keyed"  # compacted once a segment of it is damaged: the cleaner gives up on it
 
 
@@ -87,6 +87,18 @@ def _fill(bootstrap: str) -> None:
         offsets=[TopicPartition(TOPIC, p, c) for p, c in enumerate(COMMITTED)], asynchronous=False
     )
     consumer.close()
+
+
+def _damaged_topic(broker_factory: BrokerFactory, data_dir: Path) -> None:
+    """The topic BROKEN created, then its log damaged while its broker is stopped: a directory
+    where its first segment should be, so the next start cannot open it."""
+    first = broker_factory.start(data_dir=data_dir)
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    admin.create_topics([NewTopic(BROKEN, 1, 1)])[BROKEN].result(15)
+    first.stop()
+    segment = data_dir / f"{BROKEN}-0" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
 
 
 def _make_uncleanable(bootstrap: str, data_dir: Path, page_url: str) -> None:
@@ -141,7 +153,7 @@ def test_status_page_renders_and_matches_the_admin_api(
     from playwright.sync_api import sync_playwright
 
     data_dir = tmp_path / "data"
-    (data_dir / BROKEN / "00000000000000000000.log").mkdir(parents=True)
+    _damaged_topic(broker_factory, data_dir)
     broker = broker_factory.start(
         data_dir=data_dir,
         extra_args=["--http", "127.0.0.1:0", "--override", "log.cleaner.backoff.ms=200"],
@@ -302,7 +314,7 @@ def _check_storage_health_and_raft_placement(page: Page) -> None:
     offline = page.locator("table.offline-logs tbody tr")
     assert offline.count() == 1
     cells = [c.strip() for c in offline.first.locator("td").all_inner_texts()]
-    assert cells[:2] == ["legacy", "0"]
+    assert cells[:2] == [BROKEN, "0"]
     assert "Is a directory" in cells[3]
     uncleanable = page.locator("table.uncleanable tbody tr")
     assert uncleanable.count() == 1

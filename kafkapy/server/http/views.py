@@ -256,8 +256,8 @@ class UncleanableView:
 
 @dataclass(slots=True)
 class OfflineLogView:
-    """A partition log on this node that is offline: it could not be opened at start-up
-    (`LogManager.failed_logs`) or a write or fsync on it failed since."""
+    """A partition log on this node that is offline (`broker.log_states`): it could not be
+    opened at start-up, or a write, fsync or metadata change on it failed since."""
 
     topic: str
     partition: int
@@ -274,15 +274,13 @@ def uncleanable_partitions(broker: Broker) -> list[UncleanableView]:
 
 
 def offline_logs(broker: Broker) -> list[OfflineLogView]:
-    """The offline partition logs of this node, by topic and partition."""
-    out = [
-        OfflineLogView(tp[0], tp[1], str(e.path.parent), str(e.cause))
-        for tp, e in broker.logs.failed_logs().items()
-    ]
-    out += [
-        OfflineLogView(tp[0], tp[1], str(plog.directory.parent), "a write or fsync failed")
-        for tp, plog in broker.logs.logs().items()
-        if plog.offline
-    ]
-    out.sort(key=lambda v: (v.topic, v.partition))
+    """The offline partition logs of this node with why, by topic and partition; the data dir
+    is where the log is (or was found, for one that could not be opened)."""
+    failed = broker.logs.failed_logs()
+    logs = broker.logs.logs()
+    out = []
+    for tp, reason in sorted(broker.log_states.offline().items()):
+        plog, error = logs.get(tp), failed.get(tp)
+        where = plog.directory.parent if plog is not None else error.path.parent if error else None
+        out.append(OfflineLogView(tp[0], tp[1], "" if where is None else str(where), reason))
     return out

@@ -12,15 +12,19 @@ from kafkapy.server.http.status import History, status_json
 from tests.server.helpers import create_topic, running_broker
 
 
-def _broken_log(data_dir: Path, name: str) -> None:
-    """A partition directory whose segment is a directory: it cannot be opened at start-up."""
-    (data_dir / name / "00000000000000000000.log").mkdir(parents=True)
+def _damage(data_dir: Path, name: str) -> None:
+    """A directory where the log's first segment should be: it cannot be opened at start-up."""
+    segment = data_dir / name / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
 
 
 async def test_offline_and_uncleanable_partitions_are_shown_and_counted(tmp_path: Path) -> None:
-    _broken_log(tmp_path, "broken-0")
-    async with running_broker(tmp_path) as (broker, server, port):
+    async with running_broker(tmp_path) as (_, _server, port):
+        await create_topic(port, "broken", 1)
         await create_topic(port, "compacted", 1, {"cleanup.policy": "compact"})
+    _damage(tmp_path, "broken-0")
+    async with running_broker(tmp_path) as (broker, server, port):
         plog = broker.logs.get("compacted", 0)
         assert plog is not None
         since = int(time.time() * 1000)
