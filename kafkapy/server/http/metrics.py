@@ -111,7 +111,7 @@ def _log_dirs(server: ServedNode) -> dict[str, tuple[int, int, int]]:
     offline: dict[str, int] = defaultdict(int)
     for o in offline_logs(broker):
         offline[o.data_dir] += 1
-    out = {str(d): (0, 0, 0) for d in broker.data_dirs}
+    out = {str(d): (0, 0, 0) for d in broker.logs.data_dirs}
     for path, (count, size) in uncleanable.items():
         out[str(path)] = (count, size, 0)
     for name, n in offline.items():

@@ -236,7 +236,7 @@ def transaction_states(broker: ServedBroker) -> dict[str, int]:
     return counts
 
 
-def topic_configs(broker: Broker) -> dict[str, dict[str, str]]:
+def topic_configs(broker: ServedBroker) -> dict[str, dict[str, str]]:
     """Per topic, the configs set on it (its overrides of the broker defaults), as the
     metadata image holds them: what `kafka-configs --describe --entity-type topics` lists as
     non-default."""
@@ -265,7 +265,7 @@ class OfflineLogView:
     reason: str
 
 
-def uncleanable_partitions(broker: Broker) -> list[UncleanableView]:
+def uncleanable_partitions(broker: ServedBroker) -> list[UncleanableView]:
     """The uncleanable partitions, by topic and partition."""
     return [
         UncleanableView(tp[0], tp[1], str(u.data_dir), u.reason, u.since_ms)
@@ -273,7 +273,7 @@ def uncleanable_partitions(broker: Broker) -> list[UncleanableView]:
     ]
 
 
-def offline_logs(broker: Broker) -> list[OfflineLogView]:
+def offline_logs(broker: ServedBroker) -> list[OfflineLogView]:
     """The offline partition logs of this node with why, by topic and partition; the data dir
     is where the log is (or was found, for one that could not be opened)."""
     failed = broker.logs.failed_logs()
