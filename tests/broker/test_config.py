@@ -200,5 +200,5 @@ def test_scaling_levers_are_known_keys_and_only_kafkas_rack_aware_selector_is_ta
     assert config.get_int("max.broker.partitions") == 500
     assert config.get_bool("auto.leader.rebalance.enable")
     assert config.get_int("max.partitions") == 2147483647
-    with pytest.raises(ConfigError, match="replica.selector.class"):
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class"):
         BrokerConfig({"replica.selector.class": "com.example.NearestSelector"})
