@@ -131,6 +131,7 @@ class BrokerCollector:
                 "bytes_in": dict(stats.bytes_in),
                 "bytes_out": dict(stats.bytes_out),
                 "replication_bytes_out": dict(stats.replication_bytes_out),
+                "follower_bytes_out": dict(stats.follower_bytes_out),
                 "requests": dict(stats.requests),
                 "errors": dict(stats.errors),
                 "connections_created": dict(stats.connections_created),
@@ -187,6 +188,11 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
         ("replicationbytesout", "replication_bytes_out", "Record bytes returned to follower fetches"),
     ):
         yield _sorted_counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"], c[key])
+    yield _sorted_counter(
+        "kafkapy_server_brokertopicmetrics_followerbytesout",
+        "Record bytes returned to consumer fetches by this broker as a follower (KIP-392)",
+        ["topic"], c["follower_bytes_out"],
+    )
 
 
 def _request_metrics(snap: Snapshot) -> Iterator[Metric]:
