@@ -199,3 +199,30 @@ def test_single_node_end_offset_for_epoch(single: Broker) -> None:
     assert isinstance(lp, LeaderPartition)
     assert partitions.end_offset_for_epoch(lp, 0) == (0, 1)
     assert partitions.end_offset_for_epoch(lp, 1) == (0, 1)
+
+
+def test_a_consumer_may_read_a_follower_replica_but_not_a_partition_held_elsewhere(clustered: Broker) -> None:
+    """KIP-392: Fetch v11+ from a consumer is served by any replica (`Partitions.replica`)."""
+    partitions = clustered.partitions
+    follower = partitions.replica("t", 1)
+    assert isinstance(follower, LeaderPartition)
+    assert (follower.leader_epoch, follower.role.is_leader) == (3, False)
+    assert follower.log is clustered.logs.get("t", 1)
+    assert partitions.replica("t", 1, 2) is ErrorCode.FENCED_LEADER_EPOCH
+    assert partitions.replica("elsewhere", 0) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partitions.replica("missing", 0) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_follower_refuses_offsets_above_its_high_watermark_or_outside_its_log(clustered: Broker) -> None:
+    follower = clustered.partitions.replica("t", 1)
+    assert isinstance(follower, LeaderPartition)
+    plog = follower.log
+    plog.append_as_follower(batch(b"a", b"b", b"c"))  # replicated, not yet committed
+    plog.high_watermark = 1
+    check = Partitions.read_error_on_follower
+    assert check(follower, 0) is None
+    assert check(follower, 1) is None  # at the high watermark: nothing yet, no error
+    assert check(follower, 2) is ErrorCode.OFFSET_NOT_AVAILABLE
+    assert check(follower, 3) is ErrorCode.OFFSET_NOT_AVAILABLE
+    assert check(follower, 4) is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert check(follower, -1) is ErrorCode.OFFSET_OUT_OF_RANGE
