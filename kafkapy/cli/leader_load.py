@@ -9,12 +9,13 @@ Rules:
   read from it); a broker's load is the sum over the partitions it leads.
 - Hot partition: a rate above `partition_factor` times its topic's median partition rate (and
   above zero). Hot broker: a load above `broker_factor` times the cluster's mean broker load.
-- Balancer: leadership moves only (a replica becomes leader: preferred replica order plus a
-  preferred election, no data copied). Partitions are placed heaviest first, each on the
-  in-sync replica whose broker has the least load so far (ties: the current leader, then the
-  lowest id) - the longest-processing-time rule, which keeps a partition hotter than the mean
-  where it is alone and moves its broker's other leaderships away. The plan is kept only when
-  it lowers the highest broker load; otherwise nothing moves.
+- Balancer: leadership moves only (an in-sync replica becomes leader: preferred replica order
+  plus a preferred election, no data copied). Repeatedly, of the leaderships of the most
+  loaded broker, the one move to another in-sync replica that leaves the lower maximum of the
+  two brokers' loads is made, while that maximum is below the most loaded broker's load; then
+  it stops. So only moves that lower the top load are made, from the top broker; a partition
+  hotter than the mean stays where it is (moving it would only make another broker the top)
+  and its broker's other leaderships move away.
 """
 
 from __future__ import annotations
@@ -97,22 +98,31 @@ def hot_brokers(loads: Mapping[int, float], broker_factor: float = 1.25) -> list
 def balance_leaders(parts: Sequence[PartitionLoad], brokers: Sequence[int]) -> list[LeaderMove]:
     """Leadership moves that lower the highest broker load (see the module rules); [] when
     none does."""
-    assigned = dict.fromkeys(brokers, 0.0)
-    plan: dict[TP, int] = {}
-    for p in sorted(parts, key=lambda p: (-p.bytes_per_s, p.topic, p.partition)):
-        candidates = [r for r in p.isr if r in assigned] or ([p.leader] if p.leader in assigned else [])
-        if not candidates:
-            continue
-        best = min(candidates, key=lambda r: (assigned[r], r != p.leader, r))
-        assigned[best] += p.bytes_per_s
-        plan[(p.topic, p.partition)] = best
-    before = broker_loads(parts, brokers)
-    after = broker_loads(parts, brokers, plan)
-    if max(after.values(), default=0.0) >= max(before.values(), default=0.0):
-        return []
+    leaders = {(p.topic, p.partition): p.leader for p in parts}
+    loads = broker_loads(parts, brokers)
+    for _ in range(len(parts)):
+        top = max(loads, key=lambda b: (loads[b], -b))
+        best: tuple[float, PartitionLoad, int] | None = None
+        for p in parts:
+            if leaders[(p.topic, p.partition)] != top:
+                continue
+            for r in p.isr:
+                if r == top or r not in loads:
+                    continue
+                worst = max(loads[top] - p.bytes_per_s, loads[r] + p.bytes_per_s)
+                if worst < loads[top] and (best is None or worst < best[0]):
+                    best = (worst, p, r)
+        if best is None:
+            break
+        _, p, r = best
+        loads[top] -= p.bytes_per_s
+        loads[r] += p.bytes_per_s
+        leaders[(p.topic, p.partition)] = r
+    if max(loads.values(), default=0.0) >= max(broker_loads(parts, brokers).values(), default=0.0):
+        return []  # brokers tied at the top: moving off one leaves another there
     moves = []
     for p in parts:
-        new = plan.get((p.topic, p.partition), p.leader)
+        new = leaders[(p.topic, p.partition)]
         if new != p.leader:
             order = (new, *(r for r in p.replicas if r != new))
             moves.append(LeaderMove(p.topic, p.partition, p.leader, new, order))
