@@ -10,10 +10,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.conftest import unique_topic
 from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixture)
@@ -52,9 +53,9 @@ class HotKeyProducer(threading.Thread):
         self.stop = threading.Event()
         self.hot_partition = -1
 
-    def _delivered(self, err: object, msg: object) -> None:
-        if err is None and msg.key() == b"hot":  # type: ignore[attr-defined]
-            self.hot_partition = msg.partition()  # type: ignore[attr-defined]
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is None and msg.key() == b"hot":
+            self.hot_partition = msg.partition()
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -64,17 +65,18 @@ class HotKeyProducer(threading.Thread):
                 if p != self.hot_partition:
                     self.producer.produce(self.topic, value=VALUE, partition=p)
             self.producer.poll(0)
-            self.producer.flush(10) if len(self.producer) > 2000 else None
+            if len(self.producer) > 2000:
+                self.producer.flush(10)
             self.stop.wait(0.02)
         self.producer.flush(30)
 
 
-def hot(cluster: ClusterProcesses, *args: str) -> dict[str, object]:
+def hot(cluster: ClusterProcesses, *args: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "kafkapy", "cluster", "hot", "--json", "--interval", "5",
            "--bootstrap-server", cluster.bootstrap, *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
-    doc: dict[str, object] = json.loads(r.stdout)
+    doc: dict[str, Any] = json.loads(r.stdout)
     return doc
 
 
@@ -91,20 +93,22 @@ def test_a_hot_key_tops_the_list_and_executing_the_plan_evens_broker_load(cluste
         wait_until("hot key delivered", lambda: producer.hot_partition >= 0, cluster)
         plan = hot(cluster, "--execute")
         hot_list = plan["hot_partitions"]
-        assert isinstance(hot_list, list) and hot_list, plan
+        assert hot_list, plan
         assert (hot_list[0]["topic"], hot_list[0]["partition"]) == (topic, producer.hot_partition)
         hot_leader = ASSIGNMENT[producer.hot_partition][0]
-        assert [b["broker"] for b in plan["brokers"] if b["hot"]] == [hot_leader]  # type: ignore[attr-defined]
+        assert [b["broker"] for b in plan["brokers"] if b["hot"]] == [hot_leader]
         print(f"before {plan['before']:.2f}, planned after {plan['after']:.2f}")
-        assert plan["before"] > 1.25 and plan["after"] <= 1.25 and plan["executed"], plan  # type: ignore[operator]
+        assert plan["before"] > 1.25, plan
+        assert plan["after"] <= 1.25, plan
+        assert plan["executed"], plan
         moved = plan["moves"]
-        assert all(m["partition"] != producer.hot_partition for m in moved)  # type: ignore[attr-defined]
-        assert all(m["from"] == hot_leader for m in moved), moved  # type: ignore[attr-defined]
+        assert all(m["partition"] != producer.hot_partition for m in moved)
+        assert all(m["from"] == hot_leader for m in moved), moved
         wait_until("moves applied", lambda: all(
-            partitions(admin, topic)[m["partition"]][0] == m["to"] for m in moved), cluster)  # type: ignore[attr-defined]
+            partitions(admin, topic)[m["partition"]][0] == m["to"] for m in moved), cluster)
         measured = hot(cluster)
         print(f"measured after executing: {measured['before']:.2f}")
-        assert measured["before"] <= 1.25, measured  # type: ignore[operator]
+        assert measured["before"] <= 1.25, measured
     finally:
         producer.stop.set()
         producer.join(60)
