@@ -226,3 +226,55 @@ def test_a_follower_refuses_offsets_above_its_high_watermark_or_outside_its_log(
     assert check(follower, 3) is ErrorCode.OFFSET_NOT_AVAILABLE
     assert check(follower, 4) is ErrorCode.OFFSET_OUT_OF_RANGE
     assert check(follower, -1) is ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def _racked_image(isr: tuple[int, ...]) -> MetadataImage:
+    """Node 1 (rack a) leads t-0 with a follower on node 2 (rack b), in-sync per `isr`."""
+    image = MetadataImage()
+    t = uuid.UUID(int=7)
+    records: list[MetadataRecord] = []
+    for node, rack in ((1, "a"), (2, "b")):
+        records += [
+            RegisterBrokerRecord(node, uuid.UUID(int=node), 10 + node, (Endpoint("PLAINTEXT", "127.0.0.1", 1),), rack),
+            UnfenceBrokerRecord(node, 10 + node),
+        ]
+    shrunk = len(isr) == 1  # an ISR change bumps the partition epoch
+    records += [
+        TopicRecord("t", t),
+        PartitionRecord(0, t, (1, 2), isr, leader=1, leader_epoch=LED_EPOCH, partition_epoch=int(shrunk)),
+    ]
+    for offset, record in enumerate(records):
+        image.apply(record, offset)
+    return image
+
+
+def publish(broker: Broker, image: MetadataImage) -> None:
+    """What the node's metadata publisher does: the image is the node's, then applied."""
+    broker.cluster.publisher.image = image  # type: ignore[union-attr]
+    broker.apply_metadata(image, None)
+
+
+def test_the_leader_names_the_in_sync_follower_of_the_consumers_rack_only(tmp_path: Path) -> None:
+    """KIP-392 on the leader: a rack-b consumer is sent to node 2 while it is in the ISR and
+    covers the offset; a rack-a consumer stays; once node 2 leaves the ISR nobody is named."""
+
+    async def check() -> None:
+        broker = build_node(tmp_path, node_settings(1, tmp_path)).broker
+        try:
+            publish(broker, _racked_image((1, 2)))
+            partitions = broker.partitions
+            lp = partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            assert partitions.follower_fetch(lp, 2, 0, -1, 0, report=True) is None
+            assert partitions.preferred_read_replica(lp, 0, "b", "PLAINTEXT") == 2
+            assert partitions.preferred_read_replica(lp, 0, "a", "PLAINTEXT") == -1
+            assert partitions.preferred_read_replica(lp, 5, "b", "PLAINTEXT") == -1  # beyond its log
+            assert partitions.preferred_read_replica(lp, 0, "b", "SSL") == -1  # no endpoint there
+            publish(broker, _racked_image((1,)))
+            lp = partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            assert partitions.preferred_read_replica(lp, 0, "b", "PLAINTEXT") == -1
+        finally:
+            broker.close()
+
+    trio.run(check)
