@@ -101,6 +101,9 @@ _AT_LEAST = {
     "log.retention.check.interval.ms": 1,
     "group.initial.rebalance.delay.ms": 0,
     "socket.request.max.bytes": 1,
+    "leader.imbalance.check.interval.seconds": 1,
+    "max.broker.partitions": 1,
+    "max.partitions": 1,
 }
 
 

@@ -200,5 +200,7 @@ def test_scaling_levers_are_known_keys_and_only_kafkas_rack_aware_selector_is_ta
     assert config.get_int("max.broker.partitions") == 500
     assert config.get_bool("auto.leader.rebalance.enable")
     assert config.get_int("max.partitions") == 2147483647
+    with pytest.raises(ConfigError, match="must be at least 1"):
+        BrokerConfig({"leader.imbalance.check.interval.seconds": "0"})
     with pytest.raises(ConfigError, match=r"replica\.selector\.class"):
         BrokerConfig({"replica.selector.class": "com.example.NearestSelector"})
