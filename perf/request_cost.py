@@ -241,14 +241,21 @@ async def _socket_loop(args: argparse.Namespace, broker: Broker) -> dict[str, An
         client = threading.Thread(
             target=run_client, args=(theirs, frame, args.requests + 3, args.inflight), daemon=True
         )
+        profiler = cProfile.Profile() if args.profile else None
         gc.disable()
         start = time.thread_time()
         client.start()
+        if profiler is not None:
+            profiler.enable()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.run)
             await trio.to_thread.run_sync(client.join)
         cpu = time.thread_time() - start
         gc.enable()
+        if profiler is not None:
+            profiler.disable()
+            print(f"-- {shape}")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(45)
         result[f"{shape}_cpu_us"] = cpu = cpu / max(args.requests, 1) * 1e6
         if floor:
             result[f"{shape}_x_floor"] = cpu / floor
