@@ -80,6 +80,8 @@ __all__ = ["Connection"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+#: most answers one send carries (bounds the segments joined or handed to writev)
+_WRITE_BATCH = 64
 
 
 @dataclass(slots=True)
@@ -239,7 +241,7 @@ class Connection:
         taken = 0
         try:
             for frame in frames:
-                if self.muted_until > trio.current_time():
+                if self.muted_until and self.muted_until > trio.current_time():
                     await trio.sleep_until(self.muted_until)
                 taken += 1
                 if not await self._dispatch(frame, send, nursery):
@@ -289,7 +291,7 @@ class Connection:
             self._seq += 1
             self.inflight += 1
             received = time.perf_counter()
-            await send.send(slot)
+            await _queue(send, slot)
             ctx = RequestContext(self.broker, header, self.state, seq)
             nursery.start_soon(self._run_request, spec, ctx, request, slot, received, len(frame))
             started = True
@@ -488,21 +490,71 @@ class Connection:
     async def _writer(
         self, receive: trio.MemoryReceiveChannel[_Slot], scope: trio.CancelScope
     ) -> None:
+        """Send the answers in request order. Answers already complete behind the one awaited
+        (pipelined requests read together) leave with it in one send; one still in its handler
+        is not waited for, it starts the next send."""
         zero_copy = isinstance(self.stream, trio.SocketStream)
+        carry: _Slot | None = None
         try:
             async with receive:
-                async for slot in receive:
-                    await slot.done.wait()
-                    try:
-                        if slot.segments:
-                            await send_segments(self.stream, slot.segments, zero_copy=zero_copy)
-                    finally:
-                        self._release(slot)
-                    if slot.close:
+                while True:
+                    slot = carry or await _next_slot(receive)
+                    carry = None
+                    if slot is None:
+                        break
+                    if not slot.done.is_set():
+                        await slot.done.wait()
+                    batch = [slot]
+                    while not batch[-1].close and len(batch) < _WRITE_BATCH:
+                        try:
+                            ready = receive.receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                        if not ready.done.is_set():
+                            carry = ready
+                            break
+                        batch.append(ready)
+                    await self._send_batch(batch, zero_copy)
+                    if batch[-1].close:
                         break
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.debug("connection %s: write failed: %s", self.state.peer, e)
+        finally:
+            if carry is not None:
+                self._release(carry)
         scope.cancel()
+
+    async def _send_batch(self, batch: list[_Slot], zero_copy: bool) -> None:
+        try:
+            segments = [seg for slot in batch if slot.segments for seg in slot.segments]
+            if segments:
+                await send_segments(self.stream, segments, zero_copy=zero_copy)
+        finally:
+            for slot in batch:
+                self._release(slot)
+
+
+async def _queue(send: trio.MemorySendChannel[_Slot], slot: _Slot) -> None:
+    """Queue `slot` for the writer, waiting only while `max_inflight` answers are pending."""
+    try:
+        send.send_nowait(slot)
+    except trio.WouldBlock:
+        await send.send(slot)
+
+
+async def _next_slot(receive: trio.MemoryReceiveChannel[_Slot]) -> _Slot | None:
+    """The next slot in request order, None once the reader is gone; without a trip through the
+    scheduler when one is already queued."""
+    try:
+        return receive.receive_nowait()
+    except trio.WouldBlock:
+        pass
+    except trio.EndOfChannel:
+        return None
+    try:
+        return await receive.receive()
+    except trio.EndOfChannel:
+        return None
 
 
 def _exempt(api_key: int, request: Any) -> bool:
