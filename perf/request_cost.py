@@ -154,7 +154,7 @@ async def _fetch_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any
         t1 = time.process_time()
         resp = await handle_fetch(RequestContext(broker, header, state, seq), req)
         t2 = time.process_time()
-        assert resp.fds(), "the fetch returned no record data"
+        assert resp.size > 100, "the fetch returned no record data"
         for fd in resp.fds():  # the connection closes them once the answer is sent
             os.close(fd)
         t3 = time.process_time()

@@ -17,7 +17,11 @@ import trio
 
 from kafkapy.protocol.raw_response import FileRegion, Segment
 
-__all__ = ["ShortFileError", "close_fds", "read_region", "send_segments"]
+__all__ = ["SENDFILE_MIN_BYTES", "ShortFileError", "close_fds", "read_region", "send_segments"]
+
+#: smaller file regions are read in and sent with the bytes around them (a sendfile call of its
+#: own costs more than copying them)
+SENDFILE_MIN_BYTES = 4096
 
 
 class ShortFileError(OSError):
@@ -85,7 +89,7 @@ async def send_segments(stream: trio.abc.SendStream, segments: list[Segment], *,
     pending: list[bytes | bytearray | memoryview] = []
     for seg in segments:
         if isinstance(seg, FileRegion):
-            if sock is None or seg.length < 4096:
+            if sock is None or seg.length < SENDFILE_MIN_BYTES:
                 pending.append(read_region(seg))
                 continue
             if pending:

@@ -69,6 +69,7 @@ from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.server.broker import Broker
 from kafkapy.server.context import RequestContext
 from kafkapy.server.handlers.registry import handler
+from kafkapy.server.zerocopy import SENDFILE_MIN_BYTES
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 
 __all__ = ["handle_fetch"]
@@ -328,11 +329,19 @@ def _answer_topics(broker: Broker, results: list[tuple[_Wanted, str, uuid.UUID, 
         tp.partitions.append(part)
         if part.records:
             fetched(ref_name, part.records_size, follower=follower)
-            part.records = [
-                FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
-                for r in part.records
-            ]
+            part.records = [_keep(r) if isinstance(r, FileRegion) else r for r in part.records]
     return topics
+
+
+def _keep(region: FileRegion) -> FileRegion | bytes:
+    """A region the answer can still send once the segment closed: a small one read now (the
+    connection would read it rather than sendfile it anyway - no fd to dup and close), else
+    one on a duplicated fd."""
+    if region.length < SENDFILE_MIN_BYTES:
+        data = os.pread(region.fd, region.length, region.position)
+        if len(data) == region.length:
+            return data
+    return FileRegion(os.dup(region.fd), region.position, region.length)
 
 
 @handler(ApiKey.FETCH, min_version=4, max_version=17, error_response=fetch_error_response)
