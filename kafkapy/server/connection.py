@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,18 @@ class _Slot:
     close: bool = False
 
 
+
+
+@dataclass(slots=True)
+class _Job:
+    """A request decoded and queued for the writer, waiting to be run (`_run_jobs`)."""
+
+    spec: HandlerSpec
+    ctx: RequestContext
+    request: Any
+    slot: _Slot
+    received: float
+    size: int
 
 
 class _Refused(Exception):
@@ -239,17 +252,49 @@ class Connection:
         """Dispatch in order, holding them while a quota mutes the connection; False when the
         connection must close. Frames never dispatched give their request memory back."""
         taken = 0
+        jobs: deque[_Job] = deque()
         try:
             for frame in frames:
                 if self.muted_until and self.muted_until > trio.current_time():
+                    self._start(jobs, nursery)
                     await trio.sleep_until(self.muted_until)
                 taken += 1
-                if not await self._dispatch(frame, send, nursery):
+                if not await self._dispatch(frame, send, nursery, jobs):
                     return False
             return True
         finally:
+            self._start(jobs, nursery)
             for frame in frames[taken:]:
                 self.memory.release(len(frame))
+
+    def _start(self, jobs: deque[_Job], nursery: trio.Nursery) -> None:
+        """Start the requests dispatched so far, in one task (see `_run_jobs`)."""
+        if jobs:
+            nursery.start_soon(self._run_jobs, jobs.copy(), nursery)
+            jobs.clear()
+
+    async def _run_jobs(self, jobs: deque[_Job], nursery: trio.Nursery) -> None:
+        """Run requests read together one after another in this task, each in its turn: no task
+        and no scheduler pass per request. A handler that releases its turn to wait (a long
+        poll, acks=all) hands the requests behind it to a new task, so they are not held up."""
+        handed = False
+
+        def hand_off() -> None:
+            nonlocal handed
+            if jobs and not handed:
+                handed = True
+                nursery.start_soon(self._run_jobs, jobs, nursery)
+
+        try:
+            while jobs and not handed:
+                job = jobs.popleft()
+                job.ctx.on_release = hand_off
+                await self._run_request(job.spec, job.ctx, job.request, job.slot, job.received, job.size)
+        finally:
+            while jobs and not handed:  # cancelled: the requests never run give back their memory
+                job = jobs.popleft()
+                self.inflight -= 1
+                self.memory.release(job.size)
 
     def _log_bad_frame(self, bad: ProtocolError) -> None:
         """One warning naming a non-Kafka client as such (an HTTP request, a TLS hello on a
@@ -269,31 +314,44 @@ class Connection:
             log.warning("closing connection %s: bad frame: %s", state.peer, bad.reason)
 
     async def _dispatch(
-        self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery
+        self,
+        frame: bytes | bytearray,
+        send: trio.MemorySendChannel[_Slot],
+        nursery: trio.Nursery,
+        jobs: deque[_Job],
     ) -> bool:
-        """Decode one frame and start its handler; False when the connection must close. The
-        frame's request memory is released here unless its handler started (which releases it)."""
+        """Decode one frame and add its request to `jobs` (started by the caller); False when
+        the connection must close. The frame's request memory is released here unless it became
+        a job (whose run releases it). Before anything that may wait, `jobs` are started: the
+        writer may be waiting for their answers."""
         slot = _Slot()
         started = False
         try:
             try:
                 header, request = decode_request(frame)
             except UnsupportedVersionError as e:
+                self._start(jobs, nursery)
                 return await self._reject(send, slot, request_header_prefix(frame), e.reason)
             except ProtocolError as e:
                 log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
+                self._start(jobs, nursery)
                 return await self._reject(send, slot, None, f"malformed request: {e.reason}")
             spec = lookup(header.api_key, controller=self.controller_listener)
             if spec is None or not spec.supports(header.api_version):
                 reason = f"no handler for api key {header.api_key} v{header.api_version}"
+                self._start(jobs, nursery)
                 return await self._reject(send, slot, header, reason)
             seq = self._seq
             self._seq += 1
             self.inflight += 1
             received = time.perf_counter()
-            await _queue(send, slot)
+            try:
+                send.send_nowait(slot)
+            except trio.WouldBlock:  # max_inflight answers pending: wait for the writer
+                self._start(jobs, nursery)
+                await send.send(slot)
             ctx = RequestContext(self.broker, header, self.state, seq)
-            nursery.start_soon(self._run_request, spec, ctx, request, slot, received, len(frame))
+            jobs.append(_Job(spec, ctx, request, slot, received, len(frame)))
             started = True
             return True
         finally:
@@ -356,6 +414,7 @@ class Connection:
                 if self.metered and (ctx.throttle_ms or self.broker.quotas.active):
                     await self._throttle(ctx, request, response, started)
             finally:
+                ctx.on_release = None  # its work is done: the requests behind it stay in this task
                 ctx.release_turn()
             if isinstance(response, RawResponse):
                 slot.fds = response.fds()
@@ -532,14 +591,6 @@ class Connection:
         finally:
             for slot in batch:
                 self._release(slot)
-
-
-async def _queue(send: trio.MemorySendChannel[_Slot], slot: _Slot) -> None:
-    """Queue `slot` for the writer, waiting only while `max_inflight` answers are pending."""
-    try:
-        send.send_nowait(slot)
-    except trio.WouldBlock:
-        await send.send(slot)
 
 
 async def _next_slot(receive: trio.MemoryReceiveChannel[_Slot]) -> _Slot | None:
