@@ -11,6 +11,7 @@ cannot be opened at start-up must not keep the broker down or the other topics u
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # stubs lack 
 )
 
 from compat_tests.conftest import BrokerFactory, BrokerProcess, unique_topic
+from kafkapy.chaos.faults import DiskFill
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,22 +44,22 @@ def _create(admin: AdminClient, name: str, partitions: int = 1) -> None:
             time.sleep(0.2)
 
 
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "message.timeout.ms": 10_000})
     failures: list[KafkaError] = []
     for value in values:
-        producer.produce(topic, value=value,
+        producer.produce(topic, value=value, partition=partition,
                          on_delivery=lambda err, _msg: failures.append(err) if err else None)
     assert producer.flush(15) == 0, f"undelivered to {topic[:40]}..."
     assert failures == [], f"{topic[:40]}...: {failures}"
 
 
-def _read(bootstrap: str, topic: str, timeout_s: float = 20.0) -> list[bytes]:
-    """Every value of partition 0, read to its end."""
+def _read(bootstrap: str, topic: str, timeout_s: float = 20.0, partition: int = 0) -> list[bytes]:
+    """Every value of `partition`, read to its end."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("names"),
                          "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([ClientPartition(topic, 0, OFFSET_BEGINNING)])
+    consumer.assign([ClientPartition(topic, partition, OFFSET_BEGINNING)])
     values: list[bytes] = []
     deadline = time.monotonic() + timeout_s
     try:
@@ -133,3 +135,53 @@ def test_a_partition_that_cannot_be_opened_leaves_the_others_served(
               if " ERROR " in line and f"{damaged}-0" in line]
     assert errors, broker.log_tail()
     assert any("Is a directory" in line for line in errors), errors
+    ready = [line for line in broker.log_text().splitlines() if line.startswith("kafkapy ready")]
+    assert ", 1 partitions offline" in ready[-1], ready  # served without it, and says so
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[tuple[DiskFill, Path]]:
+    """A 16 MiB tmpfs at `tmp_path/small` (root only: a real mount, as `kafkapy chaos` makes)."""
+    disk = DiskFill(size_mib=16)
+    why = disk.unavailable()
+    if why is not None:
+        pytest.skip(why)
+    directory = tmp_path / "small"
+    disk.mount(directory)
+    try:
+        yield disk, directory
+    finally:
+        disk.close()
+
+
+def test_create_topics_on_a_full_disk_answers_success_with_the_failed_replicas_offline(
+    broker_factory: BrokerFactory, tmp_path: Path, small_disk: tuple[DiskFill, Path]
+) -> None:
+    disk, small = small_disk
+    roomy = tmp_path / "roomy"
+    broker = broker_factory.start(dir_from_config=True, extra_args=[
+        "--override", f"log.dirs={roomy},{small}"])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    before, name = unique_topic("before"), unique_topic("full")
+    _create(admin, before, partitions=2)  # placed one per log dir
+    (served,) = [p for p in range(2) if (roomy / f"{before}-{p}").is_dir()]
+    disk.fill(small)
+    try:
+        # the controller commits the topic whatever the disk says: an error answer would send
+        # the client into a retry that meets TOPIC_ALREADY_EXISTS
+        admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[name].result(timeout=30)
+        with pytest.raises(KafkaException) as again:
+            admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[name].result(timeout=30)
+        assert again.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 3_000})
+        failures: list[KafkaError] = []
+        producer.produce(name, value=b"v", on_delivery=lambda err, _msg: failures.append(err) if err else None)
+        producer.flush(10)
+        assert failures, "a replica on the full disk took a write"
+        _produce(broker.bootstrap, before, [b"still served"], partition=served)
+        assert _read(broker.bootstrap, before, partition=served) == [b"still served"]
+    finally:
+        disk.free(small)
+    offline = [line for line in broker.log_text().splitlines() if f"{name}-" in line and "is offline" in line]
+    assert len(offline) == 2, broker.log_tail()
+    assert all("No space left on device" in line for line in offline), offline

@@ -54,6 +54,9 @@ from typing import Any
 import trio
 
 from kafkapy.broker.config import BrokerConfig
+from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers.fetch import handle_fetch
+from kafkapy.broker.handlers.produce import handle_produce
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request, encode_response
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import CreateTopicsRequest, FetchRequest, ProduceRequest
@@ -61,9 +64,6 @@ from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.connection import Connection
-from kafkapy.server.context import ConnectionState, RequestContext
-from kafkapy.server.handlers.fetch import handle_fetch
-from kafkapy.server.handlers.produce import handle_produce
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from request_shapes import SHAPES, floor_cpu_us, prepare, run_client
@@ -144,7 +144,7 @@ async def _fetch_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any
     produce_header, produce = decode_request(
         bytearray(build_frame(args.version, args.partitions, args.records, args.value_bytes))
     )
-    await handle_produce(RequestContext(broker, produce_header, state, 0), produce)
+    await handle_produce(RequestContext(broker.ports, produce_header, state, 0), produce)
     frame = build_fetch_frame(args.partitions)
     phases = {"decode": 0.0, "handle": 0.0, "encode": 0.0}
 
@@ -152,7 +152,7 @@ async def _fetch_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any
         t0 = time.process_time()
         header, req = decode_request(bytearray(frame))
         t1 = time.process_time()
-        resp = await handle_fetch(RequestContext(broker, header, state, seq), req)
+        resp = await handle_fetch(RequestContext(broker.ports, header, state, seq), req)
         t2 = time.process_time()
         assert resp.size > 100, "the fetch returned no record data"
         for fd in resp.fds():  # the connection closes them once the answer is sent
@@ -188,7 +188,7 @@ async def _loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any]:
         t0 = time.process_time()
         header, req = decode_request(buf)
         t1 = time.process_time()
-        ctx = RequestContext(broker, header, state, seq)
+        ctx = RequestContext(broker.ports, header, state, seq)
         resp = await handle_produce(ctx, req)
         t2 = time.process_time()
         assert resp is not None

@@ -24,6 +24,13 @@ from collections.abc import Callable
 
 import trio
 
+from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers.groups import (
+    handle_find_coordinator,
+    handle_join_group,
+    handle_sync_group,
+)
+from kafkapy.broker.handlers.produce import handle_produce
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_request
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
@@ -35,13 +42,6 @@ from kafkapy.protocol.messages import (
     SyncGroupRequest,
 )
 from kafkapy.server.broker import Broker
-from kafkapy.server.context import ConnectionState, RequestContext
-from kafkapy.server.handlers.groups import (
-    handle_find_coordinator,
-    handle_join_group,
-    handle_sync_group,
-)
-from kafkapy.server.handlers.produce import handle_produce
 
 __all__ = ["SHAPES", "floor_cpu_us", "prepare", "run_client"]
 
@@ -61,7 +61,7 @@ async def _call(broker: Broker, handle: Callable[..., object], api_key: ApiKey, 
     """Run one handler as the connection would (encode and decode included, for defaults)."""
     header, req = decode_request(bytearray(_frame(api_key, version, request)))
     state = ConnectionState("PLAINTEXT", _CLIENT)
-    return await handle(RequestContext(broker, header, state, 0), req)  # type: ignore[misc]
+    return await handle(RequestContext(broker.ports, header, state, 0), req)  # type: ignore[misc]
 
 
 async def _join(broker: Broker) -> tuple[str, int]:
@@ -99,7 +99,7 @@ async def prepare(shape: str, args: argparse.Namespace, broker: Broker, produce_
     if shape == "fetch":
         header, produce = decode_request(bytearray(produce_frame))
         state = ConnectionState("PLAINTEXT", _CLIENT)
-        await handle_produce(RequestContext(broker, header, state, 0), produce)
+        await handle_produce(RequestContext(broker.ports, header, state, 0), produce)
         return _frame(ApiKey.FETCH, 12, FetchRequest(
             replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, session_epoch=-1,
             topics=[FetchRequest.FetchTopic(topic=topic, partitions=[

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 READERS = [
     "tests/protocol/test_spec_crosscheck.py",
     "tests/server/test_error_versions.py::test_no_code_reaches_a_version_older_than_the_code",
-    "tests/server/handlers/test_api_versions.py::test_field_names_match_kafkas_definition",
+    "tests/broker/handlers/test_api_versions.py::test_field_names_match_kafkas_definition",
     "tests/storage/test_topic_config.py::test_topic_configs_kafkas_design_doc_names_are_in_the_table",
     "tests/controller/test_records.py::test_records_match_kafkas_definitions",
     "tests/controller/test_quotas.py::test_client_quota_record_has_kafkas_type_id_and_fields",

@@ -57,7 +57,7 @@ def _below(graph: grimp.ImportGraph, containers: list[str]) -> list[str]:
 def package_edges(graph: grimp.ImportGraph, containers: list[str],
                   folded: tuple[str, ...] = ()) -> dict[str, set[str]]:
     """Package -> the packages its own modules import (each package is the modules directly in
-    it: `kafkapy.server`'s flat files are one node, `kafkapy.server.handlers` another)."""
+    it: `kafkapy.broker`'s flat files are one node, `kafkapy.broker.handlers` another)."""
     modules = _below(graph, containers)
     packages = {m.rpartition(".")[0] for m in modules} & set(modules)
     edges: dict[str, set[str]] = {package_of(m, packages, folded): set() for m in modules}
@@ -150,7 +150,7 @@ class AcyclicModulesContract(Contract):
 class AcyclicPackagesContract(Contract):
     """No package under `containers` imports a package that imports it back, directly or through
     others - a package being the modules directly in it, so a parent and its subpackage count as
-    two (`kafkapy.server`'s flat files and `kafkapy.server.handlers`). Why beside
+    two (`kafkapy.broker`'s flat files and `kafkapy.broker.handlers`). Why beside
     `acyclic_modules`: two packages can loop without any module circle (`cluster.node` ->
     `security.inter_node` -> `cluster.peer`), and then neither package can be read, moved or
     layered apart - what a package is for."""

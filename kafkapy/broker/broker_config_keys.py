@@ -291,6 +291,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("log.preallocate", _T.BOOLEAN, "false", "Default preallocate."),
         _B("log.local.retention.ms", _T.LONG, "-2", "Default local.retention.ms."),
         _B("log.local.retention.bytes", _T.LONG, "-2", "Default local.retention.bytes."),
+        _B("remote.log.storage.system.enable", _T.BOOLEAN, "false", "Tiered storage (KIP-405); not wired yet."),
         _B("compression.gzip.level", _T.INT, "-1", "Default compression.gzip.level."),
         _B("compression.lz4.level", _T.INT, "9", "Default compression.lz4.level."),
         _B("compression.zstd.level", _T.INT, "3", "Default compression.zstd.level."),

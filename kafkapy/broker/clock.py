@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["now_ms", "quota_ms"]
+from kafkapy.broker import runtime
+
+__all__ = ["loop_ms", "now_ms", "quota_ms"]
 
 
 def now_ms() -> int:
@@ -17,3 +19,9 @@ def quota_ms() -> int:
     """Monotonic milliseconds for client quota sensors: a wall-clock step must not turn into a
     burst of throttling (or of free traffic)."""
     return time.monotonic_ns() // 1_000_000
+
+
+def loop_ms() -> int:
+    """The event loop's clock in milliseconds (monotonic; the autojump clock in tests): what the
+    controller's broker sessions and the Raft driver's timers are measured on."""
+    return int(runtime.get().current_time() * 1000)

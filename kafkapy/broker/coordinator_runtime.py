@@ -47,6 +47,7 @@ from kafkapy.broker.internal_topics import (
     partition_count,
     wait_replicated,
 )
+from kafkapy.broker.log_state import LogState, PartitionLogStates
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.records import Record, build_batch
 from kafkapy.storage import LogManager, PartitionLog
@@ -83,6 +84,8 @@ class RuntimeHost(InternalTopicsHost, Protocol):
 
     @property
     def logs(self) -> LogManager: ...
+    @property
+    def log_states(self) -> PartitionLogStates: ...
     @property
     def role_listeners(self) -> list[RoleListener]: ...
 
@@ -167,8 +170,13 @@ class CoordinatorRuntime(ABC, Generic[C]):
 
     def coordinator_for(self, key: str) -> C | ErrorCode:
         """The key's coordinator, or NOT_COORDINATOR (its partition is led elsewhere) /
-        COORDINATOR_LOAD_IN_PROGRESS (being loaded here)."""
-        return self.owned.lookup(self.partition_for(key))
+        COORDINATOR_LOAD_IN_PROGRESS (being loaded here, or its log still being created or
+        deleted: `kafkapy.broker.log_state`)."""
+        partition = self.partition_for(key)
+        states = self.broker.log_states
+        if states and states.state(self.topic, partition) is LogState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return self.owned.lookup(partition)
 
     def coordinator_of_partition(self, partition: int) -> C | None:
         found = self.owned.lookup(partition)

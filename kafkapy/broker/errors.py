@@ -1,6 +1,7 @@
-"""The server's domain errors: `BrokerError` (a failure a handler answers with its Kafka error
-code) and `storage_failure` (the code for a log-store failure, logged when the store itself
-failed). In a module of their own so every server part - the broker, the partition facade, the
+"""The broker's domain errors: `BrokerError` (a failure a handler answers with its Kafka error
+code), `storage_failure` (the code for a log-store failure, logged when the store itself
+failed), `PeerError` (a request to another node failed) and `NotControllerError` (this node is
+not the active controller). In a module of their own so every server part - the broker, the partition facade, the
 handlers - can raise and map them without importing the `Broker`."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.storage.errors import StorageError
 
-__all__ = ["BrokerError", "storage_failure"]
+__all__ = ["BrokerError", "NotControllerError", "PeerError", "storage_failure"]
 
 log = logging.getLogger("kafkapy.server.broker")
 
@@ -22,6 +23,25 @@ class BrokerError(Exception):
         super().__init__(message or error_code.name)
         self.error_code = error_code
         self.message = message
+
+class PeerError(Exception):
+    """A request to another node failed (no connection, closed, timed out, undecodable).
+
+    `gone`: the failure is a sign that the peer's process is not there any more - the
+    connection was refused, reset or closed by the other side - as opposed to a timeout, which
+    a slow or paused process causes as well (see `PeerPool.on_gone`).
+    `refused`: a new connection was refused - nothing listens on the peer's port, the strongest
+    of these signs (a live process may still close or reset a connection; it never refuses)."""
+
+    def __init__(self, message: str, *, gone: bool = False, refused: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone or refused
+        self.refused = refused
+
+
+
+class NotControllerError(Exception):
+    """This node is not (or no longer) the active controller: answer NOT_CONTROLLER."""
 
 
 def storage_failure(exc: StorageError, what: str) -> ErrorCode:

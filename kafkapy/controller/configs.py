@@ -116,7 +116,9 @@ def _topic_configs(
         raise _Reject(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "topic does not exist")
     new = _apply_ops(topic.configs, change.ops, _TOPIC_LISTS)
     try:
-        validate_topic_configs(new)
+        validate_topic_configs(
+            new, existing=topic.configs,
+            remote_storage_system_enabled=st.config.remote_log_storage_system_enable)
     except InvalidLogConfigError as exc:
         raise _Reject(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     return dict(topic.configs), new

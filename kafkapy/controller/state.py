@@ -77,6 +77,9 @@ class ControllerConfig:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_ms: int = 300_000
     leader_imbalance_per_broker_percentage: int = 10
+    # `remote.log.storage.system.enable` (KIP-405): without it a topic may not set
+    # `remote.storage.enable=true` (INVALID_CONFIG, as Kafka's controller answers).
+    remote_log_storage_system_enable: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -271,9 +271,10 @@ def _check_replicas(st: ControllerState, replicas: Sequence[int]) -> str | None:
     return None
 
 
-def _validate_configs(configs: Mapping[str, str]) -> str | None:
+def _validate_configs(st: ControllerState, configs: Mapping[str, str]) -> str | None:
     try:
-        validate_topic_configs(configs)
+        validate_topic_configs(
+            configs, remote_storage_system_enabled=st.config.remote_log_storage_system_enable)
     except InvalidLogConfigError as exc:
         return str(exc)
     return None
@@ -292,7 +293,7 @@ def _plan_topic(
     for other in st.image.topics:
         if other.replace(".", "_") == collides:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r} collides with {other!r}", []
-    reason = _validate_configs(topic.configs)
+    reason = _validate_configs(st, topic.configs)
     if reason is not None:
         return ErrorCode.INVALID_CONFIG, reason, []
     if topic.assignments is not None:

@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from kafkapy.broker.config import Listener
+from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers import load_handlers
+from kafkapy.broker.handlers.registry import lookup
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
 from kafkapy.server.connection import Connection
 from kafkapy.server.connection_quotas import ConnectionQuotas
-from kafkapy.server.context import ConnectionState, RequestContext
 from kafkapy.server.fault_control import serve_fault_control
 from kafkapy.server.frames import RequestMemory
-from kafkapy.server.handlers import load_handlers
-from kafkapy.server.handlers.registry import lookup
 from kafkapy.server.security import listener_security
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def own_controller_call(
     if spec is None or not spec.supports(version):
         return None
     header = RequestHeader(int(api_key), version, 0, client_id)
-    ctx = RequestContext(broker, header, ConnectionState("in-process", "in-process"))
+    ctx = RequestContext(broker.ports, header, ConnectionState("in-process", "in-process"))
     return functools.partial(spec.func, ctx)
 
 
@@ -232,8 +232,10 @@ class Server:
 
     def readiness(self) -> tuple[bool, str]:
         """`/readyz`: (ready, what is missing). Ready = every listener bound and serving, the
-        node's broker registration unfenced (a controller-only node: a Raft leader known), and
-        no shutdown under way."""
+        node's broker registration unfenced (a controller-only node: a Raft leader known), no
+        partition whose log is loading (`kafkapy.broker.log_state`), and no shutdown under way.
+        Partitions whose log is offline are not waited for (they will not come back by
+        themselves): ready, with their count as the reason, so what `/readyz` says is true."""
         if self._shutdown.is_set():
             return False, "shutting down"
         if not self._serving:
@@ -245,7 +247,12 @@ class Server:
             if cluster.node_id not in cluster.image.brokers:
                 return False, "broker not registered with the controller yet"
             return False, "broker registration fenced (catching up with the metadata log)"
-        return True, ""
+        states = self.broker.log_states
+        loading = states.loading_count() if states else 0
+        if loading:
+            return False, f"{loading} partitions loading"
+        offline = len(states.offline()) if states else 0
+        return True, f"{offline} partitions offline" if offline else ""
 
     async def wait_ready(self) -> bool:
         """True once the node is ready to serve (`ClusterNode.is_ready()`); False if the

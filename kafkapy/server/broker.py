@@ -20,6 +20,7 @@ Handlers reach partition data through `partitions` (the facade); domain errors a
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -40,6 +41,7 @@ from kafkapy.broker.fetch_session import FetchSessionCache
 from kafkapy.broker.group_driver import GroupDriver
 from kafkapy.broker.idempotence import ProducerIds, ProducerStates
 from kafkapy.broker.internal_topics import RoleListener
+from kafkapy.broker.log_state import PartitionLogStates
 from kafkapy.broker.metadata_store import (
     MetaProperties,
     TopicInfo,
@@ -47,7 +49,8 @@ from kafkapy.broker.metadata_store import (
     cluster_id_for,
 )
 from kafkapy.broker.notify import PartitionWaiters
-from kafkapy.broker.partitions import Partitions
+from kafkapy.broker.partitions import Partitions, auto_create
+from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.stats import BrokerStats
 from kafkapy.broker.txn_driver import TxnDriver
 from kafkapy.controller.acls import acl_binding
@@ -61,7 +64,7 @@ from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
-from kafkapy.storage.errors import InvalidLogConfigError
+from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 __all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
@@ -135,10 +138,10 @@ class Broker:
         #: read from the published image); first, as a bad user list (ValueError) must fail
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
-        #: what requests are authorized against (`RequestContext.authorize`): StandardAuthorizer
-        #: when `authorizer.class.name` names it, else None (no authorizer: every request
-        #: allowed). Its ACLs follow the published metadata image (`apply_metadata`)
-        self.authorizer: StandardAuthorizer | None = _authorizer(config)
+        self._authorizer = _authorizer(config)
+        #: each local partition's log state (ready / loading / offline): what every path that
+        #: serves a partition asks first (kafkapy.broker.log_state)
+        self.log_states = PartitionLogStates()
         self._open_storage(memory)
         #: cluster mode: derived from the voters, the same on every member (`cluster_id_for`)
         # (a quorum of one, with no voters configured, keeps the one of its data dir)
@@ -147,6 +150,7 @@ class Broker:
         )
         # the ClusterNode, built by `open_cluster()` (see `cluster`)
         self._node: ClusterNode | None = None
+        self._ports: RequestPorts | None = None
         #: `on_become_leader` / `on_become_follower(topic, partition, leader_epoch)` callbacks
         self.role_listeners: list[RoleListener] = []
         # the metadata log is the topic table: memory only, filled by apply_metadata; the
@@ -172,7 +176,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
-        self.fault_injector = fault_injector or _configured_faults(config)
+        self._fault_injector = fault_injector or _configured_faults(config)
         #: producer ids from the active controller's blocks (`cluster.channel`, once built)
         self.producer_ids = ProducerIds(lambda: self.cluster.channel.allocate_producer_ids())
         self.producer_states = ProducerStates(config.get_int("producer.id.expiration.ms"))
@@ -186,6 +190,30 @@ class Broker:
         self.txn_coordinator = TxnDriver(self)
         #: every handler's way to partition data (leader lookup, append, read, offsets)
         self.partitions = Partitions(self)
+
+    @property
+    def authorizer(self) -> StandardAuthorizer | None:
+        """What requests are authorized against (`RequestContext.authorize`): StandardAuthorizer
+        when `authorizer.class.name` names it, else None (no authorizer: every request allowed).
+        Its ACLs follow the published metadata image (`apply_metadata`)."""
+        return self._authorizer
+
+    @authorizer.setter
+    def authorizer(self, authorizer: StandardAuthorizer | None) -> None:
+        self._authorizer = authorizer
+        if self._ports is not None:
+            self._ports.authorizer = authorizer
+
+    @property
+    def fault_injector(self) -> FaultInjector | None:
+        """A test's request faults (kafkapy.broker.faults); None in production."""
+        return self._fault_injector
+
+    @fault_injector.setter
+    def fault_injector(self, injector: FaultInjector | None) -> None:
+        self._fault_injector = injector
+        if self._ports is not None:
+            self._ports.fault_injector = injector
 
     # -- start-up ---------------------------------------------------------------------------------
     def _open_storage(self, memory: bool) -> None:
@@ -208,6 +236,8 @@ class Broker:
         self.default_log_config = LogConfig.from_topic_configs(self.config.topic_defaults())
         # first: the log manager locks the data dirs (a second broker on them fails here)
         self.logs = LogManager(self.data_dirs, self.default_log_config, on_io_failure=self._log_dir_failed)
+        for (topic, partition), error in self.logs.failed_logs().items():
+            self.log_states.set_offline(topic, partition, str(error))
         try:
             self.meta = MetaProperties.load_or_create(self.data_dirs[0], self.node_id)
         except BaseException:
@@ -245,6 +275,29 @@ class Broker:
             raise ValueError("the cluster node is already open")
         self._node = ClusterNode(self, halt=halt, local_call=local_call)
         return self._node
+
+    def _request_ports(self, node: ClusterNode) -> RequestPorts:
+        """What handlers may use of this broker and its node (kafkapy.broker.request_ports):
+        built once, shared by every request context."""
+        return RequestPorts(
+            local=self, config=self.config, topics=self.topics, partitions=self.partitions,
+            groups=self.group_coordinator, transactions=self.txn_coordinator, internal_topics=self,
+            auto_create_topic=functools.partial(auto_create, self),
+            authorizer=self.authorizer, quotas=self.quotas, metadata=node, controller=node.channel,
+            active_controller=node.controller, quorum=node.raft, replicas=self.replicas,
+            credentials=self.credentials, producer_ids=self.producer_ids,
+            fetch_sessions=self.fetch_sessions, waiters=self.waiters, stats=self.stats,
+            fault_injector=self.fault_injector,
+        )
+
+    @property
+    def ports(self) -> RequestPorts:
+        """The handlers' ports, built from the cluster node on first use (the first connection);
+        RuntimeError before the node is open, as `cluster`."""
+        ports = self._ports
+        if ports is None:
+            ports = self._ports = self._request_ports(self.cluster)
+        return ports
 
     @property
     def cluster(self) -> ClusterNode:
@@ -288,12 +341,16 @@ class Broker:
         return self.config.get_bool("auto.create.topics.enable")
 
     def apply_topic_configs(self, info: TopicInfo) -> None:
-        """Push the topic's config to its open logs (file writes; any thread)."""
+        """Push the topic's config to its open logs (file writes; any thread). A log whose
+        config cannot be written goes offline alone (`log_states`); the others follow."""
         cfg = self.log_config(info)
         for p in range(info.partitions):
             plog = self.logs.get(info.name, p)
             if plog is not None:
-                plog.set_config(cfg, self.default_log_config)
+                try:
+                    plog.set_config(cfg, self.default_log_config)
+                except StorageError as e:
+                    self.log_states.set_offline(info.name, p, str(e))
 
     # -- partitions -------------------------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:

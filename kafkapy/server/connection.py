@@ -17,7 +17,7 @@ consulted once a request's turn comes, before its handler: it may fail, drop or 
 
 Listener kinds: a connection that came in on a controller listener (`controller.listener.names`,
 bound in cluster mode only) is served from the controller registry (`@controller_handler`), every
-other one from the broker registry (`@handler`) - see kafkapy.server.handlers.registry.
+other one from the broker registry (`@handler`) - see kafkapy.broker.handlers.registry.
 
 Resource handling: `handle_connection` owns the stream and closes it on every exit path. Idle
 connections (no bytes and no request in flight for `connections.max.idle.ms`) are closed.
@@ -38,7 +38,7 @@ fetches, WriteTxnMarkers and the controller listener are never metered.
 
 Secured listeners (`kafkapy.server.security`): a TLS connection does its handshake and a SASL
 listener's connection authenticates in a phase of its own before the reader and writer start
-(`security.authenticator`), so the request path itself has no security check at all.
+(`server.authenticator`), so the request path itself has no security check at all.
 """
 
 from __future__ import annotations
@@ -54,15 +54,18 @@ import trio
 
 from kafkapy.authorizer import AclOperation
 from kafkapy.broker.clock import quota_ms
+from kafkapy.broker.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.broker.faults import InjectedFailure
+from kafkapy.broker.handlers.api_versions import unsupported_version_response
+from kafkapy.broker.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
 from kafkapy.protocol import ApiKey, RequestHeader, decode_request, encode_response
 from kafkapy.protocol.error_versions import downgrade_errors
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kafkapy.protocol.framing import FrameSizeError
 from kafkapy.protocol.raw_response import RawResponse, Segment
 from kafkapy.quota.client_quotas import REQUEST_PERCENTAGE, client_throttles
+from kafkapy.server.authenticator import authenticate
 from kafkapy.server.broker import Broker
-from kafkapy.server.context import CloseConnection, ConnectionState, RequestContext
 from kafkapy.server.frames import (
     FrameSource,
     RequestMemory,
@@ -70,9 +73,6 @@ from kafkapy.server.frames import (
     request_header_prefix,
     size_prefixed,
 )
-from kafkapy.server.handlers.api_versions import unsupported_version_response
-from kafkapy.server.handlers.registry import HandlerSpec, controller_api_versions_body, lookup
-from kafkapy.server.security.authenticator import authenticate
 from kafkapy.server.security.listener import ListenerSecurity
 from kafkapy.server.zerocopy import close_fds, send_segments
 
@@ -129,6 +129,8 @@ class Connection:
         memory: RequestMemory | None = None,
     ) -> None:
         self.broker = broker
+        #: what this connection's handlers use of the broker (one bundle per broker)
+        self.ports = broker.ports
         self.stream = stream
         self.security = security
         self.state = ConnectionState(listener_name, peer)
@@ -153,7 +155,7 @@ class Connection:
         """Serve until the peer closes, an error closes us, or the broker stops reading.
 
         A TLS stream does its handshake first and a SASL listener's connection authenticates
-        (`security.authenticator`) before the reader and writer start; a connection that fails
+        (`server.authenticator`) before the reader and writer start; a connection that fails
         either is closed without serving anything."""
         source: FrameSource | None = None
         try:
@@ -350,7 +352,7 @@ class Connection:
             except trio.WouldBlock:  # max_inflight answers pending: wait for the writer
                 self._start(jobs, nursery)
                 await send.send(slot)
-            ctx = RequestContext(self.broker, header, self.state, seq)
+            ctx = RequestContext(self.ports, header, self.state, seq)
             jobs.append(_Job(spec, ctx, request, slot, received, len(frame)))
             started = True
             return True

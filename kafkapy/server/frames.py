@@ -2,7 +2,7 @@
 stream, and writing size-prefixed responses.
 
 Why a module of its own: the connection (`connection.py`) and the authentication phase before it
-(`security/authenticator.py`) read the same frames from the same source - a SASL client may
+(`authenticator.py`) read the same frames from the same source - a SASL client may
 pipeline requests right behind its last SASL message, and those frames are handed on as they
 are - so both use the one reader here, and neither imports the other's module for it.
 

@@ -15,13 +15,10 @@ import os
 
 import trio
 
-from kafkapy.protocol.raw_response import FileRegion, Segment
+from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion, Segment
 
 __all__ = ["SENDFILE_MIN_BYTES", "ShortFileError", "close_fds", "read_region", "send_segments"]
 
-#: smaller file regions are read in and sent with the bytes around them (a sendfile call of its
-#: own costs more than copying them)
-SENDFILE_MIN_BYTES = 4096
 
 
 class ShortFileError(OSError):

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.storage.errors import InvalidLogConfigError
-from kafkapy.storage.topic_config import TOPIC_CONFIGS, topic_config_problem
+from kafkapy.storage.topic_config import TOPIC_CONFIGS, tiered_storage_problem, topic_config_problem
 
 __all__ = ["INT64_MAX", "LogConfig", "validate_topic_configs"]
 
@@ -135,11 +135,17 @@ class LogConfig:
 
 
 def validate_topic_configs(
-    configs: Mapping[str, str | None], defaults: LogConfig | None = None
+    configs: Mapping[str, str | None],
+    defaults: LogConfig | None = None,
+    *,
+    existing: Mapping[str, str] | None = None,
+    remote_storage_system_enabled: bool = False,
 ) -> LogConfig:
     """Check topic config overrides as CreateTopics and the alter APIs need them, on the broker
     and in the controller alike: every name and value against the topic-config table, then the
-    whole set as a `LogConfig` over `defaults`. Raises `InvalidLogConfigError` (INVALID_CONFIG)."""
+    whole set as a `LogConfig` over `defaults`, then Kafka's tiered-storage rules
+    (`tiered_storage_problem`; `existing` is the topic's current override set, for turning
+    remote storage off). Raises `InvalidLogConfigError` (INVALID_CONFIG)."""
     clean: dict[str, str] = {}
     for name, value in configs.items():
         problem = topic_config_problem(name, value)
@@ -147,7 +153,14 @@ def validate_topic_configs(
             raise InvalidLogConfigError(problem)
         assert value is not None
         clean[name] = value
-    return LogConfig.from_topic_configs(clean, defaults)
+    config = LogConfig.from_topic_configs(clean, defaults)
+    problem = tiered_storage_problem(
+        clean, existing or {}, system_enabled=remote_storage_system_enabled,
+        retention_ms=config.retention_ms, retention_bytes=config.retention_bytes,
+        cleanup_policy=config.cleanup_policy)
+    if problem is not None:
+        raise InvalidLogConfigError(problem)
+    return config
 
 
 def _parse(name: str, raw: str, type_name: object) -> object:

@@ -14,16 +14,28 @@ Durability: `append` only writes into the page cache (a killed process loses not
 acknowledged; a power loss may lose what was not flushed). `flush()` fsyncs and then moves the
 recovery point; after an unclean stop only segments from the recovery point on are re-validated
 (CRC of every batch), and the first torn or corrupt batch ends the log. Opening after a clean
-shutdown reads the index tail of the active segment only. Opening, recovery and the offsets
-checkpoint bookkeeping live in `recovery.py` (`LogRecovery`), the read-side queries and
-transaction files in `queries.py` (`LogQueries`); both are mixins of `PartitionLog`.
+shutdown reads the index tail of the active segment only.
+
+Layers (Kafka's `UnifiedLog` over `LocalLog` over `LogSegments`)
+-----------------------------------------------------------------
+- `PartitionLog` (here): what callers use. Leader and follower append, reads, the high
+  watermark, log start offset and LSO, leader epochs, DeleteRecords, and what goes into
+  `offsets.checkpoint`. It decides; the local log does the file work.
+- `LocalLog` (`local_log.py`): the segments in this directory, rolling, truncation, deletion
+  of local segments, flush, writeback, and writing checkpoint snapshots in order.
+- `LogSegments` (`log_segments.py`): the ordered segments and the lookups over them.
+Opening and recovery are in `recovery.py`, ListOffsets and transaction files in `queries.py`.
+Every offset from the log start on is local today; a remote tier (KIP-405) would slot in beside
+the local log and serve what lies below its first segment (see `read`).
 
 Thread-safety contract
 ----------------------
 - One re-entrant lock per log guards the segment list, offsets and indexes. `append` (called
   from the trio thread) holds it only to assign offsets and `pwrite` into the page cache; CRC
   validation of the incoming bytes happens before the lock is taken, and no fsync ever happens
-  in `append`.
+  in `append`. `validate` (the record walk of a client batch, seconds for a compression bomb)
+  reads nothing of the log but its config and may run in a worker thread; `append` of what it
+  returns does not walk again.
 - `flush`, `delete_old_segments`, `truncate_*`, the cleaner and `close` may run in a worker
   thread. `flush` fsyncs *outside* the lock, so appends continue while the disk syncs.
   `offsets.checkpoint` is written outside it too (snapshot under the lock, write under a
@@ -40,52 +52,42 @@ Thread-safety contract
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import errno
 import logging
-import os
-import shutil
 import struct
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kafkapy.protocol.errors import InvalidRecordError, ProtocolError
-from kafkapy.protocol.records import (
-    BatchHeader,
-    set_max_timestamp,
-)
+from kafkapy.protocol.records import BatchHeader, set_max_timestamp
 from kafkapy.storage.checkpoint import (
-    METADATA_FILE,
-    OFFSETS_FILE,
+    LeaderEpochCache,
     OffsetsCheckpoint,
-    fsync_dir,
-    fsync_file,
+    PartitionMetadata,
 )
 from kafkapy.storage.config import LogConfig
 from kafkapy.storage.errors import (
+    InconsistentTopicIdError,
     InvalidLogConfigError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
+from kafkapy.storage.local_log import LocalLog
+from kafkapy.storage.local_log import now_ms as _now_ms
 from kafkapy.storage.queries import LogQueries
-from kafkapy.storage.recovery import LogRecovery
-from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
-from kafkapy.storage.segment import (
-    MAX_RELATIVE_OFFSET,
-    LogSegment,
-    parse_append_input,
+from kafkapy.storage.recovery import (
+    list_directory,
+    load_segments,
+    recover_segments,
+    remove_stray_snapshots,
 )
-from kafkapy.storage.txn_index import (
-    delete_snapshots,
-)
+from kafkapy.storage.results import AppendResult, FileSlice, ReadResult, ValidatedBatches
+from kafkapy.storage.segment import LogSegment, parse_append_input
 from kafkapy.storage.validator import RecordRules
-from kafkapy.storage.writeback import PAGE_SIZE, WRITEBACK_SUPPORTED, start_writeback
 
-__all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
+__all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult", "ValidatedBatches"]
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +99,8 @@ _LEADER_EPOCH = struct.Struct(">i")
 _LEADER_EPOCH_AT = 12
 
 
-class PartitionLog(LogRecovery, LogQueries):
-    """A partition's log in `directory`; see the module docstring for the locking rules."""
+class PartitionLog(LogQueries):
+    """A partition's log in `directory`; see the module docstring for the layers and locking."""
 
     #: called with (log directory, reason) when a write, roll, fsync or truncation fails with an
     #: I/O error (Kafka's LogDirFailureChannel); the LogManager sets it on the logs it opens
@@ -121,29 +123,12 @@ class PartitionLog(LogRecovery, LogQueries):
         """
         self.directory = Path(directory)
         self.config = config if config is not None else LogConfig()
-        self._rules = RecordRules(self.config)  # Kafka's record-level rules, per config
         self._lock = threading.RLock()
-        self._retired: list[tuple[float, int]] = []  # (monotonic time, fd) of deleted segments
-        self._generation = 0  # bumped by truncation so a racing flush does not advance the RP
-        self._offline: str | None = None
-        self._closed = False
-        self._unflushed_messages = 0
-        self._last_flush_ms = now_ms if now_ms is not None else _now_ms()
-        self._last_hw_checkpoint_ms = 0
-        self._last_writeback_ms = 0
-        self._dir_dirty = True  # new segment files whose directory entries need an fsync
-        self._meta_unsynced = False
+        self._local = LocalLog(self.directory, self.config, self._lock, self._io_failed,
+                               now_ms=now_ms if now_ms is not None else _now_ms())
+        self._segments = self._local.segments
         self._epochs_unsynced = False
-        # What `offsets.checkpoint` holds (for a brand-new log without the file: the state a
-        # missing file stands for), whether the file exists and whether it is fsynced. Writes
-        # are skipped while the state equals it: an idle log costs no file work (thousands of
-        # partitions are checked every flush interval and rewritten at shutdown otherwise).
-        self._checkpointed = OffsetsCheckpoint()
-        self._checkpoint_on_disk = False
-        self._checkpoint_synced = False
-        self._checkpoint_file_lock = threading.Lock()
-        self._checkpoint_version = 0
-        self._checkpoint_written_version = 0
+        self._last_hw_checkpoint_ms = 0
         self.directory.mkdir(parents=True, exist_ok=True)
         self._metadata = self._load_metadata(topic_id)
         if config is None and self._metadata.config_overrides:
@@ -155,11 +140,86 @@ class PartitionLog(LogRecovery, LogQueries):
                 self.config = base
         elif config is None and defaults is not None:
             self.config = defaults
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._open(clean_shutdown, self._last_flush_ms)
+        self._local.config = self.config
+        self._segments.set_index_interval(self.config.index_interval_bytes)
+        self._rules = RecordRules(self.config)  # Kafka's record-level rules, per config
+        self._open(clean_shutdown, self._local.last_flush_ms)
+
+    # --- opening ------------------------------------------------------------------------------
+    def _load_metadata(self, topic_id: uuid.UUID | None) -> PartitionMetadata:
+        meta = PartitionMetadata.read(self.directory)
+        if meta is None:
+            meta = PartitionMetadata(topic_id=topic_id or uuid.UUID(int=0))
+            meta.write(self.directory, fsync=False)  # made durable by the first flush()
+            self._local.meta_unsynced = True
+        elif topic_id is not None and topic_id != meta.topic_id:
+            if meta.topic_id.int != 0:
+                raise InconsistentTopicIdError(
+                    f"{self.directory.name} belongs to topic id {meta.topic_id}, not {topic_id}"
+                )
+            meta.topic_id = topic_id
+            meta.write(self.directory, fsync=False)
+            self._local.meta_unsynced = True
+        return meta
+
+    def _open(self, clean_shutdown: bool, now_ms: int) -> None:
+        """Load the local segments, recover them when the stop was unclean (or the active
+        segment's tail is torn), then settle the partition's offsets around the result."""
+        local, segments = self._local, self._segments
+        entries = list_directory(self.directory)
+        bases = load_segments(segments, entries)
+        ckpt = OffsetsCheckpoint.read(self.directory)
+        if ckpt is None:
+            clean_shutdown = not bases  # a brand-new log has nothing to recover
+            ckpt = OffsetsCheckpoint(log_start_offset=bases[0] if bases else 0)
+        if not len(segments):
+            segments.create(ckpt.log_start_offset, now_ms)
+        self._log_start_offset = max(ckpt.log_start_offset, segments.bases[0])
+        # Segments wholly below the log start offset were being deleted when we stopped.
+        while len(segments) > 1 and segments.bases[1] <= self._log_start_offset:
+            segments.pop(0).unlink()
+        local.recovery_point = ckpt.recovery_point
+        self.leader_epochs = LeaderEpochCache.load(self.directory)
+        if not clean_shutdown:
+            self._epochs_unsynced |= recover_segments(segments, ckpt.recovery_point,
+                                                      self.leader_epochs)
+        elif not segments.active.open_as_active():
+            log.warning("%s: torn tail after a clean shutdown; recovering the active segment",
+                        self.directory.name)
+            self._epochs_unsynced |= recover_segments(segments, segments.active.base_offset,
+                                                      self.leader_epochs)
+        leo = local.log_end_offset = segments.active.next_offset
+        remove_stray_snapshots(self.directory, entries, leo)
+        self._high_watermark = min(max(ckpt.high_watermark, self._log_start_offset), leo)
+        self._last_stable: int | None = None
+        self.cleaner_offset = max(min(ckpt.cleaner_offset, leo), self._log_start_offset)
+        epochs_changed = self.leader_epochs.truncate_from_end(leo)
+        epochs_changed |= self.leader_epochs.truncate_from_start(self._log_start_offset)
+        if epochs_changed:
+            self._write_epochs()
+        self._settle_checkpoint(ckpt, existed=bool(bases))
+
+    def _settle_checkpoint(self, ckpt: OffsetsCheckpoint, *, existed: bool) -> None:
+        """Bring the offsets checkpoint in line with the recovered log. Recovery does not fsync
+        (opening thousands of logs must stay fast): the recovery point stays where it was and
+        the next flush() syncs the recovered segments."""
+        local = self._local
+        local.recovery_point = min(local.recovery_point, local.log_end_offset)
+        current = self._checkpoint_state()
+        if existed and current == ckpt:
+            local.checkpointed = current
+            local.checkpoint_on_disk = local.checkpoint_synced = True
+        elif existed:
+            self._write_checkpoint(fsync=False)
+        else:  # a brand-new log gets its checkpoint file at the first flush or change
+            local.checkpointed = current
 
     # --- properties -----------------------------------------------------------------------
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The local segments in offset order, the active one last (read under `_lock`)."""
+        return self._segments.segments
+
     @property
     def topic_id(self) -> uuid.UUID:
         return self._metadata.topic_id
@@ -170,17 +230,17 @@ class PartitionLog(LogRecovery, LogQueries):
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self._local.log_end_offset
 
     @property
     def truncations(self) -> int:
         """How many times the tail was cut (truncation, or a restart at a new offset): state
         derived from the log (producer state) that was read before a change is stale."""
-        return self._generation
+        return self._local.truncations
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def high_watermark(self) -> int:
@@ -190,8 +250,9 @@ class PartitionLog(LogRecovery, LogQueries):
     def high_watermark(self, offset: int) -> None:
         """Set by the replication layer; clamped to [log start, LEO], checkpointed on flush."""
         with self._lock:
-            self._high_watermark = min(max(offset, self._log_start_offset), self._leo)
-            if self._high_watermark < self._checkpointed.high_watermark:
+            self._high_watermark = min(max(offset, self._log_start_offset),
+                                       self._local.log_end_offset)
+            if self._high_watermark < self._local.checkpointed.high_watermark:
                 # rare (a leader change): keep "a crash never raises the HW" by writing now
                 self._write_checkpoint(fsync=False)
 
@@ -208,33 +269,59 @@ class PartitionLog(LogRecovery, LogQueries):
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
+        return self._segments.size_bytes
 
     @property
     def offline(self) -> bool:
-        return self._offline is not None
+        return self._local.offline is not None
 
     def set_config(self, config: LogConfig, defaults: LogConfig | None = None) -> None:
         """Apply a new topic config (persisted as overrides of `defaults`)."""
         with self._lock:
-            self.config = config
-            for seg in self.segments:
-                seg.index_interval_bytes = config.index_interval_bytes
+            self.config = self._local.config = config
+            self._segments.set_index_interval(config.index_interval_bytes)
             overrides = config.overrides(defaults if defaults is not None else LogConfig())
             if overrides != self._metadata.config_overrides:
                 self._metadata.config_overrides = overrides
                 # no fsync here (CreateTopics runs on the event loop): the next flush() syncs
                 self._metadata.write(self.directory, fsync=False)
-                self._meta_unsynced = True
+                self._local.meta_unsynced = True
 
     @property
     def config_overrides(self) -> dict[str, str]:
         return dict(self._metadata.config_overrides)
 
     # --- append ---------------------------------------------------------------------------
+    def validate(self, batches: bytes | bytearray | memoryview, now_ms: int) -> ValidatedBatches:
+        """Frame, CRC-check and walk a client's batches under the topic config of now (Kafka's
+        LogValidator); `append` then writes the result without walking it again.
+
+        Thread-safe: it reads no log state but the config snapshot, and touches only its own
+        copy of the bytes (or the caller's writable view), so a large or compressed batch can
+        be walked in a worker thread while the event loop serves other clients. Raises what
+        `append` raises for a refused batch; nothing is written.
+        """
+        return ValidatedBatches(*self._validate(batches, now_ms))
+
+    def _validate(
+        self, batches: bytes | bytearray | memoryview, now_ms: int
+    ) -> tuple[bytearray | memoryview, list[tuple[int, BatchHeader]], LogConfig]:
+        """`validate` without its result object (the inline produce path allocates none)."""
+        data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
+        config = self.config
+        headers = parse_append_input(data, config.max_message_bytes)
+        rules = self._rules
+        if rules.config is not config:
+            rules = self._rules = RecordRules(config)
+        for pos, header in headers:
+            if header.is_control:
+                raise InvalidRecordError("clients may not produce control batches")
+            rules.validate(data, pos, header, now_ms, self.directory.name)
+        return data, headers, config
+
     def append(
         self,
-        batches: bytes | bytearray | memoryview,
+        batches: bytes | bytearray | memoryview | ValidatedBatches,
         *,
         now_ms: int,
         leader_epoch: int = 0,
@@ -242,25 +329,25 @@ class PartitionLog(LogRecovery, LogQueries):
     ) -> AppendResult:
         """Validate, assign offsets (patching the bytes), write. Called on the trio thread.
 
-        `from_client=False` is for batches the broker writes itself (transaction markers),
-        which may be control batches; clients may not send those (INVALID_RECORD).
-        A writable memoryview (the server's receive buffer of a produce request) is patched and
-        written as it is, saving a copy of the batches; anything else is copied first.
+        `batches` from `validate` are written as validated (not walked again); raw bytes are
+        validated here first. `from_client=False` is for batches the broker writes itself
+        (transaction markers), which may be control batches; clients may not send those
+        (INVALID_RECORD). A writable memoryview (the server's receive buffer of a produce
+        request) is patched and written as it is, saving a copy of the batches; anything else
+        is copied first.
         """
-        data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
-        headers = parse_append_input(data, self.config.max_message_bytes)
-        if from_client:
-            rules = self._rules
-            if rules.config is not self.config:
-                rules = self._rules = RecordRules(self.config)
-            for pos, header in headers:
-                if header.is_control:
-                    raise InvalidRecordError("clients may not produce control batches")
-                rules.validate(data, pos, header, now_ms, self.directory.name)
+        if isinstance(batches, ValidatedBatches):
+            data, headers = batches.data, batches.headers
+        elif from_client:
+            data, headers, _ = self._validate(batches, now_ms)
+        else:
+            data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
+            headers = parse_append_input(data, self.config.max_message_bytes)
         log_append_time = self.config.log_append_time
+        local = self._local
         with self._lock:
-            self._check_writable()
-            base = next_offset = self._leo
+            local.check_writable()
+            base = next_offset = local.log_end_offset
             messages = 0
             for pos, header in headers:
                 # `parse_append_input` framed every batch: stamp without re-checking (the
@@ -274,17 +361,17 @@ class PartitionLog(LogRecovery, LogQueries):
                 header.partition_leader_epoch = leader_epoch
                 next_offset = header.last_offset + 1
                 messages += header.records_count
-            self._write(data, headers, now_ms)
+            local.append(data, headers, now_ms)
             if self.leader_epochs.assign(leader_epoch, base):
                 self._write_epochs()
-            self._unflushed_messages += messages
+            local.unflushed_messages += messages
             return AppendResult(
                 base_offset=base,
                 last_offset=next_offset - 1,
                 log_append_time_ms=now_ms if log_append_time else -1,
                 log_start_offset=self._log_start_offset,
                 batches=len(headers),
-                flush_needed=self._unflushed_messages >= self.config.flush_messages,
+                flush_needed=local.unflushed_messages >= self.config.flush_messages,
             )
 
     def append_as_follower(
@@ -300,21 +387,23 @@ class PartitionLog(LogRecovery, LogQueries):
         data = batches if isinstance(batches, (bytearray, memoryview)) else memoryview(batches)
         headers = parse_append_input(data, self.config.max_message_bytes,
                                       allow_compacted=True)
+        local = self._local
         with self._lock:
-            self._check_writable()
+            local.check_writable()
             first = headers[0][1]
             restart_at = None
-            if self._leo == self._log_start_offset and first.base_offset < self._leo <= first.last_offset:
+            leo = local.log_end_offset
+            if leo == self._log_start_offset and first.base_offset < leo <= first.last_offset:
                 restart_at = self._log_start_offset
                 self.truncate_fully(first.base_offset)
-            expected = self._leo
+            expected = local.log_end_offset
             for _, header in headers:
                 if header.base_offset < expected:
                     raise InvalidRecordError(
                         f"batch offset {header.base_offset} is below the log end offset {expected}"
                     )
                 expected = header.last_offset + 1
-            self._write(data, headers, now_ms if now_ms is not None else _now_ms())
+            local.append(data, headers, now_ms if now_ms is not None else _now_ms())
             changed = False
             for _, header in headers:
                 changed |= self.leader_epochs.assign(
@@ -324,149 +413,67 @@ class PartitionLog(LogRecovery, LogQueries):
                 self._write_epochs()
             if restart_at is not None:
                 self._advance_log_start(restart_at)
-            self._unflushed_messages += sum(h.records_count for _, h in headers)
+            local.unflushed_messages += sum(h.records_count for _, h in headers)
             return AppendResult(
                 base_offset=headers[0][1].base_offset,
                 last_offset=expected - 1,
                 log_append_time_ms=-1,
                 log_start_offset=self._log_start_offset,
                 batches=len(headers),
-                flush_needed=self._unflushed_messages >= self.config.flush_messages,
+                flush_needed=local.unflushed_messages >= self.config.flush_messages,
             )
-
-    def _check_writable(self) -> None:
-        if self._closed:
-            raise KafkaStorageError(f"log {self.directory.name} is closed")
-        if self._offline is not None:
-            raise KafkaStorageError(f"log {self.directory.name} is offline: {self._offline}")
-
-    def _write(self, data: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], now_ms: int) -> None:
-        active = self.segments[-1]
-        last_offset = headers[-1][1].last_offset
-        # segment.ms as in Kafka: the time between the segment's first batch and the incoming
-        # one, by record timestamps (so replayed old data does not roll on every append);
-        # wall-clock age of the segment when timestamps are missing.
-        first_ts = active.first_batch_timestamp
-        incoming_ts = (headers[0][1].max_timestamp if len(headers) == 1
-                       else max(h.max_timestamp for _, h in headers))
-        if first_ts is not None and first_ts >= 0 and incoming_ts >= 0:
-            waited = incoming_ts - first_ts
-        else:
-            waited = now_ms - (active.created_ms if active.created_ms is not None else now_ms)
-        if active.size and (
-            active.size + len(data) > self.config.segment_bytes
-            or waited >= self.config.segment_ms
-            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
-        ):
-            active = self._roll(headers[0][1].base_offset, now_ms)
-        try:
-            active.append(memoryview(data), headers)
-        except KafkaStorageError as exc:
-            if os.fstat(active.fd).st_size != active.size:
-                self._offline = str(exc)
-            self._io_failed(str(exc))
-            raise
-        except OSError as exc:
-            self._offline = str(exc)
-            self._io_failed(str(exc))
-            raise KafkaStorageError(str(exc)) from exc
-        self._leo = active.next_offset
 
     def _io_failed(self, reason: str) -> None:
         listener = self.io_failure_listener
         if listener is not None:
             listener(self.directory, reason)
 
-    def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
-        """Seal the active segment and start a new one at `base_offset` (the next offset)."""
-        old = self.segments[-1]
-        old.seal()
-        try:
-            old.flush(fsync=False)
-            new = LogSegment.create(self.directory, base_offset,
-                                    index_interval_bytes=self.config.index_interval_bytes,
-                                    now_ms=now_ms)
-        except OSError as exc:
-            self._io_failed(f"cannot roll segment: {exc}")
-            raise KafkaStorageError(f"cannot roll segment: {exc}") from exc
-        self.segments.append(new)
-        self._bases.append(base_offset)
-        self._dir_dirty = True
-        return new
-
     def roll(self, now_ms: int | None = None) -> None:
         """Force a new active segment (tests, and the cleaner wanting the tail cleanable)."""
         with self._lock:
-            if self.segments[-1].size:
-                self._roll(self._leo, now_ms if now_ms is not None else _now_ms())
+            if self._segments.active.size:
+                self._local.roll(self._local.log_end_offset,
+                                 now_ms if now_ms is not None else _now_ms())
 
     # --- read -----------------------------------------------------------------------------
     def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        leo = self._local.log_end_offset
         return OffsetOutOfRangeError(
-            f"offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
+            f"offset {offset} is outside [{self._log_start_offset}, {leo}]",
             log_start_offset=self._log_start_offset,
-            log_end_offset=self._leo,
+            log_end_offset=leo,
         )
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from the batch holding `offset`, up to `max_bytes` (KIP-74: at least
         one batch even when larger). `max_offset` (exclusive, e.g. the high watermark) hides
-        every batch whose last offset is at or past it (as in Kafka). Binary search in the index plus a short scan; no copies.
+        every batch whose last offset is at or past it (as in Kafka). Binary search in the
+        index plus a short scan; no copies.
+
+        Every offset in [log start, LEO] is served by the local log. A remote tier would take
+        the offsets below the local log's first segment here, before the local read.
 
         Damage found in a segment below the recovery point (bit rot) raises KafkaStorageError.
         """
         with self._lock:
-            if offset < self._log_start_offset or offset > self._leo:
+            leo = self._local.log_end_offset
+            if offset < self._log_start_offset or offset > leo:
                 raise self._out_of_range(offset)
+            limit = leo if max_offset is None else min(max_offset, leo)
+            slices: list[FileSlice] = []
             try:
-                return self._read(offset, max_bytes, max_offset)
+                first = self._local.read_into(offset, max_bytes, limit, slices)
             except (ProtocolError, OSError) as exc:
                 raise KafkaStorageError(f"{self.directory.name}: cannot read at {offset}: {exc}"
                                         ) from exc
-
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None) -> ReadResult:
-        """`read` under the lock."""
-        limit = self._leo if max_offset is None else min(max_offset, self._leo)
-        found = self._locate(offset, limit)
-        slices: list[FileSlice] = []
-        first = -1
-        if found is not None:
-            i, pos, header = found
-            seg = self.segments[i]
-            seg_end_offset = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
-            end_pos = seg.size
-            if limit < seg_end_offset:
-                stop = seg.find(limit)
-                end_pos = stop[0] if stop is not None else seg.size
-            if end_pos > pos:
-                want = pos + max(max_bytes, header.size)
-                if want < end_pos:
-                    end_pos = max(seg.batch_boundary_at_or_before(want, pos),
-                                  pos + header.size)
-                slices.append(FileSlice(seg.fd, pos, end_pos - pos))
-                first = header.base_offset
-        return ReadResult(
-            slices=slices,
-            first_offset=first,
-            high_watermark=self._high_watermark,
-            last_stable_offset=self.last_stable_offset,
-            log_start_offset=self._log_start_offset,
-            log_end_offset=self._leo,
-        )
-
-    def _locate(self, offset: int, limit: int) -> tuple[int, int, BatchHeader] | None:
-        """(segment index, position, header) of the first batch with last offset >= `offset`
-        and base offset < `limit`; segments may hold gaps (compaction) or be empty."""
-        if offset >= limit:
-            return None
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        while i < len(self.segments):
-            hit = self.segments[i].find(offset)
-            if hit is not None:
-                pos, header = hit
-                return (i, pos, header) if header.base_offset < limit else None
-            i += 1
-        return None
+            return ReadResult(
+                slices=slices,
+                first_offset=first,
+                high_watermark=self._high_watermark,
+                last_stable_offset=self.last_stable_offset,
+                log_start_offset=self._log_start_offset,
+                log_end_offset=leo,
+            )
 
     def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
         """Like `read`, returning the bytes (for replication, tests and the cleaner)."""
@@ -486,22 +493,22 @@ class PartitionLog(LogRecovery, LogQueries):
                     f"cannot delete records before {offset}: high watermark is "
                     f"{self._high_watermark}",
                     log_start_offset=self._log_start_offset,
-                    log_end_offset=self._leo,
+                    log_end_offset=self._local.log_end_offset,
                 )
             if offset > self._log_start_offset:
                 self._advance_log_start(offset)
-            self._delete_segments_below_start()
+            self._local.delete_below(self._log_start_offset)
             return self._log_start_offset
 
     def follow_log_start(self, offset: int) -> int:
         """Follower: move the log start up to the leader's (never down, never past the LEO);
         whole segments below it go as with DeleteRecords. Returns the log start offset."""
         with self._lock:
-            offset = min(offset, self._leo)
+            offset = min(offset, self._local.log_end_offset)
             if offset > self._log_start_offset:
                 self._advance_log_start(offset)
                 self._high_watermark = max(self._high_watermark, offset)
-                self._delete_segments_below_start()
+                self._local.delete_below(self._log_start_offset)
             return self._log_start_offset
 
     def _advance_log_start(self, offset: int) -> None:
@@ -511,47 +518,15 @@ class PartitionLog(LogRecovery, LogQueries):
             self._write_epochs()
         self._write_checkpoint(fsync=False)
 
-    def _delete_segments_below_start(self) -> int:
-        deleted = 0
-        while len(self.segments) > 1 and self._bases[1] <= self._log_start_offset:
-            self._retire(0)
-            deleted += 1
-        if deleted:
-            delete_snapshots(self.directory, below=self._bases[0], keep_newest=True)
-        return deleted
-
-    def _retire(self, i: int) -> None:
-        """Take segment `i` out of the log: unlink now, close its fd after the delay."""
-        seg = self.segments.pop(i)
-        self._bases.pop(i)
-        fd = seg.detach_fd()
-        if fd is not None:
-            self._retired.append((time.monotonic(), fd))
-        seg.unlink()
-
     def replace_segments(self, old: list[LogSegment], new: Iterable[LogSegment]) -> None:
         """Swap `old` (contiguous, not the active one) for `new` (the cleaner's output)."""
-        with self._lock:
-            i = self.segments.index(old[0])
-            for seg in old:
-                fd = seg.detach_fd()
-                if fd is not None:
-                    self._retired.append((time.monotonic(), fd))
-            self.segments[i : i + len(old)] = list(new)
-            self._bases = [s.base_offset for s in self.segments]
+        self._local.replace_segments(old, new)
 
     def reap_retired(self, *, force: bool = False) -> None:
         """Close fds of deleted segments once `file.delete.delay.ms` has passed."""
-        with self._lock:
-            horizon = time.monotonic() - self.config.file_delete_delay_ms / 1000
-            keep: list[tuple[float, int]] = []
-            for when, fd in self._retired:
-                if force or when <= horizon:
-                    os.close(fd)
-                else:
-                    keep.append((when, fd))
-            self._retired = keep
+        self._local.reap_retired(force=force)
 
+    # --- truncation -------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: remove every batch whose last offset is >= `offset`.
 
@@ -560,52 +535,30 @@ class PartitionLog(LogRecovery, LogQueries):
         `offset`, as Kafka's truncate-fully does).
         """
         with self._lock:
-            if offset >= self._leo:
+            if offset >= self._local.log_end_offset:
                 return
             if offset <= self._log_start_offset:
                 self.truncate_fully(offset)
                 return
-            self._generation += 1
-            while len(self.segments) > 1 and self._bases[-1] >= offset:
-                self._retire(len(self.segments) - 1)
-            active = self.segments[-1]
-            try:
-                removed = active.truncate_to(offset)
-            except OSError as exc:
-                self._offline = str(exc)
-                self._io_failed(f"truncation failed: {exc}")
-                raise KafkaStorageError(f"truncation failed: {exc}") from exc
-            log.info("%s: truncated to offset %d (%d bytes)", self.directory.name, offset, removed)
-            if active.next_offset < self._log_start_offset:
+            end = self._local.truncate_to(offset)
+            if end < self._log_start_offset:
                 # the removed batch straddled the log start: nothing visible is left
                 self.truncate_fully(self._log_start_offset)
                 return
-            self._after_truncation(active.next_offset)
+            self._after_truncation(end)
 
     def truncate_fully(self, start_offset: int) -> None:
         """Delete every segment and restart the log empty at `start_offset`."""
         with self._lock:
-            self._generation += 1
-            now = _now_ms()
-            while self.segments:
-                self._retire(len(self.segments) - 1)
-            self.segments.append(
-                LogSegment.create(self.directory, start_offset,
-                                  index_interval_bytes=self.config.index_interval_bytes,
-                                  now_ms=now)
-            )
-            self._bases = [start_offset]
-            self._dir_dirty = True
+            self._local.truncate_fully(start_offset, _now_ms())
             self._log_start_offset = start_offset
             self.cleaner_offset = start_offset
             self.leader_epochs.clear()
             self._after_truncation(start_offset)
 
     def _after_truncation(self, leo: int) -> None:
-        delete_snapshots(self.directory, above=leo)
-        self._leo = leo
+        self._local.after_truncation(leo)
         self._high_watermark = min(self._high_watermark, leo)
-        self._recovery_point = min(self._recovery_point, leo)
         self.cleaner_offset = min(self.cleaner_offset, leo)
         if self.leader_epochs.truncate_from_end(leo):
             self._write_epochs()
@@ -615,144 +568,58 @@ class PartitionLog(LogRecovery, LogQueries):
     def delete_old_segments(self, now_ms: int) -> int:
         """Retention by `retention.ms` / `retention.bytes` (policy `delete`) and by the log
         start offset; never deletes the active segment nor data at or above the high
-        watermark. Returns how many segments were deleted."""
-        with self._lock:
-            deleted = self._delete_segments_below_start()
-            cfg = self.config
-            if cfg.delete:
-                if cfg.retention_ms >= 0:
-                    while (self._deletable()
-                           and now_ms - self.segments[0].largest_timestamp() > cfg.retention_ms):
-                        self._advance_log_start(self._bases[1])
-                        self._retire(0)
-                        deleted += 1
-                if cfg.retention_bytes >= 0:
-                    excess = self.size_bytes - cfg.retention_bytes
-                    while self._deletable() and excess - self.segments[0].size >= 0:
-                        excess -= self.segments[0].size
-                        self._advance_log_start(self._bases[1])
-                        self._retire(0)
-                        deleted += 1
-            if deleted:
-                delete_snapshots(self.directory, below=self._bases[0], keep_newest=True)
-            self.reap_retired()
-            return deleted
+        watermark. Returns how many segments were deleted.
 
-    def _deletable(self) -> bool:
-        """The oldest segment may go: it is not the active one and lies below the high
-        watermark (as in Kafka, retention never removes data consumers cannot see yet)."""
-        return len(self.segments) > 1 and self._bases[1] <= self._high_watermark
+        The log start moves first and is checkpointed, then the local segments below it go.
+        With a remote tier, local retention would delete only segments already copied there
+        and leave the log start alone.
+        """
+        with self._lock:
+            local = self._local
+            deleted = local.delete_below(self._log_start_offset)
+            breached = local.retention_breaches(now_ms, self._high_watermark)
+            if breached:
+                self._advance_log_start(self._segments.bases[breached])
+                deleted += local.delete_below(self._log_start_offset)
+            local.reap_retired()
+            return deleted
 
     # --- durability -------------------------------------------------------------------------
     def flush(self) -> None:
-        """fsync everything up to the current LEO, then advance the recovery point.
+        """fsync everything up to the current LEO, then advance the recovery point and write
+        the offsets checkpoint (and the leader epochs) durably.
 
         Blocking: call it from a worker thread. The lock is not held during the fsyncs, and a
-        flush with nothing new to sync costs no fsync at all. Index files are not fsynced:
-        they are validated when loaded and rebuilt from the log if damaged.
+        flush with nothing new to sync costs no fsync at all (see `LocalLog.flush`).
         """
+        if not self._local.flush():
+            return
         with self._lock:
-            if self._closed:
-                return
-            generation, leo = self._generation, self._leo
-            start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
-            for seg in self.segments[start:]:
-                seg.flush(fsync=False)  # pending index entries into the page cache
-            targets = [s for s in self.segments[start:] if s.dirty]
-            fds = [seg.fd for seg in targets]
-            self._unflushed_messages = 0
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-            meta_unsynced, self._meta_unsynced = self._meta_unsynced, False
-            epochs_unsynced, self._epochs_unsynced = self._epochs_unsynced, False
-        try:
-            for fd in fds:
-                try:
-                    os.fsync(fd)
-                except OSError as exc:
-                    # A segment retired and reaped meanwhile (file.delete.delay.ms = 0): its
-                    # data left the log, nothing to sync.
-                    if exc.errno != errno.EBADF:
-                        raise
-            if meta_unsynced:
-                fsync_file(self.directory / METADATA_FILE)
-            if dir_dirty:
-                fsync_dir(self.directory)
-        except OSError as exc:
-            with self._lock:
-                self._offline = f"fsync failed: {exc}"
-            self._io_failed(f"fsync failed: {exc}")
-            raise KafkaStorageError(f"flush of {self.directory.name} failed: {exc}") from exc
-        with self._lock:
-            for seg in targets:
-                seg.dirty = False
-            if generation == self._generation:
-                self._recovery_point = max(self._recovery_point, leo)
-            self._last_flush_ms = _now_ms()
             snapshot = None
-            if self._checkpoint_changed() or not self._checkpoint_on_disk:
+            if self._checkpoint_changed() or not self._local.checkpoint_on_disk:
                 snapshot = self._snapshot_checkpoint()
+            epochs_unsynced, self._epochs_unsynced = self._epochs_unsynced, False
             if epochs_unsynced:
                 self.leader_epochs.write(fsync=True)
         # The checkpoint's write and fsync happen outside the log's lock, like the data's.
         try:
             if snapshot is not None:
                 self._write_checkpoint_snapshot(*snapshot, fsync=True)
-                return
-            with self._checkpoint_file_lock:
-                if not self._checkpoint_synced and not self._closed:
-                    # written unsynced since (e.g. a high watermark checkpoint): the same
-                    # content, so an fsync makes it durable without rewriting it
-                    fsync_file(self.directory / OFFSETS_FILE)
-                    self._checkpoint_synced = True
+            else:
+                self._local.sync_checkpoint()
         except OSError as exc:
             self._io_failed(f"checkpoint write failed: {exc}")
             raise KafkaStorageError(f"checkpoint of {self.directory.name} failed: {exc}") from exc
 
     def start_writeback(self, now_ms: int, *, min_bytes: int, max_delay_ms: int) -> int:
         """Start the kernel's writeback of bytes appended since the last call (see
-        `kafkapy.storage.writeback`): when at least `min_bytes` are waiting, or any are and
-        the last start was `max_delay_ms` ago. Returns the bytes handed to the kernel.
-
-        For a worker thread: the log's lock only covers picking the ranges. The active
-        segment's last partial page is left for later, so an append never writes into a page
-        the disk may be reading.
-        """
-        ranges: list[tuple[int, int, int]] = []
-        with self._lock:
-            if self._closed or self._offline is not None or not WRITEBACK_SUPPORTED:
-                return 0
-            # The active segment, and the sealed ones before it back to the first that is
-            # done (rolled segments are handed over from the oldest pending one on).
-            first = len(self.segments) - 1
-            while first > 0:
-                seg = self.segments[first - 1]
-                if seg.written_back >= seg.size or not seg.is_open:
-                    break
-                first -= 1
-            active = self.segments[-1]
-            pending = sum(seg.size - seg.written_back for seg in self.segments[first:]
-                          if seg.is_open and seg.size > seg.written_back)
-            if pending == 0 or (pending < min_bytes
-                                and now_ms - self._last_writeback_ms < max_delay_ms):
-                return 0
-            for seg in self.segments[first:]:
-                if not seg.is_open:
-                    continue
-                end = seg.size if seg is not active else seg.size - seg.size % PAGE_SIZE
-                if end > seg.written_back:
-                    ranges.append((seg.fd, seg.written_back, end - seg.written_back))
-                    seg.written_back = end
-            self._last_writeback_ms = now_ms
-        for fd, position, length in ranges:
-            start_writeback(fd, position, length)
-        return sum(length for _, _, length in ranges)
+        `LocalLog.start_writeback`); returns the bytes handed to the kernel."""
+        return self._local.start_writeback(now_ms, min_bytes=min_bytes,
+                                           max_delay_ms=max_delay_ms)
 
     def needs_flush(self, now_ms: int) -> bool:
         """`flush.messages` or `flush.ms` says an fsync is due (LogManager.flush_dirty)."""
-        return self._unflushed_messages > 0 and (
-            self._unflushed_messages >= self.config.flush_messages
-            or now_ms - self._last_flush_ms >= self.config.flush_ms
-        )
+        return self._local.needs_flush(now_ms)
 
     def checkpoint_offsets(self, *, force: bool = False, now_ms: int | None = None) -> None:
         """Persist the high watermark and friends (log start, recovery point, cleaner offset)
@@ -761,7 +628,7 @@ class PartitionLog(LogRecovery, LogQueries):
         `HW_CHECKPOINT_INTERVAL_MS` (Kafka's replica.high.watermark.checkpoint.interval.ms),
         as the HW moves on every produce."""
         with self._lock:
-            if self._closed or not self._checkpoint_changed():
+            if self._local.closed or not self._checkpoint_changed():
                 return
             if not force and now_ms is not None:
                 if now_ms - self._last_hw_checkpoint_ms < HW_CHECKPOINT_INTERVAL_MS:
@@ -779,49 +646,73 @@ class PartitionLog(LogRecovery, LogQueries):
         `mark_synced()` on each, instead of thousands of separate fsyncs.
         """
         with self._lock:
-            if self._closed:
+            local = self._local
+            if local.closed:
                 return
-            if self._offline is None:
-                active = self.segments[-1]
-                if active.index.loaded and active.time_index.loaded:  # written or read this run
-                    with contextlib.suppress(KafkaStorageError, OSError):
-                        active.seal()  # its last time index entry, as Kafka writes at close
+            if local.offline is None:
+                local.seal_active_for_close()
                 with contextlib.suppress(KafkaStorageError):
                     if fsync:
                         self.flush()
                     else:
-                        self._write_unsynced()
-            self._closed = True
-            for seg in self.segments:
-                seg.close()
-            self.reap_retired(force=True)
-
-    def _write_unsynced(self) -> None:
-        for seg in self.segments:
-            seg.flush(fsync=False)
-        if self._epochs_unsynced:
-            self.leader_epochs.write(fsync=False)
+                        local.write_unsynced()
+                        if self._epochs_unsynced:
+                            self.leader_epochs.write(fsync=False)
+            local.close()
 
     def mark_synced(self) -> None:
         """After a sync(2) that followed `close(fsync=False)`: everything up to the LEO is
         durable, so checkpoint it as the recovery point (an old checkpoint surviving a crash
         here only means more recovery)."""
         with self._lock:
-            if self._offline is None:
-                self._recovery_point = self._leo
-                if self._checkpoint_changed() or not self._checkpoint_on_disk:
+            local = self._local
+            if local.offline is None:
+                local.recovery_point = local.log_end_offset
+                if self._checkpoint_changed() or not local.checkpoint_on_disk:
                     self._write_checkpoint(fsync=False)
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         with self._lock:
-            self._closed = True
-            for seg in self.segments:
-                seg.close()
-            self.reap_retired(force=True)
-            with self._checkpoint_file_lock:  # no checkpoint write half way through
-                shutil.rmtree(self.directory, ignore_errors=True)
+            self._local.delete_directory()
 
+    # --- offsets checkpoint: what goes in (the file side is LocalLog's) -----------------------
+    def _checkpoint_state(self) -> OffsetsCheckpoint:
+        return OffsetsCheckpoint(
+            log_start_offset=self._log_start_offset,
+            recovery_point=self._local.recovery_point,
+            high_watermark=self._high_watermark,
+            cleaner_offset=self.cleaner_offset,
+        )
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    def offsets_checkpointed(self) -> bool:
+        """`offsets.checkpoint` holds the log's offsets as they are: a flush pass has nothing
+        to write for it (read without the lock; a racing change shows at the next pass)."""
+        return not self._checkpoint_changed()
+
+    def _checkpoint_changed(self) -> bool:
+        """The offsets differ from what `offsets.checkpoint` holds. A brand-new log without
+        the file counts as unchanged until its offsets move (a missing file reads as "recover
+        fully", which is right for it); flush and close write the file regardless."""
+        return self._checkpoint_state() != self._local.checkpointed
+
+    def _write_checkpoint(self, *, fsync: bool) -> None:
+        """Write the current offsets now (caller holds the log's lock)."""
+        version, state = self._snapshot_checkpoint()
+        self._local.write_checkpoint(version, state, fsync=fsync, even_if_closed=True)
+
+    def _snapshot_checkpoint(self) -> tuple[int, OffsetsCheckpoint]:
+        """Under the log's lock: the offsets to write and their place in the order of
+        snapshots, so a write that lost a race never replaces a newer file."""
+        return self._local.next_checkpoint_version(), self._checkpoint_state()
+
+    def _write_checkpoint_snapshot(self, version: int, state: OffsetsCheckpoint, *,
+                                   fsync: bool) -> bool:
+        """Write a snapshot taken earlier, outside the log's lock; False when a newer one was
+        written meanwhile or the log was closed (see `LocalLog.write_checkpoint`)."""
+        return self._local.write_checkpoint(version, state, fsync=fsync)
+
+    def _write_epochs(self) -> None:
+        """Mark the leader-epoch cache for the next flush() (recovery rebuilds it from the
+        batches' own epochs, so writing it on the append path would only cost time)."""
+        self._epochs_unsynced = True

@@ -7,14 +7,14 @@ snapshots in step with the segments (`txn_index.py` holds the file formats).
 
 from __future__ import annotations
 
-import bisect
 import threading
 from pathlib import Path
 
 from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.records import BatchHeader, decode_records
 from kafkapy.storage.errors import KafkaStorageError
-from kafkapy.storage.segment import LogSegment
+from kafkapy.storage.local_log import LocalLog
+from kafkapy.storage.log_segments import LogSegments
 from kafkapy.storage.txn_index import (
     AbortedTxnEntry,
     delete_snapshots,
@@ -29,19 +29,16 @@ class LogQueries:
     """Mixin for `PartitionLog` (which provides these attributes)."""
 
     directory: Path
-    segments: list[LogSegment]
     _lock: threading.RLock
-    _bases: list[int]
-    _leo: int
+    _local: LocalLog
+    _segments: LogSegments
     _log_start_offset: int
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp` (ListOffsets),
         or None when every record is older. Decodes records of one batch only."""
         with self._lock:
-            for seg in self.segments:
-                if seg.size == 0 or seg.largest_timestamp() < timestamp:
-                    continue
+            for seg in self._segments.with_timestamp_at_least(timestamp):
                 seg.ensure_indexes()
                 hint = seg.time_index.lookup_before(timestamp)
                 start_offset = max(hint if hint is not None else seg.base_offset,
@@ -68,14 +65,16 @@ class LogQueries:
         and one straddling `limit` are scanned.
         """
         with self._lock:
-            limit = self._leo if limit is None else min(limit, self._leo)
+            leo = self._local.log_end_offset
+            limit = leo if limit is None else min(limit, leo)
+            segments = self._segments
             best_ts, best = -1, -1
-            for i, seg in enumerate(self.segments):
+            for i, seg in enumerate(segments):
                 if seg.base_offset >= limit:
                     break
                 if seg.size == 0:
                     continue
-                seg_end = self._bases[i + 1] if i + 1 < len(self.segments) else self._leo
+                seg_end = segments.end_offset(i, leo)
                 if seg_end <= limit:
                     ts = seg.largest_timestamp()
                 else:
@@ -85,7 +84,7 @@ class LogQueries:
                     best_ts, best = ts, i
             if best < 0:
                 return None
-            for _, header, data in self.segments[best].batches(with_data=True):
+            for _, header, data in segments.segments[best].batches(with_data=True):
                 if header.base_offset >= limit:
                     break
                 if header.max_timestamp == best_ts and header.last_offset >= self._log_start_offset:
@@ -114,10 +113,10 @@ class LogQueries:
                            last_stable_offset: int) -> None:
         """Record an aborted transaction whose abort marker was appended at `last_offset`."""
         with self._lock:
-            i = max(0, bisect.bisect_right(self._bases, last_offset) - 1)
+            seg = self._segments.segments[self._segments.floor_index(last_offset)]
             entry = AbortedTxnEntry(last_offset, producer_id, first_offset, last_stable_offset)
             try:
-                self.segments[i].txn_index.append(entry)
+                seg.txn_index.append(entry)
             except OSError as exc:
                 raise KafkaStorageError(f"cannot write the transaction index: {exc}") from exc
 
@@ -126,10 +125,10 @@ class LogQueries:
         """`append_aborted_txn` for a rebuild from the log (producer-state replay at start):
         adds the entry only if the index lacks it, wherever it belongs; True if it was missing."""
         with self._lock:
-            i = max(0, bisect.bisect_right(self._bases, last_offset) - 1)
+            seg = self._segments.segments[self._segments.floor_index(last_offset)]
             entry = AbortedTxnEntry(last_offset, producer_id, first_offset, last_stable_offset)
             try:
-                return self.segments[i].txn_index.restore(entry)
+                return seg.txn_index.restore(entry)
             except OSError as exc:
                 raise KafkaStorageError(f"cannot write the transaction index: {exc}") from exc
 
@@ -137,8 +136,8 @@ class LogQueries:
         """Aborted transactions overlapping offsets [start, end) (read_committed fetches)."""
         with self._lock:
             out: list[AbortedTxnEntry] = []
-            i = max(0, bisect.bisect_right(self._bases, start) - 1)
-            for seg in self.segments[i:]:
+            i = self._segments.floor_index(start)
+            for seg in self._segments.segments[i:]:
                 out += seg.txn_index.overlapping(start, end)
                 if any(e.last_stable_offset > end for e in seg.txn_index.entries):
                     break  # later markers belong to transactions that began after `end`

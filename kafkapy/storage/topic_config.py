@@ -25,11 +25,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kafkapy.protocol.config_types import ConfigType
 
-__all__ = ["INT64_MAX_TEXT", "TOPIC_CONFIGS", "TopicConfigKey", "topic_config_problem"]
+__all__ = [
+    "INT64_MAX_TEXT",
+    "TOPIC_CONFIGS",
+    "TopicConfigKey",
+    "tiered_storage_problem",
+    "topic_config_problem",
+]
 
 INT64_MAX_TEXT = str((1 << 63) - 1)
 _BITS = {ConfigType.INT: 31, ConfigType.SHORT: 15, ConfigType.LONG: 63}
@@ -179,7 +185,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             _T.LONG,
             "-2",
             ("log.local.retention.bytes",),
-            "Accepted (tiered storage is not built).",
+            "Bytes kept on local disk once tiered; -2: retention.bytes (tiering not wired yet).",
             at_least=-2,
         ),
         TopicConfigKey(
@@ -187,7 +193,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             _T.LONG,
             "-2",
             ("log.local.retention.ms",),
-            "Accepted (tiered storage is not built).",
+            "Time kept on local disk once tiered; -2: retention.ms (tiering not wired yet).",
             at_least=-2,
         ),
         TopicConfigKey(
@@ -273,21 +279,21 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             _T.BOOLEAN,
             "false",
             (),
-            "Accepted (tiered storage is not built).",
+            "Tiered topic turned read-only (KIP-950); checked, tiering not wired yet.",
         ),
         TopicConfigKey(
             "remote.log.delete.on.disable",
             _T.BOOLEAN,
             "false",
             (),
-            "Accepted (tiered storage is not built).",
+            "Required to turn remote storage off (KIP-950); checked, tiering not wired yet.",
         ),
         TopicConfigKey(
             "remote.storage.enable",
             _T.BOOLEAN,
             "false",
             (),
-            "Accepted (tiered storage is not built).",
+            "Refused unless remote.log.storage.system.enable (tiering not wired yet).",
         ),
         TopicConfigKey(
             "retention.bytes",
@@ -421,3 +427,61 @@ def topic_config_problem(name: str, value: str | None) -> str | None:
     if problem is None and key.check is not None:
         problem = key.check(value)
     return None if problem is None else f"Invalid value {value} for configuration {name}: {problem}"
+
+
+def _flag(configs: Mapping[str, str], name: str) -> bool:
+    return configs.get(name, TOPIC_CONFIGS[name].default or "false").strip().lower() == "true"
+
+
+def _local_retention_problem(name: str, local: int, limit_name: str, limit: int) -> str | None:
+    """Kafka's rule for `local.retention.*` on a tiered topic: -2 means "as `retention.*`",
+    anything else must be a real limit no larger than the total one (when that is limited)."""
+    if limit == -1 or local == -2:
+        return None
+    if local == -1:
+        return f"Invalid value {local} for configuration {name}: Value must not be -1 as {limit_name} value is set as {limit}."
+    if local > limit:
+        return f"Invalid value {local} for configuration {name}: Value must not be more than {limit_name} property value: {limit}"
+    return None
+
+
+def tiered_storage_problem(
+    configs: Mapping[str, str], existing: Mapping[str, str], *, system_enabled: bool,
+    retention_ms: int, retention_bytes: int, cleanup_policy: str,
+) -> str | None:
+    """Why a topic's whole new override set breaks Kafka's tiered-storage rules (INVALID_CONFIG).
+
+    `configs` / `existing`: the new and the current overrides; the retention and cleanup policy
+    are the effective ones (overrides over broker defaults). Kafka's rules and messages
+    (LogConfig.validateTopicLogConfigValues): remote storage needs the broker's
+    `remote.log.storage.system.enable` and a delete-only cleanup policy; `local.retention.*`
+    must fit within `retention.*`; with `remote.log.copy.disable` the local and total
+    retention must be the same (KIP-950: nothing more is copied); and turning remote storage
+    off needs `remote.log.delete.on.disable=true` (the remote data goes with it).
+    """
+    if not _flag(configs, "remote.storage.enable"):
+        if _flag(existing, "remote.storage.enable") and not _flag(configs, "remote.log.delete.on.disable"):
+            return ("It is invalid to disable remote storage without deleting remote data. If you want to "
+                    "keep the remote data and turn to read only, please set `remote.storage.enable=true,"
+                    "remote.log.copy.disable=true`. If you want to disable remote storage and delete all "
+                    "remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+        return None
+    if not system_enabled:
+        return ("Tiered Storage functionality is disabled in the broker. "
+                "Topic cannot be configured with remote log storage.")
+    policies = [p.strip() for p in cleanup_policy.split(",") if p.strip()]
+    if policies and policies != ["delete"]:
+        return ("Remote log storage only supports topics with cleanup.policy=delete or "
+                "cleanup.policy being an empty list.")
+    local_bytes = int(configs.get("local.retention.bytes", "-2"))
+    local_ms = int(configs.get("local.retention.ms", "-2"))
+    problem = _local_retention_problem(
+        "local.retention.bytes", local_bytes, "retention.bytes", retention_bytes,
+    ) or _local_retention_problem("local.retention.ms", local_ms, "retention.ms", retention_ms)
+    if problem is None and _flag(configs, "remote.log.copy.disable"):
+        for kind, local, total in (("bytes", local_bytes, retention_bytes), ("ms", local_ms, retention_ms)):
+            if local not in (-2, total):
+                return (f"When `remote.log.copy.disable` is set to true, the `local.retention.{kind}` and "
+                        f"`retention.{kind}` must be set to the identical value because there will be no "
+                        "more logs copied to the remote storage.")
+    return problem

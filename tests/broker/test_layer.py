@@ -23,6 +23,9 @@ BROKER_MODULES = [
     "kafkapy.broker.faults",
     "kafkapy.broker.config",
     "kafkapy.broker.stats",
+    "kafkapy.broker.context",
+    "kafkapy.broker.request_ports",
+    "kafkapy.broker.handlers.registry",
 ]
 
 
@@ -32,6 +35,19 @@ def test_importing_the_broker_layer_loads_no_trio() -> None:
         f"for name in {BROKER_MODULES!r}:\n"
         "    importlib.import_module(name)\n"
         "print(sorted(m for m in sys.modules if m == 'trio' or m.startswith('trio.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_loading_every_request_handler_loads_neither_trio_nor_the_server() -> None:
+    """The handlers decide what a request means on any event loop: registering all of them (the
+    client APIs and the controller listener's) imports no trio and no kafkapy.server module."""
+    code = (
+        "import sys\n"
+        "from kafkapy.broker.handlers import load_handlers\n"
+        "load_handlers()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'trio' or m.startswith('kafkapy.server')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

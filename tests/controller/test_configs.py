@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kafkapy.controller.controller import ConfigChange, ConfigOp, ControllerConfig
+from kafkapy.controller.controller import ConfigChange, ConfigOp, ControllerConfig, NewTopic
 from kafkapy.controller.records import ConfigRecord, ConfigResourceType
 from kafkapy.controller.snapshot import decode_snapshot, encode_snapshot
 from kafkapy.protocol.errors import ErrorCode
@@ -107,3 +107,36 @@ def test_per_broker_only_configs_are_refused_on_the_cluster_default() -> None:
                  ConfigOp("log.retention.ms", SET, "1")) is ErrorCode.NONE
     assert alter("1", ConfigOp("sasl.kerberos.service.name", SET, "kafka")) is ErrorCode.NONE
     assert c.replica.broker_configs == {"": {"log.retention.ms": "1"}, "1": {"sasl.kerberos.service.name": "kafka"}}
+
+
+def test_tiered_topics_are_refused_unless_the_broker_has_remote_storage() -> None:
+    for enabled in (False, True):
+        c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, remote_log_storage_system_enable=enabled))
+        c.start(1)
+        [res] = c.run(c.ctl.create_topics([NewTopic("t", 1, 1, configs={"remote.storage.enable": "true"})]))
+        if enabled:
+            assert res.error is ErrorCode.NONE
+            continue
+        assert res.error is ErrorCode.INVALID_CONFIG
+        assert res.message is not None
+        assert res.message.startswith("Tiered Storage functionality is disabled in the broker.")
+        c.run(c.ctl.create_topics([NewTopic("t", 1, 1)]))
+        [r] = c.run(c.ctl.incremental_alter_configs([ConfigChange(
+            ConfigResourceType.TOPIC, "t", [ConfigOp("remote.storage.enable", SET, "true")])]))
+        assert r.error is ErrorCode.INVALID_CONFIG
+
+
+def test_turning_a_tiered_topic_off_needs_remote_log_delete_on_disable() -> None:
+    c = Cluster(ControllerConfig(cluster_id=CLUSTER_ID, remote_log_storage_system_enable=True))
+    c.start(1)
+    c.run(c.ctl.create_topics([NewTopic("t", 1, 1, configs={"remote.storage.enable": "true"})]))
+    T = ConfigResourceType.TOPIC
+    [r] = c.run(c.ctl.incremental_alter_configs(
+        [ConfigChange(T, "t", [ConfigOp("remote.storage.enable", SET, "false")])]))
+    assert r.error is ErrorCode.INVALID_CONFIG
+    assert r.message is not None
+    assert "without deleting remote data" in r.message
+    [r] = c.run(c.ctl.incremental_alter_configs([ConfigChange(T, "t", [
+        ConfigOp("remote.storage.enable", SET, "false"),
+        ConfigOp("remote.log.delete.on.disable", SET, "true")])]))
+    assert r.error is ErrorCode.NONE

@@ -1,5 +1,5 @@
 """Admin APIs: topics, partitions, records and configs, over the wire (the cluster's description:
-test_describe_cluster.py, test_describe_topic_partitions.py, test_log_dirs.py in tests/server/handlers/)."""
+test_describe_cluster.py, test_describe_topic_partitions.py, test_log_dirs.py in tests/broker/handlers/)."""
 
 from __future__ import annotations
 

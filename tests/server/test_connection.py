@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from kafkapy.broker.handlers.registry import REGISTRY
 from kafkapy.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -29,7 +30,6 @@ from kafkapy.protocol.messages import (
     ProduceRequest,
 )
 from kafkapy.server.connection import Connection
-from kafkapy.server.handlers.registry import REGISTRY
 
 from .helpers import Client, batch, create_topic, running_broker, wait_until
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import trio
 
+from kafkapy.broker.handlers import load_handlers
+from kafkapy.broker.handlers.registry import CONTROLLER_REGISTRY, REGISTRY
+from kafkapy.broker.handlers.shared.mutation_quota import STRICT_FROM
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.error_versions import ERRORS_SINCE
 from kafkapy.protocol.errors import ErrorCode as E
-from kafkapy.server.handlers import load_handlers
-from kafkapy.server.handlers.registry import CONTROLLER_REGISTRY, REGISTRY
-from kafkapy.server.handlers.shared.mutation_quota import STRICT_FROM
 from tests.broker.test_transactions import TXN_SETTINGS, Txn
 from tests.protocol.specs import reference_dir
 

@@ -35,6 +35,14 @@ def batch(
     )
 
 
+def offset_batch(base_offset: int, count: int, *, ts: int = BASE_TS) -> bytearray:
+    """A batch of `count` records already carrying `base_offset`, as the log stamps it (for
+    the layers below `PartitionLog`, which write batches as given)."""
+    records = [Record(offset_delta=i, timestamp_delta=i, key=None, value=b"v%d" % i)
+               for i in range(count)]
+    return bytearray(build_batch(records, base_offset=base_offset, base_timestamp=ts))
+
+
 def records_of(data: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in a byte run of whole batches."""
     out = []

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -50,6 +50,12 @@ from kafkapy.broker.config_rules import (
     dynamic_config_problem,
     group_config_check,
 )
+from kafkapy.broker.controller_tags import (
+    METADATA_OFFSET_TAG,
+    pop_metadata_offset,
+    set_metadata_offset,
+)
+from kafkapy.broker.errors import NotControllerError
 from kafkapy.controller.controller import ControllerConfig, ControllerResult, QuorumController
 from kafkapy.controller.records import encode_record
 from kafkapy.controller.topics import PREFERRED
@@ -82,29 +88,6 @@ _REBALANCE_INTERVAL_S = 300.0
 #: an oversleep of the timer loop this long counts as a stall of this process
 _STALL_S = 1.0
 
-#: Tagged field the controller adds to its answers: the metadata offset the change committed at
-#: (int64, big-endian). The ControllerChannel removes it and waits until the local image has
-#: applied that offset, so a broker that forwarded CreateTopics sees the topic in its own
-#: Metadata right away. Only nodes of this cluster see it: the channel strips it before a
-#: response is forwarded to a client.
-METADATA_OFFSET_TAG = 0x6B70
-
-
-def set_metadata_offset(message: Any, offset: int) -> None:
-    if offset >= 0:
-        message.unknown_tagged_fields[METADATA_OFFSET_TAG] = offset.to_bytes(8, "big", signed=True)
-
-
-def pop_metadata_offset(message: Any) -> int:
-    """The offset set by `set_metadata_offset` (removed from the message), or -1."""
-    raw = message.unknown_tagged_fields.pop(METADATA_OFFSET_TAG, None)
-    if raw is None or len(raw) != 8:
-        return -1
-    return int.from_bytes(raw, "big", signed=True)
-
-
-class NotControllerError(Exception):
-    """This node is not (or no longer) the active controller: answer NOT_CONTROLLER."""
 
 
 def monotonic_ms() -> int:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kafkapy.broker.controller_tags import SUSPECTS_TAG, decode_suspects, encode_suspects
 from kafkapy.server.cluster.peer import is_gone_error
 
 if TYPE_CHECKING:
@@ -47,9 +48,6 @@ __all__ = ["SUSPECTS_TAG", "GoneDetector", "decode_suspects", "encode_suspects"]
 
 log = logging.getLogger(__name__)
 
-#: private tagged field of BrokerHeartbeatRequest between kafkapy nodes: node ids the sender
-#: saw refuse or drop connections (int32 each, big-endian)
-SUSPECTS_TAG = 0x6B71
 _PROBE_TIMEOUT_S = 1.0
 _PROBE_EVERY_S = 1.0
 _CHECK_S = 0.25
@@ -57,14 +55,6 @@ _CHECK_S = 0.25
 _OVERDUE_SLACK_MS = 1000
 
 
-def encode_suspects(node_ids: list[int]) -> bytes:
-    return b"".join(int(i).to_bytes(4, "big", signed=True) for i in node_ids)
-
-
-def decode_suspects(raw: bytes | None) -> list[int]:
-    if not raw or len(raw) % 4:
-        return []
-    return [int.from_bytes(raw[i : i + 4], "big", signed=True) for i in range(0, len(raw), 4)]
 
 
 async def _refuses(host: str, port: int) -> bool:

@@ -31,20 +31,18 @@ import json
 import logging
 import os
 import re
-import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkapy.protocol.records import (
-    Record,
-    build_batch,
-    decode_records,
-    iter_batches,
-    validate_batch,
-)
 from kafkapy.raft import Entry, QuorumState, SnapshotId
+from kafkapy.raft.wire import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    entries_from_batches,
+    entries_to_batches,
+)
 from kafkapy.storage import LogConfig, PartitionLog
 from kafkapy.storage.checkpoint import write_atomic
 
@@ -66,10 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_PARTITION = 0
-#: Kafka's fixed topic id of the metadata topic
-METADATA_TOPIC_ID = uuid.UUID(int=1)
 QUORUM_STATE_FILE = "quorum-state"
 _READ_BYTES = 1024 * 1024
 _NO_RETENTION = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
@@ -81,49 +75,6 @@ def snapshot_file_name(snapshot_id: SnapshotId) -> str:
     """Kafka's snapshot file name: `<end offset, 20 digits>-<epoch, 10 digits>.checkpoint`."""
     return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}.checkpoint"
 
-
-def entries_to_batches(entries: Sequence[Entry], *, timestamp_ms: int | None = None) -> bytes:
-    """Entries as record batches: one batch per run of one epoch (partition leader epoch =
-    that epoch), one record per entry with the entry's bytes as its value."""
-    if not entries:
-        return b""
-    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    out = bytearray()
-    start = 0
-    for i in range(1, len(entries) + 1):
-        if i == len(entries) or entries[i].epoch != entries[start].epoch:
-            run = entries[start:i]
-            records = [
-                Record(offset_delta=j, timestamp_delta=0, key=None, value=e.data, headers=[])
-                for j, e in enumerate(run)
-            ]
-            out += build_batch(
-                records,
-                base_offset=run[0].offset,
-                base_timestamp=ts,
-                partition_leader_epoch=run[0].epoch,
-            )
-            start = i
-    return bytes(out)
-
-
-def entries_from_batches(
-    data: bytes | bytearray | memoryview, *, first_offset: int = 0
-) -> list[Entry]:
-    """The entries in `data` (whole record batches) at or above `first_offset`, in order.
-
-    Raises ProtocolError (CorruptRecordError / InvalidRecordError) on malformed batches."""
-    buf = bytes(data)
-    entries: list[Entry] = []
-    for pos, header in iter_batches(buf):
-        validate_batch(buf, pos, header, allow_compacted=True)  # CRC: peers' bytes are untrusted
-        for record in decode_records(buf, pos, header):
-            offset = header.base_offset + record.offset_delta
-            if offset >= first_offset:
-                entries.append(
-                    Entry(offset, header.partition_leader_epoch, bytes(record.value or b""))
-                )
-    return entries
 
 
 def read_quorum_state(directory: Path) -> QuorumState:

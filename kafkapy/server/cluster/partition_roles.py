@@ -16,11 +16,14 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   waiters (`wait_replicated`).
 - ISR changes: `run_isr_maintenance()` (started by the replica fetcher manager's `run`) proposes
   shrinks of lagging followers every half `replica.lag.time.max.ms` and expansions as soon as a
-  follower catches up, one AlterPartition in flight per partition, through the controller
-  channel.
+  follower catches up, one change in flight per partition; the changes due at one check go in
+  one AlterPartition through the controller channel, logged as one line.
+- Logging: the role changes of an image are one INFO line (each partition's at DEBUG).
 
-Error handling: a log that cannot be opened or deleted is logged and the partition left without
-a role (produce/fetch answer NOT_LEADER_OR_FOLLOWER); an AlterPartition the controller refused
+Error handling: a log that cannot be opened or deleted takes that partition alone offline
+(`broker.log_states`: produce/fetch answer KAFKA_STORAGE_ERROR, one ERROR line, counted in the
+metrics; the log store logged the cause) and leaves it without a role; the rest of the delta and
+every other partition are applied as if nothing happened. An AlterPartition the controller refused
 is forgotten and tried again at the next check; an expansion whose outcome is unknown (no
 answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource handling: no tasks of its own except the ISR loop.
 """
@@ -31,6 +34,7 @@ import heapq
 import itertools
 import logging
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -39,6 +43,10 @@ from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.broker.partition_role import PartitionRole
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+from kafkapy.protocol.messages.alter_partition import (
+    AlterPartitionRequest_TopicData,
+    AlterPartitionResponse_PartitionData,
+)
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.storage.errors import StorageError
@@ -46,6 +54,7 @@ from kafkapy.storage.errors import StorageError
 if TYPE_CHECKING:
     from kafkapy.broker.config import BrokerConfig
     from kafkapy.broker.idempotence import ProducerStates
+    from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
@@ -118,6 +127,8 @@ class ReplicaHost(Protocol):
     @property
     def logs(self) -> LogManager: ...
     @property
+    def log_states(self) -> PartitionLogStates: ...
+    @property
     def topics(self) -> TopicStore: ...
     @property
     def waiters(self) -> PartitionWaiters: ...
@@ -140,6 +151,22 @@ def monotonic_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
+@dataclass(slots=True)
+class RoleChanges:
+    """The role changes one image made, for its one summary line."""
+
+    leaders: int = 0
+    followers: dict[int, int] = field(default_factory=dict)  # leader id -> partitions
+
+    def __bool__(self) -> bool:
+        return bool(self.leaders or self.followers)
+
+    def summary(self) -> str:
+        follows = ", ".join(f"{n} of {leader}" for leader, n in sorted(self.followers.items()))
+        total = sum(self.followers.values())
+        return f"leader of {self.leaders} partitions, follower of {total}" + (f" ({follows})" if follows else "")
+
+
 class ReplicaManager:
     def __init__(self, broker: ReplicaHost) -> None:
         self.broker = broker
@@ -148,6 +175,10 @@ class ReplicaManager:
         self._isr_to_check: set[Key] = set()  # partitions a follower fetch made worth a look
         self._applied_once = False
         self._applied = trio.Event()
+        self._changes = RoleChanges()  # the role changes of the image being applied
+        #: each follower's latest fetch request (monotonic ms): an idle partition in its fetch
+        #: session counts as fetched then (`LeaderState.on_leader_append`)
+        self.follower_request_ms: dict[int, int] = {}
 
     # -- reading ----------------------------------------------------------------------------------
     def role(self, topic: str, partition: int) -> PartitionRole | None:
@@ -163,12 +194,17 @@ class ReplicaManager:
         await self._applied.wait()
 
     def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
-        """React to a newly published image (see the module doc)."""
+        """React to a newly published image (see the module doc). The role changes are logged
+        as one INFO line per image (each partition's at DEBUG): a delta of thousands of
+        partitions is one line, not thousands."""
+        self._changes = RoleChanges()
         try:
             self._apply(image, delta)
         finally:
             self._applied.set()
             self._applied = trio.Event()
+            if self._changes:
+                log.info("metadata offset %d: %s", image.offset, self._changes.summary())
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
@@ -200,21 +236,31 @@ class ReplicaManager:
         this node was down (Kafka's stray logs). Only on a whole image, which the publisher
         hands over once this broker has caught up, so it holds every topic that exists."""
         logs = self.broker.logs
-        for (topic, partition), plog in list(logs.logs().items()):
+        # a log that failed to open at start is a stray too when its topic is gone
+        found = {**dict.fromkeys(logs.failed_logs()), **logs.logs()}
+        for (topic, partition), plog in found.items():
             if topic == METADATA_TOPIC:
                 continue
             t = image.topics.get(topic)
             if (
                 t is not None
                 and partition in t.partitions
-                and (not plog.topic_id.int or plog.topic_id == t.topic_id)
+                and (plog is None or not plog.topic_id.int or plog.topic_id == t.topic_id)
             ):
                 continue
             log.warning("%s-%d belongs to no topic in the metadata: deleting it", topic, partition)
-            try:
-                logs.delete_log(topic, partition)
-            except StorageError:
-                log.exception("cannot delete the stray log %s-%d", topic, partition)
+            self._delete_log(topic, partition)
+
+    def _delete_log(self, topic: str, partition: int) -> bool:
+        """Delete the partition's log (a failed one's too): True when it is gone, else the
+        partition goes offline alone (a later delta or restart retries the delete)."""
+        try:
+            self.broker.logs.delete_log(topic, partition)
+        except StorageError as e:
+            self.broker.log_states.set_offline(topic, partition, str(e), undeleted=True)
+            return False
+        self.broker.log_states.set_ready(topic, partition)
+        return True
 
     def _remove_topic(self, info: TopicInfo, *, delete_logs: bool) -> None:
         broker = self.broker
@@ -223,7 +269,7 @@ class ReplicaManager:
         for p in range(info.partitions):
             self._drop_role((info.name, p))
             if delete_logs:
-                broker.logs.delete_log(info.name, p)
+                self._delete_log(info.name, p)
             broker.waiters.notify((info.name, p))
         log.info("removed topic %s", info.name)
 
@@ -240,23 +286,31 @@ class ReplicaManager:
         for p, part in sorted(t.partitions.items()):
             try:
                 self._apply_partition(image, info, p, part, configs_changed)
+            except StorageError as e:  # the log store logged the cause: no second traceback
+                broker.log_states.set_offline(t.name, p, str(e))
+                self._drop_role((t.name, p))
             except Exception:  # one bad partition must not stop the others from following
                 log.exception("%s-%d: applying its metadata failed", t.name, p)
                 self._drop_role((t.name, p))
 
     def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
-        logs = self.broker.logs
+        """The partition's log, created if new; None when it failed (the partition is then
+        offline, `_delete_log`)."""
+        logs, states = self.broker.logs, self.broker.log_states
+        plog = logs.get(info.name, p)
+        if plog is not None and plog.topic_id == info.topic_id:
+            return plog  # the common case: configs follow through `configs_changed`
+        if (plog is not None and plog.topic_id.int) or states.undeleted(info.name, p):
+            log.warning("%s-%d on disk belongs to an older topic: removing it", info.name, p)
+            if not self._delete_log(info.name, p):
+                return None
         try:
-            plog = logs.get(info.name, p)
-            if plog is not None and plog.topic_id == info.topic_id:
-                return plog  # the common case: configs follow through `configs_changed`
-            if plog is not None and plog.topic_id.int:
-                log.warning("%s-%d on disk belongs to an older topic id: removing it", info.name, p)
-                logs.delete_log(info.name, p)
-            return logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
-        except StorageError:
-            log.exception("cannot open the log of %s-%d", info.name, p)
+            plog = logs.get_or_create(info.name, p, self.broker.log_config(info), info.topic_id)
+        except StorageError as e:
+            states.set_offline(info.name, p, str(e))
             return None
+        states.set_ready(info.name, p)
+        return plog
 
     def _apply_partition(
         self, image: MetadataImage, info: TopicInfo, p: int, part: PartitionImage, configs_changed: bool
@@ -268,9 +322,9 @@ class ReplicaManager:
         if node_id not in part.replicas:
             if role is not None:
                 self._drop_role(key)
-            if broker.logs.get(info.name, p) is not None:
+            if broker.logs.get(info.name, p) is not None or key in broker.logs.failed_logs():
                 log.info("%s-%d moved away from this broker: deleting its log", info.name, p)
-                broker.logs.delete_log(info.name, p)
+                self._delete_log(info.name, p)
             return
         plog = self._open_log(info, p)
         if plog is None:
@@ -323,8 +377,9 @@ class ReplicaManager:
         hw = state.on_leader_append(plog.log_end_offset)
         if hw is not None:
             self._hw_moved(role, plog, hw)
-        log.info("%s-%d: leader in epoch %d (ISR %s, LEO %d, HW %d)", info.name, p, part.leader_epoch,
-                 list(part.isr), plog.log_end_offset, plog.high_watermark)
+        self._changes.leaders += 1
+        log.debug("%s-%d: leader in epoch %d (ISR %s, LEO %d, HW %d)", info.name, p, part.leader_epoch,
+                  list(part.isr), plog.log_end_offset, plog.high_watermark)
         self.broker.waiters.notify(key)
         self._isr_to_check.add(key)
         self._isr_wakeup.set()
@@ -351,7 +406,8 @@ class ReplicaManager:
                 fetchers.add_partition(info.name, p, info.topic_id, part.leader, part.leader_epoch)
             else:
                 fetchers.remove_partition(info.name, p)
-        log.info("%s-%d: follower of %d in epoch %d", info.name, p, part.leader, part.leader_epoch)
+        self._changes.followers[part.leader] = self._changes.followers.get(part.leader, 0) + 1
+        log.debug("%s-%d: follower of %d in epoch %d", info.name, p, part.leader, part.leader_epoch)
         self.broker.waiters.notify(key)
         for listener in list(self.broker.role_listeners):
             try:
@@ -400,9 +456,13 @@ class ReplicaManager:
         role = self.leader_role(topic, partition)
         if role is None or role.leader_state is None:
             return
-        hw = role.leader_state.on_leader_append(plog.log_end_offset)
+        hw = role.leader_state.on_leader_append(plog.log_end_offset, self.follower_request_ms)
         if hw is not None:
             self._hw_moved(role, plog, hw)
+
+    def on_follower_request(self, replica_id: int) -> None:
+        """A follower's Fetch arrived (once per request, before its partitions)."""
+        self.follower_request_ms[replica_id] = monotonic_ms()
 
     def on_follower_fetch(
         self, role: PartitionRole, replica_id: int, fetch_offset: int, plog: PartitionLog, log_start_offset: int = -1
@@ -484,10 +544,13 @@ class ReplicaManager:
                 self.check_isr(nursery, lag_ms, keys)
 
     def check_isr(self, nursery: trio.Nursery, lag_ms: int, keys: set[Key] | None = None) -> None:
-        """Propose the ISR changes due for `keys` (None: every led partition)."""
+        """Propose the ISR changes due for `keys` (None: every led partition), all of them in
+        one AlterPartition (as Kafka's AlterPartitionManager batches what is pending): a
+        follower that died or came back changes thousands of ISRs at once."""
         image = self.broker.cluster.image
         now = monotonic_ms()
         roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
+        batch: list[tuple[PartitionRole, IsrProposal]] = []
         for role in roles:
             state = role.leader_state
             if state is None or role.alter_in_flight or role.alter_retry_at > trio.current_time():
@@ -499,9 +562,11 @@ class ReplicaManager:
             proposal = state.propose_isr_change(plog.log_end_offset, now, lag_ms, ineligible=ineligible)
             if proposal is not None:
                 role.alter_in_flight = True
-                nursery.start_soon(self._alter_partition, role, proposal)
+                batch.append((role, proposal))
+        if batch:
+            nursery.start_soon(self._alter_partitions, batch)
 
-    def _alter_request(self, role: PartitionRole, proposal: IsrProposal) -> AlterPartitionRequest:
+    def _alter_request(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> AlterPartitionRequest:
         brokers = self.broker.cluster.image.brokers
 
         def epoch_of(r: int) -> int:
@@ -509,41 +574,67 @@ class ReplicaManager:
             return int(reg.epoch) if reg is not None else -1
 
         own = brokers.get(self.broker.node_id)
+        topics: dict[uuid.UUID, AlterPartitionRequest_TopicData] = {}
+        for role, proposal in batch:
+            data = topics.get(role.topic_id)
+            if data is None:
+                data = topics[role.topic_id] = AlterPartitionRequest.TopicData(
+                    topic_name=role.topic, topic_id=role.topic_id)
+            data.partitions.append(AlterPartitionRequest.PartitionData(
+                partition_index=role.partition,
+                leader_epoch=proposal.leader_epoch,
+                new_isr=list(proposal.new_isr),
+                new_isr_with_epochs=[
+                    AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
+                    for r in proposal.new_isr
+                ],
+                partition_epoch=proposal.partition_epoch,
+            ))
         return AlterPartitionRequest(
             broker_id=self.broker.node_id,
             broker_epoch=int(own.epoch) if own is not None else -1,
-            topics=[AlterPartitionRequest.TopicData(
-                topic_name=role.topic,
-                topic_id=role.topic_id,
-                partitions=[AlterPartitionRequest.PartitionData(
-                    partition_index=role.partition,
-                    leader_epoch=proposal.leader_epoch,
-                    new_isr=list(proposal.new_isr),
-                    new_isr_with_epochs=[
-                        AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
-                        for r in proposal.new_isr
-                    ],
-                    partition_epoch=proposal.partition_epoch,
-                )],
-            )],
+            topics=list(topics.values()),
         )
 
-    async def _alter_partition(self, role: PartitionRole, proposal: IsrProposal) -> None:
-        """Send one ISR change and apply the controller's answer (one in flight per partition)."""
+    async def _alter_partitions(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> None:
+        """Send one AlterPartition for `batch` and apply the controller's answer to each
+        partition (one in flight per partition); one log line for the whole batch."""
+        results: dict[tuple[uuid.UUID, int], AlterPartitionResponse_PartitionData] = {}
+        try:
+            response = await self.broker.cluster.channel.alter_partition(self._alter_request(batch))
+            top = ErrorCode(response.error_code)
+            results = {(t.topic_id, p.partition_index): p for t in response.topics for p in t.partitions}
+        except Exception as exc:
+            log.warning("AlterPartition of %d partitions failed (it may still commit): %s", len(batch), exc)
+            top = ErrorCode.UNKNOWN_SERVER_ERROR
+        finally:
+            for role, _ in batch:
+                role.alter_in_flight = False
+        outcomes: dict[str, int] = {}
+        resend: list[Key] = []
+        for role, proposal in batch:
+            result = results.get((role.topic_id, role.partition))
+            code = top
+            if code is ErrorCode.NONE:
+                code = ErrorCode(result.error_code) if result is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+            self._alter_outcome(role, proposal, code, result)
+            outcomes[code.name] = outcomes.get(code.name, 0) + 1
+            if role.leader_state is not None and role.leader_state.resend_pending:
+                resend.append((role.topic, role.partition))
+        log.info("AlterPartition of %d partitions: %s", len(batch),
+                 ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items())))
+        if resend:  # outcome unknown: resend after the pause, not a lag period later
+            await trio.sleep(ALTER_RETRY_S)
+            self._isr_to_check.update(resend)
+            self._isr_wakeup.set()
+
+    def _alter_outcome(
+        self, role: PartitionRole, proposal: IsrProposal, code: ErrorCode,
+        result: AlterPartitionResponse_PartitionData | None,
+    ) -> None:
+        """Apply the controller's answer for one partition's ISR change."""
         state = role.leader_state
         assert state is not None
-        try:
-            response = await self.broker.cluster.channel.alter_partition(self._alter_request(role, proposal))
-            code = ErrorCode(response.error_code)
-            result = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
-            if code is ErrorCode.NONE and result is not None:
-                code = ErrorCode(result.error_code)
-        except Exception as exc:
-            log.warning("%s-%d: AlterPartition %s failed (it may still commit): %s", role.topic,
-                        role.partition, list(proposal.new_isr), exc)
-            code, result = ErrorCode.UNKNOWN_SERVER_ERROR, None
-        finally:
-            role.alter_in_flight = False
         plog = self.broker.logs.get(role.topic, role.partition)
         leo = plog.log_end_offset if plog is not None else 0
         if code is ErrorCode.NONE and result is not None:
@@ -555,19 +646,13 @@ class ReplicaManager:
             if self.roles.get((role.topic, role.partition)) is role:
                 role.isr = state.isr
                 role.partition_epoch = state.partition_epoch
-            log.info("%s-%d: ISR now %s (partition epoch %d)", role.topic, role.partition,
-                     list(state.isr), state.partition_epoch)
+            log.debug("%s-%d: ISR now %s (partition epoch %d)", role.topic, role.partition,
+                      list(state.isr), state.partition_epoch)
         else:
             hw = state.isr_change_failed(proposal, leo, maybe_applied=code in _OUTCOME_UNKNOWN)
             role.alter_retry_at = trio.current_time() + ALTER_RETRY_S
-            if code is not ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.info("%s-%d: AlterPartition %s refused: %s", role.topic, role.partition,
-                         list(proposal.new_isr), code.name)
+            log.debug("%s-%d: AlterPartition %s: %s", role.topic, role.partition, list(proposal.new_isr), code.name)
         if plog is not None and hw is not None and self.roles.get((role.topic, role.partition)) is role:
             self._hw_moved(role, plog, hw)
         else:
             self._signal(role)
-        if state.resend_pending:  # outcome unknown: resend it after the pause, not a lag period later
-            await trio.sleep(ALTER_RETRY_S)
-            self._isr_to_check.add((role.topic, role.partition))
-            self._isr_wakeup.set()

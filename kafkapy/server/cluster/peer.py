@@ -45,6 +45,7 @@ from typing import Any
 
 import trio
 
+from kafkapy.broker.errors import PeerError
 from kafkapy.protocol import (
     ApiKey,
     FrameDecoder,
@@ -82,20 +83,6 @@ _REFUSED: tuple[tuple[type[OSError], ...], frozenset[int]] = (
     frozenset({errno.ECONNREFUSED}),
 )
 
-
-class PeerError(Exception):
-    """A request to another node failed (no connection, closed, timed out, undecodable).
-
-    `gone`: the failure is a sign that the peer's process is not there any more - the
-    connection was refused, reset or closed by the other side - as opposed to a timeout, which
-    a slow or paused process causes as well (see `PeerPool.on_gone`).
-    `refused`: a new connection was refused - nothing listens on the peer's port, the strongest
-    of these signs (a live process may still close or reset a connection; it never refuses)."""
-
-    def __init__(self, message: str, *, gone: bool = False, refused: bool = False) -> None:
-        super().__init__(message)
-        self.gone = gone or refused
-        self.refused = refused
 
 
 def is_gone_error(error: BaseException) -> bool:

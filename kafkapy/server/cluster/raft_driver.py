@@ -62,9 +62,9 @@ from kafkapy.raft import (
     Role,
     SnapshotId,
 )
+from kafkapy.raft.wire import request_to_wire, response_from_wire
 from kafkapy.server.cluster.metadata_log import MetadataLog, read_quorum_state, write_quorum_state
 from kafkapy.server.cluster.peer import PeerError, PeerPool
-from kafkapy.server.cluster.raft_wire import request_to_wire, response_from_wire
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import ClusterConfig

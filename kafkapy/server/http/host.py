@@ -2,7 +2,9 @@
 
 Why a Protocol: `server/app.py` builds the HTTP listener and installs its routes, so the pages
 naming `Server` itself would import the app back (an import circle, if only a typing one).
-They read four things, written down here; `Server` has them.
+They read four things, written down here; `Server` has them. The broker too is named by what
+the pages read of it (`ServedBroker`): the broker module builds the cluster node and the SASL
+user database, and a page importing it would close a loop between the server's packages.
 """
 
 from __future__ import annotations
@@ -11,11 +13,18 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from kafkapy.broker.config import Listener
-    from kafkapy.server.broker import Broker
-    from kafkapy.server.context import ConnectionState
+    from kafkapy.broker.config import BrokerConfig, Listener
+    from kafkapy.broker.context import ConnectionState
+    from kafkapy.broker.fetch_session import FetchSessionCache
+    from kafkapy.broker.group_driver import GroupDriver
+    from kafkapy.broker.log_state import PartitionLogStates
+    from kafkapy.broker.metadata_store import TopicStore
+    from kafkapy.broker.stats import BrokerStats
+    from kafkapy.broker.txn_driver import TxnDriver
+    from kafkapy.server.cluster.node import ClusterNode
+    from kafkapy.storage import LogManager
 
-__all__ = ["BoundAddress", "ServedConnection", "ServedNode"]
+__all__ = ["BoundAddress", "ServedBroker", "ServedConnection", "ServedNode"]
 
 
 class BoundAddress(Protocol):
@@ -36,11 +45,40 @@ class ServedConnection(Protocol):
     def state(self) -> ConnectionState: ...
 
 
+class ServedBroker(Protocol):
+    """The node's broker as the pages read it (`kafkapy.server.broker.Broker`)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def cluster(self) -> ClusterNode: ...
+    @property
+    def topics(self) -> TopicStore: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def log_states(self) -> PartitionLogStates: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+    @property
+    def group_coordinator(self) -> GroupDriver: ...
+    @property
+    def txn_coordinator(self) -> TxnDriver: ...
+
+
 class ServedNode(Protocol):
     """The running node as the status page and /metrics see it (`kafkapy.server.app.Server`)."""
 
     @property
-    def broker(self) -> Broker: ...
+    def broker(self) -> ServedBroker: ...
     @property
     def bound(self) -> Sequence[BoundAddress]: ...
     @property

@@ -315,7 +315,7 @@ class HttpListener:
     async def _readyz(self, request: HttpRequest) -> HttpResponse:
         ready, reason = self.readiness()
         if ready:
-            return HttpResponse.text(200, "ready\n")
+            return HttpResponse.text(200, f"ready ({reason})\n" if reason else "ready\n")
         return HttpResponse.text(503, f"not ready: {reason}\n")
 
 

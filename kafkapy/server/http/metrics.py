@@ -145,7 +145,9 @@ class BrokerCollector:
                 "log_flush_ms": _hists({(): stats.log_flush_ms}),
                 "raft_commit_latency_ms": _hists({(): stats.raft_commit_latency_ms}),
             },
-            scalars={"isr_shrinks": stats.isr_shrinks, "isr_expands": stats.isr_expands},
+            scalars={"isr_shrinks": stats.isr_shrinks, "isr_expands": stats.isr_expands,
+                     "offline_replicas": len(broker.log_states.offline()),
+                     "loading_replicas": broker.log_states.loading_count()},
             connections=connections,
             partitions=partition_views(broker),
             cluster=cluster_view(server),
@@ -255,6 +257,12 @@ def _partition_metrics(snap: Snapshot) -> Iterator[Metric]:
         "Led partitions whose ISR is smaller than min.insync.replicas",
         sum(v.under_min_isr for v in led),
     )
+    offline, loading = snap.scalars["offline_replicas"], snap.scalars["loading_replicas"]
+    yield _gauge("kafka_server_replicamanager_offlinereplicacount", "Local replicas whose log is offline", offline)
+    states = _gauge("kafkapy_partition_log_state", "Local replicas by log state", labels=["state"])
+    for name, count in (("ready", max(len(local) - offline - loading, 0)), ("loading", loading), ("offline", offline)):
+        states.add_metric([name], count)
+    yield states
     yield CounterMetricFamily("kafka_server_replicamanager_isrshrinks", "ISR shrinks committed", value=snap.scalars["isr_shrinks"])
     yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expands committed", value=snap.scalars["isr_expands"])
 

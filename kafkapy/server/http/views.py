@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import Broker
-    from kafkapy.server.http.host import ServedNode
+    from kafkapy.server.http.host import ServedBroker, ServedNode
     from kafkapy.storage import PartitionLog
 
 __all__ = [
@@ -108,7 +107,7 @@ class GroupView:
         return sum(o.lag or 0 for o in self.offsets)
 
 
-def _min_isr(broker: Broker, configs: dict[str, str]) -> int:
+def _min_isr(broker: ServedBroker, configs: dict[str, str]) -> int:
     value = configs.get("min.insync.replicas") or broker.config.get("min.insync.replicas") or "1"
     try:
         return int(value)
@@ -116,7 +115,7 @@ def _min_isr(broker: Broker, configs: dict[str, str]) -> int:
         return 1
 
 
-def partition_views(broker: Broker) -> list[PartitionView]:
+def partition_views(broker: ServedBroker) -> list[PartitionView]:
     """Every partition this node knows of (see the module doc), sorted by topic and partition."""
     out: list[PartitionView] = []
     logs = broker.logs.logs()
@@ -147,7 +146,7 @@ def _add_log(view: PartitionView, plog: PartitionLog | None) -> None:
     view.high_watermark = plog.high_watermark
 
 
-def broker_views(broker: Broker) -> list[BrokerView]:
+def broker_views(broker: ServedBroker) -> list[BrokerView]:
     """The cluster's registered brokers."""
     cluster = broker.cluster
     out = []
@@ -170,7 +169,7 @@ def cluster_view(server: ServedNode) -> dict[str, Any]:
         "version": broker.version,
         "mode": "single node" if cluster.config.quorum_of_one else "cluster",
         "ready": ready,
-        "not_ready_reason": reason,
+        "not_ready_reason": "" if ready else reason,
         "pid": os.getpid(),
         "listeners": [
             {"name": b.listener.name, "host": b.host, "port": b.port} for b in server.bound
@@ -191,7 +190,7 @@ def cluster_view(server: ServedNode) -> dict[str, Any]:
     return view
 
 
-def group_views(broker: Broker) -> list[GroupView]:
+def group_views(broker: ServedBroker) -> list[GroupView]:
     """Groups of the coordinators this node runs, with members and committed offsets; the lag
     of a partition is its high watermark here minus the committed offset (None when the
     partition has no replica on this node)."""
@@ -222,7 +221,7 @@ def group_views(broker: Broker) -> list[GroupView]:
     return out
 
 
-def transaction_states(broker: Broker) -> dict[str, int]:
+def transaction_states(broker: ServedBroker) -> dict[str, int]:
     """How many transactional ids are in each state (Ongoing, PrepareCommit, ...)."""
     driver = broker.txn_coordinator
     counts: dict[str, int] = {}

@@ -15,12 +15,12 @@ from typing import Any, cast
 import trio
 
 from kafkapy.broker.config import BrokerConfig, ClusterConfig
+from kafkapy.broker.handlers import load_handlers
 from kafkapy.raft import Entry, NotLeaderError
 from kafkapy.server.broker import Broker
 from kafkapy.server.cluster.peer import PeerPool
 from kafkapy.server.cluster.raft_driver import SNAPSHOT_BYTES_CONFIG, RaftDriver
 from kafkapy.server.connection import Connection
-from kafkapy.server.handlers import load_handlers
 from kafkapy.testing.cluster import free_ports
 
 STEP_S = 0.02
@@ -33,6 +33,9 @@ class RaftOnlyNode:
     config: ClusterConfig
     controller_peers: PeerPool
     raft: RaftDriver | None = None
+    #: no controller channel and no controller: the broker's request ports name them
+    channel: None = None
+    controller: None = None
     applied: list[Entry] = field(default_factory=list)
 
 

@@ -34,6 +34,12 @@ from kafkapy.raft import (
     VoteRequest,
     VoteResponse,
 )
+from kafkapy.raft.wire import (
+    request_from_wire,
+    request_to_wire,
+    response_from_wire,
+    response_to_wire,
+)
 from kafkapy.server.cluster.metadata_log import (
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
@@ -43,12 +49,6 @@ from kafkapy.server.cluster.metadata_log import (
     entries_to_batches,
     read_quorum_state,
     write_quorum_state,
-)
-from kafkapy.server.cluster.raft_wire import (
-    request_from_wire,
-    request_to_wire,
-    response_from_wire,
-    response_to_wire,
 )
 from kafkapy.storage import LogManager
 

@@ -381,7 +381,7 @@ async def test_authentications_are_counted_and_the_principal_is_logged(
 async def test_http_and_plaintext_clients_on_a_tls_listener_are_named(
     certs: CertFiles, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="kafkapy.server.security.authenticator")
+    caplog.set_level(logging.INFO, logger="kafkapy.server.authenticator")
     overrides = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(certs.server_pem)}
     async with running_broker(None, **overrides) as (broker, _, port):
         raw = await Client.connect(port)
