@@ -9,7 +9,7 @@
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml setup.py README.md /src/
 COPY kafkapy /src/kafkapy
 # the wildcard lets the build go on without a wheelhouse (pyproject.toml keeps COPY non-empty)
 COPY pyproject.toml build/wheelhouse* /wheelhouse/

@@ -11,9 +11,15 @@ Rules:
   slot is free (otherwise answers with session id 0, and the client keeps doing full fetches).
 - epoch > 0: incremental; unknown id -> FETCH_SESSION_ID_NOT_FOUND, wrong epoch ->
   INVALID_FETCH_SESSION_EPOCH; the session's epoch advances by one per successful fetch.
-- The cache holds at most `max_slots` sessions; when full, the least recently used session that
-  has been idle for `evict_idle_ms` makes room (Kafka's rule, simplified); its client gets
-  FETCH_SESSION_ID_NOT_FOUND on the next incremental fetch and starts a new session.
+- The cache holds at most `max_slots` consumer sessions; when full, the least recently used
+  consumer session that has been idle for `evict_idle_ms` makes room (Kafka's rule,
+  simplified); its client gets FETCH_SESSION_ID_NOT_FOUND on the next incremental fetch and
+  starts a new session.
+- A follower's session (`privileged`: the fetch came from a replica, as Kafka privileges them)
+  is never refused and never evicted for a consumer's: it takes the least recently used
+  consumer session's slot at once, idle or not, and with none to take the cache holds it
+  beyond `max_slots` (there are at most as many as brokers). Replication of thousands of
+  partitions must not fall back to full fetches because consumers filled the cache.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-__all__ = ["FetchSession", "FetchSessionCache", "SessionPartition", "TopicRef"]
+__all__ = ["FetchSession", "FetchSessionCache", "PartitionKey", "SessionPartition", "TopicRef"]
 
 # A topic is named by its name (Fetch < v13) or by its id (v13+).
 TopicRef = str | uuid.UUID
@@ -58,6 +64,7 @@ class FetchSession:
     epoch: int  # the epoch the next incremental fetch must carry
     partitions: dict[PartitionKey, SessionPartition]
     last_used_ms: int
+    privileged: bool = False  # a follower's (see the module doc)
 
     def update(
         self,
@@ -102,21 +109,30 @@ class FetchSessionCache:
         return self._sessions.pop(session_id, None)
 
     def create(
-        self, partitions: dict[PartitionKey, SessionPartition], now_ms: int
+        self, partitions: dict[PartitionKey, SessionPartition], now_ms: int, *, privileged: bool = False
     ) -> FetchSession | None:
-        """Open a session (epoch 1 next) or return None when no slot can be freed."""
+        """Open a session (epoch 1 next) or return None when no slot can be freed (never for
+        a `privileged` one, see the module doc)."""
         if self.max_slots <= 0:
             return None
-        if len(self._sessions) >= self.max_slots:
-            oldest_id, oldest = next(iter(self._sessions.items()))
-            if now_ms - oldest.last_used_ms < self.evict_idle_ms:
-                return None
-            del self._sessions[oldest_id]
-            self.evictions += 1
+        if len(self._sessions) >= self.max_slots and not self._make_room(now_ms, privileged):
+            return None
         while True:
             session_id = self._rng.randint(1, 2**31 - 1)
             if session_id not in self._sessions:
                 break
-        session = FetchSession(session_id, 1, partitions, now_ms)
+        session = FetchSession(session_id, 1, partitions, now_ms, privileged)
         self._sessions[session_id] = session
         return session
+
+    def _make_room(self, now_ms: int, privileged: bool) -> bool:
+        """Evict the least recently used consumer session if the newcomer may take its slot."""
+        for session_id, session in self._sessions.items():  # least recently used first
+            if session.privileged:
+                continue
+            if not privileged and now_ms - session.last_used_ms < self.evict_idle_ms:
+                return False
+            del self._sessions[session_id]
+            self.evictions += 1
+            return True
+        return privileged

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from kafkapy.broker.ports import ReplicaRoles
+
 if TYPE_CHECKING:
     from kafkapy.authorizer import StandardAuthorizer
     from kafkapy.broker.config import BrokerConfig
@@ -171,6 +173,11 @@ class MetadataFollower(Protocol):
     async def next_apply(self) -> None: ...
 
 
+class LocalReplicas(MetadataFollower, ReplicaRoles, Protocol):
+    """The replica manager as handlers use it: the next image applied (Metadata), and the
+    local replicas' roles and follower requests (Fetch's follower sessions)."""
+
+
 class ScramCredentials(Protocol):
     """The SASL user database (`CredentialStore`) as the SCRAM admin APIs read it."""
 
@@ -225,7 +232,7 @@ class RequestPorts:
     #: None on a broker-only node
     active_controller: ActiveController | None
     quorum: QuorumPeer
-    replicas: MetadataFollower
+    replicas: LocalReplicas
     credentials: ScramCredentials
     producer_ids: ProducerIds
     fetch_sessions: FetchSessionCache

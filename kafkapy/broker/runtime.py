@@ -20,7 +20,7 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["CancelScope", "Event", "Runtime", "TaskGroup", "get", "install", "new_event"]
+__all__ = ["CancelScope", "Event", "Runtime", "TaskGroup", "ThreadLimiter", "get", "install", "new_event"]
 
 T = TypeVar("T")
 
@@ -58,6 +58,13 @@ class TaskGroup(Protocol):
     def start_soon(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
 
+class ThreadLimiter(Protocol):
+    """How many worker threads one kind of work may hold at once (trio.CapacityLimiter)."""
+
+    @property
+    def total_tokens(self) -> int | float: ...
+
+
 class Runtime(Protocol):
     """What the broker layer needs of the event loop: time, waits, tasks and worker threads."""
 
@@ -77,8 +84,15 @@ class Runtime(Protocol):
 
     def task_group(self) -> AbstractAsyncContextManager[TaskGroup]: ...
 
-    async def run_sync_in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` in a worker thread (file work that must not stall the loop)."""
+    async def run_sync_in_thread(
+        self, fn: Callable[..., T], *args: Any, limiter: ThreadLimiter | None = None
+    ) -> T:
+        """`fn(*args)` in a worker thread (file work that must not stall the loop); within
+        `limiter`'s threads when given, else the runtime's shared ones."""
+        ...
+
+    def thread_limiter(self, total: int) -> ThreadLimiter:
+        """A bound of its own for one kind of thread work (what it may hold in memory at once)."""
         ...
 
 

@@ -41,7 +41,8 @@ import click
 if TYPE_CHECKING:  # imported in serve(): `kafkapy --help` need not load the broker
     import trio
 
-    from kafkapy.server.app import Server
+    from kafkapy.server.app import BoundListener, Server
+    from kafkapy.server.broker import Broker
 
 __all__ = ["LAZY_COMMANDS", "LazyGroup", "Terminated", "cli", "main"]
 
@@ -272,7 +273,9 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
     from kafkapy.server.connection_quotas import ConnectionQuotas
     from kafkapy.server.security import listener_security
     from kafkapy.storage.errors import StorageError
+    from kafkapy.storage.file_limits import raise_open_files_limit
 
+    raise_open_files_limit()  # before any log opens: thousands of replicas need thousands of files
     env = {k: v for k, v in os.environ.items() if k != "KAFKAPY_LOG_LEVEL"}
     try:
         config = BrokerConfig.load(config_file, env, overrides)
@@ -299,18 +302,9 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
                     await server.stopped.wait()
                     nursery.cancel_scope.cancel()
                     return
-                addresses = ", ".join(
-                    f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}" for b in bound
-                )
                 # Printed, not logged (logging also writes to stderr, so both made it two
                 # lines): tools wait for this one line, and --log-level must not hide it.
-                line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
-                offline = len(broker.log_states.offline())
-                if offline:  # served without them: said here, the ERROR lines above say why
-                    line += f", {offline} partitions offline"
-                if server.http is not None:
-                    line += f", HTTP on {server.http.url}"
-                print(line, file=sys.stderr, flush=True)
+                print(_ready_line(server, broker, bound), file=sys.stderr, flush=True)
                 await server.stopped.wait()
                 nursery.cancel_scope.cancel()
 
@@ -323,6 +317,21 @@ def run_server(config_file: Path | None, overrides: dict[str, str], memory: bool
         print(f"kafkapy: {failures[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _ready_line(server: Server, broker: Broker, bound: list[BoundListener]) -> str:
+    """The one line tools wait for: where the broker listens, what it serves, and what it
+    serves without (offline partitions; the ERROR lines above say why)."""
+    addresses = ", ".join(
+        f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}" for b in bound
+    )
+    line = f"kafkapy ready: listening on {addresses} ({broker.describe()})"
+    offline = len(broker.log_states.offline())
+    if offline:
+        line += f", {offline} partitions offline"
+    if server.http is not None:
+        line += f", HTTP on {server.http.url}"
+    return line
 
 
 class Terminated(KeyboardInterrupt):

@@ -21,7 +21,14 @@ from kafkapy.protocol.errors import ProtocolError
 from kafkapy.protocol.primitives import uvarint_bytes
 from kafkapy.protocol.raw_response import FileRegion, RawResponse, Segment
 
-__all__ = ["FetchedPartition", "PartitionPart", "TopicPart", "encode_fetch_response", "parse_fetch_response"]
+__all__ = [
+    "FetchedPartition",
+    "PartitionPart",
+    "TopicPart",
+    "encode_fetch_response",
+    "fetch_response_session_id",
+    "parse_fetch_response",
+]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -165,6 +172,14 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
     raise ProtocolError("fetch response: varint longer than 5 bytes")
+
+
+def fetch_response_session_id(body: bytes | bytearray | memoryview) -> int:
+    """The session id of a FetchResponse v7+ body (after the response header): the follower's
+    fetch session (KIP-227) continues under it. ProtocolError for a body too short to hold it."""
+    buf = memoryview(body)
+    _need(buf, 6, 4)  # throttle_time_ms, error_code, then session_id
+    return int(_I32.unpack_from(buf, 6)[0])
 
 
 def _need(buf: memoryview, pos: int, n: int) -> None:

@@ -27,8 +27,8 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from kafkapy.replication.isr import (
     IsrChange,
@@ -76,6 +76,8 @@ class LeaderState:
         self.high_watermark = max(high_watermark, 0)
         # the first offset the leader wrote in its epoch (its LEO when it became leader)
         self.epoch_start_offset = epoch_start_offset
+        # the leader's LEO as of its latest event (an append moves it on from here)
+        self._leo = epoch_start_offset
         self.pending: IsrProposal | None = None
         # the pending proposal got no definitive answer: send it again (rule 5)
         self.resend_pending = False
@@ -110,8 +112,20 @@ class LeaderState:
         self.progress[replica_id] = record_fetch(p, min(fetch_offset, leader_leo), leader_leo, now_ms)
         return self._advance(leader_leo)
 
-    def on_leader_append(self, leader_leo: int) -> int | None:
-        """The leader appended (its LEO is `leader_leo`): a lone-member ISR commits at once."""
+    def on_leader_append(self, leader_leo: int, request_ms: Mapping[int, int] | None = None) -> int | None:
+        """The leader appended (its LEO is `leader_leo`): a lone-member ISR commits at once.
+
+        `request_ms`: each follower's latest fetch request (any partition). A follower in a
+        fetch session sends a partition only when its offset moves, so an idle partition's
+        progress is not reported per fetch; a follower that was at the leader's end up to
+        this append was caught up as of its latest request (what reporting the partition in
+        that request would have recorded), so an idle partition's first append does not make
+        it look lagging since its last report."""
+        if request_ms:
+            for r, p in self.progress.items():
+                at = request_ms.get(r, 0)
+                if p.log_end_offset >= self._leo and at > p.last_caught_up_ms:
+                    self.progress[r] = replace(p, last_caught_up_ms=at)
         return self._advance(leader_leo)
 
     def propose_isr_change(
@@ -192,6 +206,7 @@ class LeaderState:
         return self._advance(leader_leo)
 
     def _advance(self, leader_leo: int) -> int | None:
+        self._leo = leader_leo
         hw = high_watermark(self.high_watermark, self.leader_id, leader_leo, self.maximal_isr, self.progress)
         if hw > self.high_watermark:
             self.high_watermark = hw

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import trio
 
@@ -38,8 +38,14 @@ class TrioRuntime:
     def task_group(self) -> AbstractAsyncContextManager[runtime.TaskGroup]:
         return trio.open_nursery()
 
-    async def run_sync_in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(fn, *args)
+    async def run_sync_in_thread(
+        self, fn: Callable[..., T], *args: Any, limiter: runtime.ThreadLimiter | None = None
+    ) -> T:
+        # only `thread_limiter` makes the limiters passed here: trio's own
+        return await trio.to_thread.run_sync(fn, *args, limiter=cast("trio.CapacityLimiter | None", limiter))
+
+    def thread_limiter(self, total: int) -> runtime.ThreadLimiter:
+        return trio.CapacityLimiter(total)
 
 
 def install() -> None:

@@ -33,7 +33,9 @@ Thread-safety contract
 - One re-entrant lock per log guards the segment list, offsets and indexes. `append` (called
   from the trio thread) holds it only to assign offsets and `pwrite` into the page cache; CRC
   validation of the incoming bytes happens before the lock is taken, and no fsync ever happens
-  in `append`.
+  in `append`. `validate` (the record walk of a client batch, seconds for a compression bomb)
+  reads nothing of the log but its config and may run in a worker thread; `append` of what it
+  returns does not walk again.
 - `flush`, `delete_old_segments`, `truncate_*`, the cleaner and `close` may run in a worker
   thread. `flush` fsyncs *outside* the lock, so appends continue while the disk syncs.
   `offsets.checkpoint` is written outside it too (snapshot under the lock, write under a
@@ -59,7 +61,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kafkapy.protocol.errors import InvalidRecordError, ProtocolError
-from kafkapy.protocol.records import set_max_timestamp
+from kafkapy.protocol.records import BatchHeader, set_max_timestamp
 from kafkapy.storage.checkpoint import (
     LeaderEpochCache,
     OffsetsCheckpoint,
@@ -81,11 +83,11 @@ from kafkapy.storage.recovery import (
     recover_segments,
     remove_stray_snapshots,
 )
-from kafkapy.storage.results import AppendResult, FileSlice, ReadResult
+from kafkapy.storage.results import AppendResult, FileSlice, ReadResult, ValidatedBatches
 from kafkapy.storage.segment import LogSegment, parse_append_input
 from kafkapy.storage.validator import RecordRules
 
-__all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult"]
+__all__ = ["AppendResult", "FileSlice", "PartitionLog", "ReadResult", "ValidatedBatches"]
 
 log = logging.getLogger(__name__)
 
@@ -290,9 +292,36 @@ class PartitionLog(LogQueries):
         return dict(self._metadata.config_overrides)
 
     # --- append ---------------------------------------------------------------------------
+    def validate(self, batches: bytes | bytearray | memoryview, now_ms: int) -> ValidatedBatches:
+        """Frame, CRC-check and walk a client's batches under the topic config of now (Kafka's
+        LogValidator); `append` then writes the result without walking it again.
+
+        Thread-safe: it reads no log state but the config snapshot, and touches only its own
+        copy of the bytes (or the caller's writable view), so a large or compressed batch can
+        be walked in a worker thread while the event loop serves other clients. Raises what
+        `append` raises for a refused batch; nothing is written.
+        """
+        return ValidatedBatches(*self._validate(batches, now_ms))
+
+    def _validate(
+        self, batches: bytes | bytearray | memoryview, now_ms: int
+    ) -> tuple[bytearray | memoryview, list[tuple[int, BatchHeader]], LogConfig]:
+        """`validate` without its result object (the inline produce path allocates none)."""
+        data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
+        config = self.config
+        headers = parse_append_input(data, config.max_message_bytes)
+        rules = self._rules
+        if rules.config is not config:
+            rules = self._rules = RecordRules(config)
+        for pos, header in headers:
+            if header.is_control:
+                raise InvalidRecordError("clients may not produce control batches")
+            rules.validate(data, pos, header, now_ms, self.directory.name)
+        return data, headers, config
+
     def append(
         self,
-        batches: bytes | bytearray | memoryview,
+        batches: bytes | bytearray | memoryview | ValidatedBatches,
         *,
         now_ms: int,
         leader_epoch: int = 0,
@@ -300,21 +329,20 @@ class PartitionLog(LogQueries):
     ) -> AppendResult:
         """Validate, assign offsets (patching the bytes), write. Called on the trio thread.
 
-        `from_client=False` is for batches the broker writes itself (transaction markers),
-        which may be control batches; clients may not send those (INVALID_RECORD).
-        A writable memoryview (the server's receive buffer of a produce request) is patched and
-        written as it is, saving a copy of the batches; anything else is copied first.
+        `batches` from `validate` are written as validated (not walked again); raw bytes are
+        validated here first. `from_client=False` is for batches the broker writes itself
+        (transaction markers), which may be control batches; clients may not send those
+        (INVALID_RECORD). A writable memoryview (the server's receive buffer of a produce
+        request) is patched and written as it is, saving a copy of the batches; anything else
+        is copied first.
         """
-        data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
-        headers = parse_append_input(data, self.config.max_message_bytes)
-        if from_client:
-            rules = self._rules
-            if rules.config is not self.config:
-                rules = self._rules = RecordRules(self.config)
-            for pos, header in headers:
-                if header.is_control:
-                    raise InvalidRecordError("clients may not produce control batches")
-                rules.validate(data, pos, header, now_ms, self.directory.name)
+        if isinstance(batches, ValidatedBatches):
+            data, headers = batches.data, batches.headers
+        elif from_client:
+            data, headers, _ = self._validate(batches, now_ms)
+        else:
+            data = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
+            headers = parse_append_input(data, self.config.max_message_bytes)
         log_append_time = self.config.log_append_time
         local = self._local
         with self._lock:
@@ -656,6 +684,11 @@ class PartitionLog(LogQueries):
             high_watermark=self._high_watermark,
             cleaner_offset=self.cleaner_offset,
         )
+
+    def offsets_checkpointed(self) -> bool:
+        """`offsets.checkpoint` holds the log's offsets as they are: a flush pass has nothing
+        to write for it (read without the lock; a racing change shows at the next pass)."""
+        return not self._checkpoint_changed()
 
     def _checkpoint_changed(self) -> bool:
         """The offsets differ from what `offsets.checkpoint` holds. A brand-new log without

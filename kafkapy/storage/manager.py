@@ -55,6 +55,7 @@ from kafkapy.storage.errors import (
     StorageError,
 )
 from kafkapy.storage.log import PartitionLog
+from kafkapy.storage.writeback import PAGE_SIZE
 
 __all__ = ["LogManager"]
 
@@ -105,6 +106,10 @@ class LogManager:
         self.recovered_dirs: list[Path] = []
         #: how long each fsync of `flush_dirty` took (ms); the server drains it into its metrics
         self.flush_times_ms: list[float] = []
+        #: per log, (end offset, truncations) when writeback last had nothing left to hand over
+        self._written_back: dict[PartitionLog, tuple[int, int]] = {}
+        #: per log, its offsets when a flush pass last left nothing due for it
+        self._flushed: dict[PartitionLog, tuple[int, ...]] = {}
         self._dir_locks: list[int] = []
         #: told (data dir, log dir, reason) when a log's write or fsync fails with an I/O error
         #: (Kafka's LogDirFailureChannel); cluster mode halts the node (server/cluster/node.py)
@@ -406,13 +411,18 @@ class LogManager:
     def flush_dirty(self, now_ms: int) -> int:
         """fsync logs whose `flush.ms` / `flush.messages` is due; checkpoint the others'
         offsets where they changed (an idle log's files are left alone: with thousands of
-        partitions this runs every `log.flush.scheduler.interval.ms`).
+        partitions this runs every `log.flush.scheduler.interval.ms`). A log whose offsets have
+        not moved since a pass left it with no flush ever due and its checkpoint current is
+        passed over without its lock.
 
         Returns how many logs were fsynced.
         """
         flushed = 0
-        for plog in self.logs().values():
-            if plog.offline:
+        logs = self.logs()
+        done = self._flushed
+        for plog in logs.values():
+            mark = _offsets_mark(plog)
+            if done.get(plog) == mark or plog.offline:
                 continue
             try:
                 if plog.needs_flush(now_ms):
@@ -424,20 +434,45 @@ class LogManager:
                     plog.checkpoint_offsets(now_ms=now_ms)
             except _MAINTENANCE_ERRORS as exc:
                 log.error("flushing %s failed: %s", plog.directory.name, exc)
+                continue
+            if not plog.needs_flush(_NEVER_MS) and plog.offsets_checkpointed():
+                done[plog] = mark
+            else:
+                done.pop(plog, None)
+        if len(done) > 2 * len(logs) + 64:  # logs deleted or reopened since: forget them
+            current = set(logs.values())
+            self._flushed = {p: m for p, m in done.items() if p in current}
         return flushed
 
     def start_writeback(self, now_ms: int, *, min_bytes: int = WRITEBACK_MIN_BYTES,
                         max_delay_ms: int = WRITEBACK_MAX_DELAY_MS) -> int:
         """Pace the kernel's writeback of new log bytes (see `kafkapy.storage.writeback`):
         every log with `min_bytes` waiting, or with any waiting for `max_delay_ms`. For a
-        worker thread, every fraction of a second; returns the bytes handed to the kernel."""
+        worker thread, every fraction of a second; returns the bytes handed to the kernel.
+
+        A log whose end has not moved (nor been cut) since every whole page of it was handed
+        over is skipped without taking its lock: with thousands of idle partitions a pass costs
+        a lookup per log, the work is for the logs that were written to."""
         started = 0
-        for plog in self.logs().values():
+        logs = self.logs()
+        done = self._written_back
+        for plog in logs.values():
+            mark = (plog.log_end_offset, plog.truncations)
+            if done.get(plog) == mark:
+                continue
             try:
                 started += plog.start_writeback(now_ms, min_bytes=min_bytes,
                                                 max_delay_ms=max_delay_ms)
             except _MAINTENANCE_ERRORS as exc:
                 log.error("writeback of %s failed: %s", plog.directory.name, exc)
+                continue
+            if _whole_pages_pending(plog):
+                done.pop(plog, None)
+            else:
+                done[plog] = mark
+        if len(done) > 2 * len(logs) + 64:  # logs deleted or reopened since: forget them
+            current = set(logs.values())
+            self._written_back = {p: m for p, m in done.items() if p in current}
         return started
 
     def close(self, clean: bool = True) -> None:
@@ -489,3 +524,30 @@ def _remove_replaced(source: Path, doomed: Path) -> None:
         log.error("cannot rename %s for deletion (%s); removing it in place", source, exc)
         doomed = source
     shutil.rmtree(doomed, ignore_errors=True)
+
+
+#: a time no flush.ms reaches: `needs_flush(_NEVER_MS)` says whether a flush will ever be due
+_NEVER_MS = 2**62
+
+
+def _offsets_mark(plog: PartitionLog) -> tuple[int, ...]:
+    """What a flush pass acts on: a log whose mark is unchanged has nothing new to flush or
+    checkpoint."""
+    return (plog.log_end_offset, plog.high_watermark, plog.log_start_offset, plog.recovery_point,
+            plog.cleaner_offset, plog.truncations)
+
+
+def _whole_pages_pending(plog: PartitionLog) -> bool:
+    """Bytes of `plog` not yet handed to the kernel's writeback, the active segment's last
+    partial page aside (left for a later append, as `PartitionLog.start_writeback` does).
+    Read without the log's lock: the caller marks the log done with its end offset as read
+    before, so a racing append shows as a moved end at the next pass."""
+    segments = plog.segments
+    active = segments[-1]
+    for seg in reversed(segments):
+        end = seg.size if seg is not active else seg.size - seg.size % PAGE_SIZE
+        if seg.is_open and end > seg.written_back:
+            return True
+        if seg is not active and seg.written_back >= seg.size:
+            return False  # older ones were handed over before it
+    return False

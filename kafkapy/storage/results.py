@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
-__all__ = ["AppendResult", "FileSlice", "ReadResult"]
+if TYPE_CHECKING:
+    from kafkapy.protocol.records import BatchHeader
+    from kafkapy.storage.config import LogConfig
+
+__all__ = ["AppendResult", "FileSlice", "ReadResult", "ValidatedBatches"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -62,3 +67,16 @@ class AppendResult:
     log_start_offset: int
     batches: int
     flush_needed: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ValidatedBatches:
+    """A client's batches after `PartitionLog.validate`: framed, CRC-checked and every record
+    walked under `config` (the topic config when validated; a change after that counts as after
+    the produce). `data` holds the bytes to write, max timestamps already recomputed; `append`
+    only numbers and writes them. Why a value of its own: the walk of a large or compressed
+    batch runs in a worker thread, the write on the event loop under the log's lock."""
+
+    data: bytearray | memoryview
+    headers: list[tuple[int, BatchHeader]]
+    config: LogConfig

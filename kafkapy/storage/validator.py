@@ -35,7 +35,7 @@ class RecordRules:
     """The record-level rules of one `LogConfig`, digested once per config (`PartitionLog`
     keeps one per config it sees) and into `RecordChecks` once per clock reading."""
 
-    __slots__ = ("_checks", "_now_ms", "after", "before", "compact", "config", "create_time")
+    __slots__ = ("_checks", "after", "before", "compact", "config", "create_time")
 
     def __init__(self, config: LogConfig) -> None:
         self.config = config
@@ -43,18 +43,22 @@ class RecordRules:
         self.create_time = not config.log_append_time
         self.before = config.message_timestamp_before_max_ms
         self.after = config.message_timestamp_after_max_ms
-        self._now_ms: int | None = None
-        self._checks = RecordChecks()
+        self._checks: tuple[int, RecordChecks] | None = None
 
     def checks(self, now_ms: int, partition_name: str) -> RecordChecks:
-        """What `walk_records` enforces at `now_ms` (the timestamp range only on CreateTime)."""
-        if now_ms != self._now_ms or partition_name != self._checks.partition:
-            low, high = -NO_TIMESTAMP_LIMIT, NO_TIMESTAMP_LIMIT
-            if self.create_time:
-                low, high = now_ms - self.before, now_ms + self.after
-            self._checks = RecordChecks(partition_name, self.compact, low, high)
-            self._now_ms = now_ms
-        return self._checks
+        """What `walk_records` enforces at `now_ms` (the timestamp range only on CreateTime).
+
+        The last digest is kept with its clock reading as one attribute, replaced whole, so
+        walks in worker threads (`PartitionLog.validate`) never see a range of another time."""
+        cached = self._checks
+        if cached is not None and cached[0] == now_ms and cached[1].partition == partition_name:
+            return cached[1]
+        low, high = -NO_TIMESTAMP_LIMIT, NO_TIMESTAMP_LIMIT
+        if self.create_time:
+            low, high = now_ms - self.before, now_ms + self.after
+        checks = RecordChecks(partition_name, self.compact, low, high)
+        self._checks = (now_ms, checks)
+        return checks
 
     def validate(
         self,

@@ -18,8 +18,9 @@ FETCH_V = 12
 
 
 class SessionCacheModel(RuleBasedStateMachine):
-    """The cache never holds more than max_slots, never evicts a recently used session, and
-    evicts the least recently used one first."""
+    """The cache never holds more than max_slots consumer sessions, never evicts a recently
+    used one for another consumer's, evicts the least recently used one first, and never
+    refuses or evicts a follower's session for a consumer's."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -27,30 +28,34 @@ class SessionCacheModel(RuleBasedStateMachine):
         self.now = 0
         self.last_used: dict[int, int] = {}
         self.lru: list[int] = []  # least recently used first
+        self.followers: set[int] = set()
 
     @rule(dt=st.integers(0, 80))
     def tick(self, dt: int) -> None:
         self.now += dt
 
-    @rule()
-    def create(self) -> None:
+    @rule(privileged=st.booleans())
+    def create(self, privileged: bool) -> None:
         before = dict(self.last_used)
-        session = self.cache.create({("t", 0): SessionPartition(0, 100)}, self.now)
-        if len(before) < 3:
+        session = self.cache.create({("t", 0): SessionPartition(0, 100)}, self.now, privileged=privileged)
+        consumers = [s for s in self.lru if s not in self.followers]
+        if len(before) < 3 or (privileged and not consumers):
             assert session is not None
+        elif not consumers:
+            assert session is None  # the slots are followers': a consumer does without
+        elif privileged or self.now - before[consumers[0]] >= 100:
+            assert session is not None
+            del self.last_used[consumers[0]]
+            self.lru.remove(consumers[0])
         else:
-            lru_id = self.lru[0]
-            if self.now - before[lru_id] >= 100:
-                assert session is not None
-                del self.last_used[lru_id]
-                self.lru.remove(lru_id)
-            else:
-                assert session is None
+            assert session is None
         if session is not None:
             assert session.session_id not in before
             assert session.epoch == 1
             self.last_used[session.session_id] = self.now
             self.lru.append(session.session_id)
+            if privileged:
+                self.followers.add(session.session_id)
 
     @precondition(lambda self: bool(self.last_used))
     @rule(data=st.data())
@@ -68,10 +73,12 @@ class SessionCacheModel(RuleBasedStateMachine):
         assert self.cache.remove(sid) is not None
         del self.last_used[sid]
         self.lru.remove(sid)
+        self.followers.discard(sid)
 
     @invariant()
     def matches_model(self) -> None:
-        assert len(self.cache) == len(self.last_used) <= 3
+        assert len(self.cache) == len(self.last_used) <= max(3, len(self.followers))
+        assert self.followers <= set(self.last_used)  # no follower session was ever evicted
 
 
 TestSessionCache = SessionCacheModel.TestCase

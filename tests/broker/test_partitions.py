@@ -20,7 +20,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.broker.partitions import LeaderPartition, Partitions
+from kafkapy.broker.partitions import INLINE_WALK_RECORDS, LeaderPartition, Partitions, costly_walk
 from kafkapy.controller.image import MetadataImage
 from kafkapy.controller.records import (
     Endpoint,
@@ -33,6 +33,7 @@ from kafkapy.controller.records import (
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest
+from kafkapy.protocol.records import Compression, Record, build_batch
 from kafkapy.server.broker import Broker
 from tests.server.cluster.replication_helpers import node_settings
 from tests.server.helpers import Client, NodeThread, batch, build_node, create_topic
@@ -278,3 +279,20 @@ def test_the_leader_names_the_in_sync_follower_of_the_consumers_rack_only(tmp_pa
             broker.close()
 
     trio.run(check)
+
+
+def _records(n: int, codec: Compression = Compression.NONE) -> bytes:
+    return build_batch([Record(i, 0, None, b"v") for i in range(n)], base_timestamp=0, compression=codec)
+
+
+def test_a_walk_leaves_the_event_loop_when_compressed_or_many_records() -> None:
+    """What `append` walks in a worker thread: any compressed batch (its inflated size is known
+    only once inflated) and more than INLINE_WALK_RECORDS records, over all batches; bytes that
+    do not frame stay on the loop, where the log refuses them before walking."""
+    assert not costly_walk(_records(INLINE_WALK_RECORDS))
+    assert costly_walk(_records(INLINE_WALK_RECORDS + 1))
+    assert costly_walk(_records(1, Compression.LZ4))
+    assert costly_walk(_records(1) + _records(1, Compression.ZSTD))
+    half = _records(INLINE_WALK_RECORDS // 2 + 1)
+    assert costly_walk(half + half)
+    assert not costly_walk(b"\x00" * 100)

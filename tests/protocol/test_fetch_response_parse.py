@@ -21,6 +21,7 @@ from kafkapy.protocol.fetch_response import (
     PartitionPart,
     TopicPart,
     encode_fetch_response,
+    fetch_response_session_id,
     parse_fetch_response,
 )
 from kafkapy.protocol.messages import FetchResponse
@@ -67,6 +68,7 @@ def test_reads_what_the_generic_codec_reads(msg: FetchResponse, version: int) ->
     _, expected = decode_response(ApiKey.FETCH, version, encode_response(ApiKey.FETCH, version, 1, msg))
     error_code, topics = parse_fetch_response(version, body)
     assert error_code == expected.error_code
+    assert fetch_response_session_id(body) == expected.session_id
     assert [t for t, _ in topics] == [t.topic_id for t in expected.responses]
     for (_, parts), want in zip(topics, expected.responses, strict=True):
         assert len(parts) == len(want.partitions)

@@ -158,3 +158,27 @@ def test_an_unanswered_shrink_is_forgotten() -> None:
     assert s.isr_change_failed(proposal, 10, maybe_applied=True) is None
     assert s.pending is None
     assert s.maximal_isr == (1, 2, 3)
+
+
+def test_an_idle_follower_in_a_session_is_caught_up_until_the_next_append() -> None:
+    """A follower in a fetch session reports an idle partition only when its offset moves:
+    at the leader's end until an append, it counts as caught up as of its latest request, so
+    the first append after a long idle spell does not make it look lagging since then."""
+    s = _leader()
+    s.on_follower_fetch(2, 10, 10, 100)
+    s.on_follower_fetch(3, 10, 10, 100)
+    s.on_leader_append(12, {2: 5 * LAG, 3: 200})  # 2 kept fetching (its session), 3 went silent
+    proposal = s.propose_isr_change(12, 5 * LAG + 1, LAG)
+    assert proposal is not None
+    assert proposal.new_isr == (1, 2)  # 3 lags since its last request, 2 since the append
+    assert s.propose_isr_change(12, 6 * LAG, LAG) is None  # one in flight
+
+
+def test_a_follower_behind_before_the_append_is_not_made_caught_up() -> None:
+    s = _leader()
+    s.on_follower_fetch(2, 10, 10, 100)
+    s.on_follower_fetch(3, 7, 10, 100)  # behind
+    s.on_leader_append(12, {2: 5 * LAG, 3: 5 * LAG})
+    proposal = s.propose_isr_change(12, 5 * LAG + 1, LAG)
+    assert proposal is not None
+    assert proposal.new_isr == (1, 2)

@@ -6,19 +6,26 @@ import os
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 
-from kafkapy.protocol import ApiKey
+from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers.fetch import handle_fetch
+from kafkapy.protocol import ApiKey, RequestHeader, decode_response
+from kafkapy.protocol.compression import compress
 from kafkapy.protocol.crc import crc32c
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     ApiVersionsRequest,
     FetchRequest,
     ListOffsetsRequest,
+    MetadataRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
 )
+from kafkapy.protocol.raw_response import FileRegion
 from kafkapy.protocol.records import (
     Compression,
     Record,
@@ -27,6 +34,8 @@ from kafkapy.protocol.records import (
     iter_batches,
     parse_batch_header,
 )
+from kafkapy.server.zerocopy import close_fds, read_region
+from kafkapy.storage import validator
 
 from .helpers import Client, batch, create_topic, list_topics, running_broker, topic_overrides
 
@@ -302,6 +311,28 @@ async def test_fetch_responses_do_not_leak_file_descriptors() -> None:
         assert _open_fds() <= before + 1
 
 
+async def test_a_small_fetch_answer_carries_its_records_and_no_file_descriptor() -> None:
+    """Records the connection would copy rather than sendfile are read by the handler: no fd is
+    duplicated for them (and closed again) per request; a large batch still goes by its fd."""
+    async with running_broker(None) as (broker, _, port):
+        await create_topic(port, "t", 2)
+        client = await Client.connect(port)
+        small, large = batch(b"x" * 100), batch(b"y" * 10_000)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", small))
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", large, partition=1))
+        for partition, records, fds in [(0, small, 0), (1, large, 1)]:
+            header = RequestHeader(ApiKey.FETCH, FETCH_V, 1, "c")
+            ctx = RequestContext(broker.ports, header, ConnectionState("PLAINTEXT", "test"), 0)
+            raw = await handle_fetch(ctx, fetch_req("t", 0, partitions=(partition,)))
+            try:
+                assert len(raw.fds()) == fds
+                body = b"".join(read_region(s) if isinstance(s, FileRegion) else bytes(s) for s in raw.segments)
+                _, answer = decode_response(ApiKey.FETCH, FETCH_V, struct.pack(">i", 1) + b"\x00" + body)
+                assert values(answer.responses[0].partitions[0].records) == values(records)
+            finally:
+                close_fds(raw.fds())
+
+
 async def test_produce_v0_to_v2_is_advertised_but_answered_unsupported() -> None:
     """Old librdkafka only compresses when Produce v0 is listed; the request itself is refused."""
     async with running_broker(None) as (broker, _, port):
@@ -368,3 +399,77 @@ async def test_a_batch_whose_records_are_malformed_is_refused_and_not_written() 
         assert broker.partition_log("t", 0).log_end_offset == 1  # type: ignore[union-attr]
         fetched = await client.request(ApiKey.FETCH, FETCH_V, fetch_req("t", 0))
         assert values(fetched.responses[0].partitions[0].records) == [(0, b"good")]
+
+
+def _bomb(records: int) -> bytes:
+    """One zstd batch of `records` records of 100 bytes: megabytes of records in kilobytes."""
+    region = bytearray()
+    for i in range(records):
+        body = bytes([0, 0]) + _varint(i << 1) + b"\x01" + _varint(200) + bytes(100) + b"\x00"
+        region += _varint(len(body) << 1) + body
+    header = build_batch([Record(0, 0, None, b"")], base_timestamp=int(time.time() * 1000))[:61]
+    compressed = compress(Compression.ZSTD, bytes(region))
+    out = bytearray(header) + compressed
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, int(Compression.ZSTD))
+    struct.pack_into(">i", out, 23, records - 1)
+    struct.pack_into(">i", out, 57, records)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+def _varint(zigzagged: int) -> bytes:
+    out = bytearray()
+    while zigzagged >= 0x80:
+        out.append(zigzagged & 0x7F | 0x80)
+        zigzagged >>= 7
+    out.append(zigzagged)
+    return bytes(out)
+
+
+async def test_other_clients_are_served_while_a_compression_bomb_is_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compressed batch inflating to megabytes of small records takes seconds to walk in
+    Python; the produce that carries it must not freeze the broker for every other client. The
+    walk is held to at least `walk_s` of CPU with the GIL taken (as the Python walker takes it),
+    so the bound does not depend on how fast the walker of the day is."""
+    walk_s = 1.2
+    walk = validator.walk_records
+
+    def slow_walk(*args: Any, **kwargs: Any) -> int:
+        started = time.perf_counter()
+        largest = walk(*args, **kwargs)
+        while time.perf_counter() - started < walk_s:
+            pass
+        return largest
+
+    monkeypatch.setattr(validator, "walk_records", slow_walk)
+    records = 50_000
+    bomb = _bomb(records)
+    async with running_broker(None) as (_, _, port):
+        await create_topic(port, "bomb", 1)
+        producer, other = await Client.connect(port), await Client.connect(port)
+        latencies: list[float] = []
+        produced = trio.Event()
+
+        async def ping() -> None:
+            metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+            while not produced.is_set():
+                started = time.perf_counter()
+                await other.request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest())
+                await other.request(ApiKey.METADATA, 12, metadata)
+                latencies.append((time.perf_counter() - started) / 2)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ping)
+            await trio.sleep(0.05)
+            started = time.perf_counter()
+            resp = await producer.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("bomb", bomb))
+            took = time.perf_counter() - started
+            produced.set()
+        part = resp.responses[0].partition_responses[0]
+        assert (part.error_code, part.base_offset) == (ErrorCode.NONE, 0)
+        assert took >= walk_s
+        assert max(latencies) < walk_s / 4, sorted(latencies)[-5:]
+        assert len(latencies) >= 10, latencies
+        fetched = await other.request(ApiKey.FETCH, FETCH_V, fetch_req("bomb", 0))
+        assert fetched.responses[0].partitions[0].high_watermark == records

@@ -17,8 +17,16 @@ from kafkapy.protocol.errors import (
     ErrorCode,
     InvalidRecordError,
     ProtocolError,
+    RecordValidationError,
 )
-from kafkapy.protocol.records import build_control_batch, iter_batches, validate_batch
+from kafkapy.protocol.records import (
+    Compression,
+    Record,
+    build_batch,
+    build_control_batch,
+    iter_batches,
+    validate_batch,
+)
 from kafkapy.storage import (
     KafkaStorageError,
     LogConfig,
@@ -564,3 +572,42 @@ def test_active_segment_has_kafkas_index_files_from_creation_to_clean_close(tmp_
     reopened.close()
     assert stem.with_suffix(".timeindex").read_bytes() == struct.pack(
         ">qi", BASE_TS + 50, 2) + struct.pack(">qi", BASE_TS + 100, 4)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    codec=st.sampled_from([Compression.NONE, Compression.LZ4, Compression.ZSTD]),
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+    unset_max_timestamp=st.booleans(),
+    log_append_time=st.booleans(),
+)
+def test_validate_then_append_writes_what_append_alone_writes(
+    tmp_path_factory: pytest.TempPathFactory, codec: Compression, sizes: list[int],
+    unset_max_timestamp: bool, log_append_time: bool,
+) -> None:
+    """The produce path may walk a batch in a worker thread (`validate`) and write it later
+    (`append` of the result): the log must hold the same bytes and answer the same offsets as
+    the one-call append, max timestamp recomputed included."""
+    config = LogConfig(message_timestamp_type="LogAppendTime" if log_append_time else "CreateTime")
+    batches = b"".join(
+        build_batch([Record(i, i, None, b"v%d" % i) for i in range(n)], base_timestamp=BASE_TS,
+                    compression=codec, max_timestamp=-1 if unset_max_timestamp else None)
+        for n in sizes
+    )
+    root = tmp_path_factory.mktemp("logs")
+    one_call, split = PartitionLog(root / "a-0", config), PartitionLog(root / "b-0", config)
+    expected = one_call.append(batches, now_ms=BASE_TS + 7, leader_epoch=3)
+    validated = split.validate(batches, BASE_TS + 7)
+    assert split.log_end_offset == 0  # validating writes nothing
+    assert split.append(validated, now_ms=BASE_TS + 7, leader_epoch=3) == expected
+    assert split.read_bytes(0, 1 << 20) == one_call.read_bytes(0, 1 << 20)
+
+
+def test_validate_refuses_what_append_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", LogConfig(cleanup_policy="compact"))
+    with pytest.raises(RecordValidationError) as info:
+        plog.validate(batch([b"no key"]), BASE_TS)
+    assert info.value.error_code == ErrorCode.INVALID_RECORD
+    assert plog.log_end_offset == 0
+    validated = plog.validate(batch([b"v"], keys=[b"k"]), BASE_TS)
+    assert plog.append(validated, now_ms=BASE_TS).base_offset == 0

@@ -5,10 +5,17 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from kafkapy.storage import InconsistentTopicIdError, KafkaStorageError, LogConfig, LogManager
+from kafkapy.storage import (
+    InconsistentTopicIdError,
+    KafkaStorageError,
+    LogConfig,
+    LogManager,
+    PartitionLog,
+)
 from kafkapy.storage.errors import LogDirNotFoundError, PartitionStorageError
 from kafkapy.storage.manager import CLEAN_SHUTDOWN_MARKER
 from tests.storage.helpers import BASE_TS, batch, read_all
@@ -486,4 +493,48 @@ def test_a_failed_delete_is_reported_for_its_partition_and_retried(
     assert manager.delete_log("t", 0)
     assert manager.failed_logs() == {}
     assert not (tmp_path / "t-0").exists()
+    manager.close()
+
+
+def test_a_flush_pass_leaves_idle_logs_alone_and_misses_no_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of idle partitions: a flush pass takes no log's lock for logs whose offsets
+    have not moved since they were left with nothing due, and still checkpoints a HW move and
+    fsyncs a log whose flush.ms comes due later."""
+    touched: list[str] = []
+    checkpoint, flush = PartitionLog.checkpoint_offsets, PartitionLog.flush
+
+    def counted_checkpoint(self: PartitionLog, **kwargs: Any) -> None:
+        touched.append(self.directory.name)
+        checkpoint(self, **kwargs)
+
+    def counted_flush(self: PartitionLog) -> None:
+        touched.append("flush " + self.directory.name)
+        flush(self)
+
+    monkeypatch.setattr(PartitionLog, "checkpoint_offsets", counted_checkpoint)
+    monkeypatch.setattr(PartitionLog, "flush", counted_flush)
+    manager = LogManager([tmp_path], LogConfig())
+    logs = [manager.get_or_create("t", p) for p in range(10)]
+    for plog in logs:
+        plog.append(batch([b"a"]), now_ms=BASE_TS)
+        plog.high_watermark = 1
+    manager.flush_dirty(BASE_TS + 60_000)
+    assert len(touched) == 10
+    touched.clear()
+    manager.flush_dirty(BASE_TS + 120_000)
+    assert touched == []  # idle: nothing checked
+    logs[4].append(batch([b"b"]), now_ms=BASE_TS)
+    logs[4].high_watermark = 2
+    manager.flush_dirty(BASE_TS + 180_000)
+    assert touched == ["t-4"]
+    assert "high_watermark 2" in (tmp_path / "t-4" / "offsets.checkpoint").read_text()
+    slow = manager.get_or_create("s", 0, LogConfig(flush_ms=10_000))
+    slow.append(batch([b"x"]), now_ms=BASE_TS)
+    touched.clear()
+    now = int(time.time() * 1000)
+    manager.flush_dirty(now)  # not due yet, but it will be: the log stays in the pass
+    manager.flush_dirty(now + 20_000)
+    assert touched == ["s-0", "flush s-0"]
     manager.close()

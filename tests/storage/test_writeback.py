@@ -223,3 +223,41 @@ def test_no_checkpoint_is_written_into_a_deleted_log(tmp_path: Path) -> None:
     plog.delete()
     assert not plog._write_checkpoint_snapshot(*snapshot, fsync=False)
     assert not (tmp_path / "t-0").exists()
+
+
+def test_the_manager_passes_over_idle_logs_without_touching_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of idle partitions: a writeback pass only works on the logs written to since
+    everything of theirs was handed over (or still holding bytes back), and misses none."""
+    calls: list[str] = []
+    original = PartitionLog.start_writeback
+
+    def counted(self: PartitionLog, now_ms: int, *, min_bytes: int, max_delay_ms: int) -> int:
+        calls.append(self.directory.name)
+        return original(self, now_ms, min_bytes=min_bytes, max_delay_ms=max_delay_ms)
+
+    monkeypatch.setattr(PartitionLog, "start_writeback", counted)
+    manager = LogManager([tmp_path])
+    logs = [manager.get_or_create("t", p, LogConfig(segment_bytes=64 * 1024)) for p in range(20)]
+    for plog in logs:
+        plog.append(batch([b"v" * 5000]), now_ms=BASE_TS)
+    manager.start_writeback(BASE_TS, min_bytes=0, max_delay_ms=0)
+    assert len(calls) == 20
+    calls.clear()
+    manager.start_writeback(BASE_TS, min_bytes=0, max_delay_ms=0)
+    assert calls == []  # idle: not one log's lock taken
+    rec = Recorder()  # from here on, only t-3's bytes are handed over
+    monkeypatch.setattr(log_module, "start_writeback", rec)
+    logs[3].append(batch([b"w" * 9000]), now_ms=BASE_TS)
+    manager.start_writeback(BASE_TS, min_bytes=1 << 20, max_delay_ms=10_000)  # held back: not due
+    manager.start_writeback(BASE_TS + 10_000, min_bytes=1 << 20, max_delay_ms=10_000)
+    assert calls == ["t-3", "t-3"]
+    active = logs[3].segments[-1]
+    assert rec.ranges[active.log_path.name][-1][1] == active.size - active.size % PAGE_SIZE
+    logs[5].truncate_to(0)
+    logs[5].append(batch([b"v" * 5000]), now_ms=BASE_TS)  # the same end offset, after a cut
+    calls.clear()
+    manager.start_writeback(BASE_TS, min_bytes=0, max_delay_ms=0)
+    assert calls == ["t-5"]
+    manager.close()

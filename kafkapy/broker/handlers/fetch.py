@@ -63,7 +63,13 @@ from kafkapy.authorizer import AclOperation, ResourceType
 from kafkapy.broker import runtime
 from kafkapy.broker.clock import quota_ms
 from kafkapy.broker.context import RequestContext
-from kafkapy.broker.fetch_session import FetchSession, FetchSessionCache, SessionPartition, TopicRef
+from kafkapy.broker.fetch_session import (
+    FetchSession,
+    FetchSessionCache,
+    PartitionKey,
+    SessionPartition,
+    TopicRef,
+)
 from kafkapy.broker.handlers.registry import handler
 from kafkapy.broker.partitions import LeaderPartition
 from kafkapy.broker.replica_selector import selector_enabled
@@ -72,7 +78,7 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.protocol.messages import FetchRequest
-from kafkapy.protocol.raw_response import FileRegion, RawResponse
+from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion, RawResponse
 from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 
@@ -307,6 +313,55 @@ def _session_wanted(session: FetchSession) -> list[_Wanted]:
     ]
 
 
+def _continue_session(session: FetchSession, req: FetchRequest, by_id: bool) -> set[PartitionKey]:
+    """An incremental fetch: apply its changes to the session and advance its epoch; the
+    partitions it named."""
+    changes = [((w.ref, w.partition), w.fetch_offset, w.max_bytes) for w in _requested(req, by_id)]
+    forgotten = [((t.topic_id if by_id else t.topic), p) for t in req.forgotten_topics_data for p in t.partitions]
+    session.update(changes, forgotten)
+    session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+    return {key for key, _, _ in changes}
+
+
+def _idle(ports: RequestPorts, ref: TopicRef, partition: int, sp: SessionPartition) -> bool:
+    """A follower's session partition with nothing to do: at the leader's end, told its
+    offsets as they are, and still led here."""
+    info = ports.topics.by_id(ref) if isinstance(ref, uuid.UUID) else ports.topics.get(ref)
+    if info is None:
+        return False
+    plog = ports.local.logs.get(info.name, partition)
+    return (
+        plog is not None
+        and plog.log_end_offset == sp.fetch_offset
+        and plog.high_watermark == sp.sent_high_watermark
+        and plog.log_start_offset == sp.sent_log_start_offset
+        and plog.last_stable_offset == sp.sent_last_stable_offset
+        and ports.replicas.leader_role(info.name, partition) is not None
+    )
+
+
+def _moved_wanted(ports: RequestPorts, session: FetchSession, moved: set[PartitionKey]) -> list[_Wanted]:
+    """A follower's incremental fetch reads, answers and reports only the partitions it moved
+    or that have news; an idle one counts as fetched at the request's arrival
+    (`ReplicaManager.on_follower_request`), so thousands of idle partitions cost a few
+    comparisons each instead of a read, a progress record and a long-poll wake-up each."""
+    return [
+        _Wanted(ref, partition, sp.fetch_offset, sp.partition_max_bytes, sp)
+        for (ref, partition), sp in session.partitions.items()
+        if (ref, partition) in moved or not _idle(ports, ref, partition, sp)
+    ]
+
+
+def _session_keys(ports: RequestPorts, session: FetchSession) -> list[tuple[str, int]]:
+    """(topic, partition) of every session partition: what a follower's long poll waits on."""
+    keys = []
+    for ref, partition in session.partitions:
+        info = ports.topics.by_id(ref) if isinstance(ref, uuid.UUID) else ports.topics.get(ref)
+        if info is not None:
+            keys.append((info.name, partition))
+    return keys
+
+
 def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, wanted: list[_Wanted],
                  now_ms_mono: int) -> FetchSession | None:
     """A full fetch: close the session it names, and open a new one when it asks (KIP-227)."""
@@ -315,7 +370,7 @@ def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, want
     if version < 7 or req.session_epoch != INITIAL_EPOCH:
         return None
     parts = {(w.ref, w.partition): SessionPartition(w.fetch_offset, w.max_bytes) for w in wanted}
-    session = cache.create(parts, now_ms_mono)
+    session = cache.create(parts, now_ms_mono, privileged=_replica_id(req, version) >= 0)
     if session is not None:
         for w in wanted:
             w.state = session.partitions[(w.ref, w.partition)]
@@ -325,13 +380,19 @@ def _new_session(cache: FetchSessionCache, req: FetchRequest, version: int, want
 async def _wait_for_bytes(
     ctx: RequestContext, reader: _Reader, req: FetchRequest, deadline: float,
     read: tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool],
+    idle_session: FetchSession | None = None,
 ) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
     """The long poll: read again at every append to a fetched partition until min_bytes, an
-    error or max_wait_ms (the turn is released: later requests of the connection go on)."""
+    error or max_wait_ms (the turn is released: later requests of the connection go on).
+    `idle_session`: a follower's session whose idle partitions were left out of `reader`;
+    the poll waits on all of them and a wake-up picks the ones with news again."""
     ports = ctx.ports
     rt = runtime.get()
     results, total, any_error = read
-    keys = [(name, w.partition) for w, name, _, _ in results if name]
+    if idle_session is not None:
+        keys = _session_keys(ports, idle_session)
+    else:
+        keys = [(name, w.partition) for w, name, _, _ in results if name]
     while not any_error and total < req.min_bytes and not ports.local.shutting_down:
         if rt.current_time() >= deadline or not keys:
             break
@@ -339,6 +400,8 @@ async def _wait_for_bytes(
             ctx.release_turn()
             with rt.move_on_at(deadline):
                 await woken.wait()
+        if idle_session is not None:
+            reader.wanted = _moved_wanted(ports, idle_session, set())
         read = results, total, any_error = reader.read()
     return read
 
@@ -367,11 +430,19 @@ def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.U
         tp.partitions.append(part)
         if part.records:
             fetched(ref_name, part.records_size, follower=follower, read_from_follower=w.read_from_follower)
-            part.records = [
-                FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
-                for r in part.records
-            ]
+            part.records = [_keep(r) if isinstance(r, FileRegion) else r for r in part.records]
     return topics
+
+
+def _keep(region: FileRegion) -> FileRegion | bytes:
+    """A region the answer can still send once the segment closed: a small one read now (the
+    connection would read it rather than sendfile it anyway - no fd to dup and close), else
+    one on a duplicated fd."""
+    if region.length < SENDFILE_MIN_BYTES:
+        data = os.pread(region.fd, region.length, region.position)
+        if len(data) == region.length:
+            return data
+    return FileRegion(os.dup(region.fd), region.position, region.length)
 
 
 @handler(ApiKey.FETCH, min_version=4, max_version=17, error_response=fetch_error_response)
@@ -392,15 +463,9 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
             return encode_fetch_response(version, [], error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != req.session_epoch:
             return encode_fetch_response(version, [], error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-        changes = [((w.ref, w.partition), w.fetch_offset, w.max_bytes) for w in _requested(req, by_id)]
-        forgotten = [
-            ((t.topic_id if by_id else t.topic), p)
-            for t in req.forgotten_topics_data
-            for p in t.partitions
-        ]
-        session.update(changes, forgotten)
-        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
-        wanted = _session_wanted(session)
+        moved = _continue_session(session, req, by_id)
+        follower = _replica_id(req, version) >= 0
+        wanted = _moved_wanted(ports, session, moved) if follower else _session_wanted(session)
         incremental = True
         response_session_id = session.session_id
     else:
@@ -421,9 +486,13 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         if throttle:
             ctx.throttle_ms = throttle
             return encode_fetch_response(version, [], session_id=response_session_id, throttle_time_ms=throttle)
+    idle_skipped = incremental and reader.replica_id >= 0 and not refused
+    if reader.replica_id >= 0 and not refused:
+        ports.replicas.on_follower_request(reader.replica_id)
     read = reader.read()
     if not read[2] and read[1] < req.min_bytes:
-        read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read)
+        read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read,
+                                     session if idle_skipped else None)
     results = read[0]
     topics = _answer_topics(ports, results, incremental, reader.replica_id >= 0)
     if session is not None:

@@ -16,8 +16,9 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   waiters (`wait_replicated`).
 - ISR changes: `run_isr_maintenance()` (started by the replica fetcher manager's `run`) proposes
   shrinks of lagging followers every half `replica.lag.time.max.ms` and expansions as soon as a
-  follower catches up, one AlterPartition in flight per partition, through the controller
-  channel.
+  follower catches up, one change in flight per partition; the changes due at one check go in
+  one AlterPartition through the controller channel, logged as one line.
+- Logging: the role changes of an image are one INFO line (each partition's at DEBUG).
 
 Error handling: a log that cannot be opened or deleted takes that partition alone offline
 (`broker.log_states`: produce/fetch answer KAFKA_STORAGE_ERROR, one ERROR line, counted in the
@@ -33,6 +34,7 @@ import heapq
 import itertools
 import logging
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -41,6 +43,10 @@ from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.broker.partition_role import PartitionRole
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+from kafkapy.protocol.messages.alter_partition import (
+    AlterPartitionRequest_TopicData,
+    AlterPartitionResponse_PartitionData,
+)
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.storage.errors import StorageError
@@ -145,6 +151,22 @@ def monotonic_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
+@dataclass(slots=True)
+class RoleChanges:
+    """The role changes one image made, for its one summary line."""
+
+    leaders: int = 0
+    followers: dict[int, int] = field(default_factory=dict)  # leader id -> partitions
+
+    def __bool__(self) -> bool:
+        return bool(self.leaders or self.followers)
+
+    def summary(self) -> str:
+        follows = ", ".join(f"{n} of {leader}" for leader, n in sorted(self.followers.items()))
+        total = sum(self.followers.values())
+        return f"leader of {self.leaders} partitions, follower of {total}" + (f" ({follows})" if follows else "")
+
+
 class ReplicaManager:
     def __init__(self, broker: ReplicaHost) -> None:
         self.broker = broker
@@ -153,6 +175,10 @@ class ReplicaManager:
         self._isr_to_check: set[Key] = set()  # partitions a follower fetch made worth a look
         self._applied_once = False
         self._applied = trio.Event()
+        self._changes = RoleChanges()  # the role changes of the image being applied
+        #: each follower's latest fetch request (monotonic ms): an idle partition in its fetch
+        #: session counts as fetched then (`LeaderState.on_leader_append`)
+        self.follower_request_ms: dict[int, int] = {}
 
     # -- reading ----------------------------------------------------------------------------------
     def role(self, topic: str, partition: int) -> PartitionRole | None:
@@ -168,12 +194,17 @@ class ReplicaManager:
         await self._applied.wait()
 
     def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
-        """React to a newly published image (see the module doc)."""
+        """React to a newly published image (see the module doc). The role changes are logged
+        as one INFO line per image (each partition's at DEBUG): a delta of thousands of
+        partitions is one line, not thousands."""
+        self._changes = RoleChanges()
         try:
             self._apply(image, delta)
         finally:
             self._applied.set()
             self._applied = trio.Event()
+            if self._changes:
+                log.info("metadata offset %d: %s", image.offset, self._changes.summary())
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
@@ -346,8 +377,9 @@ class ReplicaManager:
         hw = state.on_leader_append(plog.log_end_offset)
         if hw is not None:
             self._hw_moved(role, plog, hw)
-        log.info("%s-%d: leader in epoch %d (ISR %s, LEO %d, HW %d)", info.name, p, part.leader_epoch,
-                 list(part.isr), plog.log_end_offset, plog.high_watermark)
+        self._changes.leaders += 1
+        log.debug("%s-%d: leader in epoch %d (ISR %s, LEO %d, HW %d)", info.name, p, part.leader_epoch,
+                  list(part.isr), plog.log_end_offset, plog.high_watermark)
         self.broker.waiters.notify(key)
         self._isr_to_check.add(key)
         self._isr_wakeup.set()
@@ -374,7 +406,8 @@ class ReplicaManager:
                 fetchers.add_partition(info.name, p, info.topic_id, part.leader, part.leader_epoch)
             else:
                 fetchers.remove_partition(info.name, p)
-        log.info("%s-%d: follower of %d in epoch %d", info.name, p, part.leader, part.leader_epoch)
+        self._changes.followers[part.leader] = self._changes.followers.get(part.leader, 0) + 1
+        log.debug("%s-%d: follower of %d in epoch %d", info.name, p, part.leader, part.leader_epoch)
         self.broker.waiters.notify(key)
         for listener in list(self.broker.role_listeners):
             try:
@@ -423,9 +456,13 @@ class ReplicaManager:
         role = self.leader_role(topic, partition)
         if role is None or role.leader_state is None:
             return
-        hw = role.leader_state.on_leader_append(plog.log_end_offset)
+        hw = role.leader_state.on_leader_append(plog.log_end_offset, self.follower_request_ms)
         if hw is not None:
             self._hw_moved(role, plog, hw)
+
+    def on_follower_request(self, replica_id: int) -> None:
+        """A follower's Fetch arrived (once per request, before its partitions)."""
+        self.follower_request_ms[replica_id] = monotonic_ms()
 
     def on_follower_fetch(
         self, role: PartitionRole, replica_id: int, fetch_offset: int, plog: PartitionLog, log_start_offset: int = -1
@@ -507,10 +544,13 @@ class ReplicaManager:
                 self.check_isr(nursery, lag_ms, keys)
 
     def check_isr(self, nursery: trio.Nursery, lag_ms: int, keys: set[Key] | None = None) -> None:
-        """Propose the ISR changes due for `keys` (None: every led partition)."""
+        """Propose the ISR changes due for `keys` (None: every led partition), all of them in
+        one AlterPartition (as Kafka's AlterPartitionManager batches what is pending): a
+        follower that died or came back changes thousands of ISRs at once."""
         image = self.broker.cluster.image
         now = monotonic_ms()
         roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
+        batch: list[tuple[PartitionRole, IsrProposal]] = []
         for role in roles:
             state = role.leader_state
             if state is None or role.alter_in_flight or role.alter_retry_at > trio.current_time():
@@ -522,9 +562,11 @@ class ReplicaManager:
             proposal = state.propose_isr_change(plog.log_end_offset, now, lag_ms, ineligible=ineligible)
             if proposal is not None:
                 role.alter_in_flight = True
-                nursery.start_soon(self._alter_partition, role, proposal)
+                batch.append((role, proposal))
+        if batch:
+            nursery.start_soon(self._alter_partitions, batch)
 
-    def _alter_request(self, role: PartitionRole, proposal: IsrProposal) -> AlterPartitionRequest:
+    def _alter_request(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> AlterPartitionRequest:
         brokers = self.broker.cluster.image.brokers
 
         def epoch_of(r: int) -> int:
@@ -532,41 +574,67 @@ class ReplicaManager:
             return int(reg.epoch) if reg is not None else -1
 
         own = brokers.get(self.broker.node_id)
+        topics: dict[uuid.UUID, AlterPartitionRequest_TopicData] = {}
+        for role, proposal in batch:
+            data = topics.get(role.topic_id)
+            if data is None:
+                data = topics[role.topic_id] = AlterPartitionRequest.TopicData(
+                    topic_name=role.topic, topic_id=role.topic_id)
+            data.partitions.append(AlterPartitionRequest.PartitionData(
+                partition_index=role.partition,
+                leader_epoch=proposal.leader_epoch,
+                new_isr=list(proposal.new_isr),
+                new_isr_with_epochs=[
+                    AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
+                    for r in proposal.new_isr
+                ],
+                partition_epoch=proposal.partition_epoch,
+            ))
         return AlterPartitionRequest(
             broker_id=self.broker.node_id,
             broker_epoch=int(own.epoch) if own is not None else -1,
-            topics=[AlterPartitionRequest.TopicData(
-                topic_name=role.topic,
-                topic_id=role.topic_id,
-                partitions=[AlterPartitionRequest.PartitionData(
-                    partition_index=role.partition,
-                    leader_epoch=proposal.leader_epoch,
-                    new_isr=list(proposal.new_isr),
-                    new_isr_with_epochs=[
-                        AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
-                        for r in proposal.new_isr
-                    ],
-                    partition_epoch=proposal.partition_epoch,
-                )],
-            )],
+            topics=list(topics.values()),
         )
 
-    async def _alter_partition(self, role: PartitionRole, proposal: IsrProposal) -> None:
-        """Send one ISR change and apply the controller's answer (one in flight per partition)."""
+    async def _alter_partitions(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> None:
+        """Send one AlterPartition for `batch` and apply the controller's answer to each
+        partition (one in flight per partition); one log line for the whole batch."""
+        results: dict[tuple[uuid.UUID, int], AlterPartitionResponse_PartitionData] = {}
+        try:
+            response = await self.broker.cluster.channel.alter_partition(self._alter_request(batch))
+            top = ErrorCode(response.error_code)
+            results = {(t.topic_id, p.partition_index): p for t in response.topics for p in t.partitions}
+        except Exception as exc:
+            log.warning("AlterPartition of %d partitions failed (it may still commit): %s", len(batch), exc)
+            top = ErrorCode.UNKNOWN_SERVER_ERROR
+        finally:
+            for role, _ in batch:
+                role.alter_in_flight = False
+        outcomes: dict[str, int] = {}
+        resend: list[Key] = []
+        for role, proposal in batch:
+            result = results.get((role.topic_id, role.partition))
+            code = top
+            if code is ErrorCode.NONE:
+                code = ErrorCode(result.error_code) if result is not None else ErrorCode.UNKNOWN_SERVER_ERROR
+            self._alter_outcome(role, proposal, code, result)
+            outcomes[code.name] = outcomes.get(code.name, 0) + 1
+            if role.leader_state is not None and role.leader_state.resend_pending:
+                resend.append((role.topic, role.partition))
+        log.info("AlterPartition of %d partitions: %s", len(batch),
+                 ", ".join(f"{n} {name}" for name, n in sorted(outcomes.items())))
+        if resend:  # outcome unknown: resend after the pause, not a lag period later
+            await trio.sleep(ALTER_RETRY_S)
+            self._isr_to_check.update(resend)
+            self._isr_wakeup.set()
+
+    def _alter_outcome(
+        self, role: PartitionRole, proposal: IsrProposal, code: ErrorCode,
+        result: AlterPartitionResponse_PartitionData | None,
+    ) -> None:
+        """Apply the controller's answer for one partition's ISR change."""
         state = role.leader_state
         assert state is not None
-        try:
-            response = await self.broker.cluster.channel.alter_partition(self._alter_request(role, proposal))
-            code = ErrorCode(response.error_code)
-            result = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
-            if code is ErrorCode.NONE and result is not None:
-                code = ErrorCode(result.error_code)
-        except Exception as exc:
-            log.warning("%s-%d: AlterPartition %s failed (it may still commit): %s", role.topic,
-                        role.partition, list(proposal.new_isr), exc)
-            code, result = ErrorCode.UNKNOWN_SERVER_ERROR, None
-        finally:
-            role.alter_in_flight = False
         plog = self.broker.logs.get(role.topic, role.partition)
         leo = plog.log_end_offset if plog is not None else 0
         if code is ErrorCode.NONE and result is not None:
@@ -578,19 +646,13 @@ class ReplicaManager:
             if self.roles.get((role.topic, role.partition)) is role:
                 role.isr = state.isr
                 role.partition_epoch = state.partition_epoch
-            log.info("%s-%d: ISR now %s (partition epoch %d)", role.topic, role.partition,
-                     list(state.isr), state.partition_epoch)
+            log.debug("%s-%d: ISR now %s (partition epoch %d)", role.topic, role.partition,
+                      list(state.isr), state.partition_epoch)
         else:
             hw = state.isr_change_failed(proposal, leo, maybe_applied=code in _OUTCOME_UNKNOWN)
             role.alter_retry_at = trio.current_time() + ALTER_RETRY_S
-            if code is not ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.info("%s-%d: AlterPartition %s refused: %s", role.topic, role.partition,
-                         list(proposal.new_isr), code.name)
+            log.debug("%s-%d: AlterPartition %s: %s", role.topic, role.partition, list(proposal.new_isr), code.name)
         if plog is not None and hw is not None and self.roles.get((role.topic, role.partition)) is role:
             self._hw_moved(role, plog, hw)
         else:
             self._signal(role)
-        if state.resend_pending:  # outcome unknown: resend it after the pause, not a lag period later
-            await trio.sleep(ALTER_RETRY_S)
-            self._isr_to_check.add((role.topic, role.partition))
-            self._isr_wakeup.set()

@@ -9,8 +9,16 @@ partition the fetch offset is the local log end offset and `last_fetched_epoch` 
 in the local leader-epoch cache, with `current_leader_epoch` the epoch the image gave us. The
 leader answers with data read up to its log end, its high watermark and, when our log diverged
 from its own (KIP-279), `diverging_epoch` = (epoch, end offset): we truncate to the smaller of
-that end offset and our own end of that epoch and fetch again. No fetch sessions: every request
-is a full fetch, which keeps the follower state trivially consistent across leader changes.
+that end offset and our own end of that epoch and fetch again.
+
+Fetch sessions (KIP-227, `replication.follower_session`): one session per source broker, so an
+idle follower's requests carry only the partitions whose fetch offset moved and the leader's
+answers only partitions with news, instead of every partition every `replica.fetch.wait.max.ms`.
+A new partition, a leader epoch change or a truncation makes the next request full (what the
+leader checks only on a full request: the epoch fence and the diverging epoch). The leader
+answering FETCH_SESSION_ID_NOT_FOUND (its cache evicted the session, or it restarted) or
+INVALID_FETCH_SESSION_EPOCH is answered at once with a full request that opens a new session;
+any other failed request also starts over with a full one.
 
 Per partition answers:
 - NONE: append the batches as they are (`append_as_follower`, offsets and epochs kept), replay
@@ -41,9 +49,14 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.fetch_response import FetchedPartition, parse_fetch_response
+from kafkapy.protocol.fetch_response import (
+    FetchedPartition,
+    fetch_response_session_id,
+    parse_fetch_response,
+)
 from kafkapy.protocol.messages import FetchRequest
-from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic
+from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic, FetchRequest_ForgottenTopic
+from kafkapy.replication.follower_session import FollowerSession, SessionRequest, WantedPartition
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -60,6 +73,8 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 15
 Key = tuple[str, int]
+#: answers that mean "this session is gone": start a new one at once, no back-off
+_SESSION_LOST = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 
 
 @dataclass(slots=True)
@@ -94,7 +109,11 @@ class ReplicaFetcherManager:
         self.peers = peers
         self._image = image
         self.partitions: dict[Key, FetchState] = {}
+        #: the same states by source broker: a fetcher's loop reads its own partitions only
+        self._by_leader: dict[int, dict[Key, FetchState]] = {}
         self._running: set[int] = set()
+        #: per source broker, the follower's side of its fetch session
+        self.sessions: dict[int, FollowerSession] = {}
         self._changed = trio.Event()
         cfg = config
         self.max_wait_ms = cfg.replica_fetch_wait_max_ms
@@ -108,12 +127,26 @@ class ReplicaFetcherManager:
 
     # -- role changes -----------------------------------------------------------------------------
     def add_partition(self, topic: str, partition: int, topic_id: uuid.UUID, leader: int, leader_epoch: int) -> None:
-        self.partitions[(topic, partition)] = FetchState(topic, partition, topic_id, leader, leader_epoch)
+        key = (topic, partition)
+        self._forget(key)
+        state = self.partitions[key] = FetchState(topic, partition, topic_id, leader, leader_epoch)
+        self._by_leader.setdefault(leader, {})[key] = state
         self._wake()
 
     def remove_partition(self, topic: str, partition: int) -> None:
-        if self.partitions.pop((topic, partition), None) is not None:
+        if self._forget((topic, partition)):
             self._wake()
+
+    def _forget(self, key: Key) -> bool:
+        state = self.partitions.pop(key, None)
+        if state is None:
+            return False
+        mine = self._by_leader.get(state.leader)
+        if mine is not None:
+            mine.pop(key, None)
+            if not mine:
+                del self._by_leader[state.leader]
+        return True
 
     def _wake(self) -> None:
         self._changed.set()
@@ -126,7 +159,7 @@ class ReplicaFetcherManager:
             self._nursery = nursery
             nursery.start_soon(self.replicas.run_isr_maintenance)
             while True:
-                for leader in {s.leader for s in self.partitions.values()} - self._running:
+                for leader in set(self._by_leader) - self._running:
                     self._running.add(leader)
                     nursery.start_soon(self._fetcher, leader, name=f"replica-fetcher-{leader}")
                 changed = self._changed
@@ -135,7 +168,7 @@ class ReplicaFetcherManager:
     async def _fetcher(self, leader: int) -> None:
         try:
             for _ in range(2**62):
-                mine = [s for s in self.partitions.values() if s.leader == leader]
+                mine = list(self._by_leader.get(leader, {}).values())
                 if not mine:
                     return
                 now = trio.current_time()
@@ -148,11 +181,14 @@ class ReplicaFetcherManager:
                 await self.fetch_once(leader, ready)
         finally:
             self._running.discard(leader)
+            self.sessions.pop(leader, None)
             self._wake()  # a partition may have come back for this leader meanwhile
 
     async def fetch_once(self, leader: int, states: list[FetchState]) -> None:
-        """One Fetch to `leader` for `states` and the processing of its answer."""
-        request, sent = self._request(states)
+        """One Fetch to `leader` for `states` (in its fetch session) and the processing of its
+        answer."""
+        session = self.sessions.setdefault(leader, FollowerSession())
+        request, sent, plan = self._request(states, session)
         if not sent:
             await trio.sleep(self.backoff_s)
             return
@@ -162,15 +198,22 @@ class ReplicaFetcherManager:
                 timeout_s=self.max_wait_ms / 1000 + self.request_timeout_s, raw=True,
             )
             error_code, topics = parse_fetch_response(FETCH_VERSION, body)
+            session_id = fetch_response_session_id(body)
         except Exception as exc:  # PeerError, unknown address, undecodable, ...: back off, retry
             log.debug("fetch from broker %d failed: %s", leader, exc)
+            session.reset()  # the leader may or may not have taken the epoch
             await trio.sleep(self.backoff_s)
             return
         self.fetches += 1
         if error_code:
+            session.reset()
+            if ErrorCode(error_code) in _SESSION_LOST:
+                log.debug("fetch from broker %d: %s: starting a new session", leader, ErrorCode(error_code).name)
+                return
             log.info("fetch from broker %d: %s", leader, ErrorCode(error_code).name)
             await trio.sleep(self.backoff_s)
             return
+        session.answered(plan, session_id)
         for topic_id, parts in topics:
             for part in parts:
                 state = sent.get((topic_id, part.partition_index))
@@ -178,29 +221,26 @@ class ReplicaFetcherManager:
                     continue  # role changed while the request was out
                 await self._process(state, part)
 
-    def _request(self, states: list[FetchState]) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState]]:
+    def _request(
+        self, states: list[FetchState], session: FollowerSession
+    ) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState], SessionRequest]:
+        """The next Fetch of `session` for `states`; the states its answer may name."""
         broker_epoch = -1
         reg = self._image().brokers.get(self.node_id)
         if reg is not None:
             broker_epoch = int(reg.epoch)
-        topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}
+        wanted: list[WantedPartition] = []
         sent: dict[tuple[uuid.UUID, int], FetchState] = {}
         for s in states:
             plog = self.logs.get(s.topic, s.partition)
             if plog is None:
                 continue
-            ft = topics.get(s.topic_id)
-            if ft is None:
-                ft = topics[s.topic_id] = FetchRequest.FetchTopic(topic=s.topic, topic_id=s.topic_id)
-            ft.partitions.append(FetchRequest.FetchPartition(
-                partition=s.partition,
-                current_leader_epoch=s.leader_epoch,
-                fetch_offset=plog.log_end_offset,
-                last_fetched_epoch=plog.leader_epochs.latest_epoch,
-                log_start_offset=plog.log_start_offset,
-                partition_max_bytes=self.max_bytes,
+            wanted.append(WantedPartition(
+                s.topic, s.topic_id, s.partition, plog.log_end_offset, s.leader_epoch,
+                plog.leader_epochs.latest_epoch, plog.log_start_offset,
             ))
             sent[(s.topic_id, s.partition)] = s
+        plan = session.build(wanted)
         request = FetchRequest(
             replica_id=self.node_id,
             replica_state=FetchRequest.ReplicaState(replica_id=self.node_id, replica_epoch=broker_epoch),
@@ -208,11 +248,28 @@ class ReplicaFetcherManager:
             min_bytes=self.min_bytes,
             max_bytes=self.response_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=list(topics.values()),
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=self._fetch_topics(plan.send),
+            forgotten_topics_data=_forgotten(plan),
         )
-        return request, sent
+        return request, sent, plan
+
+    def _fetch_topics(self, send: list[WantedPartition]) -> list[FetchRequest_FetchTopic]:
+        topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}
+        for w in send:
+            ft = topics.get(w.topic_id)
+            if ft is None:
+                ft = topics[w.topic_id] = FetchRequest.FetchTopic(topic=w.topic, topic_id=w.topic_id)
+            ft.partitions.append(FetchRequest.FetchPartition(
+                partition=w.partition,
+                current_leader_epoch=w.leader_epoch,
+                fetch_offset=w.fetch_offset,
+                last_fetched_epoch=w.last_fetched_epoch,
+                log_start_offset=w.log_start_offset,
+                partition_max_bytes=self.max_bytes,
+            ))
+        return list(topics.values())
 
     async def _process(self, state: FetchState, part: FetchedPartition) -> None:
         plog = self.logs.get(state.topic, state.partition)
@@ -223,7 +280,7 @@ class ReplicaFetcherManager:
             if code is ErrorCode.NONE:
                 diverging = part.diverging_epoch
                 if diverging is not None and (diverging[0] >= 0 or diverging[1] >= 0):
-                    await self._truncate_diverged(plog, diverging[0], diverging[1], part.log_start_offset)
+                    await self._truncate_diverged(state, plog, diverging[0], diverging[1], part.log_start_offset)
                     return
                 records = part.records
                 if records is not None and len(records) > 0:
@@ -270,7 +327,7 @@ class ReplicaFetcherManager:
         if self._nursery is not None:
             self._nursery.start_soon(load)
 
-    async def _truncate_diverged(self, plog: PartitionLog, epoch: int, end_offset: int, leader_start: int) -> None:
+    async def _truncate_diverged(self, state: FetchState, plog: PartitionLog, epoch: int, end_offset: int, leader_start: int) -> None:
         """KIP-279: our log diverged from the leader's after `end_offset` of `epoch`. (-1, -1)
         means the leader has no epoch history at all (an empty log): keep nothing past its
         log start."""
@@ -281,11 +338,20 @@ class ReplicaFetcherManager:
             own_epoch, own_end = plog.leader_epochs.end_offset_for(epoch, leo)
             target = min(end_offset, own_end) if own_epoch >= 0 else end_offset
         target = max(min(target, leo), 0)
+        self._restart_session(state)
         log.info("%s: diverged from the leader at epoch %d (end %d): truncating %d -> %d",
                  plog.directory.name, epoch, end_offset, leo, target)
         await trio.to_thread.run_sync(plog.truncate_to, target)
 
+    def _restart_session(self, state: FetchState) -> None:
+        """After a truncation the next request is full: the leader checks the diverging epoch
+        (KIP-279) on full requests only."""
+        session = self.sessions.get(state.leader)
+        if session is not None:
+            session.reset()
+
     async def _out_of_range(self, state: FetchState, plog: PartitionLog, part: FetchedPartition) -> None:
+        self._restart_session(state)
         leader_start = int(part.log_start_offset)
         if leader_start >= 0 and plog.log_end_offset < leader_start:
             log.info("%s-%d: behind the leader's log start %d: restarting there",
@@ -295,6 +361,14 @@ class ReplicaFetcherManager:
         target = max(int(part.high_watermark), plog.log_start_offset)
         log.info("%s-%d: past the leader's end: truncating to its HW %d", state.topic, state.partition, target)
         await trio.to_thread.run_sync(plog.truncate_to, target)
+
+
+def _forgotten(plan: SessionRequest) -> list[FetchRequest_ForgottenTopic]:
+    """`plan.forgotten` as forgotten_topics_data, one entry per topic id."""
+    topics: dict[uuid.UUID, FetchRequest_ForgottenTopic] = {}
+    for topic_id, partition in plan.forgotten:
+        topics.setdefault(topic_id, FetchRequest.ForgottenTopic(topic_id=topic_id)).partitions.append(partition)
+    return list(topics.values())
 
 
 def whole_batches(records: bytes | memoryview) -> bytes | memoryview:
