@@ -152,6 +152,7 @@ class BrokerCollector:
                 "bytes_in": dict(stats.bytes_in),
                 "bytes_out": dict(stats.bytes_out),
                 "replication_bytes_out": dict(stats.replication_bytes_out),
+                "follower_bytes_out": dict(stats.follower_bytes_out),
                 "requests": dict(stats.requests),
                 "errors": dict(stats.errors),
                 "connections_created": dict(stats.connections_created),
@@ -168,7 +169,8 @@ class BrokerCollector:
             },
             scalars={"isr_shrinks": stats.isr_shrinks, "isr_expands": stats.isr_expands,
                      "offline_replicas": len(broker.log_states.offline()),
-                     "loading_replicas": broker.log_states.loading_count()},
+                     "loading_replicas": broker.log_states.loading_count(),
+                     "max_broker_partitions": broker.config.get_int("max.broker.partitions")},
             connections=connections,
             partitions=partition_views(broker),
             cluster=cluster_view(server),
@@ -208,6 +210,11 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
         ("replicationbytesout", "replication_bytes_out", "Record bytes returned to follower fetches"),
     ):
         yield _sorted_counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"], c[key])
+    yield _sorted_counter(
+        "kafkapy_server_brokertopicmetrics_followerbytesout",
+        "Record bytes returned to consumer fetches by this broker as a follower (KIP-392)",
+        ["topic"], c["follower_bytes_out"],
+    )
 
 
 def _request_metrics(snap: Snapshot) -> Iterator[Metric]:
@@ -269,6 +276,16 @@ def _partition_metrics(snap: Snapshot) -> Iterator[Metric]:
     led = [v for v in snap.partitions if v.leader == node]
     yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(local))
     yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads", len(led))
+    yield _gauge(
+        "kafkapy_broker_partition_budget",
+        "max.broker.partitions: partition replicas this broker may hold (KIP-578)",
+        snap.scalars["max_broker_partitions"],
+    )
+    yield _gauge(
+        "kafkapy_broker_partition_budget_used_ratio",
+        "Partition replicas on this broker / max.broker.partitions",
+        len(local) / max(1, snap.scalars["max_broker_partitions"]),
+    )
     yield _gauge(
         "kafka_server_replicamanager_underreplicatedpartitions",
         "Led partitions whose ISR is smaller than their replica set",
