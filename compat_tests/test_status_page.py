@@ -1,20 +1,38 @@
 """The status page in a real headless browser: Debian's chromium driven by Playwright (never a
 downloaded browser), against a broker subprocess started with `--http` that confluent-kafka
 filled with traffic. The page must render, its numbers must match what the admin API says, and
-its charts must be drawn; a screenshot is kept under the test's tmp dir (path printed)."""
+its charts must be drawn; a screenshot is kept under the test's tmp dir (path printed).
+
+What a reader of a small single node relies on: the topics and groups open, the lag chart on the
+group that lags most, a burst not flattening steady traffic in the throughput chart, the hot
+partition first, the topic's own configs, sizes that say whose they are, a partition log that
+could not be opened and a partition the cleaner gave up on listed under storage health, and the
+Raft quorum of one out of the way."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
+import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from compat_tests.conftest import BrokerFactory, in_ci
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,6 +53,9 @@ PER_PARTITION = 200
 COMMITTED = (150, 200, 100)  # lag 50, 0, 100
 LIVE_GROUP = "page-live"
 LIVE_CLIENT = "page-test-client"
+TOPIC_CONFIGS = {"retention.ms": "86400000"}
+BROKEN = "legacy"  # a topic whose log is damaged while the broker is down: offline after
+KEYED = "keyed"  # compacted once a segment of it is damaged: the cleaner gives up on it
 
 
 @pytest.fixture
@@ -48,7 +69,7 @@ def chromium_path() -> str:
 
 def _fill(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(15)
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config=TOPIC_CONFIGS)])[TOPIC].result(15)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(PARTITIONS * PER_PARTITION):
         producer.produce(TOPIC, value=b"order-%06d" % i, partition=i % PARTITIONS)
@@ -66,6 +87,44 @@ def _fill(bootstrap: str) -> None:
         offsets=[TopicPartition(TOPIC, p, c) for p, c in enumerate(COMMITTED)], asynchronous=False
     )
     consumer.close()
+
+
+def _damaged_topic(broker_factory: BrokerFactory, data_dir: Path) -> None:
+    """The topic BROKEN created, then its log damaged while its broker is stopped: a directory
+    where its first segment should be, so the next start cannot open it."""
+    first = broker_factory.start(data_dir=data_dir)
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    admin.create_topics([NewTopic(BROKEN, 1, 1)])[BROKEN].result(15)
+    first.stop()
+    segment = data_dir / f"{BROKEN}-0" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
+
+
+def _make_uncleanable(bootstrap: str, data_dir: Path, page_url: str) -> None:
+    """A topic with closed segments, the first one's records overwritten on disk, then made
+    compacted: the cleaner's next pass fails on it and marks it uncleanable."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    small = {"segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
+    admin.create_topics([NewTopic(KEYED, 1, 1, config=small)])[KEYED].result(15)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(60):
+        producer.produce(KEYED, key=b"k%d" % (i % 3), value=b"v" * 100)
+        assert producer.flush(10) == 0
+    with open(data_dir / f"{KEYED}-0" / "00000000000000000000.log", "r+b") as segment:
+        segment.seek(61)  # past the first batch's header: its records
+        segment.write(b"\xff" * 40)
+    compact = ConfigResource("topic", KEYED, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    ])
+    admin.incremental_alter_configs([compact])[compact].result(15)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(page_url + "api/status?summary=1", timeout=10) as response:
+            if json.loads(response.read())["storage"]["uncleanable"]:
+                return
+        time.sleep(0.2)
+    raise AssertionError("the cleaner did not give up on the damaged partition")
 
 
 def _admin_view(bootstrap: str) -> dict[str, object]:
@@ -93,16 +152,22 @@ def test_status_page_renders_and_matches_the_admin_api(
 ) -> None:
     from playwright.sync_api import sync_playwright
 
-    broker = broker_factory.start(extra_args=["--http", "127.0.0.1:0"])
+    data_dir = tmp_path / "data"
+    _damaged_topic(broker_factory, data_dir)
+    broker = broker_factory.start(
+        data_dir=data_dir,
+        extra_args=["--http", "127.0.0.1:0", "--override", "log.cleaner.backoff.ms=200"],
+    )
     url = re.search(r"HTTP on (http://\S+/)", broker.log_text())
     assert url, broker.log_tail()
     _fill(broker.bootstrap)
+    _make_uncleanable(broker.bootstrap, data_dir, url.group(1))
     admin = _admin_view(broker.bootstrap)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     # a live member, so the page has one to show (librdkafka heartbeats in its own thread)
     live = Consumer({
         "bootstrap.servers": broker.bootstrap, "group.id": LIVE_GROUP, "client.id": LIVE_CLIENT,
-        "auto.offset.reset": "earliest",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,  # no offsets: lag 0
     })
     live.subscribe([TOPIC])
     deadline = time.monotonic() + 30
@@ -117,17 +182,21 @@ def test_status_page_renders_and_matches_the_admin_api(
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(url.group(1), wait_until="load")
-            # keep a trickle of produce traffic while the page samples, so the chart moves
-            deadline = time.monotonic() + 30
+            # keep a trickle of produce traffic while the page samples, so the chart moves,
+            # until the refreshed tables put the trickle's partition first among the hot ones
+            deadline = time.monotonic() + 40
             while time.monotonic() < deadline:
                 producer.produce("trickle", value=b"x" * 512)
                 producer.poll(0)
-                if int(page.evaluate("document.body.dataset.polls || 0")) >= 4:
+                if int(page.evaluate("document.body.dataset.polls || 0")) >= 4 and _hottest(page) == ["trickle", "0"]:
                     break
                 page.wait_for_timeout(200)
+            cluster_rate = page.inner_text("#cluster-messages-in")
             producer.flush(10)
             assert not errors, errors
             assert int(page.evaluate("document.body.dataset.polls || 0")) >= 4
+            assert _hottest(page) == ["trickle", "0"]
+            assert _number(cluster_rate) > 0
 
             cluster_text = page.inner_text("#cluster-table")
             assert str(admin["cluster_id"]) in cluster_text
@@ -141,7 +210,10 @@ def test_status_page_renders_and_matches_the_admin_api(
 
             topic = page.locator(f'details.topic[data-topic="{TOPIC}"]')
             assert topic.locator(".partition-count").inner_text() == str(PARTITIONS)
-            topic.locator("summary").click()
+            assert topic.evaluate("d => d.open"), "a short topic list is open"
+            assert "retention.ms=86400000" in topic.locator(".configs").inner_text()
+            assert "(this node's replicas)" in topic.locator(".size").inner_text()
+            assert "Size (this replica)" in topic.locator("table.partitions thead").inner_text()
             ends = admin["ends"]
             assert isinstance(ends, dict)
             part_rows = topic.locator("table.partitions tbody tr")
@@ -156,7 +228,7 @@ def test_status_page_renders_and_matches_the_admin_api(
             expected_lag = sum(ends[p] - committed[p] for p in range(PARTITIONS))
             group = page.locator(f'details.group[data-group="{GROUP}"]')
             assert int(group.locator(".group-lag").inner_text()) == expected_lag == 150
-            group.locator("summary").click()
+            assert group.evaluate("d => d.open"), "a short group list is open"
             offset_rows = group.locator("table.offsets tbody tr")
             by_partition = {}
             for i in range(offset_rows.count()):
@@ -165,7 +237,6 @@ def test_status_page_renders_and_matches_the_admin_api(
             assert by_partition == {p: (committed[p], ends[p] - committed[p]) for p in range(PARTITIONS)}
 
             live_group = page.locator(f'details.group[data-group="{LIVE_GROUP}"]')
-            live_group.locator("summary").click()
             assert live_group.locator(".state").inner_text() == "Stable"
             members = live_group.locator("table.members tbody tr")
             assert members.count() == 1
@@ -175,12 +246,16 @@ def test_status_page_renders_and_matches_the_admin_api(
             assert page.locator("#chart-throughput polyline").count() == 3
             options = page.locator("#lag-group option").all_inner_texts()
             assert sorted(options) == sorted([GROUP, LIVE_GROUP])
+            # by default the group with the most lag, not the alphabetically first
+            assert page.input_value("#lag-group") == GROUP
             page.select_option("#lag-group", GROUP)
             assert page.locator("#chart-lag polyline").count() == 1
             # the y axis is scaled to the group's lag of 150: ticks 0..200 in quarters
             ticks = [t.text_content() for t in page.locator("#chart-lag text.axis").all()]
             assert ticks[:5] == ["0.0", "50.0", "100", "150", "200"]
             assert page.inner_text("#partition-count") != ""
+            _check_burst_leaves_steady_traffic_readable(page)
+            _check_storage_health_and_raft_placement(page)
 
             shot = tmp_path / "status-page.png"
             page.screenshot(path=str(shot), full_page=True)
@@ -189,3 +264,68 @@ def test_status_page_renders_and_matches_the_admin_api(
         finally:
             browser.close()
             live.close()
+
+
+def _hottest(page: Page) -> list[str]:
+    """Topic and partition of the first row of the hot-partition table."""
+    cells = page.locator("table.hot-partitions tbody tr").first.locator("td").all_inner_texts()
+    return [c.strip() for c in cells[:2]]
+
+
+def _number(text: str) -> float:
+    """A figure as the page's fmtNum prints it ("47.0", "1.2k", "3.4M")."""
+    scale = {"k": 1e3, "M": 1e6}.get(text.strip()[-1:], 1.0)
+    return float(text.strip().rstrip("kM")) * scale
+
+
+BURST_THEN_TRICKLE = """() => {
+  // 3 samples at 66k msg/s, then 27 at 47 msg/s (100 bytes each), drawn by the page's own code
+  const history = [];
+  let messages = 0;
+  for (let i = 0; i < 30; i++) {
+    messages += (i > 0 && i < 4 ? 66000 : 47) * 2;
+    history.push({ t: 1e12 + i * 2000, messages_in: messages, bytes_in: messages * 100,
+                   bytes_out: 0, lag: {} });
+  }
+  update({ ...latest, history });
+  const plot = document.querySelector("#chart-throughput rect.plot");
+  const bottom = +plot.getAttribute("y") + +plot.getAttribute("height");
+  const lastY = (series) => {
+    const points = document.querySelector(`#chart-throughput polyline[data-series="${series}"]`)
+      .getAttribute("points").trim().split(" ");
+    return +points[points.length - 1].split(",")[1];
+  };
+  return { height: +plot.getAttribute("height"), messages: bottom - lastY(0),
+           bytes: bottom - lastY(1),
+           right_axis: [...document.querySelectorAll("#chart-throughput text.axis-1")].map((t) => t.textContent) };
+}"""
+
+
+def _check_burst_leaves_steady_traffic_readable(page: Page) -> None:
+    drawn = page.evaluate(BURST_THEN_TRICKLE)
+    # 47 msg/s after a 66k msg/s burst stands well clear of the zero line (linear: 0.07 %)
+    assert drawn["messages"] > 0.25 * drawn["height"], drawn
+    assert drawn["bytes"] > 0.25 * drawn["height"], drawn
+    # bytes/s have their own axis, labelled in bytes
+    assert any(label.endswith("KiB") for label in drawn["right_axis"]), drawn
+
+
+def _check_storage_health_and_raft_placement(page: Page) -> None:
+    offline = page.locator("table.offline-logs tbody tr")
+    assert offline.count() == 1
+    cells = [c.strip() for c in offline.first.locator("td").all_inner_texts()]
+    assert cells[:2] == [BROKEN, "0"]
+    assert "Is a directory" in cells[3]
+    uncleanable = page.locator("table.uncleanable tbody tr")
+    assert uncleanable.count() == 1
+    cells = [c.strip() for c in uncleanable.first.locator("td").all_inner_texts()]
+    assert cells[:2] == [KEYED, "0"]
+    assert "InvalidRecordError" in cells[3]
+    # a single node's Raft quorum: not in the cluster table, collapsed below the groups
+    assert "Raft" not in page.inner_text("#cluster-table")
+    raft = page.locator("details#raft-internals")
+    assert not raft.evaluate("d => d.open")
+    raft_box, groups_box = raft.bounding_box(), page.locator("#groups").bounding_box()
+    assert raft_box is not None
+    assert groups_box is not None
+    assert raft_box["y"] > groups_box["y"] + groups_box["height"] - 1

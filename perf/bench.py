@@ -92,6 +92,9 @@ class Params:
     c_producer: str | None = None
     #: producer compression.type of the produce and latency phases (none, gzip, snappy, lz4, zstd)
     compression: str = "none"
+    #: producer linger.ms of the latency phase: 1 makes about one request per message (the
+    #: broker's per-request cost), librdkafka's default 5 batches a few
+    latency_linger_ms: int = LATENCY_LINGER_MS
 
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -497,7 +500,7 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
-            "linger.ms": LATENCY_LINGER_MS,
+            "linger.ms": p.latency_linger_ms,
             "enable.idempotence": False,
             "compression.type": p.compression,
         }
@@ -559,6 +562,9 @@ def latency(bootstrap: str, p: Params) -> dict[str, float]:
         "dirty_max_mib": dirty_max,
         "e2e_p50_ms": _percentile(e2e_ms, 50),
         "e2e_p99_ms": _percentile(e2e_ms, 99),
+        "ack_p999_ms": _percentile(ack_ms, 99.9),
+        "e2e_p999_ms": _percentile(e2e_ms, 99.9),
+        "e2e_max_ms": max(e2e_ms, default=0.0),
         "client_cpu_pct": cpu,
         "broker_cpu_pct": meter.broker_pct,
     }
@@ -591,6 +597,9 @@ FIGURES = [
     ("latency_5k", "ack_worst_1s_p99_ms", "produce-ack worst 1 s p99 (ms)"),
     ("latency_5k", "e2e_p50_ms", "end-to-end p50 @5k/s (ms)"),
     ("latency_5k", "e2e_p99_ms", "end-to-end p99 @5k/s (ms)"),
+    ("latency_5k", "ack_p999_ms", "produce-ack p99.9 @5k/s (ms)"),
+    ("latency_5k", "e2e_p999_ms", "end-to-end p99.9 @5k/s (ms)"),
+    ("latency_5k", "e2e_max_ms", "end-to-end max @5k/s (ms)"),
     ("latency_5k", "dirty_max_mib", "latency: Dirty+Writeback max (MiB)"),
 ]
 
@@ -674,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "perf" / "results" / "bench.json")
     parser.add_argument("--messages", type=int, default=100_000, help="per produce phase")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--latency-linger-ms", type=int, default=LATENCY_LINGER_MS,
+                        help="producer linger.ms of the latency phase (1: about one request per message)")
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=60.0, help="cap per phase")
     parser.add_argument("--pid-a", type=int, help="broker A's pid for its CPU share (default: ss)")
@@ -700,7 +711,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--compression is not passed to perf/cdriver's producer")
     global BROKER_PID
     p = Params(args.messages, args.latency_seconds, args.partitions, args.max_seconds, args.c_consumer,
-               c_producer=args.c_producer, compression=args.compression)
+               c_producer=args.c_producer, compression=args.compression,
+               latency_linger_ms=args.latency_linger_ms)
 
     launched: LaunchedBroker | None = None
     tmp: tempfile.TemporaryDirectory[str] | None = None

@@ -13,6 +13,7 @@ and divide the instruction difference by N (the `--callgrind` flag does both and
     perf/request_cost.py --callgrind                      # instructions per request (slow)
     perf/request_cost.py --profile | head -40             # cProfile of the loop
     perf/request_cost.py --socket                         # + the connection (socket pair)
+    perf/request_cost.py --socket --callgrind             # instructions, per shape and floor
     PYTHONPATH=/tmp/old perf/request_cost.py --callgrind  # an older tree, for A/B
 
 Options: `--partitions P` (batches per request, default 1), `--records R` per batch (default
@@ -22,6 +23,12 @@ Options: `--partitions P` (batches per request, default 1), `--records R` per ba
 partition holds one such batch, and every request reads it back from offset 0 - decode,
 `handle_fetch` (which encodes its answer around file regions) and closing the regions' fds, as
 the connection does after sending.
+
+`--socket` sends each of `--shapes` (produce, fetch, heartbeat, metadata; see request_shapes.py)
+through a `Connection` on a socket pair, and measures the trio floor - a minimal trio server
+answering 64-byte frames on the same kind of socket pair - in the same run, printing each shape's
+broker CPU per request also as a multiple of that floor (`<shape>_x_floor`). The small-request
+figures are taken with `--records 1 --value-bytes 100`.
 """
 
 from __future__ import annotations
@@ -35,7 +42,6 @@ import pstats
 import re
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -58,6 +64,9 @@ from kafkapy.protocol.records import Record, build_batch
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.connection import Connection
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from request_shapes import SHAPES, floor_cpu_us, prepare, run_client
 
 TOPIC = "cost"
 FETCH_VERSION = 12
@@ -145,7 +154,7 @@ async def _fetch_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any
         t1 = time.process_time()
         resp = await handle_fetch(RequestContext(broker.ports, header, state, seq), req)
         t2 = time.process_time()
-        assert resp.fds(), "the fetch returned no record data"
+        assert resp.size > 100, "the fetch returned no record data"
         for fd in resp.fds():  # the connection closes them once the answer is sent
             os.close(fd)
         t3 = time.process_time()
@@ -212,45 +221,45 @@ async def _loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any]:
     }
 
 
-def _client(sock: socket.socket, frame: bytes, requests: int, inflight: int) -> None:
-    """Pipelined producer: up to `inflight` requests outstanding, as librdkafka's default 5."""
-    data = struct.pack(">i", len(frame)) + frame
-    buf = bytearray()
-    sent = answered = 0
-    with sock:
-        while answered < requests:
-            while sent < requests and sent - answered < inflight:
-                sock.sendall(data)
-                sent += 1
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise RuntimeError("broker closed the connection")
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
-                del buf[: 4 + struct.unpack_from(">i", buf)[0]]
-                answered += 1
-
-
 async def _socket_loop(args: argparse.Namespace, broker: Broker) -> dict[str, Any]:
     """The whole per-request path of a connection (receive, decode, handler task, encode, send)
-    over a loopback socket pair; the broker's own thread CPU per request (the client runs in a
-    thread of its own, so its CPU is not counted)."""
-    frame = build_frame(args.version, args.partitions, args.records, args.value_bytes)
-    ours, theirs = socket.socketpair()
-    stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
-    conn = Connection(broker, stream, "PLAINTEXT", "request-cost")
-    client = threading.Thread(
-        target=_client, args=(theirs, frame, args.requests + 3, args.inflight), daemon=True
-    )
-    gc.disable()
-    start = time.thread_time()
-    client.start()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(conn.run)
-        await trio.to_thread.run_sync(client.join)
-    cpu = time.thread_time() - start
-    gc.enable()
-    return {"broker_cpu_us_per_request": cpu / max(args.requests, 1) * 1e6}
+    over a loopback socket pair, for each of `--shapes` in turn, and the trio floor: the broker's
+    own thread CPU per request (the client runs in a thread of its own, so its CPU is not
+    counted). The fetch shape goes first, while its partition holds only the batch it reads."""
+    produce = build_frame(args.version, args.partitions, args.records, args.value_bytes)
+    result: dict[str, Any] = {}
+    floor = 0.0
+    if "floor" in args.shapes:
+        await floor_cpu_us(3, args.inflight)  # warm
+        floor = await floor_cpu_us(args.requests, args.inflight)
+        result["floor_cpu_us"] = floor
+    for shape in sorted((s for s in args.shapes if s != "floor"), key=SHAPES.index):
+        frame = await prepare(shape, args, broker, produce, TOPIC)
+        ours, theirs = socket.socketpair()
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+        conn = Connection(broker, stream, "PLAINTEXT", "request-cost")
+        client = threading.Thread(
+            target=run_client, args=(theirs, frame, args.requests + 3, args.inflight), daemon=True
+        )
+        profiler = cProfile.Profile() if args.profile else None
+        gc.disable()
+        start = time.thread_time()
+        client.start()
+        if profiler is not None:
+            profiler.enable()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.run)
+            await trio.to_thread.run_sync(client.join)
+        cpu = time.thread_time() - start
+        gc.enable()
+        if profiler is not None:
+            profiler.disable()
+            print(f"-- {shape}")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(45)
+        result[f"{shape}_cpu_us"] = cpu = cpu / max(args.requests, 1) * 1e6
+        if floor:
+            result[f"{shape}_x_floor"] = cpu / floor
+    return result
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
@@ -261,40 +270,42 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         return trio.run(_with_node, _fetch_loop if args.fetch else _loop, args, d)
 
 
+def _instructions(args: argparse.Namespace, requests: int, shapes: list[str]) -> int:
+    """Instructions of one inner run under callgrind (Python's hash seed fixed)."""
+    with tempfile.TemporaryDirectory(prefix="request-cost-cg-") as d:
+        out = Path(d) / "callgrind.out"
+        cmd = [
+            "valgrind", "--tool=callgrind", "--dump-instr=no", f"--callgrind-out-file={out}",
+            sys.executable, __file__, "--requests", str(requests),
+            "--partitions", str(args.partitions), "--records", str(args.records),
+            "--value-bytes", str(args.value_bytes), "--version", str(args.version),
+            "--inflight", str(args.inflight), "--inner",
+            *(["--socket", "--shapes", ",".join(shapes)] if args.socket else []),
+            *(["--fetch"] if args.fetch else []),
+        ]
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+        m = re.search(r"Collected : (\d+)", proc.stderr)
+        assert m is not None, proc.stderr[-2000:]
+        return int(m.group(1))
+
+
 def _callgrind(args: argparse.Namespace) -> dict[str, Any]:
-    """Instructions per request: (N requests - 0 requests) / N, each under callgrind."""
-    counts = []
-    for n in (args.requests, 0):
-        with tempfile.TemporaryDirectory(prefix="request-cost-cg-") as d:
-            out = Path(d) / "callgrind.out"
-            cmd = [
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-instr=no",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--requests",
-                str(n),
-                "--partitions",
-                str(args.partitions),
-                "--records",
-                str(args.records),
-                "--value-bytes",
-                str(args.value_bytes),
-                "--version",
-                str(args.version),
-                "--inner",
-                *(["--socket"] if args.socket else []),
-                *(["--fetch"] if args.fetch else []),
-            ]
-            env = dict(os.environ, PYTHONHASHSEED="0")
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-            m = re.search(r"Collected : (\d+)", proc.stderr)
-            assert m is not None, proc.stderr[-2000:]
-            counts.append(int(m.group(1)))
-    per = (counts[0] - counts[1]) / max(args.requests, 1)
-    return {"instructions_per_request": per, "instructions_total": counts}
+    """Instructions per request: (N requests - 0 requests) / N, each under callgrind; with
+    `--socket`, per shape (each in a run of its own) and for the floor."""
+    n = max(args.requests, 1)
+    if not args.socket:
+        counts = [_instructions(args, args.requests, []), _instructions(args, 0, [])]
+        return {"instructions_per_request": (counts[0] - counts[1]) / n, "instructions_total": counts}
+    result: dict[str, Any] = {}
+    for shape in args.shapes:
+        per = (_instructions(args, args.requests, [shape]) - _instructions(args, 0, [shape])) / n
+        result[f"{shape}_instructions"] = per
+    floor = result.get("floor_instructions")
+    for shape in args.shapes:
+        if floor and shape != "floor":
+            result[f"{shape}_instructions_x_floor"] = result[f"{shape}_instructions"] / floor
+    return result
 
 
 def main() -> None:
@@ -312,6 +323,10 @@ def main() -> None:
     p.add_argument("--socket", action="store_true", help="through a Connection on a socket pair")
     p.add_argument("--inflight", type=int, default=5, help="--socket: requests in flight")
     p.add_argument("--fetch", action="store_true", help="a consumer Fetch instead of a Produce")
+    p.add_argument(
+        "--shapes", type=lambda v: v.split(","), default=[*SHAPES, "floor"],
+        help="--socket: comma-separated, of produce,fetch,heartbeat,metadata,floor (default all)",
+    )
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -325,6 +340,9 @@ def main() -> None:
     else:
         runs = [_run(args) for _ in range(args.runs)]
         result = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        if len(runs) > 1:
+            result["spread"] = {k: [round(min(r[k] for r in runs), 1), round(max(r[k] for r in runs), 1)]
+                                for k in runs[0]}
         result["runs"] = runs
     result["shape"] = {
         "partitions": args.partitions,

@@ -29,6 +29,7 @@ from kafkapy.broker.broker_config_keys import (
     STANDARD_AUTHORIZER,
     BrokerConfigKey,
 )
+from kafkapy.broker.replica_selector import RACK_AWARE_SELECTOR, selector_enabled
 from kafkapy.broker.security_settings import INTER_NODE_KEYS, unsupported_security_setting
 from kafkapy.protocol.config_types import ConfigSource, ConfigType
 from kafkapy.storage.topic_config import TOPIC_CONFIGS, TopicConfigKey, topic_config_problem
@@ -100,6 +101,9 @@ _AT_LEAST = {
     "log.retention.check.interval.ms": 1,
     "group.initial.rebalance.delay.ms": 0,
     "socket.request.max.bytes": 1,
+    "leader.imbalance.check.interval.seconds": 1,
+    "max.broker.partitions": 1,
+    "max.partitions": 1,
 }
 
 
@@ -442,6 +446,12 @@ class BrokerConfig:
         if not self.listeners and "broker" in self._roles():
             raise ConfigError("no broker listener configured (see 'listeners')")
         self._check_authorizer()
+        selector = (self.get("replica.selector.class") or "").strip()
+        if selector and not selector_enabled(selector):
+            raise ConfigError(
+                f"replica.selector.class={selector!r}: kafkapy has one replica selector, "
+                f"{RACK_AWARE_SELECTOR} (empty: consumers read from leaders only)"
+            )
         self.cluster = self._cluster_config()
         if not self.cluster.voters_configured and self._inter_node:
             log.info("%s: no inter-node traffic on a single node", ", ".join(self._inter_node))

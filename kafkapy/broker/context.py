@@ -14,7 +14,7 @@ it; responses are still *written* strictly in request order by the connection.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -107,6 +107,9 @@ class RequestContext:
     #: `time.perf_counter()` when the handler first released its turn (0.0: not yet) - where
     #: its own work ended and its waiting began, for the request quota
     released_at: float = 0.0
+    #: called once when the handler first releases its turn (the connection then runs the
+    #: requests behind it elsewhere, see `Connection._run_jobs`)
+    on_release: Callable[[], None] | None = None
 
     @property
     def api_version(self) -> int:
@@ -212,4 +215,7 @@ class RequestContext:
         """Let later requests of this connection start (call before a long wait). Idempotent."""
         if not self.released_at:
             self.released_at = time.perf_counter()
+            hook, self.on_release = self.on_release, None
+            if hook is not None:
+                hook()
         self.connection.sequencer.release(self.seq)

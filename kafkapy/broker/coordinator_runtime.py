@@ -24,6 +24,10 @@ the tail appended meanwhile on the trio thread; its keys answer COORDINATOR_LOAD
 meanwhile) and `on_become_follower` drops it (NOT_COORDINATOR), each load tied to the leader
 epoch it started for (`OwnedPartitions`), so a stale load is discarded.
 
+Logging: each partition's load is a DEBUG line; the loads that overlap (a broker's start, a
+failover handing it many partitions) end in one INFO line, "loaded N groups from M
+__consumer_offsets partitions in X ms", written when the last of them finishes.
+
 Error handling: a partition whose log cannot be read stays unloaded (logged; clients keep
 retrying); a failing timer run is logged and retried after `timer_retry_s`, so the runtime
 never takes the server down.
@@ -93,6 +97,37 @@ class RuntimeHost(InternalTopicsHost, Protocol):
     def after_append(self, topic: str, partition: int, plog: PartitionLog) -> None: ...
 
 
+@dataclass(slots=True)
+class _LoadSummary:
+    """The partition loads in flight and what the finished ones of this run held: a run ends
+    when none is left in flight, and `finish` then gives its figures for the one INFO line."""
+
+    in_flight: int = 0
+    partitions: int = 0
+    keys: int = 0
+    noun: str = ""
+    started_ms: int = 0
+
+    def begin(self) -> None:
+        if self.in_flight == 0:
+            self.partitions, self.keys, self.started_ms = 0, 0, now_ms()
+        self.in_flight += 1
+
+    def finish(self, held: tuple[int, str] | None, at_ms: int) -> tuple[int, int, str, int] | None:
+        """Count one finished load (`held`: None if it was not installed); the run's
+        (partitions, keys, noun, elapsed ms) when it was the last in flight and loaded any."""
+        self.in_flight = max(self.in_flight - 1, 0)
+        if held is not None:
+            self.partitions += 1
+            self.keys += held[0]
+            self.noun = held[1]
+        if self.in_flight or not self.partitions:
+            return None
+        summary = (self.partitions, self.keys, self.noun, at_ms - self.started_ms)
+        self.partitions = self.keys = 0
+        return summary
+
+
 class CoordinatorRuntime(ABC, Generic[C]):
     """Ownership, load by replay, append and replication, and timers of one internal topic."""
 
@@ -121,6 +156,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
         self._nursery: runtime.TaskGroup | None = None  # serve()'s: partition loads, background work
         self._queued_loads: list[tuple[int, int]] = []  # leaderships that came before serve()
         self._asking_controller = False  # ensure_topic's CreateTopics is in flight
+        self._loads = _LoadSummary()
         # built with the broker, before any metadata image: no leadership can come earlier
         broker.role_listeners.append(self)
 
@@ -146,6 +182,11 @@ class CoordinatorRuntime(ABC, Generic[C]):
     @abstractmethod
     def describe(self, coordinator: C) -> str:
         """What a coordinator holds, for log lines ("3 groups")."""
+
+    @abstractmethod
+    def held(self, coordinator: C) -> tuple[int, str]:
+        """How many keys a coordinator holds and what they are, for the load summary
+        (3, "groups")."""
 
     @abstractmethod
     def topic_configs(self) -> dict[str, str]:
@@ -197,6 +238,7 @@ class CoordinatorRuntime(ABC, Generic[C]):
             return
         if not isinstance(previous, ErrorCode):  # led again in a newer epoch: reload
             self.deactivate(previous)
+        self._loads.begin()
         if self._nursery is None:
             self._queued_loads.append((partition, leader_epoch))
         else:
@@ -210,13 +252,27 @@ class CoordinatorRuntime(ABC, Generic[C]):
         if coordinator is None:
             return
         self.deactivate(coordinator)
-        log.info("%s-%d moved away (leader epoch %d): unloaded %s", self.topic, partition,
-                 leader_epoch, self.describe(coordinator))
+        log.debug("%s-%d moved away (leader epoch %d): unloaded %s", self.topic, partition,
+                  leader_epoch, self.describe(coordinator))
 
     async def _load_partition(self, partition: int, leader_epoch: int) -> None:
+        """Load one partition (`_load_one`) and count it into the summary of the loads that
+        overlap it (see the module doc)."""
+        held: tuple[int, str] | None = None
+        try:
+            held = await self._load_one(partition, leader_epoch)
+        finally:
+            summary = self._loads.finish(held, now_ms())
+        if summary is not None:
+            partitions, count, noun, elapsed = summary
+            log.info("loaded %d %s from %d %s partitions in %d ms", count, noun, partitions,
+                     self.topic, elapsed)
+
+    async def _load_one(self, partition: int, leader_epoch: int) -> tuple[int, str] | None:
         """Replay the partition's log into a new coordinator and install it, unless the
-        leadership changed in between. The coordinator epoch is the partition's leader epoch
-        (Kafka's): what an older coordinator of the same keys writes is refused."""
+        leadership changed in between; what it holds, None if it was not installed. The
+        coordinator epoch is the partition's leader epoch (Kafka's): what an older coordinator
+        of the same keys writes is refused."""
         started = now_ms()
         self.partition_for("")  # the topic's real partition count, from the image
         coordinator = self.new_coordinator(leader_epoch)
@@ -226,13 +282,14 @@ class CoordinatorRuntime(ABC, Generic[C]):
             log.exception("loading %s-%d failed", self.topic, partition)
             if self.owned.is_current(partition, leader_epoch):
                 self.owned.drop(partition)
-            return
+            return None
         if not self.owned.finish_load(partition, leader_epoch, coordinator):
-            return
-        log.info("loaded %s-%d (leader epoch %d): %d records, %s in %d ms", self.topic, partition,
-                 leader_epoch, loaded, self.describe(coordinator), now_ms() - started)
+            return None
+        log.debug("loaded %s-%d (leader epoch %d): %d records, %s in %d ms", self.topic, partition,
+                  leader_epoch, loaded, self.describe(coordinator), now_ms() - started)
         self.wake()
         await self.activate(coordinator)
+        return self.held(coordinator)
 
     async def _replay(self, plog: PartitionLog | None, into: C) -> int:
         """The bulk of the log in a worker thread, then what was appended meanwhile (markers

@@ -222,6 +222,9 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
     def describe(self, coordinator: GroupCoordinator) -> str:
         return f"{len(coordinator.groups)} groups"
 
+    def held(self, coordinator: GroupCoordinator) -> tuple[int, str]:
+        return len(coordinator.groups), "groups"
+
     def topic_configs(self) -> dict[str, str]:
         return {
             "cleanup.policy": "compact",

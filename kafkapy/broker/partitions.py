@@ -38,6 +38,7 @@ from kafkapy.broker.clock import now_ms
 from kafkapy.broker.errors import storage_failure
 from kafkapy.broker.log_state import LogState, PartitionLogStates
 from kafkapy.broker.metadata_store import topic_name_error
+from kafkapy.broker.replica_selector import NO_PREFERRED_REPLICA, ReplicaView, select_read_replica
 from kafkapy.coordinator.idempotence import BatchMetadata, ProducerBatch, ProducerStateManager
 from kafkapy.coordinator.txn import TopicPartition
 from kafkapy.protocol.errors import (
@@ -233,6 +234,54 @@ class Partitions:
         if current_leader_epoch >= 0 and current_leader_epoch != epoch:
             return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
         return LeaderPartition(topic, partition, plog, epoch, role)
+
+    def replica(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition | ErrorCode:
+        """This node's replica of a partition, leader or follower: what a consumer's Fetch v11+
+        may read (KIP-392, see `read_error_on_follower`), or why it may not be served here."""
+        broker = self.broker
+        info = broker.topics.get(topic)
+        if info is None or not 0 <= partition < info.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        role = broker.replicas.role(topic, partition)
+        plog = broker.logs.get(topic, partition) if role is not None else None
+        if role is None or plog is None or broker.node_id not in role.replicas:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        epoch = role.leader_epoch
+        if current_leader_epoch >= 0 and current_leader_epoch != epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        return LeaderPartition(topic, partition, plog, epoch, role)
+
+    @staticmethod
+    def read_error_on_follower(lp: LeaderPartition, fetch_offset: int) -> ErrorCode | None:
+        """A consumer reading a follower (KIP-392): OFFSET_OUT_OF_RANGE outside its log,
+        OFFSET_NOT_AVAILABLE above its high watermark (the leader's may be ahead: the consumer
+        retries, or goes back to the leader), else None."""
+        plog = lp.log
+        if not plog.log_start_offset <= fetch_offset <= plog.log_end_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        if fetch_offset > plog.high_watermark:
+            return ErrorCode.OFFSET_NOT_AVAILABLE
+        return None
+
+    def preferred_read_replica(self, lp: LeaderPartition, fetch_offset: int, client_rack: str, listener: str) -> int:
+        """The follower a consumer in `client_rack` should read from instead of this leader, or
+        NO_PREFERRED_REPLICA (replica_selector.py has the rules; the caller checks that
+        `replica.selector.class` is set)."""
+        state = lp.role.leader_state
+        if state is None or not client_rack:
+            return NO_PREFERRED_REPLICA
+        brokers = self.broker.cluster.image.brokers
+        me = brokers.get(self.broker.node_id)
+        leader = ReplicaView(self.broker.node_id, me.rack if me else None, lp.log.log_end_offset)
+        followers = []
+        for replica in state.isr:
+            b = brokers.get(replica)
+            if replica == leader.broker_id or b is None or b.fenced or b.endpoint(listener) is None:
+                continue
+            leo = state.follower_leo(replica)
+            if lp.role.follower_log_starts.get(replica, 0) <= fetch_offset <= leo:
+                followers.append(ReplicaView(replica, b.rack, leo))
+        return select_read_replica(leader, followers, client_rack)
 
     # -- Produce ----------------------------------------------------------------------------------
     async def writable_topic(self, name: str) -> ErrorCode:

@@ -159,6 +159,8 @@ class BrokerStats:
         self.bytes_in: dict[str, int] = defaultdict(int)
         self.bytes_out: dict[str, int] = defaultdict(int)
         self.replication_bytes_out: dict[str, int] = defaultdict(int)
+        #: the part of bytes_out this broker sent as a follower of the partition (KIP-392)
+        self.follower_bytes_out: dict[str, int] = defaultdict(int)
         # per API: RequestMetrics
         self.requests: dict[tuple[str, int], int] = defaultdict(int)
         self.errors: dict[tuple[str, int], int] = defaultdict(int)
@@ -183,11 +185,15 @@ class BrokerStats:
         self.messages_in[topic] += messages
         self.bytes_in[topic] += size
 
-    def fetched(self, topic: str, size: int, *, follower: bool) -> None:
+    def fetched(self, topic: str, size: int, *, follower: bool, read_from_follower: bool = False) -> None:
+        """`follower`: a replica's fetch; `read_from_follower`: a consumer's, served by this
+        broker as a follower of the partition."""
         if follower:
             self.replication_bytes_out[topic] += size
         else:
             self.bytes_out[topic] += size
+            if read_from_follower:
+                self.follower_bytes_out[topic] += size
 
     # -- one call per request ----------------------------------------------------------------------
     def request_done(

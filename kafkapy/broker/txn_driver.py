@@ -183,6 +183,9 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
     def describe(self, coordinator: TransactionCoordinator) -> str:
         return f"{len(coordinator.transactions)} transactional ids"
 
+    def held(self, coordinator: TransactionCoordinator) -> tuple[int, str]:
+        return len(coordinator.transactions), "transactional ids"
+
     def topic_configs(self) -> dict[str, str]:
         segment_bytes = self.broker.config.get("transaction.state.log.segment.bytes") or "104857600"
         return {"cleanup.policy": "compact", "segment.bytes": segment_bytes}

@@ -1,4 +1,4 @@
-"""`kafkapy cluster info|quorum|start`.
+"""`kafkapy cluster info|quorum|start|hot`.
 
 - `info`: brokers (DescribeCluster, racks from Metadata), the controller, the cluster id and the
   finalized features (ApiVersions v4, or the highest the broker speaks) - any Kafka-compatible cluster.
@@ -26,6 +26,7 @@ from kafkapy.cli.common import (
     check,
     client_options,
 )
+from kafkapy.cli.hot import hot
 from kafkapy.cli.local_cluster import node, start
 from kafkapy.cli.wire import Admin, KafkaWireClient
 from kafkapy.protocol import ApiKey, ErrorCode
@@ -171,4 +172,5 @@ def quorum(settings: ClientSettings, bootstrap_controller: str | None) -> int:
 
 
 cluster.add_command(start)
+cluster.add_command(hot)
 cluster.add_command(node)

@@ -243,17 +243,22 @@ def _serve(supervisor: Supervisor, stop: threading.Event) -> bool:
               help="keep data (and ports) here between runs [default: a temporary folder]")
 @click.option("--http", is_flag=True, help="give each node an HTTP listener (status page, /metrics)")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="a broker config for every node")
-def start(nodes: int, voters: int | None, data_dir: Path | None, http: bool, override: tuple[str, ...]) -> int:
+@click.option("--racks", metavar="RACK[,RACK]",
+              help="broker.rack of each node, in turn: node i gets the ((i - 1) mod count)-th")
+def start(nodes: int, voters: int | None, data_dir: Path | None, http: bool, override: tuple[str, ...],
+          racks: str | None) -> int:
     """Run and supervise a local N-node cluster on 127.0.0.1 until Ctrl-C."""
     from kafkapy.testing.cluster import ClusterProcesses, ClusterStartError
 
     overrides = parse_key_values(override, "--override")
+    rack_names = [r.strip() for r in (racks or "").split(",") if r.strip()]
     if voters is not None and voters > nodes:
         raise click.BadParameter("at most --nodes voters", param_hint="--voters")
     temp = None if data_dir is not None else tempfile.TemporaryDirectory(prefix="kafkapy-cluster-")
     base = data_dir if data_dir is not None else Path(temp.name)  # type: ignore[union-attr]
     base.mkdir(parents=True, exist_ok=True)
-    procs = ClusterProcesses(base, nodes, voters=voters, overrides=overrides, log_level="WARNING", http=http)
+    procs = ClusterProcesses(base, nodes, voters=voters, overrides=overrides, log_level="WARNING", http=http,
+                             racks=rack_names)
     _keep_ports(procs, base / STATE_FILE, nodes)
     supervisor = Supervisor(procs, base, nodes)
     stop = threading.Event()

@@ -45,7 +45,7 @@ from kafkapy.protocol.messages import (
     ListPartitionReassignmentsResponse,
 )
 
-__all__ = ["delete_records", "leader_election", "read_partitions_file", "reassign_partitions"]
+__all__ = ["alter_reassignments", "delete_records", "leader_election", "read_partitions_file", "reassign_partitions"]
 
 TIMEOUT_MS = 30_000
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -193,7 +193,7 @@ def _current(admin: Admin, topics: Iterable[str]) -> dict[tuple[str, int], list[
     return out
 
 
-def _alter(admin: Admin, moves: dict[tuple[str, int], list[int] | None], what: str) -> None:
+def alter_reassignments(admin: Admin, moves: dict[tuple[str, int], list[int] | None], what: str) -> None:
     by_topic: dict[str, list[int]] = {}
     for t, p in moves:
         by_topic.setdefault(t, []).append(p)
@@ -294,13 +294,13 @@ def reassign_partitions(settings: ClientSettings, action: str | None, reassignme
             return _verify(settings, admin, wanted)
         names = ", ".join(_name(*tp) for tp in sorted(wanted))
         if action == "cancel":
-            _alter(admin, dict.fromkeys(wanted), "cancelling the reassignment")
+            alter_reassignments(admin, dict.fromkeys(wanted), "cancelling the reassignment")
             click.echo(f"Successfully cancelled partition reassignment(s) for: {names}")
             return 0
         current = _current(admin, (t for t, _ in wanted))
         current = {tp: current[tp] for tp in wanted if tp in current}
         click.echo(f"Current partition replica assignment\n\n{_assignment_json(current)}\n\n"
                    "Save this to use as the --reassignment-json-file option during rollback")
-        _alter(admin, dict(wanted), "reassigning")
+        alter_reassignments(admin, dict(wanted), "reassigning")
         click.echo(f"Successfully started partition reassignment(s) for {names}")
     return 0

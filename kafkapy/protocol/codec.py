@@ -440,12 +440,52 @@ def decode_request(
         if type(frame) is bytearray and len(frame) >= VIEW_FRAME_BYTES
         else Frame(frame)
     )
+    if FAST_PATHS and type(frame) in _FAST_FRAME_TYPES:
+        known = _known_header(frame, io)  # type: ignore[arg-type]
+        if known is not None:
+            header, codec = known
+            return header, _parse_body(codec, io, strict)
     if io.end >= 4:  # unsupported key/version wins over a malformed rest of the header
         _check_version(r_int16(io), r_int16(io))
         io.seek(0)
     header = _read_request_header(io)
     codec = message_codec(header.api_key, header.api_version, True)
+    header_version = request_header_version(header.api_key, header.api_version)
+    if header_version >= 1:  # a v0 header has no client id
+        _KNOWN[(header.api_key, header.api_version)] = (codec, header_version >= 2)
     return header, _parse_body(codec, io, strict)
+
+
+#: (api key, version) of requests decoded before: their codec and whether the header has a
+#: tagged section - so the next one's header is read with one unpack and no version checks
+_KNOWN: dict[tuple[int, int], tuple[_Codec, bool]] = {}
+_HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+
+
+def _known_header(frame: bytes | bytearray, io: Any) -> tuple[RequestHeader, _Codec] | None:
+    """The header of a request whose key and version were decoded before, with `io` left at
+    its body; None (and `io` untouched) for anything else, which the general path reads - and
+    refuses with its own error when malformed (a null client id, too short, bad tags)."""
+    if len(frame) < 10:
+        return None
+    api_key, api_version, correlation_id, n = _HEAD.unpack_from(frame)
+    known = _KNOWN.get((api_key, api_version))
+    if known is None or n < 0 or 10 + n > len(frame):
+        return None
+    try:
+        client_id = bytes(frame[10 : 10 + n]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    codec, tagged = known
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    io.seek(10 + n)
+    if tagged:
+        try:
+            header.unknown_tagged_fields = r_tags(io)
+        except ProtocolError:
+            io.seek(0)
+            return None
+    return header, codec
 
 
 def encode_request(header: RequestHeader, msg: Message) -> bytes:

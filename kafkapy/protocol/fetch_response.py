@@ -48,6 +48,8 @@ class PartitionPart:
     records: list[FileRegion | bytes] | None = field(default_factory=list)
     # (epoch, end offset) for a follower whose log diverged (KIP-279, tagged field 0 in v12+)
     diverging_epoch: tuple[int, int] | None = None
+    # v11+ (KIP-392): the replica a consumer should fetch this partition from instead; -1: here
+    preferred_read_replica: int = -1
 
     @property
     def records_size(self) -> int:
@@ -115,7 +117,7 @@ def encode_fetch_response(
                         if flexible:
                             head += b"\x00"
             if version >= 11:
-                head += _I32.pack(-1)  # preferred_read_replica: none
+                head += _I32.pack(part.preferred_read_replica)
             if part.records is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FileRegion", "RawResponse", "Segment"]
+__all__ = ["SENDFILE_MIN_BYTES", "FileRegion", "RawResponse", "Segment"]
+
+#: smaller file regions are read in and sent with the bytes around them (a sendfile call of its
+#: own costs more than copying them); the Fetch handler reads them at once for the same reason
+SENDFILE_MIN_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,8 @@ __all__ = ["Connection"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+#: most answers one send carries (bounds the segments joined or handed to writev)
+_WRITE_BATCH = 64
 
 
 @dataclass(slots=True)
@@ -92,6 +95,18 @@ class _Slot:
     close: bool = False
 
 
+
+
+@dataclass(slots=True)
+class _Job:
+    """A request decoded and queued for the writer, waiting to be run (`_run_jobs`)."""
+
+    spec: HandlerSpec
+    ctx: RequestContext
+    request: Any
+    slot: _Slot
+    received: float
+    size: int
 
 
 class _Refused(Exception):
@@ -239,17 +254,49 @@ class Connection:
         """Dispatch in order, holding them while a quota mutes the connection; False when the
         connection must close. Frames never dispatched give their request memory back."""
         taken = 0
+        jobs: deque[_Job] = deque()
         try:
             for frame in frames:
-                if self.muted_until > trio.current_time():
+                if self.muted_until and self.muted_until > trio.current_time():
+                    self._start(jobs, nursery)
                     await trio.sleep_until(self.muted_until)
                 taken += 1
-                if not await self._dispatch(frame, send, nursery):
+                if not await self._dispatch(frame, send, nursery, jobs):
                     return False
             return True
         finally:
+            self._start(jobs, nursery)
             for frame in frames[taken:]:
                 self.memory.release(len(frame))
+
+    def _start(self, jobs: deque[_Job], nursery: trio.Nursery) -> None:
+        """Start the requests dispatched so far, in one task (see `_run_jobs`)."""
+        if jobs:
+            nursery.start_soon(self._run_jobs, jobs.copy(), nursery)
+            jobs.clear()
+
+    async def _run_jobs(self, jobs: deque[_Job], nursery: trio.Nursery) -> None:
+        """Run requests read together one after another in this task, each in its turn: no task
+        and no scheduler pass per request. A handler that releases its turn to wait (a long
+        poll, acks=all) hands the requests behind it to a new task, so they are not held up."""
+        handed = False
+
+        def hand_off() -> None:
+            nonlocal handed
+            if jobs and not handed:
+                handed = True
+                nursery.start_soon(self._run_jobs, jobs, nursery)
+
+        try:
+            while jobs and not handed:
+                job = jobs.popleft()
+                job.ctx.on_release = hand_off
+                await self._run_request(job.spec, job.ctx, job.request, job.slot, job.received, job.size)
+        finally:
+            while jobs and not handed:  # cancelled: the requests never run give back their memory
+                job = jobs.popleft()
+                self.inflight -= 1
+                self.memory.release(job.size)
 
     def _log_bad_frame(self, bad: ProtocolError) -> None:
         """One warning naming a non-Kafka client as such (an HTTP request, a TLS hello on a
@@ -269,31 +316,44 @@ class Connection:
             log.warning("closing connection %s: bad frame: %s", state.peer, bad.reason)
 
     async def _dispatch(
-        self, frame: bytes | bytearray, send: trio.MemorySendChannel[_Slot], nursery: trio.Nursery
+        self,
+        frame: bytes | bytearray,
+        send: trio.MemorySendChannel[_Slot],
+        nursery: trio.Nursery,
+        jobs: deque[_Job],
     ) -> bool:
-        """Decode one frame and start its handler; False when the connection must close. The
-        frame's request memory is released here unless its handler started (which releases it)."""
+        """Decode one frame and add its request to `jobs` (started by the caller); False when
+        the connection must close. The frame's request memory is released here unless it became
+        a job (whose run releases it). Before anything that may wait, `jobs` are started: the
+        writer may be waiting for their answers."""
         slot = _Slot()
         started = False
         try:
             try:
                 header, request = decode_request(frame)
             except UnsupportedVersionError as e:
+                self._start(jobs, nursery)
                 return await self._reject(send, slot, request_header_prefix(frame), e.reason)
             except ProtocolError as e:
                 log.debug("undecodable frame from %s: %s", self.state.peer, frame[:256].hex())
+                self._start(jobs, nursery)
                 return await self._reject(send, slot, None, f"malformed request: {e.reason}")
             spec = lookup(header.api_key, controller=self.controller_listener)
             if spec is None or not spec.supports(header.api_version):
                 reason = f"no handler for api key {header.api_key} v{header.api_version}"
+                self._start(jobs, nursery)
                 return await self._reject(send, slot, header, reason)
             seq = self._seq
             self._seq += 1
             self.inflight += 1
             received = time.perf_counter()
-            await send.send(slot)
+            try:
+                send.send_nowait(slot)
+            except trio.WouldBlock:  # max_inflight answers pending: wait for the writer
+                self._start(jobs, nursery)
+                await send.send(slot)
             ctx = RequestContext(self.ports, header, self.state, seq)
-            nursery.start_soon(self._run_request, spec, ctx, request, slot, received, len(frame))
+            jobs.append(_Job(spec, ctx, request, slot, received, len(frame)))
             started = True
             return True
         finally:
@@ -356,6 +416,7 @@ class Connection:
                 if self.metered and (ctx.throttle_ms or self.broker.quotas.active):
                     await self._throttle(ctx, request, response, started)
             finally:
+                ctx.on_release = None  # its work is done: the requests behind it stay in this task
                 ctx.release_turn()
             if isinstance(response, RawResponse):
                 slot.fds = response.fds()
@@ -490,21 +551,63 @@ class Connection:
     async def _writer(
         self, receive: trio.MemoryReceiveChannel[_Slot], scope: trio.CancelScope
     ) -> None:
+        """Send the answers in request order. Answers already complete behind the one awaited
+        (pipelined requests read together) leave with it in one send; one still in its handler
+        is not waited for, it starts the next send."""
         zero_copy = isinstance(self.stream, trio.SocketStream)
+        carry: _Slot | None = None
         try:
             async with receive:
-                async for slot in receive:
-                    await slot.done.wait()
-                    try:
-                        if slot.segments:
-                            await send_segments(self.stream, slot.segments, zero_copy=zero_copy)
-                    finally:
-                        self._release(slot)
-                    if slot.close:
+                while True:
+                    slot = carry or await _next_slot(receive)
+                    carry = None
+                    if slot is None:
+                        break
+                    if not slot.done.is_set():
+                        await slot.done.wait()
+                    batch = [slot]
+                    while not batch[-1].close and len(batch) < _WRITE_BATCH:
+                        try:
+                            ready = receive.receive_nowait()
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                        if not ready.done.is_set():
+                            carry = ready
+                            break
+                        batch.append(ready)
+                    await self._send_batch(batch, zero_copy)
+                    if batch[-1].close:
                         break
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as e:
             log.debug("connection %s: write failed: %s", self.state.peer, e)
+        finally:
+            if carry is not None:
+                self._release(carry)
         scope.cancel()
+
+    async def _send_batch(self, batch: list[_Slot], zero_copy: bool) -> None:
+        try:
+            segments = [seg for slot in batch if slot.segments for seg in slot.segments]
+            if segments:
+                await send_segments(self.stream, segments, zero_copy=zero_copy)
+        finally:
+            for slot in batch:
+                self._release(slot)
+
+
+async def _next_slot(receive: trio.MemoryReceiveChannel[_Slot]) -> _Slot | None:
+    """The next slot in request order, None once the reader is gone; without a trip through the
+    scheduler when one is already queued."""
+    try:
+        return receive.receive_nowait()
+    except trio.WouldBlock:
+        pass
+    except trio.EndOfChannel:
+        return None
+    try:
+        return await receive.receive()
+    except trio.EndOfChannel:
+        return None
 
 
 def _exempt(api_key: int, request: Any) -> bool:

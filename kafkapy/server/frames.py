@@ -107,7 +107,9 @@ class SocketFrames:
     prefix is read, before any body byte is buffered. A cancelled `receive()` (idle timeout,
     shutdown) loses nothing: a frame in progress is kept and resumed on the next call."""
 
-    __slots__ = ("_admitted", "_backlog", "_frame", "_got", "_need", "max_frame_bytes", "memory", "sock")
+    __slots__ = (
+        "_admitted", "_backlog", "_drained", "_frame", "_got", "_need", "max_frame_bytes", "memory", "sock",
+    )
 
     def __init__(
         self, sock: trio.socket.SocketType, max_frame_bytes: int, memory: RequestMemory | None = None
@@ -121,6 +123,7 @@ class SocketFrames:
         self._admitted = False  # the frame in progress holds its bytes in `memory`
         self._frame = bytearray()  # its body so far; may have room beyond `_got` for the next read
         self._got = 0
+        self._drained = False  # the last read left room in its buffer: nothing more was queued
 
     @property
     def buffered(self) -> int:
@@ -211,13 +214,21 @@ class SocketFrames:
 
     async def _read(self, target: memoryview) -> int:
         """One non-blocking read into `target`, waiting only while nothing is readable. The
-        checkpoint comes first: no other task runs between the read and its caller's parse."""
-        await trio.lowlevel.checkpoint()
+        wait (or a checkpoint) comes first: no other task runs between the read and its
+        caller's parse. After a read that left room the socket was drained, so the next read
+        waits for readiness at once instead of a read that would only fail with EAGAIN."""
+        if self._drained:
+            await trio.lowlevel.wait_readable(self.sock)
+        else:
+            await trio.lowlevel.checkpoint()
         while True:
             try:
-                return os.readv(self.sock.fileno(), [target])
+                n = os.readv(self.sock.fileno(), [target])
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(self.sock)
+                continue
+            self._drained = 0 < n < len(target)
+            return n
 
     def use_memory(self, memory: RequestMemory) -> None:
         """Count in `memory` from now on (after authentication); a frame in progress moves."""

@@ -53,7 +53,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -280,8 +280,12 @@ class ClusterProcesses:
         fault_control: bool = False,
         security: str = "PLAINTEXT",
         http: bool = False,
+        racks: Sequence[str] = (),
     ) -> None:
+        """`racks`: node i (from 1) gets `broker.rack` racks[(i - 1) % len(racks)] (none: no
+        rack), so a test or `kafkapy cluster start --racks` lays out failure domains."""
         voter_count = nodes if voters is None else voters
+        self.racks = list(racks)
         self.security = security.upper()
         self.certs: CertFiles | None = None
         if self.security in ("SSL", "SASL_SSL"):
@@ -382,6 +386,8 @@ class ClusterProcesses:
         )
         for key, value in {**self._security_overrides(), **self.overrides}.items():
             cmd += ["--override", f"{key}={value}"]
+        if self.racks:
+            cmd += ["--override", f"broker.rack={self.racks[(node_id - 1) % len(self.racks)]}"]
         if node.http_port is not None:
             cmd += ["--http", f"{node.host}:{node.http_port}"]
         if self.fault_dir is not None:

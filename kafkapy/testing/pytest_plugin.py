@@ -31,7 +31,8 @@ Fixtures (all names start with `kafka_`):
 - `kafka_topic_factory`: `make(partitions=1, replication_factor=-1, configs=None, name=None)`
   creates a topic with a unique name, returns the name, and deletes it after the test;
   `kafka_topic` is one such topic with one partition.
-- `kafka_cluster`: a `ClusterProcesses` of N subprocess nodes (`@pytest.mark.kafka_cluster(nodes=N)`,
+- `kafka_cluster`: a `ClusterProcesses` of N subprocess nodes (`@pytest.mark.kafka_cluster(nodes=N,
+  racks=("a", "b"), overrides={...})`: `broker.rack` of node i is racks[(i - 1) % len]),
   ini `kafka_cluster_nodes`, default 3) with `kill` / `pause` / `resume` / `restart` of a node,
   `faults(node_id)` and `bootstrap`; fresh for each test, stopped after it.
   `kafka_cluster_module` / `kafka_cluster_session`: one cluster for a module (size from a module
@@ -94,7 +95,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "kafka_cluster(nodes=3): the kafka_cluster fixtures' size for this test or module")
+    config.addinivalue_line(
+        "markers",
+        "kafka_cluster(nodes=3, racks=(), overrides=None): the kafka_cluster fixtures' size, broker.rack of "
+        "node i (racks[(i - 1) % len]) and broker settings for this test or module",
+    )
     config.addinivalue_line(
         "markers", "kafka_broker_config(**settings): broker settings of kafka_broker for this test (static keys: "
         "a broker per distinct set; dynamic keys: set with IncrementalAlterConfigs, reverted after)",
@@ -300,7 +305,16 @@ def _cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
     base = tmp_path_factory.mktemp("kafka_cluster")
     level = os.environ.get("KAFKAPY_LOG_LEVEL", "INFO")
-    return ClusterProcesses(Path(base), _cluster_nodes(request), fault_control=True, log_level=level)
+    marker = request.node.get_closest_marker("kafka_cluster")
+    layout = marker.kwargs if marker is not None else {}
+    return ClusterProcesses(
+        Path(base),
+        _cluster_nodes(request),
+        fault_control=True,
+        log_level=level,
+        racks=layout.get("racks", ()),
+        overrides=layout.get("overrides"),
+    )
 
 
 @pytest.fixture

@@ -186,3 +186,21 @@ def test_retention_unit_synonyms() -> None:
     both = BrokerConfig({"log.retention.minutes": "2", "log.retention.ms": "5"})
     assert both.topic_default("retention.ms") == ("5", "log.retention.ms", ConfigSource.STATIC_BROKER_CONFIG)
     assert BrokerConfig().topic_default("retention.ms") == ("604800000", "log.retention.hours", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_scaling_levers_are_known_keys_and_only_kafkas_rack_aware_selector_is_taken() -> None:
+    config = BrokerConfig({
+        "broker.rack": "eu-west-1a",
+        "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+        "leader.imbalance.check.interval.seconds": "2",
+        "max.broker.partitions": "500",
+    })
+    assert config.get("broker.rack") == "eu-west-1a"
+    assert config.get_int("leader.imbalance.check.interval.seconds") == 2
+    assert config.get_int("max.broker.partitions") == 500
+    assert config.get_bool("auto.leader.rebalance.enable")
+    assert config.get_int("max.partitions") == 2147483647
+    with pytest.raises(ConfigError, match="must be at least 1"):
+        BrokerConfig({"leader.imbalance.check.interval.seconds": "0"})
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class"):
+        BrokerConfig({"replica.selector.class": "com.example.NearestSelector"})

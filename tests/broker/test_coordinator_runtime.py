@@ -11,7 +11,9 @@ the same file, so the log's own append gets the OS error (as in test_group_write
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 import uuid
 import zlib
@@ -101,6 +103,9 @@ class RegisterRuntime(CoordinatorRuntime[Registers]):
 
     def describe(self, coordinator: Registers) -> str:
         return f"{len(coordinator.values)} registers"
+
+    def held(self, coordinator: Registers) -> tuple[int, str]:
+        return len(coordinator.values), "registers"
 
     def topic_configs(self) -> dict[str, str]:
         return {"cleanup.policy": "compact"}
@@ -228,6 +233,37 @@ async def test_leadership_loads_the_partitions_and_a_restart_loads_them_back_by_
             assert all(c.loaded for c in runtime.coordinators())
     finally:
         broker.close()
+
+
+async def test_loads_that_overlap_end_in_one_info_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = new_broker(tmp_path)
+    try:
+        runtime = RegisterRuntime(broker)
+        topic_id = publish_topic(broker, leader=1)
+        async with serving(runtime):
+            await led_here(runtime)
+            for key in ("a", "b", "c"):
+                assert runtime.write(key, "1") is ErrorCode.NONE
+    finally:
+        broker.close()
+    caplog.set_level(logging.DEBUG, "kafkapy.broker.coordinator_runtime")
+    broker = new_broker(tmp_path)
+    try:
+        runtime = RegisterRuntime(broker)
+        publish_topic(broker, leader=1, topic_id=topic_id)
+        async with serving(runtime):
+            await led_here(runtime)
+    finally:
+        broker.close()
+    records = [r for r in caplog.records if r.name == "kafkapy.broker.coordinator_runtime"]
+    infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert len(infos) == 1, infos
+    assert re.fullmatch(rf"loaded 3 registers from {PARTITIONS} {TOPIC} partitions in \d+ ms", infos[0])
+    per_partition = [r for r in records if r.getMessage().startswith(f"loaded {TOPIC}-")]
+    assert len(per_partition) == PARTITIONS
+    assert all(r.levelno == logging.DEBUG for r in per_partition)
 
 
 async def test_a_failed_append_leaves_the_log_and_reverts_the_state(tmp_path: Path) -> None:

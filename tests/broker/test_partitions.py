@@ -202,6 +202,85 @@ def test_single_node_end_offset_for_epoch(single: Broker) -> None:
     assert partitions.end_offset_for_epoch(lp, 1) == (0, 1)
 
 
+def test_a_consumer_may_read_a_follower_replica_but_not_a_partition_held_elsewhere(clustered: Broker) -> None:
+    """KIP-392: Fetch v11+ from a consumer is served by any replica (`Partitions.replica`)."""
+    partitions = clustered.partitions
+    follower = partitions.replica("t", 1)
+    assert isinstance(follower, LeaderPartition)
+    assert (follower.leader_epoch, follower.role.is_leader) == (3, False)
+    assert follower.log is clustered.logs.get("t", 1)
+    assert partitions.replica("t", 1, 2) is ErrorCode.FENCED_LEADER_EPOCH
+    assert partitions.replica("elsewhere", 0) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partitions.replica("missing", 0) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_follower_refuses_offsets_above_its_high_watermark_or_outside_its_log(clustered: Broker) -> None:
+    follower = clustered.partitions.replica("t", 1)
+    assert isinstance(follower, LeaderPartition)
+    plog = follower.log
+    plog.append_as_follower(batch(b"a", b"b", b"c"))  # replicated, not yet committed
+    plog.high_watermark = 1
+    check = Partitions.read_error_on_follower
+    assert check(follower, 0) is None
+    assert check(follower, 1) is None  # at the high watermark: nothing yet, no error
+    assert check(follower, 2) is ErrorCode.OFFSET_NOT_AVAILABLE
+    assert check(follower, 3) is ErrorCode.OFFSET_NOT_AVAILABLE
+    assert check(follower, 4) is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert check(follower, -1) is ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def _racked_image(isr: tuple[int, ...]) -> MetadataImage:
+    """Node 1 (rack a) leads t-0 with a follower on node 2 (rack b), in-sync per `isr`."""
+    image = MetadataImage()
+    t = uuid.UUID(int=7)
+    records: list[MetadataRecord] = []
+    for node, rack in ((1, "a"), (2, "b")):
+        records += [
+            RegisterBrokerRecord(node, uuid.UUID(int=node), 10 + node, (Endpoint("PLAINTEXT", "127.0.0.1", 1),), rack),
+            UnfenceBrokerRecord(node, 10 + node),
+        ]
+    shrunk = len(isr) == 1  # an ISR change bumps the partition epoch
+    records += [
+        TopicRecord("t", t),
+        PartitionRecord(0, t, (1, 2), isr, leader=1, leader_epoch=LED_EPOCH, partition_epoch=int(shrunk)),
+    ]
+    for offset, record in enumerate(records):
+        image.apply(record, offset)
+    return image
+
+
+def publish(broker: Broker, image: MetadataImage) -> None:
+    """What the node's metadata publisher does: the image is the node's, then applied."""
+    broker.cluster.publisher.image = image  # type: ignore[union-attr]
+    broker.apply_metadata(image, None)
+
+
+def test_the_leader_names_the_in_sync_follower_of_the_consumers_rack_only(tmp_path: Path) -> None:
+    """KIP-392 on the leader: a rack-b consumer is sent to node 2 while it is in the ISR and
+    covers the offset; a rack-a consumer stays; once node 2 leaves the ISR nobody is named."""
+
+    async def check() -> None:
+        broker = build_node(tmp_path, node_settings(1, tmp_path)).broker
+        try:
+            publish(broker, _racked_image((1, 2)))
+            partitions = broker.partitions
+            lp = partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            assert partitions.follower_fetch(lp, 2, 0, -1, 0, report=True) is None
+            assert partitions.preferred_read_replica(lp, 0, "b", "PLAINTEXT") == 2
+            assert partitions.preferred_read_replica(lp, 0, "a", "PLAINTEXT") == -1
+            assert partitions.preferred_read_replica(lp, 5, "b", "PLAINTEXT") == -1  # beyond its log
+            assert partitions.preferred_read_replica(lp, 0, "b", "SSL") == -1  # no endpoint there
+            publish(broker, _racked_image((1,)))
+            lp = partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            assert partitions.preferred_read_replica(lp, 0, "b", "PLAINTEXT") == -1
+        finally:
+            broker.close()
+
+    trio.run(check)
+
+
 def _records(n: int, codec: Compression = Compression.NONE) -> bytes:
     return build_batch([Record(i, 0, None, b"v") for i in range(n)], base_timestamp=0, compression=codec)
 

@@ -43,6 +43,7 @@ partitions = st.builds(
     log_start_offset=st.integers(-1, 2**40),
     aborted=st.none() | st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**40)), max_size=2),
     records=st.none() | st.lists(regions | st.binary(max_size=40), max_size=3),
+    preferred_read_replica=st.integers(-1, 2**31 - 1),
 )
 topics = st.builds(
     TopicPart,
@@ -77,6 +78,8 @@ def test_hand_built_response_decodes_generically(version: int, topic_list: list[
             want_aborted = None if want.aborted is None else [list(a) for a in want.aborted]
             got_aborted = None if got.aborted_transactions is None else [[a.producer_id, a.first_offset] for a in got.aborted_transactions]
             assert got_aborted == want_aborted
+            if version >= 11:
+                assert got.preferred_read_replica == want.preferred_read_replica
             if want.records is None:
                 assert got.records is None
             else:

@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from kafkapy.broker.handlers.registry import REGISTRY
-from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey, decode_response
+from kafkapy.protocol import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    RequestHeader,
+    decode_response,
+    encode_request,
+)
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import (
     ApiVersionsRequest,
@@ -22,6 +29,7 @@ from kafkapy.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
+from kafkapy.server.connection import Connection
 
 from .helpers import Client, batch, create_topic, running_broker, wait_until
 
@@ -263,3 +271,43 @@ async def test_queued_max_request_bytes_mutes_reading_until_a_request_is_answere
         await wait_until(lambda: server.request_memory.queued == 500, "the half frame admitted")
         await half.aclose()
         await wait_until(lambda: server.request_memory.queued == 0, "request memory released")
+
+
+async def test_pipelined_answers_ready_together_leave_in_one_send() -> None:
+    """Requests read together whose answers are ready together are answered with one send, in
+    request order (a client pipelining small requests pays one write, not one per request)."""
+    async with running_broker(None) as (broker, _, _):
+        client, server = trio.testing.memory_stream_pair()
+        sends: list[int] = []
+        pump = server.send_stream.send_all_hook
+        assert pump is not None
+
+        async def counted() -> None:
+            sends.append(1)
+            await pump()
+
+        server.send_stream.send_all_hook = counted
+        conn = Connection(broker, server, "PLAINTEXT", "test:1")
+        frames = b""
+        for correlation_id in range(5):
+            frame = encode_request(RequestHeader(ApiKey.API_VERSIONS, 3, correlation_id, "c"), ApiVersionsRequest())
+            frames += struct.pack(">i", len(frame)) + frame
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.run)
+            await client.send_all(frames)
+            received = b""
+            with trio.fail_after(10):
+                while len(_frames(received)) < 5:
+                    received += await client.receive_some()
+            await client.aclose()
+        assert [decode_response(ApiKey.API_VERSIONS, 3, f)[0] for f in _frames(received)] == [0, 1, 2, 3, 4]
+        assert len(sends) == 1
+
+
+def _frames(data: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos + 4 <= len(data) and pos + 4 + struct.unpack_from(">i", data, pos)[0] <= len(data):
+        size = struct.unpack_from(">i", data, pos)[0]
+        out.append(data[pos + 4 : pos + 4 + size])
+        pos += 4 + size
+    return out

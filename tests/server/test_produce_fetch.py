@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import trio
 
-from kafkapy.protocol import ApiKey
+from kafkapy.broker.context import ConnectionState, RequestContext
+from kafkapy.broker.handlers.fetch import handle_fetch
+from kafkapy.protocol import ApiKey, RequestHeader, decode_response
 from kafkapy.protocol.compression import compress
 from kafkapy.protocol.crc import crc32c
 from kafkapy.protocol.errors import ErrorCode
@@ -23,6 +25,7 @@ from kafkapy.protocol.messages import (
     OffsetForLeaderEpochRequest,
     ProduceRequest,
 )
+from kafkapy.protocol.raw_response import FileRegion
 from kafkapy.protocol.records import (
     Compression,
     Record,
@@ -31,6 +34,7 @@ from kafkapy.protocol.records import (
     iter_batches,
     parse_batch_header,
 )
+from kafkapy.server.zerocopy import close_fds, read_region
 from kafkapy.storage import validator
 
 from .helpers import Client, batch, create_topic, list_topics, running_broker, topic_overrides
@@ -305,6 +309,28 @@ async def test_fetch_responses_do_not_leak_file_descriptors() -> None:
         await other.aclose()
         await trio.sleep(0.3)
         assert _open_fds() <= before + 1
+
+
+async def test_a_small_fetch_answer_carries_its_records_and_no_file_descriptor() -> None:
+    """Records the connection would copy rather than sendfile are read by the handler: no fd is
+    duplicated for them (and closed again) per request; a large batch still goes by its fd."""
+    async with running_broker(None) as (broker, _, port):
+        await create_topic(port, "t", 2)
+        client = await Client.connect(port)
+        small, large = batch(b"x" * 100), batch(b"y" * 10_000)
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", small))
+        await client.request(ApiKey.PRODUCE, PRODUCE_V, produce_req("t", large, partition=1))
+        for partition, records, fds in [(0, small, 0), (1, large, 1)]:
+            header = RequestHeader(ApiKey.FETCH, FETCH_V, 1, "c")
+            ctx = RequestContext(broker.ports, header, ConnectionState("PLAINTEXT", "test"), 0)
+            raw = await handle_fetch(ctx, fetch_req("t", 0, partitions=(partition,)))
+            try:
+                assert len(raw.fds()) == fds
+                body = b"".join(read_region(s) if isinstance(s, FileRegion) else bytes(s) for s in raw.segments)
+                _, answer = decode_response(ApiKey.FETCH, FETCH_V, struct.pack(">i", 1) + b"\x00" + body)
+                assert values(answer.responses[0].partitions[0].records) == values(records)
+            finally:
+                close_fds(raw.fds())
 
 
 async def test_produce_v0_to_v2_is_advertised_but_answered_unsupported() -> None:

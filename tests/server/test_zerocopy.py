@@ -68,3 +68,12 @@ async def test_region_past_end_of_file_fails_instead_of_sending_short(fd: int) -
         await send_segments(trio.SocketStream(a), [FileRegion(fd, len(DATA) - 10, 20_000)], zero_copy=True)
     a.close()
     b.close()
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=3000), min_size=1, max_size=2500))
+async def test_many_small_segments_arrive_in_order_past_a_full_send_buffer(parts: list[bytes]) -> None:
+    """More buffers than one writev takes, and more bytes than the socket buffer holds: the
+    partial writes resume exactly where the kernel stopped."""
+    parts = [*parts, os.urandom(1 << 20)]
+    assert await _through_socket(list(parts), True) == b"".join(parts)

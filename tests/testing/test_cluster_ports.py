@@ -1,13 +1,15 @@
-"""free_ports: ports the kernel never gives to another socket, and a slice per xdist worker."""
+"""free_ports: ports the kernel never gives to another socket, and a slice per xdist worker; the
+nodes' command lines (racks)."""
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
 from kafkapy.testing import cluster
-from kafkapy.testing.cluster import free_ports, port_pool
+from kafkapy.testing.cluster import ClusterProcesses, free_ports, port_pool
 
 
 def _listen(port: int) -> socket.socket:
@@ -67,3 +69,16 @@ def test_without_a_pool_the_kernel_picks(monkeypatch: pytest.MonkeyPatch) -> Non
     ports = free_ports(2)
     assert len(set(ports)) == 2
     assert all(port > 0 for port in ports)
+
+
+def test_racks_are_handed_to_the_nodes_in_turn(tmp_path: Path) -> None:
+    """`racks=` (`kafkapy cluster start --racks`, the kafka_cluster marker): node i gets
+    racks[(i - 1) % len(racks)] as its broker.rack; without racks no node has one."""
+    racked = ClusterProcesses(tmp_path, 4, racks=["a", "b", "c"])
+    assert [_rack(racked.command(i)) for i in (1, 2, 3, 4)] == ["a", "b", "c", "a"]
+    assert _rack(ClusterProcesses(tmp_path, 1).command(1)) is None
+
+
+def _rack(cmd: list[str]) -> str | None:
+    racks = [arg.split("=", 1)[1] for arg in cmd if arg.startswith("broker.rack=")]
+    return racks[-1] if racks else None

@@ -43,10 +43,14 @@ long. Either way the connection reads nothing more from the client for that time
 Kafka reads the data first and drops it when it would go over; checking first reads nothing in
 vain and keeps the client at the same rate.
 
-Not yet: preferred read replicas (KIP-392).
+Follower fetching (KIP-392, docs/scaling-levers.md): a consumer's Fetch v11+ may be served
+by any replica (a follower reads up to its own high watermark / last stable offset; above its
+high watermark OFFSET_NOT_AVAILABLE, outside its log OFFSET_OUT_OF_RANGE); with
+`replica.selector.class` set to Kafka's RackAwareReplicaSelector and the client's `rack_id`,
+the leader answers a partition with `preferred_read_replica` (an in-sync follower in the
+client's rack, broker/replica_selector.py) and no data, at once.
 
-Not yet: Fetch v0-3 (magic v0/v1 message sets), and fetching from a follower replica
-(KIP-392: `preferred_read_replica` is always -1).
+Not yet: Fetch v0-3 (magic v0/v1 message sets).
 """
 
 from __future__ import annotations
@@ -68,12 +72,13 @@ from kafkapy.broker.fetch_session import (
 )
 from kafkapy.broker.handlers.registry import handler
 from kafkapy.broker.partitions import LeaderPartition
+from kafkapy.broker.replica_selector import selector_enabled
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.protocol.messages import FetchRequest
-from kafkapy.protocol.raw_response import FileRegion, RawResponse
+from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion, RawResponse
 from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 
@@ -97,6 +102,7 @@ class _Wanted:
     last_fetched_epoch: int = -1
     follower_reported: bool = False
     log_start_offset: int = -1  # a follower's own log start (DeleteRecords waits for it)
+    read_from_follower: bool = False  # a consumer read this broker's follower replica (KIP-392)
 
 
 def _requested(req: FetchRequest, by_id: bool) -> list[_Wanted]:
@@ -152,7 +158,7 @@ class _Reader:
 
     def __init__(
         self, ports: RequestPorts, req: FetchRequest, version: int, wanted: list[_Wanted],
-        refused: list[_Wanted] | None = None,
+        refused: list[_Wanted] | None = None, listener: str = "",
     ) -> None:
         self.topics = ports.topics
         self.partitions = ports.partitions
@@ -164,6 +170,13 @@ class _Reader:
         #: partitions the principal may not read: answered TOPIC_AUTHORIZATION_FAILED
         self.refused = refused
         self.replica_id = _replica_id(req, version)
+        #: KIP-392: a consumer's Fetch v11+ may read a follower; with the rack-aware selector
+        #: the leader names a replica in the consumer's rack instead of answering with data
+        self.follower_reads = version >= 11 and self.replica_id < 0
+        selecting = self.follower_reads and bool(req.rack_id)
+        self.client_rack = req.rack_id if selecting and selector_enabled(
+            ports.config.get("replica.selector.class")) else ""
+        self.listener = listener
 
     def _follower_check(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
         """A follower's fetch: True when `part` is answered already with a diverging epoch
@@ -178,6 +191,30 @@ class _Reader:
             return True
         w.follower_reported = True
         return False
+
+    def _lookup(self, w: _Wanted, name: str) -> LeaderPartition | ErrorCode:
+        """The partition's leader here, or for a consumer's Fetch v11+ any local replica."""
+        lp = self.partitions.leader(name, w.partition, w.current_leader_epoch)
+        w.read_from_follower = False
+        if lp is ErrorCode.NOT_LEADER_OR_FOLLOWER and self.follower_reads:
+            lp = self.partitions.replica(name, w.partition, w.current_leader_epoch)
+            w.read_from_follower = isinstance(lp, LeaderPartition)
+        return lp
+
+    def _redirected(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
+        """KIP-392 for a consumer: True when `part` is answered without data - the leader names
+        a preferred read replica, or this follower cannot serve the offset (its error)."""
+        if w.read_from_follower:
+            code = self.partitions.read_error_on_follower(lp, w.fetch_offset)
+            if code is None:
+                return False
+            part.error_code = code
+            return True
+        if not self.client_rack:
+            return False
+        preferred = self.partitions.preferred_read_replica(lp, w.fetch_offset, self.client_rack, self.listener)
+        part.preferred_read_replica = preferred
+        return preferred >= 0
 
     def _resolve(self, ref: TopicRef) -> tuple[str, uuid.UUID, ErrorCode]:
         if isinstance(ref, uuid.UUID):
@@ -205,7 +242,6 @@ class _Reader:
         total = 0
         any_error = False
         follower = self.replica_id >= 0
-        leader = self.partitions.leader
         read = self.partitions.read
         if self.refused:
             results.extend(self._refusals())
@@ -217,7 +253,7 @@ class _Reader:
                 part.error_code = code
                 any_error = True
                 continue
-            lp = leader(name, w.partition, w.current_leader_epoch)
+            lp = self._lookup(w, name)
             if not isinstance(lp, LeaderPartition):  # (an enum's isinstance is slower)
                 part.error_code = lp
                 any_error = True
@@ -225,6 +261,9 @@ class _Reader:
             part.log_start_offset = lp.log_start_offset
             part.high_watermark = lp.high_watermark
             part.last_stable_offset = lp.last_stable_offset
+            if self.follower_reads and self._redirected(w, lp, part):
+                any_error = True  # answered at once, as Kafka does
+                continue
             if follower and self._follower_check(w, lp, part):
                 any_error = True
                 continue
@@ -390,12 +429,20 @@ def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.U
             topics.append(tp)
         tp.partitions.append(part)
         if part.records:
-            fetched(ref_name, part.records_size, follower=follower)
-            part.records = [
-                FileRegion(os.dup(r.fd), r.position, r.length) if isinstance(r, FileRegion) else r
-                for r in part.records
-            ]
+            fetched(ref_name, part.records_size, follower=follower, read_from_follower=w.read_from_follower)
+            part.records = [_keep(r) if isinstance(r, FileRegion) else r for r in part.records]
     return topics
+
+
+def _keep(region: FileRegion) -> FileRegion | bytes:
+    """A region the answer can still send once the segment closed: a small one read now (the
+    connection would read it rather than sendfile it anyway - no fd to dup and close), else
+    one on a duplicated fd."""
+    if region.length < SENDFILE_MIN_BYTES:
+        data = os.pread(region.fd, region.length, region.position)
+        if len(data) == region.length:
+            return data
+    return FileRegion(os.dup(region.fd), region.position, region.length)
 
 
 @handler(ApiKey.FETCH, min_version=4, max_version=17, error_response=fetch_error_response)
@@ -432,7 +479,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
         wanted, refused = _authorize(ctx, req, wanted)
     if version >= 4 and req.isolation_level == READ_COMMITTED:
         await _load_producer_states(ports, wanted)
-    reader = _Reader(ports, req, version, wanted, refused)
+    reader = _Reader(ports, req, version, wanted, refused, ctx.connection.listener_name)
     metered = reader.replica_id < 0 and ports.quotas.enabled(CONSUMER_BYTE_RATE)
     if metered:
         throttle = ports.quotas.throttle_ms(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "", quota_ms())

@@ -25,7 +25,8 @@ Authorized operations (v8+, when asked): without an authorizer every operation a
 v8-10, the cluster) supports, as Kafka answers (`protocol.acl_operations`); with one, those the
 principal may do.
 
-Not yet: racks, internal topic auto-creation (the coordinators create those).
+Racks: each broker's `broker.rack` as registered. Not yet: internal topic auto-creation (the
+coordinators create those).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from kafkapy.coordinator.group import lifecycle_log as events
 from kafkapy.coordinator.group.assignors import ASSIGNORS
 from kafkapy.coordinator.group.consumer_state import (
     LEAVE_EPOCH,
@@ -267,6 +268,7 @@ class ConsumerGroupOps(OffsetOps):
             self._write_member(group, hb.member_id, left)
             self._cancel((TimerKind.CONSUMER_REVOCATION, hb.group_id, hb.member_id))
         else:
+            events.consumer_member_removed(group.group_id, hb.member_id, member.client_id, events.LEFT)
             self._remove_consumer_member(group, hb.member_id, partitions_of)
         return HeartbeatResult(ErrorCode.NONE, None, hb.member_id, hb.member_epoch, 0)
 
@@ -323,6 +325,9 @@ class ConsumerGroupOps(OffsetOps):
         updated = hb.applied_to(member)
         if updated != member:
             self._write_member(group, member_id, updated)
+        if member is None:
+            events.consumer_member_joined(group.group_id, member_id, updated.client_id,
+                                          updated.client_host, len(group.members))
         bump = member is None or (
             updated.subscribed_topics != member.subscribed_topics
             or updated.server_assignor != member.server_assignor
@@ -398,6 +403,9 @@ class ConsumerGroupOps(OffsetOps):
             {mid: as_dict(m.target) for mid, m in group.members.items()},
         )
         self._write_group(group, epoch, epoch, topics)
+        events.consumer_epoch(group.group_id, epoch,
+                              sum(len(ps) for t in targets.values() for ps in t.values()),
+                              len(group.members))
         for mid, m in list(group.members.items()):
             target = partition_set(targets.get(mid, {}))
             if target != m.target:
@@ -460,9 +468,11 @@ class ConsumerGroupOps(OffsetOps):
     def _fire_consumer(self, key: TimerKey, now_ms: int) -> None:
         """Session or revocation timeout: fence the member (its partitions go to others)."""
         del now_ms
-        _, group_id, member_id = key
+        kind, group_id, member_id = key
         group = self.consumer_groups.get(group_id)
         if group is not None and member_id in group.members:
+            why = events.SESSION_TIMEOUT if kind is TimerKind.CONSUMER_SESSION else events.NOT_REVOKED
+            events.consumer_member_removed(group_id, member_id, group.members[member_id].client_id, why)
             self._remove_consumer_member(group, member_id, None)
 
     def _start_consumer_timers(self, now_ms: int) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 
+from kafkapy.coordinator.group import lifecycle_log as events
 from kafkapy.coordinator.group.consumer import ConsumerGroupOps
 from kafkapy.coordinator.group.core import GroupCoordinatorCore, TimerKey, TimerKind
 from kafkapy.coordinator.group.group_configs import group_setting
@@ -258,6 +259,7 @@ class GroupCoordinator(ConsumerGroupOps):
         self._cancel((TimerKind.PENDING_MEMBER, group.group_id, member.member_id))
         member.awaiting_join = request_id
         group.new_member_added = True
+        events.member_joined(group, member)
         self._reschedule_heartbeat(group, member, now_ms)
         if group.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(group, now_ms)
@@ -275,6 +277,7 @@ class GroupCoordinator(ConsumerGroupOps):
         with its next SyncGroup). The old incarnation, if still waiting, is fenced.
         """
         old = group.members.pop(old_id)
+        events.member_removed(group, old, events.FENCED)
         self._cancel_member_timers(group.group_id, old_id)
         fenced = JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id)
         self._complete(group, old.awaiting_join, fenced)
@@ -342,9 +345,11 @@ class GroupCoordinator(ConsumerGroupOps):
             group.new_member_added = False
             self._in_initial_delay.add(group.group_id)
             self._schedule((TimerKind.REBALANCE, group.group_id, ""), now_ms + delay_ms)
+            events.rebalance_started(group, delay_ms, initial_delay=True)
             return
         self._in_initial_delay.discard(group.group_id)
         self._schedule((TimerKind.REBALANCE, group.group_id, ""), now_ms + rebalance_ms)
+        events.rebalance_started(group, rebalance_ms, initial_delay=False)
         self._maybe_complete_join(group, now_ms)
 
     def _maybe_complete_join(self, group: ClassicGroup, now_ms: int) -> None:
@@ -375,6 +380,7 @@ class GroupCoordinator(ConsumerGroupOps):
         self._cancel((TimerKind.REBALANCE, group.group_id, ""))
         self._in_initial_delay.discard(group.group_id)
         for m in [m for m in group.members.values() if m.awaiting_join is None]:
+            events.member_removed(group, m, events.NOT_REJOINED)
             self._remove_member(group, m)
         group.new_member_added = False
         generation = group.generation + 1
@@ -405,6 +411,7 @@ class GroupCoordinator(ConsumerGroupOps):
             )
         )
         group.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        events.generation_formed(group)
         for m in group.members.values():
             self._complete(group, m.awaiting_join, self._current_generation_answer(group, m))
             m.awaiting_join = None
@@ -486,10 +493,10 @@ class GroupCoordinator(ConsumerGroupOps):
         member.awaiting_sync = request_id
         if member_id == group.leader:
             by_member = dict(assignments)
-            self._write_current_generation(
-                group, now_ms, {mid: by_member.get(mid, b"") for mid in group.members}
-            )
+            chosen = {mid: by_member.get(mid, b"") for mid in group.members}
+            self._write_current_generation(group, now_ms, chosen)
             group.transition_to(GroupState.STABLE, now_ms)
+            events.generation_synced(group, chosen)
             mine: SyncGroupResult | None = None
             for m in group.members.values():
                 if m.awaiting_sync is None:
@@ -606,6 +613,7 @@ class GroupCoordinator(ConsumerGroupOps):
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        events.member_removed(group, member, events.LEFT)
         self._remove_member_and_update(group, member, now_ms)
         return ErrorCode.NONE
 
@@ -636,6 +644,7 @@ class GroupCoordinator(ConsumerGroupOps):
                 # a member blocked in JoinGroup/SyncGroup cannot heartbeat: keep it alive
                 self._reschedule_heartbeat(group, member, now_ms)
                 return
+            events.member_removed(group, member, events.SESSION_TIMEOUT)
             self._remove_member_and_update(group, member, now_ms)
         elif kind is TimerKind.PENDING_MEMBER:
             group.pending_members.discard(member_id)
@@ -654,6 +663,7 @@ class GroupCoordinator(ConsumerGroupOps):
             if not laggards:
                 return
             for m in laggards:
+                events.member_removed(group, m, events.NOT_SYNCED)
                 self._remove_member(group, m)
             if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
                 self._prepare_rebalance(group, now_ms)

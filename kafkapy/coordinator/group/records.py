@@ -40,6 +40,7 @@ Decoding never trusts lengths: anything short, oversized or trailing raises `Gro
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from dataclasses import dataclass, field
 
@@ -199,8 +200,12 @@ class GroupRecord:
         return self.key.group_id
 
 
+@functools.lru_cache(maxsize=4096)
 def java_string_hash(s: str) -> int:
-    """Java's `String.hashCode()` (over UTF-16 code units), so partitions match Kafka's."""
+    """Java's `String.hashCode()` (over UTF-16 code units), so partitions match Kafka's.
+
+    Cached: every Heartbeat, OffsetCommit and transactional request hashes its group or
+    transactional id to find its coordinator, and a broker sees few distinct ids."""
     h = 0
     data = s.encode("utf-16-be")
     for i in range(0, len(data), 2):

@@ -22,9 +22,10 @@ Why this shape (Kafka's QuorumController event loop, in trio):
   their heartbeats could not be read meanwhile.
 - Crashed brokers are fenced before their session expires when every listener of theirs
   refuses connections (`GoneDetector`, liveness.py).
-- Timers: broker session expiry (`tick`) runs when the controller's next deadline passes;
-  every `rebalance_interval_s` (Kafka's leader.imbalance.check.interval.seconds, 300 s) a
-  preferred leader election moves leadership back to first replicas that are in their ISR.
+- Timers: broker session expiry (`tick`) runs when the controller's next deadline passes; the
+  leader-imbalance check (`auto.leader.rebalance.enable`, every
+  `leader.imbalance.check.interval.seconds`; controller/balance.py) runs when the controller
+  says it is due, and each leadership it moves is logged.
 
 Error handling: losing leadership or a commit that does not come within the request timeout
 raises `NotControllerError`, which handlers answer as NOT_CONTROLLER (brokers retry against the
@@ -58,8 +59,6 @@ from kafkapy.broker.controller_tags import (
 from kafkapy.broker.errors import NotControllerError
 from kafkapy.controller.controller import ControllerConfig, ControllerResult, QuorumController
 from kafkapy.controller.records import encode_record
-from kafkapy.controller.topics import PREFERRED
-from kafkapy.protocol.errors import ErrorCode
 from kafkapy.raft import NotLeaderError
 from kafkapy.server.cluster.liveness import GoneDetector
 
@@ -84,7 +83,6 @@ T = TypeVar("T")
 
 _POLL_S = 0.02
 _IDLE_S = 0.25
-_REBALANCE_INTERVAL_S = 300.0
 #: an oversleep of the timer loop this long counts as a stall of this process
 _STALL_S = 1.0
 
@@ -108,6 +106,15 @@ def controller_config(config: BrokerConfig, cluster: ClusterConfig, cluster_id: 
         broker_list_configs=DYNAMIC_BROKER_LISTS,
         broker_only_configs=PER_BROKER_KEYS,
         group_config_check=group_config_check(config),
+        max_broker_partitions=config.get_int("max.broker.partitions"),
+        max_partitions=config.get_int("max.partitions"),
+        auto_leader_rebalance_enable=config.get_bool("auto.leader.rebalance.enable"),
+        leader_imbalance_check_interval_ms=(
+            config.get_int("leader.imbalance.check.interval.seconds") * 1000
+        ),
+        leader_imbalance_per_broker_percentage=config.get_int(
+            "leader.imbalance.per.broker.percentage"
+        ),
     )
 
 
@@ -138,10 +145,6 @@ class ControllerDriver:
         self._last_proposed_epoch = -1
         self._lock = trio.Lock()
         self.request_timeout_s = max(cluster.request_timeout_ms, 1000) / 1000
-        #: Kafka's `leader.imbalance.check.interval.seconds` (auto.leader.rebalance.enable): how
-        #: often the active controller moves leadership back to preferred replicas (0 = never)
-        self.rebalance_interval_s = _REBALANCE_INTERVAL_S
-        self._last_rebalance: float | None = None
         #: fences crashed brokers early on positive evidence (liveness.py)
         self.gone = GoneDetector(cluster, active=self.active, fence_gone=self._fence_gone)
 
@@ -183,7 +186,8 @@ class ControllerDriver:
             self.config, image, now_ms=monotonic_ms(), next_offset=image.offset + 1
         )
         self._epoch = raft.epoch
-        log.info(
+        log.log(
+            logging.DEBUG if self.cluster_config.quorum_of_one else logging.INFO,
             "node %d is the active controller (epoch %d, metadata offset %d, %d brokers)",
             self.node_id,
             raft.epoch,
@@ -325,7 +329,7 @@ class ControllerDriver:
             await self.submit(lambda c: ControllerResult([], None))
         except NotControllerError:
             return
-        log.info("finalized the bootstrap feature levels in the metadata log")
+        log.debug("finalized the bootstrap feature levels in the metadata log")
 
     def _note_oversleep(self, overslept_s: float) -> None:
         """A sleep that ended `overslept_s` late means this process did not run meanwhile
@@ -342,18 +346,31 @@ class ControllerDriver:
         )
 
     async def _maybe_rebalance(self) -> None:
-        """Preferred leader election for every partition whose first replica is back in its ISR
-        (after a broker restart leadership stays where it moved until this runs)."""
-        now = trio.current_time()
-        if self._last_rebalance is None:
-            self._last_rebalance = now
-        if self.rebalance_interval_s <= 0 or now - self._last_rebalance < self.rebalance_interval_s:
+        """The controller's leader-imbalance check when due (controller/balance.py): after a
+        broker restart leadership stays where it moved until this runs."""
+        controller = self.active()
+        if controller is None:
             return
-        self._last_rebalance = now
+        due = controller.next_rebalance_ms()
+        if due is None or monotonic_ms() < due:
+            return
         try:
-            results = await self.submit(lambda c: c.elect_leaders(PREFERRED, None))
+            reply = await self.submit(lambda c: c.rebalance_leaders(monotonic_ms()))
         except NotControllerError:
             return
-        moved = [r for r in results if r.error is ErrorCode.NONE]
-        if moved:
-            log.info("moved %d partition leaders back to their preferred replicas", len(moved))
+        if not reply.moved:
+            return
+        log.info(
+            "leader imbalance check: moved %d partition leaders to their preferred replicas%s: %s",
+            len(reply.moved),
+            " (more to move)" if reply.more else "",
+            ", ".join(f"{m.topic}-{m.partition} {m.from_leader}->{m.to_leader}" for m in reply.moved[:20]),
+        )
+        for m in reply.moved:
+            log.debug(
+                "preferred leader election: %s-%d leader %d -> %d",
+                m.topic,
+                m.partition,
+                m.from_leader,
+                m.to_leader,
+            )

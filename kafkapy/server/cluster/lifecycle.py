@@ -485,6 +485,8 @@ class BrokerLifecycle:
         self.want_shutdown = False
         self.shut_down_ok = trio.Event()
         self.heartbeat_interval_s = max(node.config.heartbeat_interval_ms, 10) / 1000
+        #: registration and (un)fencing: news in a cluster, routine at a quorum of one's start
+        self._level = logging.DEBUG if node.config.quorum_of_one else logging.INFO
         self._wake = trio.Event()
         self._last_refusal = ErrorCode.NONE
         self.session_timeout_s = max(node.config.session_timeout_ms, 1) / 1000
@@ -568,7 +570,7 @@ class BrokerLifecycle:
                 await trio.to_thread.run_sync(write_broker_epoch, epoch_dir, self.broker_epoch)
             except OSError as exc:  # only costs a faster takeover after a crash
                 log.warning("broker %d: could not store its epoch: %s", self.node.node_id, exc)
-        log.info("broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
+        log.log(self._level, "broker %d registered with epoch %d", self.node.node_id, self.broker_epoch)
         # The controller unfences a broker whose heartbeat shows its registration applied:
         # waiting for that here lets the first heartbeat unfence it.
         publisher = self.node.publisher
@@ -669,7 +671,8 @@ class BrokerLifecycle:
             log.warning("broker %d heartbeat: %s", self.node.node_id, code.name)
             return response
         if self.fenced != response.is_fenced:
-            log.info(
+            log.log(
+                self._level,
                 "broker %d is %s", self.node.node_id, "fenced" if response.is_fenced else "unfenced"
             )
         self.fenced = response.is_fenced

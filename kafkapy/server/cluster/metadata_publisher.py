@@ -60,10 +60,14 @@ class MetadataPublisher:
     """See the module docstring."""
 
     def __init__(
-        self, apply_metadata: ApplyMetadata, *, node_id: int, may_publish: Callable[[], bool] = lambda: True
+        self, apply_metadata: ApplyMetadata, *, node_id: int, may_publish: Callable[[], bool] = lambda: True,
+        quiet: bool = False,
     ) -> None:
         """`may_publish()`: may the data plane act on the current image yet (see the module
-        doc)? `node_id` names this node in the log."""
+        doc)? `node_id` names this node in the log; `quiet`: holding and publishing the image
+        are DEBUG lines (a quorum of one, where they happen at every start and mean nothing
+        to a person)."""
+        self._level = logging.DEBUG if quiet else logging.INFO
         self._apply_metadata = apply_metadata
         self._may_publish = may_publish
         self.node_id = node_id
@@ -128,7 +132,8 @@ class MetadataPublisher:
         image is held back (and the first one after goes whole, delta None)."""
         if not self._may_publish():
             if not self.held:
-                log.info(
+                log.log(
+                    self._level,
                     "node %d: metadata image at offset %d held from the data plane until this "
                     "broker has caught up and is unfenced", self.node_id, image.offset
                 )
@@ -138,7 +143,8 @@ class MetadataPublisher:
         if self.held:
             self.held = False
             whole = None
-            log.info(
+            log.log(
+                self._level,
                 "node %d caught up at metadata offset %d: publishing its image",
                 self.node_id, image.offset,
             )

@@ -118,6 +118,7 @@ class ClusterNode:
             broker.apply_metadata,
             node_id=config.node_id,
             may_publish=self.has_joined if config.is_broker else lambda: True,
+            quiet=config.quorum_of_one,
         )
         self.raft.subscribe(self.publisher.on_committed, self.publisher.on_snapshot)
         self.controller = (

@@ -49,6 +49,7 @@ from kafkapy.protocol.messages.alter_partition import (
 )
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
+from kafkapy.server.cluster.topic_changes import Roles, first_image, topic_change
 from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -228,7 +229,12 @@ class ReplicaManager:
         for name in sorted(changed):
             t = image.topics.get(name)
             if t is not None:
-                self._apply_topic(image, t)
+                self._apply_topic(image, t, first)
+        if first:
+            leads = sum(r.is_leader for r in self.roles.values())
+            log.info("%s", first_image(image.offset, len(image.topics),
+                                       sum(len(t.partitions) for t in image.topics.values()),
+                                       leads, len(self.roles) - leads))
 
     def _delete_strays(self, image: MetadataImage) -> None:
         """Delete the logs on disk of topics the image does not have (or has under another
@@ -273,8 +279,14 @@ class ReplicaManager:
             broker.waiters.notify((info.name, p))
         log.info("removed topic %s", info.name)
 
-    def _apply_topic(self, image: MetadataImage, t: TopicImage) -> None:
+    def _roles_of(self, t: TopicImage) -> Roles:
+        return {p: role.is_leader for p in t.partitions if (role := self.roles.get((t.name, p)))}
+
+    def _apply_topic(self, image: MetadataImage, t: TopicImage, first: bool) -> None:
+        """Follow one topic's image; its change is one line (DEBUG in a whole image, which
+        `_apply` sums up in one)."""
         broker = self.broker
+        before = self._roles_of(t)
         count = max(t.partitions) + 1 if t.partitions else 0
         old = broker.topics.get(t.name)
         if old is not None and old.topic_id != t.topic_id:
@@ -292,6 +304,9 @@ class ReplicaManager:
             except Exception:  # one bad partition must not stop the others from following
                 log.exception("%s-%d: applying its metadata failed", t.name, p)
                 self._drop_role((t.name, p))
+        change = topic_change(old, info, t, before, self._roles_of(t))
+        if change is not None:
+            log.log(logging.DEBUG if first else logging.INFO, "%s", change)
 
     def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
         """The partition's log, created if new; None when it failed (the partition is then

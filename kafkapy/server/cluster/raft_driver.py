@@ -390,7 +390,9 @@ class RaftDriver:
             self._persisted = state
 
     def _notify_leader(self) -> None:
-        log.info(
+        # a quorum of one elects itself at every start: no news for its log at INFO
+        log.log(
+            logging.DEBUG if len(self.voters) == 1 else logging.INFO,
             "node %d: raft epoch %d, leader %s (%s)",
             self.node_id,
             self.core.epoch,

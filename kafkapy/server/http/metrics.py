@@ -17,6 +17,7 @@ sizes, purgatory sizes, network processor idle ratios (no such threads).
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from kafkapy.server.http.views import (
     PartitionView,
     cluster_view,
     group_views,
+    offline_logs,
     partition_views,
     transaction_states,
 )
@@ -97,6 +99,25 @@ class Snapshot:
     groups: list[GroupView]
     transactions: dict[str, int]
     fetch_sessions: tuple[int, int, int]
+    #: per data dir: (uncleanable partitions, their uncleaned bytes, offline partition logs)
+    log_dirs: dict[str, tuple[int, int, int]]
+
+
+def _log_dirs(server: ServedNode) -> dict[str, tuple[int, int, int]]:
+    """Every data dir of the broker, with its uncleanable partitions, their uncleaned bytes and
+    its offline partition logs (zeros included: a dashboard sees the dir before it fails)."""
+    broker = server.broker
+    uncleanable = broker.logs.uncleanable.per_data_dir(int(time.time() * 1000))
+    offline: dict[str, int] = defaultdict(int)
+    for o in offline_logs(broker):
+        offline[o.data_dir] += 1
+    out = {str(d): (0, 0, 0) for d in broker.logs.data_dirs}
+    for path, (count, size) in uncleanable.items():
+        out[str(path)] = (count, size, 0)
+    for name, n in offline.items():
+        count, size, _ = out.get(name, (0, 0, 0))
+        out[name] = (count, size, n)
+    return out
 
 
 def _hists(table: dict[Any, Histogram]) -> dict[Any, tuple[list[tuple[str, int]], float]]:
@@ -131,6 +152,7 @@ class BrokerCollector:
                 "bytes_in": dict(stats.bytes_in),
                 "bytes_out": dict(stats.bytes_out),
                 "replication_bytes_out": dict(stats.replication_bytes_out),
+                "follower_bytes_out": dict(stats.follower_bytes_out),
                 "requests": dict(stats.requests),
                 "errors": dict(stats.errors),
                 "connections_created": dict(stats.connections_created),
@@ -147,7 +169,8 @@ class BrokerCollector:
             },
             scalars={"isr_shrinks": stats.isr_shrinks, "isr_expands": stats.isr_expands,
                      "offline_replicas": len(broker.log_states.offline()),
-                     "loading_replicas": broker.log_states.loading_count()},
+                     "loading_replicas": broker.log_states.loading_count(),
+                     "max_broker_partitions": broker.config.get_int("max.broker.partitions")},
             connections=connections,
             partitions=partition_views(broker),
             cluster=cluster_view(server),
@@ -155,6 +178,7 @@ class BrokerCollector:
             groups=group_views(broker),
             transactions=transaction_states(broker),
             fetch_sessions=(len(cache), cache.partitions_cached(), cache.evictions),
+            log_dirs=_log_dirs(server),
         )
 
     def families(self, snap: Snapshot) -> list[Metric]:
@@ -186,6 +210,11 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
         ("replicationbytesout", "replication_bytes_out", "Record bytes returned to follower fetches"),
     ):
         yield _sorted_counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"], c[key])
+    yield _sorted_counter(
+        "kafkapy_server_brokertopicmetrics_followerbytesout",
+        "Record bytes returned to consumer fetches by this broker as a follower (KIP-392)",
+        ["topic"], c["follower_bytes_out"],
+    )
 
 
 def _request_metrics(snap: Snapshot) -> Iterator[Metric]:
@@ -247,6 +276,16 @@ def _partition_metrics(snap: Snapshot) -> Iterator[Metric]:
     led = [v for v in snap.partitions if v.leader == node]
     yield _gauge("kafka_server_replicamanager_partitioncount", "Partitions with a replica on this broker", len(local))
     yield _gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads", len(led))
+    yield _gauge(
+        "kafkapy_broker_partition_budget",
+        "max.broker.partitions: partition replicas this broker may hold (KIP-578)",
+        snap.scalars["max_broker_partitions"],
+    )
+    yield _gauge(
+        "kafkapy_broker_partition_budget_used_ratio",
+        "Partition replicas on this broker / max.broker.partitions",
+        len(local) / max(1, snap.scalars["max_broker_partitions"]),
+    )
     yield _gauge(
         "kafka_server_replicamanager_underreplicatedpartitions",
         "Led partitions whose ISR is smaller than their replica set",
@@ -316,6 +355,24 @@ def _log_metrics(snap: Snapshot) -> Iterator[Metric]:
         "kafka_log_logflushstats_logflushrateandtimems", "Time (ms) of each log fsync", [],
         snap.histograms["log_flush_ms"],
     )
+    yield from _log_dir_metrics(snap)
+
+
+def _log_dir_metrics(snap: Snapshot) -> Iterator[Metric]:
+    """Kafka's per-log-dir cleaner gauges (`uncleanable-partitions-count`,
+    `uncleanable-bytes`), and this node's offline partition logs per data dir."""
+    labels = ["logDirectory"]
+    count = _gauge("kafka_log_logcleanermanager_uncleanable_partitions_count",
+                   "Partitions the log cleaner gave up on", labels=labels)
+    size = _gauge("kafka_log_logcleanermanager_uncleanable_bytes",
+                  "Uncleaned bytes of the uncleanable partitions", labels=labels)
+    offline = _gauge("kafkapy_log_offline_partition_logs",
+                     "Partition logs offline (not opened at start-up, or a write failed)", labels=labels)
+    for data_dir, (n, dirty, down) in sorted(snap.log_dirs.items()):
+        count.add_metric([data_dir], n)
+        size.add_metric([data_dir], dirty)
+        offline.add_metric([data_dir], down)
+    yield from (count, size, offline)
 
 
 def _group_metrics(snap: Snapshot) -> Iterator[Metric]:

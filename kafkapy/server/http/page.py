@@ -6,15 +6,25 @@ swaps in every few seconds), and `assets/page.js` (plain JS, no dependencies) on
 `/api/status` to update the tiles and draw the two inline-SVG charts (throughput, a group's
 lag) from the history. Every value is escaped; nothing from a client is put into the page
 without `html.escape`.
+
+What goes where: health first (readiness, offline and uncleanable logs), then topics, the hot
+partitions and groups - expanded while there are few enough to read at a glance
+(`OPEN_UP_TO`) - and on a single node the Raft quorum (of one, nothing to watch) collapsed at the
+bottom. Sizes are this node's replicas' (the CLI's `topics describe` sums every replica), and
+say so.
 """
 
 from __future__ import annotations
 
+import time
 from html import escape
 from importlib import resources
 from typing import Any
 
-__all__ = ["asset", "render_page", "render_tables"]
+__all__ = ["OPEN_UP_TO", "asset", "render_page", "render_tables"]
+
+#: topics (non-internal) and groups shown expanded when there are at most this many
+OPEN_UP_TO = 5
 
 
 def asset(name: str) -> bytes:
@@ -65,17 +75,70 @@ def _cluster(status: dict[str, Any]) -> str:
         ["Listeners", ", ".join(f"{_e(b['name'])} {_e(b['host'])}:{_e(b['port'])}" for b in c["listeners"])],
         ["Ready", "yes" if c["ready"] else f"no - {_e(c['not_ready_reason'])}"],
     ]
-    quorum = c["quorum"]
-    if quorum is not None:
-        rows += [
-            ["Raft voters", _e(_ids(quorum["voters"]))],
-            ["Raft leader / epoch", f"{_e(quorum['leader_id'])} / {_e(quorum['epoch'])}"],
-            ["Raft high watermark", _e(quorum["high_watermark"])],
-            ["This node's Raft state", _e(quorum["state"])],
-            ["Metadata applied up to", _e(quorum["metadata_offset"])],
-        ]
+    if not _single_node(status):
+        rows += _raft_rows(status)
+    return _kv(rows, "cluster-table")
+
+
+def _kv(rows: list[list[str]], table_id: str) -> str:
     body = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
-    return f'<table class="kv" id="cluster-table"><tbody>{body}</tbody></table>'
+    return f'<table class="kv" id="{table_id}"><tbody>{body}</tbody></table>'
+
+
+def _single_node(status: dict[str, Any]) -> bool:
+    return bool(status["cluster"]["mode"] == "single node")
+
+
+def _raft_rows(status: dict[str, Any]) -> list[list[str]]:
+    quorum = status["cluster"]["quorum"]
+    if quorum is None:
+        return []
+    return [
+        ["Raft voters", _e(_ids(quorum["voters"]))],
+        ["Raft leader / epoch", f"{_e(quorum['leader_id'])} / {_e(quorum['epoch'])}"],
+        ["Raft high watermark", _e(quorum["high_watermark"])],
+        ["This node's Raft state", _e(quorum["state"])],
+        ["Metadata applied up to", _e(quorum["metadata_offset"])],
+    ]
+
+
+def _raft_internals(status: dict[str, Any]) -> str:
+    """A single node's metadata quorum (of one), collapsed at the bottom of the page."""
+    if not _single_node(status) or status["cluster"]["quorum"] is None:
+        return ""
+    return (
+        '<details class="raft" id="raft-internals"><summary>Raft metadata quorum '
+        f'(a quorum of one)</summary>{_kv(_raft_rows(status), "raft-table")}</details>'
+    )
+
+
+def _storage(status: dict[str, Any]) -> str:
+    """Offline partition logs and the partitions the log cleaner gave up on."""
+    storage = status["storage"]
+    offline, uncleanable = storage["offline"], storage["uncleanable"]
+    if not offline and not uncleanable:
+        return '<p class="ok" id="storage-ok">All partition logs online; no uncleanable partitions.</p>'
+    parts = []
+    if offline:
+        parts.append('<h3 class="warn">Offline partition logs</h3>' + _table(
+            ["Topic", "Partition", "Data dir", "Why"],
+            [[_e(o["topic"]), _e(o["partition"]), f"<code>{_e(o['data_dir'])}</code>", _e(o["reason"])]
+             for o in offline],
+            cls="offline-logs",
+        ))
+    if uncleanable:
+        parts.append('<h3 class="warn">Uncleanable partitions (the log cleaner skips them)</h3>' + _table(
+            ["Topic", "Partition", "Data dir", "Why", "Since"],
+            [[_e(u["topic"]), _e(u["partition"]), f"<code>{_e(u['data_dir'])}</code>", _e(u["reason"]),
+              f'<time data-ms="{_e(u["since_ms"])}">{_e(_utc(u["since_ms"]))}</time>']
+             for u in uncleanable],
+            cls="uncleanable",
+        ))
+    return "".join(parts)
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 def _brokers(status: dict[str, Any]) -> str:
@@ -105,34 +168,61 @@ def _partitions(status: dict[str, Any], topic: str) -> str:
             _e(_bytes(p["size_bytes"])) if local else "-",
             _e(p["segments"]) if local else "-",
             _e(_rate(p["messages_per_s"])),
+            _e(_bytes(p["bytes_per_s"])),
         ])
     return _table(
         ["Partition", "Leader", "Replicas", "ISR", "Log start", "Log end", "High watermark",
-         "Size", "Segments", "Messages/s"],
+         "Size (this replica)", "Segments", "Messages/s", "Bytes in/s"],
         rows, cls="partitions",
     )
 
 
+def _configs(configs: dict[str, str]) -> str:
+    if not configs:
+        return '<p class="configs">Configs: broker defaults only.</p>'
+    shown = ", ".join(f"<code>{_e(k)}={_e(v)}</code>" for k, v in sorted(configs.items()))
+    return f'<p class="configs">Configs set on the topic: {shown}</p>'
+
+
+def _open(count: int) -> str:
+    return " open" if count <= OPEN_UP_TO else ""
+
+
 def _topics(status: dict[str, Any], *, internal: bool) -> str:
     parts = []
-    for t in status["topics"]:
-        if t["internal"] != internal:
-            continue
+    topics = [t for t in status["topics"] if t["internal"] == internal]
+    is_open = "" if internal else _open(len(topics))
+    for t in topics:
         urp = f' <span class="warn">{t["under_replicated"]} under-replicated</span>' if t["under_replicated"] else ""
         parts.append(
-            f'<details class="topic" id="topic-{_e(t["name"])}" data-topic="{_e(t["name"])}">'
+            f'<details class="topic" id="topic-{_e(t["name"])}" data-topic="{_e(t["name"])}"{is_open}>'
             f'<summary><span class="name">{_e(t["name"])}</span>'
             f'<span class="meta"><span class="partition-count">{t["partitions"]}</span>'
             f' {_plural(t["partitions"], "partition")}'
             f' · <span class="messages">{t["messages"]}</span> messages'
-            f" · {_e(_bytes(t['size_bytes']))} · {_e(_rate(t['messages_per_s']))} msg/s{urp}</span>"
-            f"</summary>{_partitions(status, t['name'])}</details>"
+            f' · <span class="size" title="the sum over this node\'s replicas; kafkapy topics describe sums every replica">'
+            f"{_e(_bytes(t['size_bytes']))} (this node's replicas)</span>"
+            f" · {_e(_rate(t['messages_per_s']))} msg/s · {_e(_bytes(t['bytes_per_s']))}/s{urp}</span>"
+            f"</summary>{_configs(t['configs'])}{_partitions(status, t['name'])}</details>"
         )
     return "".join(parts) or '<p class="empty">no topics</p>'
 
 
+def _hot(status: dict[str, Any]) -> str:
+    rows = [
+        [_e(p["topic"]), _e(p["partition"]), _e(_bytes(p["bytes_per_s"])),
+         _e(_rate(p["messages_per_s"])), _e(_bytes(p["size_bytes"]))]
+        for p in status["hot_partitions"]
+    ]
+    return _table(
+        ["Topic", "Partition", "Bytes in/s", "Messages/s", "Size (this replica)"],
+        rows, cls="hot-partitions", empty="no partitions with a replica here",
+    )
+
+
 def _groups(status: dict[str, Any]) -> str:
     parts = []
+    is_open = _open(len(status["groups"]))
     for g in status["groups"]:
         members = _table(
             ["Member", "Client id", "Host"],
@@ -148,7 +238,7 @@ def _groups(status: dict[str, Any]) -> str:
             cls="offsets", empty="no committed offsets",
         )
         parts.append(
-            f'<details class="group" id="group-{_e(g["group_id"])}" data-group="{_e(g["group_id"])}">'
+            f'<details class="group" id="group-{_e(g["group_id"])}" data-group="{_e(g["group_id"])}"{is_open}>'
             f'<summary><span class="name">{_e(g["group_id"])}</span>'
             f'<span class="meta">{_e(g["protocol"])} · <span class="state">{_e(g["state"])}</span>'
             f' · {len(g["members"])} {_plural(len(g["members"]), "member")}'
@@ -159,33 +249,51 @@ def _groups(status: dict[str, Any]) -> str:
 
 
 def render_tables(status: dict[str, Any]) -> str:
-    """The part of the page the script refreshes (cluster, brokers, topics, groups)."""
+    """The part of the page the script refreshes (see the module doc for the order)."""
     internal = _topics(status, internal=True)
     return (
-        f'<section><h2>Cluster and quorum</h2>{_cluster(status)}</section>'
-        f'<section><h2>Brokers</h2>{_brokers(status)}</section>'
+        f'<section><h2>Cluster</h2>{_cluster(status)}</section>'
+        f'<section id="storage"><h2>Storage health</h2>{_storage(status)}</section>'
         f'<section id="topics"><h2>Topics</h2>{_topics(status, internal=False)}'
-        f'<details class="internal"><summary>Internal topics</summary>{internal}</details></section>'
+        f'<details class="internal" id="internal-topics"><summary>Internal topics</summary>{internal}</details></section>'
+        f'<section id="hot"><h2>Hot partitions <span class="sub">by bytes in/s, on this node</span></h2>{_hot(status)}</section>'
         f'<section id="groups"><h2>Consumer groups</h2>{_groups(status)}</section>'
+        f'<section><h2>Brokers</h2>{_brokers(status)}</section>'
+        f"{_raft_internals(status)}"
     )
 
 
 def _tiles(status: dict[str, Any]) -> str:
-    rates = status["rates"]
+    rates, cluster = status["rates"], status["cluster_rates"]
     tiles = [
-        ("rate-messages-in", "Messages in/s", _rate(rates["messages_in"])),
-        ("rate-bytes-in", "Bytes in/s", _bytes(rates["bytes_in"])),
-        ("rate-bytes-out", "Bytes out/s", _bytes(rates["bytes_out"])),
+        ("cluster-messages-in", "Cluster msgs in/s", _rate(cluster["messages_in"])),
+        ("cluster-bytes-in", "Cluster bytes in/s", _bytes(cluster["bytes_in"])),
+        ("rate-messages-in", "Node msgs in/s", _rate(rates["messages_in"])),
+        ("rate-bytes-in", "Node bytes in/s", _bytes(rates["bytes_in"])),
+        ("rate-bytes-out", "Node bytes out/s", _bytes(rates["bytes_out"])),
         ("connections", "Connections", str(status["connections"])),
         ("topic-count", "Topics", str(sum(1 for t in status["topics"] if not t["internal"]))),
         ("partition-count", "Partitions", str(status["partition_count"])),
         ("group-count", "Groups", str(len(status["groups"]))),
         ("urp-count", "Under-replicated", str(status["under_replicated"])),
     ]
+    coverage = (
+        f"partitions with a replica on this node: {cluster['partitions_seen']} of "
+        f"{cluster['partitions']}"
+    )
     return "".join(
-        f'<div class="tile"><div class="value" id="{tid}">{_e(value)}</div><div class="label">{_e(label)}</div></div>'
+        f'<div class="tile"{_tile_title(tid, coverage)}><div class="value" id="{tid}">{_e(value)}</div>'
+        f'<div class="label">{_e(label)}</div></div>'
         for tid, label, value in tiles
     )
+
+
+def _tile_title(tile_id: str, coverage: str) -> str:
+    if tile_id.startswith("cluster-"):
+        return f' title="{_e(coverage)}"'
+    if tile_id.startswith("rate-"):
+        return ' title="what this node appended as leader and served to consumers"'
+    return ""
 
 
 def render_page(status: dict[str, Any]) -> str:
@@ -203,9 +311,9 @@ cluster <code>{_e(c['cluster_id'])}</code> · v{_e(c['version'])}</span> {ready}
 <main>
 <div class="tiles">{_tiles(status)}</div>
 <div class="charts">
-<figure><figcaption>Throughput (last minutes)</figcaption>
+<figure><figcaption>Throughput of this node (last minutes, log scale)</figcaption>
 <svg id="chart-throughput" class="chart" viewBox="0 0 600 200" role="img" aria-label="throughput chart"></svg>
-<div class="legend"><span class="s0">messages in/s</span> <span class="s1">KiB in/s</span> <span class="s2">KiB out/s</span></div></figure>
+<div class="legend"><span class="s0">messages in/s (left axis)</span> <span class="s1">bytes in/s</span> <span class="s2">bytes out/s (right axis)</span></div></figure>
 <figure><figcaption>Consumer group lag <select id="lag-group" aria-label="group"></select></figcaption>
 <svg id="chart-lag" class="chart" viewBox="0 0 600 200" role="img" aria-label="group lag chart"></svg>
 <div class="legend"><span class="s0">total lag (messages)</span></div></figure>

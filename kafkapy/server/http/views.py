@@ -24,12 +24,17 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerView",
     "GroupView",
+    "OfflineLogView",
     "PartitionView",
+    "UncleanableView",
     "broker_views",
     "cluster_view",
     "group_views",
+    "offline_logs",
     "partition_views",
+    "topic_configs",
     "transaction_states",
+    "uncleanable_partitions",
 ]
 
 
@@ -229,3 +234,53 @@ def transaction_states(broker: ServedBroker) -> dict[str, int]:
         for md in coordinator.transactions.values():
             counts[md.state.value] = counts.get(md.state.value, 0) + 1
     return counts
+
+
+def topic_configs(broker: ServedBroker) -> dict[str, dict[str, str]]:
+    """Per topic, the configs set on it (its overrides of the broker defaults), as the
+    metadata image holds them: what `kafka-configs --describe --entity-type topics` lists as
+    non-default."""
+    return {name: dict(sorted(t.configs.items())) for name, t in broker.cluster.image.topics.items()}
+
+
+@dataclass(slots=True)
+class UncleanableView:
+    """A partition the log cleaner gave up on (Kafka's uncleanable partitions)."""
+
+    topic: str
+    partition: int
+    data_dir: str
+    reason: str
+    since_ms: int
+
+
+@dataclass(slots=True)
+class OfflineLogView:
+    """A partition log on this node that is offline (`broker.log_states`): it could not be
+    opened at start-up, or a write, fsync or metadata change on it failed since."""
+
+    topic: str
+    partition: int
+    data_dir: str
+    reason: str
+
+
+def uncleanable_partitions(broker: ServedBroker) -> list[UncleanableView]:
+    """The uncleanable partitions, by topic and partition."""
+    return [
+        UncleanableView(tp[0], tp[1], str(u.data_dir), u.reason, u.since_ms)
+        for tp, u in sorted(broker.logs.uncleanable.partitions().items())
+    ]
+
+
+def offline_logs(broker: ServedBroker) -> list[OfflineLogView]:
+    """The offline partition logs of this node with why, by topic and partition; the data dir
+    is where the log is (or was found, for one that could not be opened)."""
+    failed = broker.logs.failed_logs()
+    logs = broker.logs.logs()
+    out = []
+    for tp, reason in sorted(broker.log_states.offline().items()):
+        plog, error = logs.get(tp), failed.get(tp)
+        where = plog.directory.parent if plog is not None else error.path.parent if error else None
+        out.append(OfflineLogView(tp[0], tp[1], "" if where is None else str(where), reason))
+    return out

@@ -24,6 +24,8 @@ from kafkapy.protocol.messages import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreateTopicsRequest,
+    DescribeClusterRequest,
+    MetadataRequest,
 )
 from kafkapy.testing.local import open_cluster
 from tests.server.cluster.controller_helpers import (
@@ -247,9 +249,8 @@ async def test_a_new_active_controller_takes_over(tmp_path: Path) -> None:
 
 async def test_a_returning_broker_gets_its_preferred_leaderships_back(tmp_path: Path) -> None:
     with trio.fail_after(140):
-        async with open_cluster(tmp_path, 3) as nodes:
-            for node in nodes:
-                node.broker.cluster.controller.rebalance_interval_s = 0.3  # type: ignore[union-attr]
+        overrides = {"leader.imbalance.check.interval.seconds": "1"}
+        async with open_cluster(tmp_path, 3, overrides=overrides) as nodes:
             await create_replicated(nodes[0].broker_port, "preferred", 3)
             leader = active_controller(nodes)
             away = next(n for n in nodes if n is not leader)
@@ -276,3 +277,13 @@ async def test_a_returning_broker_gets_its_preferred_leaderships_back(tmp_path: 
 
             assert await publisher.wait_for(balanced, 60)
             assert leads(publisher.image, away.node_id)
+
+
+async def test_broker_rack_is_registered_and_reported_to_clients(tmp_path: Path) -> None:
+    with trio.fail_after(120):
+        async with open_cluster(tmp_path, 2, overrides={"broker.rack": "zone-1"}) as nodes:
+            assert {b.rack for b in image_of(nodes[0]).brokers.values()} == {"zone-1"}
+            metadata = await call(nodes[1].broker_port, ApiKey.METADATA, 12, MetadataRequest(topics=[]))
+            assert [(b.node_id, b.rack) for b in metadata.brokers] == [(1, "zone-1"), (2, "zone-1")]
+            described = await call(nodes[0].broker_port, ApiKey.DESCRIBE_CLUSTER, 0, DescribeClusterRequest())
+            assert {b.rack for b in described.brokers} == {"zone-1"}

@@ -97,10 +97,12 @@ def _status_with(group_id: str, topic: str) -> dict[str, Any]:
                     "ready": True, "not_ready_reason": "", "pid": 1, "listeners": [],
                     "controller_id": 1, "active_controller": True, "quorum": None},
         "brokers": [], "connections": 0, "rates": {"messages_in": 0, "bytes_in": 0, "bytes_out": 0},
+        "cluster_rates": {"messages_in": 0, "bytes_in": 0, "partitions_seen": 0, "partitions": 0},
         "partition_count": 0, "under_replicated": 0,
         "topics": [{"name": topic, "partitions": 1, "size_bytes": 0, "messages": 0,
-                    "messages_per_s": 0.0, "internal": False, "under_replicated": 0}],
-        "partitions": [],
+                    "messages_per_s": 0.0, "bytes_per_s": 0.0, "internal": False,
+                    "under_replicated": 0, "configs": {}}],
+        "partitions": [], "hot_partitions": [], "storage": {"uncleanable": [], "offline": []},
         "groups": [{"group_id": group_id, "protocol": "classic", "state": "Empty", "lag": 0,
                     "members": [{"member_id": group_id, "client_id": "<b>x</b>", "client_host": "/h"}],
                     "offsets": []}],
@@ -114,3 +116,52 @@ def test_names_from_clients_are_escaped() -> None:
     assert evil not in page
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
     assert "<b>x</b>" not in page
+
+
+async def test_topic_configs_hot_partitions_and_cluster_rates() -> None:
+    async with running_broker(None) as (_, server, port):
+        await create_topic(port, "cool", 1)
+        await create_topic(port, "hot", 2, {"retention.ms": "3600000", "cleanup.policy": "delete"})
+        history = History(server)
+        history.sample()
+        client = await Client.connect(port)
+        for _ in range(3):
+            await client.request(ApiKey.PRODUCE, 9, produce_request("hot", 1))
+        await client.request(ApiKey.PRODUCE, 9, produce_request("cool", 0, 1))
+        await client.aclose()
+        await trio.sleep(0.05)
+        history.sample()
+        status = status_json(server, history)
+        topics = {t["name"]: t for t in status["topics"]}
+        assert topics["hot"]["configs"] == {"cleanup.policy": "delete", "retention.ms": "3600000"}
+        assert topics["cool"]["configs"] == {}
+        hot = [(p["topic"], p["partition"]) for p in status["hot_partitions"]]
+        assert hot[:2] == [("hot", 1), ("cool", 0)]
+        assert all(not t.startswith("__") for t, _ in hot)
+        by_tp = {(p["topic"], p["partition"]): p for p in status["partitions"]}
+        assert by_tp[("hot", 1)]["bytes_per_s"] > by_tp[("cool", 0)]["bytes_per_s"] > 0
+        assert by_tp[("hot", 0)]["bytes_per_s"] == 0
+        cluster = status["cluster_rates"]
+        assert cluster["messages_in"] == sum(
+            p["messages_per_s"] for p in status["partitions"] if not p["topic"].startswith("__")
+        ) > 0
+        assert (cluster["partitions_seen"], cluster["partitions"]) == (3, 3)
+
+        html = render_page(status)
+        assert "<code>retention.ms=3600000</code>" in html
+        assert "Size (this replica)" in html
+        assert "(this node's replicas)" in html
+        assert 'class="hot-partitions"' in html
+        assert 'id="cluster-messages-in"' in html
+
+
+async def test_single_node_puts_raft_last_and_collapsed_and_opens_small_sections() -> None:
+    async with running_broker(None) as (_, server, port):
+        await create_topic(port, "t", 1)
+        html = render_page(status_json(server, History(server)))
+        cluster_table = html[html.index('id="cluster-table"'):html.index("</table>", html.index('id="cluster-table"'))]
+        assert "Raft" not in cluster_table
+        raft = html.index('<details class="raft" id="raft-internals">')
+        assert raft > html.index('id="groups"')
+        assert raft > html.index('id="topics"')
+        assert '<details class="topic" id="topic-t" data-topic="t" open>' in html

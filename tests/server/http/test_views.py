@@ -33,3 +33,17 @@ async def test_under_min_isr_and_log_gauges_on_one_node(tmp_path: Path) -> None:
         assert samples[("kafka_log_log_numlogsegments", (("partition", "1"), ("topic", "strict")))] == 1
         assert samples[("kafka_log_log_logendoffset", (("partition", "0"), ("topic", "lax")))] == 0
         assert samples[("kafka_controller_kafkacontroller_globaltopiccount", ())] == 2 + len(internal)
+
+
+async def test_partition_budget_gauges_show_replicas_against_max_broker_partitions(tmp_path: Path) -> None:
+    async with running_broker(tmp_path, **{"max.broker.partitions": "40"}) as (_broker, server, port):
+        await create_topic(port, "budgeted", 4)
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in BrokerCollector(server).collect()
+            for s in family.samples
+        }
+        held = samples[("kafka_server_replicamanager_partitioncount", ())]
+        assert held >= 4
+        assert samples[("kafkapy_broker_partition_budget", ())] == 40
+        assert samples[("kafkapy_broker_partition_budget_used_ratio", ())] == held / 40

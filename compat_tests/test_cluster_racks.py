@@ -1,0 +1,117 @@
+"""Racks, leader balance and partition budgets by real clients against subprocess clusters.
+
+What users rely on:
+- Four brokers in racks a/a/b/b (`broker.rack`): every partition of a replication-factor-2
+  topic has one replica in each rack, and its leaders are spread over all four brokers
+  (confluent-kafka's Metadata, and DescribeCluster for the racks).
+- `max.broker.partitions`: a CreateTopics that would put more replicas on a broker is refused
+  with POLICY_VIOLATION and a message naming the broker and by how much; nothing is created.
+- `leader.imbalance.check.interval.seconds`: after a broker restarts, the partitions it was
+  preferred leader of are led by it again within a few check intervals.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.error import KafkaError
+
+from compat_tests.conftest import unique_topic
+from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixture)
+    ADMIN_TIMEOUT_S,
+    _cluster_logs_on_failure,
+    create_topic,
+    partitions,
+    start_cluster,
+    wait_until,
+)
+from kafkapy.testing.cluster import ClusterProcesses
+
+pytestmark = pytest.mark.timeout(300)
+
+#: replicas one broker may hold in the four-node cluster: the internal topics (3 partitions
+#: each, at most 3 replicas) and small topics fit, 200 partitions of replication factor 2
+#: (100 replicas a broker) do not
+BROKER_BUDGET = 60
+
+
+@pytest.fixture(scope="module")
+def four_racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("racks"), 4, voters=3, racks=["a", "a", "b", "b"],
+        overrides={"max.broker.partitions": str(BROKER_BUDGET)},
+    )
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_replicas_span_both_racks_and_leaders_spread_over_the_brokers(four_racked: ClusterProcesses) -> None:
+    admin = AdminClient({"bootstrap.servers": four_racked.bootstrap})
+    described = admin.describe_cluster(request_timeout=ADMIN_TIMEOUT_S).result(timeout=ADMIN_TIMEOUT_S)
+    racks = {node.id: node.rack for node in described.nodes}
+    assert racks == {1: "a", 2: "a", 3: "b", 4: "b"}
+    topic = unique_topic("racked")
+    create_topic(admin, topic, 8, 2)
+
+    def led() -> dict[int, tuple[int, list[int], list[int]]] | None:
+        layout = partitions(admin, topic)
+        return layout if len(layout) == 8 and all(v[0] >= 0 for v in layout.values()) else None
+
+    layout = wait_until("every partition led", led, four_racked)
+    for _, replicas, _ in layout.values():
+        assert sorted(racks[r] for r in replicas) == ["a", "b"], layout
+    leaders = Counter(leader for leader, _, _ in layout.values())
+    assert sorted(leaders) == [1, 2, 3, 4], layout
+    assert max(leaders.values()) == 2, layout
+
+
+def test_a_create_topics_over_max_broker_partitions_is_refused_with_its_reason(four_racked: ClusterProcesses) -> None:
+    admin = AdminClient({"bootstrap.servers": four_racked.bootstrap})
+    topic = unique_topic("too-big")
+    futures = admin.create_topics([NewTopic(topic, num_partitions=200, replication_factor=2)])
+    with pytest.raises(KafkaException) as refused:
+        futures[topic].result(timeout=ADMIN_TIMEOUT_S)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.POLICY_VIOLATION
+    assert f"max.broker.partitions={BROKER_BUDGET}" in error.str()
+    assert "broker " in error.str()
+    assert topic not in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+
+
+@pytest.fixture
+def three_balanced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("balance"), 3, racks=["a", "b", "c"],
+        overrides={"leader.imbalance.check.interval.seconds": "2"},
+    )
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_leadership_returns_to_the_preferred_replicas_after_a_restart(three_balanced: ClusterProcesses) -> None:
+    cluster = three_balanced
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("balance")
+    create_topic(admin, topic, 6, 3)
+
+    def preferred_leaders() -> dict[int, tuple[int, list[int], list[int]]] | None:
+        layout = partitions(admin, topic)
+        ok = all(leader == replicas[0] and len(isr) == 3 for leader, replicas, isr in layout.values())
+        return layout if ok else None
+
+    wait_until("preferred leaders at start", preferred_leaders, cluster)
+    cluster.terminate(2)
+    wait_until("node 2 leads nothing", lambda: all(v[0] != 2 for v in partitions(admin, topic).values()), cluster)
+    cluster.restart(2)
+    back = time.monotonic()
+    wait_until("preferred leaders again", preferred_leaders, cluster, timeout_s=45)
+    assert time.monotonic() - back < 45

@@ -1,0 +1,145 @@
+"""Follower fetching (KIP-392) with real consumers against a three-node cluster, racks a/b/c.
+
+What users rely on:
+- With `replica.selector.class=...RackAwareReplicaSelector`, a consumer with `client.rack=b`
+  (confluent-kafka) or `client_rack="b"` (kafka-python) reads every record of partitions led on
+  rack a, and the bytes come from the rack-b follower: its per-topic follower bytes grow by what
+  the consumer read, the leader sends that consumer nothing.
+- read_committed on the follower: committed transactional records are seen, the records of an
+  aborted transaction never are.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kafka import KafkaConsumer  # type: ignore[import-untyped]
+from prometheus_client.parser import text_string_to_metric_families
+
+from compat_tests.conftest import unique_topic
+from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixture)
+    ADMIN_TIMEOUT_S,
+    _cluster_logs_on_failure,
+    partitions,
+    start_cluster,
+    wait_until,
+)
+from kafkapy.broker.replica_selector import RACK_AWARE_SELECTOR
+from kafkapy.testing.cluster import ClusterProcesses
+
+pytestmark = pytest.mark.timeout(300)
+
+#: node 1 (rack a) leads both partitions; node 2 is rack b, node 3 rack c
+ASSIGNMENT = [[1, 2, 3], [1, 3, 2]]
+FOLLOWER_BYTES = "kafkapy_server_brokertopicmetrics_followerbytesout_total"
+CONSUMER_BYTES = "kafka_server_brokertopicmetrics_bytesout_total"
+
+
+@pytest.fixture(scope="module")
+def racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = start_cluster(
+        tmp_path_factory.mktemp("follower-fetch"), 3, racks=["a", "b", "c"], http=True,
+        overrides={"replica.selector.class": RACK_AWARE_SELECTOR},
+    )
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def topic_bytes(cluster: ClusterProcesses, node_id: int, name: str, topic: str) -> float:
+    node = cluster.nodes[node_id]
+    with urllib.request.urlopen(f"http://{node.host}:{node.http_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and s.labels.get("topic") == topic
+    )
+
+
+def prepare(cluster: ClusterProcesses, prefix: str) -> tuple[str, list[bytes]]:
+    """A topic led by node 1 holding committed plain and transactional records and one aborted
+    transaction, replicated to every node; the values a read_committed consumer must see."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic(prefix)
+    admin.create_topics([NewTopic(topic, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT)])[topic].result(timeout=ADMIN_TIMEOUT_S)
+    wait_until("leaders", lambda: all(v[0] == 1 for v in partitions(admin, topic).values()) or None, cluster)
+    expected = [f"plain-{i}".encode() for i in range(40)]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i, v in enumerate(expected):
+        producer.produce(topic, value=v, partition=i % 2)
+    producer.flush(30)
+    txn = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"tx-{topic}"})
+    txn.init_transactions(30)
+    for commit in (False, True):
+        txn.begin_transaction()
+        for p in (0, 1):
+            txn.produce(topic, value=f"{'committed' if commit else 'aborted'}-{p}".encode(), partition=p)
+        if commit:
+            txn.commit_transaction(30)
+            expected += [b"committed-0", b"committed-1"]
+        else:
+            txn.abort_transaction(30)
+    return topic, expected
+
+
+def consume_confluent(cluster: ClusterProcesses, topic: str, want: int) -> list[bytes]:
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}", "client.rack": "b",
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed", "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < want and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        end = time.monotonic() + 2  # nothing more (the aborted records) arrives
+        while time.monotonic() < end:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def test_a_rack_b_consumer_reads_committed_records_from_the_rack_b_follower(racked: ClusterProcesses) -> None:
+    topic, expected = prepare(racked, "ff-confluent")
+    got = consume_confluent(racked, topic, len(expected))
+    assert sorted(got) == sorted(expected)
+    assert not [v for v in got if v.startswith(b"aborted")]
+    assert topic_bytes(racked, 2, FOLLOWER_BYTES, topic) > 0
+    assert topic_bytes(racked, 2, CONSUMER_BYTES, topic) == topic_bytes(racked, 2, FOLLOWER_BYTES, topic)
+    assert topic_bytes(racked, 1, CONSUMER_BYTES, topic) == 0  # the leader sent the consumer nothing
+    assert topic_bytes(racked, 3, CONSUMER_BYTES, topic) == 0
+
+
+def test_kafka_python_client_rack_reads_from_the_follower_too(racked: ClusterProcesses) -> None:
+    topic, expected = prepare(racked, "ff-kafka-python")
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=racked.bootstrap, client_rack="b", auto_offset_reset="earliest",
+        isolation_level="read_committed", group_id=f"g-{topic}", enable_auto_commit=False,
+    )
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got += [r.value for r in records]
+        for records in consumer.poll(timeout_ms=2000).values():  # nothing more (the aborted records)
+            got += [r.value for r in records]
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(expected)
+    assert topic_bytes(racked, 2, FOLLOWER_BYTES, topic) > 0
+    assert topic_bytes(racked, 1, CONSUMER_BYTES, topic) == 0
