@@ -220,12 +220,9 @@ class Partitions:
     def leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition | ErrorCode:
         """This node's leader partition, or why a leader-only request may not be served here."""
         broker = self.broker
-        info = broker.topics.get(topic)
-        if info is None or not 0 <= partition < info.partitions:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        states = broker.log_states
-        if states and (state := states.state(topic, partition)) is not LogState.READY:
-            return ErrorCode.KAFKA_STORAGE_ERROR if state is LogState.OFFLINE else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        refused = self._unservable(topic, partition)
+        if refused is not None:
+            return refused
         role = broker.replicas.leader_role(topic, partition)
         plog = broker.logs.get(topic, partition) if role is not None else None
         if role is None or plog is None:
@@ -235,13 +232,26 @@ class Partitions:
             return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
         return LeaderPartition(topic, partition, plog, epoch, role)
 
-    def replica(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition | ErrorCode:
-        """This node's replica of a partition, leader or follower: what a consumer's Fetch v11+
-        may read (KIP-392, see `read_error_on_follower`), or why it may not be served here."""
+    def _unservable(self, topic: str, partition: int) -> ErrorCode | None:
+        """Why no replica of this partition may be served here whatever its role: an unknown
+        partition, or a local log that is offline (KAFKA_STORAGE_ERROR) or still loading
+        (NOT_LEADER_OR_FOLLOWER, retriable); None when it may."""
         broker = self.broker
         info = broker.topics.get(topic)
         if info is None or not 0 <= partition < info.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        states = broker.log_states
+        if states and (state := states.state(topic, partition)) is not LogState.READY:
+            return ErrorCode.KAFKA_STORAGE_ERROR if state is LogState.OFFLINE else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None
+
+    def replica(self, topic: str, partition: int, current_leader_epoch: int = -1) -> LeaderPartition | ErrorCode:
+        """This node's replica of a partition, leader or follower: what a consumer's Fetch v11+
+        may read (KIP-392, see `read_error_on_follower`), or why it may not be served here."""
+        broker = self.broker
+        refused = self._unservable(topic, partition)
+        if refused is not None:
+            return refused
         role = broker.replicas.role(topic, partition)
         plog = broker.logs.get(topic, partition) if role is not None else None
         if role is None or plog is None or broker.node_id not in role.replicas:

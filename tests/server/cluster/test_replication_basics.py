@@ -79,8 +79,13 @@ async def test_non_leaders_refuse_produce_fetch_and_list_offsets(tmp_path: Path)
             client = await follower.client()
             answer = await produce(client, "t", batch(b"x"), acks=1)
             assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-            fetched = await _fetch(client, "t", 0)
+            # Before Fetch v11 a consumer's fetch carries no client metadata, so only the leader
+            # serves it; from v11 on a follower serves it up to its high watermark (KIP-392, as
+            # Kafka's fetchOnlyFromLeader rule), which test_follower_fetching covers.
+            fetched = await _fetch(client, "t", 0, version=10)
             assert fetched.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER  # type: ignore[attr-defined]
+            served = await _fetch(client, "t", 0, version=12)
+            assert served.error_code == ErrorCode.NONE  # type: ignore[attr-defined]
             req = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
                 name="t", partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)]
             )])
