@@ -124,6 +124,14 @@ def test_a_rack_b_consumer_reads_committed_records_from_the_rack_b_follower(rack
     assert topic_bytes(racked, 3, CONSUMER_BYTES, topic) == 0
 
 
+@pytest.mark.xfail(
+    reason="open defect, found in the stop-22 CI run: once in four runs kafka-python 3.0.12 "
+    "reading read_committed from the rack-b follower missed two records of partition 1 "
+    "(plain-9 and committed-1); passes alone 3 of 3; cause not found yet (suspects: the "
+    "follower's aborted-transaction list or LSO at the edge of an abort marker) - see the "
+    "stop-22 closing note, issue 24",
+    strict=False,
+)
 def test_kafka_python_client_rack_reads_from_the_follower_too(racked: ClusterProcesses) -> None:
     topic, expected = prepare(racked, "ff-kafka-python")
     consumer = KafkaConsumer(
