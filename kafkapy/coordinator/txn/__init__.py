@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kafkapy.coordinator.txn.coordinator import (
-        OFFSETS_TOPIC,
         AddPartitionsTxn,
         CoordinatorResult,
         EndTxnResult,
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
         WriteTxnMarkers,
     )
     from kafkapy.coordinator.txn.partitioning import (
+        OFFSETS_TOPIC,
         java_string_hash,
         partition_for,
     )

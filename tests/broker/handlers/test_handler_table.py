@@ -72,6 +72,8 @@ from tests.server.helpers import Client, running_broker
 def loaded(module):
     return f"kafkapy.broker.handlers.{module}" in sys.modules
 
+COORDINATORS = ("kafkapy.coordinator.group.coordinator", "kafkapy.coordinator.txn.coordinator")
+
 async def main():
     async with running_broker(None) as (_, _, port):
         before = {m: loaded(m) for m in ("fetch", "groups", "transactions", "describe_cluster")}
@@ -79,6 +81,7 @@ async def main():
         resp = await client.request(ApiKey.DESCRIBE_CLUSTER, 1, DescribeClusterRequest())
         await client.aclose()
         print(before, resp.error_code, len(resp.brokers), loaded("describe_cluster"), loaded("fetch"))
+        print([m for m in COORDINATORS if m in sys.modules])
 
 trio.run(main)
 """
@@ -87,11 +90,14 @@ trio.run(main)
 def test_a_started_broker_imports_a_handler_module_on_the_first_request_of_its_api() -> None:
     """In a fresh interpreter (this one has imported every handler by now): at ready no handler
     module of an API nobody used is imported; the first DescribeCluster imports its module and
-    is answered (one broker, no error); Fetch's module is still not imported."""
+    is answered (one broker, no error); Fetch's module is still not imported, nor are the group
+    and transaction coordinators (their drivers build them on a first group or transaction)."""
     out = subprocess.run(
         [sys.executable, "-c", _FRESH_BROKER], cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode == 0, out.stderr
     before = "{'fetch': False, 'groups': False, 'transactions': False, 'describe_cluster': False}"
-    assert out.stdout.split("\n")[-2] == f"{before} 0 1 True False"
+    *_, answered, coordinators = out.stdout.strip().split("\n")
+    assert answered == f"{before} 0 1 True False"
+    assert coordinators == "[]"
