@@ -84,17 +84,11 @@ def handler(
 ) -> Callable[[F], F]:
     """Register `func` as the handler of `api_key` for [min_version, max_version].
 
-    The range is clamped to the codec's; a range that does not overlap it, or a second handler
-    for the same key, is a programming error.
+    The range is clamped to the codec's; a range that does not overlap it, a second handler for
+    the same key, or a module and clamped range other than `BROKER_HANDLERS` lists (what
+    ApiVersions advertises) is a programming error.
     """
-
-    return _registrar(REGISTRY, api_key, min_version, max_version, error_response)
-
-
-_TABLES: dict[int, dict[int, HandlerEntry]] = {
-    id(REGISTRY): BROKER_HANDLERS,
-    id(CONTROLLER_REGISTRY): CONTROLLER_HANDLERS,
-}
+    return _registrar(REGISTRY, BROKER_HANDLERS, api_key, min_version, max_version, error_response)
 
 
 def controller_handler(
@@ -105,11 +99,12 @@ def controller_handler(
     error_response: ErrorResponseFunc | None = None,
 ) -> Callable[[F], F]:
     """`handler` for the controller listener: same rules, registered in `CONTROLLER_REGISTRY`."""
-    return _registrar(CONTROLLER_REGISTRY, api_key, min_version, max_version, error_response)
+    return _registrar(CONTROLLER_REGISTRY, CONTROLLER_HANDLERS, api_key, min_version, max_version, error_response)
 
 
 def _registrar(
     registry: dict[int, HandlerSpec],
+    table: dict[int, HandlerEntry],
     api_key: ApiKey,
     min_version: int,
     max_version: int,
@@ -125,7 +120,7 @@ def _registrar(
         existing = registry.get(api_key)
         if existing is not None and existing.func is not func:
             raise ValueError(f"{api_key.name}: handler registered twice")
-        entry = _TABLES[id(registry)].get(api_key)
+        entry = table.get(api_key)
         served = (func.__module__.rpartition(".")[2], low, high)
         if entry is None or tuple(entry) != served:
             raise ValueError(

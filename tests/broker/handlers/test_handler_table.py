@@ -25,6 +25,7 @@ from kafkapy.broker.handlers.registry import (
     CONTROLLER_REGISTRY,
     REGISTRY,
     advertised_versions,
+    controller_handler,
     lookup,
 )
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey
@@ -56,6 +57,19 @@ def test_the_loaded_registries_are_exactly_the_tables() -> None:
     load_handlers()
     assert set(REGISTRY) == set(BROKER_HANDLERS)
     assert set(CONTROLLER_REGISTRY) == set(CONTROLLER_HANDLERS)
+
+
+def test_a_handler_the_table_does_not_place_is_refused() -> None:
+    """ApiVersions answers from the table, so a handler it does not list would be served but
+    never advertised: registering one fails (DescribeCluster on the controller listener)."""
+
+    async def handle(ctx: object, req: object) -> None:
+        return None
+
+    handle.__module__ = "kafkapy.broker.handlers.describe_cluster"
+    with pytest.raises(ValueError, match="handler table"):
+        controller_handler(ApiKey.DESCRIBE_CLUSTER, min_version=0, max_version=1)(handle)
+    assert int(ApiKey.DESCRIBE_CLUSTER) not in CONTROLLER_REGISTRY
 
 
 def test_an_api_nobody_serves_is_not_found() -> None:
