@@ -12,9 +12,14 @@ What users rely on:
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -70,6 +75,31 @@ def test_replicas_span_both_racks_and_leaders_spread_over_the_brokers(four_racke
     leaders = Counter(leader for leader, _, _ in layout.values())
     assert sorted(leaders) == [1, 2, 3, 4], layout
     assert max(leaders.values()) == 2, layout
+
+
+def test_reassign_partitions_generate_proposes_a_rack_aware_plan(
+    four_racked: ClusterProcesses, tmp_path: Path
+) -> None:
+    """`kafkapy reassign-partitions --generate` (kafka-reassign-partitions' job) reads the
+    brokers' racks and proposes the controller's striped placement: over brokers 1,2,3,4 in
+    racks a/a/b/b every RF-2 partition gets one replica per rack, leaders two per broker."""
+    admin = AdminClient({"bootstrap.servers": four_racked.bootstrap})
+    topic = unique_topic("generate")
+    create_topic(admin, topic, 8, 2)
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"topics": [{"topic": topic}], "version": 1}))
+    run = subprocess.run(
+        [sys.executable, "-m", "kafkapy", "reassign-partitions", "--generate", "--topics-to-move-json-file",
+         str(topics), "--broker-list", "1,2,3,4", "--bootstrap-server", four_racked.bootstrap],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+    )
+    assert run.returncode == 0, run.stderr
+    plan = json.loads(run.stdout.split("Proposed partition reassignment configuration\n")[1])
+    rack = {1: "a", 2: "a", 3: "b", 4: "b"}
+    replicas = [entry["replicas"] for entry in plan["partitions"]]
+    assert len(replicas) == 8
+    assert all(sorted(rack[r] for r in rs) == ["a", "b"] for rs in replicas), plan
+    assert Counter(rs[0] for rs in replicas) == {1: 2, 2: 2, 3: 2, 4: 2}, plan
 
 
 def test_a_create_topics_over_max_broker_partitions_is_refused_with_its_reason(four_racked: ClusterProcesses) -> None:
