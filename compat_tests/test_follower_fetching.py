@@ -7,6 +7,8 @@ What users rely on:
   the consumer read, the leader sends that consumer nothing.
 - read_committed on the follower: committed transactional records are seen, the records of an
   aborted transaction never are.
+- Back to the leader: when the follower a consumer reads from stops and leaves the ISR, the
+  same consumer reads every later record from the leader.
 """
 
 from __future__ import annotations
@@ -151,3 +153,50 @@ def test_kafka_python_client_rack_reads_from_the_follower_too(racked: ClusterPro
     assert sorted(got) == sorted(expected)
     assert topic_bytes(racked, 2, FOLLOWER_BYTES, topic) > 0
     assert topic_bytes(racked, 1, CONSUMER_BYTES, topic) == 0
+
+
+def test_the_consumer_returns_to_the_leader_when_its_follower_leaves_the_isr(racked: ClusterProcesses) -> None:
+    """The rack-b consumer reads from node 2; node 2 stops, leaves the ISR and is named no
+    more, and the same consumer reads every later record from the leader (node 1)."""
+    admin = AdminClient({"bootstrap.servers": racked.bootstrap})
+    topic = unique_topic("ff-leaves-isr")
+    admin.create_topics([NewTopic(topic, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT)])[topic].result(timeout=ADMIN_TIMEOUT_S)
+    wait_until("leaders", lambda: all(v[0] == 1 and len(v[2]) == 3 for v in partitions(admin, topic).values()) or None, racked)
+    producer = Producer({"bootstrap.servers": racked.bootstrap, "acks": "all"})
+
+    def produce(prefix: str) -> list[bytes]:
+        values = [f"{prefix}-{i}".encode() for i in range(20)]
+        for i, v in enumerate(values):
+            producer.produce(topic, value=v, partition=i % 2)
+        assert producer.flush(60) == 0
+        return values
+
+    consumer = Consumer({
+        "bootstrap.servers": racked.bootstrap, "group.id": f"g-{topic}", "client.rack": "b",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+
+    def read(want: int, what: str) -> None:
+        deadline = time.monotonic() + 120
+        while len(got) < want:
+            assert time.monotonic() < deadline, f"{what}: {len(got)} of {want} records"
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+
+    try:
+        before = produce("before")
+        read(len(before), "from the follower")
+        assert topic_bytes(racked, 2, FOLLOWER_BYTES, topic) > 0
+        assert topic_bytes(racked, 1, CONSUMER_BYTES, topic) == 0
+        racked.terminate(2)
+        wait_until("node 2 out of the ISR", lambda: all(2 not in v[2] for v in partitions(admin, topic).values()) or None, racked)
+        after = produce("after")
+        read(len(before) + len(after), "from the leader")
+        assert sorted(got) == sorted(before + after)
+        assert topic_bytes(racked, 1, CONSUMER_BYTES, topic) > 0  # the leader served the rest
+    finally:
+        consumer.close()
+        racked.restart(2)
