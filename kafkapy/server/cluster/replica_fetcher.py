@@ -285,11 +285,14 @@ class ReplicaFetcherManager:
                 records = part.records
                 if records is not None and len(records) > 0:
                     self._append(state, plog, records)
+                visible = plog.high_watermark, plog.log_start_offset
                 plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
                 # the LSO follows open transactions here too, and snapshots are taken at roll
                 self.producer_states.on_append((state.topic, state.partition), plog)
                 if part.log_start_offset > plog.log_start_offset:
                     plog.follow_log_start(part.log_start_offset)
+                if (plog.high_watermark, plog.log_start_offset) != visible:
+                    self.replicas.on_replicated(state.topic, state.partition)
                 return
             if code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._out_of_range(state, plog, part)
