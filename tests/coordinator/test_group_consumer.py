@@ -282,6 +282,25 @@ def test_members_get_the_partitions_with_a_replica_in_their_rack(assignor: str) 
     assert h.replayed().consumer_groups["g"].members["a"].rack_id == "y"
 
 
+def test_a_member_fenced_by_its_session_timeout_frees_partitions_rack_aware() -> None:
+    """The session timer has no request at hand; the replica racks the heartbeats brought
+    are still used, so the survivors end with the partitions of their own racks."""
+    h = CH(racks={"t": [frozenset({r}) for r in "xyxyxy"]})
+    a, b, d = Consumer("a"), Consumer("b"), Consumer("d")
+    h.join(a, ["t"], rack="y")
+    h.join(b, ["t"], rack="x")
+    h.join(d, ["t"], rack="x")
+    settle(h, [a, b, d])
+    assert d.owned == {"t": [4, 5]}
+    h.tick(30_000)  # d stops heartbeating; a and b beat within their session timeout
+    h.ack(a)
+    h.ack(b)
+    h.tick(30_000)
+    assert "d" not in h.coordinator.consumer_groups["g"].members
+    settle(h, [a, b])
+    assert (a.owned, b.owned) == ({"t": [1, 3, 5]}, {"t": [0, 2, 4]})
+
+
 def test_new_partitions_bump_the_group_epoch_and_are_assigned() -> None:
     h, a = CH(), Consumer()
     h.join(a, ["t"])

@@ -180,6 +180,10 @@ def _listing(ps: Iterable[tuple[str, Iterable[int]]]) -> dict[str, list[int]]:
 class ConsumerGroupOps(OffsetOps):
     """The KIP-848 operations; `GroupCoordinator` inherits them beside the classic ones."""
 
+    #: the replica-rack lookup the last heartbeat brought (a view of the live metadata), for
+    #: the assignments a timer computes (a member fenced by its session timeout)
+    _replica_racks: ReplicaRacks | None = None
+
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------
 
     def consumer_group_heartbeat(
@@ -203,6 +207,8 @@ class ConsumerGroupOps(OffsetOps):
     ) -> Result[HeartbeatResult]:
         """One heartbeat: join, leave, or reconcile one step; see the module rules.
         `replica_racks` feeds the assignor's rack matching (KIP-881; None: racks unknown)."""
+        if replica_racks is not None:
+            self._replica_racks = replica_racks
         hb = ConsumerHeartbeat(
             group_id,
             member_id,
@@ -476,12 +482,14 @@ class ConsumerGroupOps(OffsetOps):
         partitions_of: PartitionCounts | None,
         replica_racks: ReplicaRacks | None = None,
     ) -> None:
-        """Leave or fence: the member's partitions are free at once; the rest rebalance
-        (rack-blind after a timeout, which has no metadata at hand)."""
+        """Leave or fence: the member's partitions are free at once; the rest rebalance (after
+        a timeout, with the replica racks the last heartbeat brought)."""
         self._cancel_consumer_timers(group.group_id, member_id)
         self._write_member(group, member_id, None)
         counts = partitions_of or (lambda t: group.topics.get(t))
-        self._refresh_assignment(group, counts, force_bump=True, replica_racks=replica_racks)
+        self._refresh_assignment(
+            group, counts, force_bump=True, replica_racks=replica_racks or self._replica_racks
+        )
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
         self._cancel((TimerKind.CONSUMER_SESSION, group_id, member_id))
