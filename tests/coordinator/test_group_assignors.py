@@ -136,3 +136,24 @@ def test_classic_group_hands_the_leader_each_members_rack_untouched() -> None:
         h.advance(10_000)
         answer = h.answers[rid]
     assert [m.metadata for m in answer.members] == [metadata]  # type: ignore[union-attr]
+
+
+@given(groups(), st.data())
+def test_uniform_with_a_previous_assignment_stays_balanced_with_racks(
+    group: tuple[dict[str, frozenset[str]], dict[str, int], Racks], data: st.DataObject
+) -> None:
+    """Whatever members had before (each partition once), one shared subscription ends balanced (counts at most one
+    apart) with every partition assigned once, racks or not."""
+    _, topics, racks = group
+    members = sorted(racks.members)
+    subs = dict.fromkeys(members, frozenset(topics))
+    owners = {(t, p): data.draw(st.none() | st.sampled_from(members)) for t, n in topics.items() for p in range(n)}
+    previous = {
+        m: {t: frozenset(p for (tt, p), o in owners.items() if o == m and tt == t) for t in topics}
+        for m in members
+    }
+    out = uniform_assign(subs, topics, previous, racks)
+    per_member = counts(out)
+    assert max(per_member.values()) - min(per_member.values()) <= 1
+    assert sorted(covered(out)) == sorted((t, p) for t, n in topics.items() for p in range(n))
+    assert all(n == 1 for n in covered(out).values())
