@@ -63,7 +63,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EARLIEST",
+    "EARLIEST_LOCAL",
     "LATEST",
+    "LATEST_TIERED",
     "MAX_TIMESTAMP",
     "Appended",
     "LeaderPartition",
@@ -76,9 +78,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ListOffsets special timestamps (EARLIEST_LOCAL -4, EARLIEST_PENDING_UPLOAD -5: no tiered
-#: storage, so the log start as for EARLIEST).
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+#: ListOffsets special timestamps: EARLIEST_LOCAL -4 (KIP-405, the local log start) and
+#: LATEST_TIERED -5 (KIP-1005, the last offset in the remote tier); a topic that is not tiered
+#: answers the log start and -1 for them, as Kafka does.
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 _LOW_WATERMARK_RECHECK_S = 0.25
 _NONE = ErrorCode.NONE
 
@@ -512,8 +515,10 @@ class Partitions:
         if read_committed:  # its producer state sets the LSO
             await self.broker.producer_states.ensure_loaded((lp.topic, lp.partition), plog)
         limit = plog.last_stable_offset if read_committed else plog.high_watermark
-        if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
+        if timestamp == LATEST_TIERED:
+            return -1, -1
         if timestamp == LATEST:
             return limit, -1
         if timestamp == MAX_TIMESTAMP:
