@@ -33,6 +33,7 @@ import logging
 import uuid
 from bisect import bisect_right
 
+from kafkapy.broker.config import BrokerConfig
 from kafkapy.broker.runtime import ThreadLimiter
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import iter_batches
@@ -40,6 +41,7 @@ from kafkapy.storage.errors import StorageError
 from kafkapy.storage.remote.layout import TopicIdPartition
 from kafkapy.storage.remote.metadata import RemoteLogSegmentMetadata
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataCache, RemoteLogMetadataStore
+from kafkapy.storage.remote.object_store import ObjectStore
 from kafkapy.storage.remote.reader import RemoteLogReader
 from kafkapy.storage.txn_index import AbortedTxnEntry
 
@@ -131,6 +133,12 @@ class RemoteTier:
         self.reader_threads = reader_threads
         #: the worker-thread bound, made by the first remote read (on the event loop)
         self.limiter: ThreadLimiter | None = None
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, metadata: RemoteLogMetadataStore, store: ObjectStore) -> RemoteTier:
+        """The read side over the remote log manager's metadata store and object store, with the
+        broker's `remote.fetch.max.wait.ms`."""
+        return cls(metadata, RemoteLogReader(store), fetch_max_wait_ms=config.get_int("remote.fetch.max.wait.ms"))
 
     def cache(self, topic: str, topic_id: uuid.UUID, partition: int) -> RemoteLogMetadataCache | None:
         return self.metadata.cache(TopicIdPartition(topic, topic_id, partition))
