@@ -38,7 +38,7 @@ from kafkapy.broker.runtime import ThreadLimiter
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import iter_batches
 from kafkapy.storage.errors import StorageError
-from kafkapy.storage.remote.layout import TopicIdPartition
+from kafkapy.storage.remote.layout import SegmentObject, TopicIdPartition
 from kafkapy.storage.remote.metadata import RemoteLogSegmentMetadata
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataCache, RemoteLogMetadataStore
 from kafkapy.storage.remote.object_store import ObjectStore
@@ -47,11 +47,13 @@ from kafkapy.storage.txn_index import AbortedTxnEntry
 
 __all__ = [
     "REMOTE_STORAGE_ENABLE",
+    "RemoteAuxState",
     "RemoteFetch",
     "RemoteFetched",
     "RemoteTier",
     "epoch_for_offset",
     "is_tiered",
+    "parse_leader_epoch_checkpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,32 @@ class RemoteFetched:
     next_offset: int
     aborted: tuple[AbortedTxnEntry, ...] = ()
     aborted_complete: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteAuxState:
+    """What a follower takes from the remote tier before it replicates from the leader's local
+    log start (Kafka's ReplicaFetcherTierStateMachine): where to start (after the remote segment
+    holding the offset before the leader's local log start), the leader epochs up to there, and
+    the producer state as of there (None: the leader had no producer snapshot)."""
+
+    next_offset: int
+    leader_epochs: tuple[tuple[int, int], ...]
+    producer_snapshot: bytes | None
+
+
+def parse_leader_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
+    """(epoch, start offset) entries of Kafka's leader-epoch-checkpoint text (version 0, count,
+    `epoch offset` lines). ProtocolError when it is not one."""
+    try:
+        lines = data.decode("ascii").splitlines()
+        count = int(lines[1])
+        entries = [(int(e), int(o)) for e, o in (line.split(" ") for line in lines[2:2 + count])]
+    except (UnicodeDecodeError, ValueError, IndexError) as exc:
+        raise ProtocolError(f"not a leader-epoch checkpoint: {exc}") from exc
+    if lines[0] != "0" or len(entries) != count:
+        raise ProtocolError("not a version 0 leader-epoch checkpoint")
+    return entries
 
 
 def _cut_at(records: bytes, max_offset: int) -> tuple[bytes, int]:
@@ -167,7 +195,24 @@ class RemoteTier:
         later = [s for s in cache.readable_segments() if s.start_offset > first.end_offset]
         return (first, *later)
 
+    def follower_start_segment(self, tp: TopicIdPartition, leader_local_start: int) -> RemoteLogSegmentMetadata | None:
+        """The remote segment holding the offset before the leader's local log start: what a
+        follower told OFFSET_MOVED_TO_TIERED_STORAGE rebuilds from; None while this broker's
+        metadata does not know it yet (the follower tries again)."""
+        cache = self.metadata.cache(tp)
+        return cache.segment_for_offset(leader_local_start - 1) if cache is not None else None
+
     # -- worker thread ----------------------------------------------------------------------------
+    def aux_state(self, segment: RemoteLogSegmentMetadata) -> RemoteAuxState:
+        """The follower's start state from one copied segment (worker thread): its leader-epoch
+        checkpoint and producer snapshot. Raises ObjectStoreError, ProtocolError."""
+        checkpoint = self.reader.segment_object(segment, SegmentObject.LEADER_EPOCH_CHECKPOINT)
+        if checkpoint is None:
+            raise ProtocolError(f"remote segment {segment.segment_id.id} has no leader-epoch checkpoint")
+        snapshot = self.reader.segment_object(segment, SegmentObject.PRODUCER_SNAPSHOT)
+        epochs = tuple(parse_leader_epoch_checkpoint(checkpoint))
+        return RemoteAuxState(segment.end_offset + 1, epochs, snapshot)
+
     def read(self, fetch: RemoteFetch) -> RemoteFetched:
         """Serve `fetch` (worker thread): the first segment with a batch at or after the fetch
         offset, as Kafka's RemoteLogManager reads one segment per fetch. Raises

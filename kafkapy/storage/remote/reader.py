@@ -35,7 +35,7 @@ from kafkapy.protocol.errors import CorruptRecordError, ProtocolError
 from kafkapy.protocol.records import BatchHeader, decode_records, parse_batch_header
 from kafkapy.storage.remote.layout import SegmentObject, segment_object_key
 from kafkapy.storage.remote.metadata import RemoteLogSegmentMetadata
-from kafkapy.storage.remote.object_store import ObjectStore
+from kafkapy.storage.remote.object_store import ObjectNotFoundError, ObjectStore
 from kafkapy.storage.txn_index import AbortedTxnEntry
 
 __all__ = ["RemoteLogReader", "RemoteReadResult"]
@@ -182,6 +182,15 @@ class RemoteLogReader:
         entries: list[AbortedTxnEntry] = self.cache.get_or_load(  # type: ignore[assignment]
             ("txn", segment.segment_id.id), load)
         return [e for e in entries if e.last_offset >= start and e.first_offset < end]
+
+    def segment_object(self, segment: RemoteLogSegmentMetadata, kind: SegmentObject) -> bytes | None:
+        """One whole object of a copied segment, uncached (a follower rebuilding its state
+        reads the producer snapshot and leader-epoch checkpoint once); None when it was not
+        copied (a log without a producer snapshot)."""
+        try:
+            return self.store.get(self._key(segment, kind))
+        except ObjectNotFoundError:
+            return None
 
     def _time_index(self, segment: RemoteLogSegmentMetadata) -> tuple[list[int], list[int]]:
         """(timestamps, offsets) of the segment's time index, cut at its first disorder."""
