@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 
+from kafkapy.protocol.records import Record, build_batch, build_control_batch
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.remote.copier import LocalSegmentFiles, RemoteLogSegmentCopier
 from kafkapy.storage.remote.layout import TopicIdPartition
@@ -19,7 +20,46 @@ from kafkapy.storage.remote.metadata import RemoteLogMetadata, RemoteLogSegmentM
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataStore
 from kafkapy.storage.remote.object_store import ObjectStore
 
-__all__ = ["copy_rolled_segments", "rolled_segment_files"]
+__all__ = ["append_sample", "copy_rolled_segments", "rolled_segment_files"]
+
+SAMPLE_PRODUCER_ID = 7
+SAMPLE_BASE_TS = 1_700_000_000_000
+
+
+def append_sample(
+    plog: PartitionLog, *, batches: int, records_per_batch: int = 4, value_bytes: int = 100,
+    roll_every: int = 10, aborted_at: int | None = None, leader_epoch: int = 0,
+) -> list[tuple[int, bytes]]:
+    """Append `batches` plain batches (keyless records `b<i>-r<j>` padded to `value_bytes`,
+    timestamps SAMPLE_BASE_TS + 10 i + j), rolling a segment after every `roll_every`; before
+    batch `aborted_at` a transaction of two records is aborted (its batch, its ABORT marker
+    and the transaction index entry, as the leader writes them). The high watermark moves to
+    the end. Returns (offset, value) of every record a read_committed consumer sees."""
+    committed: list[tuple[int, bytes]] = []
+    for i in range(batches):
+        if i == aborted_at:
+            _append_aborted(plog, SAMPLE_BASE_TS + 10 * i, leader_epoch)
+        values = [f"b{i}-r{j}-".encode().ljust(value_bytes, b"x") for j in range(records_per_batch)]
+        records = [Record(j, j, None, v, []) for j, v in enumerate(values)]
+        base = plog.append(build_batch(records, base_timestamp=SAMPLE_BASE_TS + 10 * i),
+                           now_ms=SAMPLE_BASE_TS, leader_epoch=leader_epoch).base_offset
+        committed.extend((base + j, v) for j, v in enumerate(values))
+        if i % roll_every == roll_every - 1:
+            plog.roll(SAMPLE_BASE_TS)
+    plog.high_watermark = plog.log_end_offset
+    plog.flush()
+    return committed
+
+
+def _append_aborted(plog: PartitionLog, ts: int, leader_epoch: int) -> None:
+    records = [Record(j, 0, None, b"aborted-%d" % j, []) for j in range(2)]
+    txn = build_batch(records, base_timestamp=ts, producer_id=SAMPLE_PRODUCER_ID, producer_epoch=0,
+                      base_sequence=0, is_transactional=True)
+    first = plog.append(txn, now_ms=SAMPLE_BASE_TS, leader_epoch=leader_epoch).base_offset
+    marker = build_control_batch(False, producer_id=SAMPLE_PRODUCER_ID, producer_epoch=0,
+                                 coordinator_epoch=0, timestamp_ms=ts)
+    last = plog.append(marker, now_ms=SAMPLE_BASE_TS, from_client=False, leader_epoch=leader_epoch).base_offset
+    plog.append_aborted_txn(SAMPLE_PRODUCER_ID, first, last, last + 1)
 
 
 def rolled_segment_files(plog: PartitionLog) -> list[LocalSegmentFiles]:
