@@ -23,7 +23,9 @@ from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import FetchRequest, ListOffsetsRequest
 from kafkapy.protocol.records import build_control_batch, iter_batches
+from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
+from kafkapy.server.http.metrics import BrokerCollector
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataStore
 from kafkapy.storage.remote.reader import RemoteLogReader
@@ -80,8 +82,9 @@ def _all_bytes(plog: PartitionLog) -> bytes:
 class Tiered:
     """A running broker whose topic's partitions each have a remote tier (module docstring)."""
 
-    def __init__(self, broker: Broker, port: int) -> None:
+    def __init__(self, broker: Broker, server: Server, port: int) -> None:
         self.broker = broker
+        self.server = server
         self.port = port
         self.expected: dict[int, bytes] = {}
         self.local_start: dict[int, int] = {}
@@ -95,14 +98,14 @@ async def tiered(tmp_path: Path, s3_server: S3Server, partitions: int = 1, *, ti
     """A broker with `partitions` partitions written by `_write`; the first `tier_partitions`
     (default all) copied to the remote tier and their local log start moved to the last copied
     segment's base (that segment is in both tiers, as local retention leaves it)."""
-    async with running_broker(tmp_path) as (broker, _, port):
+    async with running_broker(tmp_path) as (broker, server, port):
         await create_topic(port, TOPIC, partitions)
         info = broker.topics.get(TOPIC)
         assert info is not None
         info.configs[REMOTE_STORAGE_ENABLE] = "true"
         real = S3ObjectStore(s3_server.config(key_prefix=f"b-{uuid.uuid4().hex[:12]}"))
         metadata = RemoteLogMetadataStore()
-        state = Tiered(broker, port)
+        state = Tiered(broker, server, port)
         for p in range(partitions):
             plog = broker.logs.get(TOPIC, p)
             assert plog is not None
@@ -119,6 +122,12 @@ async def tiered(tmp_path: Path, s3_server: S3Server, partitions: int = 1, *, ti
         broker.remote_tier = RemoteTier(metadata, RemoteLogReader(store or real, chunk_bytes=4096, cache_bytes=64 << 10),
                                         fetch_max_wait_ms=fetch_max_wait_ms)
         yield state
+
+
+def _topic_metrics(server: Server) -> dict[str, float]:
+    """The broker's per-topic counters for TOPIC, as /metrics exposes them."""
+    return {s.name: s.value for family in BrokerCollector(server).collect() for s in family.samples
+            if s.labels.get("topic") == TOPIC}
 
 
 def fetch_req(offsets: dict[int, int], *, read_committed: bool = False, replica_id: int = -1,
@@ -160,10 +169,10 @@ async def test_a_consumer_reads_both_tiers_from_offset_0_byte_exact(tmp_path: Pa
         assert plog is not None
         got, _ = await _consume(client, plog.high_watermark)
         assert got == t.expected[0]
-        stats = t.broker.stats
-        assert stats.remote_fetch_requests[TOPIC] > 0
-        assert stats.remote_fetch_bytes[TOPIC] == t.remote_bytes[0]
-        assert stats.remote_fetch_errors[TOPIC] == 0
+        metrics = _topic_metrics(t.server)
+        assert metrics["kafka_server_brokertopicmetrics_remotefetchrequests_total"] > 0
+        assert metrics["kafka_server_brokertopicmetrics_remotefetchbytes_total"] == t.remote_bytes[0]
+        assert metrics.get("kafka_server_brokertopicmetrics_remotefetcherrors_total", 0) == 0
 
 
 @pytest.mark.slow
@@ -226,7 +235,7 @@ async def test_a_store_that_is_down_answers_unknown_server_error_and_local_reads
         assert not parts[0].records
         assert parts[1].error_code == 0
         assert bytes(parts[1].records or b"") == t.expected[1][:len(parts[1].records or b"")]
-        assert t.broker.stats.remote_fetch_errors[TOPIC] == 1
+        assert _topic_metrics(t.server)["kafka_server_brokertopicmetrics_remotefetcherrors_total"] == 1
         # a local offset of the tiered partition is still served
         resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: t.local_start[0]}))
         assert resp.responses[0].partitions[0].records
