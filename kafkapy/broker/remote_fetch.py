@@ -266,8 +266,10 @@ class RemoteTier:
 
 
 def remote_read_failure(tp: TopicIdPartition, exc: BaseException) -> ErrorCode:
-    """The code a failed remote read answers (module doc), logged once per failure."""
+    """The code a failed remote read answers (module doc): UNKNOWN_SERVER_ERROR, logged - a
+    store failure as a warning, anything else (a bug, bytes not as copied) with its trace."""
     if isinstance(exc, StorageError | ProtocolError):
-        log.warning("remote fetch of %s failed: %s", tp, exc)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    raise exc
+        log.warning("remote read of %s failed: %s", tp, exc)
+    else:
+        log.error("remote read of %s failed", tp, exc_info=exc)
+    return ErrorCode.UNKNOWN_SERVER_ERROR

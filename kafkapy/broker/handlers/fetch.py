@@ -82,7 +82,7 @@ from kafkapy.broker.remote_fetch import RemoteFetch, RemoteTier, is_tiered, remo
 from kafkapy.broker.replica_selector import selector_enabled
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.fetch_response import PartitionPart, TopicPart, encode_fetch_response
 from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion, RawResponse
@@ -197,12 +197,19 @@ class _Reader:
             return None
         return TopicIdPartition(name, info.topic_id, partition)
 
+    def _log_start(self, name: str, partition: int, local_start: int) -> int:
+        """The log start a partition answers with: on a tiered topic the remote tier's."""
+        tp = self._tiered(name, partition)
+        if tp is None or self.remote is None:
+            return local_start
+        return self.remote.log_start_offset(name, tp.topic_id, partition, local_start)
+
     def _beyond_local(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart, limit: int,
                       first: bool) -> ErrorCode:
         """An offset outside the local log: on a tiered topic a remote read (planned here, done
         by `_serve_remote`), OFFSET_MOVED_TO_TIERED_STORAGE for a follower, or as elsewhere
         OFFSET_OUT_OF_RANGE (`kafkapy.broker.remote_fetch`)."""
-        tp = self._tiered(lp.topic, w.partition)
+        tp = self._tiered(lp.topic, w.partition) if self.remote is not None else None
         if tp is None or self.remote is None:
             return ErrorCode.OFFSET_OUT_OF_RANGE
         local_start = lp.log_start_offset
@@ -314,11 +321,8 @@ class _Reader:
                 rr = read(lp, w.fetch_offset, max(limit, 1), read_committed=self.read_committed,
                           follower=follower)
             except OffsetOutOfRangeError:
-                code = self._beyond_local(w, lp, part, limit, total == 0) if self.remote is not None else (
-                    ErrorCode.OFFSET_OUT_OF_RANGE)
-                if code is not _NONE:
-                    part.error_code = code
-                    any_error = True
+                part.error_code = self._beyond_local(w, lp, part, limit, total == 0)
+                any_error = any_error or part.error_code != _NONE
                 continue
             except StorageError as e:
                 part.error_code = e.error_code
@@ -326,10 +330,8 @@ class _Reader:
                 continue
             part.high_watermark = rr.high_watermark
             part.last_stable_offset = rr.last_stable_offset
-            part.log_start_offset = rr.log_start_offset
-            if self.remote is not None and (tp := self._tiered(name, w.partition)) is not None:
-                part.log_start_offset = self.remote.log_start_offset(
-                    name, tp.topic_id, w.partition, rr.log_start_offset)
+            part.log_start_offset = rr.log_start_offset if self.remote is None else self._log_start(
+                name, w.partition, rr.log_start_offset)
             size = rr.size
             if size == 0 or (total > 0 and size > limit) or w.max_bytes <= 0:
                 continue
@@ -587,7 +589,7 @@ async def _serve_remote(ctx: RequestContext, reader: _Reader) -> None:
         try:
             fetched = await rt.run_sync_in_thread(tier.read, fetch, limiter=tier.limiter,
                                                   abandon_on_cancel=True)
-        except (StorageError, ProtocolError) as e:
+        except Exception as e:  # whatever the store or the bytes did: this partition's error only
             part.error_code = remote_read_failure(fetch.partition, e)
             stats.remote_fetch_errors[topic] += 1
             return

@@ -36,7 +36,7 @@ from kafkapy.broker.handlers.registry import handler
 from kafkapy.broker.partitions import EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LeaderPartition
 from kafkapy.broker.remote_fetch import RemoteTier, epoch_for_offset, is_tiered, remote_read_failure
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import ErrorCode, ProtocolError
+from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from kafkapy.protocol.messages.list_offsets import (
     ListOffsetsResponse_ListOffsetsPartitionResponse as PartitionAnswer,
@@ -143,7 +143,7 @@ async def _remote_timestamp(
         try:
             hit = await rt.run_sync_in_thread(tier.offset_for_timestamp, segments, timestamp, start,
                                               limiter=tier.limiter, abandon_on_cancel=True)
-        except (StorageError, ProtocolError) as e:
+        except Exception as e:  # whatever the store or the bytes did: this partition's error only
             part.error_code = remote_read_failure(tp, e)
             return True
     if scope.cancelled_caught:
