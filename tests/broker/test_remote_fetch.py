@@ -17,16 +17,24 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kafkapy.broker.remote_fetch import REMOTE_STORAGE_ENABLE, RemoteTier
+from kafkapy.broker.remote_fetch import (
+    REMOTE_STORAGE_ENABLE,
+    RemoteTier,
+    epoch_for_offset,
+    parse_leader_epoch_checkpoint,
+)
 from kafkapy.protocol import ApiKey
-from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.messages import FetchRequest, ListOffsetsRequest
 from kafkapy.protocol.records import build_control_batch, iter_batches
 from kafkapy.server.app import Server
 from kafkapy.server.broker import Broker
 from kafkapy.server.http.metrics import BrokerCollector
 from kafkapy.storage import PartitionLog
+from kafkapy.storage.remote.copier import leader_epoch_checkpoint_bytes
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataStore
 from kafkapy.storage.remote.reader import RemoteLogReader
 from kafkapy.storage.remote.s3 import S3Config, S3ObjectStore
@@ -306,3 +314,32 @@ async def test_a_topic_that_is_not_tiered_keeps_its_answers(tmp_path: Path) -> N
         assert await _list_offsets(client, -2) == (0, start, -1, 0)
         assert await _list_offsets(client, -4) == (0, start, -1, 0)
         assert await _list_offsets(client, -5) == (0, -1, -1, -1)
+
+
+# -- the pure pieces: bytes parsed from the store, epochs looked up ---------------------------------
+
+epoch_entries = st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**62)), max_size=20).map(
+    lambda es: sorted({e: o for e, o in es}.items()))
+
+
+@given(epoch_entries, st.integers(0, 2**62))
+def test_a_copied_leader_epoch_checkpoint_parses_back(entries: list[tuple[int, int]], end: int) -> None:
+    data = leader_epoch_checkpoint_bytes(entries, end)
+    assert parse_leader_epoch_checkpoint(data) == [(e, o) for e, o in entries if o <= end]
+
+
+@given(st.binary(max_size=200))
+def test_a_checkpoint_object_that_is_not_one_raises_protocol_error_only(data: bytes) -> None:
+    try:
+        entries = parse_leader_epoch_checkpoint(data)
+    except ProtocolError:
+        return
+    assert all(isinstance(e, int) and isinstance(o, int) for e, o in entries)
+
+
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(0, 1000)), max_size=10, unique_by=lambda t: t[1])
+       .map(lambda es: sorted(es, key=lambda t: t[1])), st.integers(-1, 1100))
+def test_the_epoch_of_an_offset_is_the_last_entry_starting_at_or_before_it(
+        entries: list[tuple[int, int]], offset: int) -> None:
+    expected = [e for e, o in entries if o <= offset]
+    assert epoch_for_offset(entries, offset) == (expected[-1] if expected else -1)
