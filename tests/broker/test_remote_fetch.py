@@ -41,7 +41,7 @@ from kafkapy.storage.remote.s3 import S3Config, S3ObjectStore
 from kafkapy.testing.cluster import free_ports
 from kafkapy.testing.object_store import S3Server
 from kafkapy.testing.remote_tier import copy_rolled_segments
-from tests.server.helpers import Client, create_topic, running_broker
+from tests.server.helpers import Client, create_topic, running_broker, wait_until
 from tests.storage.helpers import BASE_TS, batch
 
 TOPIC = "tiered"
@@ -250,15 +250,15 @@ async def test_a_store_that_is_down_answers_unknown_server_error_and_local_reads
 
 
 @pytest.mark.slow
-async def test_a_remote_read_past_remote_fetch_max_wait_answers_empty(tmp_path: Path, s3_server: S3Server) -> None:
-    """A store that accepts and never answers: the partition answers empty (Kafka's
-    DelayedRemoteFetch expiring), the request does not wait for the store's own timeout."""
+async def test_a_remote_read_past_remote_fetch_max_wait_answers_empty_and_never_blocks_the_broker(
+        tmp_path: Path, s3_server: S3Server) -> None:
+    """A store that accepts and never answers: the partition answers empty once
+    `remote.fetch.max.wait.ms` passes (Kafka's DelayedRemoteFetch expiring), without waiting for
+    the store's own timeout; meanwhile other clients are served (the GET is on a worker thread)."""
     async with trio.open_nursery() as nursery:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        held: list[Any] = []
 
         async def hold(stream: trio.SocketStream) -> None:
-            held.append(stream)
             await trio.sleep_forever()
 
         nursery.start_soon(trio.serve_listeners, hold, listeners)
@@ -266,12 +266,24 @@ async def test_a_remote_read_past_remote_fetch_max_wait_answers_empty(tmp_path: 
         silent = S3ObjectStore(S3Config(bucket=s3_server.bucket, endpoint_url=f"http://127.0.0.1:{port}",
                                         path_style=True, credentials_file=s3_server.credentials_file,
                                         read_timeout_s=60, max_attempts=1))
-        async with tiered(tmp_path, s3_server, store=silent, fetch_max_wait_ms=300) as t:
-            client = await Client.connect(t.port)
-            resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: 0}))
-            part = resp.responses[0].partitions[0]
-            assert (part.error_code, part.records or b"") == (0, b"")
-            assert t.broker.stats.remote_fetch_requests[TOPIC] == 1
+        async with tiered(tmp_path, s3_server, store=silent, fetch_max_wait_ms=5000) as t:
+            remote_client, local_client = await Client.connect(t.port), await Client.connect(t.port)
+            answered: list[str] = []
+            remote_part: list[Any] = []
+
+            async def remote_fetch() -> None:
+                resp = await remote_client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: 0}))
+                remote_part.append(resp.responses[0].partitions[0])
+                answered.append("remote")
+
+            async with trio.open_nursery() as fetches:
+                fetches.start_soon(remote_fetch)
+                await wait_until(lambda: t.broker.stats.remote_fetch_requests[TOPIC] == 1, "the remote read")
+                resp = await local_client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: t.local_start[0]}))
+                assert resp.responses[0].partitions[0].records
+                answered.append("local")
+            assert answered == ["local", "remote"]
+            assert (remote_part[0].error_code, remote_part[0].records or b"") == (0, b"")
         nursery.cancel_scope.cancel()
 
 
