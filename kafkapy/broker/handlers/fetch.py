@@ -179,12 +179,15 @@ class _Reader:
         self.listener = listener
 
     def _follower_check(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
-        """A follower's fetch: True when `part` is answered already with a diverging epoch
-        (v12+, KIP-279); its progress is reported once per request, not per long-poll wake-up."""
+        """A follower's fetch: True when `part` is answered already, with a diverging epoch
+        (v12+, KIP-279) or an error; its progress is reported once per request, not per long-poll wake-up."""
         diverging = self.partitions.follower_fetch(
             lp, self.replica_id, w.fetch_offset, w.last_fetched_epoch if self.version >= 12 else -1,
             w.log_start_offset, report=not w.follower_reported,
         )
+        if isinstance(diverging, ErrorCode):
+            part.error_code = diverging
+            return True
         if diverging is not None:
             part.diverging_epoch = diverging
             part.high_watermark = lp.high_watermark
