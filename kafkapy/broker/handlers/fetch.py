@@ -411,15 +411,19 @@ async def _wait_for_bytes(
 
 def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]],
                    incremental: bool, follower: bool) -> list[TopicPart]:
-    """The response's topics: an incremental session leaves out what did not change; the
-    records' file descriptors are duplicated (the segment may close before they are sent)."""
+    """The response's topics: an incremental session leaves out what did not change - never a
+    leader's preferred read replica (KIP-392), which is news in itself (Kafka's
+    `maybeUpdateResponseData`: kafka-python drops its cached replica on every follower answer
+    and asks the leader again at an unchanged high watermark; left out, it would spin there
+    with nothing to read). The records' file descriptors are duplicated (the segment may close
+    before they are sent)."""
     topics: list[TopicPart] = []
     by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
     fetched = ports.stats.fetched
     for w, name, topic_id, part in results:
         if incremental and w.state is not None:
             changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
-            if not (part.records or part.error_code or changed):
+            if not (part.records or part.error_code or part.preferred_read_replica >= 0 or changed):
                 continue
         if w.state is not None:
             w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
