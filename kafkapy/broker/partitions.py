@@ -484,11 +484,20 @@ class Partitions:
     def follower_fetch(
         self, lp: LeaderPartition, replica_id: int, fetch_offset: int, last_fetched_epoch: int,
         log_start_offset: int, *, report: bool,
-    ) -> tuple[int, int] | None:
+    ) -> tuple[int, int] | ErrorCode | None:
         """A follower's fetch: the diverging epoch (epoch, end offset) it must truncate to first
         (KIP-279; `last_fetched_epoch` -1: not checked), else None - and, when `report`, its
-        progress counts for the high watermark and the ISR (once per request)."""
+        progress counts for the high watermark and the ISR (once per request).
+
+        REPLICA_NOT_AVAILABLE, as Kafka's leader answers a replica it does not know yet (its
+        `NotAssignedReplicaException`): a broker that applied a reassignment adding it before
+        the leader did must fetch again, not be served. Served, it would catch up while the
+        leader ignored its progress, then stay idle in its fetch session at the leader's end,
+        never reported again and never added to the ISR."""
         plog = lp.log
+        state = lp.role.leader_state
+        if state is not None and not state.is_follower(replica_id):
+            return ErrorCode.REPLICA_NOT_AVAILABLE
         if last_fetched_epoch >= 0:
             epoch, end = plog.leader_epochs.end_offset_for(last_fetched_epoch, plog.log_end_offset)
             if epoch < last_fetched_epoch or end < fetch_offset:

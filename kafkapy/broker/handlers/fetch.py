@@ -225,12 +225,15 @@ class _Reader:
         return _NONE  # the other remote partitions answer empty this round, as Kafka's do
 
     def _follower_check(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
-        """A follower's fetch: True when `part` is answered already with a diverging epoch
-        (v12+, KIP-279); its progress is reported once per request, not per long-poll wake-up."""
+        """A follower's fetch: True when `part` is answered already, with a diverging epoch
+        (v12+, KIP-279) or an error; its progress is reported once per request, not per long-poll wake-up."""
         diverging = self.partitions.follower_fetch(
             lp, self.replica_id, w.fetch_offset, w.last_fetched_epoch if self.version >= 12 else -1,
             w.log_start_offset, report=not w.follower_reported,
         )
+        if isinstance(diverging, ErrorCode):
+            part.error_code = diverging
+            return True
         if diverging is not None:
             part.diverging_epoch = diverging
             part.high_watermark = lp.high_watermark
@@ -456,15 +459,19 @@ async def _wait_for_bytes(
 
 def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]],
                    incremental: bool, follower: bool) -> list[TopicPart]:
-    """The response's topics: an incremental session leaves out what did not change; the
-    records' file descriptors are duplicated (the segment may close before they are sent)."""
+    """The response's topics: an incremental session leaves out what did not change - never a
+    leader's preferred read replica (KIP-392), which is news in itself (Kafka's
+    `maybeUpdateResponseData`: kafka-python drops its cached replica on every follower answer
+    and asks the leader again at an unchanged high watermark; left out, it would spin there
+    with nothing to read). The records' file descriptors are duplicated (the segment may close
+    before they are sent)."""
     topics: list[TopicPart] = []
     by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
     fetched = ports.stats.fetched
     for w, name, topic_id, part in results:
         if incremental and w.state is not None:
             changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
-            if not (part.records or part.error_code or changed):
+            if not (part.records or part.error_code or part.preferred_read_replica >= 0 or changed):
                 continue
         if w.state is not None:
             w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
