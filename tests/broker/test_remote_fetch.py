@@ -213,22 +213,6 @@ async def test_one_remote_partition_per_fetch_the_others_answer_empty(tmp_path: 
 
 
 @pytest.mark.slow
-async def test_a_follower_below_the_local_log_is_told_offset_moved_to_tiered_storage(
-        tmp_path: Path, s3_server: S3Server) -> None:
-    async with tiered(tmp_path, s3_server) as t:
-        client = await Client.connect(t.port)
-        resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: 3}, replica_id=5))
-        part = resp.responses[0].partitions[0]
-        assert part.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
-        assert part.log_start_offset == 0
-        # at the local log start it replicates as usual
-        resp = await client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: t.local_start[0]}, replica_id=5))
-        part = resp.responses[0].partitions[0]
-        assert part.error_code == 0
-        assert part.records
-
-
-@pytest.mark.slow
 async def test_a_store_that_is_down_answers_unknown_server_error_and_local_reads_go_on(
         tmp_path: Path, s3_server: S3Server) -> None:
     (dead_port,) = free_ports(1)
