@@ -334,6 +334,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
         _B("log.local.retention.ms", _T.LONG, "-2", "Default local.retention.ms."),
         _B("log.local.retention.bytes", _T.LONG, "-2", "Default local.retention.bytes."),
         _B("remote.log.storage.system.enable", _T.BOOLEAN, "false", "Tiered storage (KIP-405); not wired yet."),
+        _B("remote.fetch.max.wait.ms", _T.INT, "500",
+           "Longest a fetch waits for its remote-tier read before answering that partition empty."),
         _B("compression.gzip.level", _T.INT, "-1", "Default compression.gzip.level."),
         _B("compression.lz4.level", _T.INT, "9", "Default compression.lz4.level."),
         _B("compression.zstd.level", _T.INT, "3", "Default compression.zstd.level."),

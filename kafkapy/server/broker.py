@@ -50,6 +50,7 @@ from kafkapy.broker.metadata_store import (
 )
 from kafkapy.broker.notify import PartitionWaiters
 from kafkapy.broker.partitions import Partitions, auto_create
+from kafkapy.broker.remote_fetch import RemoteTier
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.stats import BrokerStats
 from kafkapy.broker.txn_driver import TxnDriver
@@ -151,6 +152,7 @@ class Broker:
         # the ClusterNode, built by `open_cluster()` (see `cluster`)
         self._node: ClusterNode | None = None
         self._ports: RequestPorts | None = None
+        self._remote_tier: RemoteTier | None = None
         #: `on_become_leader` / `on_become_follower(topic, partition, leader_epoch)` callbacks
         self.role_listeners: list[RoleListener] = []
         # the metadata log is the topic table: memory only, filled by apply_metadata; the
@@ -203,6 +205,19 @@ class Broker:
         self._authorizer = authorizer
         if self._ports is not None:
             self._ports.authorizer = authorizer
+
+    @property
+    def remote_tier(self) -> RemoteTier | None:
+        """The remote tier's read side (KIP-405): the remote log manager, which owns the object
+        store and the `__remote_log_metadata` replay, installs it when
+        `remote.log.storage.system.enable` is on; None: no tiered storage here."""
+        return self._remote_tier
+
+    @remote_tier.setter
+    def remote_tier(self, tier: RemoteTier | None) -> None:
+        self._remote_tier = tier
+        if self._ports is not None:
+            self._ports.remote_tier = tier
 
     @property
     def fault_injector(self) -> FaultInjector | None:
@@ -287,7 +302,7 @@ class Broker:
             active_controller=node.controller, quorum=node.raft, replicas=self.replicas,
             credentials=self.credentials, producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions, waiters=self.waiters, stats=self.stats,
-            fault_injector=self.fault_injector,
+            fault_injector=self.fault_injector, remote_tier=self.remote_tier,
         )
 
     @property
