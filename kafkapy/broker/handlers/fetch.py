@@ -89,6 +89,7 @@ from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion, RawRes
 from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
 from kafkapy.storage.remote.layout import TopicIdPartition
+from kafkapy.storage.results import FileSlice
 
 __all__ = ["handle_fetch"]
 
@@ -284,6 +285,25 @@ class _Reader:
             out.append((w, name, topic_id, part))
         return out
 
+    def _answered_without_read(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart,
+                               limit: int, total: int) -> bool | None:
+        """None when the partition is to be read; else `part` is answered from its offsets
+        alone and the value says whether that cuts a long poll short: a KIP-392 redirect or
+        follower error, a follower's diverging epoch or error (True), no budget left (False).
+        A consumer reading its leader with no rack id only pays the budget check."""
+        if self.follower_reads:
+            if (w.read_from_follower or self.client_rack) and self._redirected(w, lp, part):
+                _offsets_of(lp, part)
+                return True  # answered at once, as Kafka does
+        elif self.replica_id >= 0:
+            _offsets_of(lp, part)
+            if self._follower_check(w, lp, part):
+                return True
+        if limit <= 0 and total > 0:
+            _offsets_of(lp, part)
+            return False
+        return None
+
     def read(self) -> tuple[list[tuple[_Wanted, str, uuid.UUID, PartitionPart]], int, bool]:
         """(per-partition results, record bytes, any error)."""
         results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]] = []
@@ -303,31 +323,27 @@ class _Reader:
                 part.error_code = code
                 any_error = True
                 continue
-            lp = self._lookup(w, name)
+            lp = self._lookup(w, name) if self.follower_reads else self.partitions.leader(
+                name, w.partition, w.current_leader_epoch)
             if not isinstance(lp, LeaderPartition):  # (an enum's isinstance is slower)
                 part.error_code = lp
                 any_error = True
                 continue
-            part.log_start_offset = lp.log_start_offset
-            part.high_watermark = lp.high_watermark
-            part.last_stable_offset = lp.last_stable_offset
-            if self.follower_reads and self._redirected(w, lp, part):
-                any_error = True  # answered at once, as Kafka does
-                continue
-            if follower and self._follower_check(w, lp, part):
-                any_error = True
-                continue
             limit = min(w.max_bytes, budget)
-            if limit <= 0 and total > 0:
+            answered = self._answered_without_read(w, lp, part, limit, total)
+            if answered is not None:
+                any_error = any_error or answered
                 continue
             try:
                 rr = read(lp, w.fetch_offset, max(limit, 1), read_committed=self.read_committed,
                           follower=follower)
             except OffsetOutOfRangeError:
+                _offsets_of(lp, part)
                 part.error_code = self._beyond_local(w, lp, part, limit, total == 0)
                 any_error = any_error or part.error_code != _NONE
                 continue
             except StorageError as e:
+                _offsets_of(lp, part)
                 part.error_code = e.error_code
                 any_error = True
                 continue
@@ -335,16 +351,26 @@ class _Reader:
             part.last_stable_offset = rr.last_stable_offset
             part.log_start_offset = rr.log_start_offset if self.remote is None else self._log_start(
                 name, w.partition, rr.log_start_offset)
-            size = rr.size
-            if size == 0 or (total > 0 and size > limit) or w.max_bytes <= 0:
+            slices = rr.slices
+            if not slices or w.max_bytes <= 0:
                 continue
-            part.records = [FileRegion(s.fd, s.position, s.length) for s in rr.slices]
+            size = slices[0].length if len(slices) == 1 else rr.size
+            if size == 0 or (total > 0 and size > limit):
+                continue
+            part.records = [_region(s) for s in slices]
             if self.read_committed:
                 part.aborted = self.partitions.aborted_transactions(
                     lp, w.fetch_offset, rr.last_stable_offset)
             total += size
             budget -= size
         return results, total, any_error
+
+
+def _offsets_of(lp: LeaderPartition, part: PartitionPart) -> None:
+    """The partition's offsets as answered when nothing was read."""
+    part.log_start_offset = lp.log_start_offset
+    part.high_watermark = lp.high_watermark
+    part.last_stable_offset = lp.last_stable_offset
 
 
 async def _load_producer_states(ports: RequestPorts, wanted: list[_Wanted]) -> None:
@@ -466,33 +492,49 @@ def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.U
     with nothing to read). The records' file descriptors are duplicated (the segment may close
     before they are sent)."""
     topics: list[TopicPart] = []
-    by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
+    tp: TopicPart | None = None  # the last topic: a topic's partitions arrive together
     fetched = ports.stats.fetched
     for w, name, topic_id, part in results:
-        if incremental and w.state is not None:
-            changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
-            if not (part.records or part.error_code or part.preferred_read_replica >= 0 or changed):
+        state = w.state
+        if state is not None:
+            if incremental and not (part.records or part.error_code or part.preferred_read_replica >= 0
+                                    or state.changed(part.high_watermark, part.log_start_offset,
+                                                     part.last_stable_offset)):
                 continue
-        if w.state is not None:
-            w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
+            state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
         ref_name = name if name or not isinstance(w.ref, str) else w.ref
-        key = (ref_name, topic_id)
-        tp = by_topic.get(key)
-        if tp is None or tp is not (topics[-1] if topics else None):
+        if tp is None or tp.name != ref_name or (tp.topic_id is not topic_id and tp.topic_id != topic_id):
             tp = TopicPart(ref_name, topic_id)
-            by_topic[key] = tp
             topics.append(tp)
         tp.partitions.append(part)
-        if part.records:
-            fetched(ref_name, part.records_size, follower=follower, read_from_follower=w.read_from_follower)
-            part.records = [_keep(r) if isinstance(r, FileRegion) else r for r in part.records]
+        records = part.records
+        if records:
+            size = 0
+            for i, r in enumerate(records):
+                if isinstance(r, FileRegion):
+                    size += r.length
+                    records[i] = _keep(r)
+                else:
+                    size += len(r)
+            fetched(ref_name, size, follower=follower, read_from_follower=w.read_from_follower)
     return topics
 
 
+def _region(piece: FileSlice) -> FileRegion | bytes:
+    """A slice as the answer carries it: a small one read at once (the connection would copy
+    it rather than sendfile it anyway, and the bytes outlive the segment's fd, so `_keep` has
+    no fd to duplicate and close), else a region of the segment's file."""
+    length = piece.length
+    if length < SENDFILE_MIN_BYTES:
+        data = os.pread(piece.fd, length, piece.position)
+        if len(data) == length:
+            return data
+    return FileRegion(piece.fd, piece.position, length)
+
+
 def _keep(region: FileRegion) -> FileRegion | bytes:
-    """A region the answer can still send once the segment closed: a small one read now (the
-    connection would read it rather than sendfile it anyway - no fd to dup and close), else
-    one on a duplicated fd."""
+    """A region the answer can still send once the segment closed: a small one read now (see
+    `_region`), else one on a duplicated fd."""
     if region.length < SENDFILE_MIN_BYTES:
         data = os.pread(region.fd, region.length, region.position)
         if len(data) == region.length:

@@ -12,12 +12,15 @@ and never read the rest of the partition.
 from __future__ import annotations
 
 import struct
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkapy.broker.context import ConnectionState, RequestContext
 from kafkapy.broker.handlers.fetch import handle_fetch
@@ -25,7 +28,7 @@ from kafkapy.broker.partitions import LeaderPartition
 from kafkapy.broker.replica_selector import RACK_AWARE_SELECTOR
 from kafkapy.protocol import ApiKey, RequestHeader, decode_response
 from kafkapy.protocol.messages import FetchRequest
-from kafkapy.protocol.raw_response import FileRegion
+from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion
 from kafkapy.server.zerocopy import close_fds, read_region
 from tests.broker.test_partitions import _racked_image, publish
 from tests.server.cluster.replication_helpers import node_settings
@@ -86,3 +89,40 @@ def test_the_leader_names_the_preferred_replica_in_every_incremental_answer(tmp_
             broker.close()
 
     trio.run(check)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.integers(1, 2 * SENDFILE_MIN_BYTES), min_size=1, max_size=6),
+    offset_at=st.floats(0, 1),
+    partition_max_bytes=st.integers(0, 3 * SENDFILE_MIN_BYTES),
+)
+def test_a_consumer_is_answered_the_log_bytes_whatever_their_size(
+    tmp_path: Path, sizes: list[int], offset_at: float, partition_max_bytes: int
+) -> None:
+    """A consumer's Fetch carries exactly the whole batches the log holds from its offset
+    (at least one: KIP-74), whether the answer copies them (below SENDFILE_MIN_BYTES) or
+    sends them from the segment file; nothing at all when its partition max bytes is 0."""
+
+    async def check(data_dir: Path) -> None:
+        broker = build_node(data_dir, node_settings(1, data_dir)).broker
+        try:
+            publish(broker, _racked_image((1, 2)))
+            lp = broker.partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            for size in sizes:
+                lp.log.append(batch(b"v" * size), now_ms=int(time.time() * 1000))
+            end = lp.log.log_end_offset
+            broker.partitions.follower_fetch(lp, 2, end, -1, 0, report=True)
+            offset = int(offset_at * (end - 1))
+            req = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_epoch=-1, topics=[
+                FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchPartition(
+                    partition=0, fetch_offset=offset, partition_max_bytes=partition_max_bytes)])])
+            [part] = (await _answer(broker.ports, req)).responses[0].partitions
+            expected = lp.log.read_bytes(offset, partition_max_bytes, max_offset=end) if partition_max_bytes else b""
+            assert (part.error_code, part.high_watermark, bytes(part.records or b"")) == (0, end, expected)
+        finally:
+            broker.close()
+
+    with tempfile.TemporaryDirectory(dir=tmp_path) as d:
+        trio.run(check, Path(d))
