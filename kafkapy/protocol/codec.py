@@ -22,6 +22,7 @@ from construct import Construct  # type: ignore[import-untyped,unused-ignore]
 
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ProtocolError, UnsupportedVersionError
+from kafkapy.protocol.fetch_fast import decode_fetch_request
 from kafkapy.protocol.headers import (
     RequestHeader,
     request_header_version,
@@ -421,6 +422,11 @@ VIEW_FRAME_BYTES = 16 * 1024
 #: Off only in tests (the generic codec as the reference) and A/B measurements.
 FAST_PATHS = True
 _FAST_FRAME_TYPES = (bytes, bytearray)
+#: the fast path for a request's API key (its first two bytes): produce_fast, fetch_fast
+_FAST_DECODERS: dict[bytes, Callable[[bytes | bytearray], tuple[RequestHeader, Message] | None]] = {
+    b"\x00\x00": decode_produce_request,
+    b"\x00\x01": decode_fetch_request,
+}
 
 
 def decode_request(
@@ -431,10 +437,12 @@ def decode_request(
     Bytes after the body are ignored unless `strict`, as Kafka's broker ignores them: librdkafka
     (2.16 here) sends flexible Metadata requests for all topics with 3 stray trailing bytes.
     """
-    if FAST_PATHS and not strict and type(frame) in _FAST_FRAME_TYPES and frame[:2] == b"\x00\x00":
-        fast = decode_produce_request(frame)  # type: ignore[arg-type]
-        if fast is not None:
-            return fast
+    if FAST_PATHS and not strict and type(frame) in _FAST_FRAME_TYPES:
+        fast_decode = _FAST_DECODERS.get(bytes(frame[:2]))
+        if fast_decode is not None:
+            fast = fast_decode(frame)  # type: ignore[arg-type]
+            if fast is not None:
+                return fast
     io: Any = (
         _ViewFrame(frame)
         if type(frame) is bytearray and len(frame) >= VIEW_FRAME_BYTES
