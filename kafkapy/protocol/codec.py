@@ -28,6 +28,7 @@ from kafkapy.protocol.headers import (
     request_header_version,
     response_header_version,
 )
+from kafkapy.protocol.heartbeat_fast import decode_heartbeat_request, encode_heartbeat_response
 from kafkapy.protocol.messages import APIS, SCHEMAS
 from kafkapy.protocol.primitives import (
     FIXED_FORMATS,
@@ -426,6 +427,7 @@ _FAST_FRAME_TYPES = (bytes, bytearray)
 _FAST_DECODERS: dict[bytes, Callable[[bytes | bytearray], tuple[RequestHeader, Message] | None]] = {
     b"\x00\x00": decode_produce_request,
     b"\x00\x01": decode_fetch_request,
+    b"\x00\x0c": decode_heartbeat_request,
 }
 
 
@@ -511,12 +513,21 @@ def encode_request(header: RequestHeader, msg: Message) -> bytes:
     return out.getvalue()
 
 
+#: the fast path for a response of an API key: produce_fast, heartbeat_fast
+_FAST_ENCODERS: dict[int, Callable[[int, int, object], bytes | None]] = {
+    ApiKey.PRODUCE: encode_produce_response,
+    ApiKey.HEARTBEAT: encode_heartbeat_response,
+}
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Message) -> bytes:
     """Response header (v0, or v1 when flexible; ApiVersions always v0) plus body."""
-    if FAST_PATHS and api_key == ApiKey.PRODUCE:
-        fast = encode_produce_response(api_version, correlation_id, msg)
-        if fast is not None:
-            return fast
+    if FAST_PATHS:
+        fast_encode = _FAST_ENCODERS.get(api_key)
+        if fast_encode is not None:
+            fast = fast_encode(api_version, correlation_id, msg)
+            if fast is not None:
+                return fast
     codec = message_codec(api_key, api_version, False)
     _check_type(codec, msg)
     out = _io.BytesIO()

@@ -33,6 +33,7 @@ __all__ = ["FETCH_FAST_VERSIONS", "decode_fetch_request"]
 #: Fetch versions the fast path reads: v4 (isolation level) to v12, the last with topic names.
 FETCH_FAST_VERSIONS = range(4, 13)
 
+_FETCH = int(ApiKey.FETCH)
 _P_HHI = struct.Struct(">hhi")
 _P_H = struct.Struct(">h")
 _P_I = struct.Struct(">i")
@@ -60,7 +61,7 @@ def decode_fetch_request(frame: bytes | bytearray) -> tuple[RequestHeader, Fetch
 def _decode_fetch(buf: bytes | bytearray) -> tuple[RequestHeader, FetchRequest]:
     """The request header and Fetch's top-level fields around `_decode_topics`."""
     api_key, version, correlation_id = _P_HHI.unpack_from(buf, 0)
-    if api_key != ApiKey.FETCH or version not in FETCH_FAST_VERSIONS:
+    if api_key != _FETCH or version not in FETCH_FAST_VERSIONS:
         raise FastPathFallback
     n = _P_H.unpack_from(buf, 8)[0]
     pos = 10
