@@ -483,11 +483,14 @@ def _known_header(frame: bytes | bytearray, io: Any) -> tuple[RequestHeader, _Co
     if known is None or n < 0 or 10 + n > len(frame):
         return None
     try:
-        client_id = bytes(frame[10 : 10 + n]).decode("utf-8")
+        client_id = str(frame[10 : 10 + n], "utf-8")
     except UnicodeDecodeError:
         return None
     codec, tagged = known
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    if tagged and 10 + n < len(frame) and frame[10 + n] == 0:  # the usual empty tagged section
+        io.seek(11 + n)
+        return header, codec
     io.seek(10 + n)
     if tagged:
         try:
@@ -528,14 +531,24 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Me
             fast = fast_encode(api_version, correlation_id, msg)
             if fast is not None:
                 return fast
-    codec = message_codec(api_key, api_version, False)
+    known = _RESPONSES.get((api_key, api_version))
+    if known is None:
+        codec = message_codec(api_key, api_version, False)
+        tagged = b"\x00" if response_header_version(api_key, api_version) else b""
+        known = _RESPONSES[(api_key, api_version)] = (codec, tagged)
+    codec, tagged = known
     _check_type(codec, msg)
     out = _io.BytesIO()
     w_int32(out, correlation_id)
-    if response_header_version(api_key, api_version):
-        out.write(b"\x00")
+    if tagged:
+        out.write(tagged)
     _build_body(codec, msg, out)
     return out.getvalue()
+
+
+#: (api key, version) of responses encoded before: their codec and their header's empty tagged
+#: section (b"" for a v0 header)
+_RESPONSES: dict[tuple[int, int], tuple[_Codec, bytes]] = {}
 
 
 def decode_response(
