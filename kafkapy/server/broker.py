@@ -28,6 +28,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -50,7 +51,6 @@ from kafkapy.broker.metadata_store import (
 )
 from kafkapy.broker.notify import PartitionWaiters
 from kafkapy.broker.partitions import Partitions, auto_create
-from kafkapy.broker.remote_fetch import RemoteTier
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.stats import BrokerStats
 from kafkapy.broker.txn_driver import TxnDriver
@@ -66,6 +66,9 @@ from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
+
+if TYPE_CHECKING:  # installed by the remote log manager (remote.log.storage.system.enable)
+    from kafkapy.broker.remote_fetch import RemoteTier
 
 __all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
