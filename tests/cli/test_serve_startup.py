@@ -53,6 +53,10 @@ LOADED_ON_FIRST_USE = {
     "kafkapy.replication.follower_session",
     "kafkapy.broker.remote_fetch",
     "kafkapy.storage.remote.metadata",
+    "kafkapy.protocol.messages.alter_partition",
+    "kafkapy.protocol.messages.create_topics",
+    "kafkapy.protocol.messages.write_txn_markers",
+    "kafkapy.protocol.messages.sasl_handshake",
 }
 
 

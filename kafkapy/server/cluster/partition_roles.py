@@ -42,11 +42,6 @@ import trio
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.broker.partition_role import PartitionRole
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
-from kafkapy.protocol.messages.alter_partition import (
-    AlterPartitionRequest_TopicData,
-    AlterPartitionResponse_PartitionData,
-)
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.server.cluster.topic_changes import Roles, first_image, topic_change
@@ -59,6 +54,11 @@ if TYPE_CHECKING:
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
+    from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    from kafkapy.protocol.messages.alter_partition import (
+        AlterPartitionRequest_TopicData,
+        AlterPartitionResponse_PartitionData,
+    )
     from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
 __all__ = [
@@ -589,6 +589,9 @@ class ReplicaManager:
             nursery.start_soon(self._alter_partitions, batch)
 
     def _alter_request(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> AlterPartitionRequest:
+        # the message classes load with the first ISR change this broker proposes
+        from kafkapy.protocol.messages import AlterPartitionRequest
+
         brokers = self.broker.cluster.image.brokers
 
         def epoch_of(r: int) -> int:
