@@ -57,6 +57,9 @@ LOADED_ON_FIRST_USE = {
     "kafkapy.protocol.messages.create_topics",
     "kafkapy.protocol.messages.write_txn_markers",
     "kafkapy.protocol.messages.sasl_handshake",
+    "cramjam",
+    "lz4",
+    "zstandard",
 }
 
 
