@@ -36,6 +36,7 @@ from kafkapy.storage.topic_config import TOPIC_CONFIGS, TopicConfigKey, topic_co
 
 __all__ = [
     "BROKER_CONFIGS",
+    "RSM_CONFIG_PREFIX",
     "SECURITY_PROTOCOLS",
     "STANDARD_AUTHORIZER",
     "TOPIC_CONFIGS",
@@ -83,6 +84,8 @@ _MS_PER_UNIT = {
     "log.roll.jitter.hours": 3_600_000,
 }
 _warned_unknown: set[str] = set()
+#: Kafka's prefix of the remote storage manager's settings (`RemoteLogManagerConfig`)
+RSM_CONFIG_PREFIX = "rsm.config."
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the keys whose bad value would only fail later, as
@@ -405,8 +408,15 @@ class BrokerConfig:
         self.group_configs: dict[str, dict[str, str]] = {}
         self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
         self._inter_node: dict[str, str] = {}  # security_settings.INTER_NODE_KEYS
+        #: Kafka's remote storage plugin settings (`rsm.config.*`, KIP-405): handed to the
+        #: object store as they are; never listed by `items` (DescribeConfigs, the status page)
+        #: nor logged, as they may name credentials
+        self.remote_storage_properties: dict[str, str] = {}
         for key, value in explicit.items():
             known = BROKER_CONFIGS.get(key)
+            if known is None and key.startswith(RSM_CONFIG_PREFIX):
+                self.remote_storage_properties[key] = value
+                continue
             if known is None and _is_listener_security_key(key):
                 self._listener_explicit[key.lower() if not key.endswith("jaas.config") else key] = (
                     value

@@ -165,6 +165,8 @@ class Server:
                     accept_nursery.start_soon(self._maintenance_loop)
                     accept_nursery.start_soon(broker.group_coordinator.serve)
                     accept_nursery.start_soon(broker.txn_coordinator.serve)
+                    if broker.remote_log_tasks is not None:
+                        accept_nursery.start_soon(broker.remote_log_tasks.serve)
                     self.cluster.run(accept_nursery)
                     if self.http is not None:
                         accept_nursery.start_soon(self.http.serve, accept_nursery)

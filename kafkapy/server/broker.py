@@ -62,6 +62,7 @@ from kafkapy.server.cluster.lifecycle import LocalControllerCall
 from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
+from kafkapy.server.remote_log_tasks import RemoteLogTasks, remote_log_manager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
@@ -139,6 +140,9 @@ class Broker:
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
         self._authorizer = _authorizer(config)
+        #: the remote tier (KIP-405) when `remote.log.storage.system.enable`; before the data
+        #: dirs are locked, as a bad `rsm.config.*` fails the start (ConfigError)
+        self.remote_log = remote_log_manager(config, self.node_id)
         #: each local partition's log state (ready / loading / offline): what every path that
         #: serves a partition asks first (kafkapy.broker.log_state)
         self.log_states = PartitionLogStates()
@@ -190,6 +194,9 @@ class Broker:
         self.txn_coordinator = TxnDriver(self)
         #: every handler's way to partition data (leader lookup, append, read, offsets)
         self.partitions = Partitions(self)
+        #: the remote log manager's periodic work (the server runs `serve`); None: no tiering
+        self.remote_log_tasks = (
+            None if self.remote_log is None else RemoteLogTasks(self, self.remote_log))
 
     @property
     def authorizer(self) -> StandardAuthorizer | None:
@@ -287,7 +294,7 @@ class Broker:
             active_controller=node.controller, quorum=node.raft, replicas=self.replicas,
             credentials=self.credentials, producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions, waiters=self.waiters, stats=self.stats,
-            fault_injector=self.fault_injector,
+            fault_injector=self.fault_injector, remote_log=self.remote_log,
         )
 
     @property
@@ -383,6 +390,8 @@ class Broker:
         if delta is None or delta.changed_group_configs:
             self.config.set_group_configs(image.group_configs)
         self.replicas.apply(image, delta)
+        if self.remote_log_tasks is not None and delta is not None and delta.deleted_topics:
+            self.remote_log_tasks.on_topics_deleted(delta.deleted_topics)
 
     def apply_dynamic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> bool:
         """Take `configs` (resource "" / node id -> values) as the dynamic broker config layers
