@@ -150,7 +150,8 @@ def test_rolled_segments_go_to_the_bucket_and_local_disk_keeps_the_bound(
     started = [r for r in records if isinstance(r, RemoteLogSegmentMetadata)]
     finished = [r for r in records if isinstance(r, RemoteLogSegmentMetadataUpdate)
                 and r.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
-    assert len(started) >= len(copied) and len(finished) >= len(copied)
+    assert len(started) >= len(copied)
+    assert len(finished) >= len(copied)
     assert all(r.segment_id.partition.topic == topic_name for r in started)
     assert _metric(http_port, "kafka_server_brokertopicmetrics_remotelogsizebytes", topic_name) > 0
 
