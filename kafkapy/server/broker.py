@@ -140,8 +140,7 @@ class Broker:
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
         self._authorizer = _authorizer(config)
-        #: the remote tier (KIP-405) when `remote.log.storage.system.enable`; before the data
-        #: dirs are locked, as a bad `rsm.config.*` fails the start (ConfigError)
+        #: the remote tier (KIP-405), None without it; a bad `rsm.config.*` fails before locking
         self.remote_log = remote_log_manager(config, self.node_id)
         #: each local partition's log state (ready / loading / offline): what every path that
         #: serves a partition asks first (kafkapy.broker.log_state)
@@ -194,9 +193,11 @@ class Broker:
         self.txn_coordinator = TxnDriver(self)
         #: every handler's way to partition data (leader lookup, append, read, offsets)
         self.partitions = Partitions(self)
-        #: the remote log manager's periodic work (the server runs `serve`); None: no tiering
-        self.remote_log_tasks = (
-            None if self.remote_log is None else RemoteLogTasks(self, self.remote_log))
+
+    @functools.cached_property
+    def remote_log_tasks(self) -> RemoteLogTasks | None:
+        """The remote log manager's periodic work (the server runs `serve`); None: no tiering."""
+        return None if self.remote_log is None else RemoteLogTasks(self, self.remote_log)
 
     @property
     def authorizer(self) -> StandardAuthorizer | None:
