@@ -176,3 +176,25 @@ def test_object_store_outage_keeps_producing_and_the_copier_catches_up(
           lambda: _local_log_bytes(broker, topic_name) <= LOCAL_RETENTION_BYTES + 2 * SEGMENT_BYTES)
     _wait("lag back to zero", lambda: _metric(http_port, lag_metric, topic_name) == 0)
     assert len(_remote_logs(store, topic_name)) >= 20
+
+
+def test_retention_and_delete_topics_remove_remote_objects(
+        tiered: tuple[BrokerProcess, int, str], s3: S3Server, topic_name: str) -> None:
+    broker, _, prefix = tiered
+    store = S3ObjectStore(s3.config(key_prefix=prefix))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    total = 10 * SEGMENT_BYTES
+    configs = {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+               "local.retention.bytes": str(LOCAL_RETENTION_BYTES), "retention.bytes": str(total)}
+    admin.create_topics([NewTopic(topic_name, 1, 1, config=configs)])[topic_name].result(
+        timeout=TIMEOUT_S)
+    _produce(broker, topic_name, 400)
+
+    def remote_bytes() -> int:
+        return sum(o.size for o in store.list(f"{topic_name}-") if o.key.endswith(".log"))
+
+    _wait("remote retention by retention.bytes",
+          lambda: 0 < remote_bytes() <= total and _local_log_bytes(broker, topic_name)
+          <= LOCAL_RETENTION_BYTES + 2 * SEGMENT_BYTES)
+    admin.delete_topics([topic_name])[topic_name].result(timeout=TIMEOUT_S)
+    _wait("the deleted topic's objects gone", lambda: store.list(f"{topic_name}-") == [])
