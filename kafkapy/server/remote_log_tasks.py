@@ -12,8 +12,8 @@ Replay: every broker reads the `__remote_log_metadata` partitions it has a repli
 their high watermark, and applies each record - so a new leader or a follower knows what is
 remote. A broker outside a metadata partition's replicas does not see that partition's
 records (the topic's replication factor, 3 by default, covers clusters of up to three nodes).
-Publishing needs this broker to lead the metadata partition of the copied partition; when it
-does not, the copy fails and is retried with backoff (docs/tiered-storage.md).
+A record whose metadata partition another broker leads is produced to it (acks=all) over the
+inter-broker listener, as Kafka's metadata manager produces with its own client.
 """
 
 from __future__ import annotations
@@ -28,13 +28,16 @@ import trio
 from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
 from kafkapy.broker.config import BrokerConfig, ConfigError
+from kafkapy.broker.errors import PeerError
 from kafkapy.broker.internal_topics import (
+    REPLICATION_TIMEOUT_MS,
     InternalTopicsHost,
     ensure_cluster_topic,
     log_batches,
     partition_leader,
     wait_replicated,
 )
+from kafkapy.broker.ports import PeerRequests
 from kafkapy.broker.remote_log import (
     REMOTE_LOG_METADATA_TOPIC,
     RemoteLogManager,
@@ -42,7 +45,9 @@ from kafkapy.broker.remote_log import (
     metadata_topic_configs,
 )
 from kafkapy.controller.image import TopicImage
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.records import Record, build_batch, decode_records
 from kafkapy.storage.remote.copier import CopyBackoff
 from kafkapy.storage.remote.layout import TopicIdPartition
@@ -78,6 +83,7 @@ log = logging.getLogger(__name__)
 #: how often the metadata topic is replayed (a new leader learns of copies within this)
 REPLAY_INTERVAL_S = 1.0
 _RF_KEY = "remote.log.metadata.topic.replication.factor"
+_PRODUCE_VERSION = 9
 
 
 def remote_log_manager(config: BrokerConfig, node_id: int) -> RemoteLogManager | None:
@@ -113,6 +119,7 @@ class RemoteLogTasks:
         self._replayed: dict[int, int] = {}  # metadata partition -> next offset to apply
         self._deleted: dict[uuid.UUID, TopicImage] = {}
         self._limiter = runtime.get().thread_limiter(2)
+        self._peers: PeerRequests | None = None  # to metadata partitions led elsewhere
         config = broker.config
         self._interval_s = max(config.get_int("remote.log.manager.task.interval.ms"), 10) / 1000
         self._topic_configs = metadata_topic_configs(
@@ -125,15 +132,19 @@ class RemoteLogTasks:
     async def serve(self) -> None:
         """Replay every `REPLAY_INTERVAL_S`; copy, retain and delete every task interval."""
         next_run = trio.current_time() + min(self._interval_s, REPLAY_INTERVAL_S)
-        while True:
-            await trio.sleep(min(self._interval_s, REPLAY_INTERVAL_S))
-            try:
-                await self._in_thread(self.replay)
-                if trio.current_time() >= next_run:
-                    next_run = trio.current_time() + self._interval_s
-                    await self.run_once()
-            except Exception:
-                log.exception("remote log manager task failed")
+        try:
+            while True:
+                await trio.sleep(min(self._interval_s, REPLAY_INTERVAL_S))
+                try:
+                    await self._in_thread(self.replay)
+                    if trio.current_time() >= next_run:
+                        next_run = trio.current_time() + self._interval_s
+                        await self.run_once()
+                except Exception:
+                    log.exception("remote log manager task failed")
+        finally:
+            with trio.move_on_after(1, shield=True):
+                await self.aclose()
 
     async def run_once(self) -> None:
         """One task run: copy, local retention of what is copied, remote retention, deletes."""
@@ -200,19 +211,47 @@ class RemoteLogTasks:
                                           self._topic_configs, _RF_KEY):
             raise MetadataNotPublished(f"{REMOTE_LOG_METADATA_TOPIC} does not exist yet")
         leader = partition_leader(broker, REMOTE_LOG_METADATA_TOPIC, partition)
-        plog = broker.partition_log(REMOTE_LOG_METADATA_TOPIC, partition)
-        role = broker.replicas.leader_role(REMOTE_LOG_METADATA_TOPIC, partition)
-        if leader is None or leader[0] != broker.node_id or plog is None or role is None:
-            raise MetadataNotPublished(
-                f"{REMOTE_LOG_METADATA_TOPIC}-{partition} is not led by this broker")
+        if leader is None or leader[0] < 0:
+            raise MetadataNotPublished(f"{REMOTE_LOG_METADATA_TOPIC}-{partition} has no leader")
         now = now_ms()
         data = build_batch([Record(value=encode_remote_log_metadata(record))], base_timestamp=now)
+        if leader[0] != broker.node_id:
+            await self._produce_to(leader[0], partition, data)
+            return
+        plog = broker.partition_log(REMOTE_LOG_METADATA_TOPIC, partition)
+        role = broker.replicas.leader_role(REMOTE_LOG_METADATA_TOPIC, partition)
+        if plog is None or role is None:
+            raise MetadataNotPublished(f"{REMOTE_LOG_METADATA_TOPIC}-{partition}: not led here yet")
         plog.append(data, now_ms=now, leader_epoch=role.leader_epoch)
         broker.after_append(REMOTE_LOG_METADATA_TOPIC, partition, plog)
         code = await wait_replicated(broker, REMOTE_LOG_METADATA_TOPIC, partition,
                                      plog.log_end_offset)
         if code != ErrorCode.NONE:
             raise MetadataNotPublished(f"{REMOTE_LOG_METADATA_TOPIC}-{partition}: {code.name}")
+
+    async def _produce_to(self, leader: int, partition: int, data: bytes) -> None:
+        """Produce (acks=all) the record to the metadata partition's leader elsewhere, over the
+        inter-broker listener, as Kafka's metadata manager produces with a client."""
+        if self._peers is None:
+            self._peers = self.broker.cluster.new_broker_peers("kafkapy-remote-log-metadata")
+        request = ProduceRequest(acks=-1, timeout_ms=REPLICATION_TIMEOUT_MS, topic_data=[
+            ProduceRequest.TopicProduceData(name=REMOTE_LOG_METADATA_TOPIC, partition_data=[
+                ProduceRequest.PartitionProduceData(index=partition, records=data)])])
+        try:
+            response: ProduceResponse = await self._peers.request(
+                leader, ApiKey.PRODUCE, _PRODUCE_VERSION, request,
+                timeout_s=2 * REPLICATION_TIMEOUT_MS / 1000)
+        except PeerError as exc:
+            raise MetadataNotPublished(f"producing to node {leader} failed: {exc}") from exc
+        codes = [p.error_code for t in response.responses for p in t.partition_responses]
+        if codes != [ErrorCode.NONE]:
+            raise MetadataNotPublished(
+                f"{REMOTE_LOG_METADATA_TOPIC}-{partition} on node {leader}: {codes}")
+
+    async def aclose(self) -> None:
+        """Close the connections to other brokers' metadata partitions (at shutdown)."""
+        if self._peers is not None:
+            await self._peers.aclose()
 
     # --- deleted topics -----------------------------------------------------------------------
     def _delete_topics(self) -> None:
