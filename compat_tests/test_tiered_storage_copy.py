@@ -198,3 +198,19 @@ def test_retention_and_delete_topics_remove_remote_objects(
           <= LOCAL_RETENTION_BYTES + 2 * SEGMENT_BYTES)
     admin.delete_topics([topic_name])[topic_name].result(timeout=TIMEOUT_S)
     _wait("the deleted topic's objects gone", lambda: store.list(f"{topic_name}-") == [])
+
+
+def test_a_restarted_broker_resumes_after_what_the_bucket_holds(
+        tiered: tuple[BrokerProcess, int, str], s3: S3Server, topic_name: str) -> None:
+    broker, _, prefix = tiered
+    store = S3ObjectStore(s3.config(key_prefix=prefix))
+    _create_topic(broker, topic_name)
+    _produce(broker, topic_name, 150)
+    _wait("first copies", lambda: len(_remote_logs(store, topic_name)) >= 6)
+    assert broker.stop() is not None
+    broker.start()
+    _produce(broker, topic_name, 150)
+    before = len(_remote_logs(store, topic_name))
+    _wait("copies after the restart", lambda: len(_remote_logs(store, topic_name)) >= before + 6)
+    starts = [Path(k).name.split("-")[0] for k in _remote_logs(store, topic_name)]
+    assert len(starts) == len(set(starts)), "a segment was copied twice"
