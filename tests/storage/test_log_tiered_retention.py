@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from kafkapy.storage import LogConfig, PartitionLog
 from tests.storage.helpers import BASE_TS, batch
 
@@ -49,3 +53,24 @@ def test_an_untiered_log_keeps_kafkas_retention(tmp_path: Path) -> None:
     plog = _log(tmp_path / "t-0")
     plog.delete_old_segments(BASE_TS + 10**9)
     assert len(plog.segments) == 1
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.integers(1, 30), copied=st.integers(-1, 40), local_bytes=st.integers(0, 12_000),
+       later_ms=st.sampled_from([0, 10**9]))
+def test_local_retention_never_passes_the_copied_offset(
+        tmp_path_factory: pytest.TempPathFactory, batches: int, copied: int, local_bytes: int,
+        later_ms: int) -> None:
+    directory = tmp_path_factory.mktemp("tiered") / "t-0"
+    plog = PartitionLog(directory, LogConfig.from_topic_configs({
+        "segment.bytes": str(SEGMENT), "retention.ms": "1000", "remote.storage.enable": "true",
+        "local.retention.bytes": str(local_bytes)}), now_ms=BASE_TS)
+    for i in range(batches):
+        plog.append(batch([b"v" * 400], ts=BASE_TS + i), now_ms=BASE_TS, leader_epoch=0)
+    plog.high_watermark = plog.log_end_offset
+    plog.remote_copied_offset = copied
+    plog.delete_old_segments(BASE_TS + later_ms)
+    # every offset past the copied one is still local, and the active segment always stays
+    assert plog.log_start_offset <= max(copied + 1, 0)
+    assert plog.segments[-1].next_offset == plog.log_end_offset == batches
+    plog.close()
