@@ -232,7 +232,7 @@ class RemoteLogManager:
         self.forget_leadership(r.partition for r in leaders)
         copied = 0
         for replica in leaders:
-            if replica.log.config.extra.get("remote.log.copy.disable", "false") == "true":
+            if replica.log.config.extra.get("remote.log.copy.disable", "").strip().lower() == "true":
                 continue
             copied += self._copy_partition(replica, publish, now_ms)
         return copied

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import trio
 
@@ -84,6 +84,7 @@ log = logging.getLogger(__name__)
 REPLAY_INTERVAL_S = 1.0
 _RF_KEY = "remote.log.metadata.topic.replication.factor"
 _PRODUCE_VERSION = 9
+T = TypeVar("T")
 
 
 def remote_log_manager(config: BrokerConfig, node_id: int) -> RemoteLogManager | None:
@@ -157,9 +158,10 @@ class RemoteLogTasks:
         if self._deleted:
             await self._in_thread(self._delete_topics)
 
-    async def _in_thread(self, fn: object, *args: object) -> object:
-        return await trio.to_thread.run_sync(
-            fn, *args, limiter=self._limiter, abandon_on_cancel=True)  # type: ignore[arg-type]
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn` on a worker thread; abandoned at shutdown (module docstring)."""
+        limiter = cast("trio.CapacityLimiter", self._limiter)
+        return await trio.to_thread.run_sync(fn, *args, limiter=limiter, abandon_on_cancel=True)
 
     def tiered_replicas(self) -> list[TieredReplica]:
         """The local replicas of `remote.storage.enable` topics, leaders with their epoch."""
