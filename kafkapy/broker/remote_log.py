@@ -22,6 +22,8 @@ Rules (Kafka's):
    (`segments_past_retention`), DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED.
 4. A deleted topic's partitions are deleted remotely by the broker that leads the metadata
    partition carrying their records (exactly one broker, and its publish is local).
+5. A copy that never finished (the process stopped mid-upload, or an earlier leader died) is
+   deleted by the leader before it copies: its objects go, DELETE_SEGMENT_STARTED/FINISHED.
 
 For the read side: `remote_segments(tp)`, `cache(tp)` and `remote_log_start_offset(tp)` answer
 from the same replayed metadata (thread-safe: a lock guards the store, as copies apply their own
@@ -51,6 +53,7 @@ from kafkapy.storage.remote.layout import TopicIdPartition, partition_prefix
 from kafkapy.storage.remote.metadata import (
     RemoteLogMetadata,
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     metadata_partition,
@@ -232,10 +235,35 @@ class RemoteLogManager:
         self.forget_leadership(r.partition for r in leaders)
         copied = 0
         for replica in leaders:
+            self._clean_up_abandoned(replica, publish, now_ms)
             if replica.log.config.extra.get("remote.log.copy.disable", "").strip().lower() == "true":
                 continue
             copied += self._copy_partition(replica, publish, now_ms)
         return copied
+
+    def _clean_up_abandoned(self, replica: TieredReplica, publish: Publish, now_ms: int) -> None:
+        """Delete the copies that never finished (rule 5): started by this broker (it is not
+        copying the partition now, so they died with an earlier run or process) or by an
+        earlier leader, and the deletions that never finished."""
+        epoch = replica.leader_epoch if replica.leader_epoch is not None else -1
+        with self._lock:
+            cache = self._metadata.cache(replica.partition)
+            if cache is None:
+                return
+            stuck = [s for s in cache.segments(RemoteLogSegmentState.COPY_SEGMENT_STARTED)
+                     if s.broker_id == self.broker_id or s.broker_leader_epoch < epoch]
+            stuck += cache.segments(RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+        for segment in stuck:
+            try:
+                self.copier.delete(segment, publish=self._publishing(publish), now_ms=now_ms)
+            except Exception as exc:
+                self.counters.delete_failures += 1
+                log.warning("cleaning up remote segment %s of %s failed: %s",
+                            segment.segment_id.id, replica.partition, exc)
+                return
+            log.info("deleted the unfinished remote copy %s of %s (offsets %d-%d)",
+                     segment.segment_id.id, replica.partition, segment.start_offset,
+                     segment.end_offset)
 
     def _state(self, tp: TopicIdPartition) -> _CopyState:
         with self._lock:

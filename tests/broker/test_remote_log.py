@@ -13,7 +13,13 @@ import pytest
 from kafkapy.broker.remote_log import RemoteLogManager, TieredReplica
 from kafkapy.storage import LogConfig, PartitionLog
 from kafkapy.storage.remote.copier import CopyBackoff
-from kafkapy.storage.remote.layout import TopicIdPartition, kafka_uuid
+from kafkapy.storage.remote.layout import (
+    RemoteLogSegmentId,
+    SegmentObject,
+    TopicIdPartition,
+    kafka_uuid,
+    segment_object_key,
+)
 from kafkapy.storage.remote.metadata import (
     RemoteLogMetadata,
     RemoteLogSegmentMetadata,
@@ -196,3 +202,22 @@ def test_unreadable_metadata_is_skipped() -> None:
     manager = _manager(MemoryStore())
     assert not manager.apply_value(b"\x07\x01garbage")
     assert manager.remote_log_start_offset(TP) is None
+
+
+def test_an_unfinished_copy_is_deleted_and_copied_again(plog: PartitionLog) -> None:
+    store, published = MemoryStore(), []
+    manager = _manager(store)
+    first = plog.segments[0]
+    dead = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(TP, uuid.uuid4()), first.base_offset, plog.segments[1].base_offset - 1,
+        1, BASE_TS, BASE_TS, ((0, 0),), first.size, broker_leader_epoch=0)
+    orphan = segment_object_key(dead.segment_id, dead.start_offset, SegmentObject.SEGMENT)
+    store.objects[orphan] = b"half a segment"
+    assert manager.apply(dead)
+    manager.run_copies([TieredReplica(TP, plog, 0)], published.append, BASE_TS)
+    assert orphan not in store.objects
+    states = [r.state for r in published[:2] if isinstance(r, RemoteLogSegmentMetadataUpdate)]
+    assert states == [RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                      RemoteLogSegmentState.DELETE_SEGMENT_FINISHED]
+    assert manager.remote_segments(TP)[0].start_offset == first.base_offset
+    assert len([k for k in store.objects if k.endswith(".log")]) == len(plog.segments) - 1
