@@ -208,9 +208,9 @@ def test_a_restarted_broker_resumes_after_what_the_bucket_holds(
     _produce(broker, topic_name, 150)
     _wait("first copies", lambda: len(_remote_logs(store, topic_name)) >= 6)
     assert broker.stop() is not None
-    broker.start()
-    _produce(broker, topic_name, 150)
     before = len(_remote_logs(store, topic_name))
+    broker.start()
+    _produce(broker, topic_name, 150)  # about 9 more segments
     _wait("copies after the restart", lambda: len(_remote_logs(store, topic_name)) >= before + 6)
     starts = [Path(k).name.split("-")[0] for k in _remote_logs(store, topic_name)]
     assert len(starts) == len(set(starts)), "a segment was copied twice"
