@@ -9,6 +9,7 @@ the bucket instead of copying them again.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -71,6 +72,17 @@ def _remote_starts(store: S3ObjectStore, topic: str, partition: int) -> list[int
     return [int(Path(k).name.split("-")[0]) for k in keys if f"/{partition}/" in k]
 
 
+def _settled_starts(store: S3ObjectStore, topic: str, partition: int) -> list[int]:
+    """The partition's remote segments once the list stayed the same for three seconds."""
+    last, since = _remote_starts(store, topic, partition), time.monotonic()
+    while time.monotonic() - since < 3:
+        time.sleep(0.3)
+        now = _remote_starts(store, topic, partition)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def _local_bytes(cluster: ClusterProcesses, node: int, topic: str, partition: int) -> int:
     directory = cluster.nodes[node].data_dir / f"{topic}-{partition}"
     return sum(p.stat().st_size for p in directory.glob("*.log"))
@@ -91,7 +103,7 @@ def test_leaders_copy_and_a_new_leader_resumes(cluster: ClusterProcesses, s3: S3
             _local_bytes(cluster, n, topic, p) <= bound for n in cluster.nodes)
         for p in range(PARTITIONS)), cluster, timeout_s=120)
     leader = partitions(admin, topic)[0][0]
-    before = _remote_starts(store, topic, 0)
+    before = _settled_starts(store, topic, 0)  # no copy in flight: the kill leaves no orphan
     cluster.kill(leader)
     survivor = next(n for n in cluster.nodes if n != leader)
     bootstrap = cluster.bootstrap_of(survivor)
