@@ -49,6 +49,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.records import Record, build_batch, decode_records
+from kafkapy.storage.errors import StorageError
 from kafkapy.storage.remote.copier import CopyBackoff
 from kafkapy.storage.remote.layout import TopicIdPartition
 from kafkapy.storage.remote.metadata import (
@@ -168,7 +169,7 @@ class RemoteLogTasks:
         out = []
         for role in list(self.broker.replicas.roles.values()):
             plog = self.broker.partition_log(role.topic, role.partition)
-            if plog is None or not plog.tiered:
+            if plog is None or plog.offline or not plog.tiered:
                 continue
             tp = TopicIdPartition(role.topic, role.topic_id, role.partition)
             out.append(TieredReplica(tp, plog, role.leader_epoch if role.is_leader else None))
@@ -177,7 +178,10 @@ class RemoteLogTasks:
     def _local_retention(self, replicas: list[TieredReplica]) -> None:
         self.manager.sync_copied_offsets(replicas)
         for replica in replicas:
-            replica.log.delete_old_segments(now_ms())
+            try:
+                replica.log.delete_old_segments(now_ms())
+            except (StorageError, OSError) as exc:  # that log only; the others go on
+                log.error("local retention of %s failed: %s", replica.partition, exc)
 
     # --- the metadata topic -------------------------------------------------------------------
     def replay(self) -> int:
