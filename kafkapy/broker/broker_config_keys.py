@@ -348,6 +348,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigKey] = {
            "Replication factor of __remote_log_metadata (capped at the registered brokers)."),
         _B("remote.log.metadata.topic.retention.ms", _T.LONG, "-1",
            "retention.ms of __remote_log_metadata (-1: kept, as Kafka's default)."),
+        _B("remote.fetch.max.wait.ms", _T.INT, "500",
+           "Longest a fetch waits for its remote-tier read before answering that partition empty."),
         _B("compression.gzip.level", _T.INT, "-1", "Default compression.gzip.level."),
         _B("compression.lz4.level", _T.INT, "9", "Default compression.lz4.level."),
         _B("compression.zstd.level", _T.INT, "3", "Default compression.zstd.level."),

@@ -25,9 +25,10 @@ Rules (Kafka's):
 5. A copy that never finished (the process stopped mid-upload, or an earlier leader died) is
    deleted by the leader before it copies: its objects go, DELETE_SEGMENT_STARTED/FINISHED.
 
-For the read side: `remote_segments(tp)`, `cache(tp)` and `remote_log_start_offset(tp)` answer
-from the same replayed metadata (thread-safe: a lock guards the store, as copies apply their own
-records from worker threads while the event loop replays the topic).
+For the read side: `metadata` (the store `kafkapy.broker.remote_fetch.RemoteTier` reads on the
+event loop), `remote_segments(tp)` and `remote_log_start_offset(tp)`. Records are applied on
+the event loop only (the replay, and each publish once replicated); the worker threads' reads
+take a lock the applies take too.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ log = logging.getLogger(__name__)
 #: Kafka's internal topic of remote segment metadata (TopicBasedRemoteLogMetadataManager)
 REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
 
-#: append one record to `__remote_log_metadata` and return once it is replicated (raises if not)
+#: append one record to `__remote_log_metadata`, return once it is replicated and applied to
+#: the manager (`apply`, on the event loop); raise if it could not be
 Publish = Callable[[RemoteLogMetadata], None]
 
 
@@ -168,6 +170,12 @@ class RemoteLogManager:
                 return False
         return True
 
+    @property
+    def metadata(self) -> RemoteLogMetadataStore:
+        """The replayed metadata of every partition, for the read side (`RemoteTier`): changed
+        only on the event loop (`apply`, `apply_value`), so the loop reads it without the lock."""
+        return self._metadata
+
     def metadata_partition(self, tp: TopicIdPartition) -> int:
         """The `__remote_log_metadata` partition carrying `tp`'s records (Kafka's partitioner)."""
         return metadata_partition(tp, self.metadata_partitions)
@@ -255,7 +263,7 @@ class RemoteLogManager:
             stuck += cache.segments(RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
         for segment in stuck:
             try:
-                self.copier.delete(segment, publish=self._publishing(publish), now_ms=now_ms)
+                self.copier.delete(segment, publish=publish, now_ms=now_ms)
             except Exception as exc:
                 self.counters.delete_failures += 1
                 log.warning("cleaning up remote segment %s of %s failed: %s",
@@ -299,7 +307,7 @@ class RemoteLogManager:
                 plog.directory, base, end_offset=end, max_timestamp_ms=seg.largest_timestamp(),
                 leader_epochs=plog.leader_epochs.entries)
             self.copier.copy(replica.partition, files, leader_epoch=replica.leader_epoch,
-                             publish=self._publishing(publish), now_ms=now_ms)
+                             publish=publish, now_ms=now_ms)
         except Exception as exc:  # store down, publish refused, segment gone: retry later
             state.failures += 1
             state.retry_at_ms = now_ms + self.backoff.delay_ms(state.failures, self._random())
@@ -317,13 +325,6 @@ class RemoteLogManager:
                  replica.partition, base, end, size)
         return True
 
-    def _publishing(self, publish: Publish) -> Publish:
-        """`publish`, then the record applied here at once (its replay later is a no-op)."""
-        def both(record: RemoteLogMetadata) -> None:
-            publish(record)
-            self.apply(record)
-        return both
-
     # --- remote retention (worker thread) -----------------------------------------------------
     def run_remote_retention(
         self, replicas: Iterable[TieredReplica], publish: Publish, now_ms: int
@@ -336,7 +337,7 @@ class RemoteLogManager:
                 continue
             for segment in self._past_retention(replica, now_ms):
                 try:
-                    self.copier.delete(segment, publish=self._publishing(publish), now_ms=now_ms)
+                    self.copier.delete(segment, publish=publish, now_ms=now_ms)
                 except Exception as exc:
                     self.counters.delete_failures += 1
                     log.warning("deleting remote segment %s of %s failed: %s",
@@ -369,10 +370,8 @@ class RemoteLogManager:
     def delete_partition(self, tp: TopicIdPartition, publish: Publish, now_ms: int) -> None:
         """Delete a deleted topic's partition from the remote tier (rule 4): marked, started,
         every object under its prefix, finished (the cache then holds no segment of it)."""
-        publishing = self._publishing(publish)
-
         def mark(state: RemotePartitionDeleteState) -> None:
-            publishing(RemotePartitionDeleteMetadata(tp, self.broker_id, now_ms, state))
+            publish(RemotePartitionDeleteMetadata(tp, self.broker_id, now_ms, state))
 
         mark(RemotePartitionDeleteState.DELETE_PARTITION_MARKED)
         mark(RemotePartitionDeleteState.DELETE_PARTITION_STARTED)

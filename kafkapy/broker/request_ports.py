@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.metadata_store import TopicStore
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.partitions import Partitions
-    from kafkapy.broker.remote_log import RemoteLogManager
+    from kafkapy.broker.remote_fetch import RemoteTier
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.broker.txn_driver import TxnDriver
     from kafkapy.broker.txn_markers import MarkerHost
@@ -240,7 +240,5 @@ class RequestPorts:
     waiters: PartitionWaiters
     stats: BrokerStats
     fault_injector: FaultInjector | None
-    #: the remote tier (KIP-405): which segments of a tiered partition are remote
-    #: (`remote_segments`, `cache`, `remote_log_start_offset`) and the object store holding
-    #: them; None while `remote.log.storage.system.enable` is false
-    remote_log: RemoteLogManager | None = None
+    #: the remote tier's read side (KIP-405); None: `remote.log.storage.system.enable` is off
+    remote_tier: RemoteTier | None = None

@@ -138,7 +138,8 @@ class RemoteLogTasks:
             while True:
                 await trio.sleep(min(self._interval_s, REPLAY_INTERVAL_S))
                 try:
-                    await self._in_thread(self.replay)
+                    for value in await self._in_thread(self.read_metadata):
+                        self.manager.apply_value(value)  # on the loop: RemoteTier reads there
                     if trio.current_time() >= next_run:
                         next_run = trio.current_time() + self._interval_s
                         await self.run_once()
@@ -184,9 +185,10 @@ class RemoteLogTasks:
                 log.error("local retention of %s failed: %s", replica.partition, exc)
 
     # --- the metadata topic -------------------------------------------------------------------
-    def replay(self) -> int:
-        """Apply the records of the local metadata replicas up to their high watermark."""
-        applied = 0
+    def read_metadata(self) -> list[bytes]:
+        """The record values of the local metadata replicas not read yet, up to their high
+        watermark (worker thread; the caller applies them on the event loop)."""
+        values: list[bytes] = []
         for partition in range(self.manager.metadata_partitions):
             plog = self.broker.logs.get(REMOTE_LOG_METADATA_TOPIC, partition)
             if plog is None:
@@ -197,17 +199,22 @@ class RemoteLogTasks:
                 if not header.is_control:
                     for record in decode_records(data, pos, header):
                         if record.value is not None:
-                            applied += self.manager.apply_value(record.value)
+                            values.append(record.value)
                 start = header.last_offset + 1
             self._replayed[partition] = max(start, plog.log_start_offset)
-        return applied
+        return values
 
     def _blocking_publish(self, record: RemoteLogMetadata) -> None:
-        """`publish` for the worker thread: the append runs on the event loop."""
+        """`publish` for the worker thread: the append and the apply run on the event loop."""
         trio.from_thread.run(self.publish, record)
 
     async def publish(self, record: RemoteLogMetadata) -> None:
-        """Append `record` to its metadata partition (led here) and wait until replicated."""
+        """Append `record` to its metadata partition and wait until replicated, then apply it
+        here (its replay later is a no-op)."""
+        await self._append(record)
+        self.manager.apply(record)
+
+    async def _append(self, record: RemoteLogMetadata) -> None:
         broker = self.broker
         tp = record.partition if isinstance(record, RemotePartitionDeleteMetadata) else (
             record.segment_id.partition)

@@ -560,6 +560,16 @@ class PartitionLog(LogQueries):
             self.leader_epochs.clear()
             self._after_truncation(start_offset)
 
+    def restore_leader_epochs(self, entries: Iterable[tuple[int, int]]) -> None:
+        """A follower restarted at the leader's local log start (KIP-405) takes the leader
+        epochs of the history it skipped from the remote tier's copied checkpoint, so its
+        last fetched epoch and OffsetForLeaderEpoch answers are the leader's."""
+        with self._lock:
+            for epoch, offset in entries:
+                self.leader_epochs.assign(epoch, offset)
+            self.leader_epochs.truncate_from_start(self._log_start_offset)
+            self._write_epochs()
+
     def _after_truncation(self, leo: int) -> None:
         self._local.after_truncation(leo)
         self._high_watermark = min(self._high_watermark, leo)

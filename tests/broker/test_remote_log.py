@@ -69,6 +69,19 @@ class MemoryStore:
             self.objects.pop(key, None)
 
 
+class Published(list[RemoteLogMetadata]):
+    """A `Publish` that records each record and applies it to the manager, as the broker's
+    publish does once the record is replicated."""
+
+    def __init__(self, manager: RemoteLogManager) -> None:
+        super().__init__()
+        self.manager = manager
+
+    def __call__(self, record: RemoteLogMetadata) -> None:
+        self.append(record)
+        self.manager.apply(record)
+
+
 def _log(directory: Path, configs: dict[str, str], batches: int = 20) -> PartitionLog:
     plog = PartitionLog(directory, LogConfig.from_topic_configs(configs), topic_id=TP.topic_id,
                         now_ms=BASE_TS)
@@ -89,11 +102,12 @@ def plog(tmp_path: Path) -> PartitionLog:
 
 
 def test_leader_copies_every_rolled_segment_below_the_high_watermark(plog: PartitionLog) -> None:
-    store, published = MemoryStore(), []
+    store = MemoryStore()
     manager = _manager(store)
+    published = Published(manager)
     rolled = plog.segments[:-1]
     assert len(rolled) >= 3
-    copied = manager.run_copies([TieredReplica(TP, plog, 0)], published.append, BASE_TS)
+    copied = manager.run_copies([TieredReplica(TP, plog, 0)], published, BASE_TS)
     assert copied == len(rolled)
     segments = manager.remote_segments(TP)
     assert [s.start_offset for s in segments] == [s.base_offset for s in rolled]
@@ -104,33 +118,34 @@ def test_leader_copies_every_rolled_segment_below_the_high_watermark(plog: Parti
     logs = [k for k in store.objects if k.endswith(".log")]
     assert len(logs) == len(rolled)
     # nothing new: a second run copies nothing
-    assert manager.run_copies([TieredReplica(TP, plog, 0)], published.append, BASE_TS) == 0
+    assert manager.run_copies([TieredReplica(TP, plog, 0)], published, BASE_TS) == 0
 
 
 def test_nothing_at_or_above_the_last_stable_offset_is_copied(plog: PartitionLog) -> None:
     manager = _manager(MemoryStore())
     plog.high_watermark = plog.segments[1].base_offset  # the second segment is not committed
-    manager.run_copies([TieredReplica(TP, plog, 0)], lambda r: None, BASE_TS)
+    manager.run_copies([TieredReplica(TP, plog, 0)], Published(manager), BASE_TS)
     assert [s.start_offset for s in manager.remote_segments(TP)] == [plog.segments[0].base_offset]
 
 
 def test_a_follower_copies_nothing(plog: PartitionLog) -> None:
     manager = _manager(MemoryStore())
-    assert manager.run_copies([TieredReplica(TP, plog, None)], lambda r: None, BASE_TS) == 0
+    assert manager.run_copies([TieredReplica(TP, plog, None)], Published(manager), BASE_TS) == 0
     assert manager.remote_segments(TP) == []
 
 
 def test_a_new_leader_resumes_after_the_replayed_copies(plog: PartitionLog) -> None:
-    store, published = MemoryStore(), []
+    store = MemoryStore()
     first = _manager(store)
+    published = Published(first)
     plog.high_watermark = plog.segments[2].base_offset
-    assert first.run_copies([TieredReplica(TP, plog, 0)], published.append, BASE_TS) == 2
+    assert first.run_copies([TieredReplica(TP, plog, 0)], published, BASE_TS) == 2
     plog.high_watermark = plog.log_end_offset
     successor = _manager(store)
     for record in published:
         assert successor.apply_value(encode_remote_log_metadata(record))
-    mine: list[RemoteLogMetadata] = []
-    successor.run_copies([TieredReplica(TP, plog, 1)], mine.append, BASE_TS)
+    mine = Published(successor)
+    successor.run_copies([TieredReplica(TP, plog, 1)], mine, BASE_TS)
     starts = [r.start_offset for r in mine if isinstance(r, RemoteLogSegmentMetadata)]
     assert starts == [s.base_offset for s in plog.segments[2:-1]]
 
@@ -141,7 +156,7 @@ def test_store_outage_keeps_local_segments_and_backs_off(plog: PartitionLog) -> 
     manager = _manager(store)
     replica = TieredReplica(TP, plog, 0)
     before = [s.base_offset for s in plog.segments]
-    assert manager.run_copies([replica], lambda r: None, BASE_TS) == 0
+    assert manager.run_copies([replica], Published(manager), BASE_TS) == 0
     lag = manager.copier_lag_by_topic()["orders"]
     assert lag.segments == len(before) - 1
     assert lag.bytes > 0
@@ -149,8 +164,8 @@ def test_store_outage_keeps_local_segments_and_backs_off(plog: PartitionLog) -> 
     plog.delete_old_segments(BASE_TS + 10**9)
     assert [s.base_offset for s in plog.segments] == before  # nothing uncopied deleted
     store.down = False
-    assert manager.run_copies([replica], lambda r: None, BASE_TS + 999) == 0  # still backing off
-    assert manager.run_copies([replica], lambda r: None, BASE_TS + 1000) == len(before) - 1
+    assert manager.run_copies([replica], Published(manager), BASE_TS + 999) == 0  # still backing off
+    assert manager.run_copies([replica], Published(manager), BASE_TS + 1000) == len(before) - 1
     assert manager.copier_lag_by_topic()["orders"].bytes == 0
     plog.delete_old_segments(BASE_TS)
     assert sum(s.size for s in plog.segments) <= 2 * SEGMENT_BYTES + SEGMENT_BYTES  # bound + one
@@ -161,19 +176,20 @@ def test_copy_disabled_topic_copies_nothing(tmp_path: Path) -> None:
     plog = _log(tmp_path / "orders-0", {**TIERED, "remote.log.copy.disable": "true",
                                         "local.retention.bytes": "-2"})
     manager = _manager(MemoryStore())
-    assert manager.run_copies([TieredReplica(TP, plog, 0)], lambda r: None, BASE_TS) == 0
+    assert manager.run_copies([TieredReplica(TP, plog, 0)], Published(manager), BASE_TS) == 0
 
 
 def test_remote_retention_deletes_the_oldest_remote_segments(tmp_path: Path) -> None:
     plog = _log(tmp_path / "orders-0", {**TIERED, "retention.bytes": str(4 * SEGMENT_BYTES)},
                 batches=30)
-    store, published = MemoryStore(), []
+    store = MemoryStore()
     manager = _manager(store)
+    published = Published(manager)
     replica = TieredReplica(TP, plog, 0)
-    manager.run_copies([replica], published.append, BASE_TS)
+    manager.run_copies([replica], published, BASE_TS)
     copied = manager.remote_segments(TP)
     published.clear()
-    deleted = manager.run_remote_retention([replica], published.append, BASE_TS)
+    deleted = manager.run_remote_retention([replica], published, BASE_TS)
     assert deleted > 0
     remaining = manager.remote_segments(TP)
     assert [s.start_offset for s in remaining] == [s.start_offset for s in copied[deleted:]]
@@ -188,11 +204,12 @@ def test_remote_retention_deletes_the_oldest_remote_segments(tmp_path: Path) -> 
 
 
 def test_deleting_a_partition_removes_its_objects(plog: PartitionLog) -> None:
-    store, published = MemoryStore(), []
+    store = MemoryStore()
     manager = _manager(store)
-    manager.run_copies([TieredReplica(TP, plog, 0)], published.append, BASE_TS)
+    published = Published(manager)
+    manager.run_copies([TieredReplica(TP, plog, 0)], published, BASE_TS)
     assert manager.known_partitions(TP.topic_id) == [TP]
-    manager.delete_partition(TP, published.append, BASE_TS)
+    manager.delete_partition(TP, published, BASE_TS)
     assert store.objects == {}
     assert isinstance(published[-1], RemotePartitionDeleteMetadata)
     assert manager.remote_segments(TP) == []
@@ -205,8 +222,9 @@ def test_unreadable_metadata_is_skipped() -> None:
 
 
 def test_an_unfinished_copy_is_deleted_and_copied_again(plog: PartitionLog) -> None:
-    store, published = MemoryStore(), []
+    store = MemoryStore()
     manager = _manager(store)
+    published = Published(manager)
     first = plog.segments[0]
     dead = RemoteLogSegmentMetadata(
         RemoteLogSegmentId(TP, uuid.uuid4()), first.base_offset, plog.segments[1].base_offset - 1,
@@ -214,7 +232,7 @@ def test_an_unfinished_copy_is_deleted_and_copied_again(plog: PartitionLog) -> N
     orphan = segment_object_key(dead.segment_id, dead.start_offset, SegmentObject.SEGMENT)
     store.objects[orphan] = b"half a segment"
     assert manager.apply(dead)
-    manager.run_copies([TieredReplica(TP, plog, 0)], published.append, BASE_TS)
+    manager.run_copies([TieredReplica(TP, plog, 0)], published, BASE_TS)
     assert orphan not in store.objects
     states = [r.state for r in published[:2] if isinstance(r, RemoteLogSegmentMetadataUpdate)]
     assert states == [RemoteLogSegmentState.DELETE_SEGMENT_STARTED,

@@ -475,6 +475,12 @@ class ReplicaManager:
         if hw is not None:
             self._hw_moved(role, plog, hw)
 
+    def on_replicated(self, topic: str, partition: int) -> None:
+        """A follower replica's high watermark or log start moved (the replica fetcher applied
+        a response): wake the consumers' long polls on this replica (KIP-392), which read up
+        to that high watermark, instead of leaving them to their max_wait_ms."""
+        self.broker.waiters.notify((topic, partition))
+
     def on_follower_request(self, replica_id: int) -> None:
         """A follower's Fetch arrived (once per request, before its partitions)."""
         self.follower_request_ms[replica_id] = monotonic_ms()

@@ -157,6 +157,9 @@ class BrokerCollector:
                 "bytes_out": dict(stats.bytes_out),
                 "replication_bytes_out": dict(stats.replication_bytes_out),
                 "follower_bytes_out": dict(stats.follower_bytes_out),
+                "remote_fetch_bytes": dict(stats.remote_fetch_bytes),
+                "remote_fetch_requests": dict(stats.remote_fetch_requests),
+                "remote_fetch_errors": dict(stats.remote_fetch_errors),
                 "requests": dict(stats.requests),
                 "errors": dict(stats.errors),
                 "connections_created": dict(stats.connections_created),
@@ -213,6 +216,9 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
         ("bytesin", "bytes_in", "Record batch bytes appended by produce requests"),
         ("bytesout", "bytes_out", "Record bytes returned to consumer fetches"),
         ("replicationbytesout", "replication_bytes_out", "Record bytes returned to follower fetches"),
+        ("remotefetchbytes", "remote_fetch_bytes", "Record bytes read from the remote tier for fetches"),
+        ("remotefetchrequests", "remote_fetch_requests", "Fetches of a partition served from the remote tier"),
+        ("remotefetcherrors", "remote_fetch_errors", "Fetches from the remote tier that failed"),
     ):
         yield _sorted_counter(f"kafka_server_brokertopicmetrics_{name}", doc, ["topic"], c[key])
     yield _sorted_counter(
