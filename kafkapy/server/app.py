@@ -38,7 +38,6 @@ import trio
 
 from kafkapy.broker.config import Listener
 from kafkapy.broker.context import ConnectionState, RequestContext
-from kafkapy.broker.handlers import load_handlers
 from kafkapy.broker.handlers.registry import lookup
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
@@ -96,7 +95,6 @@ class Server:
     def __init__(self, broker: Broker, *, shares_process: bool = False) -> None:
         """`shares_process`: other nodes run in this process (kafkapy.testing.local), so a
         failed data dir stops this server instead of exiting the process (ClusterNode.halt)."""
-        load_handlers()
         self.broker = broker
         # TLS contexts and SASL settings per listener; ConfigError here (bad certificate path)
         self.security = listener_security(broker.config, broker.credentials)

@@ -195,9 +195,10 @@ class ReplicaManager:
         await self._applied.wait()
 
     def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
-        """React to a newly published image (see the module doc). The role changes are logged
-        as one INFO line per image (each partition's at DEBUG): a delta of thousands of
-        partitions is one line, not thousands."""
+        """React to a newly published image (see the module doc). Each changed topic is one
+        INFO line naming this broker's new roles in it (`topic_changes.topic_change`); the
+        image's role totals are one DEBUG line, as INFO they told the same change twice, and
+        each partition's role is at DEBUG too."""
         self._changes = RoleChanges()
         try:
             self._apply(image, delta)
@@ -205,7 +206,7 @@ class ReplicaManager:
             self._applied.set()
             self._applied = trio.Event()
             if self._changes:
-                log.info("metadata offset %d: %s", image.offset, self._changes.summary())
+                log.debug("metadata offset %d: %s", image.offset, self._changes.summary())
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
