@@ -84,7 +84,8 @@ class PartitionLogStates:
     def set_ready(self, topic: str, partition: int) -> None:
         """Its log opened, or it has none here any more (deleted, moved away)."""
         self._undeleted.discard((topic, partition))
-        if self._states.pop((topic, partition), None) is not None:
+        entry = self._states.pop((topic, partition), None)
+        if entry is not None and entry[0] is LogState.OFFLINE:
             log.info("%s-%d is ready", topic, partition)
 
     def undeleted(self, topic: str, partition: int) -> bool:

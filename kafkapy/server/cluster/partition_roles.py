@@ -33,14 +33,17 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import trio
+import trio.lowlevel
 
+from kafkapy.broker.log_state import LogState
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.broker.partition_role import PartitionRole
+from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.protocol.messages.alter_partition import (
@@ -48,6 +51,7 @@ from kafkapy.protocol.messages.alter_partition import (
     AlterPartitionResponse_PartitionData,
 )
 from kafkapy.replication.partition import IsrProposal, LeaderState
+from kafkapy.server.cluster.delta_slices import DeltaSlices, RoleChanges
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.server.cluster.topic_changes import Roles, first_image, topic_change
 from kafkapy.storage.errors import StorageError
@@ -58,7 +62,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
-    from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
+    from kafkapy.controller.image import MetadataDelta, PartitionImage, TopicImage
     from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
 __all__ = [
@@ -152,22 +156,6 @@ def monotonic_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-@dataclass(slots=True)
-class RoleChanges:
-    """The role changes one image made, for its one summary line."""
-
-    leaders: int = 0
-    followers: dict[int, int] = field(default_factory=dict)  # leader id -> partitions
-
-    def __bool__(self) -> bool:
-        return bool(self.leaders or self.followers)
-
-    def summary(self) -> str:
-        follows = ", ".join(f"{n} of {leader}" for leader, n in sorted(self.followers.items()))
-        total = sum(self.followers.values())
-        return f"leader of {self.leaders} partitions, follower of {total}" + (f" ({follows})" if follows else "")
-
-
 class ReplicaManager:
     def __init__(self, broker: ReplicaHost) -> None:
         self.broker = broker
@@ -176,7 +164,9 @@ class ReplicaManager:
         self._isr_to_check: set[Key] = set()  # partitions a follower fetch made worth a look
         self._applied_once = False
         self._applied = trio.Event()
-        self._changes = RoleChanges()  # the role changes of the image being applied
+        self._changes = RoleChanges()  # the role changes applied since the queue was last empty
+        self._slices = DeltaSlices()
+        self._image = MetadataImage()  # the latest published image: what queued partitions follow
         #: each follower's latest fetch request (monotonic ms): an idle partition in its fetch
         #: session counts as fetched then (`LeaderState.on_leader_append`)
         self.follower_request_ms: dict[int, int] = {}
@@ -195,17 +185,17 @@ class ReplicaManager:
         await self._applied.wait()
 
     def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
-        """React to a newly published image (see the module doc). The role changes are logged
-        as one INFO line per image (each partition's at DEBUG): a delta of thousands of
-        partitions is one line, not thousands."""
-        self._changes = RoleChanges()
+        """React to a newly published image (see the module doc): the topics at once, their
+        partitions' logs and roles in slices (`DeltaSlices`), the first slice here. The role
+        changes are logged as one INFO line once the delta's last slice is applied (each
+        partition's at DEBUG): a delta of thousands of partitions is one line."""
+        self._image = image
         try:
             self._apply(image, delta)
+            self.run_slice()
         finally:
             self._applied.set()
             self._applied = trio.Event()
-            if self._changes:
-                log.info("metadata offset %d: %s", image.offset, self._changes.summary())
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
@@ -226,15 +216,13 @@ class ReplicaManager:
             self._remove_topic(info, delete_logs=not first)
         if first:
             self._delete_strays(image)
-        for name in sorted(changed):
+            self._slices.whole_image = True
+        # internal topics first: their coordinators answer COORDINATOR_LOAD_IN_PROGRESS until then
+        for name in sorted(changed, key=lambda n: (n not in INTERNAL_TOPICS, n)):
             t = image.topics.get(name)
             if t is not None:
-                self._apply_topic(image, t, first)
-        if first:
-            leads = sum(r.is_leader for r in self.roles.values())
-            log.info("%s", first_image(image.offset, len(image.topics),
-                                       sum(len(t.partitions) for t in image.topics.values()),
-                                       leads, len(self.roles) - leads))
+                parts = None if first or delta is None else delta.changed_partitions.get(name)
+                self._apply_topic(t, first, parts)
 
     def _delete_strays(self, image: MetadataImage) -> None:
         """Delete the logs on disk of topics the image does not have (or has under another
@@ -269,23 +257,30 @@ class ReplicaManager:
         return True
 
     def _remove_topic(self, info: TopicInfo, *, delete_logs: bool) -> None:
+        """Forget the topic at once (roles, producer state); its logs are deleted in slices,
+        each partition LOADING until then."""
         broker = self.broker
         broker.topics.remove(info.name)
         broker.producer_states.forget_topic(info.name)
         for p in range(info.partitions):
-            self._drop_role((info.name, p))
+            key = (info.name, p)
+            self._drop_role(key)
+            self._slices.pending.pop(key, None)
             if delete_logs:
-                self._delete_log(info.name, p)
-            broker.waiters.notify((info.name, p))
+                self._slices.deletes[key] = info.topic_id
+                broker.log_states.set_loading(*key)
+            broker.waiters.notify(key)
         log.info("removed topic %s", info.name)
 
     def _roles_of(self, t: TopicImage) -> Roles:
         return {p: role.is_leader for p in t.partitions if (role := self.roles.get((t.name, p)))}
 
-    def _apply_topic(self, image: MetadataImage, t: TopicImage, first: bool) -> None:
-        """Follow one topic's image; its change is one line (DEBUG in a whole image, which
-        `_apply` sums up in one)."""
-        broker = self.broker
+    def _apply_topic(self, t: TopicImage, first: bool, parts: set[int] | None) -> None:
+        """Follow one topic's image: its TopicInfo at once, and its partitions (`parts`, None:
+        all) queued for the slices; a partition with no role or no log here yet is LOADING
+        until its slice. Its change is one line (DEBUG in a whole image, which is summed up
+        in one), with the roles the image gives this broker."""
+        broker, node_id = self.broker, self.broker.node_id
         before = self._roles_of(t)
         count = max(t.partitions) + 1 if t.partitions else 0
         old = broker.topics.get(t.name)
@@ -295,18 +290,111 @@ class ReplicaManager:
         info = TopicInfo(t.name, t.topic_id, count, dict(t.configs), t.name in INTERNAL_TOPICS)
         broker.topics.put(info)
         configs_changed = old is None or old.configs != info.configs  # first sight: the disk may be stale
-        for p, part in sorted(t.partitions.items()):
-            try:
-                self._apply_partition(image, info, p, part, configs_changed)
-            except StorageError as e:  # the log store logged the cause: no second traceback
-                broker.log_states.set_offline(t.name, p, str(e))
-                self._drop_role((t.name, p))
-            except Exception:  # one bad partition must not stop the others from following
-                log.exception("%s-%d: applying its metadata failed", t.name, p)
-                self._drop_role((t.name, p))
-        change = topic_change(old, info, t, before, self._roles_of(t))
+        if configs_changed:
+            parts = None
+        pending, deletes, states = self._slices.pending, self._slices.deletes, broker.log_states
+        after: Roles = {}
+        for p in sorted(t.partitions if parts is None else parts):
+            part = t.partitions.get(p)
+            if part is None:
+                continue
+            key = (t.name, p)
+            deletes.pop(key, None)  # `_open_log` removes an older topic's log itself
+            pending[key] = pending.get(key, False) or configs_changed
+            if node_id in part.replicas:
+                after[p] = part.leader == node_id
+                plog = broker.logs.get(t.name, p)
+                if key not in self.roles or plog is None or plog.topic_id != t.topic_id:
+                    states.set_loading(t.name, p)
+        if parts is not None:
+            after = {**{p: r for p, r in before.items() if p not in parts}, **after}
+        change = topic_change(old, info, t, before, after)
         if change is not None:
             log.log(logging.DEBUG if first else logging.INFO, "%s", change)
+
+    # -- slices -----------------------------------------------------------------------------------
+    def run_slice(self) -> bool:
+        """Apply up to one slice of the queued partition work (deletions first); True when
+        some is left (`run_metadata_slices` goes on with it after a checkpoint)."""
+        work = self._slices
+        deadline = time.perf_counter() + work.budget_s
+        done = 0
+        while (work.deletes or work.pending) and done < work.partitions:
+            if done % 16 == 15 and time.perf_counter() > deadline:
+                break
+            if work.deletes:
+                key, topic_id = next(iter(work.deletes.items()))
+                del work.deletes[key]
+                self._delete_removed(key, topic_id)
+            else:
+                key, configs_changed = next(iter(work.pending.items()))
+                del work.pending[key]
+                self._apply_queued(key, configs_changed)
+            done += 1
+        work.slices += done > 0
+        if work.deletes or work.pending:
+            work.wakeup.set()
+            return True
+        if done or work.whole_image:
+            self._drained()
+        return False
+
+    async def run_metadata_slices(self) -> None:
+        """Apply what `apply` queued beyond its first slice, one slice per checkpoint, so
+        heartbeats, Raft and requests are served between slices (started by the replica
+        fetcher manager's `run`, beside the ISR loop)."""
+        work = self._slices
+        while True:
+            await work.wakeup.wait()
+            work.wakeup = trio.Event()
+            while self.run_slice():
+                await trio.lowlevel.checkpoint()
+
+    def _drained(self) -> None:
+        """The queue is empty: the summary lines of what it applied."""
+        image = self._image
+        if self._changes:
+            log.info("metadata offset %d: %s", image.offset, self._changes.summary())
+            self._changes = RoleChanges()
+        if self._slices.whole_image:
+            self._slices.whole_image = False
+            leads = sum(r.is_leader for r in self.roles.values())
+            log.info("%s", first_image(image.offset, len(image.topics),
+                                       sum(len(t.partitions) for t in image.topics.values()),
+                                       leads, len(self.roles) - leads))
+
+    def _apply_queued(self, key: Key, configs_changed: bool) -> None:
+        """Bring one queued partition to the latest image (which may have moved on since it
+        was queued); it is not LOADING afterwards (ready, offline, or no replica here)."""
+        broker, (topic, p) = self.broker, key
+        t = self._image.topics.get(topic)
+        part = t.partitions.get(p) if t is not None else None
+        info = broker.topics.get(topic)
+        try:
+            if t is not None and part is not None and info is not None and info.topic_id == t.topic_id:
+                self._apply_partition(self._image, info, p, part, configs_changed)
+        except StorageError as e:  # the log store logged the cause: no second traceback
+            broker.log_states.set_offline(topic, p, str(e))
+            self._drop_role(key)
+        except Exception:  # one bad partition must not stop the others from following
+            log.exception("%s-%d: applying its metadata failed", topic, p)
+            self._drop_role(key)
+        if broker.log_states.state(topic, p) is LogState.LOADING:
+            broker.log_states.set_ready(topic, p)
+
+    def _delete_removed(self, key: Key, topic_id: uuid.UUID) -> None:
+        """Delete the log of a removed topic's partition, unless a topic created since under
+        the same name owns the log now."""
+        logs, (topic, p) = self.broker.logs, key
+        plog = logs.get(topic, p)
+        if plog is not None and plog.topic_id.int and plog.topic_id != topic_id:
+            if self.broker.log_states.state(topic, p) is LogState.LOADING:
+                self.broker.log_states.set_ready(topic, p)
+            return
+        if plog is not None or key in logs.failed_logs() or self.broker.log_states.undeleted(topic, p):
+            self._delete_log(topic, p)
+        else:
+            self.broker.log_states.set_ready(topic, p)
 
     def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
         """The partition's log, created if new; None when it failed (the partition is then

@@ -1,0 +1,92 @@
+"""A metadata delta's partitions are applied in slices (`ReplicaManager.run_slice`), with
+requests answered between slices and the partitions still waiting answering as loading:
+NOT_LEADER_OR_FOLLOWER for data, COORDINATOR_LOAD_IN_PROGRESS for a coordinator, `/readyz`
+not ready until none is left.
+
+Deterministic: the slices are bounded by partitions only (`DeltaSlices.unbounded_time`), and a
+gate holds the slices at a chosen point while the test asks its questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from kafkapy.broker.log_state import LogState
+from kafkapy.protocol import ApiKey
+from kafkapy.protocol.errors import ErrorCode
+from kafkapy.protocol.messages import DescribeGroupsRequest, FindCoordinatorRequest
+from kafkapy.server.broker import Broker
+from tests.server.cluster.replication_helpers import produce, wait_for
+from tests.server.helpers import Client, batch, create_topic, find_coordinator, running_broker
+
+WIDE = 5_000  # partitions of one CreateTopics: ten slices of 500
+
+
+def _gate(broker: Broker, open_after: int) -> tuple[trio.Event, list[int]]:
+    """Hold the slices once `open_after` have run, until the returned event is set (a held
+    slice applies nothing and says work is left, so the slice task checks back). Also
+    returns the loading count seen at each applied slice's start."""
+    replicas = broker.replicas
+    slices = replicas._slices
+    slices.partitions = 500
+    slices.unbounded_time()
+    gate = trio.Event()
+    seen: list[int] = []
+    real: Callable[[], bool] = replicas.run_slice
+
+    def gated() -> bool:
+        if slices.slices >= open_after and not gate.is_set() and (slices.pending or slices.deletes):
+            slices.wakeup.set()
+            return True
+        seen.append(broker.log_states.loading_count())
+        return real()
+
+    replicas.run_slice = gated  # type: ignore[method-assign]
+    return gate, seen
+
+
+async def test_a_5000_partition_delta_is_applied_in_slices_with_requests_answered_between() -> None:
+    async with running_broker(None) as (broker, server, port):
+        gate, seen = _gate(broker, open_after=3)
+        await create_topic(port, "wide", WIDE)  # answered while most partitions are still loading
+        await wait_for(lambda: broker.replicas._slices.slices >= 3, what="three slices")
+        loading = broker.log_states.loading_count()
+        assert loading == WIDE - 3 * 500
+        assert server.readiness() == (False, f"{loading} partitions loading")
+        client = await Client.connect(port)
+        try:
+            assert (await produce(client, "wide", batch(b"v"), acks=1, partition=0)).error_code == ErrorCode.NONE
+            refused = await produce(client, "wide", batch(b"v"), acks=1, partition=WIDE - 1)
+            assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert broker.log_states.state("wide", WIDE - 1) is LogState.LOADING
+            gate.set()
+            await wait_for(lambda: broker.log_states.loading_count() == 0, what="every slice applied")
+            assert broker.replicas._slices.slices >= WIDE // 500
+            assert seen[:3] == [WIDE, WIDE - 500, WIDE - 1000]  # one slice at a time, not all at once
+            assert server.readiness() == (True, "")
+            done = await produce(client, "wide", batch(b"v"), acks=1, partition=WIDE - 1)
+            assert done.error_code == ErrorCode.NONE
+        finally:
+            await client.aclose()
+
+
+async def test_a_coordinator_whose_log_is_loading_answers_load_in_progress() -> None:
+    async with running_broker(None) as (broker, server, port):
+        gate, _ = _gate(broker, open_after=0)
+        client = await Client.connect(port)
+        try:
+            # the first lookup creates __consumer_offsets; its partition's log waits for the gate
+            found = await client.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g"))
+            await wait_for(lambda: broker.log_states.state("__consumer_offsets", 0) is LogState.LOADING,
+                           what="__consumer_offsets-0 loading")
+            assert found.error_code in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g"]))
+            assert described.groups[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            assert server.readiness() == (False, "1 partitions loading")
+            gate.set()
+            assert await find_coordinator(client, "g") == broker.node_id
+            assert server.readiness() == (True, "")
+        finally:
+            await client.aclose()
