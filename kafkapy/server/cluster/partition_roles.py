@@ -320,7 +320,7 @@ class ReplicaManager:
         deadline = time.perf_counter() + work.budget_s
         done = 0
         while (work.deletes or work.pending) and done < work.partitions:
-            if done % 16 == 15 and time.perf_counter() > deadline:
+            if done and time.perf_counter() > deadline:
                 break
             if work.deletes:
                 key, topic_id = next(iter(work.deletes.items()))
@@ -342,13 +342,51 @@ class ReplicaManager:
     async def run_metadata_slices(self) -> None:
         """Apply what `apply` queued beyond its first slice, one slice per checkpoint, so
         heartbeats, Raft and requests are served between slices (started by the replica
-        fetcher manager's `run`, beside the ISR loop)."""
+        fetcher manager's `run`, beside the ISR loop). The new logs a slice needs are created
+        in a worker thread first (`_create_logs`): a log is a directory and a few files, 1-15
+        ms each on a busy disk, which would bound a slice to a handful of partitions."""
         work = self._slices
         while True:
             await work.wakeup.wait()
             work.wakeup = trio.Event()
-            while self.run_slice():
+            for _ in range(2**62):
+                batch = self._creations()
+                if batch:
+                    await trio.to_thread.run_sync(self._create_logs, batch, abandon_on_cancel=True)
+                    for key, _, topic_id in batch:
+                        if key not in work.pending and key not in work.deletes:
+                            work.deletes[key] = topic_id  # removed while its log was created
+                if not self.run_slice():
+                    break
                 await trio.lowlevel.checkpoint()
+
+    def _creations(self) -> list[tuple[Key, LogConfig, uuid.UUID]]:
+        """The partitions of the next slice that need a new log here (per the latest image)."""
+        broker, work = self.broker, self._slices
+        if work.deletes:
+            return []
+        out = []
+        for key in itertools.islice(work.pending, work.partitions):
+            t = self._image.topics.get(key[0])
+            part = t.partitions.get(key[1]) if t is not None else None
+            info = broker.topics.get(key[0])
+            if (
+                t is None or part is None or info is None or info.topic_id != t.topic_id
+                or broker.node_id not in part.replicas or broker.logs.get(*key) is not None
+                or broker.log_states.state(*key) is LogState.OFFLINE
+            ):
+                continue
+            out.append((key, broker.log_config(info), t.topic_id))
+        return out
+
+    def _create_logs(self, batch: list[tuple[Key, LogConfig, uuid.UUID]]) -> None:
+        """Worker thread: create the logs (the log manager is thread-safe). A failure is left
+        to the slice, which tries again on the event loop and takes the partition offline."""
+        for (topic, p), config, topic_id in batch:
+            try:
+                self.broker.logs.get_or_create(topic, p, config, topic_id)
+            except Exception as e:
+                log.debug("%s-%d: creating its log failed (the slice retries): %s", topic, p, e)
 
     def _drained(self) -> None:
         """The queue is empty: the summary lines of what it applied."""

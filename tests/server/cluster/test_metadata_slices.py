@@ -21,7 +21,8 @@ from kafkapy.server.broker import Broker
 from tests.server.cluster.replication_helpers import produce, wait_for
 from tests.server.helpers import Client, batch, create_topic, find_coordinator, running_broker
 
-WIDE = 5_000  # partitions of one CreateTopics: ten slices of 500
+WIDE = 300  # partitions of one CreateTopics (each log a directory and files: 1-15 ms)
+SLICE = 30  # partitions per slice: the CreateTopics takes ten
 
 
 def _gate(broker: Broker, open_after: int) -> tuple[trio.Event, list[int]]:
@@ -30,7 +31,7 @@ def _gate(broker: Broker, open_after: int) -> tuple[trio.Event, list[int]]:
     returns the loading count seen at each applied slice's start."""
     replicas = broker.replicas
     slices = replicas._slices
-    slices.partitions = 500
+    slices.partitions = SLICE
     slices.unbounded_time()
     gate = trio.Event()
     seen: list[int] = []
@@ -47,13 +48,13 @@ def _gate(broker: Broker, open_after: int) -> tuple[trio.Event, list[int]]:
     return gate, seen
 
 
-async def test_a_5000_partition_delta_is_applied_in_slices_with_requests_answered_between() -> None:
+async def test_a_300_partition_delta_is_applied_in_slices_with_requests_answered_between() -> None:
     async with running_broker(None) as (broker, server, port):
         gate, seen = _gate(broker, open_after=3)
         await create_topic(port, "wide", WIDE)  # answered while most partitions are still loading
         await wait_for(lambda: broker.replicas._slices.slices >= 3, what="three slices")
         loading = broker.log_states.loading_count()
-        assert loading == WIDE - 3 * 500
+        assert loading == WIDE - 3 * SLICE
         assert server.readiness() == (False, f"{loading} partitions loading")
         client = await Client.connect(port)
         try:
@@ -63,8 +64,8 @@ async def test_a_5000_partition_delta_is_applied_in_slices_with_requests_answere
             assert broker.log_states.state("wide", WIDE - 1) is LogState.LOADING
             gate.set()
             await wait_for(lambda: broker.log_states.loading_count() == 0, what="every slice applied")
-            assert broker.replicas._slices.slices >= WIDE // 500
-            assert seen[:3] == [WIDE, WIDE - 500, WIDE - 1000]  # one slice at a time, not all at once
+            assert broker.replicas._slices.slices >= WIDE // SLICE
+            assert seen[:3] == [WIDE, WIDE - SLICE, WIDE - 2 * SLICE]  # one slice at a time, not all at once
             assert server.readiness() == (True, "")
             done = await produce(client, "wide", batch(b"v"), acks=1, partition=WIDE - 1)
             assert done.error_code == ErrorCode.NONE
