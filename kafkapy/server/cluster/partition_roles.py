@@ -689,13 +689,13 @@ class ReplicaManager:
         one AlterPartition (as Kafka's AlterPartitionManager batches what is pending): a
         follower that died or came back changes thousands of ISRs at once."""
         image = self.broker.cluster.image
-        now = monotonic_ms()
+        now, now_s = monotonic_ms(), trio.current_time()
         roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
         batch: list[tuple[PartitionRole, IsrProposal]] = []
         for role in roles:
             state = role.leader_state
-            if state is None or role.alter_in_flight or role.alter_retry_at > trio.current_time():
-                continue
+            if state is None or len(role.replicas) == 1 or role.alter_in_flight or role.alter_retry_at > now_s:
+                continue  # a lone replica is its whole ISR: nothing to shrink or expand
             plog = self.broker.logs.get(role.topic, role.partition)
             if plog is None:
                 continue
