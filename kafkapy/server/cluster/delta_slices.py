@@ -47,6 +47,8 @@ class DeltaSlices:
 
     pending: dict[Key, bool] = field(default_factory=dict)
     deletes: dict[Key, uuid.UUID] = field(default_factory=dict)
+    #: queued partitions of internal topics, applied at once (`ReplicaManager._apply_internal`)
+    internal: list[Key] = field(default_factory=list)
     partitions: int = 256
     budget_s: float = 0.02
     wakeup: trio.Event = field(default_factory=trio.Event)

@@ -47,11 +47,11 @@ from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from kafkapy.protocol.messages.alter_partition import (
-    AlterPartitionRequest_TopicData,
     AlterPartitionResponse_PartitionData,
 )
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.delta_slices import DeltaSlices, RoleChanges
+from kafkapy.server.cluster.isr_changes import alter_request
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.server.cluster.topic_changes import Roles, first_image, topic_change
 from kafkapy.storage.errors import StorageError
@@ -192,6 +192,7 @@ class ReplicaManager:
         self._image = image
         try:
             self._apply(image, delta)
+            self._apply_internal()
             self.run_slice()
         finally:
             self._applied.set()
@@ -217,8 +218,7 @@ class ReplicaManager:
         if first:
             self._delete_strays(image)
             self._slices.whole_image = True
-        # internal topics first: their coordinators answer COORDINATOR_LOAD_IN_PROGRESS until then
-        for name in sorted(changed, key=lambda n: (n not in INTERNAL_TOPICS, n)):
+        for name in sorted(changed):
             t = image.topics.get(name)
             if t is not None:
                 parts = None if first or delta is None else delta.changed_partitions.get(name)
@@ -301,6 +301,8 @@ class ReplicaManager:
             key = (t.name, p)
             deletes.pop(key, None)  # `_open_log` removes an older topic's log itself
             pending[key] = pending.get(key, False) or configs_changed
+            if info.internal:
+                self._slices.internal.append(key)
             if node_id in part.replicas:
                 after[p] = part.leader == node_id
                 plog = broker.logs.get(t.name, p)
@@ -313,6 +315,18 @@ class ReplicaManager:
             log.log(logging.DEBUG if first else logging.INFO, "%s", change)
 
     # -- slices -----------------------------------------------------------------------------------
+    def _apply_internal(self) -> None:
+        """Apply the queued `__consumer_offsets` / `__transaction_state` partitions now, whatever
+        the slice bounds (at most a few dozen, created once per cluster): FindCoordinator
+        waits for a coordinator this node is loading, and it can only see a load that began,
+        so a coordinator partition must not wait in the queue (clients such as librdkafka's
+        admin do not retry COORDINATOR_LOAD_IN_PROGRESS everywhere)."""
+        pending, internal = self._slices.pending, self._slices.internal
+        while internal:
+            key = internal.pop()
+            if key in pending:
+                self._apply_queued(key, pending.pop(key))
+
     def run_slice(self) -> bool:
         """Apply up to one slice of the queued partition work (deletions first); True when
         some is left (`run_metadata_slices` goes on with it after a checkpoint)."""
@@ -707,42 +721,13 @@ class ReplicaManager:
         if batch:
             nursery.start_soon(self._alter_partitions, batch)
 
-    def _alter_request(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> AlterPartitionRequest:
-        brokers = self.broker.cluster.image.brokers
-
-        def epoch_of(r: int) -> int:
-            reg = brokers.get(r)
-            return int(reg.epoch) if reg is not None else -1
-
-        own = brokers.get(self.broker.node_id)
-        topics: dict[uuid.UUID, AlterPartitionRequest_TopicData] = {}
-        for role, proposal in batch:
-            data = topics.get(role.topic_id)
-            if data is None:
-                data = topics[role.topic_id] = AlterPartitionRequest.TopicData(
-                    topic_name=role.topic, topic_id=role.topic_id)
-            data.partitions.append(AlterPartitionRequest.PartitionData(
-                partition_index=role.partition,
-                leader_epoch=proposal.leader_epoch,
-                new_isr=list(proposal.new_isr),
-                new_isr_with_epochs=[
-                    AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
-                    for r in proposal.new_isr
-                ],
-                partition_epoch=proposal.partition_epoch,
-            ))
-        return AlterPartitionRequest(
-            broker_id=self.broker.node_id,
-            broker_epoch=int(own.epoch) if own is not None else -1,
-            topics=list(topics.values()),
-        )
-
     async def _alter_partitions(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> None:
         """Send one AlterPartition for `batch` and apply the controller's answer to each
         partition (one in flight per partition); one log line for the whole batch."""
         results: dict[tuple[uuid.UUID, int], AlterPartitionResponse_PartitionData] = {}
         try:
-            response = await self.broker.cluster.channel.alter_partition(self._alter_request(batch))
+            response = await self.broker.cluster.channel.alter_partition(
+                alter_request(batch, self.broker.cluster.image.brokers, self.broker.node_id))
             top = ErrorCode(response.error_code)
             results = {(t.topic_id, p.partition_index): p for t in response.topics for p in t.partitions}
         except Exception as exc:

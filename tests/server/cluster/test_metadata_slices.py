@@ -73,21 +73,41 @@ async def test_a_300_partition_delta_is_applied_in_slices_with_requests_answered
             await client.aclose()
 
 
-async def test_a_coordinator_whose_log_is_loading_answers_load_in_progress() -> None:
+async def test_coordinator_partitions_are_applied_at_once_while_data_partitions_wait() -> None:
+    """A fresh broker's first FindCoordinator creates `__consumer_offsets`; its partitions skip
+    the queue, so the coordinator the client is then sent to is loaded, not "loading" -
+    librdkafka's admin client does not retry COORDINATOR_LOAD_IN_PROGRESS on every API."""
     async with running_broker(None) as (broker, server, port):
-        gate, _ = _gate(broker, open_after=0)
+        gate, _ = _gate(broker, open_after=0)  # no slice runs until the gate opens
+        await create_topic(port, "held", 3)
         client = await Client.connect(port)
         try:
-            # the first lookup creates __consumer_offsets; its partition's log waits for the gate
             found = await client.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g"))
-            await wait_for(lambda: broker.log_states.state("__consumer_offsets", 0) is LogState.LOADING,
-                           what="__consumer_offsets-0 loading")
-            assert found.error_code in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            assert found.error_code == ErrorCode.NONE
+            described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g"]))
+            assert described.groups[0].error_code == ErrorCode.NONE
+            refused = await produce(client, "held", batch(b"v"), acks=1, partition=2)
+            assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert server.readiness() == (False, "3 partitions loading")
+            gate.set()
+            await wait_for(lambda: server.readiness()[0], what="ready")
+            assert (await produce(client, "held", batch(b"v"), acks=1, partition=2)).error_code == ErrorCode.NONE
+        finally:
+            await client.aclose()
+
+
+async def test_a_coordinator_whose_partition_is_loading_answers_load_in_progress() -> None:
+    async with running_broker(None) as (broker, server, port):
+        client = await Client.connect(port)
+        try:
+            assert await find_coordinator(client, "g") == broker.node_id
+            broker.log_states.set_loading("__consumer_offsets", 0)  # its log being created again
             described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g"]))
             assert described.groups[0].error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             assert server.readiness() == (False, "1 partitions loading")
-            gate.set()
-            assert await find_coordinator(client, "g") == broker.node_id
+            broker.log_states.set_ready("__consumer_offsets", 0)
+            described = await client.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=["g"]))
+            assert described.groups[0].error_code == ErrorCode.NONE
             assert server.readiness() == (True, "")
         finally:
             await client.aclose()
