@@ -47,6 +47,9 @@ class DeltaSlices:
 
     pending: dict[Key, bool] = field(default_factory=dict)
     deletes: dict[Key, uuid.UUID] = field(default_factory=dict)
+    #: queued partitions whose log is open here (a role or ISR change): applied before the
+    #: log creations in `pending`, so a failover does not wait behind a large CreateTopics
+    changes: dict[Key, bool] = field(default_factory=dict)
     #: queued partitions of internal topics, applied at once (`ReplicaManager._apply_internal`)
     internal: list[Key] = field(default_factory=list)
     partitions: int = 256
@@ -56,6 +59,10 @@ class DeltaSlices:
     whole_image: bool = False
     #: slices applied so far (a figure for tests and the bench: a large delta takes several)
     slices: int = 0
+
+    def __bool__(self) -> bool:
+        """Work is left."""
+        return bool(self.deletes or self.changes or self.pending)
 
     def unbounded_time(self) -> None:
         """Slices bounded by `partitions` alone (tests: the same slices on any machine)."""

@@ -266,6 +266,7 @@ class ReplicaManager:
             key = (info.name, p)
             self._drop_role(key)
             self._slices.pending.pop(key, None)
+            self._slices.changes.pop(key, None)
             if delete_logs:
                 self._slices.deletes[key] = info.topic_id
                 broker.log_states.set_loading(*key)
@@ -292,21 +293,24 @@ class ReplicaManager:
         configs_changed = old is None or old.configs != info.configs  # first sight: the disk may be stale
         if configs_changed:
             parts = None
-        pending, deletes, states = self._slices.pending, self._slices.deletes, broker.log_states
+        work, states = self._slices, broker.log_states
         after: Roles = {}
         for p in sorted(t.partitions if parts is None else parts):
             part = t.partitions.get(p)
             if part is None:
                 continue
             key = (t.name, p)
-            deletes.pop(key, None)  # `_open_log` removes an older topic's log itself
-            pending[key] = pending.get(key, False) or configs_changed
+            work.deletes.pop(key, None)  # `_open_log` removes an older topic's log itself
+            plog = broker.logs.get(t.name, p)
+            has_log = plog is not None and plog.topic_id == t.topic_id
+            # a role change of an open log (a failover) is not queued behind log creations
+            queue = work.changes if has_log and key not in work.pending else work.pending
+            queue[key] = queue.get(key, False) or configs_changed
             if info.internal:
-                self._slices.internal.append(key)
+                work.internal.append(key)
             if node_id in part.replicas:
                 after[p] = part.leader == node_id
-                plog = broker.logs.get(t.name, p)
-                if key not in self.roles or plog is None or plog.topic_id != t.topic_id:
+                if key not in self.roles or not has_log:
                     states.set_loading(t.name, p)
         if parts is not None:
             after = {**{p: r for p, r in before.items() if p not in parts}, **after}
@@ -321,11 +325,12 @@ class ReplicaManager:
         waits for a coordinator this node is loading, and it can only see a load that began,
         so a coordinator partition must not wait in the queue (clients such as librdkafka's
         admin do not retry COORDINATOR_LOAD_IN_PROGRESS everywhere)."""
-        pending, internal = self._slices.pending, self._slices.internal
-        while internal:
-            key = internal.pop()
-            if key in pending:
-                self._apply_queued(key, pending.pop(key))
+        work = self._slices
+        while work.internal:
+            key = work.internal.pop()
+            for queue in (work.changes, work.pending):
+                if key in queue:
+                    self._apply_queued(key, queue.pop(key))
 
     def run_slice(self) -> bool:
         """Apply up to one slice of the queued partition work (deletions first); True when
@@ -333,7 +338,7 @@ class ReplicaManager:
         work = self._slices
         deadline = time.perf_counter() + work.budget_s
         done = 0
-        while (work.deletes or work.pending) and done < work.partitions:
+        while work and done < work.partitions:
             if done and time.perf_counter() > deadline:
                 break
             if work.deletes:
@@ -341,12 +346,13 @@ class ReplicaManager:
                 del work.deletes[key]
                 self._delete_removed(key, topic_id)
             else:
-                key, configs_changed = next(iter(work.pending.items()))
-                del work.pending[key]
+                queue = work.changes or work.pending
+                key, configs_changed = next(iter(queue.items()))
+                del queue[key]
                 self._apply_queued(key, configs_changed)
             done += 1
         work.slices += done > 0
-        if work.deletes or work.pending:
+        if work:
             work.wakeup.set()
             return True
         if done or work.whole_image:
@@ -368,7 +374,7 @@ class ReplicaManager:
                 if batch:
                     await trio.to_thread.run_sync(self._create_logs, batch, abandon_on_cancel=True)
                     for key, _, topic_id in batch:
-                        if key not in work.pending and key not in work.deletes:
+                        if key not in work.pending and key not in work.changes and key not in work.deletes:
                             work.deletes[key] = topic_id  # removed while its log was created
                 if not self.run_slice():
                     break
@@ -377,8 +383,8 @@ class ReplicaManager:
     def _creations(self) -> list[tuple[Key, LogConfig, uuid.UUID]]:
         """The partitions of the next slice that need a new log here (per the latest image)."""
         broker, work = self.broker, self._slices
-        if work.deletes:
-            return []
+        if work.deletes or work.changes:
+            return []  # the next slice applies those first
         out = []
         for key in itertools.islice(work.pending, work.partitions):
             t = self._image.topics.get(key[0])

@@ -19,16 +19,24 @@ from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DescribeGroupsRequest, FindCoordinatorRequest
 from kafkapy.server.broker import Broker
 from tests.server.cluster.replication_helpers import produce, wait_for
-from tests.server.helpers import Client, batch, create_topic, find_coordinator, running_broker
+from tests.server.helpers import (
+    Client,
+    alter_topic_configs,
+    batch,
+    create_topic,
+    find_coordinator,
+    running_broker,
+)
 
 WIDE = 300  # partitions of one CreateTopics (each log a directory and files: 1-15 ms)
 SLICE = 30  # partitions per slice: the CreateTopics takes ten
 
 
-def _gate(broker: Broker, open_after: int) -> tuple[trio.Event, list[int]]:
-    """Hold the slices once `open_after` have run, until the returned event is set (a held
-    slice applies nothing and says work is left, so the slice task checks back). Also
-    returns the loading count seen at each applied slice's start."""
+def _gate(broker: Broker, open_after: int, limit: list[int] | None = None) -> tuple[trio.Event, list[int]]:
+    """Hold the slices once `open_after` (or `limit[0]`, which the test may raise) have run,
+    until the returned event is set (a held slice applies nothing and says work is left, so
+    the slice task checks back). Also returns the loading count seen at each applied slice's
+    start."""
     replicas = broker.replicas
     slices = replicas._slices
     slices.partitions = SLICE
@@ -36,9 +44,10 @@ def _gate(broker: Broker, open_after: int) -> tuple[trio.Event, list[int]]:
     gate = trio.Event()
     seen: list[int] = []
     real: Callable[[], bool] = replicas.run_slice
+    held = limit if limit is not None else [open_after]
 
     def gated() -> bool:
-        if slices.slices >= open_after and not gate.is_set() and (slices.pending or slices.deletes):
+        if slices.slices >= held[0] and not gate.is_set() and slices:
             slices.wakeup.set()
             return True
         seen.append(broker.log_states.loading_count())
@@ -111,3 +120,25 @@ async def test_a_coordinator_whose_partition_is_loading_answers_load_in_progress
             assert server.readiness() == (True, "")
         finally:
             await client.aclose()
+
+
+async def test_a_change_to_an_open_log_is_applied_before_queued_log_creations() -> None:
+    """What a failover is made of (a change to partitions whose log is open here) does not
+    wait behind the log creations of a large CreateTopics."""
+    async with running_broker(None) as (broker, _server, port):
+        await create_topic(port, "small", 2)
+        limit = [1]
+        gate, _ = _gate(broker, 1, limit)
+        await create_topic(port, "wide", WIDE)  # one slice applied, the rest held
+        await alter_topic_configs(port, "small", {"retention.ms": "1234"})
+        work = broker.replicas._slices
+        assert work.changes
+        limit[0] = work.slices + 1
+        await wait_for(lambda: work.slices >= limit[0], what="one more slice")
+        small = broker.logs.get("small", 1)
+        assert small is not None
+        assert small.config.retention_ms == 1234
+        assert not work.changes
+        assert broker.log_states.loading_count() >= WIDE - 2 * SLICE  # the creations still wait
+        gate.set()
+        await wait_for(lambda: broker.log_states.loading_count() == 0, what="every slice applied")
