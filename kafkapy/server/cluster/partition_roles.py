@@ -6,8 +6,15 @@ channel's AlterPartition, the replica fetchers), so it imports neither.
 
 What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode):
 - `apply(image, delta)`: topics come from the metadata image (the TopicStore stays in memory,
-  no topics file); logs are opened for partitions with a replica here and deleted for removed
-  topics; a partition whose leader is this node becomes leader (a `LeaderState` with the leader
+  no topics file) at once; their partitions are queued (`DeltaSlices`) and applied in slices
+  of at most 256 partitions or 20 ms - the first inside the call, the rest by
+  `run_metadata_slices` with a checkpoint between slices, their new logs created in a worker
+  thread first - so a delta of thousands of partitions never holds Raft, heartbeats or
+  requests. Changes to open logs go before log creations; internal topics' partitions are
+  applied at once. A queued partition without a log or role here is LOADING
+  (`kafkapy.broker.log_state`) until its slice. In a slice, logs are opened for partitions
+  with a replica here and deleted for removed topics; a partition whose leader is this node
+  becomes leader (a `LeaderState` with the leader
   epoch of the image; the HW keeps its checkpointed value and moves on as followers report),
   any other becomes follower (the replica fetchers take it; truncation happens there on a
   diverging epoch, KIP-279). Role listeners hear about every role or epoch change.
@@ -25,7 +32,8 @@ Error handling: a log that cannot be opened or deleted takes that partition alon
 metrics; the log store logged the cause) and leaves it without a role; the rest of the delta and
 every other partition are applied as if nothing happened. An AlterPartition the controller refused
 is forgotten and tried again at the next check; an expansion whose outcome is unknown (no
-answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource handling: no tasks of its own except the ISR loop.
+answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource
+handling: no tasks of its own except the ISR loop and the slice task.
 """
 
 from __future__ import annotations
