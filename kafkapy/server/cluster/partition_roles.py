@@ -311,9 +311,11 @@ class ReplicaManager:
             work.deletes.pop(key, None)  # `_open_log` removes an older topic's log itself
             plog = broker.logs.get(t.name, p)
             has_log = plog is not None and plog.topic_id == t.topic_id
-            # a role change of an open log (a failover) is not queued behind log creations
-            queue = work.changes if has_log and key not in work.pending else work.pending
-            queue[key] = queue.get(key, False) or configs_changed
+            # an open log's change, or a leadership taken over, does not wait behind log creations
+            urgent = has_log or (part.leader == node_id and key in work.pending)
+            queue = work.changes if urgent else work.pending
+            was = work.pending.pop(key, False) if urgent else False
+            queue[key] = was or queue.get(key, False) or configs_changed
             if info.internal:
                 work.internal.append(key)
             if node_id in part.replicas:
