@@ -13,11 +13,10 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   requests. Changes to open logs go before log creations; internal topics' partitions are
   applied at once. A queued partition without a log or role here is LOADING
   (`kafkapy.broker.log_state`) until its slice. In a slice, logs are opened for partitions
-  with a replica here and deleted for removed topics; a partition whose leader is this node
-  becomes leader (a `LeaderState` with the leader
-  epoch of the image; the HW keeps its checkpointed value and moves on as followers report),
-  any other becomes follower (the replica fetchers take it; truncation happens there on a
-  diverging epoch, KIP-279). Role listeners hear about every role or epoch change.
+  with a replica here and deleted for removed topics; a partition led by this node becomes
+  leader (a `LeaderState` in the image's leader epoch; the HW keeps its checkpointed value and
+  moves on as followers report), any other follower (the replica fetchers take it; truncation
+  on a diverging epoch, KIP-279). Role listeners hear about every role or epoch change.
 - Leader events: `on_leader_append` (after a produce append), `on_follower_fetch` (a follower's
   fetch offset moves the HW); every HW move sets the log's HW and wakes long polls and acks=all
   waiters (`wait_replicated`).
@@ -25,7 +24,7 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   shrinks of lagging followers every half `replica.lag.time.max.ms` and expansions as soon as a
   follower catches up, one change in flight per partition; the changes due at one check go in
   one AlterPartition through the controller channel, logged as one line.
-- Logging: the role changes of an image are one INFO line (each partition's at DEBUG).
+- Logging: one INFO line per changed topic; the role totals and each partition's at DEBUG.
 
 Error handling: a log that cannot be opened or deleted takes that partition alone offline
 (`broker.log_states`: produce/fetch answer KAFKA_STORAGE_ERROR, one ERROR line, counted in the
@@ -54,9 +53,7 @@ from kafkapy.broker.partition_role import PartitionRole
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
-from kafkapy.protocol.messages.alter_partition import (
-    AlterPartitionResponse_PartitionData,
-)
+from kafkapy.protocol.messages.alter_partition import AlterPartitionResponse_PartitionData
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.delta_slices import DeltaSlices, RoleChanges
 from kafkapy.server.cluster.isr_changes import alter_request
@@ -194,9 +191,9 @@ class ReplicaManager:
 
     def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         """React to a newly published image (see the module doc): the topics at once, their
-        partitions' logs and roles in slices (`DeltaSlices`), the first slice here. The role
-        changes are logged as one INFO line once the delta's last slice is applied (each
-        partition's at DEBUG): a delta of thousands of partitions is one line."""
+        partitions' logs and roles in slices (`DeltaSlices`), the first slice here. Each changed
+        topic is one INFO line (`topic_changes.topic_change`); the role totals, once the last
+        slice is applied, and each partition's role are DEBUG lines."""
         self._image = image
         try:
             self._apply(image, delta)
@@ -422,7 +419,7 @@ class ReplicaManager:
         """The queue is empty: the summary lines of what it applied."""
         image = self._image
         if self._changes:
-            log.info("metadata offset %d: %s", image.offset, self._changes.summary())
+            log.debug("metadata offset %d: %s", image.offset, self._changes.summary())
             self._changes = RoleChanges()
         if self._slices.whole_image:
             self._slices.whole_image = False
@@ -631,6 +628,11 @@ class ReplicaManager:
         if hw is not None:
             self._hw_moved(role, plog, hw)
 
+    def on_replicated(self, topic: str, partition: int) -> None:
+        """A follower replica's high watermark or log start moved: wake the consumers' long
+        polls on this replica (KIP-392), which read up to it, before their max_wait_ms."""
+        self.broker.waiters.notify((topic, partition))
+
     def on_follower_request(self, replica_id: int) -> None:
         """A follower's Fetch arrived (once per request, before its partitions)."""
         self.follower_request_ms[replica_id] = monotonic_ms()
@@ -660,10 +662,8 @@ class ReplicaManager:
 
     def min_insync_replicas(self, topic: str) -> int:
         info = self.broker.topics.get(topic)
-        if info is None:
-            return 1
         try:
-            return int(self.broker.topic_config_value(info, "min.insync.replicas"))
+            return int(self.broker.topic_config_value(info, "min.insync.replicas")) if info else 1
         except ValueError:
             return 1
 
