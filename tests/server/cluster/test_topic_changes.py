@@ -8,6 +8,7 @@ import logging
 import uuid
 
 import pytest
+import trio
 
 from kafkapy.broker.metadata_store import TopicInfo
 from kafkapy.controller.image import PartitionImage, TopicImage
@@ -23,6 +24,10 @@ async def test_create_and_grow_a_topic_is_one_info_line_each(caplog: pytest.LogC
         caplog.clear()
         await create_topic(port, "orders", 6, {"retention.ms": "3600000"})
         await create_partitions(port, "orders", 8)
+        # the answer comes once the image is published; its partitions are applied in slices
+        with trio.fail_after(60):
+            while sum(r.getMessage().startswith("orders-") for r in caplog.records) < 8:
+                await trio.sleep(0.05)
     records = [r for r in caplog.records if r.name == LOGGER]
     infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
     assert infos == [
