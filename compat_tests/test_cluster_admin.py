@@ -329,7 +329,13 @@ def test_partition_limit_per_request_with_confluent_kafka(cluster: ClusterProces
     with pytest.raises(KafkaException) as refused:
         futures[grown].result(timeout=ADMIN_TIMEOUT_S)
     assert refused.value.args[0].code() == KafkaError.INVALID_PARTITIONS
-    topics = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    # Metadata answers from any broker: one may apply the new topic a moment after the controller
+    # answered CreateTopics (as on Kafka, metadata reaches brokers asynchronously).
+    def listed() -> dict[str, Any] | None:
+        found: dict[str, Any] = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+        return found if grown in found else None
+
+    topics = wait_until(f"{grown} in the metadata", listed, cluster)
     assert huge not in topics
     assert len(topics[grown].partitions) == 1
     logs = "".join(node.log_path.read_text() for node in cluster.nodes.values())

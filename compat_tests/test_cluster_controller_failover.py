@@ -21,7 +21,6 @@ elected.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -240,7 +239,7 @@ def test_a_forwarded_create_topics_moves_on_from_a_frozen_controller(
     topic = unique_topic("thawed")
     frozen = cluster.nodes[controller].proc
     assert frozen is not None
-    os.kill(frozen.pid, signal.SIGSTOP)
+    frozen.send_signal(signal.SIGSTOP)
     try:
         request = CreateTopicsRequest(
             timeout_ms=20_000,
@@ -270,4 +269,4 @@ def test_a_forwarded_create_topics_moves_on_from_a_frozen_controller(
             timeout_s=FAILOVER_DEADLINE_S,
         )
     finally:
-        os.kill(frozen.pid, signal.SIGCONT)
+        frozen.send_signal(signal.SIGCONT)

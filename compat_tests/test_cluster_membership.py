@@ -20,7 +20,6 @@ Each test starts its own cluster (3 combined nodes) and ends it.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import threading
@@ -165,7 +164,7 @@ def test_a_paused_leader_refuses_acks1_writes_once_its_lease_ran_out(
             first = await client.request(ApiKey.PRODUCE, 9, _produce_acks1(topic), timeout_s=30)
             assert _error_of(first) is ErrorCode.NONE
             assert node.proc is not None
-            os.kill(node.proc.pid, signal.SIGSTOP)
+            node.proc.send_signal(signal.SIGSTOP)
             try:
                 await trio.sleep(pause_s)  # the others fence it and elect a new leader
 
@@ -175,9 +174,9 @@ def test_a_paused_leader_refuses_acks1_writes_once_its_lease_ran_out(
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(send)
                     await trio.sleep(0.5)
-                    os.kill(node.proc.pid, signal.SIGCONT)
+                    node.proc.send_signal(signal.SIGCONT)
             finally:
-                os.kill(node.proc.pid, signal.SIGCONT)
+                node.proc.send_signal(signal.SIGCONT)
         finally:
             await client.aclose()
 
@@ -219,7 +218,7 @@ def test_a_paused_broker_is_fenced_only_by_its_session(short_cluster: ClusterPro
     node_id = next(i for i in cluster.nodes if i != controller)
     proc = cluster.nodes[node_id].proc
     assert proc is not None
-    os.kill(proc.pid, signal.SIGSTOP)
+    proc.send_signal(signal.SIGSTOP)
     try:
         wait_until(
             f"node {node_id} fenced by its session",
@@ -228,7 +227,7 @@ def test_a_paused_broker_is_fenced_only_by_its_session(short_cluster: ClusterPro
             timeout_s=JOIN_TIMEOUT_S,
         )
     finally:
-        os.kill(proc.pid, signal.SIGCONT)
+        proc.send_signal(signal.SIGCONT)
     assert "before its session expired" not in _log_since_last_start(cluster, controller)
 
 

@@ -14,7 +14,6 @@ they can be SIGKILLed (librdkafka's background thread would go on heartbeating i
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -145,7 +144,7 @@ def test_a_killed_member_leaves_after_its_groups_session_timeout(group_broker: B
         for g in (fast, slow):
             _wait_members(admin, g, 1, DEADLINE_S)
         for m in members:
-            os.kill(m.pid, signal.SIGKILL)
+            m.send_signal(signal.SIGKILL)
             m.wait(timeout=10)
         _wait_members(admin, fast, 0, DEADLINE_S)
         assert _members(admin, slow) == 1, "the group without an override kept the broker's session timeout"

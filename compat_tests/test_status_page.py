@@ -5,7 +5,8 @@ its charts must be drawn; a screenshot is kept under the test's tmp dir (path pr
 
 What a reader of a small single node relies on: the topics and groups open, the lag chart on the
 group that lags most, a burst not flattening steady traffic in the throughput chart, the hot
-partition first, the topic's own configs, sizes that say whose they are, a partition log that
+partition first, the brokers' racks and partition replicas against `max.broker.partitions`,
+the topic's own configs, sizes that say whose they are, a partition log that
 could not be opened and a partition the cleaner gave up on listed under storage health, and the
 Raft quorum of one out of the way."""
 
@@ -56,6 +57,8 @@ LIVE_CLIENT = "page-test-client"
 TOPIC_CONFIGS = {"retention.ms": "86400000"}
 BROKEN = "legacy"  # a topic whose log is damaged while the broker is down: offline after
 KEYED = "keyed"  # compacted once a segment of it is damaged: the cleaner gives up on it
+RACK = "rack-page"
+BUDGET = 1000  # max.broker.partitions: the page shows the replicas against it
 
 
 @pytest.fixture
@@ -156,7 +159,8 @@ def test_status_page_renders_and_matches_the_admin_api(
     _damaged_topic(broker_factory, data_dir)
     broker = broker_factory.start(
         data_dir=data_dir,
-        extra_args=["--http", "127.0.0.1:0", "--override", "log.cleaner.backoff.ms=200"],
+        extra_args=["--http", "127.0.0.1:0", "--override", "log.cleaner.backoff.ms=200",
+                    "--override", f"broker.rack={RACK}", "--override", f"max.broker.partitions={BUDGET}"],
     )
     url = re.search(r"HTTP on (http://\S+/)", broker.log_text())
     assert url, broker.log_tail()
@@ -207,6 +211,7 @@ def test_status_page_renders_and_matches_the_admin_api(
                 node, host, port = (c.strip() for c in rows.nth(i).locator("td").all_inner_texts()[:3])
                 shown.add((int(node), host, int(port)))
             assert shown == admin["brokers"]
+            _check_racks_and_partition_budget(page, broker.bootstrap)
 
             topic = page.locator(f'details.topic[data-topic="{TOPIC}"]')
             assert topic.locator(".partition-count").inner_text() == str(PARTITIONS)
@@ -264,6 +269,21 @@ def test_status_page_renders_and_matches_the_admin_api(
         finally:
             browser.close()
             live.close()
+
+
+def _check_racks_and_partition_budget(page: Page, bootstrap: str) -> None:
+    """The brokers table shows each broker's rack and its partition replicas against
+    `max.broker.partitions`; the replica count is what the admin API's metadata adds up to."""
+    row = page.locator("table.brokers tbody tr").first
+    cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+    assert cells[3] == RACK
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
+    replicas = sum(len(p.replicas) for t in topics.values() for p in t.partitions.values())
+    assert cells[6] == f"{replicas} / {BUDGET} ({round(100 * replicas / BUDGET)}%)"
+    budget_line = page.inner_text("#partition-budget")
+    assert f"max.broker.partitions={BUDGET}" in budget_line
+    assert "max.partitions=unlimited" in budget_line
+    assert "Leader" in page.locator("table.hot-partitions thead").inner_text()
 
 
 def _hottest(page: Page) -> list[str]:

@@ -4,7 +4,9 @@ Why: `perf/cli_bench.py` says how long `serve --memory` takes to its ready line;
 part of the import graph the time goes to, so a lazy import is aimed where it pays. Each stage
 is timed with `time.process_time()` (CPU of this process, less sensitive to a loaded machine than
 wall time) and counts only what the stages before it did not already import; the API message
-modules are counted where they first load (in the server layer), the last line shows what is left.
+modules are counted where they first load, the last line shows what is left. The stages through
+`kafkapy.server.app` are what `serve` imports before its ready line; the handler modules (and the
+message and coordinator classes they use) load later, on each API's first request.
 
     .venv/bin/python perf/serve_imports.py [--repeat 3]
 """
@@ -25,7 +27,7 @@ STAGES: list[tuple[str, list[str]]] = [
      ["kafkapy.protocol.codec", "kafkapy.protocol.records", "kafkapy.protocol.compression"]),
     ("storage", ["kafkapy.storage"]),
     ("raft + controller", ["kafkapy.raft", "kafkapy.controller"]),
-    ("coordinator: group, txn, idempotence",
+    ("coordinator: idempotence; group and txn facades (their classes load on first use)",
      ["kafkapy.coordinator.group", "kafkapy.coordinator.txn", "kafkapy.coordinator.idempotence"]),
     ("the rest of kafkapy.server.app", ["kafkapy.server.app"]),
 ]
@@ -43,7 +45,7 @@ def one_run() -> None:
     handlers = importlib.import_module("kafkapy.broker.handlers")
     for info in pkgutil.iter_modules(handlers.__path__):
         importlib.import_module(f"kafkapy.broker.handlers.{info.name}")
-    lines.append(("request handler modules", time.process_time() - start))
+    lines.append(("request handler modules (serve loads each on its API's first request)", time.process_time() - start))
     messages = importlib.import_module("kafkapy.protocol.messages")
     start = time.process_time()
     for api in messages.APIS.values():

@@ -10,6 +10,7 @@ cluster parts do not import the broker through here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from kafkapy.broker.config import (
     BROKER_CONFIGS,
@@ -20,7 +21,9 @@ from kafkapy.broker.config import (
     check_broker_value,
     validate_topic_config,
 )
-from kafkapy.coordinator.group import GroupConfig, group_config_problem
+
+if TYPE_CHECKING:
+    from kafkapy.coordinator.group import GroupConfig
 
 __all__ = [
     "DYNAMIC_BROKER_KEYS",
@@ -70,6 +73,8 @@ def dynamic_config_problem(name: str, value: str) -> str | None:
 
 def group_config_from(config: BrokerConfig) -> GroupConfig:
     """Kafka's broker settings for groups (every key is in the broker's config table)."""
+    from kafkapy.coordinator.group import GroupConfig  # the coordinator's classes load on use
+
     return GroupConfig(
         initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
         min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
@@ -106,5 +111,13 @@ def group_config_from(config: BrokerConfig) -> GroupConfig:
 def group_config_check(config: BrokerConfig) -> Callable[[Mapping[str, str]], str | None]:
     """Why a group's new config set cannot be stored (INVALID_CONFIG), or None: the group
     coordinator's table against `config`'s bounds (also the controller's check)."""
-    bounds = group_config_from(config)
-    return lambda configs: group_config_problem(configs, bounds)
+    bounds: list[GroupConfig] = []  # read on the first check, so a start builds no coordinator classes
+
+    def check(configs: Mapping[str, str]) -> str | None:
+        from kafkapy.coordinator.group import group_config_problem
+
+        if not bounds:
+            bounds.append(group_config_from(config))
+        return group_config_problem(configs, bounds[0])
+
+    return check

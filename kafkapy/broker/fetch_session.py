@@ -3,7 +3,8 @@
 Why sessions: a consumer fetching hundreds of partitions would otherwise resend all of them every
 few hundred milliseconds. With a session the broker remembers the partition set and each fetch
 carries only changes, and the response carries only partitions with something new (records, or a
-changed high watermark / log start offset / last stable offset, or an error).
+changed high watermark / log start offset / last stable offset, an error, or a leader naming
+a preferred read replica).
 
 Rules:
 - epoch -1 (FINAL): sessionless full fetch; closes `session_id` if it is open.

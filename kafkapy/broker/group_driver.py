@@ -34,10 +34,11 @@ coordinator; its waiting Join/SyncGroups are answered NOT_COORDINATOR.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from kafkapy.broker import runtime
 from kafkapy.broker.clock import now_ms
@@ -50,31 +51,31 @@ from kafkapy.broker.coordinator_runtime import (
     RuntimeHost,
 )
 from kafkapy.broker.internal_topics import log_batches
-from kafkapy.coordinator.group import (
-    CONSUMER_OFFSETS_TOPIC,
-    Completion,
-    GroupCoordinator,
-    GroupRecord,
-    JoinGroupResult,
-    OffsetCommitKey,
-    Pending,
-    Result,
-    SyncGroupResult,
-    encode_key,
-    encode_value,
-    offsets_partition_for,
-)
+from kafkapy.coordinator import group as coordinator_group
+from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records, parse_control_record
 from kafkapy.storage import PartitionLog
 from kafkapy.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from kafkapy.coordinator.group import (
+        Completion,
+        GroupConfig,
+        GroupCoordinator,
+        GroupRecord,
+        JoinGroupResult,
+        Pending,
+        Result,
+        SyncGroupResult,
+    )
 
 __all__ = ["GroupDriver", "GroupWriteError"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Answer = JoinGroupResult | SyncGroupResult
+Answer: TypeAlias = "JoinGroupResult | SyncGroupResult"
 
 
 def _int(config: BrokerConfig, name: str, default: int) -> int:
@@ -158,8 +159,8 @@ class _FailedWrite:
         timeout for them) and reuses generation ids. Kafka's coordinator never reverts
         membership on a failed write either; the members are answered the error and rejoin.
         """
-        self.add(partition, [r for r in records if isinstance(r.key, OffsetCommitKey)])
-        self.kept.update(r.group_id for r in records if not isinstance(r.key, OffsetCommitKey))
+        self.add(partition, [r for r in records if isinstance(r.key, coordinator_group.OffsetCommitKey)])
+        self.kept.update(r.group_id for r in records if not isinstance(r.key, coordinator_group.OffsetCommitKey))
 
 
 @dataclass(slots=True)
@@ -187,9 +188,8 @@ class _Waiter:
     answer: Answer | None = None
 
 
-class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
+class GroupDriver(CoordinatorRuntime["GroupCoordinator"]):
     def __init__(self, broker: RuntimeHost) -> None:
-        self.config = group_config_from(broker.config)
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
         super().__init__(
@@ -202,8 +202,14 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
 
     # -- the runtime's interface -------------------------------------------------------------
 
+    @functools.cached_property
+    def config(self) -> GroupConfig:
+        """The group settings, read from the broker's config when a first coordinator is built
+        (the coordinator's classes load then, not at start)."""
+        return group_config_from(self.broker.config)
+
     def new_coordinator(self, leader_epoch: int) -> GroupCoordinator:
-        return GroupCoordinator(self.config)
+        return coordinator_group.GroupCoordinator(self.config)
 
     async def activate(self, coordinator: GroupCoordinator) -> None:
         coordinator.load_complete(now_ms())
@@ -215,9 +221,9 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
         for group in coordinator.groups.values():
             for m in group.members.values():
                 if m.awaiting_join is not None:
-                    self._deliver(m.awaiting_join, JoinGroupResult(moved, member_id=m.member_id))
+                    self._deliver(m.awaiting_join, coordinator_group.JoinGroupResult(moved, member_id=m.member_id))
                 if m.awaiting_sync is not None:
-                    self._deliver(m.awaiting_sync, SyncGroupResult(moved))
+                    self._deliver(m.awaiting_sync, coordinator_group.SyncGroupResult(moved))
 
     def describe(self, coordinator: GroupCoordinator) -> str:
         return f"{len(coordinator.groups)} groups"
@@ -342,7 +348,7 @@ class GroupDriver(CoordinatorRuntime[GroupCoordinator]):
             try:
                 done = self.append(
                     partition,
-                    [Record(i, 0, encode_key(r.key), encode_value(r.value))
+                    [Record(i, 0, coordinator_group.encode_key(r.key), coordinator_group.encode_value(r.value))
                      for i, r in enumerate(group_records)],
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
@@ -419,8 +425,8 @@ def _as_error(c: Completion, error: ErrorCode) -> Completion:
     """A completion answered `error` instead (its group's coordinator moved away)."""
     r = c.response
     answer: Answer = (
-        JoinGroupResult(error, member_id=r.member_id)
-        if isinstance(r, JoinGroupResult)
-        else SyncGroupResult(error)
+        coordinator_group.JoinGroupResult(error, member_id=r.member_id)
+        if isinstance(r, coordinator_group.JoinGroupResult)
+        else coordinator_group.SyncGroupResult(error)
     )
-    return Completion(c.request_id, answer, c.group_id)
+    return coordinator_group.Completion(c.request_id, answer, c.group_id)

@@ -47,7 +47,6 @@ from kafkapy.protocol.errors import (
     ProtocolError,
     RecordValidationError,
 )
-from kafkapy.protocol.messages import CreateTopicsRequest
 from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.log import AppendResult, PartitionLog, ReadResult, ValidatedBatches
@@ -63,7 +62,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EARLIEST",
+    "EARLIEST_LOCAL",
     "LATEST",
+    "LATEST_TIERED",
     "MAX_TIMESTAMP",
     "Appended",
     "LeaderPartition",
@@ -76,9 +77,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ListOffsets special timestamps (EARLIEST_LOCAL -4, EARLIEST_PENDING_UPLOAD -5: no tiered
-#: storage, so the log start as for EARLIEST).
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+#: ListOffsets special timestamps: EARLIEST_LOCAL -4 (KIP-405, the local log start) and
+#: LATEST_TIERED -5 (KIP-1005, the last offset in the remote tier); a topic that is not tiered
+#: answers the log start and -1 for them, as Kafka does.
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 _LOW_WATERMARK_RECHECK_S = 0.25
 _NONE = ErrorCode.NONE
 
@@ -481,11 +483,20 @@ class Partitions:
     def follower_fetch(
         self, lp: LeaderPartition, replica_id: int, fetch_offset: int, last_fetched_epoch: int,
         log_start_offset: int, *, report: bool,
-    ) -> tuple[int, int] | None:
+    ) -> tuple[int, int] | ErrorCode | None:
         """A follower's fetch: the diverging epoch (epoch, end offset) it must truncate to first
         (KIP-279; `last_fetched_epoch` -1: not checked), else None - and, when `report`, its
-        progress counts for the high watermark and the ISR (once per request)."""
+        progress counts for the high watermark and the ISR (once per request).
+
+        REPLICA_NOT_AVAILABLE, as Kafka's leader answers a replica it does not know yet (its
+        `NotAssignedReplicaException`): a broker that applied a reassignment adding it before
+        the leader did must fetch again, not be served. Served, it would catch up while the
+        leader ignored its progress, then stay idle in its fetch session at the leader's end,
+        never reported again and never added to the ISR."""
         plog = lp.log
+        state = lp.role.leader_state
+        if state is not None and not state.is_follower(replica_id):
+            return ErrorCode.REPLICA_NOT_AVAILABLE
         if last_fetched_epoch >= 0:
             epoch, end = plog.leader_epochs.end_offset_for(last_fetched_epoch, plog.log_end_offset)
             if epoch < last_fetched_epoch or end < fetch_offset:
@@ -512,8 +523,10 @@ class Partitions:
         if read_committed:  # its producer state sets the LSO
             await self.broker.producer_states.ensure_loaded((lp.topic, lp.partition), plog)
         limit = plog.last_stable_offset if read_committed else plog.high_watermark
-        if timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
+        if timestamp == LATEST_TIERED:
+            return -1, -1
         if timestamp == LATEST:
             return limit, -1
         if timestamp == MAX_TIMESTAMP:
@@ -587,6 +600,8 @@ async def auto_create(broker: PartitionsHost, name: str) -> ErrorCode:
     factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
     if topic_name_error(name) is not None:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
+    from kafkapy.protocol.messages import CreateTopicsRequest  # loads with the first auto-creation
+
     request = CreateTopicsRequest(
         topics=[
             CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.metadata_store import TopicStore
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.partitions import Partitions
+    from kafkapy.broker.remote_fetch import RemoteTier
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.broker.txn_driver import TxnDriver
     from kafkapy.broker.txn_markers import MarkerHost
@@ -239,3 +240,5 @@ class RequestPorts:
     waiters: PartitionWaiters
     stats: BrokerStats
     fault_injector: FaultInjector | None
+    #: the remote tier's read side (KIP-405); None: `remote.log.storage.system.enable` is off
+    remote_tier: RemoteTier | None = None

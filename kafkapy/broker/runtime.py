@@ -85,10 +85,13 @@ class Runtime(Protocol):
     def task_group(self) -> AbstractAsyncContextManager[TaskGroup]: ...
 
     async def run_sync_in_thread(
-        self, fn: Callable[..., T], *args: Any, limiter: ThreadLimiter | None = None
+        self, fn: Callable[..., T], *args: Any, limiter: ThreadLimiter | None = None,
+        abandon_on_cancel: bool = False,
     ) -> T:
         """`fn(*args)` in a worker thread (file work that must not stall the loop); within
-        `limiter`'s threads when given, else the runtime's shared ones."""
+        `limiter`'s threads when given, else the runtime's shared ones. `abandon_on_cancel`:
+        a cancelled wait returns at once and the thread's result is dropped when it ends (a
+        remote read past `remote.fetch.max.wait.ms`); the limiter's token is held until then."""
         ...
 
     def thread_limiter(self, total: int) -> ThreadLimiter:

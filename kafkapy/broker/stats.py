@@ -161,6 +161,10 @@ class BrokerStats:
         self.replication_bytes_out: dict[str, int] = defaultdict(int)
         #: the part of bytes_out this broker sent as a follower of the partition (KIP-392)
         self.follower_bytes_out: dict[str, int] = defaultdict(int)
+        #: consumer fetches served from the remote tier (KIP-405): bytes, reads, failed reads
+        self.remote_fetch_bytes: dict[str, int] = defaultdict(int)
+        self.remote_fetch_requests: dict[str, int] = defaultdict(int)
+        self.remote_fetch_errors: dict[str, int] = defaultdict(int)
         # per API and version: RequestMetrics, summed per label at scrape time
         self._meters: dict[tuple[int, int], _RequestMeter] = {}
         self._fetch_meters: dict[tuple[bool, int], _RequestMeter] = {}

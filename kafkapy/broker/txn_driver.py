@@ -57,15 +57,8 @@ from kafkapy.broker.txn_markers import (
     MarkerPeers,
     send_markers,
 )
-from kafkapy.coordinator.txn import (
-    CoordinatorResult,
-    TopicPartition,
-    TransactionCoordinator,
-    TxnLogRecord,
-    TxnState,
-    WriteTxnMarkers,
-    partition_for,
-)
+from kafkapy.coordinator import txn as coordinator_txn
+from kafkapy.coordinator.txn import TopicPartition, TxnState, partition_for
 from kafkapy.coordinator.txn.records import decode_key
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import Record, decode_records
@@ -74,6 +67,12 @@ from kafkapy.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from kafkapy.broker.stats import BrokerStats
+    from kafkapy.coordinator.txn import (
+        CoordinatorResult,
+        TransactionCoordinator,
+        TxnLogRecord,
+        WriteTxnMarkers,
+    )
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "Outcome", "TxnDriver", "TxnHost"]
 
@@ -126,7 +125,7 @@ class TxnHost(RuntimeHost, MarkerHost, Protocol):
     def stats(self) -> BrokerStats: ...
 
 
-class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
+class TxnDriver(CoordinatorRuntime["TransactionCoordinator"]):
     timer_retry_s = _RETRY_S
     broker: TxnHost
 
@@ -153,7 +152,7 @@ class TxnDriver(CoordinatorRuntime[TransactionCoordinator]):
 
     def new_coordinator(self, leader_epoch: int) -> TransactionCoordinator:
         cfg = self.broker.config
-        return TransactionCoordinator(
+        return coordinator_txn.TransactionCoordinator(
             coordinator_epoch=leader_epoch,
             num_partitions=self.num_partitions,
             offsets_topic_partitions=max(cfg.get_int("offsets.topic.num.partitions"), 1),

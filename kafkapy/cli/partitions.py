@@ -12,7 +12,8 @@ Each takes the JSON file Kafka's tool takes, so a file written for one works wit
   "partition": P, "replicas": [..]}]}. `--execute` prints the current assignment (the rollback
   file) and starts the moves, `--verify` reports each partition as completed or in progress,
   `--cancel` reverts the moves in flight, `--generate` proposes a placement of
-  `--topics-to-move-json-file`'s topics over `--broker-list`.
+  `--topics-to-move-json-file`'s topics over `--broker-list` with the controller's rack-aware
+  striped placement (`--disable-rack-aware`: without racks).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from kafkapy.cli.common import (
     client_options,
 )
 from kafkapy.cli.wire import Admin
+from kafkapy.controller.placement import propose_reassignment
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
     AlterPartitionReassignmentsRequest,
@@ -221,7 +223,31 @@ def _assignment_json(assignment: dict[tuple[str, int], list[int]]) -> str:
         for (t, p), r in sorted(assignment.items())]})
 
 
-def _generate(admin: Admin, topics_file: Path, broker_list: str | None) -> None:
+def propose(
+    current: dict[tuple[str, int], list[int]], brokers: dict[int, str | None], *, rack_aware: bool = True
+) -> dict[tuple[str, int], list[int]]:
+    """`--generate`'s plan: every partition of the topics in `current` placed over `brokers`
+    (id -> rack) with the controller's striped, rack-aware placement (replicas of a partition
+    on distinct racks, leaders spread over the brokers), each topic keeping its replication
+    factor capped at the brokers named. Mixed racked and rackless brokers are a usage error
+    unless `rack_aware` is off (Kafka's rule: `--disable-rack-aware`)."""
+    if rack_aware and len({rack is None for rack in brokers.values()}) > 1:
+        rackless = sorted(b for b, rack in brokers.items() if rack is None)
+        raise click.UsageError(
+            f"Not all brokers have rack information (none for {rackless}); "
+            "add --disable-rack-aware to place replicas without racks"
+        )
+    by_topic: dict[str, dict[int, list[int]]] = {}
+    for (t, p), replicas in current.items():
+        by_topic.setdefault(t, {})[p] = replicas[: len(brokers)]
+    try:
+        placed = propose_reassignment(by_topic, brokers, rack_aware=rack_aware)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    return {(t, p): list(replicas) for t, ps in placed.items() for p, replicas in ps.items()}
+
+
+def _generate(admin: Admin, topics_file: Path, broker_list: str | None, rack_aware: bool) -> None:
     try:
         topics = [str(t["topic"]) for t in json.loads(topics_file.read_text())["topics"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -235,10 +261,8 @@ def _generate(admin: Admin, topics_file: Path, broker_list: str | None) -> None:
     if not brokers:
         raise click.BadParameter("name at least one broker", param_hint="--broker-list")
     current = _current(admin, topics)
-    proposed = {}
-    for i, ((t, p), replicas) in enumerate(sorted(current.items())):
-        count = min(len(replicas), len(brokers))
-        proposed[(t, p)] = [brokers[(i + k) % len(brokers)] for k in range(count)]
+    known = {b.node_id: b.rack for b in admin.metadata([]).brokers}
+    proposed = propose(current, {b: known.get(b) for b in brokers}, rack_aware=rack_aware)
     click.echo(f"Current partition replica assignment\n{_assignment_json(current)}\n")
     click.echo(f"Proposed partition reassignment configuration\n{_assignment_json(proposed)}")
 
@@ -275,16 +299,18 @@ def _verify(settings: ClientSettings, admin: Admin, wanted: dict[tuple[str, int]
               help='{"version": 1, "partitions": [{"topic": T, "partition": P, "replicas": [..]}]}')
 @click.option("--topics-to-move-json-file", type=JSON_FILE, help='{"topics": [{"topic": T}], "version": 1}')
 @click.option("--broker-list", metavar="ID,ID", help="with --generate: the brokers to spread over")
+@click.option("--disable-rack-aware", is_flag=True, help="with --generate: ignore the brokers' racks")
 @client_options
 def reassign_partitions(settings: ClientSettings, action: str | None, reassignment_json_file: Path | None,
-                        topics_to_move_json_file: Path | None, broker_list: str | None) -> int:
+                        topics_to_move_json_file: Path | None, broker_list: str | None,
+                        disable_rack_aware: bool) -> int:
     if action is None:
         raise click.UsageError("choose --execute, --verify, --cancel or --generate")
     with Admin(settings) as admin:
         if action == "generate":
             if topics_to_move_json_file is None:
                 raise click.UsageError("--generate needs --topics-to-move-json-file")
-            _generate(admin, topics_to_move_json_file, broker_list)
+            _generate(admin, topics_to_move_json_file, broker_list, not disable_rack_aware)
             return 0
         if reassignment_json_file is None:
             raise click.UsageError(f"--{action} needs --reassignment-json-file")

@@ -99,6 +99,11 @@ class LeaderState:
         """acks=all may append: the committed ISR has at least `min.insync.replicas` members."""
         return len(self.isr) >= min_isr
 
+    def is_follower(self, replica_id: int) -> bool:
+        """`replica_id` is a follower in the assignment this leader knows (a broker that learnt
+        of a reassignment adding it may fetch before the leader learnt of it)."""
+        return replica_id in self.progress
+
     def follower_leo(self, replica_id: int) -> int:
         p = self.progress.get(replica_id)
         return p.log_end_offset if p is not None else -1

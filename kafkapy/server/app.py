@@ -38,7 +38,6 @@ import trio
 
 from kafkapy.broker.config import Listener
 from kafkapy.broker.context import ConnectionState, RequestContext
-from kafkapy.broker.handlers import load_handlers
 from kafkapy.broker.handlers.registry import lookup
 from kafkapy.protocol import ApiKey, RequestHeader
 from kafkapy.server.broker import Broker, now_ms
@@ -96,7 +95,6 @@ class Server:
     def __init__(self, broker: Broker, *, shares_process: bool = False) -> None:
         """`shares_process`: other nodes run in this process (kafkapy.testing.local), so a
         failed data dir stops this server instead of exiting the process (ClusterNode.halt)."""
-        load_handlers()
         self.broker = broker
         # TLS contexts and SASL settings per listener; ConfigError here (bad certificate path)
         self.security = listener_security(broker.config, broker.credentials)
@@ -162,9 +160,7 @@ class Server:
                         accept_nursery.start_soon(
                             self._accept_loop, listener, sock_listener, conn_nursery
                         )
-                    accept_nursery.start_soon(self._maintenance_loop)
-                    accept_nursery.start_soon(broker.group_coordinator.serve)
-                    accept_nursery.start_soon(broker.txn_coordinator.serve)
+                    self._start_background(accept_nursery)
                     self.cluster.run(accept_nursery)
                     if self.http is not None:
                         accept_nursery.start_soon(self.http.serve, accept_nursery)
@@ -361,6 +357,15 @@ class Server:
         finally:
             self.connections.discard(conn)
             stats.connections_closed[listener.name] += 1
+
+    def _start_background(self, nursery: trio.Nursery) -> None:
+        """The broker's own tasks: log maintenance, the coordinators' timers, the remote tier's."""
+        broker = self.broker
+        nursery.start_soon(self._maintenance_loop)
+        nursery.start_soon(broker.group_coordinator.serve)
+        nursery.start_soon(broker.txn_coordinator.serve)
+        if broker.remote_log_tasks is not None:
+            nursery.start_soon(broker.remote_log_tasks.serve)
 
     async def _maintenance_loop(self) -> None:
         """Retention every `log.retention.check.interval.ms`; compaction every

@@ -39,10 +39,12 @@ class TrioRuntime:
         return trio.open_nursery()
 
     async def run_sync_in_thread(
-        self, fn: Callable[..., T], *args: Any, limiter: runtime.ThreadLimiter | None = None
+        self, fn: Callable[..., T], *args: Any, limiter: runtime.ThreadLimiter | None = None,
+        abandon_on_cancel: bool = False,
     ) -> T:
         # only `thread_limiter` makes the limiters passed here: trio's own
-        return await trio.to_thread.run_sync(fn, *args, limiter=cast("trio.CapacityLimiter | None", limiter))
+        return await trio.to_thread.run_sync(fn, *args, limiter=cast("trio.CapacityLimiter | None", limiter),
+                                             abandon_on_cancel=abandon_on_cancel)
 
     def thread_limiter(self, total: int) -> runtime.ThreadLimiter:
         return trio.CapacityLimiter(total)

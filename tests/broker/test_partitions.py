@@ -229,20 +229,23 @@ def test_a_follower_refuses_offsets_above_its_high_watermark_or_outside_its_log(
     assert check(follower, -1) is ErrorCode.OFFSET_OUT_OF_RANGE
 
 
-def _racked_image(isr: tuple[int, ...]) -> MetadataImage:
-    """Node 1 (rack a) leads t-0 with a follower on node 2 (rack b), in-sync per `isr`."""
+def _racked_image(isr: tuple[int, ...], replicas: tuple[int, ...] = (1, 2)) -> MetadataImage:
+    """Node 1 (rack a) leads t-0 with a follower on node 2 (rack b), in-sync per `isr` (and
+    any other `replicas`, on node 3 in rack b)."""
     image = MetadataImage()
     t = uuid.UUID(int=7)
     records: list[MetadataRecord] = []
-    for node, rack in ((1, "a"), (2, "b")):
+    for node, rack in ((1, "a"), (2, "b"), (3, "b")):
         records += [
             RegisterBrokerRecord(node, uuid.UUID(int=node), 10 + node, (Endpoint("PLAINTEXT", "127.0.0.1", 1),), rack),
             UnfenceBrokerRecord(node, 10 + node),
         ]
-    shrunk = len(isr) == 1  # an ISR change bumps the partition epoch
+    shrunk = len(isr) == 1  # an ISR change bumps the partition epoch, as a reassignment does
+    moved = replicas != (1, 2)
     records += [
         TopicRecord("t", t),
-        PartitionRecord(0, t, (1, 2), isr, leader=1, leader_epoch=LED_EPOCH, partition_epoch=int(shrunk)),
+        PartitionRecord(0, t, replicas, isr, leader=1, leader_epoch=LED_EPOCH,
+                        partition_epoch=int(shrunk) + int(moved)),
     ]
     for offset, record in enumerate(records):
         image.apply(record, offset)
@@ -275,6 +278,34 @@ def test_the_leader_names_the_in_sync_follower_of_the_consumers_rack_only(tmp_pa
             lp = partitions.leader("t", 0)
             assert isinstance(lp, LeaderPartition)
             assert partitions.preferred_read_replica(lp, 0, "b", "PLAINTEXT") == -1
+        finally:
+            broker.close()
+
+    trio.run(check)
+
+
+def test_the_leader_refuses_a_follower_it_does_not_know_yet_until_it_learns_of_it(tmp_path: Path) -> None:
+    """A broker that applied a reassignment adding it before the leader did is answered
+    REPLICA_NOT_AVAILABLE (Kafka's NotAssignedReplicaException), not served: served, it would
+    catch up while the leader ignored its progress and then sit idle in its fetch session,
+    never reported again and never added to the ISR. Once the leader knows, its fetch counts."""
+
+    async def check() -> None:
+        broker = build_node(tmp_path, node_settings(1, tmp_path)).broker
+        try:
+            publish(broker, _racked_image((1, 2)))
+            partitions = broker.partitions
+            lp = partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            assert partitions.follower_fetch(lp, 3, 0, -1, 0, report=True) is ErrorCode.REPLICA_NOT_AVAILABLE
+            assert lp.role.leader_state is not None
+            assert lp.role.leader_state.follower_leo(3) == -1
+            publish(broker, _racked_image((1, 2), replicas=(1, 2, 3)))
+            lp = partitions.leader("t", 0)
+            assert isinstance(lp, LeaderPartition)
+            assert partitions.follower_fetch(lp, 3, 0, -1, 0, report=True) is None
+            assert lp.role.leader_state is not None
+            assert lp.role.leader_state.follower_leo(3) == 0
         finally:
             broker.close()
 

@@ -1,4 +1,11 @@
-"""A real `kafkapy serve` subprocess on a free port, and `kafkapy ...` run as a user runs it."""
+"""A real `kafkapy serve` subprocess on a free port, and `kafkapy ...` run as a user runs it.
+
+A command that outlives its timeout fails the test with what it was doing (`communicate`): its
+process state (T: stopped by a signal, D: waiting on the disk, R: running or starved, S:
+sleeping), its kernel wait channel, its children, the machine's load and its Python stack
+(py-spy), so a hang seen once under CI load can be told from a slow machine. Every command gets
+stdin from /dev/null unless the test feeds it: none may wait on the test run's terminal.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,16 @@ import contextlib
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, AnyStr
 
 import pytest
 
@@ -39,11 +49,66 @@ def kafkapy(
     if bootstrap is not None:
         cmd += ["--bootstrap-server", bootstrap]
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    proc = subprocess.run(
-        cmd, input=data, capture_output=True, timeout=timeout,
-        env={**os.environ, "KAFKAPY_PROFILE": os.devnull, **(env or {})},
+    proc = run_command(cmd, input=data, timeout=timeout,
+                       env={**os.environ, "KAFKAPY_PROFILE": os.devnull, **(env or {})})
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_command(
+    cmd: Sequence[str], *, input: bytes | None = None, timeout: float = 30, env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(cmd, capture_output=True)` with stdin from /dev/null unless `input` is
+    given, output decoded; a child still running after `timeout` fails the test (`communicate`)."""
+    proc = subprocess.Popen(
+        list(cmd), stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
-    return Result(proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
+    out, err = communicate(proc, input, timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
+                                       err.decode(errors="replace"))
+
+
+def communicate(proc: subprocess.Popen[AnyStr], input: AnyStr | None = None, timeout: float = 30
+                ) -> tuple[AnyStr, AnyStr]:
+    """`proc.communicate(input, timeout)`; a child still running after `timeout` is described
+    (`hang_report`), killed, and the test fails with the description and what it printed."""
+    try:
+        return proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        report = hang_report(proc.pid)
+        proc.kill()
+        printed: tuple[AnyStr, AnyStr] | str
+        try:
+            printed = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            printed = "(nothing: a grandchild still holds its pipes)"
+        args = proc.args if isinstance(proc.args, (list, tuple)) else [proc.args]
+        pytest.fail(f"`{shlex.join(map(str, args))}` still ran after {timeout:.0f} s; it was killed.\n"
+                    f"{report}\nits stdout and stderr: {printed!r}")
+
+
+def hang_report(pid: int) -> str:
+    """What process `pid` is doing, read from /proc and py-spy (`--nonblocking`: it also reads
+    a stopped process, and never pauses a running one)."""
+    proc_dir = Path(f"/proc/{pid}")
+    lines = [f"pid {pid}:"]
+    try:
+        status = (proc_dir / "status").read_text().splitlines()
+        lines += [line for line in status if line.startswith(("State:", "Threads:"))]
+        lines.append(f"kernel wait channel: {(proc_dir / 'wchan').read_text() or '-'}")
+        children = " ".join((task / "children").read_text().strip() for task in (proc_dir / "task").iterdir())
+        lines.append(f"children: {children.strip() or 'none'}")
+        lines.append(f"load average: {Path('/proc/loadavg').read_text().strip()}")
+    except OSError as e:
+        lines.append(f"/proc: {e}")
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    try:
+        dump = subprocess.run([spy, "dump", "--nonblocking", "--pid", str(pid)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=15)
+        lines.append(f"py-spy dump (exit {dump.returncode}):\n{dump.stdout}{dump.stderr}")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        lines.append(f"py-spy dump failed: {e!r}")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafkapy.cli.groups import decode_assignment
-from tests.cli.conftest import kafkapy
+from tests.cli.conftest import communicate, kafkapy
 
 
 def encode_assignment(parts: dict[str, list[int]], user_data: bytes = b"") -> bytes:
@@ -207,7 +207,7 @@ def test_kip848_consumer_group_is_described_and_protected(bootstrap: str) -> Non
         assert r.code == 1
         assert "current state is Stable" in r.stderr
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = communicate(proc, timeout=30)
         assert proc.returncode == 0, err
         assert b"Traceback" not in err
     finally:

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.cli.conftest import kafkapy
+from tests.cli.conftest import communicate, kafkapy
 
 NODE_LINE = re.compile(r"node (\d): pid (\d+), broker (\S+), controller (\S+), status page (\S+)\n")
 
@@ -180,7 +180,7 @@ def test_sigterm_while_the_nodes_start_stops_them_at_once(tmp_path: Path) -> Non
     assert proc.stderr.readline().startswith("starting 3 nodes under ")
     proc.send_signal(signal.SIGTERM)
     try:
-        _, err = proc.communicate(timeout=30)  # not after the nodes' readiness wait (60 s)
+        _, err = communicate(proc, timeout=30)  # not after the nodes' readiness wait (60 s)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import communicate, run_command
+
 READY = re.compile(r"kafkapy ready: listening on (127\.0\.0\.1):(\d+) \(data dir (.+?), node id (\d+)")
 
 
@@ -90,9 +92,8 @@ def test_kraft_config_file_env_and_flags(tmp_path: Path) -> None:
 
 
 def test_bad_configuration_is_one_clear_error(tmp_path: Path) -> None:
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, "-m", "kafkapy", "serve", "--memory", "--override", "num.partitions=lots"],
-        capture_output=True, text=True, timeout=30,
     )
     assert result.returncode == 2
     assert "num.partitions" in result.stderr
@@ -100,7 +101,7 @@ def test_bad_configuration_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_help_without_command() -> None:
-    result = subprocess.run([sys.executable, "-m", "kafkapy"], capture_output=True, text=True, timeout=30)
+    result = run_command([sys.executable, "-m", "kafkapy"])
     assert result.returncode == 0
     assert "serve" in result.stdout
 
@@ -129,7 +130,7 @@ def test_help_and_version_load_no_command_module(args: list[str]) -> None:
         "print(json.dumps(sorted({m.split('.')[0] if not m.startswith('kafkapy.') "
         "else '.'.join(m.split('.')[:3]) for m in sys.modules})), file=sys.stderr)"
     )
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=30)
+    result = run_command([sys.executable, "-c", code, *args])
     assert result.returncode == 0, result.stderr
     loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
     assert not loaded & {"trio", "rich", "construct", "confluent_kafka", "kafkapy.protocol", "kafkapy.server",
@@ -142,7 +143,7 @@ def test_a_command_loads_only_its_own_family() -> None:
         "import json, sys; from kafkapy.cli.main import main; main(['topics', '--help']); "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('kafkapy.cli.'))), file=sys.stderr)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    result = run_command([sys.executable, "-c", code])
     assert result.returncode == 0, result.stderr
     loaded = set(json.loads(result.stderr.strip().splitlines()[-1]))
     assert "kafkapy.cli.topics" in loaded
@@ -172,7 +173,7 @@ def test_serve_loads_the_http_stack_only_with_the_http_listener(http: bool) -> N
         else:
             raise AssertionError("no readiness line")
         proc.terminate()
-        _, rest = proc.communicate(timeout=30)
+        _, rest = communicate(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -188,9 +189,8 @@ def test_port_in_use_is_one_clear_error() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
+        result = run_command(
             [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners", f"PLAINTEXT://127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=30,
         )
     assert result.returncode == 1
     assert "cannot listen" in result.stderr
@@ -198,17 +198,15 @@ def test_port_in_use_is_one_clear_error() -> None:
 
 
 def test_tls_listener_without_certificate_and_sasl_user_flag() -> None:
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners", "SSL://127.0.0.1:0"],
-        capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert result.returncode == 2
     assert "ssl.keystore.location" in result.stderr
     assert "Traceback" not in result.stderr
-    bad = subprocess.run(
+    bad = run_command(
         [sys.executable, "-m", "kafkapy", "serve", "--memory", "--listeners",
          "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-user", "no-colon"],
-        capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert bad.returncode == 2
     assert "NAME:PASSWORD" in bad.stderr
@@ -235,19 +233,18 @@ def test_http_port_in_use_is_one_clear_line() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = subprocess.run(
+        proc = run_command(
             [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0",
              "--memory", "--http", f"127.0.0.1:{port}"],
-            capture_output=True, text=True, timeout=30,
         )
     assert proc.returncode == 1
     assert f"kafkapy: cannot listen on HTTP 127.0.0.1:{port}: Address already in use" in proc.stderr
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_command(
         [sys.executable, "-m", "kafkapy", *args],
-        capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})},
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -298,9 +295,9 @@ def test_every_client_command_fails_clearly_without_a_broker(command: list[str])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = subprocess.run(
+    result = run_command(
         [sys.executable, "-m", "kafkapy", *command, "--bootstrap-server", f"127.0.0.1:{port}"],
-        input="x\n", capture_output=True, text=True, timeout=30, env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
+        input=b"x\n", env={**os.environ, "KAFKAPY_PROFILE": os.devnull},
     )
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1].startswith(f"kafkapy: cannot connect to 127.0.0.1:{port}")
@@ -323,10 +320,9 @@ def test_data_dir_and_memory_exclude_each_other(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(60)
 def test_log_request_with_an_unknown_api_is_one_clear_line() -> None:
-    proc = subprocess.run(
+    proc = run_command(
         [sys.executable, "-m", "kafkapy", "serve", "--listeners", "PLAINTEXT://127.0.0.1:0",
          "--memory", "--log-request", "Produce,Fecth"],
-        capture_output=True, text=True, timeout=30,
     )
     assert proc.returncode == 2
     assert "kafkapy: kafkapy.log.requests: unknown API name(s) Fecth" in proc.stderr
@@ -388,3 +384,15 @@ def test_shell_completion_as_docs_cli_md_shows_it() -> None:
     commands = run_cli(env={"_KAFKAPY_COMPLETE": "bash_complete", "COMP_WORDS": "kafkapy reass",
                             "COMP_CWORD": "1"})
     assert commands.stdout.split() == ["plain,reassign-partitions"]
+
+
+def test_a_command_that_outlives_its_timeout_fails_with_its_state_and_python_stack() -> None:
+    """A CLI start hung once for 30 s under CI load with no output: the failure now says what
+    the child was doing. Here it stops itself (what a stray SIGSTOP does): stopped, and where."""
+    stops_itself = "import os, signal\ndef wait_here():\n    os.kill(os.getpid(), signal.SIGSTOP)\nwait_here()"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_command([sys.executable, "-c", stops_itself], timeout=2)
+    report = str(failed.value)
+    assert "still ran after 2 s; it was killed" in report
+    assert "State:\tT (stopped)" in report
+    assert "wait_here (<string>:3)" in report, report  # py-spy's dump of its Python stack

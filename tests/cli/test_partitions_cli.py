@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkapy.cli.partitions import read_partitions_file
+from kafkapy.cli.partitions import propose, read_partitions_file
 from tests.cli.conftest import kafkapy
 
 _JSON = st.recursive(
@@ -107,3 +108,27 @@ def test_reassign_partitions_usage_and_generate(bootstrap: str, tmp_path: Path) 
     assert r.code == 0, r.stderr
     proposed = json.loads(r.stdout.split("Proposed partition reassignment configuration\n")[1])
     assert proposed["partitions"] == [{"topic": "ra", "partition": 0, "replicas": [1], "log_dirs": ["any"]}]
+
+
+@given(st.integers(1, 12), st.integers(1, 3), st.sampled_from([["a", "a", "b", "b"], ["a", "b", "c"], ["x"] * 3]))
+def test_generate_spreads_every_partition_over_the_racks(count: int, rf: int, racks: list[str]) -> None:
+    """`--generate` proposes the controller's rack-aware placement: a partition's replicas on
+    min(rf, racks) distinct racks, leaders no more than one apart across the brokers."""
+    brokers: dict[int, str | None] = {i + 1: rack for i, rack in enumerate(racks)}
+    rf = min(rf, len(brokers))
+    current = {("t", p): [1] * rf for p in range(count)}
+    plan = propose(current, brokers)
+    assert sorted(plan) == sorted(current)
+    distinct = min(rf, len(set(racks)))
+    for replicas in plan.values():
+        assert len(replicas) == rf == len(set(replicas))
+        assert len({brokers[r] for r in replicas}) == distinct
+    leaders = Counter(replicas[0] for replicas in plan.values())
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in brokers) <= 1
+
+
+def test_generate_refuses_mixed_racks_unless_rack_awareness_is_off() -> None:
+    current = {("t", 0): [1, 2], ("t", 1): [2, 1]}
+    with pytest.raises(click.UsageError, match="disable-rack-aware"):
+        propose(current, {1: "a", 2: None})
+    assert propose(current, {1: "a", 2: None}, rack_aware=False) == {("t", 0): [1, 2], ("t", 1): [2, 1]}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import broker, kafkapy
+from tests.cli.conftest import broker, communicate, kafkapy
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -261,7 +261,7 @@ def test_ctrl_c_stops_a_following_consumer_cleanly(bootstrap: str) -> None:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"one\n"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = communicate(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -288,7 +288,7 @@ def test_sigterm_stops_a_group_consumer_that_commits_and_leaves(bootstrap: str) 
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"one\n"
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        _, err = communicate(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -319,7 +319,7 @@ def test_sigterm_makes_produce_deliver_what_it_read(bootstrap: str) -> None:
         proc.stdin.flush()
         time.sleep(3)  # read and handed to librdkafka, which holds it for linger.ms
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        _, err = communicate(proc, timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

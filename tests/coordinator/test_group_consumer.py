@@ -56,6 +56,8 @@ class CH:
     topics: dict[str, int] = field(default_factory=lambda: {"t": 6, "u": 2})
     now_ms: int = 0
     records: list[GroupRecord] = field(default_factory=list)
+    #: topic -> each partition's replica racks (the metadata image's)
+    racks: dict[str, list[frozenset[str]]] = field(default_factory=dict)
     coordinator: GroupCoordinator = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,13 +75,14 @@ class CH:
         instance: str | None = None,
         assignor: str | None = None,
         regex: str | None = None,
+        rack: str | None = None,
     ) -> HeartbeatResult:
         result = self.coordinator.consumer_group_heartbeat(
             group_id=group,
             member_id=c.member_id,
             member_epoch=c.epoch if epoch is None else epoch,
             instance_id=instance,
-            rack_id=None,
+            rack_id=rack,
             rebalance_timeout_ms=30_000,
             subscribed_topics=topics,
             subscribed_regex=regex,
@@ -89,6 +92,7 @@ class CH:
             client_host="/127.0.0.1",
             partitions_of=self.topics.get,
             now_ms=self.now_ms,
+            replica_racks=self.racks.get,
         )
         self.records.extend(result.records)
         r = result.response
@@ -257,6 +261,44 @@ def test_range_assignor_when_members_ask_for_it() -> None:
     assert a.owned == {"t": [0, 1, 2], "u": [0]}
     assert b.owned == {"t": [3, 4, 5], "u": [1]}
     assert h.coordinator.describe_consumer_groups(["g"])[0].assignor == "range"
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_members_get_the_partitions_with_a_replica_in_their_rack(assignor: str) -> None:
+    """KIP-881: the heartbeat's RackId and the replicas' racks reach the assignor, so each
+    consumer can read from a follower in its own rack; a member moving rack is re-placed."""
+    h = CH(racks={"t": [frozenset({r}) for r in "xyzxyz"]})
+    a, b, c = Consumer("a"), Consumer("b"), Consumer("c")
+    for consumer, rack in ((a, "x"), (b, "y"), (c, "z")):
+        h.join(consumer, ["t"], assignor=assignor, rack=rack)
+    settle(h, [a, b, c])
+    assert (a.owned, b.owned, c.owned) == ({"t": [0, 3]}, {"t": [1, 4]}, {"t": [2, 5]})
+    epoch = h.coordinator.consumer_groups["g"].group_epoch
+    h.beat(a, owned=a.owned, rack="y")
+    h.beat(b, owned=b.owned, rack="x")
+    settle(h, [a, b, c])
+    assert h.coordinator.consumer_groups["g"].group_epoch == epoch + 2
+    assert (a.owned, b.owned) == ({"t": [1, 4]}, {"t": [0, 3]})
+    assert h.replayed().consumer_groups["g"].members["a"].rack_id == "y"
+
+
+def test_a_member_fenced_by_its_session_timeout_frees_partitions_rack_aware() -> None:
+    """The session timer has no request at hand; the replica racks the heartbeats brought
+    are still used, so the survivors end with the partitions of their own racks."""
+    h = CH(racks={"t": [frozenset({r}) for r in "xyxyxy"]})
+    a, b, d = Consumer("a"), Consumer("b"), Consumer("d")
+    h.join(a, ["t"], rack="y")
+    h.join(b, ["t"], rack="x")
+    h.join(d, ["t"], rack="x")
+    settle(h, [a, b, d])
+    assert d.owned == {"t": [4, 5]}
+    h.tick(30_000)  # d stops heartbeating; a and b beat within their session timeout
+    h.ack(a)
+    h.ack(b)
+    h.tick(30_000)
+    assert "d" not in h.coordinator.consumer_groups["g"].members
+    settle(h, [a, b])
+    assert (a.owned, b.owned) == ({"t": [1, 3, 5]}, {"t": [0, 2, 4]})
 
 
 def test_new_partitions_bump_the_group_epoch_and_are_assigned() -> None:

@@ -68,6 +68,22 @@ def _partition_count(ports: RequestPorts, topic: str) -> int | None:
     return info.partitions if info is not None else None
 
 
+def _replica_racks(ports: RequestPorts, topic: str) -> list[frozenset[str]] | None:
+    """Each partition's replica racks (brokers without `broker.rack` add none), for KIP-881."""
+    image = ports.metadata.image
+    info = image.topics.get(topic)
+    if info is None:
+        return None
+    out = []
+    for p in range(max(info.partitions, default=-1) + 1):
+        part = info.partitions.get(p)
+        replicas = part.replicas if part is not None else ()
+        out.append(frozenset(
+            rack for r in replicas if (b := image.brokers.get(r)) is not None and (rack := b.rack)
+        ))
+    return out
+
+
 def _heartbeat_response(ports: RequestPorts, r: HeartbeatResult) -> ConsumerGroupHeartbeatResponse:
     assignment = None
     if r.assignment is not None:
@@ -136,6 +152,7 @@ async def handle_consumer_group_heartbeat(
         client_host=_client_host(ctx),
         partitions_of=lambda topic: _partition_count(ports, topic),
         now_ms=now_ms(),
+        replica_racks=lambda topic: _replica_racks(ports, topic),
     )
     try:
         answer = await driver.finish(result)

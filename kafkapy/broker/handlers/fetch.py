@@ -50,6 +50,12 @@ high watermark OFFSET_NOT_AVAILABLE, outside its log OFFSET_OUT_OF_RANGE); with
 the leader answers a partition with `preferred_read_replica` (an in-sync follower in the
 client's rack, broker/replica_selector.py) and no data, at once.
 
+Tiered topics (KIP-405, `kafkapy.broker.remote_fetch`): an offset below the local log start
+but in the remote tier is read from there for a consumer - one such partition per request, on
+a worker thread within `remote.fetch.max.wait.ms`, the connection's later requests going on
+meanwhile - and answers OFFSET_MOVED_TO_TIERED_STORAGE to a follower; the log start offset a
+tiered partition answers with is the remote tier's.
+
 Not yet: Fetch v0-3 (magic v0/v1 message sets).
 """
 
@@ -72,6 +78,7 @@ from kafkapy.broker.fetch_session import (
 )
 from kafkapy.broker.handlers.registry import handler
 from kafkapy.broker.partitions import LeaderPartition
+from kafkapy.broker.remote_fetch import RemoteFetch, RemoteTier, is_tiered, remote_read_failure
 from kafkapy.broker.replica_selector import selector_enabled
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.protocol import ApiKey
@@ -81,6 +88,7 @@ from kafkapy.protocol.messages import FetchRequest
 from kafkapy.protocol.raw_response import SENDFILE_MIN_BYTES, FileRegion, RawResponse
 from kafkapy.quota.client_quotas import CONSUMER_BYTE_RATE
 from kafkapy.storage.errors import OffsetOutOfRangeError, StorageError
+from kafkapy.storage.remote.layout import TopicIdPartition
 
 __all__ = ["handle_fetch"]
 
@@ -177,14 +185,55 @@ class _Reader:
         self.client_rack = req.rack_id if selecting and selector_enabled(
             ports.config.get("replica.selector.class")) else ""
         self.listener = listener
+        #: None: the broker has no remote tier (`remote.log.storage.system.enable=false`)
+        self.remote: RemoteTier | None = ports.remote_tier
+        #: the partition this request reads from the remote tier (at most one), set by `read`
+        self.remote_pending: tuple[PartitionPart, RemoteFetch, LeaderPartition] | None = None
+
+    def _tiered(self, name: str, partition: int) -> TopicIdPartition | None:
+        """The partition as the remote tier keys it, when its topic is tiered here."""
+        info = self.topics.get(name) if self.remote is not None else None
+        if info is None or not is_tiered(info.configs):
+            return None
+        return TopicIdPartition(name, info.topic_id, partition)
+
+    def _log_start(self, name: str, partition: int, local_start: int) -> int:
+        """The log start a partition answers with: on a tiered topic the remote tier's."""
+        tp = self._tiered(name, partition)
+        if tp is None or self.remote is None:
+            return local_start
+        return self.remote.log_start_offset(name, tp.topic_id, partition, local_start)
+
+    def _beyond_local(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart, limit: int,
+                      first: bool) -> ErrorCode:
+        """An offset outside the local log: on a tiered topic a remote read (planned here, done
+        by `_serve_remote`), OFFSET_MOVED_TO_TIERED_STORAGE for a follower, or as elsewhere
+        OFFSET_OUT_OF_RANGE (`kafkapy.broker.remote_fetch`)."""
+        tp = self._tiered(lp.topic, w.partition) if self.remote is not None else None
+        if tp is None or self.remote is None:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        local_start = lp.log_start_offset
+        part.log_start_offset = self.remote.log_start_offset(tp.topic, tp.topic_id, tp.partition, local_start)
+        planned = self.remote.plan(tp, w.fetch_offset, local_start, follower=self.replica_id >= 0)
+        if isinstance(planned, ErrorCode):
+            return planned
+        if self.remote_pending is None and (limit > 0 or first) and w.max_bytes > 0:
+            max_offset = lp.last_stable_offset if self.read_committed else lp.high_watermark
+            fetch = RemoteFetch(tp, w.fetch_offset, max(limit, 1), max_offset, planned,
+                                read_committed=self.read_committed, min_one=first)
+            self.remote_pending = (part, fetch, lp)
+        return _NONE  # the other remote partitions answer empty this round, as Kafka's do
 
     def _follower_check(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
-        """A follower's fetch: True when `part` is answered already with a diverging epoch
-        (v12+, KIP-279); its progress is reported once per request, not per long-poll wake-up."""
+        """A follower's fetch: True when `part` is answered already, with a diverging epoch
+        (v12+, KIP-279) or an error; its progress is reported once per request, not per long-poll wake-up."""
         diverging = self.partitions.follower_fetch(
             lp, self.replica_id, w.fetch_offset, w.last_fetched_epoch if self.version >= 12 else -1,
             w.log_start_offset, report=not w.follower_reported,
         )
+        if isinstance(diverging, ErrorCode):
+            part.error_code = diverging
+            return True
         if diverging is not None:
             part.diverging_epoch = diverging
             part.high_watermark = lp.high_watermark
@@ -243,6 +292,7 @@ class _Reader:
         any_error = False
         follower = self.replica_id >= 0
         read = self.partitions.read
+        self.remote_pending = None
         if self.refused:
             results.extend(self._refusals())
         for w in self.wanted:
@@ -274,8 +324,8 @@ class _Reader:
                 rr = read(lp, w.fetch_offset, max(limit, 1), read_committed=self.read_committed,
                           follower=follower)
             except OffsetOutOfRangeError:
-                part.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                any_error = True
+                part.error_code = self._beyond_local(w, lp, part, limit, total == 0)
+                any_error = any_error or part.error_code != _NONE
                 continue
             except StorageError as e:
                 part.error_code = e.error_code
@@ -283,7 +333,8 @@ class _Reader:
                 continue
             part.high_watermark = rr.high_watermark
             part.last_stable_offset = rr.last_stable_offset
-            part.log_start_offset = rr.log_start_offset
+            part.log_start_offset = rr.log_start_offset if self.remote is None else self._log_start(
+                name, w.partition, rr.log_start_offset)
             size = rr.size
             if size == 0 or (total > 0 and size > limit) or w.max_bytes <= 0:
                 continue
@@ -393,7 +444,7 @@ async def _wait_for_bytes(
         keys = _session_keys(ports, idle_session)
     else:
         keys = [(name, w.partition) for w, name, _, _ in results if name]
-    while not any_error and total < req.min_bytes and not ports.local.shutting_down:
+    while not any_error and total < req.min_bytes and not ports.local.shutting_down and reader.remote_pending is None:
         if rt.current_time() >= deadline or not keys:
             break
         with ports.waiters.watch(keys) as woken:
@@ -408,15 +459,19 @@ async def _wait_for_bytes(
 
 def _answer_topics(ports: RequestPorts, results: list[tuple[_Wanted, str, uuid.UUID, PartitionPart]],
                    incremental: bool, follower: bool) -> list[TopicPart]:
-    """The response's topics: an incremental session leaves out what did not change; the
-    records' file descriptors are duplicated (the segment may close before they are sent)."""
+    """The response's topics: an incremental session leaves out what did not change - never a
+    leader's preferred read replica (KIP-392), which is news in itself (Kafka's
+    `maybeUpdateResponseData`: kafka-python drops its cached replica on every follower answer
+    and asks the leader again at an unchanged high watermark; left out, it would spin there
+    with nothing to read). The records' file descriptors are duplicated (the segment may close
+    before they are sent)."""
     topics: list[TopicPart] = []
     by_topic: dict[tuple[str, uuid.UUID], TopicPart] = {}
     fetched = ports.stats.fetched
     for w, name, topic_id, part in results:
         if incremental and w.state is not None:
             changed = w.state.changed(part.high_watermark, part.log_start_offset, part.last_stable_offset)
-            if not (part.records or part.error_code or changed):
+            if not (part.records or part.error_code or part.preferred_read_replica >= 0 or changed):
                 continue
         if w.state is not None:
             w.state.mark_sent(part.high_watermark, part.log_start_offset, part.last_stable_offset)
@@ -490,9 +545,11 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     if reader.replica_id >= 0 and not refused:
         ports.replicas.on_follower_request(reader.replica_id)
     read = reader.read()
-    if not read[2] and read[1] < req.min_bytes:
+    if reader.remote_pending is None and not read[2] and read[1] < req.min_bytes:
         read = await _wait_for_bytes(ctx, reader, req, now + max(req.max_wait_ms, 0) / 1000, read,
                                      session if idle_skipped else None)
+    if reader.remote_pending is not None:
+        await _serve_remote(ctx, reader)
     results = read[0]
     topics = _answer_topics(ports, results, incremental, reader.replica_id >= 0)
     if session is not None:
@@ -517,3 +574,42 @@ def _rotate(session: FetchSession, served: list[_Wanted]) -> None:
         state = session.partitions.pop(key, None)
         if state is not None:
             session.partitions[key] = state
+
+
+async def _serve_remote(ctx: RequestContext, reader: _Reader) -> None:
+    """Read the request's remote partition on a worker thread (Kafka's DelayedRemoteFetch):
+    the connection's later requests go on meanwhile; past `remote.fetch.max.wait.ms` the
+    partition answers empty, a store failure answers UNKNOWN_SERVER_ERROR for it alone."""
+    tier, pending = reader.remote, reader.remote_pending
+    assert tier is not None
+    assert pending is not None
+    part, fetch, lp = pending
+    rt = runtime.get()
+    stats = ctx.ports.stats
+    topic = fetch.partition.topic
+    stats.remote_fetch_requests[topic] += 1
+    if tier.limiter is None:
+        tier.limiter = rt.thread_limiter(tier.reader_threads)
+    ctx.release_turn()
+    fetched = None
+    with rt.move_on_after(tier.fetch_max_wait_ms / 1000):
+        try:
+            fetched = await rt.run_sync_in_thread(tier.read, fetch, limiter=tier.limiter,
+                                                  abandon_on_cancel=True)
+        except Exception as e:  # whatever the store or the bytes did: this partition's error only
+            part.error_code = remote_read_failure(fetch.partition, e)
+            stats.remote_fetch_errors[topic] += 1
+            return
+    if fetched is None or not fetched.records:
+        return
+    part.records = [fetched.records]
+    stats.remote_fetch_bytes[topic] += len(fetched.records)
+    if fetch.read_committed:
+        aborted = [(e.producer_id, e.first_offset) for e in fetched.aborted]
+        if not fetched.aborted_complete:
+            try:
+                aborted += reader.partitions.aborted_transactions(lp, fetch.fetch_offset, fetched.next_offset)
+            except StorageError:
+                part.records, part.error_code = [], ErrorCode.UNKNOWN_SERVER_ERROR
+                return
+        part.aborted = aborted

@@ -20,6 +20,10 @@ mode - Raft's Vote/BeginQuorumEpoch/Fetch and the broker-to-controller RPCs. Why
 answers different APIs on the two listener kinds, and a client that reached the controller port
 by mistake must not see produce/fetch advertised there. Each registry answers ApiVersions with
 its own list (the controller one registers its ApiVersions handler, ApiVersions v0-4, here below).
+
+Each registry fills as its handler modules are imported: `lookup` imports the module the handler
+table (`kafkapy.broker.handlers`) names for an API on its first request, and registering refuses
+a handler the table does not place there with that range.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kafkapy.broker.context import RequestContext
+from kafkapy.broker.handlers import (
+    BROKER_HANDLERS,
+    CONTROLLER_HANDLERS,
+    HandlerEntry,
+    import_handler_module,
+)
 from kafkapy.protocol import SUPPORTED_VERSIONS, ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ApiVersionsResponse
@@ -61,8 +71,8 @@ class HandlerSpec:
         return self.min_version <= version <= self.max_version
 
 
-REGISTRY: dict[ApiKey, HandlerSpec] = {}
-CONTROLLER_REGISTRY: dict[ApiKey, HandlerSpec] = {}
+REGISTRY: dict[int, HandlerSpec] = {}
+CONTROLLER_REGISTRY: dict[int, HandlerSpec] = {}
 
 
 def handler(
@@ -74,11 +84,11 @@ def handler(
 ) -> Callable[[F], F]:
     """Register `func` as the handler of `api_key` for [min_version, max_version].
 
-    The range is clamped to the codec's; a range that does not overlap it, or a second handler
-    for the same key, is a programming error.
+    The range is clamped to the codec's; a range that does not overlap it, a second handler for
+    the same key, or a module and clamped range other than `BROKER_HANDLERS` lists (what
+    ApiVersions advertises) is a programming error.
     """
-
-    return _registrar(REGISTRY, api_key, min_version, max_version, error_response)
+    return _registrar(REGISTRY, BROKER_HANDLERS, api_key, min_version, max_version, error_response)
 
 
 def controller_handler(
@@ -89,11 +99,12 @@ def controller_handler(
     error_response: ErrorResponseFunc | None = None,
 ) -> Callable[[F], F]:
     """`handler` for the controller listener: same rules, registered in `CONTROLLER_REGISTRY`."""
-    return _registrar(CONTROLLER_REGISTRY, api_key, min_version, max_version, error_response)
+    return _registrar(CONTROLLER_REGISTRY, CONTROLLER_HANDLERS, api_key, min_version, max_version, error_response)
 
 
 def _registrar(
-    registry: dict[ApiKey, HandlerSpec],
+    registry: dict[int, HandlerSpec],
+    table: dict[int, HandlerEntry],
     api_key: ApiKey,
     min_version: int,
     max_version: int,
@@ -109,6 +120,12 @@ def _registrar(
         existing = registry.get(api_key)
         if existing is not None and existing.func is not func:
             raise ValueError(f"{api_key.name}: handler registered twice")
+        entry = table.get(api_key)
+        served = (func.__module__.rpartition(".")[2], low, high)
+        if entry is None or tuple(entry) != served:
+            raise ValueError(
+                f"{api_key.name}: {served} is not what the handler table in kafkapy.broker.handlers says ({entry})"
+            )
         registry[api_key] = HandlerSpec(api_key, low, high, func, error_response)
         return func
 
@@ -116,17 +133,27 @@ def _registrar(
 
 
 def lookup(api_key: int, *, controller: bool = False) -> HandlerSpec | None:
-    """The handler of `api_key` on a broker listener, or on the controller listener."""
-    try:
-        return (CONTROLLER_REGISTRY if controller else REGISTRY).get(ApiKey(api_key))
-    except ValueError:
+    """The handler of `api_key` on a broker listener, or on the controller listener; the first
+    lookup of an API imports its handler module (ApiKey is an IntEnum: an int key finds it)."""
+    registry = CONTROLLER_REGISTRY if controller else REGISTRY
+    spec = registry.get(api_key)
+    if spec is not None:
+        return spec
+    entry = (CONTROLLER_HANDLERS if controller else BROKER_HANDLERS).get(api_key)
+    if entry is None:
         return None
+    import_handler_module(entry.module)
+    spec = registry.get(api_key)
+    if spec is None:
+        raise RuntimeError(f"kafkapy.broker.handlers.{entry.module} registered no handler for API key {api_key}")
+    return spec
 
 
 def advertised_versions(*, controller: bool = False) -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for every registered API, sorted by key (what ApiVersions lists)."""
-    registry = CONTROLLER_REGISTRY if controller else REGISTRY
-    return sorted((int(s.api_key), s.min_version, s.max_version) for s in registry.values())
+    """(api_key, min, max) for every API in the handler table, sorted by key (what ApiVersions
+    lists), without importing a handler module."""
+    table = CONTROLLER_HANDLERS if controller else BROKER_HANDLERS
+    return sorted((int(k), e.min_version, e.max_version) for k, e in table.items())
 
 
 def controller_api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:

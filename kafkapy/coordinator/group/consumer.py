@@ -23,19 +23,23 @@ Rules (Kafka's GroupMetadataManager, in its order):
    JoinGroup for a consumer group with members is INCONSISTENT_GROUP_PROTOCOL (coordinator.py).
    An empty consumer group is simply replaced by a classic one that joins (and vice versa).
 
-Not yet: regular-expression subscriptions (SubscribedTopicRegex -> INVALID_REQUEST), rack-aware
-assignment, client-side assignors, online upgrade of a classic group with members.
+Racks (KIP-881): the assignor gets each member's `RackId` and the subscribed partitions'
+replica racks (from the metadata image) and prefers members in a replica's rack (assignors.py);
+a member changing its rack bumps the group epoch.
+
+Not yet: regular-expression subscriptions (SubscribedTopicRegex -> INVALID_REQUEST),
+client-side assignors, online upgrade of a classic group with members.
 """
 
 from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kafkapy.coordinator.group import lifecycle_log as events
-from kafkapy.coordinator.group.assignors import ASSIGNORS
+from kafkapy.coordinator.group.assignors import ASSIGNORS, Racks
 from kafkapy.coordinator.group.consumer_state import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -67,6 +71,8 @@ __all__ = [
 ]
 
 PartitionCounts = Callable[[str], int | None]
+#: a topic's partitions' replica racks, by partition (None: unknown topic)
+ReplicaRacks = Callable[[str], Sequence[frozenset[str]] | None]
 
 
 def new_member_id() -> str:
@@ -101,6 +107,7 @@ class ConsumerHeartbeat:
     owned: Mapping[str, Iterable[int]] | None
     client_id: str
     client_host: str
+    replica_racks: ReplicaRacks | None = None
 
     def fail(self, code: ErrorCode, message: str) -> HeartbeatResult:
         return HeartbeatResult(code, message, self.member_id or None, self.member_epoch)
@@ -173,6 +180,10 @@ def _listing(ps: Iterable[tuple[str, Iterable[int]]]) -> dict[str, list[int]]:
 class ConsumerGroupOps(OffsetOps):
     """The KIP-848 operations; `GroupCoordinator` inherits them beside the classic ones."""
 
+    #: the replica-rack lookup the last heartbeat brought (a view of the live metadata), for
+    #: the assignments a timer computes (a member fenced by its session timeout)
+    _replica_racks: ReplicaRacks | None = None
+
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------
 
     def consumer_group_heartbeat(
@@ -192,8 +203,12 @@ class ConsumerGroupOps(OffsetOps):
         client_host: str,
         partitions_of: PartitionCounts,
         now_ms: int,
+        replica_racks: ReplicaRacks | None = None,
     ) -> Result[HeartbeatResult]:
-        """One heartbeat: join, leave, or reconcile one step; see the module rules."""
+        """One heartbeat: join, leave, or reconcile one step; see the module rules.
+        `replica_racks` feeds the assignor's rack matching (KIP-881; None: racks unknown)."""
+        if replica_racks is not None:
+            self._replica_racks = replica_racks
         hb = ConsumerHeartbeat(
             group_id,
             member_id,
@@ -207,6 +222,7 @@ class ConsumerGroupOps(OffsetOps):
             owned,
             client_id,
             client_host,
+            replica_racks,
         )
         return self._result(self._heartbeat(hb, partitions_of, now_ms))
 
@@ -269,7 +285,7 @@ class ConsumerGroupOps(OffsetOps):
             self._cancel((TimerKind.CONSUMER_REVOCATION, hb.group_id, hb.member_id))
         else:
             events.consumer_member_removed(group.group_id, hb.member_id, member.client_id, events.LEFT)
-            self._remove_consumer_member(group, hb.member_id, partitions_of)
+            self._remove_consumer_member(group, hb.member_id, partitions_of, hb.replica_racks)
         return HeartbeatResult(ErrorCode.NONE, None, hb.member_id, hb.member_epoch, 0)
 
     def _admit(
@@ -331,8 +347,9 @@ class ConsumerGroupOps(OffsetOps):
         bump = member is None or (
             updated.subscribed_topics != member.subscribed_topics
             or updated.server_assignor != member.server_assignor
+            or updated.rack_id != member.rack_id
         )
-        self._refresh_assignment(group, partitions_of, force_bump=bump)
+        self._refresh_assignment(group, partitions_of, force_bump=bump, replica_racks=hb.replica_racks)
         before = group.members[member_id]
         after = self._reconcile(group, member_id, before, hb.owned)
         if after != before:
@@ -384,7 +401,12 @@ class ConsumerGroupOps(OffsetOps):
         return max(configured, key=lambda a: (votes.count(a), -configured.index(a)))
 
     def _refresh_assignment(
-        self, group: ConsumerGroup, partitions_of: PartitionCounts, *, force_bump: bool
+        self,
+        group: ConsumerGroup,
+        partitions_of: PartitionCounts,
+        *,
+        force_bump: bool,
+        replica_racks: ReplicaRacks | None = None,
     ) -> None:
         """Bump the group epoch if membership or topic metadata changed, and compute the new
         target assignment for it right away (so the assignment epoch equals the group epoch)."""
@@ -401,6 +423,7 @@ class ConsumerGroupOps(OffsetOps):
             {mid: frozenset(m.subscribed_topics) for mid, m in group.members.items()},
             topics,
             {mid: as_dict(m.target) for mid, m in group.members.items()},
+            _racks(group, topics, replica_racks),
         )
         self._write_group(group, epoch, epoch, topics)
         events.consumer_epoch(group.group_id, epoch,
@@ -453,13 +476,20 @@ class ConsumerGroupOps(OffsetOps):
         )
 
     def _remove_consumer_member(
-        self, group: ConsumerGroup, member_id: str, partitions_of: PartitionCounts | None
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        partitions_of: PartitionCounts | None,
+        replica_racks: ReplicaRacks | None = None,
     ) -> None:
-        """Leave or fence: the member's partitions are free at once; the rest rebalance."""
+        """Leave or fence: the member's partitions are free at once; the rest rebalance (after
+        a timeout, with the replica racks the last heartbeat brought)."""
         self._cancel_consumer_timers(group.group_id, member_id)
         self._write_member(group, member_id, None)
         counts = partitions_of or (lambda t: group.topics.get(t))
-        self._refresh_assignment(group, counts, force_bump=True)
+        self._refresh_assignment(
+            group, counts, force_bump=True, replica_racks=replica_racks or self._replica_racks
+        )
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
         self._cancel((TimerKind.CONSUMER_SESSION, group_id, member_id))
@@ -535,3 +565,15 @@ def _grouped(tps: Iterable[tuple[str, int]]) -> dict[str, set[int]]:
     for t, p in tps:
         out.setdefault(t, set()).add(p)
     return out
+
+
+def _racks(group: ConsumerGroup, topics: Mapping[str, int], replica_racks: ReplicaRacks | None) -> Racks:
+    """The members' racks and the subscribed partitions' replica racks for the assignor."""
+    members = {mid: m.rack_id or None for mid, m in group.members.items()}
+    partitions: dict[str, Sequence[frozenset[str]]] = {}
+    if replica_racks is not None:
+        for t in topics:
+            racks = replica_racks(t)
+            if racks is not None:
+                partitions[t] = racks
+    return Racks(members, partitions)

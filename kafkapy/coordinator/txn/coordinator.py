@@ -31,6 +31,7 @@ from typing import TypeVar
 from kafkapy.coordinator.txn.partitioning import (
     DEFAULT_OFFSETS_TOPIC_PARTITIONS,
     DEFAULT_TRANSACTION_STATE_PARTITIONS,
+    OFFSETS_TOPIC,
     partition_for,
 )
 from kafkapy.coordinator.txn.producer_ids import (
@@ -84,7 +85,6 @@ __all__ = [
     "WriteTxnMarkers",
 ]
 
-OFFSETS_TOPIC = "__consumer_offsets"
 #: `transaction.max.timeout.ms` default (15 minutes).
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 #: `transactional.id.expiration.ms` default (7 days).

@@ -11,10 +11,13 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_OFFSETS_TOPIC_PARTITIONS",
     "DEFAULT_TRANSACTION_STATE_PARTITIONS",
+    "OFFSETS_TOPIC",
     "java_string_hash",
     "partition_for",
 ]
 
+#: the group coordinator's topic, where a transaction's offset commits go
+OFFSETS_TOPIC = "__consumer_offsets"
 #: `transaction.state.log.num.partitions` default.
 DEFAULT_TRANSACTION_STATE_PARTITIONS = 50
 #: `offsets.topic.num.partitions` default.

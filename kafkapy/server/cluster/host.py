@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from kafkapy.broker.config import BrokerConfig
     from kafkapy.broker.idempotence import ProducerStates
+    from kafkapy.broker.remote_fetch import RemoteTier
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, MetadataImage
     from kafkapy.server.cluster.partition_roles import ReplicaManager
@@ -46,5 +47,7 @@ class BrokerHost(Protocol):
     def stats(self) -> BrokerStats: ...
     @property
     def replicas(self) -> ReplicaManager: ...
+    @property
+    def remote_tier(self) -> RemoteTier | None: ...
 
     def apply_metadata(self, image: MetadataImage, delta: MetadataDelta | None) -> None: ...

@@ -72,38 +72,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import trio
 
-from kafkapy.protocol import ApiKey
+from kafkapy.protocol import ApiKey, messages
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import (
-    AllocateProducerIdsRequest,
-    AllocateProducerIdsResponse,
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse,
-    BrokerRegistrationRequest,
-    BrokerRegistrationResponse,
-    CreateAclsRequest,
-    CreateAclsResponse,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteAclsRequest,
-    DeleteAclsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
 from kafkapy.protocol.messages.broker_registration import BrokerRegistrationRequest_Listener
 from kafkapy.server.cluster.controller_driver import pop_metadata_offset
 from kafkapy.server.cluster.liveness import SUSPECTS_TAG, encode_suspects
@@ -111,6 +81,31 @@ from kafkapy.server.cluster.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import ClusterConfig
+    from kafkapy.protocol.messages import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        AlterPartitionRequest,
+        AlterPartitionResponse,
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        BrokerHeartbeatResponse,
+        CreateAclsRequest,
+        CreateAclsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
     from kafkapy.server.cluster.controller_driver import ControllerDriver
     from kafkapy.server.cluster.host import BrokerHost
     from kafkapy.server.cluster.metadata_publisher import MetadataPublisher
@@ -387,36 +382,36 @@ class ControllerChannel:
         return await self._after_write(response)
 
     async def create_topics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
-        return await self._admin_call(ApiKey.CREATE_TOPICS, 7, request, CreateTopicsResponse)
+        return await self._admin_call(ApiKey.CREATE_TOPICS, 7, request, messages.CreateTopicsResponse)
 
     async def delete_topics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
-        return await self._admin_call(ApiKey.DELETE_TOPICS, 6, request, DeleteTopicsResponse)
+        return await self._admin_call(ApiKey.DELETE_TOPICS, 6, request, messages.DeleteTopicsResponse)
 
     async def create_partitions(self, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-        return await self._admin_call(ApiKey.CREATE_PARTITIONS, 3, request, CreatePartitionsResponse)
+        return await self._admin_call(ApiKey.CREATE_PARTITIONS, 3, request, messages.CreatePartitionsResponse)
 
     async def alter_partition_reassignments(
         self, request: AlterPartitionReassignmentsRequest
     ) -> AlterPartitionReassignmentsResponse:
         """AlterPartitionReassignments v0 (bounded by the request's own timeout)."""
         return await self._admin_call(
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request, AlterPartitionReassignmentsResponse
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request, messages.AlterPartitionReassignmentsResponse
         )
 
     async def elect_leaders(self, request: ElectLeadersRequest) -> ElectLeadersResponse:
         """ElectLeaders v2 (the request's own timeout bounds the wait for a controller)."""
-        return await self._admin_call(ApiKey.ELECT_LEADERS, 2, request, ElectLeadersResponse)
+        return await self._admin_call(ApiKey.ELECT_LEADERS, 2, request, messages.ElectLeadersResponse)
 
     async def alter_client_quotas(self, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
         """AlterClientQuotas v1, answered once the local image has the change."""
-        response = await self.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request, AlterClientQuotasResponse)
+        response = await self.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, request, messages.AlterClientQuotasResponse)
         return await self._after_write(response)
 
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest
     ) -> IncrementalAlterConfigsResponse:
         response = await self.call(
-            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request, IncrementalAlterConfigsResponse
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request, messages.IncrementalAlterConfigsResponse
         )
         return await self._after_write(response)
 
@@ -426,18 +421,18 @@ class ControllerChannel:
         """AlterUserScramCredentials v0; answered once the local image has the change, so the
         next login on this node already checks the new credential."""
         response = await self.call(
-            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request, AlterUserScramCredentialsResponse
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, request, messages.AlterUserScramCredentialsResponse
         )
         return await self._after_write(response)
 
     async def create_acls(self, request: CreateAclsRequest) -> CreateAclsResponse:
         """CreateAcls v3 (a retry of an applied one finds its bindings and writes nothing)."""
-        response = await self.call(ApiKey.CREATE_ACLS, 3, request, CreateAclsResponse)
+        response = await self.call(ApiKey.CREATE_ACLS, 3, request, messages.CreateAclsResponse)
         return await self._after_write(response)
 
     async def delete_acls(self, request: DeleteAclsRequest) -> DeleteAclsResponse:
         """DeleteAcls v3."""
-        response = await self.call(ApiKey.DELETE_ACLS, 3, request, DeleteAclsResponse)
+        response = await self.call(ApiKey.DELETE_ACLS, 3, request, messages.DeleteAclsResponse)
         return await self._after_write(response)
 
     def _broker_epoch(self) -> int:
@@ -450,17 +445,17 @@ class ControllerChannel:
             request.broker_id = self.node.node_id
         if request.broker_epoch == -1:
             request.broker_epoch = self._broker_epoch()
-        response = await self.call(ApiKey.ALTER_PARTITION, 3, request, AlterPartitionResponse)
+        response = await self.call(ApiKey.ALTER_PARTITION, 3, request, messages.AlterPartitionResponse)
         pop_metadata_offset(response)
         return response
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """A block of producer ids: (first id, count). Raises when none can be had."""
-        request = AllocateProducerIdsRequest(
+        request = messages.AllocateProducerIdsRequest(
             broker_id=self.node.node_id, broker_epoch=self._broker_epoch()
         )
         response = await self.call(
-            ApiKey.ALLOCATE_PRODUCER_IDS, 0, request, AllocateProducerIdsResponse
+            ApiKey.ALLOCATE_PRODUCER_IDS, 0, request, messages.AllocateProducerIdsResponse
         )
         pop_metadata_offset(response)
         if response.error_code != ErrorCode.NONE:
@@ -539,7 +534,7 @@ class BrokerLifecycle:
         epoch_dir = self._epoch_dir()
         if self._previous_epoch is None:
             self._previous_epoch = -1 if epoch_dir is None else read_broker_epoch(epoch_dir)
-        request = BrokerRegistrationRequest(
+        request = messages.BrokerRegistrationRequest(
             broker_id=self.node.node_id,
             cluster_id=self.broker.cluster_id,
             incarnation_id=self.incarnation_id,
@@ -549,7 +544,7 @@ class BrokerLifecycle:
         )
         try:
             response = await self.channel.call(
-                ApiKey.BROKER_REGISTRATION, 3, request, BrokerRegistrationResponse
+                ApiKey.BROKER_REGISTRATION, 3, request, messages.BrokerRegistrationResponse
             )
         except PeerError as exc:
             log.info("broker %d: registration not possible yet: %s", self.node.node_id, exc)
@@ -633,7 +628,7 @@ class BrokerLifecycle:
     async def heartbeat(self) -> BrokerHeartbeatResponse | None:
         """One heartbeat (None when no controller answered)."""
         sent_at = trio.current_time()
-        request = BrokerHeartbeatRequest(
+        request = messages.BrokerHeartbeatRequest(
             broker_id=self.node.node_id,
             broker_epoch=self.broker_epoch,
             current_metadata_offset=self._applied_offset(),
@@ -648,7 +643,7 @@ class BrokerLifecycle:
                 ApiKey.BROKER_HEARTBEAT,
                 1,
                 request,
-                BrokerHeartbeatResponse,
+                messages.BrokerHeartbeatResponse,
                 timeout_s=self.heartbeat_interval_s * 2,
                 peers=self._heartbeat_peers,
             )

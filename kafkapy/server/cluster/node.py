@@ -143,6 +143,7 @@ class ClusterNode:
                 producer_states=broker.producer_states,
                 peers=self.broker_peers,
                 image=lambda: self.image,
+                remote_tier=lambda: broker.remote_tier,
             )
             if config.is_broker
             else None

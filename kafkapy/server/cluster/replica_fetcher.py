@@ -27,6 +27,12 @@ Per partition answers:
   (capped at our log end; the LSO follows) and log start offset.
 - OFFSET_OUT_OF_RANGE: below the leader's log start -> restart our log empty at it; above its end
   -> truncate to its high watermark (everything there is committed on the leader).
+- OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405, a tiered topic whose leader keeps our fetch offset
+  in the remote tier only): Kafka's ReplicaFetcherTierStateMachine - ask the leader its local
+  log start (ListOffsets EARLIEST_LOCAL), find the remote segment holding the offset before it
+  in this broker's remote metadata, restart our log empty after that segment with its copied
+  leader epochs and producer snapshot, and replicate from there. Until this broker's metadata
+  knows that segment, the partition backs off and tries again.
 - NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_*: metadata is moving; the
   partition backs off (`replica.fetch.backoff.ms`) until the image says something new.
 A failed request (connection, timeout) backs the whole source off.
@@ -35,6 +41,10 @@ Resource handling: `run()` owns the fetcher tasks and the ISR maintenance loop o
 ReplicaManager; cancelling it stops them. `add_partition` / `remove_partition` (called on role
 changes) take effect at the next request; a response for a partition whose leader or epoch
 changed meanwhile is dropped.
+
+Start-up: every broker builds the manager, but only a follower fetches; the Fetch and
+ListOffsets message classes, the fetch session and the response walker load with the first
+request to a leader (a single node never sends one).
 """
 
 from __future__ import annotations
@@ -49,20 +59,22 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.fetch_response import (
-    FetchedPartition,
-    fetch_response_session_id,
-    parse_fetch_response,
-)
-from kafkapy.protocol.messages import FetchRequest
-from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic, FetchRequest_ForgottenTopic
-from kafkapy.replication.follower_session import FollowerSession, SessionRequest, WantedPartition
 from kafkapy.storage.errors import StorageError
+from kafkapy.storage.remote.layout import TopicIdPartition
 
 if TYPE_CHECKING:
     from kafkapy.broker.config import ClusterConfig
     from kafkapy.broker.idempotence import ProducerStates
+    from kafkapy.broker.remote_fetch import RemoteTier
     from kafkapy.controller.image import MetadataImage
+    from kafkapy.protocol.fetch_response import FetchedPartition
+    from kafkapy.protocol.messages import FetchRequest
+    from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic, FetchRequest_ForgottenTopic
+    from kafkapy.replication.follower_session import (
+        FollowerSession,
+        SessionRequest,
+        WantedPartition,
+    )
     from kafkapy.server.cluster.partition_roles import ReplicaManager
     from kafkapy.server.cluster.peer import PeerPool
     from kafkapy.storage import LogManager, PartitionLog
@@ -72,6 +84,8 @@ __all__ = ["FETCH_VERSION", "FetchState", "ReplicaFetcherManager", "whole_batche
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 15
+LIST_OFFSETS_VERSION = 9  # EARLIEST_LOCAL (-4) needs v8+
+EARLIEST_LOCAL = -4
 Key = tuple[str, int]
 #: answers that mean "this session is gone": start a new one at once, no back-off
 _SESSION_LOST = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
@@ -99,15 +113,18 @@ class ReplicaFetcherManager:
         producer_states: ProducerStates,
         peers: PeerPool,
         image: Callable[[], MetadataImage],
+        remote_tier: Callable[[], RemoteTier | None] = lambda: None,
     ) -> None:
         """`replicas`: the partition roles (their ISR loop runs here); `peers`: the other
-        brokers' inter-broker listeners; `image()`: the published metadata image."""
+        brokers' inter-broker listeners; `image()`: the published metadata image;
+        `remote_tier()`: the broker's remote tier (None: no tiered storage here)."""
         self.node_id = config.node_id
         self.logs = logs
         self.replicas = replicas
         self.producer_states = producer_states
         self.peers = peers
         self._image = image
+        self._remote_tier = remote_tier
         self.partitions: dict[Key, FetchState] = {}
         #: the same states by source broker: a fetcher's loop reads its own partitions only
         self._by_leader: dict[int, dict[Key, FetchState]] = {}
@@ -158,6 +175,7 @@ class ReplicaFetcherManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.replicas.run_isr_maintenance)
+            nursery.start_soon(self.replicas.run_metadata_slices)
             while True:
                 for leader in set(self._by_leader) - self._running:
                     self._running.add(leader)
@@ -187,6 +205,9 @@ class ReplicaFetcherManager:
     async def fetch_once(self, leader: int, states: list[FetchState]) -> None:
         """One Fetch to `leader` for `states` (in its fetch session) and the processing of its
         answer."""
+        from kafkapy.protocol.fetch_response import fetch_response_session_id, parse_fetch_response
+        from kafkapy.replication.follower_session import FollowerSession
+
         session = self.sessions.setdefault(leader, FollowerSession())
         request, sent, plan = self._request(states, session)
         if not sent:
@@ -225,6 +246,9 @@ class ReplicaFetcherManager:
         self, states: list[FetchState], session: FollowerSession
     ) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState], SessionRequest]:
         """The next Fetch of `session` for `states`; the states its answer may name."""
+        from kafkapy.protocol.messages import FetchRequest
+        from kafkapy.replication.follower_session import WantedPartition
+
         broker_epoch = -1
         reg = self._image().brokers.get(self.node_id)
         if reg is not None:
@@ -256,6 +280,8 @@ class ReplicaFetcherManager:
         return request, sent, plan
 
     def _fetch_topics(self, send: list[WantedPartition]) -> list[FetchRequest_FetchTopic]:
+        from kafkapy.protocol.messages import FetchRequest
+
         topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}
         for w in send:
             ft = topics.get(w.topic_id)
@@ -285,14 +311,19 @@ class ReplicaFetcherManager:
                 records = part.records
                 if records is not None and len(records) > 0:
                     self._append(state, plog, records)
+                visible = plog.high_watermark, plog.log_start_offset
                 plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
                 # the LSO follows open transactions here too, and snapshots are taken at roll
                 self.producer_states.on_append((state.topic, state.partition), plog)
                 if part.log_start_offset > plog.log_start_offset:
                     plog.follow_log_start(part.log_start_offset)
+                if (plog.high_watermark, plog.log_start_offset) != visible:
+                    self.replicas.on_replicated(state.topic, state.partition)
                 return
             if code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 await self._out_of_range(state, plog, part)
+                return
+            if code is ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE and await self._rebuild_from_remote(state, plog):
                 return
         except (ProtocolError, StorageError) as exc:
             log.warning("%s-%d: replication failed: %s", state.topic, state.partition, exc)
@@ -363,8 +394,60 @@ class ReplicaFetcherManager:
         await trio.to_thread.run_sync(plog.truncate_to, target)
 
 
+    async def _rebuild_from_remote(self, state: FetchState, plog: PartitionLog) -> bool:
+        """OFFSET_MOVED_TO_TIERED_STORAGE (module doc): True once our log restarts after the
+        leader's last remote segment below its local log; False to back off and try again.
+        Raises StorageError / ProtocolError (an object store failure is a StorageError)."""
+        tier = self._remote_tier()
+        if tier is None:
+            log.warning("%s-%d: the leader keeps our offset in the remote tier, and tiered storage "
+                        "is off here", state.topic, state.partition)
+            return False
+        try:
+            leader_local_start = await self._leader_local_start(state)
+        except Exception as exc:  # PeerError, an error answer: back off, try again
+            log.info("%s-%d: no local log start from the leader: %s", state.topic, state.partition, exc)
+            return False
+        segment = tier.follower_start_segment(TopicIdPartition(state.topic, state.topic_id, state.partition),
+                                              leader_local_start)
+        if segment is None:
+            log.info("%s-%d: the remote segment before offset %d is not in this broker's remote "
+                     "metadata yet", state.topic, state.partition, leader_local_start)
+            return False
+        aux = await trio.to_thread.run_sync(tier.aux_state, segment)
+        self._restart_session(state)
+
+        def rebuild() -> None:
+            plog.truncate_fully(aux.next_offset)
+            plog.restore_leader_epochs(aux.leader_epochs)
+            if aux.producer_snapshot is not None:
+                plog.write_producer_snapshot(aux.next_offset, aux.producer_snapshot)
+
+        await trio.to_thread.run_sync(rebuild)
+        log.info("%s-%d: rebuilt from the remote tier: replicating from %d (the leader's local log "
+                 "starts at %d)", state.topic, state.partition, aux.next_offset, leader_local_start)
+        return True
+
+    async def _leader_local_start(self, state: FetchState) -> int:
+        """The leader's local log start (ListOffsets EARLIEST_LOCAL, KIP-405)."""
+        from kafkapy.protocol.messages import ListOffsetsRequest
+
+        request = ListOffsetsRequest(replica_id=self.node_id, topics=[ListOffsetsRequest.ListOffsetsTopic(
+            name=state.topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
+                partition_index=state.partition, current_leader_epoch=state.leader_epoch,
+                timestamp=EARLIEST_LOCAL)])])
+        response = await self.peers.request(state.leader, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request,
+                                            timeout_s=self.request_timeout_s)
+        part = response.topics[0].partitions[0]
+        if part.error_code:
+            raise ProtocolError(f"ListOffsets answered {ErrorCode(part.error_code).name}")
+        return int(part.offset)
+
+
 def _forgotten(plan: SessionRequest) -> list[FetchRequest_ForgottenTopic]:
     """`plan.forgotten` as forgotten_topics_data, one entry per topic id."""
+    from kafkapy.protocol.messages import FetchRequest
+
     topics: dict[uuid.UUID, FetchRequest_ForgottenTopic] = {}
     for topic_id, partition in plan.forgotten:
         topics.setdefault(topic_id, FetchRequest.ForgottenTopic(topic_id=topic_id)).partitions.append(partition)

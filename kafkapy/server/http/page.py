@@ -142,12 +142,42 @@ def _utc(ms: int) -> str:
 
 
 def _brokers(status: dict[str, Any]) -> str:
+    budget = status["partition_budget"]["max_broker_partitions"]
     rows = [
-        [_e(b["node_id"]), _e(b["host"]), _e(b["port"]), _e(b["rack"] or "-"),
-         "fenced" if b["fenced"] else ("shutting down" if b["in_controlled_shutdown"] else "active")]
+        [_e(b["node_id"]), _e(b["host"]), _e(b["port"]), f'<span class="rack">{_e(b["rack"] or "-")}</span>',
+         "fenced" if b["fenced"] else ("shutting down" if b["in_controlled_shutdown"] else "active"),
+         _e(b["leaders"]), _budget_cell(b["replicas"], budget)]
         for b in status["brokers"]
     ]
-    return _table(["Node", "Host", "Port", "Rack", "State"], rows, cls="brokers")
+    return _budget_line(status) + _table(
+        ["Node", "Host", "Port", "Rack", "State", "Leaders", "Replicas / max.broker.partitions"],
+        rows, cls="brokers",
+    )
+
+
+#: a broker's replicas at or above this share of its budget are shown as a warning
+BUDGET_WARN_RATIO = 0.9
+
+
+def _budget_cell(replicas: int, budget: int | None) -> str:
+    if budget is None:
+        return f'<span class="budget">{_e(replicas)}</span>'
+    warn = ' warn' if replicas >= BUDGET_WARN_RATIO * budget else ""
+    return (f'<span class="budget{warn}">{_e(replicas)} / {_e(budget)}'
+            f' ({_e(round(100 * replicas / max(budget, 1)))}%)</span>')
+
+
+def _budget_line(status: dict[str, Any]) -> str:
+    """The partition budgets (KIP-578) in one line above the brokers."""
+    b = status["partition_budget"]
+    per_broker = b["max_broker_partitions"]
+    total = b["max_partitions"]
+    return (
+        '<p class="budgets" id="partition-budget">Partition budgets: '
+        f'<code>max.broker.partitions={_e(per_broker if per_broker is not None else "unlimited")}</code> · '
+        f'<code>max.partitions={_e(total if total is not None else "unlimited")}</code>'
+        f' ({_e(b["partitions"])} {_plural(b["partitions"], "partition")} in the cluster)</p>'
+    )
 
 
 def _partitions(status: dict[str, Any], topic: str) -> str:
@@ -211,11 +241,12 @@ def _topics(status: dict[str, Any], *, internal: bool) -> str:
 def _hot(status: dict[str, Any]) -> str:
     rows = [
         [_e(p["topic"]), _e(p["partition"]), _e(_bytes(p["bytes_per_s"])),
-         _e(_rate(p["messages_per_s"])), _e(_bytes(p["size_bytes"]))]
+         _e(_rate(p["messages_per_s"])), _e(_bytes(p["size_bytes"])),
+         _e(p["leader"]) if p["leader"] >= 0 else '<span class="warn">offline</span>']
         for p in status["hot_partitions"]
     ]
     return _table(
-        ["Topic", "Partition", "Bytes in/s", "Messages/s", "Size (this replica)"],
+        ["Topic", "Partition", "Bytes in/s", "Messages/s", "Size (this replica)", "Leader"],
         rows, cls="hot-partitions", empty="no partitions with a replica here",
     )
 
@@ -258,7 +289,7 @@ def render_tables(status: dict[str, Any]) -> str:
         f'<details class="internal" id="internal-topics"><summary>Internal topics</summary>{internal}</details></section>'
         f'<section id="hot"><h2>Hot partitions <span class="sub">by bytes in/s, on this node</span></h2>{_hot(status)}</section>'
         f'<section id="groups"><h2>Consumer groups</h2>{_groups(status)}</section>'
-        f'<section><h2>Brokers</h2>{_brokers(status)}</section>'
+        f'<section id="brokers"><h2>Brokers <span class="sub">racks, leaders, partition budget</span></h2>{_brokers(status)}</section>'
         f"{_raft_internals(status)}"
     )
 

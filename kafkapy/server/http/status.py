@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kafkapy.controller.budgets import DEFAULT_MAX_BROKER_PARTITIONS, DEFAULT_MAX_PARTITIONS
 from kafkapy.server.http.views import (
     PartitionView,
     broker_views,
@@ -182,6 +183,21 @@ def hot_partitions(partitions: list[PartitionView], history: History) -> list[di
     return rows[:HOT_PARTITIONS]
 
 
+def partition_budget(server: ServedNode) -> dict[str, Any]:
+    """KIP-578's budgets as this node is configured (the active controller enforces its own;
+    nodes of a cluster normally share them): None when unlimited, and the cluster's partition
+    count against `max.partitions`."""
+    config = server.broker.config
+    per_broker = config.get_int("max.broker.partitions")
+    total = config.get_int("max.partitions")
+    image = server.broker.cluster.image
+    return {
+        "max_broker_partitions": None if per_broker >= DEFAULT_MAX_BROKER_PARTITIONS else per_broker,
+        "max_partitions": None if total >= DEFAULT_MAX_PARTITIONS else total,
+        "partitions": sum(len(t.partitions) for t in image.topics.values()),
+    }
+
+
 def storage_health(server: ServedNode) -> dict[str, Any]:
     """The uncleanable partitions and the offline partition logs of this node."""
     return {
@@ -222,9 +238,11 @@ def status_json(server: ServedNode, history: History, *, summary: bool = False) 
         "cluster": cluster_view(server),
         "brokers": [
             {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
-             "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown}
+             "fenced": b.fenced, "in_controlled_shutdown": b.in_controlled_shutdown,
+             "replicas": b.replicas, "leaders": b.leaders}
             for b in broker_views(broker)
         ],
+        "partition_budget": partition_budget(server),
         "connections": len(server.connections),
         "topics": topic_rows(partitions, history, topic_configs(broker)),
         "partition_count": len(partitions),

@@ -14,8 +14,11 @@ node.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from kafkapy.controller.budgets import replicas_per_broker
 
 if TYPE_CHECKING:
     from kafkapy.server.http.host import ServedBroker, ServedNode
@@ -76,6 +79,10 @@ class BrokerView:
     rack: str | None = None
     fenced: bool = False
     in_controlled_shutdown: bool = False
+    #: partition replicas assigned to the broker (what `max.broker.partitions` caps) and
+    #: partitions it leads, from the metadata image
+    replicas: int = 0
+    leaders: int = 0
 
 
 @dataclass(slots=True)
@@ -152,14 +159,18 @@ def _add_log(view: PartitionView, plog: PartitionLog | None) -> None:
 
 
 def broker_views(broker: ServedBroker) -> list[BrokerView]:
-    """The cluster's registered brokers."""
+    """The cluster's registered brokers, with their replica and leader counts."""
     cluster = broker.cluster
     out = []
     listener = cluster.config.inter_broker_listener_name
-    for node_id, reg in sorted(cluster.image.brokers.items()):
+    image = cluster.image
+    replicas = replicas_per_broker(image)
+    leaders = Counter(p.leader for t in image.topics.values() for p in t.partitions.values())
+    for node_id, reg in sorted(image.brokers.items()):
         endpoint = reg.endpoint(listener) or (reg.endpoints[0] if reg.endpoints else None)
         host, port = (endpoint.host, endpoint.port) if endpoint is not None else ("", 0)
-        out.append(BrokerView(node_id, host, port, reg.rack, reg.fenced, reg.in_controlled_shutdown))
+        out.append(BrokerView(node_id, host, port, reg.rack, reg.fenced, reg.in_controlled_shutdown,
+                              replicas[node_id], leaders[node_id]))
     return out
 
 

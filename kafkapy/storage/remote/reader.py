@@ -11,7 +11,9 @@ A fetch below the local log start finds its segment in `RemoteLogMetadataCache`,
 3. whole batches from that one are returned up to `max_bytes` (at least one whole batch, as
    a local read gives a consumer whose first batch is bigger than its limit).
 
-`aborted_transactions` answers read_committed fetches from the copied transaction index.
+`aborted_transactions` answers read_committed fetches from the copied transaction index;
+`offset_for_timestamp` answers ListOffsets by timestamp from the copied time index (one GET,
+cached) and a walk of batch headers from there, decoding the records of one batch only.
 
 Why a bounded cache: a consumer catching up reads a segment front to back in many fetches,
 each of which would otherwise GET its index and re-read the chunk the previous one ended in.
@@ -29,16 +31,17 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable
 
-from kafkapy.protocol.errors import CorruptRecordError
-from kafkapy.protocol.records import parse_batch_header
+from kafkapy.protocol.errors import CorruptRecordError, ProtocolError
+from kafkapy.protocol.records import BatchHeader, decode_records, parse_batch_header
 from kafkapy.storage.remote.layout import SegmentObject, segment_object_key
 from kafkapy.storage.remote.metadata import RemoteLogSegmentMetadata
-from kafkapy.storage.remote.object_store import ObjectStore
+from kafkapy.storage.remote.object_store import ObjectNotFoundError, ObjectStore
 from kafkapy.storage.txn_index import AbortedTxnEntry
 
 __all__ = ["RemoteLogReader", "RemoteReadResult"]
 
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position (Kafka's .index layout)
+_TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset (Kafka's .timeindex layout)
 _TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first, last, LSO (.txnindex)
 _BATCH_PREFIX = 12  # base offset i64 + batch length i32: the batch is 12 + length bytes
 _HEADER = 61
@@ -179,3 +182,71 @@ class RemoteLogReader:
         entries: list[AbortedTxnEntry] = self.cache.get_or_load(  # type: ignore[assignment]
             ("txn", segment.segment_id.id), load)
         return [e for e in entries if e.last_offset >= start and e.first_offset < end]
+
+    def segment_object(self, segment: RemoteLogSegmentMetadata, kind: SegmentObject) -> bytes | None:
+        """One whole object of a copied segment, uncached (a follower rebuilding its state
+        reads the producer snapshot and leader-epoch checkpoint once); None when it was not
+        copied (a log without a producer snapshot)."""
+        try:
+            return self.store.get(self._key(segment, kind))
+        except ObjectNotFoundError:
+            return None
+
+    def _time_index(self, segment: RemoteLogSegmentMetadata) -> tuple[list[int], list[int]]:
+        """(timestamps, offsets) of the segment's time index, cut at its first disorder."""
+        def load() -> tuple[object, int]:
+            data = self.store.get(self._key(segment, SegmentObject.TIME_INDEX))
+            stamps: list[int] = []
+            offsets: list[int] = []
+            for ts, rel in _TIME_ENTRY.iter_unpack(data[: len(data) - len(data) % _TIME_ENTRY.size]):
+                if stamps and (ts < stamps[-1] or segment.start_offset + rel < offsets[-1]):
+                    break  # a preallocated or damaged tail
+                stamps.append(ts)
+                offsets.append(segment.start_offset + rel)
+            return (stamps, offsets), len(data) + 64
+
+        found = self.cache.get_or_load(("timeindex", segment.segment_id.id), load)
+        return found  # type: ignore[return-value]
+
+    def offset_for_timestamp(
+        self, segment: RemoteLogSegmentMetadata, timestamp: int, start_offset: int,
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the segment's first record at or after `start_offset` whose
+        timestamp is >= `timestamp` (ListOffsets over the remote tier), or None.
+
+        Kafka's lookup: the time index's last entry below `timestamp` gives an offset every
+        earlier record lies below; the offset index gives its position; batch headers are
+        walked from there to the first batch whose max timestamp reaches `timestamp`."""
+        stamps, offsets = self._time_index(segment)
+        i = bisect_right(stamps, timestamp - 1) - 1
+        from_offset = max(offsets[i] if i >= 0 else segment.start_offset, start_offset)
+        index_offsets, positions = self._index(segment)
+        j = bisect_right(index_offsets, from_offset) - 1
+        position = positions[j] if j >= 0 else 0
+        size = segment.segment_size_in_bytes
+        while position < size:
+            header = parse_batch_header(self._read_range(segment, position, position + _HEADER))
+            length = _BATCH_PREFIX + header.batch_length
+            if header.base_offset + header.last_offset_delta >= start_offset and header.max_timestamp >= timestamp:
+                found = _first_record_at(self._read_range(segment, position, position + length), header,
+                                         timestamp, start_offset)
+                if found is not None:
+                    return found
+            position += length
+        return None
+
+
+def _first_record_at(data: bytes, header: BatchHeader, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+    """The first record of one batch at or after `start_offset` with a timestamp >= `timestamp`."""
+    if header.timestamp_type == 1:  # LogAppendTime: every record carries the max timestamp
+        return max(header.base_offset, start_offset), header.max_timestamp
+    try:
+        records = decode_records(data, 0, header)
+    except ProtocolError:
+        return None
+    for record in records:
+        offset = header.base_offset + record.offset_delta
+        ts = header.base_timestamp + record.timestamp_delta
+        if ts >= timestamp and offset >= start_offset:
+            return offset, ts
+    return None

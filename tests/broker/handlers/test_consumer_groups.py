@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import trio
 
+from kafkapy.broker.handlers.consumer_groups import _replica_racks
+from kafkapy.controller.image import BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 from kafkapy.coordinator.group import CONSUMER_OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
@@ -250,3 +253,19 @@ async def test_partitioned_coordinator_moves_and_reloads_the_group(tmp_path: Pat
             )
             assert (r.error_code, r.member_epoch, assigned(r)) == (E.NONE, 1, {tid: [0, 1]})
             await c.aclose()
+
+
+def test_the_assignor_gets_each_partitions_replica_racks() -> None:
+    """KIP-881 input: a partition's racks are its replicas' brokers' `broker.rack` (a broker
+    without one adds none; an unknown topic has none)."""
+    image = MetadataImage()
+    for broker_id, rack in ((1, "a"), (2, "b"), (3, None)):
+        image.brokers[broker_id] = BrokerRegistration(broker_id, 1, uuid.uuid4(), (), rack)
+    topic = TopicImage("t", uuid.uuid4())
+    topic.partitions[0] = PartitionImage(replicas=(1, 2), isr=(1, 2), leader=1)
+    topic.partitions[1] = PartitionImage(replicas=(3, 2), isr=(3,), leader=3)
+    topic.partitions[2] = PartitionImage(replicas=(3,), isr=(3,), leader=3)
+    image.topics["t"] = topic
+    ports: Any = SimpleNamespace(metadata=SimpleNamespace(image=image))
+    assert _replica_racks(ports, "t") == [frozenset({"a", "b"}), frozenset({"b"}), frozenset()]
+    assert _replica_racks(ports, "missing") is None

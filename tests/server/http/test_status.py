@@ -41,8 +41,12 @@ async def test_api_status_page_fragment_and_assets() -> None:
         data = json.loads(body)
         assert data["cluster"]["node_id"] == 1
         assert data["cluster"]["ready"] is True
+        replicas = sum(1 for p in data["partitions"])
         assert data["brokers"] == [{"node_id": 1, "host": "127.0.0.1", "port": port, "rack": None,
-                                    "fenced": False, "in_controlled_shutdown": False}]
+                                    "fenced": False, "in_controlled_shutdown": False,
+                                    "replicas": replicas, "leaders": replicas}]
+        assert data["partition_budget"] == {"max_broker_partitions": None, "max_partitions": None,
+                                            "partitions": replicas}
         shown = [p for p in data["partitions"] if p["topic"] == "shown"]
         assert [(p["partition"], p["log_end_offset"], p["leader"], p["isr"]) for p in shown] == [
             (0, 3, 1, [1]), (1, 3, 1, [1])
@@ -96,7 +100,8 @@ def _status_with(group_id: str, topic: str) -> dict[str, Any]:
         "cluster": {"cluster_id": "c", "node_id": 1, "version": "0", "mode": "single node",
                     "ready": True, "not_ready_reason": "", "pid": 1, "listeners": [],
                     "controller_id": 1, "active_controller": True, "quorum": None},
-        "brokers": [], "connections": 0, "rates": {"messages_in": 0, "bytes_in": 0, "bytes_out": 0},
+        "brokers": [], "partition_budget": {"max_broker_partitions": None, "max_partitions": None, "partitions": 0},
+        "connections": 0, "rates": {"messages_in": 0, "bytes_in": 0, "bytes_out": 0},
         "cluster_rates": {"messages_in": 0, "bytes_in": 0, "partitions_seen": 0, "partitions": 0},
         "partition_count": 0, "under_replicated": 0,
         "topics": [{"name": topic, "partitions": 1, "size_bytes": 0, "messages": 0,
@@ -165,3 +170,20 @@ async def test_single_node_puts_raft_last_and_collapsed_and_opens_small_sections
         assert raft > html.index('id="groups"')
         assert raft > html.index('id="topics"')
         assert '<details class="topic" id="topic-t" data-topic="t" open>' in html
+
+
+def test_brokers_show_racks_leaders_and_replicas_against_the_budget() -> None:
+    status = _status_with("g", "t")
+    status["brokers"] = [
+        {"node_id": 1, "host": "h1", "port": 9092, "rack": "a", "fenced": False,
+         "in_controlled_shutdown": False, "replicas": 55, "leaders": 20},
+        {"node_id": 2, "host": "h2", "port": 9092, "rack": None, "fenced": False,
+         "in_controlled_shutdown": False, "replicas": 10, "leaders": 5},
+    ]
+    status["partition_budget"] = {"max_broker_partitions": 60, "max_partitions": None, "partitions": 40}
+    page = render_page(status)
+    assert '<span class="rack">a</span>' in page
+    assert '<span class="budget warn">55 / 60 (92%)</span>' in page  # at 90% or more: a warning
+    assert '<span class="budget">10 / 60 (17%)</span>' in page
+    assert "max.broker.partitions=60" in page
+    assert "max.partitions=unlimited</code> (40 partitions in the cluster)" in page

@@ -164,6 +164,26 @@ def test_aborted_transactions_come_from_the_copied_transaction_index(
     assert reader.aborted_transactions(second, second.start_offset, second.end_offset + 1) == []
 
 
+def test_offset_for_timestamp_answers_as_the_local_log_from_the_copied_time_index(
+        copied: tuple[PartitionLog, RemoteLogMetadataCache, list[RemoteLogMetadata]],
+        s3_store: S3ObjectStore) -> None:
+    plog, cache, _ = copied
+    reader = RemoteLogReader(s3_store, chunk_bytes=1024, cache_bytes=16 << 10)
+    segments = cache.readable_segments()
+    for timestamp in [BASE_TS - 5, BASE_TS, BASE_TS + 1, BASE_TS + 7, BASE_TS + 30, BASE_TS + 44]:
+        expected = plog.offset_for_timestamp(timestamp)
+        assert expected is not None
+        found = next(hit for s in segments if s.max_timestamp_ms >= timestamp
+                     if (hit := reader.offset_for_timestamp(s, timestamp, 0)) is not None)
+        assert found == expected, timestamp
+    last = segments[-1]
+    assert reader.offset_for_timestamp(last, last.max_timestamp_ms + 1, 0) is None
+    # from a later start offset (DeleteRecords moved the log start into the segment)
+    hit = reader.offset_for_timestamp(segments[0], BASE_TS, 3)
+    assert hit is not None
+    assert hit[0] == 3
+
+
 def test_leader_epochs_of_each_segment_are_recorded(
         copied: tuple[PartitionLog, RemoteLogMetadataCache, list[RemoteLogMetadata]]) -> None:
     plog, cache, _ = copied
