@@ -13,6 +13,7 @@ Boundary rule (after h11): every decode function either returns a message or rai
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io as _io
 import struct
 from collections.abc import Callable
@@ -22,13 +23,11 @@ from construct import Construct  # type: ignore[import-untyped,unused-ignore]
 
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ProtocolError, UnsupportedVersionError
-from kafkapy.protocol.fetch_fast import decode_fetch_request
 from kafkapy.protocol.headers import (
     RequestHeader,
     request_header_version,
     response_header_version,
 )
-from kafkapy.protocol.heartbeat_fast import decode_heartbeat_request, encode_heartbeat_response
 from kafkapy.protocol.messages import APIS, SCHEMAS
 from kafkapy.protocol.primitives import (
     FIXED_FORMATS,
@@ -426,9 +425,33 @@ _FAST_FRAME_TYPES = (bytes, bytearray)
 #: the fast path for a request's API key (its first two bytes): produce_fast, fetch_fast
 _FAST_DECODERS: dict[bytes, Callable[[bytes | bytearray], tuple[RequestHeader, Message] | None]] = {
     b"\x00\x00": decode_produce_request,
-    b"\x00\x01": decode_fetch_request,
-    b"\x00\x0c": decode_heartbeat_request,
 }
+#: fast paths loaded with their API's first request, as its message classes are (Produce's
+#: module is imported with the codec); `(module, function)` per key, moved to the table above
+_LAZY_FAST_DECODERS: dict[bytes, tuple[str, str]] = {
+    b"\x00\x01": ("kafkapy.protocol.fetch_fast", "decode_fetch_request"),
+    b"\x00\x0c": ("kafkapy.protocol.heartbeat_fast", "decode_heartbeat_request"),
+}
+_LAZY_FAST_ENCODERS: dict[int, tuple[str, str]] = {
+    ApiKey.HEARTBEAT: ("kafkapy.protocol.heartbeat_fast", "encode_heartbeat_response"),
+}
+
+
+def _version_known(frame: bytes | bytearray | memoryview) -> bool:
+    """The frame names a version the codec speaks: a refused request loads no fast path."""
+    if len(frame) < 4:
+        return False
+    api_key, version = struct.unpack_from(">hh", frame)
+    api = APIS.get(api_key)
+    return api is not None and in_range(version, api.valid)
+
+
+def _load_fast(table: dict[Any, Any], lazy: dict[Any, tuple[str, str]], key: object) -> Any:
+    """The fast path `lazy` names for `key`, imported and kept in `table` from now on."""
+    module, name = lazy.pop(key)
+    function = getattr(importlib.import_module(module), name)
+    table[key] = function
+    return function
 
 
 def decode_request(
@@ -440,7 +463,10 @@ def decode_request(
     (2.16 here) sends flexible Metadata requests for all topics with 3 stray trailing bytes.
     """
     if FAST_PATHS and not strict and type(frame) in _FAST_FRAME_TYPES:
-        fast_decode = _FAST_DECODERS.get(bytes(frame[:2]))
+        key = bytes(frame[:2])
+        fast_decode = _FAST_DECODERS.get(key)
+        if fast_decode is None and key in _LAZY_FAST_DECODERS and _version_known(frame):
+            fast_decode = _load_fast(_FAST_DECODERS, _LAZY_FAST_DECODERS, key)
         if fast_decode is not None:
             fast = fast_decode(frame)  # type: ignore[arg-type]
             if fast is not None:
@@ -519,7 +545,6 @@ def encode_request(header: RequestHeader, msg: Message) -> bytes:
 #: the fast path for a response of an API key: produce_fast, heartbeat_fast
 _FAST_ENCODERS: dict[int, Callable[[int, int, object], bytes | None]] = {
     ApiKey.PRODUCE: encode_produce_response,
-    ApiKey.HEARTBEAT: encode_heartbeat_response,
 }
 
 
@@ -527,6 +552,8 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Me
     """Response header (v0, or v1 when flexible; ApiVersions always v0) plus body."""
     if FAST_PATHS:
         fast_encode = _FAST_ENCODERS.get(api_key)
+        if fast_encode is None and api_key in _LAZY_FAST_ENCODERS:
+            fast_encode = _load_fast(_FAST_ENCODERS, _LAZY_FAST_ENCODERS, api_key)
         if fast_encode is not None:
             fast = fast_encode(api_version, correlation_id, msg)
             if fast is not None:
