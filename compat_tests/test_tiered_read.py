@@ -111,13 +111,13 @@ def test_kafka_python_reads_from_offset_0_read_committed(tiered_broker: dict[str
         consumer.close()
 
 
-@pytest.mark.xfail(strict=False, reason="needs the leader copier from branch tiered-copy")
 def test_consumers_read_what_the_leader_tiered(broker_factory: BrokerFactory, tmp_path: Path) -> None:
     """End to end through `kafkapy serve`: the leader copies rolled segments and drops local
     ones past `local.retention.bytes`; consumers then read everything from offset 0."""
     with S3Server(os.environ.get("KAFKAPY_TEST_S3", "seaweedfs")) as s3:  # type: ignore[arg-type]
         overrides = {
             "remote.log.storage.system.enable": "true", "log.retention.check.interval.ms": "500",
+            "remote.log.manager.task.interval.ms": "500",
             "rsm.config.storage.s3.bucket.name": s3.bucket, "rsm.config.storage.s3.endpoint.url": s3.endpoint_url,
             "rsm.config.storage.s3.path.style.access.enabled": "true",
             "rsm.config.storage.aws.credentials.file": str(s3.credentials_file),

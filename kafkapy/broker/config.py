@@ -17,7 +17,6 @@ and a name only known with the `kafkapy.` prefix gets it (`KAFKAPY_SASL_USERS`).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,6 +35,7 @@ from kafkapy.storage.topic_config import TOPIC_CONFIGS, TopicConfigKey, topic_co
 
 __all__ = [
     "BROKER_CONFIGS",
+    "RSM_CONFIG_PREFIX",
     "SECURITY_PROTOCOLS",
     "STANDARD_AUTHORIZER",
     "TOPIC_CONFIGS",
@@ -83,6 +83,8 @@ _MS_PER_UNIT = {
     "log.roll.jitter.hours": 3_600_000,
 }
 _warned_unknown: set[str] = set()
+#: Kafka's prefix of the remote storage manager's settings (`RemoteLogManagerConfig`)
+RSM_CONFIG_PREFIX = "rsm.config."
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the keys whose bad value would only fail later, as
@@ -114,7 +116,10 @@ def _check_range(name: str, value: str) -> None:
 
 
 def unknown_key_message(key: str) -> str:
-    """The start-up warning for a key kafkapy does not know, with the known key it is close to."""
+    """The start-up warning for a key kafkapy does not know, with the known key it is close to
+    (difflib is imported here: only a config with an unknown key needs it)."""
+    import difflib
+
     close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.85)
     hint = f" - did you mean {close[0]}?" if close else ""
     return f"ignoring config {key}: kafkapy does not know it{hint}"
@@ -405,31 +410,13 @@ class BrokerConfig:
         self.group_configs: dict[str, dict[str, str]] = {}
         self._listener_explicit: dict[str, str] = {}  # listener.name.<name>.<security key>
         self._inter_node: dict[str, str] = {}  # security_settings.INTER_NODE_KEYS
+        #: Kafka's remote storage plugin settings (`rsm.config.*`, KIP-405): handed to the
+        #: object store as they are; never listed by `items` (DescribeConfigs, the status page)
+        #: nor logged, as they may name credentials
+        self.remote_storage_properties = {
+            k: explicit.pop(k) for k in list(explicit) if k.startswith(RSM_CONFIG_PREFIX)}
         for key, value in explicit.items():
-            known = BROKER_CONFIGS.get(key)
-            if known is None and _is_listener_security_key(key):
-                self._listener_explicit[key.lower() if not key.endswith("jaas.config") else key] = (
-                    value
-                )
-                continue
-            if known is None:
-                refused = unsupported_security_setting(key, value)
-                if refused is not None:
-                    raise ConfigError(refused)
-                if key in INTER_NODE_KEYS:
-                    self._inter_node[key] = value
-                    continue
-                if key not in _warned_unknown:
-                    _warned_unknown.add(key)
-                    where = f"{origins[key]}: " if key in origins else ""
-                    log.warning("%s%s", where, unknown_key_message(key))
-                continue
-            try:
-                _check_value(key, known.type, value)
-                _check_range(key, value)
-            except ConfigError as e:
-                raise ConfigError(f"{origins[key]}: {e}" if key in origins else str(e)) from None
-            self._explicit[key] = value.strip() if known.type != ConfigType.STRING else value
+            self._take(key, value, origins)
         ts = self.get_str("log.message.timestamp.type")
         types = TOPIC_CONFIGS["message.timestamp.type"].choices
         if ts not in types:
@@ -455,6 +442,33 @@ class BrokerConfig:
         self.cluster = self._cluster_config()
         if not self.cluster.voters_configured and self._inter_node:
             log.info("%s: no inter-node traffic on a single node", ", ".join(self._inter_node))
+
+    def _take(self, key: str, value: str, origins: Mapping[str, str]) -> None:
+        """One key set in server.properties, the environment or a flag: kept by its kind."""
+        known = BROKER_CONFIGS.get(key)
+        if known is None and _is_listener_security_key(key):
+            self._listener_explicit[key.lower() if not key.endswith("jaas.config") else key] = (
+                value
+            )
+            return
+        if known is None:
+            refused = unsupported_security_setting(key, value)
+            if refused is not None:
+                raise ConfigError(refused)
+            if key in INTER_NODE_KEYS:
+                self._inter_node[key] = value
+                return
+            if key not in _warned_unknown:
+                _warned_unknown.add(key)
+                where = f"{origins[key]}: " if key in origins else ""
+                log.warning("%s%s", where, unknown_key_message(key))
+            return
+        try:
+            _check_value(key, known.type, value)
+            _check_range(key, value)
+        except ConfigError as e:
+            raise ConfigError(f"{origins[key]}: {e}" if key in origins else str(e)) from None
+        self._explicit[key] = value.strip() if known.type != ConfigType.STRING else value
 
     def _check_authorizer(self) -> None:
         """Fail closed: an authorizer kafkapy does not have, or what only an authorizer reads

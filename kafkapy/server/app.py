@@ -160,9 +160,7 @@ class Server:
                         accept_nursery.start_soon(
                             self._accept_loop, listener, sock_listener, conn_nursery
                         )
-                    accept_nursery.start_soon(self._maintenance_loop)
-                    accept_nursery.start_soon(broker.group_coordinator.serve)
-                    accept_nursery.start_soon(broker.txn_coordinator.serve)
+                    self._start_background(accept_nursery)
                     self.cluster.run(accept_nursery)
                     if self.http is not None:
                         accept_nursery.start_soon(self.http.serve, accept_nursery)
@@ -359,6 +357,15 @@ class Server:
         finally:
             self.connections.discard(conn)
             stats.connections_closed[listener.name] += 1
+
+    def _start_background(self, nursery: trio.Nursery) -> None:
+        """The broker's own tasks: log maintenance, the coordinators' timers, the remote tier's."""
+        broker = self.broker
+        nursery.start_soon(self._maintenance_loop)
+        nursery.start_soon(broker.group_coordinator.serve)
+        nursery.start_soon(broker.txn_coordinator.serve)
+        if broker.remote_log_tasks is not None:
+            nursery.start_soon(broker.remote_log_tasks.serve)
 
     async def _maintenance_loop(self) -> None:
         """Retention every `log.retention.check.interval.ms`; compaction every

@@ -28,6 +28,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -50,7 +51,6 @@ from kafkapy.broker.metadata_store import (
 )
 from kafkapy.broker.notify import PartitionWaiters
 from kafkapy.broker.partitions import Partitions, auto_create
-from kafkapy.broker.remote_fetch import RemoteTier
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.stats import BrokerStats
 from kafkapy.broker.txn_driver import TxnDriver
@@ -66,6 +66,11 @@ from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
+
+if TYPE_CHECKING:  # tiering modules: loaded only with remote.log.storage.system.enable
+    from kafkapy.broker.remote_fetch import RemoteTier
+    from kafkapy.broker.remote_log import RemoteLogManager
+    from kafkapy.server.remote_log_tasks import RemoteLogTasks
 
 __all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
@@ -140,6 +145,8 @@ class Broker:
         #: before the data dirs are locked
         self.credentials = CredentialStore.from_config(config, published=self._published_scram)
         self._authorizer = _authorizer(config)
+        # the remote tier (KIP-405); a bad `rsm.config.*` fails before the data dirs are locked
+        self._open_remote_tier(config)
         #: each local partition's log state (ready / loading / offline): what every path that
         #: serves a partition asks first (kafkapy.broker.log_state)
         self.log_states = PartitionLogStates()
@@ -152,7 +159,6 @@ class Broker:
         # the ClusterNode, built by `open_cluster()` (see `cluster`)
         self._node: ClusterNode | None = None
         self._ports: RequestPorts | None = None
-        self._remote_tier: RemoteTier | None = None
         #: `on_become_leader` / `on_become_follower(topic, partition, leader_epoch)` callbacks
         self.role_listeners: list[RoleListener] = []
         # the metadata log is the topic table: memory only, filled by apply_metadata; the
@@ -192,6 +198,31 @@ class Broker:
         self.txn_coordinator = TxnDriver(self)
         #: every handler's way to partition data (leader lookup, append, read, offsets)
         self.partitions = Partitions(self)
+
+    def _open_remote_tier(self, config: BrokerConfig) -> None:
+        """`remote_log` (the write side: copies, retention, the metadata topic) and the read
+        side over its metadata and object store (`remote_tier`); both None without tiering,
+        and then none of the tiering modules is imported (start-up time)."""
+        #: the remote log manager (kafkapy.broker.remote_log); None without tiering
+        self.remote_log: RemoteLogManager | None = None
+        self._remote_tier: RemoteTier | None = None
+        if not config.get_bool("remote.log.storage.system.enable"):
+            return
+        from kafkapy.broker.remote_fetch import RemoteTier
+        from kafkapy.server.remote_log_tasks import remote_log_manager
+
+        self.remote_log = remote_log_manager(config, self.node_id)
+        if self.remote_log is not None:
+            self._remote_tier = RemoteTier.from_config(config, self.remote_log.metadata, self.remote_log.store)
+
+    @functools.cached_property
+    def remote_log_tasks(self) -> RemoteLogTasks | None:
+        """The remote log manager's periodic work (the server runs `serve`); None: no tiering."""
+        if self.remote_log is None:
+            return None
+        from kafkapy.server.remote_log_tasks import RemoteLogTasks
+
+        return RemoteLogTasks(self, self.remote_log)
 
     @property
     def authorizer(self) -> StandardAuthorizer | None:
@@ -398,6 +429,8 @@ class Broker:
         if delta is None or delta.changed_group_configs:
             self.config.set_group_configs(image.group_configs)
         self.replicas.apply(image, delta)
+        if self.remote_log_tasks is not None and delta is not None and delta.deleted_topics:
+            self.remote_log_tasks.on_topics_deleted(delta.deleted_topics)
 
     def apply_dynamic_configs(self, configs: Mapping[str, Mapping[str, str]]) -> bool:
         """Take `configs` (resource "" / node id -> values) as the dynamic broker config layers

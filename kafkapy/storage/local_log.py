@@ -187,22 +187,24 @@ class LocalLog:
             delete_snapshots(self.directory, below=bases[0], keep_newest=True)
         return deleted
 
-    def retention_breaches(self, now_ms: int, upper: int) -> int:
+    def retention_breaches(self, now_ms: int, upper: int, *, limits: tuple[int, int] | None = None) -> int:
         """How many leading segments `retention.ms` / `retention.bytes` (policy `delete`) want
         gone. Only segments that end at or below `upper` count (the partition passes its high
         watermark: retention never removes data consumers cannot see yet), never the active
-        one. Deciding apart from deleting lets the partition move its log start first."""
+        one. Deciding apart from deleting lets the partition move its log start first.
+        `limits`: (ms, bytes) instead of the config's (a tiered topic's local retention)."""
         cfg = self.config
         if not cfg.delete:
             return 0
+        retention_ms, retention_bytes = limits or (cfg.retention_ms, cfg.retention_bytes)
         segs, bases = self.segments.segments, self.segments.bases
         n = 0
-        if cfg.retention_ms >= 0:
+        if retention_ms >= 0:
             while (n + 1 < len(segs) and bases[n + 1] <= upper
-                   and now_ms - segs[n].largest_timestamp() > cfg.retention_ms):
+                   and now_ms - segs[n].largest_timestamp() > retention_ms):
                 n += 1
-        if cfg.retention_bytes >= 0:
-            excess = sum(s.size for s in segs[n:]) - cfg.retention_bytes
+        if retention_bytes >= 0:
+            excess = sum(s.size for s in segs[n:]) - retention_bytes
             while n + 1 < len(segs) and bases[n + 1] <= upper and excess - segs[n].size >= 0:
                 excess -= segs[n].size
                 n += 1

@@ -129,6 +129,10 @@ class PartitionLog(LogQueries):
         self._segments = self._local.segments
         self._epochs_unsynced = False
         self._last_hw_checkpoint_ms = 0
+        #: on a tiered topic (`remote.storage.enable`), the last offset the remote tier holds as
+        #: the remote log manager knows it (-1: nothing copied yet); retention never deletes a
+        #: local segment past it (`delete_old_segments`)
+        self.remote_copied_offset = -1
         self.directory.mkdir(parents=True, exist_ok=True)
         self._metadata = self._load_metadata(topic_id)
         if config is None and self._metadata.config_overrides:
@@ -581,18 +585,36 @@ class PartitionLog(LogQueries):
         watermark. Returns how many segments were deleted.
 
         The log start moves first and is checkpointed, then the local segments below it go.
-        With a remote tier, local retention would delete only segments already copied there
-        and leave the log start alone.
+        On a tiered topic (KIP-405) the rule is `local.retention.*` and only over segments
+        wholly copied to the remote tier (`remote_copied_offset`): the log start kept here is
+        then the local log start, and the remote tier holds what lies below it.
         """
         with self._lock:
             local = self._local
             deleted = local.delete_below(self._log_start_offset)
-            breached = local.retention_breaches(now_ms, self._high_watermark)
+            upper, limits = self._high_watermark, None
+            if self.tiered:
+                upper = min(upper, self.remote_copied_offset + 1)
+                limits = self._local_retention()
+            breached = local.retention_breaches(now_ms, upper, limits=limits)
             if breached:
                 self._advance_log_start(self._segments.bases[breached])
                 deleted += local.delete_below(self._log_start_offset)
             local.reap_retired()
             return deleted
+
+    @property
+    def tiered(self) -> bool:
+        """The topic has `remote.storage.enable=true`: its rolled segments go to the remote tier."""
+        return self.config.extra.get("remote.storage.enable", "false").strip().lower() == "true"
+
+    def _local_retention(self) -> tuple[int, int]:
+        """(ms, bytes) of `local.retention.*`, where -2 means the total `retention.*`."""
+        extra = self.config.extra
+        ms = int(extra.get("local.retention.ms", "-2"))
+        size = int(extra.get("local.retention.bytes", "-2"))
+        return (self.config.retention_ms if ms == -2 else ms,
+                self.config.retention_bytes if size == -2 else size)
 
     # --- durability -------------------------------------------------------------------------
     def flush(self) -> None:

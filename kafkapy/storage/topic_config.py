@@ -185,7 +185,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             _T.LONG,
             "-2",
             ("log.local.retention.bytes",),
-            "Bytes kept on local disk once tiered; -2: retention.bytes (tiering not wired yet).",
+            "Bytes kept on local disk once copied to the remote tier; -2: retention.bytes.",
             at_least=-2,
         ),
         TopicConfigKey(
@@ -193,7 +193,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             _T.LONG,
             "-2",
             ("log.local.retention.ms",),
-            "Time kept on local disk once tiered; -2: retention.ms (tiering not wired yet).",
+            "Time kept on local disk once copied to the remote tier; -2: retention.ms.",
             at_least=-2,
         ),
         TopicConfigKey(
@@ -279,21 +279,21 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
             _T.BOOLEAN,
             "false",
             (),
-            "Tiered topic turned read-only (KIP-950); checked, tiering not wired yet.",
+            "Tiered topic turned read-only (KIP-950): nothing more is copied.",
         ),
         TopicConfigKey(
             "remote.log.delete.on.disable",
             _T.BOOLEAN,
             "false",
             (),
-            "Required to turn remote storage off (KIP-950); checked, tiering not wired yet.",
+            "Required to turn remote storage off (KIP-950); the remote data goes with it.",
         ),
         TopicConfigKey(
             "remote.storage.enable",
             _T.BOOLEAN,
             "false",
             (),
-            "Refused unless remote.log.storage.system.enable (tiering not wired yet).",
+            "Copy rolled segments to the remote tier (needs remote.log.storage.system.enable).",
         ),
         TopicConfigKey(
             "retention.bytes",

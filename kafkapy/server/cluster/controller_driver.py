@@ -115,6 +115,7 @@ def controller_config(config: BrokerConfig, cluster: ClusterConfig, cluster_id: 
         leader_imbalance_per_broker_percentage=config.get_int(
             "leader.imbalance.per.broker.percentage"
         ),
+        remote_log_storage_system_enable=config.get_bool("remote.log.storage.system.enable"),
     )
 
 

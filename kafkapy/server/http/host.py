@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.group_driver import GroupDriver
     from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.metadata_store import TopicStore
+    from kafkapy.broker.remote_log import RemoteLogManager
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.broker.txn_driver import TxnDriver
     from kafkapy.server.cluster.node import ClusterNode
@@ -72,6 +73,8 @@ class ServedBroker(Protocol):
     def group_coordinator(self) -> GroupDriver: ...
     @property
     def txn_coordinator(self) -> TxnDriver: ...
+    @property
+    def remote_log(self) -> RemoteLogManager | None: ...
 
 
 class ServedNode(Protocol):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -101,6 +101,10 @@ class Snapshot:
     fetch_sessions: tuple[int, int, int]
     #: per data dir: (uncleanable partitions, their uncleaned bytes, offline partition logs)
     log_dirs: dict[str, tuple[int, int, int]]
+    #: the remote tier (KIP-405), per topic: (copy lag bytes, copy lag segments, remote bytes);
+    #: and the remote log manager's totals; empty without tiering
+    remote_topics: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    remote_totals: dict[str, int] = field(default_factory=dict)
 
 
 def _log_dirs(server: ServedNode) -> dict[str, tuple[int, int, int]]:
@@ -182,6 +186,7 @@ class BrokerCollector:
             transactions=transaction_states(broker),
             fetch_sessions=(len(cache), cache.partitions_cached(), cache.evictions),
             log_dirs=_log_dirs(server),
+            **_remote_tier(server),
         )
 
     def families(self, snap: Snapshot) -> list[Metric]:
@@ -189,7 +194,7 @@ class BrokerCollector:
         for part in (
             _topic_metrics, _request_metrics, _socket_metrics, _partition_metrics,
             _controller_metrics, _log_metrics, _group_metrics, _transaction_metrics,
-            _fetch_session_metrics,
+            _fetch_session_metrics, _remote_metrics,
         ):
             out.extend(part(snap))
         return out
@@ -221,6 +226,45 @@ def _topic_metrics(snap: Snapshot) -> Iterator[Metric]:
         "Record bytes returned to consumer fetches by this broker as a follower (KIP-392)",
         ["topic"], c["follower_bytes_out"],
     )
+
+
+def _remote_tier(server: ServedNode) -> dict[str, Any]:
+    """The remote log manager's figures for the snapshot (nothing without tiering)."""
+    manager = server.broker.remote_log
+    if manager is None:
+        return {}
+    lag = manager.copier_lag_by_topic()
+    remote = manager.remote_bytes_by_topic()
+    topics = {t: (lag[t].bytes if t in lag else 0, lag[t].segments if t in lag else 0,
+                  remote.get(t, 0)) for t in sorted(set(lag) | set(remote))}
+    return {"remote_topics": topics, "remote_totals": asdict(manager.counters)}
+
+
+def _remote_metrics(snap: Snapshot) -> Iterator[Metric]:
+    """Kafka's tiered-storage BrokerTopicMetrics (RemoteCopyLagBytes, RemoteCopyLagSegments,
+    RemoteLogSizeBytes) per topic, and the copier's totals."""
+    if not snap.remote_totals:
+        return
+    labels = ["topic"]
+    gauges = [
+        _gauge("kafka_server_brokertopicmetrics_remotecopylagbytes",
+               "Bytes of rolled segments not copied to the remote tier yet", labels=labels),
+        _gauge("kafka_server_brokertopicmetrics_remotecopylagsegments",
+               "Rolled segments not copied to the remote tier yet", labels=labels),
+        _gauge("kafka_server_brokertopicmetrics_remotelogsizebytes",
+               "Bytes of the topic held by the remote tier", labels=labels),
+    ]
+    for topic, values in snap.remote_topics.items():
+        for gauge, value in zip(gauges, values, strict=True):
+            gauge.add_metric([topic], value)
+    yield from gauges
+    totals = snap.remote_totals
+    for name, key, doc in (
+        ("remotecopybytes", "copied_bytes", "Segment bytes copied to the remote tier"),
+        ("remotecopyerrors", "copy_failures", "Failed copies to the remote tier"),
+        ("remotedeleteerrors", "delete_failures", "Failed deletions of remote segments"),
+    ):
+        yield _counter(f"kafka_server_brokertopicmetrics_{name}", doc, [], [((), totals[key])])
 
 
 def _request_metrics(snap: Snapshot) -> Iterator[Metric]:
