@@ -83,7 +83,13 @@ def prepare(cluster: ClusterProcesses, prefix: str) -> tuple[str, list[bytes]]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topic = unique_topic(prefix)
     admin.create_topics([NewTopic(topic, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT)])[topic].result(timeout=ADMIN_TIMEOUT_S)
-    wait_until("leaders", lambda: all(v[0] == 1 for v in partitions(admin, topic).values()) or None, cluster)
+    # every replica in the ISR: a follower outside it is never named (node 2 may still be
+    # rejoining after the test that stops it)
+    wait_until(
+        "leaders and full ISRs",
+        lambda: all(v[0] == 1 and len(v[2]) == 3 for v in partitions(admin, topic).values()) or None,
+        cluster, timeout_s=120,
+    )
     expected = [f"plain-{i}".encode() for i in range(40)]
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i, v in enumerate(expected):
