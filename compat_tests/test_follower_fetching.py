@@ -2,9 +2,10 @@
 
 What users rely on:
 - With `replica.selector.class=...RackAwareReplicaSelector`, a consumer with `client.rack=b`
-  (confluent-kafka) or `client_rack="b"` (kafka-python) reads every record of partitions led on
-  rack a, and the bytes come from the rack-b follower: its per-topic follower bytes grow by what
-  the consumer read, the leader sends that consumer nothing.
+  (confluent-kafka), `client_rack="b"` (kafka-python 3, aiokafka 0.14) or `rackId: 'b'`
+  (kafkajs 2) reads every record of partitions led on rack a, and the bytes come from the rack-b
+  follower: its per-topic follower bytes grow by what the consumer read, the leader sends that
+  consumer nothing.
 - read_committed on the follower: committed transactional records are seen, the records of an
   aborted transaction never are.
 - Back to the leader: when the follower a consumer reads from stops and leaves the ISR, the
@@ -18,12 +19,15 @@ What users rely on:
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
+from aiokafka import TopicPartition as AioTopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KafkaTopicPartition
@@ -37,6 +41,7 @@ from compat_tests.test_cluster_basics import (  # noqa: F401  (the autouse fixtu
     start_cluster,
     wait_until,
 )
+from compat_tests.test_kafkajs import KafkaJs, node  # noqa: F401  (the fixture: npm ci, node)
 from kafkapy.broker.replica_selector import RACK_AWARE_SELECTOR
 from kafkapy.testing.cluster import ClusterProcesses
 
@@ -61,8 +66,8 @@ def racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesse
 
 
 def topic_bytes(cluster: ClusterProcesses, node_id: int, name: str, topic: str) -> float:
-    node = cluster.nodes[node_id]
-    with urllib.request.urlopen(f"http://{node.host}:{node.http_port}/metrics", timeout=10) as response:
+    broker = cluster.nodes[node_id]
+    with urllib.request.urlopen(f"http://{broker.host}:{broker.http_port}/metrics", timeout=10) as response:
         text = response.read().decode()
     return sum(
         s.value
@@ -78,7 +83,13 @@ def prepare(cluster: ClusterProcesses, prefix: str) -> tuple[str, list[bytes]]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     topic = unique_topic(prefix)
     admin.create_topics([NewTopic(topic, num_partitions=len(ASSIGNMENT), replica_assignment=ASSIGNMENT)])[topic].result(timeout=ADMIN_TIMEOUT_S)
-    wait_until("leaders", lambda: all(v[0] == 1 for v in partitions(admin, topic).values()) or None, cluster)
+    # every replica in the ISR: a follower outside it is never named (node 2 may still be
+    # rejoining after the test that stops it)
+    wait_until(
+        "leaders and full ISRs",
+        lambda: all(v[0] == 1 and len(v[2]) == 3 for v in partitions(admin, topic).values()) or None,
+        cluster, timeout_s=120,
+    )
     expected = [f"plain-{i}".encode() for i in range(40)]
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i, v in enumerate(expected):
@@ -204,3 +215,76 @@ def test_the_consumer_returns_to_the_leader_when_its_follower_leaves_the_isr(rac
     finally:
         consumer.close()
         racked.restart(2)
+
+
+def assert_read_from_the_rack_b_follower(cluster: ClusterProcesses, topic: str, expected: list[bytes]) -> None:
+    """Every record byte the consumer got came from node 2 as a follower: its follower bytes
+    cover at least the values read and are all it sent for the topic; nodes 1 and 3 sent none."""
+    follower_bytes = topic_bytes(cluster, 2, FOLLOWER_BYTES, topic)
+    assert follower_bytes >= sum(len(v) for v in expected)
+    assert topic_bytes(cluster, 2, CONSUMER_BYTES, topic) == follower_bytes
+    assert topic_bytes(cluster, 1, CONSUMER_BYTES, topic) == 0  # the leader sent the consumer nothing
+    assert topic_bytes(cluster, 3, CONSUMER_BYTES, topic) == 0
+
+
+def wait_for_group_coordinator(cluster: ClusterProcesses, group: str) -> None:
+    """Until the group's coordinator has loaded its __consumer_offsets partition: kafkajs's
+    consumer treats COORDINATOR_LOAD_IN_PROGRESS on its first JoinGroup as a crash (consume.js
+    fails on any crash), and on a fresh cluster under load the load can outlast the wait
+    FindCoordinator gives it."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def answered() -> bool | None:
+        try:
+            admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=10)
+        except KafkaException:
+            return None
+        return True
+
+    wait_until(f"the coordinator of {group}", answered, cluster, timeout_s=120)
+
+
+def test_kafkajs_rack_id_reads_committed_records_from_the_rack_b_follower(
+    racked: ClusterProcesses,
+    node: str,  # noqa: F811  (the fixture imported above)
+) -> None:
+    """kafkajs 2 sends `rackId` in Fetch v11 and routes each partition to the preferred read
+    replica the leader names (ConsumerGroup.findReadReplicaForPartitions), read_committed by
+    default: it reads every committed record from node 2 and none of the aborted ones."""
+    topic, expected = prepare(racked, "ff-kafkajs")
+    wait_for_group_coordinator(racked, f"g-{topic}")
+    kafkajs = KafkaJs(node, racked.bootstrap)
+    # consume.js waits (up to timeout_s) until every expected record arrived, then fetches 2 s
+    # more; KafkaJs.consume fails on any extra record (an aborted one) as on a missing one.
+    got = kafkajs.consume(topic, f"g-{topic}", len(expected), rackId="b", settleMs=2000, timeout_s=90.0)
+    assert sorted(m["value"].encode() for m in got) == sorted(expected)
+    assert_read_from_the_rack_b_follower(racked, topic, expected)
+
+
+def test_aiokafka_client_rack_reads_committed_records_from_the_rack_b_follower(racked: ClusterProcesses) -> None:
+    """aiokafka 0.14 sends `client_rack` in Fetch v11 and fetches from the preferred read replica
+    it caches (Fetcher._select_read_replica)."""
+    topic, expected = prepare(racked, "ff-aiokafka")
+
+    async def consume() -> list[bytes]:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=racked.bootstrap, client_rack="b", auto_offset_reset="earliest",
+            isolation_level="read_committed", enable_auto_commit=False,
+        )
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            consumer.assign([AioTopicPartition(topic, p) for p in range(len(ASSIGNMENT))])
+            deadline = time.monotonic() + 60
+            while len(got) < len(expected) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += [r.value for r in records]
+            for records in (await consumer.getmany(timeout_ms=2000)).values():  # nothing more (the aborted)
+                got += [r.value for r in records]
+        finally:
+            await consumer.stop()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(consume(), 120))
+    assert sorted(got) == sorted(expected)
+    assert_read_from_the_rack_b_follower(racked, topic, expected)

@@ -6,7 +6,9 @@
 //
 // Args: bootstrap, topic (or topics: [...]), groupId, expected, fromBeginning (default true), readUncommitted
 // (default false = read_committed, kafkajs' own default), seek [{partition, offset}],
-// settleMs (default 300), autoCommit (default true), maxBytesPerPartition, maxBytes.
+// settleMs (default 300), autoCommit (default true), maxBytesPerPartition, maxBytes, rackId
+// (KIP-392: sent as Fetch v11 rack_id; kafkajs then fetches from the preferred read replica
+// the leader names).
 //
 // Why seek is called before awaiting run(): kafkajs builds its consumer group synchronously in
 // run() and applies pending seeks before the first fetch, so the seek is deterministic - no
@@ -22,6 +24,7 @@ main(async args => {
     maxWaitTimeInMs: 100,
     maxBytesPerPartition: args.maxBytesPerPartition || 1048576,
     maxBytes: args.maxBytes || 10485760,
+    rackId: args.rackId || '',
     sessionTimeout: 10000,
     heartbeatInterval: 1000,
     allowAutoTopicCreation: false

@@ -36,7 +36,7 @@ function makeKafka (args, clientId) {
   const level = logLevel[(args.logLevel || 'WARN').toUpperCase()]
   return new Kafka({
     clientId: clientId || 'kafkapy-compat',
-    brokers: [args.bootstrap],
+    brokers: args.bootstrap.split(','), // one broker or a cluster's comma-separated list
     logLevel: level === undefined ? logLevel.WARN : level,
     logCreator: stderrLogCreator,
     connectionTimeout: 5000,
