@@ -19,7 +19,8 @@ Rules (Kafka's):
    segment stays (the log's `remote_copied_offset` does not move, and local retention never
    deletes past it). `copier_lag` says what waits.
 3. Remote retention (leader only): `retention.ms` / `retention.bytes` over both tiers
-   (`segments_past_retention`), DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED.
+   (`segments_past_retention`) and the segments wholly below a log start DeleteRecords set
+   (`segments_below_log_start`), DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED.
 4. A deleted topic's partitions are deleted remotely by the broker that leads the metadata
    partition carrying their records (exactly one broker, and its publish is local).
 5. A copy that never finished (the process stopped mid-upload, or an earlier leader died) is
@@ -357,9 +358,12 @@ class RemoteLogManager:
             local_only = sum(size for _, end, size in _rolled(plog) if end > highest)
             if plog.segments:
                 local_only += plog.segments[-1].size
-            return cache.segments_past_retention(
+            expired = cache.segments_past_retention(
                 now_ms=now_ms, retention_ms=plog.config.retention_ms,
                 retention_bytes=plog.config.retention_bytes, local_only_bytes=local_only)
+            ids = {s.segment_id.id for s in expired}
+            below = [s for s in cache.segments_below_log_start() if s.segment_id.id not in ids]
+            return sorted([*expired, *below], key=lambda s: s.start_offset)
 
     # --- deleted topics (worker thread) -------------------------------------------------------
     def known_partitions(self, topic_id: uuid.UUID) -> list[TopicIdPartition]:
