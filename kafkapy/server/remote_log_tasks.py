@@ -38,6 +38,7 @@ from kafkapy.broker.internal_topics import (
     wait_replicated,
 )
 from kafkapy.broker.ports import PeerRequests
+from kafkapy.broker.remote_fetch import is_tiered
 from kafkapy.broker.remote_log import (
     REMOTE_LOG_METADATA_TOPIC,
     RemoteLogManager,
@@ -84,6 +85,7 @@ log = logging.getLogger(__name__)
 #: how often the metadata topic is replayed (a new leader learns of copies within this)
 REPLAY_INTERVAL_S = 1.0
 _RF_KEY = "remote.log.metadata.topic.replication.factor"
+_DELETE_ON_DISABLE = "remote.log.delete.on.disable"
 _PRODUCE_VERSION = 9
 T = TypeVar("T")
 
@@ -159,6 +161,9 @@ class RemoteLogTasks:
         await self._in_thread(self.manager.run_remote_retention, replicas, publish, now_ms())
         if self._deleted:
             await self._in_thread(self._delete_topics)
+        disabled = self.disabled_partitions()
+        if disabled:
+            await self._in_thread(self._delete_disabled, disabled)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn` on a worker thread; abandoned at shutdown (module docstring)."""
@@ -265,6 +270,33 @@ class RemoteLogTasks:
         """Close the connections to other brokers' metadata partitions (at shutdown)."""
         if self._peers is not None:
             await self._peers.aclose()
+
+    # --- tiering turned off (KIP-950) ---------------------------------------------------------
+    def disabled_partitions(self) -> list[TopicIdPartition]:
+        """The partitions with remote data, of topics that turned `remote.storage.enable` off
+        with `remote.log.delete.on.disable=true`, whose metadata partition is led here (the
+        broker that deletes a deleted topic's partition deletes these; on the event loop)."""
+        out = []
+        for image in list(self.broker.cluster.image.topics.values()):
+            configs = image.configs
+            if is_tiered(configs) or configs.get(_DELETE_ON_DISABLE, "").strip().lower() != "true":
+                continue
+            for tp in self.manager.undeleted_partitions(image.topic_id):
+                leader = partition_leader(self.broker, REMOTE_LOG_METADATA_TOPIC,
+                                          self.manager.metadata_partition(tp))
+                if leader is not None and leader[0] == self.broker.node_id:
+                    out.append(tp)
+        return out
+
+    def _delete_disabled(self, partitions: list[TopicIdPartition]) -> None:
+        """Delete the remote data of partitions whose topic turned tiering off (worker thread):
+        DELETE_PARTITION_MARKED/STARTED, the objects, FINISHED; a failure is retried next run."""
+        for tp in partitions:
+            try:
+                self.manager.delete_partition(tp, self._blocking_publish, now_ms())
+            except Exception as exc:
+                log.warning("deleting %s from the remote tier (remote.storage.enable turned off) "
+                            "failed: %s", tp, exc)
 
     # --- deleted topics -----------------------------------------------------------------------
     def _delete_topics(self) -> None:

@@ -17,6 +17,9 @@ Rules (everything that changes the cache is `apply`; queries never change it):
 6. DeleteRecords below the local log start (`advance_log_start`) raises the remote log start
    to its offset, never lowers it: offsets below it are out of range even while the segment
    holding them is still remote (the remote log manager deletes the segments wholly below it).
+7. A segment copied after DELETE_PARTITION_FINISHED (tiering turned off with
+   `remote.log.delete.on.disable`, then on again, KIP-950) starts the partition's remote tier
+   afresh: readable again, no DeleteRecords log start.
 
 The cache is pure: no I/O, no clock (queries take `now_ms`), so it is property-tested against
 a model (tests/storage/remote/test_metadata_cache.py).
@@ -72,6 +75,8 @@ class RemoteLogMetadataCache:
             return
         self._check_partition(record.segment_id.partition)
         if isinstance(record, RemoteLogSegmentMetadata):
+            if self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
+                self.delete_state, self.deleted_records_offset = None, -1  # rule 7
             self._add(record)
         else:
             self._update(record)
