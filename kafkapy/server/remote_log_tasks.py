@@ -10,8 +10,9 @@ to a copy that never finishes: readers never see it, rule 1 of `metadata_cache`)
 
 Replay: every broker reads the `__remote_log_metadata` partitions it has a replica of, up to
 their high watermark, and applies each record - so a new leader or a follower knows what is
-remote. A broker outside a metadata partition's replicas does not see that partition's
-records (the topic's replication factor, 3 by default, covers clusters of up to three nodes).
+remote. The partitions it needs (those carrying its tiered replicas' records) and holds no
+replica of (clusters larger than the topic's replication factor) it fetches from their leaders
+as a consumer (`MetadataPartitionFetcher`), as Kafka's metadata manager consumes them.
 A record whose metadata partition another broker leads is produced to it (acks=all) over the
 inter-broker listener, as Kafka's metadata manager produces with its own client.
 """
@@ -50,6 +51,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.records import Record, build_batch, decode_records
+from kafkapy.server.remote_log_metadata_fetch import MetadataPartitionFetcher
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.remote.copier import CopyBackoff
 from kafkapy.storage.remote.layout import TopicIdPartition
@@ -124,6 +126,7 @@ class RemoteLogTasks:
         self._deleted: dict[uuid.UUID, TopicImage] = {}
         self._limiter = runtime.get().thread_limiter(2)
         self._peers: PeerRequests | None = None  # to metadata partitions led elsewhere
+        self.metadata_fetcher = MetadataPartitionFetcher(broker, manager)
         config = broker.config
         self._interval_s = max(config.get_int("remote.log.manager.task.interval.ms"), 10) / 1000
         self._topic_configs = metadata_topic_configs(
@@ -142,6 +145,8 @@ class RemoteLogTasks:
                 try:
                     for value in await self._in_thread(self.read_metadata):
                         self.manager.apply_value(value)  # on the loop: RemoteTier reads there
+                    for value in await self.metadata_fetcher.poll():  # partitions not held here
+                        self.manager.apply_value(value)
                     if trio.current_time() >= next_run:
                         next_run = trio.current_time() + self._interval_s
                         await self.run_once()
@@ -270,6 +275,7 @@ class RemoteLogTasks:
         """Close the connections to other brokers' metadata partitions (at shutdown)."""
         if self._peers is not None:
             await self._peers.aclose()
+        await self.metadata_fetcher.aclose()
 
     # --- tiering turned off (KIP-950) ---------------------------------------------------------
     def disabled_partitions(self) -> list[TopicIdPartition]:
