@@ -52,6 +52,7 @@ async def test_delete_records_below_the_local_log_start_moves_the_remote_log_sta
         assert at.error_code == ErrorCode.NONE
         assert at.records
         assert at.log_start_offset == target
+        assert (await _list_offsets(client, 0))[:2] == (0, target)  # by timestamp: not below it
         lower = await client.request(ApiKey.DELETE_RECORDS, 2, _delete_records(5))  # never moves down
         assert lower.topics[0].partitions[0].low_watermark == target
         await client.aclose()

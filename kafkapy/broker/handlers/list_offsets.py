@@ -139,7 +139,9 @@ async def _remote_timestamp(
     rt = runtime.get()
     if tier.limiter is None:
         tier.limiter = rt.thread_limiter(tier.reader_threads)
-    start = min(segments[0].start_offset, lp.log_start_offset)
+    cache = tier.metadata.cache(tp)
+    remote_start = cache.log_start_offset() if cache is not None else None  # DeleteRecords included
+    start = min(segments[0].start_offset if remote_start is None else remote_start, lp.log_start_offset)
     hit = None
     with rt.move_on_after((timeout_ms if timeout_ms > 0 else REMOTE_LIST_OFFSETS_TIMEOUT_MS) / 1000) as scope:
         try:
