@@ -171,6 +171,7 @@ class ReplicaFetcherManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.replicas.run_isr_maintenance)
+            nursery.start_soon(self.replicas.run_metadata_slices)
             while True:
                 for leader in set(self._by_leader) - self._running:
                     self._running.add(leader)
