@@ -11,12 +11,11 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kafkapy.protocol.messages import AlterPartitionRequest
-from kafkapy.protocol.messages.alter_partition import AlterPartitionRequest_TopicData
-
 if TYPE_CHECKING:
     from kafkapy.broker.partition_role import PartitionRole
     from kafkapy.controller.image import BrokerRegistration
+    from kafkapy.protocol.messages import AlterPartitionRequest
+    from kafkapy.protocol.messages.alter_partition import AlterPartitionRequest_TopicData
     from kafkapy.replication.partition import IsrProposal
 
 __all__ = ["alter_request"]
@@ -25,7 +24,9 @@ __all__ = ["alter_request"]
 def alter_request(
     batch: list[tuple[PartitionRole, IsrProposal]], brokers: Mapping[int, BrokerRegistration], node_id: int
 ) -> AlterPartitionRequest:
-    """The AlterPartition of `batch` from broker `node_id` (`brokers`: the published image's)."""
+    """The AlterPartition of `batch` from broker `node_id` (`brokers`: the published image's).
+    Its message classes load with the first ISR change a broker proposes (not before ready)."""
+    from kafkapy.protocol.messages import AlterPartitionRequest
 
     def epoch_of(r: int) -> int:
         reg = brokers.get(r)

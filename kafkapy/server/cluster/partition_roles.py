@@ -52,8 +52,6 @@ from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.broker.partition_role import PartitionRole
 from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
-from kafkapy.protocol.messages.alter_partition import AlterPartitionResponse_PartitionData
 from kafkapy.replication.partition import IsrProposal, LeaderState
 from kafkapy.server.cluster.delta_slices import DeltaSlices, RoleChanges
 from kafkapy.server.cluster.isr_changes import alter_request
@@ -68,6 +66,8 @@ if TYPE_CHECKING:
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
     from kafkapy.controller.image import MetadataDelta, PartitionImage, TopicImage
+    from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    from kafkapy.protocol.messages.alter_partition import AlterPartitionResponse_PartitionData
     from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
 __all__ = [
