@@ -19,9 +19,12 @@ Rules (Kafka's):
    segment stays (the log's `remote_copied_offset` does not move, and local retention never
    deletes past it). `copier_lag` says what waits.
 3. Remote retention (leader only): `retention.ms` / `retention.bytes` over both tiers
-   (`segments_past_retention`), DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED.
+   (`segments_past_retention`) and the segments wholly below a log start DeleteRecords set
+   (`segments_below_log_start`), DELETE_SEGMENT_STARTED, the objects, DELETE_SEGMENT_FINISHED.
 4. A deleted topic's partitions are deleted remotely by the broker that leads the metadata
-   partition carrying their records (exactly one broker, and its publish is local).
+   partition carrying their records (exactly one broker, and its publish is local); so are
+   those of a topic whose `remote.storage.enable` was turned off with
+   `remote.log.delete.on.disable=true` (KIP-950).
 5. A copy that never finished (the process stopped mid-upload, or an earlier leader died) is
    deleted by the leader before it copies: its objects go, DELETE_SEGMENT_STARTED/FINISHED.
 
@@ -357,15 +360,26 @@ class RemoteLogManager:
             local_only = sum(size for _, end, size in _rolled(plog) if end > highest)
             if plog.segments:
                 local_only += plog.segments[-1].size
-            return cache.segments_past_retention(
+            expired = cache.segments_past_retention(
                 now_ms=now_ms, retention_ms=plog.config.retention_ms,
                 retention_bytes=plog.config.retention_bytes, local_only_bytes=local_only)
+            ids = {s.segment_id.id for s in expired}
+            below = [s for s in cache.segments_below_log_start() if s.segment_id.id not in ids]
+            return sorted([*expired, *below], key=lambda s: s.start_offset)
 
     # --- deleted topics (worker thread) -------------------------------------------------------
     def known_partitions(self, topic_id: uuid.UUID) -> list[TopicIdPartition]:
         """The partitions of a topic incarnation with remote metadata here."""
         with self._lock:
             return [tp for tp in self._metadata.partitions() if tp.topic_id == topic_id]
+
+    def undeleted_partitions(self, topic_id: uuid.UUID) -> list[TopicIdPartition]:
+        """The partitions of a topic incarnation whose remote data is not deleted yet (no
+        DELETE_PARTITION_FINISHED since their last copy)."""
+        finished = RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
+        with self._lock:
+            return [tp for tp in self._metadata.partitions() if tp.topic_id == topic_id
+                    and (cache := self._metadata.cache(tp)) is not None and cache.delete_state is not finished]
 
     def delete_partition(self, tp: TopicIdPartition, publish: Publish, now_ms: int) -> None:
         """Delete a deleted topic's partition from the remote tier (rule 4): marked, started,

@@ -21,9 +21,22 @@ from kafkapy.protocol.messages import (
     OffsetFetchResponse,
 )
 
-__all__ = ["EARLIEST", "LATEST", "commit_offsets", "committed_offsets", "list_offsets"]
+__all__ = [
+    "EARLIEST",
+    "EARLIEST_LOCAL",
+    "LATEST",
+    "LATEST_TIERED",
+    "commit_offsets",
+    "committed_offsets",
+    "list_offsets",
+]
 
 EARLIEST, LATEST = -2, -1
+#: KIP-405's earliest-local (ListOffsets v8+) and KIP-1005's latest-tiered (v9+) timestamps
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+#: the first ListOffsets version that knows each special timestamp (Kafka's client refuses to
+#: send them older: an older broker would take them for a plain timestamp)
+_MIN_VERSION = {EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 TP = tuple[str, int]
 
 
@@ -32,7 +45,8 @@ def list_offsets(
 ) -> dict[TP, int]:
     """The offset at `timestamp` (EARLIEST, LATEST or ms) of each partition, from its leader.
 
-    A timestamp past the last record answers -1 (Kafka's "no such offset"); partitions whose
+    A timestamp past the last record answers -1 (Kafka's "no such offset"); EARLIEST_LOCAL and
+    LATEST_TIERED are asked only of leaders whose ListOffsets has them. Partitions whose
     leader answers an error are left out, and with `skip_unreachable` so are those of a leader
     that cannot be reached (a describe must still show the partitions of a broker that just
     died - finding those is what it is run for).
@@ -40,6 +54,13 @@ def list_offsets(
     out: dict[TP, int] = {}
     for leader, tps in admin.by_leader(partitions).items():
         if leader < 0:
+            continue
+        try:
+            if admin.broker(leader).version(ApiKey.LIST_OFFSETS) < _MIN_VERSION.get(timestamp, 0):
+                continue  # a broker without tiered storage's ListOffsets: no answer
+        except CliError:
+            if not skip_unreachable:
+                raise
             continue
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:

@@ -8,7 +8,9 @@ expression as a topic ('orders-.*'), as kafka-topics.sh does, when it has a char
 name can have (a plain name is taken as typed). `describe` shows per partition the leader,
 replicas, ISR and offline replicas (Metadata), the log start and end offsets (ListOffsets to each
 leader) and the size on the leader (DescribeLogDirs), so one command answers "where is my data
-and how much is there"; `--under-replicated-partitions` keeps those with ISR < replicas.
+and how much is there"; on a tiered topic (`remote.storage.enable`, KIP-405) also the local log
+start (ListOffsets -4) and the last offset in the remote tier (-5), so the log start (-2) over
+both tiers reads against them. `--under-replicated-partitions` keeps those with ISR < replicas.
 `--replica-assignment 1:2,2:3,3:1` places replicas by hand as kafka-topics.sh does (partitions
 separated by commas, a partition's replicas by colons, the first its preferred leader): at
 creation it replaces `--partitions`/`--replication-factor`; with `add-partitions`/`alter
@@ -38,7 +40,7 @@ from kafkapy.cli.configs import (
     describe_topic_configs,
     split_configs,
 )
-from kafkapy.cli.offsets import EARLIEST, LATEST, list_offsets
+from kafkapy.cli.offsets import EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED, TP, list_offsets
 from kafkapy.cli.wire import Admin
 from kafkapy.protocol import ApiKey, ErrorCode
 from kafkapy.protocol.messages import (
@@ -256,10 +258,27 @@ def _sizes(admin: Admin, leaders: Iterable[int]) -> dict[tuple[str, int], int]:
     return sizes
 
 
-def describe_partitions(admin: Admin, md: MetadataResponse) -> list[dict[str, Any]]:
+def _tiers(admin: Admin, tiered: list[TP]) -> dict[TP, dict[str, int | None]]:
+    """Per partition of a tiered topic (KIP-405), the local log start (ListOffsets -4) and the
+    highest offset in the remote tier (-5; -1 when nothing is remote yet)."""
+    if not tiered:
+        return {}
+    local = list_offsets(admin, tiered, EARLIEST_LOCAL, skip_unreachable=True)
+    remote = list_offsets(admin, tiered, LATEST_TIERED, skip_unreachable=True)
+    return {tp: {"local_log_start_offset": local.get(tp), "highest_tiered_offset": remote.get(tp)}
+            for tp in tiered}
+
+
+def describe_partitions(
+    admin: Admin, md: MetadataResponse, tiered_topics: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """A row per partition; those of `tiered_topics` also say where each tier begins and ends
+    (`log_start_offset` is then over both tiers, as ListOffsets EARLIEST answers)."""
     leader_of = {(str(t.name), p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
     starts = list_offsets(admin, leader_of, EARLIEST, skip_unreachable=True) if leader_of else {}
     ends = list_offsets(admin, leader_of, LATEST, skip_unreachable=True) if leader_of else {}
+    tiered = set(tiered_topics)
+    tiers = _tiers(admin, [tp for tp in leader_of if tp[0] in tiered])
     sizes = _sizes(admin, leader_of.values())
     rows = []
     for t in md.topics:
@@ -271,6 +290,7 @@ def describe_partitions(admin: Admin, md: MetadataResponse) -> list[dict[str, An
                 "offline_replicas": list(p.offline_replicas), "log_start_offset": starts.get(tp),
                 "log_end_offset": ends.get(tp), "size_bytes": sizes.get(tp),
                 "error": None if p.error_code == 0 else ErrorCode(p.error_code).name,
+                **tiers.get(tp, {}),
             })
     return rows
 
@@ -305,8 +325,8 @@ def describe(
         if names is not None:
             names = _matching(admin, names, if_exists)
         md = _metadata(admin, names, exclude_internal, if_exists)
-        rows = describe_partitions(admin, md)
         configs = describe_topic_configs(admin, [str(t.name) for t in md.topics])
+        rows = describe_partitions(admin, md, tiered_topics(configs))
     if under_replicated_partitions:
         rows = [r for r in rows if len(r["isr"]) < len(r["replicas"])]
     if unavailable_partitions:
@@ -335,12 +355,31 @@ def describe(
                        if c["source"] == "DYNAMIC_TOPIC_CONFIG"]
         out.line(f"\nTopic {t.name}  id {t.topic_id}  partitions {len(t.partitions)}"
                  f"{'  internal' if t.is_internal else ''}  configs {','.join(set_configs) or '-'}")
-        out.table(
-            ["PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "LOG-END", "SIZE"],
-            [[r["partition"], r["leader"], _ids(r["replicas"]), _ids(r["isr"]), _ids(r["offline_replicas"]),
-              r["log_start_offset"], r["log_end_offset"], r["size_bytes"]] for r in mine],
-        )
+        _partition_table(out, mine)
     return 0
+
+
+def tiered_topics(configs: dict[str, list[dict[str, Any]]]) -> set[str]:
+    """The topics whose `remote.storage.enable` is true (tiered storage, KIP-405)."""
+    return {t for t, cs in configs.items()
+            if any(c["name"] == "remote.storage.enable" and str(c["value"]).lower() == "true" for c in cs)}
+
+
+def _partition_table(out: Output, rows: list[dict[str, Any]]) -> None:
+    """The partitions of one topic; a tiered topic's with LOCAL-START (where the local log
+    begins: below it, data is only remote) and TIERED-END (the last offset copied)."""
+    headers = ["PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE", "LOG-START", "LOG-END", "SIZE"]
+    tiered = any("local_log_start_offset" in r for r in rows)
+    if tiered:
+        headers[6:6] = ["LOCAL-START", "TIERED-END"]
+    table = []
+    for r in rows:
+        row = [r["partition"], r["leader"], _ids(r["replicas"]), _ids(r["isr"]), _ids(r["offline_replicas"]),
+               r["log_start_offset"], r["log_end_offset"], r["size_bytes"]]
+        if tiered:
+            row[6:6] = [r.get("local_log_start_offset"), r.get("highest_tiered_offset")]
+        table.append(row)
+    out.table(headers, table)
 
 
 @topics.command()

@@ -10,8 +10,9 @@ to a copy that never finishes: readers never see it, rule 1 of `metadata_cache`)
 
 Replay: every broker reads the `__remote_log_metadata` partitions it has a replica of, up to
 their high watermark, and applies each record - so a new leader or a follower knows what is
-remote. A broker outside a metadata partition's replicas does not see that partition's
-records (the topic's replication factor, 3 by default, covers clusters of up to three nodes).
+remote. The partitions it needs (those carrying its tiered replicas' records) and holds no
+replica of (clusters larger than the topic's replication factor) it fetches from their leaders
+as a consumer (`MetadataPartitionFetcher`), as Kafka's metadata manager consumes them.
 A record whose metadata partition another broker leads is produced to it (acks=all) over the
 inter-broker listener, as Kafka's metadata manager produces with its own client.
 """
@@ -38,6 +39,7 @@ from kafkapy.broker.internal_topics import (
     wait_replicated,
 )
 from kafkapy.broker.ports import PeerRequests
+from kafkapy.broker.remote_fetch import is_tiered
 from kafkapy.broker.remote_log import (
     REMOTE_LOG_METADATA_TOPIC,
     RemoteLogManager,
@@ -49,6 +51,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import ProduceRequest, ProduceResponse
 from kafkapy.protocol.records import Record, build_batch, decode_records
+from kafkapy.server.remote_log_metadata_fetch import MetadataPartitionFetcher
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.remote.copier import CopyBackoff
 from kafkapy.storage.remote.layout import TopicIdPartition
@@ -84,6 +87,7 @@ log = logging.getLogger(__name__)
 #: how often the metadata topic is replayed (a new leader learns of copies within this)
 REPLAY_INTERVAL_S = 1.0
 _RF_KEY = "remote.log.metadata.topic.replication.factor"
+_DELETE_ON_DISABLE = "remote.log.delete.on.disable"
 _PRODUCE_VERSION = 9
 T = TypeVar("T")
 
@@ -122,6 +126,7 @@ class RemoteLogTasks:
         self._deleted: dict[uuid.UUID, TopicImage] = {}
         self._limiter = runtime.get().thread_limiter(2)
         self._peers: PeerRequests | None = None  # to metadata partitions led elsewhere
+        self.metadata_fetcher = MetadataPartitionFetcher(broker, manager)
         config = broker.config
         self._interval_s = max(config.get_int("remote.log.manager.task.interval.ms"), 10) / 1000
         self._topic_configs = metadata_topic_configs(
@@ -140,6 +145,8 @@ class RemoteLogTasks:
                 try:
                     for value in await self._in_thread(self.read_metadata):
                         self.manager.apply_value(value)  # on the loop: RemoteTier reads there
+                    for value in await self.metadata_fetcher.poll():  # partitions not held here
+                        self.manager.apply_value(value)
                     if trio.current_time() >= next_run:
                         next_run = trio.current_time() + self._interval_s
                         await self.run_once()
@@ -159,6 +166,9 @@ class RemoteLogTasks:
         await self._in_thread(self.manager.run_remote_retention, replicas, publish, now_ms())
         if self._deleted:
             await self._in_thread(self._delete_topics)
+        disabled = self.disabled_partitions()
+        if disabled:
+            await self._in_thread(self._delete_disabled, disabled)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn` on a worker thread; abandoned at shutdown (module docstring)."""
@@ -265,6 +275,34 @@ class RemoteLogTasks:
         """Close the connections to other brokers' metadata partitions (at shutdown)."""
         if self._peers is not None:
             await self._peers.aclose()
+        await self.metadata_fetcher.aclose()
+
+    # --- tiering turned off (KIP-950) ---------------------------------------------------------
+    def disabled_partitions(self) -> list[TopicIdPartition]:
+        """The partitions with remote data, of topics that turned `remote.storage.enable` off
+        with `remote.log.delete.on.disable=true`, whose metadata partition is led here (the
+        broker that deletes a deleted topic's partition deletes these; on the event loop)."""
+        out = []
+        for image in list(self.broker.cluster.image.topics.values()):
+            configs = image.configs
+            if is_tiered(configs) or configs.get(_DELETE_ON_DISABLE, "").strip().lower() != "true":
+                continue
+            for tp in self.manager.undeleted_partitions(image.topic_id):
+                leader = partition_leader(self.broker, REMOTE_LOG_METADATA_TOPIC,
+                                          self.manager.metadata_partition(tp))
+                if leader is not None and leader[0] == self.broker.node_id:
+                    out.append(tp)
+        return out
+
+    def _delete_disabled(self, partitions: list[TopicIdPartition]) -> None:
+        """Delete the remote data of partitions whose topic turned tiering off (worker thread):
+        DELETE_PARTITION_MARKED/STARTED, the objects, FINISHED; a failure is retried next run."""
+        for tp in partitions:
+            try:
+                self.manager.delete_partition(tp, self._blocking_publish, now_ms())
+            except Exception as exc:
+                log.warning("deleting %s from the remote tier (remote.storage.enable turned off) "
+                            "failed: %s", tp, exc)
 
     # --- deleted topics -----------------------------------------------------------------------
     def _delete_topics(self) -> None:

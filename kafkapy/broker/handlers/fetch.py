@@ -253,11 +253,14 @@ class _Reader:
 
     def _redirected(self, w: _Wanted, lp: LeaderPartition, part: PartitionPart) -> bool:
         """KIP-392 for a consumer: True when `part` is answered without data - the leader names
-        a preferred read replica, or this follower cannot serve the offset (its error)."""
+        a preferred read replica, or this follower cannot serve the offset (its error). An
+        offset below a tiered follower's local log start is served from the remote tier, as the
+        leader serves it (Kafka's follower fetch reads `RemoteLogManager` too)."""
         if w.read_from_follower:
             code = self.partitions.read_error_on_follower(lp, w.fetch_offset)
-            if code is None:
-                return False
+            if code is None or (code is ErrorCode.OFFSET_OUT_OF_RANGE and w.fetch_offset < lp.log_start_offset
+                                and self._tiered(lp.topic, w.partition) is not None):
+                return False  # below a tiered follower's local log: read from the remote tier
             part.error_code = code
             return True
         if not self.client_rack:

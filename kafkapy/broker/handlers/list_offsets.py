@@ -111,10 +111,12 @@ async def _tiered_answer(
         else:
             _set(part, last.end_offset, epoch_for_offset(last.segment_leader_epochs, last.end_offset), lp)
     elif timestamp == EARLIEST:
-        if not readable or readable[0].start_offset >= local_start:
+        start = cache.log_start_offset() if cache is not None else None  # DeleteRecords included
+        if not readable or start is None or start >= local_start:
             return False
-        first = readable[0]
-        _set(part, first.start_offset, epoch_for_offset(first.segment_leader_epochs, first.start_offset), lp)
+        first = cache.segment_for_offset(start) if cache is not None else None
+        epochs = (first or readable[0]).segment_leader_epochs
+        _set(part, start, epoch_for_offset(epochs, start), lp)
     elif timestamp >= 0 and any(s.max_timestamp_ms >= timestamp for s in readable):
         limit = lp.last_stable_offset if read_committed else lp.high_watermark
         return await _remote_timestamp(tier, tp, tuple(readable), timestamp, part, lp, timeout_ms, limit)
@@ -137,7 +139,9 @@ async def _remote_timestamp(
     rt = runtime.get()
     if tier.limiter is None:
         tier.limiter = rt.thread_limiter(tier.reader_threads)
-    start = min(segments[0].start_offset, lp.log_start_offset)
+    cache = tier.metadata.cache(tp)
+    remote_start = cache.log_start_offset() if cache is not None else None  # DeleteRecords included
+    start = min(segments[0].start_offset if remote_start is None else remote_start, lp.log_start_offset)
     hit = None
     with rt.move_on_after((timeout_ms if timeout_ms > 0 else REMOTE_LIST_OFFSETS_TIMEOUT_MS) / 1000) as scope:
         try:

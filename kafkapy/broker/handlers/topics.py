@@ -61,7 +61,8 @@ from kafkapy.broker.handlers.shared.mutation_quota import (
     THROTTLING,
     charge_mutations,
 )
-from kafkapy.broker.partitions import Partitions
+from kafkapy.broker.partitions import LeaderPartition, Partitions
+from kafkapy.broker.remote_fetch import is_tiered
 from kafkapy.controller.controller import (
     NewPartitions,
     NewTopic,
@@ -94,6 +95,7 @@ from kafkapy.protocol.messages.delete_topics import (
     DeleteTopicsResponse_DeletableTopicResult as DeletedTopic,
 )
 from kafkapy.storage.errors import StorageError
+from kafkapy.storage.remote.layout import TopicIdPartition
 
 __all__ = [
     "handle_create_partitions",
@@ -330,6 +332,10 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
                 result.error_code = lp
                 continue
             offset = lp.log.high_watermark if p.offset == -1 else p.offset
+            remote_start = _delete_remote_records(ctx, lp, offset)
+            if remote_start is not None:
+                result.low_watermark = remote_start
+                continue
             try:
                 result.low_watermark = partitions.delete_records(lp, offset)
             except StorageError as e:
@@ -343,6 +349,23 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
             for name, index, offset, result in moved:
                 nursery.start_soon(_await_low_watermark, partitions, name, index, offset, result, deadline)
     return response
+
+
+def _delete_remote_records(ctx: RequestContext, lp: LeaderPartition, offset: int) -> int | None:
+    """DeleteRecords below the local log start of a tiered topic (KIP-405): the log start over
+    both tiers moves to `offset` (never down) and is the answer; the remote log manager's
+    retention pass deletes the remote segments wholly below it, and fetches below it answer
+    OFFSET_OUT_OF_RANGE. None: not that case (the local log's DeleteRecords applies)."""
+    tier = ctx.ports.remote_tier
+    info = ctx.topics.get(lp.topic)
+    if tier is None or info is None or not is_tiered(info.configs):
+        return None
+    local_start = lp.log.log_start_offset
+    cache = tier.metadata.cache(TopicIdPartition(lp.topic, info.topic_id, lp.partition))
+    if not 0 <= offset < local_start or cache is None or cache.log_start_offset() is None:
+        return None
+    cache.advance_log_start(offset)
+    return tier.log_start_offset(lp.topic, info.topic_id, lp.partition, local_start)
 
 
 async def _await_low_watermark(

@@ -251,6 +251,25 @@ def _hot(status: dict[str, Any]) -> str:
     )
 
 
+def _tiered(status: dict[str, Any]) -> str:
+    """Tiered topics (KIP-405): local vs remote bytes, copier lag, remote fetches and errors."""
+    rows = [
+        [_e(t["name"]), _e(_bytes(t["local_bytes"])), _e(_bytes(t["remote_bytes"])),
+         _e(f"{_bytes(t['copy_lag_bytes'])} ({t['copy_lag_segments']} "
+            f"{_plural(t['copy_lag_segments'], 'segment')})"),
+         _e(_rate(t["remote_fetches_per_s"])), _e(_bytes(t["remote_fetch_bytes_per_s"])),
+         (f'<span class="warn">{_e(t["remote_fetch_errors"])} '
+          f'({_e(_rate(t["remote_fetch_errors_per_s"]))}/s)</span>')
+         if t["remote_fetch_errors"] else "0"]
+        for t in status.get("tiered", [])
+    ]
+    return _table(
+        ["Topic", "Local (this node's replicas)", "Remote", "Copier lag (led here)",
+         "Remote fetches/s", "Remote bytes/s", "Remote fetch errors"],
+        rows, cls="tiered-topics", empty="no topics with remote.storage.enable=true",
+    )
+
+
 def _groups(status: dict[str, Any]) -> str:
     parts = []
     is_open = _open(len(status["groups"]))
@@ -287,7 +306,9 @@ def render_tables(status: dict[str, Any]) -> str:
         f'<section id="storage"><h2>Storage health</h2>{_storage(status)}</section>'
         f'<section id="topics"><h2>Topics</h2>{_topics(status, internal=False)}'
         f'<details class="internal" id="internal-topics"><summary>Internal topics</summary>{internal}</details></section>'
-        f'<section id="hot"><h2>Hot partitions <span class="sub">by bytes in/s, on this node</span></h2>{_hot(status)}</section>'
+        + (f'<section id="tiered"><h2>Tiered storage <span class="sub">KIP-405, per topic</span></h2>{_tiered(status)}</section>'
+           if status.get("tiered") else "")
+        + f'<section id="hot"><h2>Hot partitions <span class="sub">by bytes in/s, on this node</span></h2>{_hot(status)}</section>'
         f'<section id="groups"><h2>Consumer groups</h2>{_groups(status)}</section>'
         f'<section id="brokers"><h2>Brokers <span class="sub">racks, leaders, partition budget</span></h2>{_brokers(status)}</section>'
         f"{_raft_internals(status)}"

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from kafkapy.controller.budgets import DEFAULT_MAX_BROKER_PARTITIONS, DEFAULT_MAX_PARTITIONS
+from kafkapy.server.http.tiered import RemoteFetchRates, tiered_rows
 from kafkapy.server.http.views import (
     PartitionView,
     broker_views,
@@ -77,6 +78,8 @@ class History:
         self.partition_byte_rates: dict[tuple[str, int], float] = {}
         self._last_ends: dict[tuple[str, int], tuple[int, int]] = {}
         self._last_time = 0.0
+        #: remote fetches, bytes and errors per second per topic (tiered storage)
+        self.remote_fetch_rates = RemoteFetchRates()
 
     def sample(self) -> None:
         stats = self.server.broker.stats
@@ -98,6 +101,7 @@ class History:
                 for key, (end, size) in ends.items()
             }
         self._last_ends, self._last_time = ends, now
+        self.remote_fetch_rates.sample(self.server.broker, now)
         self.samples.append(
             Sample(
                 int(time.time() * 1000),
@@ -234,6 +238,7 @@ def status_json(server: ServedNode, history: History, *, summary: bool = False) 
     page's script polls every 2 s: it needs only counts, groups and the history)."""
     broker = server.broker
     partitions = partition_views(broker)
+    configs = topic_configs(broker)
     return {
         "cluster": cluster_view(server),
         "brokers": [
@@ -244,7 +249,8 @@ def status_json(server: ServedNode, history: History, *, summary: bool = False) 
         ],
         "partition_budget": partition_budget(server),
         "connections": len(server.connections),
-        "topics": topic_rows(partitions, history, topic_configs(broker)),
+        "topics": topic_rows(partitions, history, configs),
+        "tiered": tiered_rows(broker, partitions, configs, history.remote_fetch_rates),
         "partition_count": len(partitions),
         "under_replicated": sum(v.under_replicated for v in partitions),
         "partitions": [] if summary else [_partition_row(v, history) for v in partitions],

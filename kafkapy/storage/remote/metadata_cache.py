@@ -14,6 +14,12 @@ Rules (everything that changes the cache is `apply`; queries never change it):
    DELETE_PARTITION_FINISHED every segment is forgotten.
 5. Where two finished segments overlap (a new leader after an unclean election copied its own
    history), the one with the later leader epoch wins a lookup: its data is the partition's.
+6. DeleteRecords below the local log start (`advance_log_start`) raises the remote log start
+   to its offset, never lowers it: offsets below it are out of range even while the segment
+   holding them is still remote (the remote log manager deletes the segments wholly below it).
+7. A segment copied after DELETE_PARTITION_FINISHED (tiering turned off with
+   `remote.log.delete.on.disable`, then on again, KIP-950) starts the partition's remote tier
+   afresh: readable again, no DeleteRecords log start.
 
 The cache is pure: no I/O, no clock (queries take `now_ms`), so it is property-tested against
 a model (tests/storage/remote/test_metadata_cache.py).
@@ -56,6 +62,8 @@ class RemoteLogMetadataCache:
         self.partition = partition
         self._segments: dict[uuid.UUID, RemoteLogSegmentMetadata] = {}
         self.delete_state: RemotePartitionDeleteState | None = None
+        #: the log start DeleteRecords set (rule 6; -1: none)
+        self.deleted_records_offset = -1
 
     def apply(self, record: RemoteLogMetadata) -> None:
         """Apply one record of this partition (rules 1-4)."""
@@ -67,6 +75,8 @@ class RemoteLogMetadataCache:
             return
         self._check_partition(record.segment_id.partition)
         if isinstance(record, RemoteLogSegmentMetadata):
+            if self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
+                self.delete_state, self.deleted_records_offset = None, -1  # rule 7
             self._add(record)
         else:
             self._update(record)
@@ -132,9 +142,21 @@ class RemoteLogMetadataCache:
         return next((s for s in self.readable_segments() if s.start_offset > offset), None)
 
     def log_start_offset(self) -> int | None:
-        """The remote log start offset: the first offset any readable segment holds."""
+        """The remote log start offset: the first offset any readable segment holds, or where
+        DeleteRecords moved the log start when that is later (rule 6)."""
         readable = self.readable_segments()
-        return readable[0].start_offset if readable else None
+        if not readable:
+            return None
+        return max(readable[0].start_offset, self.deleted_records_offset)
+
+    def advance_log_start(self, offset: int) -> None:
+        """DeleteRecords to `offset` (rule 6): the remote log start moves up to it."""
+        self.deleted_records_offset = max(self.deleted_records_offset, offset)
+
+    def segments_below_log_start(self) -> list[RemoteLogSegmentMetadata]:
+        """The readable segments wholly below the log start DeleteRecords set: what the remote
+        log manager's retention pass deletes (Kafka's segment breach by log start offset)."""
+        return [s for s in self.readable_segments() if s.end_offset < self.deleted_records_offset]
 
     def highest_copied_offset(self) -> int:
         """The last offset copied to the remote tier (-1: none); the copier resumes after it."""
