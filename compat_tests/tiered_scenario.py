@@ -482,6 +482,8 @@ def _lower_retention(r: Run, log: Callable[[str], None]) -> None:
         k for k in r.remote_keys() if k.endswith(".log") and _end_of(k, before) < start], sc.wait_s)
     after = r.remote_keys()
     assert len(after) < len(before), "no remote object deleted"
+    orphans = _orphans(after)
+    assert not orphans, f"objects of deleted segments left in the bucket: {orphans[:5]}"
     r.figures["retention"] = {"retention_bytes": retention, "log_start_offset": start,
                               "objects_before": len(before), "objects_after": len(after)}
     log(f"bucket: {len(before)} objects before, {len(after)} after; log start {start}")
@@ -494,6 +496,15 @@ def _end_of(key: str, keys: list[str]) -> int:
     base = int(Path(key).name.split("-")[0])
     later = [b for b in bases if b > base]
     return later[0] - 1 if later else 1 << 62
+
+
+def _orphans(keys: list[str]) -> list[str]:
+    """Objects (indexes, snapshots, checkpoints) whose segment has no `.log` object left."""
+    def segment(key: str) -> str:
+        return Path(key).name.split(".")[0]
+
+    with_log = {segment(k) for k in keys if k.endswith(".log")}
+    return [k for k in keys if segment(k) not in with_log]
 
 
 def dump(figures: dict[str, Any], path: Path) -> None:
