@@ -29,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import socket
+import threading
 import time
 import urllib.request
 import uuid
@@ -140,6 +141,8 @@ class Run:
         self.acked: dict[int, int] = {}
         self.aborted: list[int] = []
         self.failed = 0
+        #: the leader's RemoteCopyLagBytes once the store is back: (seconds, bytes) samples
+        self.lag_after_outage: dict[str, Any] = {}
         self.figures: dict[str, Any] = {"total_mb": sc.total_bytes / MB, "outage_s": sc.outage_s,
                                         "segment_bytes": sc.segment_bytes,
                                         "local_retention_bytes": sc.local_retention_bytes,
@@ -188,8 +191,9 @@ class Run:
         return keys
 
     # -- production ---------------------------------------------------------------------------------
-    def produce(self, producer: Producer, start: int, end: int) -> None:
-        """Records [start, end) to partition 0; acks recorded by offset."""
+    def produce(self, producer: Producer, start: int, end: int, until: float | None = None) -> int:
+        """Records [start, end) to partition 0, or up to the monotonic time `until`; acks
+        recorded by offset. The index of the next record to produce."""
         size = self.sc.value_bytes
 
         def delivered(err: Any, msg: Any) -> None:
@@ -198,7 +202,8 @@ class Run:
             else:
                 self.acked[msg.offset()] = int.from_bytes(msg.key(), "big")
 
-        for i in range(start, end):
+        i = start
+        while i < end and (until is None or time.monotonic() < until):
             while True:
                 try:
                     producer.produce(self.sc.topic, value_of(i, size), key=i.to_bytes(8, "big"),
@@ -207,7 +212,9 @@ class Run:
                 except BufferError:
                     producer.poll(0.1)
             producer.poll(0)
+            i += 1
         assert producer.flush(self.sc.wait_s) == 0, "records still unacknowledged"
+        return i
 
     def abort_a_transaction(self) -> None:
         """Records in a transaction that is aborted: read_committed consumers must skip them."""
@@ -343,6 +350,30 @@ class Run:
         self.figures["outage_kafka_python"] = outcome
 
 
+class LagSampler(threading.Thread):
+    """Samples the leader's RemoteCopyLagBytes from the store's return until it reads 0: how
+    far behind the copier was and how long it took to catch up (figures)."""
+
+    def __init__(self, r: Run, leader: int) -> None:
+        super().__init__(daemon=True)
+        self.r, self.leader, self.started = r, leader, time.monotonic()
+
+    def run(self) -> None:
+        peak = 0.0
+        while time.monotonic() - self.started < self.r.sc.wait_s:
+            try:
+                lag = self.r.metric(self.leader, "kafka_server_brokertopicmetrics_remotecopylagbytes")
+            except OSError:
+                lag = None
+            if lag is not None:
+                peak = max(peak, lag)
+                if lag == 0:
+                    self.r.lag_after_outage = {"peak_bytes": peak,
+                                               "zero_after_s": round(time.monotonic() - self.started, 1)}
+                    return
+            time.sleep(0.5)
+
+
 def run(sc: Scenario, base_dir: Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The whole scenario (module docstring); the figures."""
     prefix = f"s-{uuid.uuid4().hex[:10]}"
@@ -379,7 +410,7 @@ def _produce_with_outage(r: Run, log: Callable[[str], None]) -> None:
     sc = r.sc
     producer = Producer({"bootstrap.servers": r.cluster.bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "batch.size": 256 * 1024, "message.timeout.ms": 300000})
-    cut = [sc.records // 20, sc.records * 2 // 5, sc.records * 3 // 5, sc.records]
+    cut = [sc.records // 20, sc.records * 2 // 5]
     started = time.monotonic()
     r.produce(producer, 0, cut[0])
     r.abort_a_transaction()
@@ -390,7 +421,8 @@ def _produce_with_outage(r: Run, log: Callable[[str], None]) -> None:
     log(f"store down for {sc.outage_s:.0f} s")
     down = time.monotonic()
     r.s3.stop(keep_data=True)
-    r.produce(producer, cut[1], cut[2])
+    resumed = r.produce(producer, cut[1], sc.records, until=down + sc.outage_s / 2)
+    r.figures["produced_during_outage_mb"] = round((resumed - cut[1]) * sc.value_bytes / MB, 1)
     code = r.fetch_error_at_zero(leader)
     assert code == UNKNOWN_SERVER_ERROR, f"Fetch of remote data with the store down answered {code}"
     r.figures["outage_fetch_error_code"] = code
@@ -400,7 +432,9 @@ def _produce_with_outage(r: Run, log: Callable[[str], None]) -> None:
     r.s3.start()
     r.figures["outage_actual_s"] = round(time.monotonic() - down, 1)
     log("store back")
-    r.produce(producer, cut[2], cut[3])
+    sampler = LagSampler(r, r.leader())
+    sampler.start()
+    r.produce(producer, resumed, sc.records)
     elapsed = time.monotonic() - started
     r.figures["produce_s"] = round(elapsed, 1)
     r.figures["produce_mb_per_s"] = round(sc.total_bytes / MB / elapsed, 2)
@@ -413,6 +447,7 @@ def _wait_copied(r: Run, log: Callable[[str], None]) -> None:
     wait_until("copy lag 0 on the leader", lambda: r.metric(leader, "kafka_server_brokertopicmetrics_remotecopylagbytes") == 0,
                sc.wait_s)
     r.figures["catch_up_s"] = round(time.monotonic() - started, 1)
+    r.figures["copy_lag_after_outage"] = r.lag_after_outage
     wait_until("every node's data dir under the bound",
                lambda: all(b < sc.disk_bound for b in r.disk_bytes().values()), sc.wait_s)
     r.figures["disk_bytes_per_node"] = r.disk_bytes()

@@ -50,10 +50,13 @@ def main() -> None:
     print(f"produce (acks=all, incl. outage)  {figures['produce_mb_per_s']:8.2f} MB/s "
           f"({figures['acked_records']} records acked, {figures['failed_records']} failed)")
     print(f"store outage                      {figures['outage_actual_s']:8.1f} s; Fetch error "
-          f"{figures['outage_fetch_error_code']}; peak disk {figures['outage_peak_disk_bytes'] / MB:.1f} MB")
+          f"{figures['outage_fetch_error_code']}; {figures['produced_during_outage_mb']} MB produced, "
+          f"peak disk {figures['outage_peak_disk_bytes'] / MB:.1f} MB")
     print(f"  confluent-kafka saw             {json.dumps(figures['outage_confluent'])}")
     print(f"  kafka-python saw                {figures['outage_kafka_python']}")
-    print(f"copier catch-up to lag 0          {figures['catch_up_s']:8.1f} s")
+    lag = figures["copy_lag_after_outage"]
+    print(f"copy lag after the outage         peak {lag.get('peak_bytes', 0) / MB:.1f} MB, 0 after "
+          f"{lag.get('zero_after_s', '?')} s; 0 at {figures['catch_up_s']:.1f} s after production")
     print(f"disk per node (bound {sc.disk_bound / MB:.0f} MB)      "
           + ", ".join(f"node {n}: {b / MB:.1f} MB" for n, b in disk.items()))
     print(f"remote                            {figures['remote_log_size_bytes'] / MB:8.1f} MB in "
