@@ -231,7 +231,18 @@ class Run:
         self.aborted = sorted(offsets)
 
     def fetch_error_at_zero(self, node: int) -> int:
-        """The error code a raw Fetch (v12, read_committed) of offset 0 gets from `node`."""
+        """The error code a raw Fetch (v12, read_committed) of offset 0 gets from `node`: the
+        first answer that is not empty (an empty one is the remote read running past
+        `remote.fetch.max.wait.ms`, as Kafka's DelayedRemoteFetch expiring)."""
+        deadline = time.monotonic() + 60
+        while True:
+            code, records = self._fetch_at_zero(node)
+            assert not records, "records of offset 0 while the object store is down"
+            if code != 0 or time.monotonic() > deadline:
+                return code
+            time.sleep(0.5)
+
+    def _fetch_at_zero(self, node: int) -> tuple[int, bytes]:
         n = self.cluster.nodes[node]
         req = FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=MB, isolation_level=1, session_epoch=-1,
                            topics=[FetchRequest.FetchTopic(topic=self.sc.topic, partitions=[
@@ -239,7 +250,8 @@ class Run:
                                                            partition_max_bytes=MB)])])
         with socket.create_connection((n.host, n.broker_port), timeout=60) as sock:
             resp: Any = _exchange(sock, ApiKey.FETCH, 12, req, 1)
-        return int(resp.responses[0].partitions[0].error_code)
+        part = resp.responses[0].partitions[0]
+        return int(part.error_code), bytes(part.records or b"")
 
     # -- reading ------------------------------------------------------------------------------------
     def check(self, got: Iterator[tuple[int, bytes | None, bytes | None]]) -> int:
@@ -462,7 +474,7 @@ def _read_with_leader_kill(r: Run, log: Callable[[str], None]) -> None:
     killed: list[int] = []
 
     def kill_leader() -> None:
-        leader = r.leader()
+        leader = wait_until("a live leader", r.leader, r.sc.wait_s)
         log(f"SIGKILL leader node {leader} mid-read")
         r.cluster.kill(leader)
         killed.append(leader)
@@ -473,7 +485,8 @@ def _read_with_leader_kill(r: Run, log: Callable[[str], None]) -> None:
     assert killed, "the read ended before the leader was killed"
     r.figures["confluent_read"] = {"records": count, "s": round(elapsed, 1),
                                    "mb_per_s": round(count * r.sc.value_bytes / MB / elapsed, 2),
-                                   "killed_leader": killed[0], "new_leader": r.leader()}
+                                   "killed_leader": killed[0],
+                                   "new_leader": wait_until("a live leader", r.leader, r.sc.wait_s)}
     log(f"confluent-kafka read {count} records in {elapsed:.1f} s")
 
 
