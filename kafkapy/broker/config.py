@@ -17,7 +17,6 @@ and a name only known with the `kafkapy.` prefix gets it (`KAFKAPY_SASL_USERS`).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -117,7 +116,10 @@ def _check_range(name: str, value: str) -> None:
 
 
 def unknown_key_message(key: str) -> str:
-    """The start-up warning for a key kafkapy does not know, with the known key it is close to."""
+    """The start-up warning for a key kafkapy does not know, with the known key it is close to
+    (difflib is imported here: only a config with an unknown key needs it)."""
+    import difflib
+
     close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.85)
     hint = f" - did you mean {close[0]}?" if close else ""
     return f"ignoring config {key}: kafkapy does not know it{hint}"

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from kafkapy.broker import runtime
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.storage import PartitionLog
 
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.idempotence import ProducerIds
     from kafkapy.broker.ports import ClusterView
     from kafkapy.controller.image import TopicImage
+    from kafkapy.protocol.messages import CreateTopicsResponse
 
 __all__ = [
     "InternalTopicsHost",
@@ -186,6 +186,8 @@ async def ensure_cluster_topic(
     registered = len(image.brokers)
     wanted = broker.config.get(rf_key)
     rf = max(1, min(int(wanted) if wanted else 3, registered))
+    from kafkapy.protocol.messages import CreateTopicsRequest  # loads with the first creation
+
     request = CreateTopicsRequest(
         topics=[CreateTopicsRequest.CreatableTopic(
             name=name, num_partitions=partitions, replication_factor=rf,

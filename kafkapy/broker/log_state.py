@@ -50,6 +50,9 @@ class PartitionLogStates:
         # offline partitions whose log a deletion left on disk: deleted again before a topic
         # of the same name is created there (the data belongs to no topic any more)
         self._undeleted: set[Key] = set()
+        # LOADING entries: `loading_count` is read by /readyz, the metrics and the bench polls,
+        # which must not walk thousands of loading partitions each time
+        self._loading = 0
 
     def state(self, topic: str, partition: int) -> LogState:
         entry = self._states.get((topic, partition))
@@ -70,6 +73,7 @@ class PartitionLogStates:
         if entry is not None and entry[0] is LogState.OFFLINE:
             return False
         reason = reason or "unknown storage error"
+        self._loading -= entry is not None
         self._states[key] = (LogState.OFFLINE, reason)
         log.error("%s-%d is offline: %s", topic, partition, reason)
         return True
@@ -78,13 +82,16 @@ class PartitionLogStates:
         """The partition's log is being created or deleted (an offline one stays offline)."""
         key = (topic, partition)
         entry = self._states.get(key)
-        if entry is None or entry[0] is not LogState.OFFLINE:
+        if entry is None:
+            self._loading += 1
             self._states[key] = (LogState.LOADING, "")
 
     def set_ready(self, topic: str, partition: int) -> None:
         """Its log opened, or it has none here any more (deleted, moved away)."""
         self._undeleted.discard((topic, partition))
-        if self._states.pop((topic, partition), None) is not None:
+        entry = self._states.pop((topic, partition), None)
+        self._loading -= entry is not None and entry[0] is LogState.LOADING
+        if entry is not None and entry[0] is LogState.OFFLINE:
             log.info("%s-%d is ready", topic, partition)
 
     def undeleted(self, topic: str, partition: int) -> bool:
@@ -96,7 +103,7 @@ class PartitionLogStates:
         return {k: reason for k, (state, reason) in self._states.items() if state is LogState.OFFLINE}
 
     def loading_count(self) -> int:
-        return sum(1 for state, _ in self._states.values() if state is LogState.LOADING)
+        return self._loading
 
     def counts(self) -> Counter[LogState]:
         """Partitions per non-ready state (READY is every other local partition)."""

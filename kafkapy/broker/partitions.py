@@ -47,7 +47,6 @@ from kafkapy.protocol.errors import (
     ProtocolError,
     RecordValidationError,
 )
-from kafkapy.protocol.messages import CreateTopicsRequest
 from kafkapy.protocol.records import BatchHeader, iter_batches
 from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.log import AppendResult, PartitionLog, ReadResult, ValidatedBatches
@@ -601,6 +600,8 @@ async def auto_create(broker: PartitionsHost, name: str) -> ErrorCode:
     factor. NONE / TOPIC_ALREADY_EXISTS mean it exists (or will shortly)."""
     if topic_name_error(name) is not None:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
+    from kafkapy.protocol.messages import CreateTopicsRequest  # loads with the first auto-creation
+
     request = CreateTopicsRequest(
         topics=[
             CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)

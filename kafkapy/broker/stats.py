@@ -165,12 +165,9 @@ class BrokerStats:
         self.remote_fetch_bytes: dict[str, int] = defaultdict(int)
         self.remote_fetch_requests: dict[str, int] = defaultdict(int)
         self.remote_fetch_errors: dict[str, int] = defaultdict(int)
-        # per API: RequestMetrics
-        self.requests: dict[tuple[str, int], int] = defaultdict(int)
-        self.errors: dict[tuple[str, int], int] = defaultdict(int)
-        self.total_time_ms: dict[str, Histogram] = {}
-        self.queue_time_ms: dict[str, Histogram] = {}
-        self._timing: dict[str, tuple[Histogram, Histogram]] = {}
+        # per API and version: RequestMetrics, summed per label at scrape time
+        self._meters: dict[tuple[int, int], _RequestMeter] = {}
+        self._fetch_meters: dict[tuple[bool, int], _RequestMeter] = {}
         # connections and authentication, per listener
         self.connections_created: dict[str, int] = defaultdict(int)
         self.connections_closed: dict[str, int] = defaultdict(int)
@@ -214,48 +211,140 @@ class BrokerStats:
     ) -> None:
         """A request was handled: `response` is the message (None: no answer, acks=0 or a closed
         connection; an int: the error code answered when the handler failed). A Fetch is also
-        counted and timed as FetchConsumer or FetchFollower, as Kafka's RequestMetrics do."""
-        name = api_name(header.api_key)
-        self.requests[(name, header.api_version)] += 1
-        if header.api_key == _FETCH:
-            fetch_name = "FetchFollower" if _replica_id(request, header.api_version) >= 0 else "FetchConsumer"
-            self.requests[(fetch_name, header.api_version)] += 1
-            self._time(fetch_name, queue_ms, total_ms)
+        counted and timed as FetchConsumer or FetchFollower, as Kafka's RequestMetrics do.
+
+        Integer adds into the meter of the request's API and version (`_RequestMeter`); the
+        per-API sums Prometheus shows are made at scrape time (`requests`, `errors`, ...)."""
+        api_key = header.api_key
+        version = header.api_version
+        meter = self._meters.get((api_key, version)) or self._new_meter(api_key, version)
+        meter.count += 1
+        meter.total[bisect_left(LATENCY_BUCKETS_MS, total_ms)] += 1
+        meter.total_sum += total_ms
+        meter.queue[bisect_left(LATENCY_BUCKETS_MS, queue_ms)] += 1
+        meter.queue_sum += queue_ms
+        errors = meter.errors
+        if type(response) is RawResponse:
+            for code, n in (response.error_counts or _NONE_ONCE).items():
+                errors[code] = errors.get(code, 0) + n
+        elif isinstance(response, int):
+            errors[response] = errors.get(response, 0) + 1
+        elif response is not None:
+            error_counts(response, errors)
+        if api_key == _FETCH:
+            follower = _replica_id(request, version) >= 0
+            role = self._fetch_meters.get((follower, version))
+            if role is None:
+                name = "FetchFollower" if follower else "FetchConsumer"
+                role = self._fetch_meters[(follower, version)] = _RequestMeter(name, version)
+            role.observe(queue_ms, total_ms)
+        if meter.logged:
+            self._log_request(header, response, queue_ms, total_ms, principal, peer, listener)
+
+    def _new_meter(self, api_key: int, version: int) -> _RequestMeter:
+        meter = self._meters[(api_key, version)] = _RequestMeter(api_name(api_key), version)
+        meter.logged = self.request_log.wants(api_key)
+        return meter
+
+    def _log_request(
+        self, header: RequestHeader, response: Any, queue_ms: float, total_ms: float,
+        principal: str, peer: str, listener: str,
+    ) -> None:
+        """The `kafkapy.log.requests` line: the worst error code the response carries."""
         counts: dict[int, int] = {}
         if isinstance(response, int):
             counts[response] = 1
         elif response is not None:
             error_counts(response, counts)
-        errors = self.errors
-        for code, n in counts.items():
-            errors[(name, code)] += n
-        self._time(name, queue_ms, total_ms)
-        if self.request_log.wants(header.api_key):
-            worst = max((c for c in counts if c), default=0)
-            request_log.info(
-                "%s v%d correlation_id=%d client_id=%s principal=%s peer=%s listener=%s "
-                "queue_ms=%.2f total_ms=%.2f error=%s",
-                name,
-                header.api_version,
-                header.correlation_id,
-                header.client_id,
-                principal,
-                peer,
-                listener,
-                queue_ms,
-                total_ms,
-                _error_name(worst) if response is not None else "NO_RESPONSE",
-            )
+        worst = max((c for c in counts if c), default=0)
+        request_log.info(
+            "%s v%d correlation_id=%d client_id=%s principal=%s peer=%s listener=%s "
+            "queue_ms=%.2f total_ms=%.2f error=%s",
+            api_name(header.api_key),
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            principal,
+            peer,
+            listener,
+            queue_ms,
+            total_ms,
+            _error_name(worst) if response is not None else "NO_RESPONSE",
+        )
 
-    def _time(self, name: str, queue_ms: float, total_ms: float) -> None:
-        timing = self._timing.get(name)
-        if timing is None:
-            timing = self._timing[name] = (Histogram(), Histogram())
-            self.total_time_ms[name], self.queue_time_ms[name] = timing
-        timing[0].observe(total_ms)
-        timing[1].observe(queue_ms)
+    # -- scrape time: the per-API sums ------------------------------------------------------------
+    def _all_meters(self) -> list[_RequestMeter]:
+        return [*self._meters.values(), *self._fetch_meters.values()]
+
+    @property
+    def requests(self) -> dict[tuple[str, int], int]:
+        """(API name, version) -> requests; Fetch also as FetchConsumer and FetchFollower."""
+        out: dict[tuple[str, int], int] = defaultdict(int)
+        for meter in self._all_meters():
+            out[(meter.name, meter.version)] += meter.count
+        return out
+
+    @property
+    def errors(self) -> dict[tuple[str, int], int]:
+        """(API name, error code) -> how often responses carried it (NONE included)."""
+        out: dict[tuple[str, int], int] = defaultdict(int)
+        for meter in self._meters.values():
+            for code, n in meter.errors.items():
+                out[(meter.name, code)] += n
+        return out
+
+    @property
+    def total_time_ms(self) -> dict[str, Histogram]:
+        """API name -> its requests' total time (all versions)."""
+        return self._histograms(total=True)
+
+    @property
+    def queue_time_ms(self) -> dict[str, Histogram]:
+        """API name -> its requests' time waiting for their turn (all versions)."""
+        return self._histograms(total=False)
+
+    def _histograms(self, *, total: bool) -> dict[str, Histogram]:
+        out: dict[str, Histogram] = {}
+        for meter in self._all_meters():
+            hist = out.get(meter.name)
+            if hist is None:
+                hist = out[meter.name] = Histogram()
+            counts = meter.total if total else meter.queue
+            hist.counts = [a + b for a, b in zip(hist.counts, counts, strict=True)]
+            hist.sum += meter.total_sum if total else meter.queue_sum
+            hist.count += meter.count
+        return out
 
 
+class _RequestMeter:
+    """One API version's request counters: what `request_done` adds to, with no label lookup
+    and no per-sample object - bucket counts of `LATENCY_BUCKETS_MS`, sums, error codes."""
+
+    __slots__ = (
+        "count", "errors", "logged", "name", "queue", "queue_sum", "total", "total_sum", "version",
+    )
+
+    def __init__(self, name: str, version: int) -> None:
+        self.name = name
+        self.version = version
+        self.count = 0
+        self.errors: dict[int, int] = {}
+        self.total = [0] * (len(LATENCY_BUCKETS_MS) + 1)  # the last one is +Inf
+        self.queue = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        self.total_sum = 0.0
+        self.queue_sum = 0.0
+        #: requests of this API get a `kafkapy.log.requests` line (fixed with the broker's config)
+        self.logged = False
+
+    def observe(self, queue_ms: float, total_ms: float) -> None:
+        self.count += 1
+        self.total[bisect_left(LATENCY_BUCKETS_MS, total_ms)] += 1
+        self.total_sum += total_ms
+        self.queue[bisect_left(LATENCY_BUCKETS_MS, queue_ms)] += 1
+        self.queue_sum += queue_ms
+
+
+_NONE_ONCE = {0: 1}
 _FETCH = int(ApiKey.FETCH)
 
 

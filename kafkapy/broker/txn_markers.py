@@ -40,7 +40,6 @@ from kafkapy.coordinator.idempotence import (
 from kafkapy.coordinator.txn import OFFSETS_TOPIC, TopicPartition
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkapy.protocol.records import build_control_batch, parse_batch_header
 from kafkapy.storage.errors import StorageError
 
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from kafkapy.broker.partitions import Partitions
     from kafkapy.broker.ports import PeerRequests
     from kafkapy.coordinator.idempotence import ProducerStateManager
+    from kafkapy.protocol.messages import WriteTxnMarkersResponse
     from kafkapy.storage import PartitionLog
 
 __all__ = [
@@ -177,8 +177,10 @@ async def _remote_markers(
     """One WriteTxnMarkers to `leader` for `tps`. Abandoned (NOT_LEADER_OR_FOLLOWER, so the
     caller re-sends at once) as soon as the image moves one of the partitions to another
     leader: a hung or dead former leader must not hold the transaction for a request timeout."""
+    # the message classes load with the first markers this broker sends
+    from kafkapy.protocol.messages import WriteTxnMarkersRequest as W
+
     peers = marker_peers.get()
-    W = WriteTxnMarkersRequest
     topics: dict[str, list[int]] = {}
     for tp in tps:
         topics.setdefault(tp.topic, []).append(tp.partition)

@@ -14,38 +14,76 @@ reassignments),
 `features.py` (finalized feature levels), `balance.py` (leader-imbalance checks), with
 `placement.py` (rack-aware placement) and `budgets.py` (partition budgets) used by topics.py;
 this class is their one entry point.
+
+Start-up: a single node is its own active controller, and before its first request it needs
+only registration, heartbeats, sessions, features and the leader-balance check. The other
+decision modules (topics, configs, scram, quotas, acls: tens of dataclasses) load on the first
+operation that uses them, and their result types re-exported here on first access (PEP 562).
 """
 
 from __future__ import annotations
 
+import importlib
 import random
 import uuid
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from kafkapy.authorizer.acl import AclBinding, AclBindingFilter
-from kafkapy.controller import acls, balance, brokers, configs, features, quotas, scram, topics
-from kafkapy.controller.acls import AclCreateResult, AclDeleteResult
+from kafkapy.controller import balance, brokers, features
 from kafkapy.controller.balance import LeaderMove, RebalanceReply
 from kafkapy.controller.brokers import HeartbeatReply, ProducerIdsReply, RegistrationReply
-from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
 from kafkapy.controller.image import MetadataImage
-from kafkapy.controller.quotas import QuotaAlteration, QuotaAlterationResult, QuotaOp
 from kafkapy.controller.records import Endpoint, MetadataRecord
-from kafkapy.controller.scram import ScramDeletion, ScramResult, ScramUpsertion
 from kafkapy.controller.state import ControllerConfig, ControllerResult, ControllerState
-from kafkapy.controller.topics import (
-    AlterPartitionItem,
-    AlterPartitionReply,
-    AlterPartitionResult,
-    CreatePartitionsResult,
-    CreateTopicResult,
-    DeleteTopicResult,
-    ElectionResult,
-    NewPartitions,
-    NewTopic,
-    Reassignment,
-    ReassignmentResult,
-)
+
+if TYPE_CHECKING:
+    from kafkapy.authorizer.acl import AclBinding, AclBindingFilter
+    from kafkapy.controller.acls import AclCreateResult, AclDeleteResult
+    from kafkapy.controller.configs import ConfigChange, ConfigOp, ConfigResult
+    from kafkapy.controller.quotas import QuotaAlteration, QuotaAlterationResult, QuotaOp
+    from kafkapy.controller.scram import ScramDeletion, ScramResult, ScramUpsertion
+    from kafkapy.controller.topics import (
+        AlterPartitionItem,
+        AlterPartitionReply,
+        AlterPartitionResult,
+        CreatePartitionsResult,
+        CreateTopicResult,
+        DeleteTopicResult,
+        ElectionResult,
+        NewPartitions,
+        NewTopic,
+        Reassignment,
+        ReassignmentResult,
+    )
+
+#: the election type `elect_leaders` runs by default (topics.PREFERRED)
+PREFERRED_ELECTION = 0
+
+#: re-exported name -> the decision module defining it, loaded on first use (PEP 562)
+_LAZY_NAMES: dict[str, str] = {
+    **dict.fromkeys(("AclCreateResult", "AclDeleteResult"), "acls"),
+    **dict.fromkeys(("ConfigChange", "ConfigOp", "ConfigResult"), "configs"),
+    **dict.fromkeys(("QuotaAlteration", "QuotaAlterationResult", "QuotaOp"), "quotas"),
+    **dict.fromkeys(("ScramDeletion", "ScramResult", "ScramUpsertion"), "scram"),
+    **dict.fromkeys(
+        (
+            "AlterPartitionItem", "AlterPartitionReply", "AlterPartitionResult",
+            "CreatePartitionsResult", "CreateTopicResult", "DeleteTopicResult", "ElectionResult",
+            "NewPartitions", "NewTopic", "Reassignment", "ReassignmentResult",
+        ),
+        "topics",
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"kafkapy.controller.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AclCreateResult",
@@ -215,33 +253,39 @@ class QuorumController:
     def create_topics(
         self, new_topics: Sequence[NewTopic], *, validate_only: bool = False
     ) -> ControllerResult[list[CreateTopicResult]]:
+        from kafkapy.controller import topics
         return topics.create_topics(self._st, new_topics, validate_only=validate_only)
 
     def delete_topics(
         self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
     ) -> ControllerResult[list[DeleteTopicResult]]:
+        from kafkapy.controller import topics
         return topics.delete_topics(self._st, names, topic_ids)
 
     def create_partitions(
         self, items: Sequence[NewPartitions], *, validate_only: bool = False
     ) -> ControllerResult[list[CreatePartitionsResult]]:
+        from kafkapy.controller import topics
         return topics.create_partitions(self._st, items, validate_only=validate_only)
 
     def alter_partition(
         self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]
     ) -> ControllerResult[AlterPartitionReply]:
+        from kafkapy.controller import topics
         return topics.alter_partition(self._st, broker_id, broker_epoch, items)
 
     def elect_leaders(
         self,
-        election_type: int = topics.PREFERRED,
+        election_type: int = PREFERRED_ELECTION,
         partitions: Sequence[tuple[str, int]] | None = None,
     ) -> ControllerResult[list[ElectionResult]]:
+        from kafkapy.controller import topics
         return topics.elect_leaders(self._st, election_type, partitions)
 
     def alter_partition_reassignments(
         self, items: Sequence[Reassignment]
     ) -> ControllerResult[list[ReassignmentResult]]:
+        from kafkapy.controller import topics
         return topics.alter_partition_reassignments(self._st, items)
 
     # -- leader balance --------------------------------------------------------------------
@@ -261,6 +305,7 @@ class QuorumController:
     def incremental_alter_configs(
         self, changes: Sequence[ConfigChange], *, validate_only: bool = False
     ) -> ControllerResult[list[ConfigResult]]:
+        from kafkapy.controller import configs
         return configs.incremental_alter_configs(self._st, changes, validate_only=validate_only)
 
     # -- SCRAM credentials -----------------------------------------------------------------
@@ -268,6 +313,7 @@ class QuorumController:
     def alter_user_scram_credentials(
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> ControllerResult[list[ScramResult]]:
+        from kafkapy.controller import scram
         return scram.alter_user_scram_credentials(self._st, deletions, upsertions)
 
     # -- client quotas ---------------------------------------------------------------------
@@ -275,14 +321,17 @@ class QuorumController:
     def alter_client_quotas(
         self, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
     ) -> ControllerResult[list[QuotaAlterationResult]]:
+        from kafkapy.controller import quotas
         return quotas.alter_client_quotas(self._st, alterations, validate_only=validate_only)
 
     # -- ACLs ------------------------------------------------------------------------------
 
     def create_acls(self, bindings: Sequence[AclBinding]) -> ControllerResult[list[AclCreateResult]]:
+        from kafkapy.controller import acls
         return acls.create_acls(self._st, bindings)
 
     def delete_acls(
         self, filters: Sequence[AclBindingFilter]
     ) -> ControllerResult[list[AclDeleteResult]]:
+        from kafkapy.controller import acls
         return acls.delete_acls(self._st, filters)

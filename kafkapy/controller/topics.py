@@ -281,18 +281,19 @@ def _validate_configs(st: ControllerState, configs: Mapping[str, str]) -> str | 
 
 
 def _plan_topic(
-    st: ControllerState, topic: NewTopic
+    st: ControllerState, topic: NewTopic, collisions: Mapping[str, str]
 ) -> tuple[ErrorCode, str | None, list[tuple[int, ...]]]:
-    """Validate one creation and choose its replicas (nothing emitted)."""
+    """Validate one creation and choose its replicas (nothing emitted). `collisions`: every
+    existing topic by its name with "." as "_" (Kafka's metric-name collision), built once per
+    request: a walk over every topic per topic made a CreateTopics of 10,000 topics quadratic."""
     reason = topic_name_error(topic.name)
     if reason is not None:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, reason, []
     if topic.name in st.image.topics:
         return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists", []
-    collides = topic.name.replace(".", "_")
-    for other in st.image.topics:
-        if other.replace(".", "_") == collides:
-            return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r} collides with {other!r}", []
+    other = collisions.get(topic.name.replace(".", "_"))
+    if other is not None:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r} collides with {other!r}", []
     reason = _validate_configs(st, topic.configs)
     if reason is not None:
         return ErrorCode.INVALID_CONFIG, reason, []
@@ -346,13 +347,14 @@ def create_topics(
         )
     counts = Counter(t.name for t in topics)
     budget = partition_budget(st)
+    collisions = {other.replace(".", "_"): other for other in st.image.topics}
     for topic in topics:
         if counts[topic.name] > 1:
             results.append(
                 CreateTopicResult(topic.name, ErrorCode.INVALID_REQUEST, "duplicate topic name")
             )
             continue
-        error, message, plan = _plan_topic(st, topic)
+        error, message, plan = _plan_topic(st, topic, collisions)
         if error is ErrorCode.NONE:
             message = budget.charge(topic.name, plan, len(plan))
             error = ErrorCode.POLICY_VIOLATION if message is not None else error
@@ -361,6 +363,7 @@ def create_topics(
             continue
         topic_id = uuid.UUID(int=0) if validate_only else st.new_topic_id()
         if not validate_only:
+            collisions[topic.name.replace(".", "_")] = topic.name
             st.emit(records, TopicRecord(topic.name, topic_id))
             for name, value in sorted(topic.configs.items()):
                 st.emit(records, ConfigRecord(ConfigResourceType.TOPIC, topic.name, name, value))

@@ -13,6 +13,7 @@ Boundary rule (after h11): every decode function either returns a message or rai
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import io as _io
 import struct
 from collections.abc import Callable
@@ -421,6 +422,36 @@ VIEW_FRAME_BYTES = 16 * 1024
 #: Off only in tests (the generic codec as the reference) and A/B measurements.
 FAST_PATHS = True
 _FAST_FRAME_TYPES = (bytes, bytearray)
+#: the fast path for a request's API key (its first two bytes): produce_fast, fetch_fast
+_FAST_DECODERS: dict[bytes, Callable[[bytes | bytearray], tuple[RequestHeader, Message] | None]] = {
+    b"\x00\x00": decode_produce_request,
+}
+#: fast paths loaded with their API's first request, as its message classes are (Produce's
+#: module is imported with the codec); `(module, function)` per key, moved to the table above
+_LAZY_FAST_DECODERS: dict[bytes, tuple[str, str]] = {
+    b"\x00\x01": ("kafkapy.protocol.fetch_fast", "decode_fetch_request"),
+    b"\x00\x0c": ("kafkapy.protocol.heartbeat_fast", "decode_heartbeat_request"),
+}
+_LAZY_FAST_ENCODERS: dict[int, tuple[str, str]] = {
+    ApiKey.HEARTBEAT: ("kafkapy.protocol.heartbeat_fast", "encode_heartbeat_response"),
+}
+
+
+def _version_known(frame: bytes | bytearray | memoryview) -> bool:
+    """The frame names a version the codec speaks: a refused request loads no fast path."""
+    if len(frame) < 4:
+        return False
+    api_key, version = struct.unpack_from(">hh", frame)
+    api = APIS.get(api_key)
+    return api is not None and in_range(version, api.valid)
+
+
+def _load_fast(table: dict[Any, Any], lazy: dict[Any, tuple[str, str]], key: object) -> Any:
+    """The fast path `lazy` names for `key`, imported and kept in `table` from now on."""
+    module, name = lazy.pop(key)
+    function = getattr(importlib.import_module(module), name)
+    table[key] = function
+    return function
 
 
 def decode_request(
@@ -431,10 +462,15 @@ def decode_request(
     Bytes after the body are ignored unless `strict`, as Kafka's broker ignores them: librdkafka
     (2.16 here) sends flexible Metadata requests for all topics with 3 stray trailing bytes.
     """
-    if FAST_PATHS and not strict and type(frame) in _FAST_FRAME_TYPES and frame[:2] == b"\x00\x00":
-        fast = decode_produce_request(frame)  # type: ignore[arg-type]
-        if fast is not None:
-            return fast
+    if FAST_PATHS and not strict and type(frame) in _FAST_FRAME_TYPES:
+        key = bytes(frame[:2])
+        fast_decode = _FAST_DECODERS.get(key)
+        if fast_decode is None and key in _LAZY_FAST_DECODERS and _version_known(frame):
+            fast_decode = _load_fast(_FAST_DECODERS, _LAZY_FAST_DECODERS, key)
+        if fast_decode is not None:
+            fast = fast_decode(frame)  # type: ignore[arg-type]
+            if fast is not None:
+                return fast
     io: Any = (
         _ViewFrame(frame)
         if type(frame) is bytearray and len(frame) >= VIEW_FRAME_BYTES
@@ -473,11 +509,14 @@ def _known_header(frame: bytes | bytearray, io: Any) -> tuple[RequestHeader, _Co
     if known is None or n < 0 or 10 + n > len(frame):
         return None
     try:
-        client_id = bytes(frame[10 : 10 + n]).decode("utf-8")
+        client_id = str(frame[10 : 10 + n], "utf-8")
     except UnicodeDecodeError:
         return None
     codec, tagged = known
     header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    if tagged and 10 + n < len(frame) and frame[10 + n] == 0:  # the usual empty tagged section
+        io.seek(11 + n)
+        return header, codec
     io.seek(10 + n)
     if tagged:
         try:
@@ -503,20 +542,40 @@ def encode_request(header: RequestHeader, msg: Message) -> bytes:
     return out.getvalue()
 
 
+#: the fast path for a response of an API key: produce_fast, heartbeat_fast
+_FAST_ENCODERS: dict[int, Callable[[int, int, object], bytes | None]] = {
+    ApiKey.PRODUCE: encode_produce_response,
+}
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, msg: Message) -> bytes:
     """Response header (v0, or v1 when flexible; ApiVersions always v0) plus body."""
-    if FAST_PATHS and api_key == ApiKey.PRODUCE:
-        fast = encode_produce_response(api_version, correlation_id, msg)
-        if fast is not None:
-            return fast
-    codec = message_codec(api_key, api_version, False)
+    if FAST_PATHS:
+        fast_encode = _FAST_ENCODERS.get(api_key)
+        if fast_encode is None and api_key in _LAZY_FAST_ENCODERS:
+            fast_encode = _load_fast(_FAST_ENCODERS, _LAZY_FAST_ENCODERS, api_key)
+        if fast_encode is not None:
+            fast = fast_encode(api_version, correlation_id, msg)
+            if fast is not None:
+                return fast
+    known = _RESPONSES.get((api_key, api_version))
+    if known is None:
+        codec = message_codec(api_key, api_version, False)
+        tagged = b"\x00" if response_header_version(api_key, api_version) else b""
+        known = _RESPONSES[(api_key, api_version)] = (codec, tagged)
+    codec, tagged = known
     _check_type(codec, msg)
     out = _io.BytesIO()
     w_int32(out, correlation_id)
-    if response_header_version(api_key, api_version):
-        out.write(b"\x00")
+    if tagged:
+        out.write(tagged)
     _build_body(codec, msg, out)
     return out.getvalue()
+
+
+#: (api key, version) of responses encoded before: their codec and their header's empty tagged
+#: section (b"" for a v0 header)
+_RESPONSES: dict[tuple[int, int], tuple[_Codec, bytes]] = {}
 
 
 def decode_response(

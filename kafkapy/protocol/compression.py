@@ -18,6 +18,10 @@ each an int32 length and one raw snappy block. Both are accepted on decompress (
 magic, as every Kafka client does); `compress` writes the xerial shape by default because the
 Java consumer (and every other client) reads it, while the raw shape is available for callers
 that want it.
+
+The codec libraries (cramjam for snappy, lz4, zstandard) are imported by the functions that
+use them: a broker that never sees a batch of that codec does not pay for loading it (about
+ten milliseconds of `kafkapy serve` start-up for the three).
 """
 
 from __future__ import annotations
@@ -26,10 +30,6 @@ import enum
 import struct
 import zlib
 from collections.abc import Callable
-
-import cramjam
-import lz4.frame
-import zstandard
 
 from kafkapy.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 
@@ -96,6 +96,8 @@ def _codec(codec: int) -> Compression:
 
 def compress_snappy_raw(data: bytes | bytearray | memoryview) -> bytes:
     """One raw snappy block (what librdkafka produces)."""
+    import cramjam
+
     return bytes(cramjam.snappy.compress_raw(data))
 
 
@@ -103,6 +105,8 @@ def compress_snappy_xerial(
     data: bytes | bytearray | memoryview, block_size: int = XERIAL_BLOCK_SIZE
 ) -> bytes:
     """The xerial snappy-java framing the Java client produces (header + length-prefixed blocks)."""
+    import cramjam
+
     if block_size <= 0:
         raise ValueError("block_size must be positive")
     view = memoryview(data).cast("B")
@@ -121,11 +125,15 @@ def _compress_gzip(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def _compress_lz4(data: bytes | bytearray | memoryview) -> bytes:
+    import lz4.frame
+
     # Independent blocks: Kafka's Java LZ4 reader does not support linked blocks.
     return bytes(lz4.frame.compress(data, block_linked=False))
 
 
 def _compress_zstd(data: bytes | bytearray | memoryview) -> bytes:
+    import zstandard
+
     return bytes(zstandard.ZstdCompressor().compress(data))
 
 
@@ -189,6 +197,8 @@ def _decompress_gzip(data: memoryview, max_size: int) -> bytes:
 
 
 def _snappy_raw_len(block: bytes | memoryview) -> int:
+    import cramjam
+
     try:
         return int(cramjam.snappy.decompress_raw_len(block))
     except Exception as exc:  # cramjam raises its own DecompressionError (and others)
@@ -196,6 +206,8 @@ def _snappy_raw_len(block: bytes | memoryview) -> int:
 
 
 def _snappy_raw_into(block: bytes | memoryview, target: memoryview) -> None:
+    import cramjam
+
     try:
         written = int(cramjam.snappy.decompress_raw_into(block, target))
     except Exception as exc:
@@ -245,6 +257,8 @@ def _decompress_snappy(data: memoryview, max_size: int) -> bytes:
 
 def _decompress_lz4(data: memoryview, max_size: int) -> bytes:
     """LZ4 frame format (concatenated frames allowed), capped at max_size."""
+    import lz4.frame
+
     out: list[bytes] = []
     total = 0
     pending: bytes | memoryview = data
@@ -352,6 +366,8 @@ def _zstd_window_limit(max_size: int) -> int:
 
 def _decompress_zstd(data: memoryview, max_size: int) -> bytes:
     """zstd (concatenated frames allowed): framing checked, then streamed and capped."""
+    import zstandard
+
     frames = _zstd_frames(data)
     window_limit = _zstd_window_limit(max_size)
     out: list[bytes] = []

@@ -415,11 +415,16 @@ def w_uuid(io: Any, v: uuid.UUID) -> None:
     io.write(v.bytes)
 
 
+#: every one-byte unsigned varint, built once: compact lengths and counts are nearly all below
+#: 127, and a flexible response writes several per element
+_ONE_BYTE_UVARINTS = tuple(bytes((i,)) for i in range(0x80))
+
+
 def uvarint_bytes(v: int) -> bytes:
-    if v < 0x80:
-        if v < 0:
-            raise ProtocolError(f"unsigned varint cannot hold {v}")
-        return bytes((v,))
+    if 0 <= v < 0x80:
+        return _ONE_BYTE_UVARINTS[v]
+    if v < 0:
+        raise ProtocolError(f"unsigned varint cannot hold {v}")
     if v > 0xFFFFFFFF:
         raise ProtocolError(f"unsigned varint cannot hold {v}")
     out = bytearray()

@@ -28,7 +28,14 @@ from kafkapy.protocol.messages.produce import (
 )
 from kafkapy.protocol.primitives import uvarint_bytes
 
-__all__ = ["PRODUCE_FAST_VERSIONS", "decode_produce_request", "encode_produce_response"]
+__all__ = [
+    "PRODUCE_FAST_VERSIONS",
+    "FastPathFallback",
+    "decode_produce_request",
+    "encode_produce_response",
+    "read_count",
+    "read_uvarint",
+]
 
 
 _P_HHI = struct.Struct(">hhi")
@@ -39,11 +46,11 @@ _P_HI = struct.Struct(">hi")
 PRODUCE_FAST_VERSIONS = range(3, 12)
 
 
-class _Fallback(Exception):
-    """Input the fast path leaves to the generic codec."""
+class FastPathFallback(Exception):
+    """Input a fast path (this one, `fetch_fast`) leaves to the generic codec."""
 
 
-def _fast_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     """(value, next position); at most 5 bytes / 32 bits, as `r_uvarint`."""
     result = 0
     for i in range(5):
@@ -51,9 +58,9 @@ def _fast_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
         result |= (byte & 0x7F) << (7 * i)
         if not byte & 0x80:
             if result > 0xFFFFFFFF:
-                raise _Fallback
+                raise FastPathFallback
             return result, pos + i + 1
-    raise _Fallback
+    raise FastPathFallback
 
 
 def decode_produce_request(
@@ -62,7 +69,7 @@ def decode_produce_request(
     """`decode_request(frame)` for Produce v3-v11, or None for the generic codec to handle."""
     try:
         return _decode_produce(frame)
-    except (_Fallback, struct.error, IndexError, UnicodeDecodeError):
+    except (FastPathFallback, struct.error, IndexError, UnicodeDecodeError):
         return None
 
 
@@ -72,22 +79,22 @@ def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceReque
     end = len(buf)
     api_key, version, correlation_id = _P_HHI.unpack_from(buf, 0)
     if api_key != ApiKey.PRODUCE or version not in PRODUCE_FAST_VERSIONS:
-        raise _Fallback
+        raise FastPathFallback
     n = _P_H.unpack_from(buf, 8)[0]
     pos = 10
     client_id: str | None = None
     if n >= 0:
         if pos + n > end:
-            raise _Fallback
+            raise FastPathFallback
         client_id = str(buf[pos : pos + n], "utf-8")
         pos += n
     elif n != -1:
-        raise _Fallback
+        raise FastPathFallback
     flexible = version >= 9
     if flexible:
         if buf[pos] != 0:
-            raise _Fallback
-        n, pos = _fast_uvarint(buf, pos + 1)
+            raise FastPathFallback
+        n, pos = read_uvarint(buf, pos + 1)
         n -= 1
     else:
         n = _P_H.unpack_from(buf, pos)[0]
@@ -95,19 +102,19 @@ def _decode_produce(buf: bytes | bytearray) -> tuple[RequestHeader, ProduceReque
     transactional_id: str | None = None
     if n >= 0:
         if pos + n > end:
-            raise _Fallback
+            raise FastPathFallback
         transactional_id = str(buf[pos : pos + n], "utf-8")
         pos += n
     elif n != -1:
-        raise _Fallback
+        raise FastPathFallback
     acks, timeout_ms = _P_HI.unpack_from(buf, pos)
     topics, pos = _decode_topic_data(buf, pos + 6, flexible)
     if flexible:
         if buf[pos] != 0:
-            raise _Fallback
+            raise FastPathFallback
         pos += 1
     if pos > end:
-        raise _Fallback
+        raise FastPathFallback
     header = RequestHeader(api_key, version, correlation_id, client_id)
     request = ProduceRequest(
         transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topics
@@ -123,24 +130,24 @@ def _decode_topic_data(
     end = len(buf)
     view = memoryview(buf)
     topics = []
-    count, pos = _fast_count(buf, pos, flexible)
+    count, pos = read_count(buf, pos, flexible)
     for _ in range(count):
         if flexible:
-            n, pos = _fast_uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
             n -= 1
         else:
             n = _P_H.unpack_from(buf, pos)[0]
             pos += 2
         if n < 0 or pos + n > end:
-            raise _Fallback
+            raise FastPathFallback
         name = str(buf[pos : pos + n], "utf-8")
         partitions = []
-        pcount, pos = _fast_count(buf, pos + n, flexible)
+        pcount, pos = read_count(buf, pos + n, flexible)
         for _ in range(pcount):
             index = _P_I.unpack_from(buf, pos)[0]
             pos += 4
             if flexible:
-                n, pos = _fast_uvarint(buf, pos)
+                n, pos = read_uvarint(buf, pos)
                 n -= 1
             else:
                 n = _P_I.unpack_from(buf, pos)[0]
@@ -148,35 +155,39 @@ def _decode_topic_data(
             records: memoryview | None = None
             if n >= 0:
                 if pos + n > end:
-                    raise _Fallback
+                    raise FastPathFallback
                 records = view[pos : pos + n]
                 pos += n
             elif n != -1:
-                raise _Fallback
+                raise FastPathFallback
             if flexible:
                 if buf[pos] != 0:
-                    raise _Fallback
+                    raise FastPathFallback
                 pos += 1
             partitions.append(ProduceRequest.PartitionProduceData(index=index, records=records))
         if flexible:
             if buf[pos] != 0:
-                raise _Fallback
+                raise FastPathFallback
             pos += 1
         topics.append(ProduceRequest.TopicProduceData(name=name, partition_data=partitions))
     return topics, pos
 
 
-def _fast_count(buf: bytes | bytearray, pos: int, flexible: bool) -> tuple[int, int]:
+def read_count(buf: bytes | bytearray, pos: int, flexible: bool) -> tuple[int, int]:
     """A non-null array's element count and the next position; at most one element per byte
     left (each element takes at least one), so a bogus count falls back at once."""
     if flexible:
-        n, pos = _fast_uvarint(buf, pos)
+        n = buf[pos]
+        if n & 0x80:
+            n, pos = read_uvarint(buf, pos)
+        else:
+            pos += 1
         n -= 1
     else:
         n = _P_I.unpack_from(buf, pos)[0]
         pos += 4
     if n < 0 or n > len(buf) - pos:
-        raise _Fallback
+        raise FastPathFallback
     return n, pos
 
 
@@ -192,7 +203,7 @@ def encode_produce_response(version: int, correlation_id: int, msg: object) -> b
     value out of its type's range or a string too long (the generic codec's error)."""
     try:
         return _encode_produce(version, correlation_id, msg)
-    except (_Fallback, struct.error, UnicodeEncodeError, AttributeError, TypeError):
+    except (FastPathFallback, struct.error, UnicodeEncodeError, AttributeError, TypeError):
         return None
 
 
@@ -204,7 +215,7 @@ def _encode_produce(version: int, correlation_id: int, msg: object) -> bytes:
         or msg.unknown_tagged_fields
         or msg.node_endpoints
     ):
-        raise _Fallback
+        raise FastPathFallback
     flexible = version >= 9
     out = [_P_I.pack(correlation_id)]
     if flexible:
@@ -230,7 +241,7 @@ def _encode_responses(
     out.append(_fast_len(len(responses), flexible))
     for topic in responses:
         if topic.unknown_tagged_fields:
-            raise _Fallback
+            raise FastPathFallback
         out.append(_fast_string(topic.name, flexible))
         out.append(_fast_len(len(topic.partition_responses), flexible))
         for part in topic.partition_responses:
@@ -242,7 +253,7 @@ def _encode_responses(
                 or leader.leader_epoch != -1
                 or leader.unknown_tagged_fields
             ):
-                raise _Fallback
+                raise FastPathFallback
             if version >= 5:
                 out.append(
                     part_struct.pack(
@@ -279,10 +290,10 @@ def _fast_len(n: int, flexible: bool) -> bytes:
 def _fast_string(value: str, flexible: bool) -> bytes:
     """A non-null (compact) string; a non-str or one too long for int16 falls back."""
     if type(value) is not str:
-        raise _Fallback
+        raise FastPathFallback
     data = value.encode("utf-8")
     if flexible:
         return uvarint_bytes(len(data) + 1) + data
     if len(data) > 0x7FFF:
-        raise _Fallback
+        raise FastPathFallback
     return _P_H.pack(len(data)) + data

@@ -40,7 +40,6 @@ from kafkapy.broker.handlers.api_versions import unsupported_version_response
 from kafkapy.broker.handlers.registry import HandlerSpec, lookup
 from kafkapy.protocol import ApiKey, decode_request, encode_response
 from kafkapy.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from kafkapy.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from kafkapy.protocol.sasl import SaslError, SaslSession, SaslState
 from kafkapy.server.broker import Broker
 from kafkapy.server.frames import FrameSource, request_header_prefix, send_frame
@@ -145,7 +144,10 @@ async def _send(conn: Connection, body: bytes) -> None:
 async def _answer(conn: Connection, session: SaslSession, header: RequestHeader, request: Any,
                   spec: HandlerSpec) -> bool:
     """Answer ApiVersions, SaslHandshake or SaslAuthenticate; False when the connection must
-    close after the answer (a mechanism not enabled, a failed authentication)."""
+    close after the answer (a mechanism not enabled, a failed authentication). The SASL
+    message classes load with the first SASL connection."""
+    from kafkapy.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+
     peer = conn.state.peer
     response: Any
     keep = True

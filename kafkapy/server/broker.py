@@ -28,6 +28,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -50,7 +51,6 @@ from kafkapy.broker.metadata_store import (
 )
 from kafkapy.broker.notify import PartitionWaiters
 from kafkapy.broker.partitions import Partitions, auto_create
-from kafkapy.broker.remote_fetch import RemoteTier
 from kafkapy.broker.request_ports import RequestPorts
 from kafkapy.broker.stats import BrokerStats
 from kafkapy.broker.txn_driver import TxnDriver
@@ -63,10 +63,14 @@ from kafkapy.server.cluster.lifecycle import LocalControllerCall
 from kafkapy.server.cluster.migration import migrate_topics_file
 from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
-from kafkapy.server.remote_log_tasks import RemoteLogTasks, remote_log_manager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
+
+if TYPE_CHECKING:  # tiering modules: loaded only with remote.log.storage.system.enable
+    from kafkapy.broker.remote_fetch import RemoteTier
+    from kafkapy.broker.remote_log import RemoteLogManager
+    from kafkapy.server.remote_log_tasks import RemoteLogTasks
 
 __all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
@@ -197,16 +201,28 @@ class Broker:
 
     def _open_remote_tier(self, config: BrokerConfig) -> None:
         """`remote_log` (the write side: copies, retention, the metadata topic) and the read
-        side over its metadata and object store (`remote_tier`); both None without tiering."""
+        side over its metadata and object store (`remote_tier`); both None without tiering,
+        and then none of the tiering modules is imported (start-up time)."""
         #: the remote log manager (kafkapy.broker.remote_log); None without tiering
+        self.remote_log: RemoteLogManager | None = None
+        self._remote_tier: RemoteTier | None = None
+        if not config.get_bool("remote.log.storage.system.enable"):
+            return
+        from kafkapy.broker.remote_fetch import RemoteTier
+        from kafkapy.server.remote_log_tasks import remote_log_manager
+
         self.remote_log = remote_log_manager(config, self.node_id)
-        self._remote_tier: RemoteTier | None = None if self.remote_log is None else (
-            RemoteTier.from_config(config, self.remote_log.metadata, self.remote_log.store))
+        if self.remote_log is not None:
+            self._remote_tier = RemoteTier.from_config(config, self.remote_log.metadata, self.remote_log.store)
 
     @functools.cached_property
     def remote_log_tasks(self) -> RemoteLogTasks | None:
         """The remote log manager's periodic work (the server runs `serve`); None: no tiering."""
-        return None if self.remote_log is None else RemoteLogTasks(self, self.remote_log)
+        if self.remote_log is None:
+            return None
+        from kafkapy.server.remote_log_tasks import RemoteLogTasks
+
+        return RemoteLogTasks(self, self.remote_log)
 
     @property
     def authorizer(self) -> StandardAuthorizer | None:

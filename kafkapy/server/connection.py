@@ -87,9 +87,10 @@ _WRITE_BATCH = 64
 
 @dataclass(slots=True)
 class _Slot:
-    """One request's place in the response order."""
+    """One request's place in the response order; `done` once its answer (or None) is set -
+    a plain flag: the writer parks on the connection's one `_answered` lot while it waits."""
 
-    done: trio.Event = field(default_factory=trio.Event)
+    done: bool = False
     segments: list[Segment] | None = None  # None: nothing to send (acks=0)
     fds: list[int] = field(default_factory=list)  # owned by the slot (see zerocopy)
     close: bool = False
@@ -150,6 +151,8 @@ class Connection:
         #: KIP-219: no frame is taken from the client before this `trio.current_time()`
         self.muted_until = 0.0
         self._auth_scope = trio.CancelScope()  # a cancelled scope cannot be re-entered
+        #: where the writer waits for the answer it sends next (`_Slot.done`)
+        self._answered = trio.lowlevel.ParkingLot()
 
     async def run(self) -> None:
         """Serve until the peer closes, an error closes us, or the broker stops reading.
@@ -231,8 +234,7 @@ class Connection:
                     bad = e
             if bad is not None:
                 self._log_bad_frame(bad)
-                closing = _Slot(close=True)
-                closing.done.set()
+                closing = _Slot(done=True, close=True)
                 await send.send(closing)
                 return
             if not received:
@@ -376,12 +378,12 @@ class Connection:
             else:
                 answer = unsupported_version_response(header)
             slot.segments = [size_prefixed(answer)]
-            slot.done.set()
+            slot.done = True
             await send.send(slot)
             return True
         log.warning("closing connection %s: %s", self.state.peer, reason)
         slot.close = True
-        slot.done.set()
+        slot.done = True
         await send.send(slot)
         return False
 
@@ -442,7 +444,9 @@ class Connection:
         finally:
             self.inflight -= 1
             self.memory.release(size)
-            slot.done.set()
+            slot.done = True
+            if self._answered:
+                self._answered.unpark_all()
             self._observe(header, request, response, received, started)
 
     async def _throttle(self, ctx: RequestContext, request: Any, response: Any, started: float) -> None:
@@ -563,15 +567,15 @@ class Connection:
                     carry = None
                     if slot is None:
                         break
-                    if not slot.done.is_set():
-                        await slot.done.wait()
+                    while not slot.done:
+                        await self._answered.park()
                     batch = [slot]
                     while not batch[-1].close and len(batch) < _WRITE_BATCH:
                         try:
                             ready = receive.receive_nowait()
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
-                        if not ready.done.is_set():
+                        if not ready.done:
                             carry = ready
                             break
                         batch.append(ready)

@@ -175,3 +175,35 @@ async def test_fetches_are_also_counted_as_consumer_or_follower_fetches() -> Non
         assert stats.total_time_ms["Fetch"].count == 2
         assert stats.total_time_ms["FetchConsumer"].count == 1
         assert stats.queue_time_ms["FetchFollower"].count == 1
+
+
+def test_per_api_figures_sum_every_version_at_scrape_time() -> None:
+    """Requests are counted per API and version, errors and times per API: one API's versions
+    add up in its histograms and error counts, and a Fetch's role is counted beside it."""
+    from kafkapy.broker.stats import BrokerStats
+    from kafkapy.protocol import RequestHeader
+    from kafkapy.protocol.messages import HeartbeatResponse
+
+    stats = BrokerStats()
+    for version, code, ms in ((3, 0, 0.1), (4, 0, 3.0), (4, ErrorCode.REBALANCE_IN_PROGRESS, 30.0)):
+        stats.request_done(
+            RequestHeader(ApiKey.HEARTBEAT, version, 1, "c"), None, HeartbeatResponse(error_code=code),
+            0.2, ms, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT",
+        )
+    stats.request_done(
+        RequestHeader(ApiKey.FETCH, 12, 2, "c"), FetchRequest(replica_id=-1), RawResponse(error_counts={0: 2}),
+        0.0, 1.0, principal="User:ANONYMOUS", peer="p", listener="PLAINTEXT",
+    )
+    assert stats.requests[("Heartbeat", 3)] == 1
+    assert stats.requests[("Heartbeat", 4)] == 2
+    assert stats.requests[("FetchConsumer", 12)] == stats.requests[("Fetch", 12)] == 1
+    assert stats.errors[("Heartbeat", ErrorCode.NONE)] == 2
+    assert stats.errors[("Heartbeat", ErrorCode.REBALANCE_IN_PROGRESS)] == 1
+    assert stats.errors[("Fetch", ErrorCode.NONE)] == 2
+    assert ("FetchConsumer", ErrorCode.NONE) not in stats.errors
+    total = stats.total_time_ms["Heartbeat"]
+    assert total.count == 3
+    assert total.sum == pytest.approx(33.1)
+    assert [n for _, n in total.cumulative()][:6] == [1, 1, 1, 1, 2, 2]  # 0.1 <= 0.25, 3 <= 5
+    assert stats.queue_time_ms["Heartbeat"].cumulative()[1] == ("0.5", 3)
+    assert stats.total_time_ms["FetchConsumer"].count == 1

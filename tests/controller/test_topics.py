@@ -99,6 +99,13 @@ def test_existing_colliding_and_repeated_names() -> None:
     ]
 
 
+def test_names_colliding_within_one_request() -> None:
+    c = cluster3()
+    res = c.run(c.ctl.create_topics([NewTopic("c.d", 1, 1), NewTopic("c_d", 1, 1), NewTopic("e", 1, 1)]))
+    assert [r.error for r in res] == [ErrorCode.NONE, ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.NONE]
+    assert res[1].message == "'c_d' collides with 'c.d'"
+
+
 def test_validate_only_checks_but_creates_nothing() -> None:
     c = cluster3()
     result = c.ctl.create_topics([NewTopic("t", 2, 3)], validate_only=True)

@@ -49,3 +49,24 @@ def test_tiering_without_a_bucket_is_refused_at_start() -> None:
 def test_the_controller_validates_topics_with_the_brokers_setting(enabled: bool) -> None:
     config = BrokerConfig({"remote.log.storage.system.enable": str(enabled).lower(), **RSM})
     assert controller_config(config, config.cluster, "c").remote_log_storage_system_enable is enabled
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_broker_builds_its_tiering_parts_only_with_tiering(enabled: bool) -> None:
+    """With tiering on, the broker has its remote log manager, the read side over its metadata
+    and store, and the periodic tasks; without it, none of them (and their modules load lazily)."""
+    from kafkapy.broker.remote_fetch import RemoteTier
+    from kafkapy.server.broker import Broker
+    from kafkapy.server.remote_log_tasks import RemoteLogTasks
+
+    broker = Broker(BrokerConfig({"remote.log.storage.system.enable": str(enabled).lower(), **RSM}), memory=True)
+    try:
+        if enabled:
+            assert isinstance(broker.remote_log, RemoteLogManager)
+            assert isinstance(broker.remote_tier, RemoteTier)
+            assert broker.remote_tier.metadata is broker.remote_log.metadata
+            assert isinstance(broker.remote_log_tasks, RemoteLogTasks)
+        else:
+            assert (broker.remote_log, broker.remote_tier, broker.remote_log_tasks) == (None, None, None)
+    finally:
+        broker.close()

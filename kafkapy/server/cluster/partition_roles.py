@@ -6,11 +6,17 @@ channel's AlterPartition, the replica fetchers), so it imports neither.
 
 What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode):
 - `apply(image, delta)`: topics come from the metadata image (the TopicStore stays in memory,
-  no topics file); logs are opened for partitions with a replica here and deleted for removed
-  topics; a partition whose leader is this node becomes leader (a `LeaderState` with the leader
-  epoch of the image; the HW keeps its checkpointed value and moves on as followers report),
-  any other becomes follower (the replica fetchers take it; truncation happens there on a
-  diverging epoch, KIP-279). Role listeners hear about every role or epoch change.
+  no topics file) at once; their partitions are queued (`DeltaSlices`) and applied in slices
+  of at most 256 partitions or 20 ms - the first inside the call, the rest by
+  `run_metadata_slices` with a checkpoint between slices, their new logs created in a worker
+  thread first - so a delta of thousands of partitions never holds Raft, heartbeats or
+  requests. Changes to open logs go before log creations; internal topics' partitions are
+  applied at once. A queued partition without a log or role here is LOADING
+  (`kafkapy.broker.log_state`) until its slice. In a slice, logs are opened for partitions
+  with a replica here and deleted for removed topics; a partition led by this node becomes
+  leader (a `LeaderState` in the image's leader epoch; the HW keeps its checkpointed value and
+  moves on as followers report), any other follower (the replica fetchers take it; truncation
+  on a diverging epoch, KIP-279). Role listeners hear about every role or epoch change.
 - Leader events: `on_leader_append` (after a produce append), `on_follower_fetch` (a follower's
   fetch offset moves the HW); every HW move sets the log's HW and wakes long polls and acks=all
   waiters (`wait_replicated`).
@@ -18,14 +24,15 @@ What it does (docs/cluster.md, Kafka's ReplicaManager / Partition in KRaft mode)
   shrinks of lagging followers every half `replica.lag.time.max.ms` and expansions as soon as a
   follower catches up, one change in flight per partition; the changes due at one check go in
   one AlterPartition through the controller channel, logged as one line.
-- Logging: the role changes of an image are one INFO line (each partition's at DEBUG).
+- Logging: one INFO line per changed topic; the role totals and each partition's at DEBUG.
 
 Error handling: a log that cannot be opened or deleted takes that partition alone offline
 (`broker.log_states`: produce/fetch answer KAFKA_STORAGE_ERROR, one ERROR line, counted in the
 metrics; the log store logged the cause) and leaves it without a role; the rest of the delta and
 every other partition are applied as if nothing happened. An AlterPartition the controller refused
 is forgotten and tried again at the next check; an expansion whose outcome is unknown (no
-answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource handling: no tasks of its own except the ISR loop.
+answer: it may have committed) stays pending and is resent (`LeaderState` rule 5). Resource
+handling: no tasks of its own except the ISR loop and the slice task.
 """
 
 from __future__ import annotations
@@ -33,21 +40,21 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import trio
+import trio.lowlevel
 
+from kafkapy.broker.log_state import LogState
 from kafkapy.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, TopicStore
 from kafkapy.broker.partition_role import PartitionRole
+from kafkapy.controller.image import MetadataImage
 from kafkapy.protocol.errors import ErrorCode
-from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
-from kafkapy.protocol.messages.alter_partition import (
-    AlterPartitionRequest_TopicData,
-    AlterPartitionResponse_PartitionData,
-)
 from kafkapy.replication.partition import IsrProposal, LeaderState
+from kafkapy.server.cluster.delta_slices import DeltaSlices, RoleChanges
+from kafkapy.server.cluster.isr_changes import alter_request
 from kafkapy.server.cluster.metadata_log import METADATA_TOPIC
 from kafkapy.server.cluster.topic_changes import Roles, first_image, topic_change
 from kafkapy.storage.errors import StorageError
@@ -58,7 +65,9 @@ if TYPE_CHECKING:
     from kafkapy.broker.log_state import PartitionLogStates
     from kafkapy.broker.notify import PartitionWaiters
     from kafkapy.broker.stats import BrokerStats
-    from kafkapy.controller.image import MetadataDelta, MetadataImage, PartitionImage, TopicImage
+    from kafkapy.controller.image import MetadataDelta, PartitionImage, TopicImage
+    from kafkapy.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+    from kafkapy.protocol.messages.alter_partition import AlterPartitionResponse_PartitionData
     from kafkapy.storage import LogConfig, LogManager, PartitionLog
 
 __all__ = [
@@ -152,22 +161,6 @@ def monotonic_ms() -> int:
     return int(trio.current_time() * 1000)
 
 
-@dataclass(slots=True)
-class RoleChanges:
-    """The role changes one image made, for its one summary line."""
-
-    leaders: int = 0
-    followers: dict[int, int] = field(default_factory=dict)  # leader id -> partitions
-
-    def __bool__(self) -> bool:
-        return bool(self.leaders or self.followers)
-
-    def summary(self) -> str:
-        follows = ", ".join(f"{n} of {leader}" for leader, n in sorted(self.followers.items()))
-        total = sum(self.followers.values())
-        return f"leader of {self.leaders} partitions, follower of {total}" + (f" ({follows})" if follows else "")
-
-
 class ReplicaManager:
     def __init__(self, broker: ReplicaHost) -> None:
         self.broker = broker
@@ -176,7 +169,9 @@ class ReplicaManager:
         self._isr_to_check: set[Key] = set()  # partitions a follower fetch made worth a look
         self._applied_once = False
         self._applied = trio.Event()
-        self._changes = RoleChanges()  # the role changes of the image being applied
+        self._changes = RoleChanges()  # the role changes applied since the queue was last empty
+        self._slices = DeltaSlices()
+        self._image = MetadataImage()  # the latest published image: what queued partitions follow
         #: each follower's latest fetch request (monotonic ms): an idle partition in its fetch
         #: session counts as fetched then (`LeaderState.on_leader_append`)
         self.follower_request_ms: dict[int, int] = {}
@@ -195,18 +190,18 @@ class ReplicaManager:
         await self._applied.wait()
 
     def apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
-        """React to a newly published image (see the module doc). Each changed topic is one
-        INFO line naming this broker's new roles in it (`topic_changes.topic_change`); the
-        image's role totals are one DEBUG line, as INFO they told the same change twice, and
-        each partition's role is at DEBUG too."""
-        self._changes = RoleChanges()
+        """React to a newly published image (see the module doc): the topics at once, their
+        partitions' logs and roles in slices (`DeltaSlices`), the first slice here. Each changed
+        topic is one INFO line (`topic_changes.topic_change`); the role totals, once the last
+        slice is applied, and each partition's role are DEBUG lines."""
+        self._image = image
         try:
             self._apply(image, delta)
+            self._apply_internal()
+            self.run_slice()
         finally:
             self._applied.set()
             self._applied = trio.Event()
-            if self._changes:
-                log.debug("metadata offset %d: %s", image.offset, self._changes.summary())
 
     def _apply(self, image: MetadataImage, delta: MetadataDelta | None) -> None:
         broker = self.broker
@@ -227,15 +222,12 @@ class ReplicaManager:
             self._remove_topic(info, delete_logs=not first)
         if first:
             self._delete_strays(image)
+            self._slices.whole_image = True
         for name in sorted(changed):
             t = image.topics.get(name)
             if t is not None:
-                self._apply_topic(image, t, first)
-        if first:
-            leads = sum(r.is_leader for r in self.roles.values())
-            log.info("%s", first_image(image.offset, len(image.topics),
-                                       sum(len(t.partitions) for t in image.topics.values()),
-                                       leads, len(self.roles) - leads))
+                parts = None if first or delta is None else delta.changed_partitions.get(name)
+                self._apply_topic(t, first, parts)
 
     def _delete_strays(self, image: MetadataImage) -> None:
         """Delete the logs on disk of topics the image does not have (or has under another
@@ -270,23 +262,31 @@ class ReplicaManager:
         return True
 
     def _remove_topic(self, info: TopicInfo, *, delete_logs: bool) -> None:
+        """Forget the topic at once (roles, producer state); its logs are deleted in slices,
+        each partition LOADING until then."""
         broker = self.broker
         broker.topics.remove(info.name)
         broker.producer_states.forget_topic(info.name)
         for p in range(info.partitions):
-            self._drop_role((info.name, p))
+            key = (info.name, p)
+            self._drop_role(key)
+            self._slices.pending.pop(key, None)
+            self._slices.changes.pop(key, None)
             if delete_logs:
-                self._delete_log(info.name, p)
-            broker.waiters.notify((info.name, p))
+                self._slices.deletes[key] = info.topic_id
+                broker.log_states.set_loading(*key)
+            broker.waiters.notify(key)
         log.info("removed topic %s", info.name)
 
     def _roles_of(self, t: TopicImage) -> Roles:
         return {p: role.is_leader for p in t.partitions if (role := self.roles.get((t.name, p)))}
 
-    def _apply_topic(self, image: MetadataImage, t: TopicImage, first: bool) -> None:
-        """Follow one topic's image; its change is one line (DEBUG in a whole image, which
-        `_apply` sums up in one)."""
-        broker = self.broker
+    def _apply_topic(self, t: TopicImage, first: bool, parts: set[int] | None) -> None:
+        """Follow one topic's image: its TopicInfo at once, and its partitions (`parts`, None:
+        all) queued for the slices; a partition with no role or no log here yet is LOADING
+        until its slice. Its change is one line (DEBUG in a whole image, which is summed up
+        in one), with the roles the image gives this broker."""
+        broker, node_id = self.broker, self.broker.node_id
         before = self._roles_of(t)
         count = max(t.partitions) + 1 if t.partitions else 0
         old = broker.topics.get(t.name)
@@ -296,18 +296,170 @@ class ReplicaManager:
         info = TopicInfo(t.name, t.topic_id, count, dict(t.configs), t.name in INTERNAL_TOPICS)
         broker.topics.put(info)
         configs_changed = old is None or old.configs != info.configs  # first sight: the disk may be stale
-        for p, part in sorted(t.partitions.items()):
-            try:
-                self._apply_partition(image, info, p, part, configs_changed)
-            except StorageError as e:  # the log store logged the cause: no second traceback
-                broker.log_states.set_offline(t.name, p, str(e))
-                self._drop_role((t.name, p))
-            except Exception:  # one bad partition must not stop the others from following
-                log.exception("%s-%d: applying its metadata failed", t.name, p)
-                self._drop_role((t.name, p))
-        change = topic_change(old, info, t, before, self._roles_of(t))
+        if configs_changed:
+            parts = None
+        work, states = self._slices, broker.log_states
+        after: Roles = {}
+        for p in sorted(t.partitions if parts is None else parts):
+            part = t.partitions.get(p)
+            if part is None:
+                continue
+            key = (t.name, p)
+            work.deletes.pop(key, None)  # `_open_log` removes an older topic's log itself
+            plog = broker.logs.get(t.name, p)
+            has_log = plog is not None and plog.topic_id == t.topic_id
+            # an open log's change, or a leadership taken over, does not wait behind log creations
+            urgent = has_log or (part.leader == node_id and key in work.pending)
+            queue = work.changes if urgent else work.pending
+            was = work.pending.pop(key, False) if urgent else False
+            queue[key] = was or queue.get(key, False) or configs_changed
+            if info.internal:
+                work.internal.append(key)
+            if node_id in part.replicas:
+                after[p] = part.leader == node_id
+                if key not in self.roles or not has_log:
+                    states.set_loading(t.name, p)
+        if parts is not None:
+            after = {**{p: r for p, r in before.items() if p not in parts}, **after}
+        change = topic_change(old, info, t, before, after)
         if change is not None:
             log.log(logging.DEBUG if first else logging.INFO, "%s", change)
+
+    # -- slices -----------------------------------------------------------------------------------
+    def _apply_internal(self) -> None:
+        """Apply the queued `__consumer_offsets` / `__transaction_state` partitions now, whatever
+        the slice bounds (at most a few dozen, created once per cluster): FindCoordinator
+        waits for a coordinator this node is loading, and it can only see a load that began,
+        so a coordinator partition must not wait in the queue (clients such as librdkafka's
+        admin do not retry COORDINATOR_LOAD_IN_PROGRESS everywhere)."""
+        work = self._slices
+        while work.internal:
+            key = work.internal.pop()
+            for queue in (work.changes, work.pending):
+                if key in queue:
+                    self._apply_queued(key, queue.pop(key))
+
+    def run_slice(self) -> bool:
+        """Apply up to one slice of the queued partition work (deletions first); True when
+        some is left (`run_metadata_slices` goes on with it after a checkpoint)."""
+        work = self._slices
+        deadline = time.perf_counter() + work.budget_s
+        done = 0
+        while work and done < work.partitions:
+            if done and time.perf_counter() > deadline:
+                break
+            if work.deletes:
+                key, topic_id = next(iter(work.deletes.items()))
+                del work.deletes[key]
+                self._delete_removed(key, topic_id)
+            else:
+                queue = work.changes or work.pending
+                key, configs_changed = next(iter(queue.items()))
+                del queue[key]
+                self._apply_queued(key, configs_changed)
+            done += 1
+        work.slices += done > 0
+        if work:
+            work.wakeup.set()
+            return True
+        if done or work.whole_image:
+            self._drained()
+        return False
+
+    async def run_metadata_slices(self) -> None:
+        """Apply what `apply` queued beyond its first slice, one slice per checkpoint, so
+        heartbeats, Raft and requests are served between slices (started by the replica
+        fetcher manager's `run`, beside the ISR loop). The new logs a slice needs are created
+        in a worker thread first (`_create_logs`): a log is a directory and a few files, 1-15
+        ms each on a busy disk, which would bound a slice to a handful of partitions."""
+        work = self._slices
+        while True:
+            await work.wakeup.wait()
+            work.wakeup = trio.Event()
+            for _ in range(2**62):
+                batch = self._creations()
+                if batch:
+                    await trio.to_thread.run_sync(self._create_logs, batch, abandon_on_cancel=True)
+                    for key, _, topic_id in batch:
+                        if key not in work.pending and key not in work.changes and key not in work.deletes:
+                            work.deletes[key] = topic_id  # removed while its log was created
+                if not self.run_slice():
+                    break
+                await trio.lowlevel.checkpoint()
+
+    def _creations(self) -> list[tuple[Key, LogConfig, uuid.UUID]]:
+        """The partitions of the next slice that need a new log here (per the latest image)."""
+        broker, work = self.broker, self._slices
+        if work.deletes or work.changes:
+            return []  # the next slice applies those first
+        out = []
+        for key in itertools.islice(work.pending, work.partitions):
+            t = self._image.topics.get(key[0])
+            part = t.partitions.get(key[1]) if t is not None else None
+            info = broker.topics.get(key[0])
+            if (
+                t is None or part is None or info is None or info.topic_id != t.topic_id
+                or broker.node_id not in part.replicas or broker.logs.get(*key) is not None
+                or broker.log_states.state(*key) is LogState.OFFLINE
+            ):
+                continue
+            out.append((key, broker.log_config(info), t.topic_id))
+        return out
+
+    def _create_logs(self, batch: list[tuple[Key, LogConfig, uuid.UUID]]) -> None:
+        """Worker thread: create the logs (the log manager is thread-safe). A failure is left
+        to the slice, which tries again on the event loop and takes the partition offline."""
+        for (topic, p), config, topic_id in batch:
+            try:
+                self.broker.logs.get_or_create(topic, p, config, topic_id)
+            except Exception as e:
+                log.debug("%s-%d: creating its log failed (the slice retries): %s", topic, p, e)
+
+    def _drained(self) -> None:
+        """The queue is empty: the summary lines of what it applied."""
+        image = self._image
+        if self._changes:
+            log.debug("metadata offset %d: %s", image.offset, self._changes.summary())
+            self._changes = RoleChanges()
+        if self._slices.whole_image:
+            self._slices.whole_image = False
+            leads = sum(r.is_leader for r in self.roles.values())
+            log.info("%s", first_image(image.offset, len(image.topics),
+                                       sum(len(t.partitions) for t in image.topics.values()),
+                                       leads, len(self.roles) - leads))
+
+    def _apply_queued(self, key: Key, configs_changed: bool) -> None:
+        """Bring one queued partition to the latest image (which may have moved on since it
+        was queued); it is not LOADING afterwards (ready, offline, or no replica here)."""
+        broker, (topic, p) = self.broker, key
+        t = self._image.topics.get(topic)
+        part = t.partitions.get(p) if t is not None else None
+        info = broker.topics.get(topic)
+        try:
+            if t is not None and part is not None and info is not None and info.topic_id == t.topic_id:
+                self._apply_partition(self._image, info, p, part, configs_changed)
+        except StorageError as e:  # the log store logged the cause: no second traceback
+            broker.log_states.set_offline(topic, p, str(e))
+            self._drop_role(key)
+        except Exception:  # one bad partition must not stop the others from following
+            log.exception("%s-%d: applying its metadata failed", topic, p)
+            self._drop_role(key)
+        if broker.log_states.state(topic, p) is LogState.LOADING:
+            broker.log_states.set_ready(topic, p)
+
+    def _delete_removed(self, key: Key, topic_id: uuid.UUID) -> None:
+        """Delete the log of a removed topic's partition, unless a topic created since under
+        the same name owns the log now."""
+        logs, (topic, p) = self.broker.logs, key
+        plog = logs.get(topic, p)
+        if plog is not None and plog.topic_id.int and plog.topic_id != topic_id:
+            if self.broker.log_states.state(topic, p) is LogState.LOADING:
+                self.broker.log_states.set_ready(topic, p)
+            return
+        if plog is not None or key in logs.failed_logs() or self.broker.log_states.undeleted(topic, p):
+            self._delete_log(topic, p)
+        else:
+            self.broker.log_states.set_ready(topic, p)
 
     def _open_log(self, info: TopicInfo, p: int) -> PartitionLog | None:
         """The partition's log, created if new; None when it failed (the partition is then
@@ -477,9 +629,8 @@ class ReplicaManager:
             self._hw_moved(role, plog, hw)
 
     def on_replicated(self, topic: str, partition: int) -> None:
-        """A follower replica's high watermark or log start moved (the replica fetcher applied
-        a response): wake the consumers' long polls on this replica (KIP-392), which read up
-        to that high watermark, instead of leaving them to their max_wait_ms."""
+        """A follower replica's high watermark or log start moved: wake the consumers' long
+        polls on this replica (KIP-392), which read up to it, before their max_wait_ms."""
         self.broker.waiters.notify((topic, partition))
 
     def on_follower_request(self, replica_id: int) -> None:
@@ -511,10 +662,8 @@ class ReplicaManager:
 
     def min_insync_replicas(self, topic: str) -> int:
         info = self.broker.topics.get(topic)
-        if info is None:
-            return 1
         try:
-            return int(self.broker.topic_config_value(info, "min.insync.replicas"))
+            return int(self.broker.topic_config_value(info, "min.insync.replicas")) if info else 1
         except ValueError:
             return 1
 
@@ -570,13 +719,13 @@ class ReplicaManager:
         one AlterPartition (as Kafka's AlterPartitionManager batches what is pending): a
         follower that died or came back changes thousands of ISRs at once."""
         image = self.broker.cluster.image
-        now = monotonic_ms()
+        now, now_s = monotonic_ms(), trio.current_time()
         roles = list(self.roles.values()) if keys is None else [r for k in keys if (r := self.roles.get(k))]
         batch: list[tuple[PartitionRole, IsrProposal]] = []
         for role in roles:
             state = role.leader_state
-            if state is None or role.alter_in_flight or role.alter_retry_at > trio.current_time():
-                continue
+            if state is None or len(role.replicas) == 1 or role.alter_in_flight or role.alter_retry_at > now_s:
+                continue  # a lone replica is its whole ISR: nothing to shrink or expand
             plog = self.broker.logs.get(role.topic, role.partition)
             if plog is None:
                 continue
@@ -588,42 +737,13 @@ class ReplicaManager:
         if batch:
             nursery.start_soon(self._alter_partitions, batch)
 
-    def _alter_request(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> AlterPartitionRequest:
-        brokers = self.broker.cluster.image.brokers
-
-        def epoch_of(r: int) -> int:
-            reg = brokers.get(r)
-            return int(reg.epoch) if reg is not None else -1
-
-        own = brokers.get(self.broker.node_id)
-        topics: dict[uuid.UUID, AlterPartitionRequest_TopicData] = {}
-        for role, proposal in batch:
-            data = topics.get(role.topic_id)
-            if data is None:
-                data = topics[role.topic_id] = AlterPartitionRequest.TopicData(
-                    topic_name=role.topic, topic_id=role.topic_id)
-            data.partitions.append(AlterPartitionRequest.PartitionData(
-                partition_index=role.partition,
-                leader_epoch=proposal.leader_epoch,
-                new_isr=list(proposal.new_isr),
-                new_isr_with_epochs=[
-                    AlterPartitionRequest.BrokerState(broker_id=r, broker_epoch=epoch_of(r))
-                    for r in proposal.new_isr
-                ],
-                partition_epoch=proposal.partition_epoch,
-            ))
-        return AlterPartitionRequest(
-            broker_id=self.broker.node_id,
-            broker_epoch=int(own.epoch) if own is not None else -1,
-            topics=list(topics.values()),
-        )
-
     async def _alter_partitions(self, batch: list[tuple[PartitionRole, IsrProposal]]) -> None:
         """Send one AlterPartition for `batch` and apply the controller's answer to each
         partition (one in flight per partition); one log line for the whole batch."""
         results: dict[tuple[uuid.UUID, int], AlterPartitionResponse_PartitionData] = {}
         try:
-            response = await self.broker.cluster.channel.alter_partition(self._alter_request(batch))
+            response = await self.broker.cluster.channel.alter_partition(
+                alter_request(batch, self.broker.cluster.image.brokers, self.broker.node_id))
             top = ErrorCode(response.error_code)
             results = {(t.topic_id, p.partition_index): p for t in response.topics for p in t.partitions}
         except Exception as exc:

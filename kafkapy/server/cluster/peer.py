@@ -55,7 +55,6 @@ from kafkapy.protocol import (
     response_header_version,
 )
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafkapy.protocol.primitives import Frame, r_int32, r_tags
 from kafkapy.protocol.sasl import SaslError, ScramClient, plain_token
 from kafkapy.server.security.inter_node import PeerSecurity
@@ -442,7 +441,10 @@ class PeerClient:
         return conn
 
     async def _authenticate(self, conn: _Connection, security: PeerSecurity) -> None:
-        """SaslHandshake v1 + SaslAuthenticate v2 rounds; PeerError when refused."""
+        """SaslHandshake v1 + SaslAuthenticate v2 rounds; PeerError when refused (their
+        message classes load here: only a SASL inter-node listener needs them)."""
+        from kafkapy.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
+
         mechanism = security.mechanism
         assert mechanism is not None
         where = f"{self.host}:{self.port}"

@@ -41,6 +41,10 @@ Resource handling: `run()` owns the fetcher tasks and the ISR maintenance loop o
 ReplicaManager; cancelling it stops them. `add_partition` / `remove_partition` (called on role
 changes) take effect at the next request; a response for a partition whose leader or epoch
 changed meanwhile is dropped.
+
+Start-up: every broker builds the manager, but only a follower fetches; the Fetch and
+ListOffsets message classes, the fetch session and the response walker load with the first
+request to a leader (a single node never sends one).
 """
 
 from __future__ import annotations
@@ -55,14 +59,6 @@ import trio
 
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
-from kafkapy.protocol.fetch_response import (
-    FetchedPartition,
-    fetch_response_session_id,
-    parse_fetch_response,
-)
-from kafkapy.protocol.messages import FetchRequest, ListOffsetsRequest
-from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic, FetchRequest_ForgottenTopic
-from kafkapy.replication.follower_session import FollowerSession, SessionRequest, WantedPartition
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.remote.layout import TopicIdPartition
 
@@ -71,6 +67,14 @@ if TYPE_CHECKING:
     from kafkapy.broker.idempotence import ProducerStates
     from kafkapy.broker.remote_fetch import RemoteTier
     from kafkapy.controller.image import MetadataImage
+    from kafkapy.protocol.fetch_response import FetchedPartition
+    from kafkapy.protocol.messages import FetchRequest
+    from kafkapy.protocol.messages.fetch import FetchRequest_FetchTopic, FetchRequest_ForgottenTopic
+    from kafkapy.replication.follower_session import (
+        FollowerSession,
+        SessionRequest,
+        WantedPartition,
+    )
     from kafkapy.server.cluster.partition_roles import ReplicaManager
     from kafkapy.server.cluster.peer import PeerPool
     from kafkapy.storage import LogManager, PartitionLog
@@ -171,6 +175,7 @@ class ReplicaFetcherManager:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self.replicas.run_isr_maintenance)
+            nursery.start_soon(self.replicas.run_metadata_slices)
             while True:
                 for leader in set(self._by_leader) - self._running:
                     self._running.add(leader)
@@ -200,6 +205,9 @@ class ReplicaFetcherManager:
     async def fetch_once(self, leader: int, states: list[FetchState]) -> None:
         """One Fetch to `leader` for `states` (in its fetch session) and the processing of its
         answer."""
+        from kafkapy.protocol.fetch_response import fetch_response_session_id, parse_fetch_response
+        from kafkapy.replication.follower_session import FollowerSession
+
         session = self.sessions.setdefault(leader, FollowerSession())
         request, sent, plan = self._request(states, session)
         if not sent:
@@ -238,6 +246,9 @@ class ReplicaFetcherManager:
         self, states: list[FetchState], session: FollowerSession
     ) -> tuple[FetchRequest, dict[tuple[uuid.UUID, int], FetchState], SessionRequest]:
         """The next Fetch of `session` for `states`; the states its answer may name."""
+        from kafkapy.protocol.messages import FetchRequest
+        from kafkapy.replication.follower_session import WantedPartition
+
         broker_epoch = -1
         reg = self._image().brokers.get(self.node_id)
         if reg is not None:
@@ -269,6 +280,8 @@ class ReplicaFetcherManager:
         return request, sent, plan
 
     def _fetch_topics(self, send: list[WantedPartition]) -> list[FetchRequest_FetchTopic]:
+        from kafkapy.protocol.messages import FetchRequest
+
         topics: dict[uuid.UUID, FetchRequest_FetchTopic] = {}
         for w in send:
             ft = topics.get(w.topic_id)
@@ -417,6 +430,8 @@ class ReplicaFetcherManager:
 
     async def _leader_local_start(self, state: FetchState) -> int:
         """The leader's local log start (ListOffsets EARLIEST_LOCAL, KIP-405)."""
+        from kafkapy.protocol.messages import ListOffsetsRequest
+
         request = ListOffsetsRequest(replica_id=self.node_id, topics=[ListOffsetsRequest.ListOffsetsTopic(
             name=state.topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
                 partition_index=state.partition, current_leader_epoch=state.leader_epoch,
@@ -431,6 +446,8 @@ class ReplicaFetcherManager:
 
 def _forgotten(plan: SessionRequest) -> list[FetchRequest_ForgottenTopic]:
     """`plan.forgotten` as forgotten_topics_data, one entry per topic id."""
+    from kafkapy.protocol.messages import FetchRequest
+
     topics: dict[uuid.UUID, FetchRequest_ForgottenTopic] = {}
     for topic_id, partition in plan.forgotten:
         topics.setdefault(topic_id, FetchRequest.ForgottenTopic(topic_id=topic_id)).partitions.append(partition)

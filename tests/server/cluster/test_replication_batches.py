@@ -36,7 +36,7 @@ async def test_isr_shrinks_of_a_stopped_follower_go_in_one_request_per_leader(tm
             assert controller.alter_requests - before <= 4
 
 
-async def test_role_changes_are_one_info_line_per_image(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_topic_change_is_one_info_line_per_node(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with trio.fail_after(90):
         async with running_cluster(tmp_path) as (controller, nodes):
             with caplog.at_level(logging.INFO, logger="kafkapy.server.cluster.partition_roles"):
@@ -44,9 +44,9 @@ async def test_role_changes_are_one_info_line_per_image(tmp_path: Path, caplog: 
                 controller.create_topic("many", partitions=PARTITIONS, rf=3)
             infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
                      and r.name == "kafkapy.server.cluster.partition_roles"]
-            summaries = [m for m in infos if "leader of" in m]
-            assert len(summaries) == len(nodes)  # one image, one line per node
-            assert not [m for m in infos if "many-" in m]  # no per-partition INFO line
-            led = sum(int(m.split("leader of ")[1].split()[0]) for m in summaries)
-            followed = sum(int(m.split("follower of ")[1].split()[0]) for m in summaries)
+            summaries = [m for m in infos if "this broker leads" in m]
+            assert len(summaries) == len(nodes)  # one topic change, one line per node
+            assert [m for m in infos if m not in summaries] == []  # no per-partition or totals line
+            led = sum(int(m.split("leads ")[1].split()[0]) for m in summaries)
+            followed = sum(int(m.split("follows ")[1].split()[0]) for m in summaries)
             assert (led, followed) == (PARTITIONS, 2 * PARTITIONS)

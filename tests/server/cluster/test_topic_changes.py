@@ -12,6 +12,7 @@ import pytest
 from kafkapy.broker.metadata_store import TopicInfo
 from kafkapy.controller.image import PartitionImage, TopicImage
 from kafkapy.server.cluster.topic_changes import topic_change
+from tests.server.cluster.replication_helpers import wait_for
 from tests.server.helpers import create_partitions, create_topic, running_broker
 
 LOGGER = "kafkapy.server.cluster.partition_roles"
@@ -23,6 +24,9 @@ async def test_create_and_grow_a_topic_is_one_info_line_each(caplog: pytest.LogC
         caplog.clear()
         await create_topic(port, "orders", 6, {"retention.ms": "3600000"})
         await create_partitions(port, "orders", 8)
+        # the answer comes once the image is published; its partitions are applied in slices
+        await wait_for(lambda: sum(r.getMessage().startswith("orders-") for r in caplog.records) >= 8,
+                       timeout_s=60, what="the grown partitions applied")
     records = [r for r in caplog.records if r.name == LOGGER]
     infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
     assert infos == [

@@ -18,7 +18,6 @@ from kafkapy.controller.controller import (
     ControllerResult,
     QuorumController,
 )
-from kafkapy.controller.topics import is_partition_limit_refusal
 
 __all__ = [
     "MAX_ADMIN_COMMIT_WAIT_S",
@@ -70,7 +69,11 @@ async def run_on_controller(
 
 
 def log_limit_refusals(ctx: RequestContext, api: str, answers: list[tuple[str, str | None]]) -> None:
-    """WARNING for the topics refused by the per-request partition limit (one line a request)."""
+    """WARNING for the topics refused by the per-request partition limit (one line a request).
+    Broker registration runs through this module at start; the controller's topic decisions
+    load only with the topic handlers that call this."""
+    from kafkapy.controller.topics import is_partition_limit_refusal
+
     refused = [name for name, message in answers if is_partition_limit_refusal(message)]
     if refused:
         message = next(m for _, m in answers if is_partition_limit_refusal(m))
