@@ -27,6 +27,8 @@ Rules (Kafka's):
    `remote.log.delete.on.disable=true` (KIP-950).
 5. A copy that never finished (the process stopped mid-upload, or an earlier leader died) is
    deleted by the leader before it copies: its objects go, DELETE_SEGMENT_STARTED/FINISHED.
+   A failed clean-up backs the partition off as a failed copy does (rule 2): a store that is
+   down is not asked again at every task run.
 
 For the read side: `metadata` (the store `kafkapy.broker.remote_fetch.RemoteTier` reads on the
 event loop), `remote_segments(tp)` and `remote_log_start_offset(tp)`. Records are applied on
@@ -246,7 +248,8 @@ class RemoteLogManager:
         self.forget_leadership(r.partition for r in leaders)
         copied = 0
         for replica in leaders:
-            self._clean_up_abandoned(replica, publish, now_ms)
+            if now_ms >= self._state(replica.partition).retry_at_ms:  # not while backing off
+                self._clean_up_abandoned(replica, publish, now_ms)
             if replica.log.config.extra.get("remote.log.copy.disable", "").strip().lower() == "true":
                 continue
             copied += self._copy_partition(replica, publish, now_ms)
@@ -267,14 +270,23 @@ class RemoteLogManager:
         for segment in stuck:
             try:
                 self.copier.delete(segment, publish=publish, now_ms=now_ms)
-            except Exception as exc:
+            except Exception as exc:  # the store is down: the copier backs off with it
                 self.counters.delete_failures += 1
-                log.warning("cleaning up remote segment %s of %s failed: %s",
-                            segment.segment_id.id, replica.partition, exc)
+                state = self._state(replica.partition)
+                self._back_off(state, now_ms, exc)
+                log.warning("cleaning up remote segment %s of %s failed (attempt %d, next in "
+                            "%d ms): %s", segment.segment_id.id, replica.partition,
+                            state.failures, state.retry_at_ms - now_ms, exc)
                 return
             log.info("deleted the unfinished remote copy %s of %s (offsets %d-%d)",
                      segment.segment_id.id, replica.partition, segment.start_offset,
                      segment.end_offset)
+
+    def _back_off(self, state: _CopyState, now_ms: int, exc: Exception) -> None:
+        """One more consecutive failure: the partition's copies and clean-ups wait."""
+        state.failures += 1
+        state.retry_at_ms = now_ms + self.backoff.delay_ms(state.failures, self._random())
+        state.last_error = str(exc)
 
     def _state(self, tp: TopicIdPartition) -> _CopyState:
         with self._lock:
@@ -312,9 +324,7 @@ class RemoteLogManager:
             self.copier.copy(replica.partition, files, leader_epoch=replica.leader_epoch,
                              publish=publish, now_ms=now_ms)
         except Exception as exc:  # store down, publish refused, segment gone: retry later
-            state.failures += 1
-            state.retry_at_ms = now_ms + self.backoff.delay_ms(state.failures, self._random())
-            state.last_error = str(exc)
+            self._back_off(state, now_ms, exc)
             self.counters.copy_failures += 1
             log.warning("copying %s segment %d to the remote tier failed (attempt %d, next in "
                         "%d ms): %s", replica.partition, base, state.failures,

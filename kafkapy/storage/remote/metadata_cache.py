@@ -9,7 +9,12 @@ Rules (everything that changes the cache is `apply`; queries never change it):
    illegal transition raises `RemoteMetadataError` and leaves the cache unchanged. Replaying
    a record already applied (the same update again, as after a consumer restart) is a no-op.
 3. DELETE_SEGMENT_STARTED hides the segment from reads at once (its objects are going);
-   DELETE_SEGMENT_FINISHED forgets it.
+   DELETE_SEGMENT_FINISHED forgets it, and any record of a recently forgotten segment is a
+   no-op: the leader applies its own records as soon as they are replicated, before its replay
+   of the metadata topic reaches them, so the replay meets a deleted segment's earlier records
+   (its add, its copy finishing, its delete starting) after it was forgotten. Applying them
+   would log a bogus warning per deleted segment, or bring the deleted segment back as readable
+   until the replay reached its delete.
 4. A `RemotePartitionDeleteMetadata` marks the whole partition: reads stop at MARKED, and at
    DELETE_PARTITION_FINISHED every segment is forgotten.
 5. Where two finished segments overlap (a new leader after an unclean election copied its own
@@ -28,6 +33,7 @@ a model (tests/storage/remote/test_metadata_cache.py).
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 
 from kafkapy.storage.errors import StorageError
@@ -45,6 +51,9 @@ from kafkapy.storage.remote.metadata import (
 __all__ = ["RemoteLogMetadataCache", "RemoteLogMetadataStore", "RemoteMetadataError"]
 
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+#: forgotten segment ids remembered per partition (rule 3): the replay trails the leader's own
+#: records by seconds, a window far fewer deletes than this fit in
+FORGOTTEN_KEPT = 10_000
 
 
 class RemoteMetadataError(StorageError):
@@ -61,6 +70,7 @@ class RemoteLogMetadataCache:
     def __init__(self, partition: TopicIdPartition) -> None:
         self.partition = partition
         self._segments: dict[uuid.UUID, RemoteLogSegmentMetadata] = {}
+        self._forgotten: OrderedDict[uuid.UUID, None] = OrderedDict()
         self.delete_state: RemotePartitionDeleteState | None = None
         #: the log start DeleteRecords set (rule 6; -1: none)
         self.deleted_records_offset = -1
@@ -87,6 +97,8 @@ class RemoteLogMetadataCache:
 
     def _add(self, record: RemoteLogSegmentMetadata) -> None:
         key = record.segment_id.id
+        if key in self._forgotten:
+            return
         known = self._segments.get(key)
         if known is not None:
             if known.start_offset != record.start_offset or known.end_offset != record.end_offset:
@@ -102,7 +114,7 @@ class RemoteLogMetadataCache:
         key = update.segment_id.id
         known = self._segments.get(key)
         if known is None:
-            if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+            if key in self._forgotten or update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
                 return  # replayed after the segment was already forgotten
             raise RemoteMetadataError(f"update of unknown remote segment {key}")
         if known.state is update.state:
@@ -112,8 +124,14 @@ class RemoteLogMetadataCache:
                 f"segment {key}: {known.state.name} cannot move to {update.state.name}")
         if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
             del self._segments[key]
+            self._forget(key)
         else:
             self._segments[key] = known.with_update(update)
+
+    def _forget(self, key: uuid.UUID) -> None:
+        self._forgotten[key] = None
+        if len(self._forgotten) > FORGOTTEN_KEPT:
+            self._forgotten.popitem(last=False)
 
     # --- queries ----------------------------------------------------------------------------
     def segments(self, state: RemoteLogSegmentState | None = None) -> list[RemoteLogSegmentMetadata]:

@@ -127,6 +127,23 @@ def test_a_started_copy_is_not_readable_until_finished() -> None:
     cache.apply(update(seg, S.DELETE_SEGMENT_FINISHED))  # replayed after it was forgotten
 
 
+def test_a_replay_trailing_the_leaders_own_deletes_keeps_the_segment_forgotten() -> None:
+    """The leader applies its records once replicated; its replay of the metadata topic meets
+    them again after the segment was deleted: every one is a no-op, none is refused, and the
+    deleted segment is never readable again on the way."""
+    cache = RemoteLogMetadataCache(TP)
+    seg = segment(0, 0, 9)
+    history = [seg, update(seg, S.COPY_SEGMENT_FINISHED), update(seg, S.DELETE_SEGMENT_STARTED),
+               update(seg, S.DELETE_SEGMENT_FINISHED)]
+    for record in history:
+        cache.apply(record)
+    for record in history:  # the replay, from the segment's add or from its delete
+        cache.apply(record)
+        assert cache.segment_for_offset(5) is None
+        assert len(cache) == 0
+    cache.apply(update(seg, S.DELETE_SEGMENT_STARTED))
+
+
 @pytest.mark.parametrize(("path", "illegal"), [
     ([], S.DELETE_SEGMENT_FINISHED),
     ([S.COPY_SEGMENT_FINISHED], S.COPY_SEGMENT_STARTED),
