@@ -50,6 +50,8 @@ def test_disabling_remote_storage_with_delete_on_disable_deletes_the_remote_data
     _create_topic(broker, topic_name)
     _produce(broker, topic_name, 300)
     _wait("segments in the bucket", lambda: len(_remote_logs(store, topic_name)) >= 3)
+    # local retention removed the oldest copied segments: only the remote tier holds offset 0
+    _wait("the local log start past 0", lambda: _local_log_start(broker, topic_name) > 0)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     _disable(admin, topic_name, **{"remote.log.copy.disable": "true", "local.retention.bytes": "-2"})
     _disable(admin, topic_name, **{"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
@@ -63,3 +65,9 @@ def test_disabling_remote_storage_with_delete_on_disable_deletes_the_remote_data
         assert _local_log_bytes(broker, topic_name) > 0
     finally:
         consumer.close()
+
+
+def _local_log_start(broker: BrokerProcess, topic: str) -> int:
+    """The base offset of the partition's oldest local segment (its file name)."""
+    assert broker.data_dir is not None
+    return min((int(p.stem) for p in (broker.data_dir / f"{topic}-0").glob("*.log")), default=0)
