@@ -8,7 +8,9 @@ group that lags most, a burst not flattening steady traffic in the throughput ch
 partition first, the brokers' racks and partition replicas against `max.broker.partitions`,
 the topic's own configs, sizes that say whose they are, a partition log that
 could not be opened and a partition the cleaner gave up on listed under storage health, and the
-Raft quorum of one out of the way."""
+Raft quorum of one out of the way. With tiered storage on (a real SeaweedFS), a "Tiered storage"
+section that is absent until a `remote.storage.enable` topic exists, then lists it with its
+bytes on this node's disk, its bytes in the bucket and the copier's lag."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import re
 import shutil
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +34,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from compat_tests.conftest import BrokerFactory, in_ci
+from kafkapy.storage.remote.s3 import S3ObjectStore
+from kafkapy.testing.object_store import S3Server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -349,3 +354,98 @@ def _check_storage_health_and_raft_placement(page: Page) -> None:
     assert raft_box is not None
     assert groups_box is not None
     assert raft_box["y"] > groups_box["y"] + groups_box["height"] - 1
+
+
+TIERED = "archived"
+TIERED_SEGMENT_BYTES = 16 * 1024
+BYTE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
+
+def _size(text: str) -> float:
+    """A size as the page's `_bytes` prints it ("512 B", "48.0 KiB")."""
+    value, unit = text.split()
+    return float(value) * BYTE_UNITS[unit]
+
+
+def _tiered_broker(broker_factory: BrokerFactory, s3: S3Server, prefix: str) -> tuple[str, str]:
+    """A broker with tiering on against `s3`, serving the status page: bootstrap and page URL."""
+    settings = {
+        "remote.log.storage.system.enable": "true",
+        "rsm.config.storage.s3.bucket.name": s3.bucket,
+        "rsm.config.storage.s3.endpoint.url": s3.endpoint_url,
+        "rsm.config.storage.s3.path.style.access.enabled": "true",
+        "rsm.config.storage.aws.credentials.file": str(s3.credentials_file),
+        "rsm.config.key.prefix": prefix,
+        "remote.log.manager.task.interval.ms": "300",
+        "remote.log.metadata.topic.num.partitions": "1",
+    }
+    args = ["--http", "127.0.0.1:0"] + [a for k, v in settings.items() for a in ("--override", f"{k}={v}")]
+    broker = broker_factory.start(extra_args=args)
+    url = re.search(r"HTTP on (http://\S+/)", broker.log_text())
+    assert url, broker.log_tail()
+    return broker.bootstrap, url.group(1)
+
+
+def _produce_and_wait_for_copies(bootstrap: str, store: S3ObjectStore) -> None:
+    """Rolled segments of TIERED, copied: at least two `.log` objects in the bucket."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = {"remote.storage.enable": "true", "segment.bytes": str(TIERED_SEGMENT_BYTES)}
+    admin.create_topics([NewTopic(TIERED, 1, 1, config=configs)])[TIERED].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.size": 2000})
+    for i in range(100):  # ~100 KB: about 6 segments
+        producer.produce(TIERED, b"x" * 1000, key=b"%d" % i)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 90
+    while len([o for o in store.list(f"{TIERED}-") if o.key.endswith(".log")]) < 2:
+        assert time.monotonic() < deadline, "no segments copied to the bucket"
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_tiered_storage_section_shows_local_and_remote_bytes_and_copier_lag(
+    broker_factory: BrokerFactory, chromium_path: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    prefix = f"page-{uuid.uuid4().hex[:10]}"
+    with S3Server("seaweedfs") as s3, sync_playwright() as pw:
+        bootstrap, url = _tiered_broker(broker_factory, s3, prefix)
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1500})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(url, wait_until="load")
+            # tiering on, but no tiered topic yet: no section (the topics table says enough)
+            page.wait_for_selector("#topics", timeout=30_000)
+            assert page.locator("#tiered").count() == 0
+            assert "Tiered storage" not in page.inner_text("#tables")
+
+            _produce_and_wait_for_copies(bootstrap, S3ObjectStore(s3.config(key_prefix=prefix)))
+            # the tables refresh every few seconds: wait for the copied bytes to show
+            row = page.locator(f'#tiered table.tiered-topics tbody tr:has(td:text-is("{TIERED}"))')
+            deadline = time.monotonic() + 60
+            while True:
+                if row.count() == 1:
+                    cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+                    if _size(cells[2]) > 0:
+                        break
+                assert time.monotonic() < deadline, page.inner_text("#tables")
+                page.wait_for_timeout(500)
+            assert "Tiered storage" in page.inner_text("#tiered h2")
+            headers = page.locator("#tiered table.tiered-topics thead").inner_text()
+            for header in ("Local", "Remote", "Copier lag"):
+                assert header in headers
+            assert cells[0] == TIERED
+            assert _size(cells[1]) > 0  # the active segment at least stays local
+            assert _size(cells[2]) > TIERED_SEGMENT_BYTES  # two copied segments, nearly full
+            lag = re.fullmatch(r"(\S+ \S+) \((\d+) segments?\)", cells[3])
+            assert lag, cells[3]
+            assert _size(lag.group(1)) >= 0
+            assert not errors, errors
+            shot = tmp_path / "status-page-tiered.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"status page screenshot: {shot}")
+        finally:
+            browser.close()
