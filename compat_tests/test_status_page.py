@@ -264,6 +264,8 @@ def test_status_page_renders_and_matches_the_admin_api(
             ticks = [t.text_content() for t in page.locator("#chart-lag text.axis").all()]
             assert ticks[:5] == ["0.0", "50.0", "100", "150", "200"]
             assert page.inner_text("#partition-count") != ""
+            # no remote.storage.enable topic (tiering off): no Tiered storage section
+            assert page.locator("#tiered").count() == 0
             _check_burst_leaves_steady_traffic_readable(page)
             _check_storage_health_and_raft_placement(page)
 
