@@ -32,12 +32,14 @@ import dataclasses
 import logging
 import uuid
 from bisect import bisect_right
+from pathlib import Path
 
 from kafkapy.broker.config import BrokerConfig
 from kafkapy.broker.runtime import ThreadLimiter
 from kafkapy.protocol.errors import ErrorCode, ProtocolError
 from kafkapy.protocol.records import iter_batches
-from kafkapy.storage.errors import StorageError
+from kafkapy.storage.checkpoint import write_remote_log_start
+from kafkapy.storage.errors import KafkaStorageError, StorageError
 from kafkapy.storage.remote.layout import SegmentObject, TopicIdPartition
 from kafkapy.storage.remote.metadata import RemoteLogSegmentMetadata
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataCache, RemoteLogMetadataStore
@@ -176,6 +178,21 @@ class RemoteTier:
         cache = self.cache(topic, topic_id, partition)
         remote = cache.log_start_offset() if cache is not None else None
         return local_start if remote is None else min(remote, local_start)
+
+    def advance_log_start(self, tp: TopicIdPartition, offset: int, directory: Path) -> None:
+        """DeleteRecords below the local log start (on the leader, or as a follower learns it
+        from the leader's fetch answers): the remote log start moves up to `offset` and, when it
+        moved, is checkpointed in the partition's `directory` so a restart keeps it (the replay
+        of `__remote_log_metadata` seeds the cache with it). The checkpoint is written first:
+        when it fails (KafkaStorageError) the log start stays where it was."""
+        cache = self.metadata.cache(tp)
+        if cache is None or cache.log_start_offset() is None or offset <= cache.deleted_records_offset:
+            return
+        try:
+            write_remote_log_start(directory, offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"checkpointing the remote log start of {tp}: {exc}") from exc
+        cache.advance_log_start(offset)
 
     def plan(
         self, tp: TopicIdPartition, fetch_offset: int, local_start: int, *, follower: bool,

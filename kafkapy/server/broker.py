@@ -65,12 +65,14 @@ from kafkapy.server.cluster.node import ClusterNode
 from kafkapy.server.cluster.partition_roles import PartitionRole, ReplicaManager
 from kafkapy.server.security.credentials import CredentialStore
 from kafkapy.storage import LogConfig, LogManager, PartitionLog
+from kafkapy.storage.checkpoint import read_remote_log_start
 from kafkapy.storage.errors import InvalidLogConfigError, StorageError
 
 if TYPE_CHECKING:  # tiering modules: loaded only with remote.log.storage.system.enable
     from kafkapy.broker.remote_fetch import RemoteTier
     from kafkapy.broker.remote_log import RemoteLogManager
     from kafkapy.server.remote_log_tasks import RemoteLogTasks
+    from kafkapy.storage.remote.layout import TopicIdPartition
 
 __all__ = ["Broker", "BrokerError", "now_ms", "storage_failure"]
 
@@ -214,6 +216,15 @@ class Broker:
         self.remote_log = remote_log_manager(config, self.node_id)
         if self.remote_log is not None:
             self._remote_tier = RemoteTier.from_config(config, self.remote_log.metadata, self.remote_log.store)
+            self.remote_log.metadata.persisted_log_start = self._persisted_remote_log_start
+
+    def _persisted_remote_log_start(self, tp: TopicIdPartition) -> int:
+        """The remote log start a DeleteRecords set that this replica checkpointed for `tp`
+        (-1: none, or this broker holds no log of that topic incarnation)."""
+        plog = self.logs.get(tp.topic, tp.partition)
+        if plog is None or plog.topic_id != tp.topic_id:
+            return -1
+        return read_remote_log_start(plog.directory)
 
     @functools.cached_property
     def remote_log_tasks(self) -> RemoteLogTasks | None:
@@ -247,6 +258,8 @@ class Broker:
     @remote_tier.setter
     def remote_tier(self, tier: RemoteTier | None) -> None:
         self._remote_tier = tier
+        if tier is not None:
+            tier.metadata.persisted_log_start = self._persisted_remote_log_start
         if self._ports is not None:
             self._ports.remote_tier = tier
 

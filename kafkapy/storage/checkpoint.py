@@ -11,6 +11,9 @@ choice: full recovery, log start at the first segment). Files in a partition dir
   or reconfigured.
 - `leader-epoch-checkpoint`: `LeaderEpochCache`, Kafka's layout (version, count, `epoch offset`
   lines), for follower truncation (OffsetForLeaderEpoch) later.
+- `remote-log-start-offset.checkpoint`: the log start a DeleteRecords below the local log start
+  of a tiered topic set (KIP-405): the `__remote_log_metadata` replay cannot rebuild it, and a
+  separate file keeps `offsets.checkpoint`'s format as older logs wrote it.
 """
 
 from __future__ import annotations
@@ -28,12 +31,15 @@ __all__ = [
     "PartitionMetadata",
     "fsync_dir",
     "fsync_file",
+    "read_remote_log_start",
     "write_atomic",
+    "write_remote_log_start",
 ]
 
 OFFSETS_FILE = "offsets.checkpoint"
 METADATA_FILE = "partition.metadata"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+REMOTE_LOG_START_FILE = "remote-log-start-offset.checkpoint"
 
 
 def fsync_dir(path: Path) -> None:
@@ -122,6 +128,26 @@ class OffsetsCheckpoint:
         if set(values) != names or any(v < 0 for v in values.values()):
             return None
         return cls(**values)
+
+
+def write_remote_log_start(directory: Path, offset: int) -> None:
+    """Remember the remote log start DeleteRecords moved to `offset`, durably before the
+    DeleteRecords answer: a restart must not make the deleted records readable again."""
+    write_atomic(directory / REMOTE_LOG_START_FILE,
+                 f"version 0\nremote_log_start_offset {offset}\n".encode(), fsync=True)
+
+
+def read_remote_log_start(directory: Path) -> int:
+    """The remote log start DeleteRecords set (`write_remote_log_start`); -1 when none, or the
+    file is unreadable (the log start is then the first remote segment's, as before it moved)."""
+    text = _read_text(directory / REMOTE_LOG_START_FILE)
+    lines = text.splitlines() if text is not None else []
+    if len(lines) != 2 or lines[0] != "version 0":
+        return -1
+    name, _, raw = lines[1].partition(" ")
+    if name != "remote_log_start_offset" or not raw.isdigit():
+        return -1
+    return int(raw)
 
 
 @dataclasses.dataclass(slots=True)

@@ -332,11 +332,11 @@ async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest) 
                 result.error_code = lp
                 continue
             offset = lp.log.high_watermark if p.offset == -1 else p.offset
-            remote_start = _delete_remote_records(ctx, lp, offset)
-            if remote_start is not None:
-                result.low_watermark = remote_start
-                continue
             try:
+                remote_start = _delete_remote_records(ctx, lp, offset)
+                if remote_start is not None:
+                    result.low_watermark = remote_start
+                    continue
                 result.low_watermark = partitions.delete_records(lp, offset)
             except StorageError as e:
                 result.error_code = storage_failure(e, f"DeleteRecords of {topic.name}-{p.partition_index}")
@@ -361,10 +361,11 @@ def _delete_remote_records(ctx: RequestContext, lp: LeaderPartition, offset: int
     if tier is None or info is None or not is_tiered(info.configs):
         return None
     local_start = lp.log.log_start_offset
-    cache = tier.metadata.cache(TopicIdPartition(lp.topic, info.topic_id, lp.partition))
+    tp = TopicIdPartition(lp.topic, info.topic_id, lp.partition)
+    cache = tier.metadata.cache(tp)
     if not 0 <= offset < local_start or cache is None or cache.log_start_offset() is None:
         return None
-    cache.advance_log_start(offset)
+    tier.advance_log_start(tp, offset, lp.log.directory)
     return tier.log_start_offset(lp.topic, info.topic_id, lp.partition, local_start)
 
 

@@ -297,16 +297,16 @@ class ReplicaFetcherManager:
             ))
         return list(topics.values())
 
-    def _follow_remote_log_start(self, state: FetchState, leader_log_start: int) -> None:
+    def _follow_remote_log_start(self, state: FetchState, plog: PartitionLog, leader_log_start: int) -> None:
         """A tiered partition's log start below our local log start is in the remote tier: a
         DeleteRecords there moved it, and this replica keeps it too, so that as a new leader it
-        answers the same log start (Kafka's follower `maybeIncrementLogStartOffset`)."""
+        answers the same log start (Kafka's follower `maybeIncrementLogStartOffset`), also
+        after a restart (checkpointed in the partition's directory)."""
         tier = self._remote_tier()
         if tier is None:
             return
-        cache = tier.metadata.cache(TopicIdPartition(state.topic, state.topic_id, state.partition))
-        if cache is not None and cache.log_start_offset() is not None:
-            cache.advance_log_start(leader_log_start)
+        tp = TopicIdPartition(state.topic, state.topic_id, state.partition)
+        tier.advance_log_start(tp, leader_log_start, plog.directory)
 
     async def _process(self, state: FetchState, part: FetchedPartition) -> None:
         plog = self.logs.get(state.topic, state.partition)
@@ -329,7 +329,7 @@ class ReplicaFetcherManager:
                 if part.log_start_offset > plog.log_start_offset:
                     plog.follow_log_start(part.log_start_offset)
                 elif part.log_start_offset < plog.log_start_offset:
-                    self._follow_remote_log_start(state, part.log_start_offset)
+                    self._follow_remote_log_start(state, plog, part.log_start_offset)
                 if (plog.high_watermark, plog.log_start_offset) != visible:
                     self.replicas.on_replicated(state.topic, state.partition)
                 return

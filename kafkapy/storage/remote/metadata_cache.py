@@ -22,6 +22,9 @@ Rules (everything that changes the cache is `apply`; queries never change it):
 6. DeleteRecords below the local log start (`advance_log_start`) raises the remote log start
    to its offset, never lowers it: offsets below it are out of range even while the segment
    holding them is still remote (the remote log manager deletes the segments wholly below it).
+   No metadata record carries it, so each replica checkpoints it in the partition's directory
+   and the store's `persisted_log_start` seeds a partition's cache with it when replay creates
+   the cache (Kafka's log-start-offset-checkpoint).
 7. A segment copied after DELETE_PARTITION_FINISHED (tiering turned off with
    `remote.log.delete.on.disable`, then on again, KIP-950) starts the partition's remote tier
    afresh: readable again, no DeleteRecords log start.
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kafkapy.storage.errors import StorageError
 from kafkapy.storage.remote.layout import TopicIdPartition
@@ -167,9 +170,13 @@ class RemoteLogMetadataCache:
             return None
         return max(readable[0].start_offset, self.deleted_records_offset)
 
-    def advance_log_start(self, offset: int) -> None:
-        """DeleteRecords to `offset` (rule 6): the remote log start moves up to it."""
-        self.deleted_records_offset = max(self.deleted_records_offset, offset)
+    def advance_log_start(self, offset: int) -> bool:
+        """DeleteRecords to `offset` (rule 6): the remote log start moves up to it. True when it
+        moved (the caller checkpoints it)."""
+        if offset <= self.deleted_records_offset:
+            return False
+        self.deleted_records_offset = offset
+        return True
 
     def segments_below_log_start(self) -> list[RemoteLogSegmentMetadata]:
         """The readable segments wholly below the log start DeleteRecords set: what the remote
@@ -228,8 +235,11 @@ class RemoteLogMetadataStore:
     on, as Kafka's consumer task does, since the next record may still apply.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, persisted_log_start: Callable[[TopicIdPartition], int] | None = None) -> None:
         self._caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
+        #: the log start DeleteRecords set that this replica checkpointed for a partition (-1:
+        #: none); read once, when replay creates the partition's cache (rule 6)
+        self.persisted_log_start: Callable[[TopicIdPartition], int] = persisted_log_start or (lambda tp: -1)
 
     def apply(self, record: RemoteLogMetadata) -> None:
         tp = record.partition if isinstance(record, RemotePartitionDeleteMetadata) else (
@@ -239,6 +249,7 @@ class RemoteLogMetadataStore:
             if not isinstance(record, RemoteLogSegmentMetadata):
                 raise RemoteMetadataError(f"{type(record).__name__} for {tp}, which has no segments")
             cache = self._caches[tp] = RemoteLogMetadataCache(tp)
+            cache.advance_log_start(self.persisted_log_start(tp))
         cache.apply(record)
 
     def apply_value(self, value: bytes) -> RemoteLogMetadata:
