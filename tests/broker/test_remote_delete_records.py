@@ -6,14 +6,17 @@ below it (objects and all) and keeps the one straddling it."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from kafkapy.broker.remote_fetch import REMOTE_STORAGE_ENABLE, RemoteTier
 from kafkapy.broker.remote_log import TieredReplica
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.errors import ErrorCode
 from kafkapy.protocol.messages import DeleteRecordsRequest
-from kafkapy.storage.remote.layout import kafka_uuid
+from kafkapy.storage.remote.layout import TopicIdPartition, kafka_uuid
 from kafkapy.storage.remote.metadata import RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState
+from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataStore
 from kafkapy.testing.object_store import S3Server
 from tests.broker.test_remote_fetch import (
     FETCH_V,
@@ -24,7 +27,7 @@ from tests.broker.test_remote_fetch import (
     tiered,
 )
 from tests.broker.test_remote_log import TIERED, TP, MemoryStore, Published, _log, _manager
-from tests.server.helpers import Client
+from tests.server.helpers import Client, running_broker
 from tests.storage.helpers import BASE_TS
 
 __all__ = ["s3_server"]  # the module's S3 server fixture
@@ -55,6 +58,42 @@ async def test_delete_records_below_the_local_log_start_moves_the_remote_log_sta
         assert (await _list_offsets(client, 0))[:2] == (0, target)  # by timestamp: not below it
         lower = await client.request(ApiKey.DELETE_RECORDS, 2, _delete_records(5))  # never moves down
         assert lower.topics[0].partitions[0].low_watermark == target
+        await client.aclose()
+
+
+async def test_the_moved_log_start_holds_after_a_restart(tmp_path: Path, s3_server: S3Server) -> None:
+    target = 17  # inside the first remote segment, not its first offset
+    async with tiered(tmp_path, s3_server) as t:
+        tier = t.broker.remote_tier
+        assert tier is not None
+        client = await Client.connect(t.port)
+        resp = await client.request(ApiKey.DELETE_RECORDS, 2, _delete_records(target))
+        assert resp.topics[0].partitions[0].low_watermark == target
+        await client.aclose()
+        plog = t.broker.logs.get(TOPIC, 0)
+        assert plog is not None
+        cache = tier.metadata.cache(TopicIdPartition(TOPIC, plog.topic_id, 0))
+        assert cache is not None
+        segments, reader = cache.segments(), tier.reader
+        assert segments[0].start_offset < target <= segments[0].end_offset
+    async with running_broker(tmp_path) as (broker, _, port):
+        info = broker.topics.get(TOPIC)
+        assert info is not None
+        info.configs[REMOTE_STORAGE_ENABLE] = "true"
+        metadata = RemoteLogMetadataStore()
+        broker.remote_tier = RemoteTier(metadata, reader)
+        for segment in segments:  # the `__remote_log_metadata` replay: no record carries the log start
+            metadata.apply(dataclasses.replace(segment, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED))
+            metadata.apply(RemoteLogSegmentMetadataUpdate(
+                segment.segment_id, segment.broker_id, segment.event_timestamp_ms,
+                RemoteLogSegmentState.COPY_SEGMENT_FINISHED))
+        client = await Client.connect(port)
+        assert (await _list_offsets(client, -2))[:2] == (0, target)
+        below = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: target - 1}))).responses[0].partitions[0]
+        assert (below.error_code, below.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, target)
+        at = (await client.request(ApiKey.FETCH, FETCH_V, fetch_req({0: target}))).responses[0].partitions[0]
+        assert (at.error_code, at.log_start_offset) == (ErrorCode.NONE, target)
+        assert at.records
         await client.aclose()
 
 
