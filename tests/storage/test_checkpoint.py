@@ -8,7 +8,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.storage.checkpoint import LeaderEpochCache, OffsetsCheckpoint, PartitionMetadata
+from kafkapy.storage.checkpoint import (
+    REMOTE_LOG_START_FILE,
+    LeaderEpochCache,
+    OffsetsCheckpoint,
+    PartitionMetadata,
+    read_remote_log_start,
+    write_remote_log_start,
+)
 
 
 def test_offsets_checkpoint_round_trip_and_garbage(tmp_path: Path) -> None:
@@ -22,6 +29,17 @@ def test_offsets_checkpoint_round_trip_and_garbage(tmp_path: Path) -> None:
                     b"version 0\nlog_start_offset 1\n", b"\xff\xfe", b"version 0\nbogus 1\n"):
         (tmp_path / "offsets.checkpoint").write_bytes(garbage)
         assert OffsetsCheckpoint.read(tmp_path) is None
+
+
+@given(st.integers(0, 2**63 - 1), st.binary(max_size=40))
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])  # fsyncs
+def test_remote_log_start_round_trip_and_garbage(tmp_path: Path, offset: int, garbage: bytes) -> None:
+    assert read_remote_log_start(tmp_path / "absent") == -1
+    write_remote_log_start(tmp_path, offset)
+    assert read_remote_log_start(tmp_path) == offset
+    assert not (tmp_path / (REMOTE_LOG_START_FILE + ".tmp")).exists()
+    (tmp_path / REMOTE_LOG_START_FILE).write_bytes(garbage)  # a torn or foreign file: none
+    assert read_remote_log_start(tmp_path) == -1
 
 
 def test_partition_metadata_round_trip(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from kafkapy.broker.remote_fetch import RemoteTier
 from kafkapy.protocol import ApiKey
 from kafkapy.protocol.messages import DeleteRecordsRequest
+from kafkapy.storage.checkpoint import read_remote_log_start
 from kafkapy.storage.remote.layout import TopicIdPartition
 from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataStore
 from kafkapy.storage.remote.reader import RemoteLogReader
@@ -67,3 +68,5 @@ async def test_the_follower_keeps_the_remote_log_start_delete_records_set(
         await wait_for(lambda: cache.log_start_offset() == target, what="the follower's remote log start",
                        detail=lambda: cache.log_start_offset())
         assert follower.broker.remote_tier.log_start_offset(TOPIC, plog.topic_id, 0, fplog.log_start_offset) == target
+        # each replica checkpointed it, so a restart of every replica keeps it
+        assert [read_remote_log_start(log.directory) for log in (plog, fplog)] == [target, target]

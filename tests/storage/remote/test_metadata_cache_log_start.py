@@ -10,8 +10,8 @@ from kafkapy.storage.remote.metadata import (
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
 )
-from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataCache
-from tests.storage.remote.test_metadata_cache import TP, finished, segment
+from kafkapy.storage.remote.metadata_cache import RemoteLogMetadataCache, RemoteLogMetadataStore
+from tests.storage.remote.test_metadata_cache import TP, S, finished, segment, update
 
 
 def _three() -> RemoteLogMetadataCache:
@@ -41,3 +41,15 @@ def test_a_segment_copied_after_the_partition_was_deleted_is_readable() -> None:
     finished(cache, segment(9, 40, 49))
     assert [s.start_offset for s in cache.readable_segments()] == [40]
     assert cache.log_start_offset() == 40
+
+
+def test_the_replay_starts_from_the_checkpointed_log_start() -> None:
+    store = RemoteLogMetadataStore(persisted_log_start=lambda tp: 15 if tp == TP else -1)
+    for n, (start, end) in enumerate([(0, 9), (10, 19)]):
+        store.apply(segment(n, start, end))
+        store.apply(update(segment(n, start, end), S.COPY_SEGMENT_FINISHED))
+    cache = store.cache(TP)
+    assert cache is not None
+    assert cache.log_start_offset() == 15
+    assert not cache.advance_log_start(12)  # never lower
+    assert [s.start_offset for s in cache.segments_below_log_start()] == [0]
