@@ -186,8 +186,9 @@ class RemoteTier:
         of `__remote_log_metadata` seeds the cache with it). The checkpoint is written first:
         when it fails (KafkaStorageError) the log start stays where it was."""
         cache = self.metadata.cache(tp)
-        if cache is None or cache.log_start_offset() is None or offset <= cache.deleted_records_offset:
-            return
+        start = cache.log_start_offset() if cache is not None else None
+        if cache is None or start is None or offset <= start:
+            return  # not a move: no checkpoint write per fetch on a follower
         try:
             write_remote_log_start(directory, offset)
         except OSError as exc:

@@ -220,11 +220,16 @@ class Broker:
 
     def _persisted_remote_log_start(self, tp: TopicIdPartition) -> int:
         """The remote log start a DeleteRecords set that this replica checkpointed for `tp`
-        (-1: none, or this broker holds no log of that topic incarnation)."""
+        (-1: none, this broker holds no log of that topic incarnation, or its disk fails - then
+        the replay goes on from the first remote segment's start)."""
         plog = self.logs.get(tp.topic, tp.partition)
         if plog is None or plog.topic_id != tp.topic_id:
             return -1
-        return read_remote_log_start(plog.directory)
+        try:
+            return read_remote_log_start(plog.directory)
+        except OSError as exc:
+            log.warning("%s: cannot read the remote log start checkpoint: %s", tp, exc)
+            return -1
 
     @functools.cached_property
     def remote_log_tasks(self) -> RemoteLogTasks | None:
