@@ -203,6 +203,39 @@ def test_remote_retention_deletes_the_oldest_remote_segments(tmp_path: Path) -> 
         4 * SEGMENT_BYTES + max(s.segment_size_in_bytes for s in copied))
 
 
+class OrderedDeletes(MemoryStore):
+    """Records every key in the order the store was asked to delete it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: list[str] = []
+
+    def delete(self, keys: Iterable[str]) -> None:
+        batch = list(keys)
+        super().delete(batch)
+        self.deleted += batch
+
+
+def test_a_remote_segment_is_deleted_log_last_so_no_listing_shows_orphans(tmp_path: Path) -> None:
+    """A bucket listing taken mid-delete never shows a segment's indexes, snapshot or checkpoint
+    without its `.log`: the `.log` (written last) is deleted last, in a request of its own."""
+    plog = _log(tmp_path / "orders-0", {**TIERED, "retention.bytes": str(4 * SEGMENT_BYTES)},
+                batches=30)
+    store = OrderedDeletes()
+    manager = _manager(store)
+    published = Published(manager)
+    replica = TieredReplica(TP, plog, 0)
+    manager.run_copies([replica], published, BASE_TS)
+    assert manager.run_remote_retention([replica], published, BASE_TS) > 0
+    by_segment: dict[str, list[str]] = {}
+    for key in store.deleted:
+        by_segment.setdefault(key.rsplit(".", 1)[0], []).append(key)
+    assert by_segment
+    for keys in by_segment.values():
+        assert keys[-1].endswith(".log")
+        assert len(keys) > 1
+
+
 def test_deleting_a_partition_removes_its_objects(plog: PartitionLog) -> None:
     store = MemoryStore()
     manager = _manager(store)

@@ -150,7 +150,11 @@ class RemoteLogSegmentCopier:
 
     def delete(self, metadata: RemoteLogSegmentMetadata, *, publish: Publish, now_ms: int) -> None:
         """Remove a copied (or half-copied) segment: DELETE_SEGMENT_STARTED, its objects, then
-        DELETE_SEGMENT_FINISHED - retention, and the clean-up of an abandoned copy."""
+        DELETE_SEGMENT_FINISHED - retention, and the clean-up of an abandoned copy.
+
+        The `.log` object goes last, as it is written last: a bucket listing never shows a
+        segment's indexes, snapshot or checkpoint without its `.log` once a delete began (S3's
+        DeleteObjects removes a batch one key at a time)."""
         def update(state: RemoteLogSegmentState) -> RemoteLogSegmentMetadataUpdate:
             return RemoteLogSegmentMetadataUpdate(metadata.segment_id, self.broker_id, now_ms, state)
 
@@ -158,7 +162,8 @@ class RemoteLogSegmentCopier:
             publish(update(RemoteLogSegmentState.DELETE_SEGMENT_STARTED))
         self.store.delete(
             segment_object_key(metadata.segment_id, metadata.start_offset, kind)
-            for kind in SegmentObject)
+            for kind in SegmentObject if kind is not SegmentObject.SEGMENT)
+        self.store.delete([segment_object_key(metadata.segment_id, metadata.start_offset, SegmentObject.SEGMENT)])
         publish(update(RemoteLogSegmentState.DELETE_SEGMENT_FINISHED))
 
 
